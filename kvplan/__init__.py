@@ -1,0 +1,37 @@
+"""kvplan: KV-cache sizing and capacity planning for vLLM-style LLM serving.
+
+The core is importable as a library; results are the same objects the CLI renders::
+
+    import kvplan
+    spec = kvplan.load_model("Qwen/Qwen2.5-7B")           # config.json from the Hub or a folder
+    report = kvplan.size_report(spec)                     # bytes per token, layers, weights
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__version__ = "0.1.0"
+
+# Public names, resolved lazily so `import kvplan` stays cheap for the CLI.
+_LAZY = {
+    "load_model": "kvplan.hub",
+    "parse_config": "kvplan.config",
+    "ModelSpec": "kvplan.config",
+    "LayerSpec": "kvplan.config",
+    "kv_cache_specs": "kvplan.kv",
+    "KVCacheSpec": "kvplan.kv",
+    "size_report": "kvplan.kv",
+    "SizeReport": "kvplan.kv",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kvplan' has no attribute {name!r}")
+    import importlib
+
+    return getattr(importlib.import_module(module), name)
+
+
+__all__ = ["__version__", *_LAZY]

@@ -1,0 +1,31 @@
+"""The two consoles: data on stdout, everything else (spinners, warnings) on stderr."""
+from __future__ import annotations
+
+import functools
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+
+@functools.cache
+def out() -> Console:
+    """Console for results (stdout)."""
+    from rich.console import Console
+
+    return Console(highlight=False)
+
+
+@functools.cache
+def err() -> Console:
+    """Console for progress and warnings (stderr)."""
+    from rich.console import Console
+
+    return Console(stderr=True, highlight=False)
+
+
+def print_json(text: str) -> None:
+    """Write machine output verbatim (no Rich markup or wrapping)."""
+    import sys
+
+    sys.stdout.write(text if text.endswith("\n") else text + "\n")

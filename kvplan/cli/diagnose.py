@@ -1,0 +1,11 @@
+"""`kvplan diagnose` (stub: being written)."""
+from __future__ import annotations
+
+NAME = "diagnose"
+HELP = "Not implemented yet."
+EPILOG = ""
+
+
+def command() -> None:
+    """Not implemented yet."""
+    raise NotImplementedError

@@ -1,0 +1,11 @@
+"""`kvplan gpus` (stub: being written)."""
+from __future__ import annotations
+
+NAME = "gpus"
+HELP = "Not implemented yet."
+EPILOG = ""
+
+
+def command() -> None:
+    """Not implemented yet."""
+    raise NotImplementedError
