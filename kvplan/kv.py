@@ -6,7 +6,10 @@ MLAAttentionSpec, MambaSpec) and config/model.py:ModelConfig.get_num_kv_heads (v
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from kvplan.config import ModelSpec, RecurrentState
 
 CacheKind = Literal["full", "sliding_window", "chunked_local", "mla", "mamba"]
 
@@ -61,3 +64,299 @@ class KVCacheSpec:
         if self.kind == "mamba":
             return self.state_bytes
         return block_size * self.bytes_per_token
+
+
+# ---------------------------------------------------------------------------------------------
+# From a ModelSpec to per-rank specs
+# ---------------------------------------------------------------------------------------------
+
+_DTYPE_SIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def resolve_kv_cache_dtype(model: ModelSpec, kv_cache_dtype: str = "auto") -> str:
+    """What `--kv-cache-dtype` means for this model (config/cache.py, resolve_kv_cache_dtype_string).
+
+    `auto` is the model dtype, unless the checkpoint declares a KV scheme (ModelOpt
+    `kv_cache_quant_algo: FP8`, llm-compressor `kv_cache_scheme`), which makes it fp8.
+    """
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        from kvplan.errors import InvalidParameter, close_matches
+
+        hint = close_matches(kv_cache_dtype, KV_CACHE_DTYPES)
+        raise InvalidParameter(
+            f"--kv-cache-dtype {kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}",
+            hint=f"did you mean {hint[0]}?" if hint else None,
+        )
+    if kv_cache_dtype != "auto":
+        return kv_cache_dtype
+    if model.quant is not None and model.quant.kv_cache_dtype:
+        return model.quant.kv_cache_dtype
+    return model.dtype
+
+
+def pp_layer_ranges(num_layers: int, pp: int) -> list[range]:
+    """Layers of each pipeline stage (vllm/distributed/utils.py:get_pp_indices).
+
+    `num_layers // pp` each; the remainder goes +1 to the stages before the last one, counting
+    backwards from the second-to-last.
+    """
+    base, rem = divmod(num_layers, pp)
+    sizes = [base] * pp
+    for i in range(rem):
+        sizes[pp - 2 - i if pp > 1 else 0] += 1
+    out, start = [], 0
+    for s in sizes:
+        out.append(range(start, start + s))
+        start += s
+    return out
+
+
+def recurrent_state_shapes(state: RecurrentState, tp: int) -> tuple[tuple[tuple[int, ...], str], ...]:
+    """State tensors (shape, dtype) of one recurrent layer on one TP rank.
+
+    vllm/model_executor/layers/mamba/mamba_utils.py:MambaStateShapeCalculator
+    (mamba1_state_shape, mamba2_state_shape, gated_delta_net_state_shape).
+    """
+    k = state.conv_kernel - 1  # the conv state keeps the last (kernel − 1) inputs
+    if state.variant == "mamba1":
+        d = state.intermediate_size // tp
+        return (((d, k), state.conv_dtype), ((d, state.state_size), state.ssm_dtype))
+    if state.variant == "mamba2":
+        # n_groups that do not divide TP are replicated to the next multiple (extra_groups_for_head_shards).
+        groups = state.n_groups
+        if groups % tp:
+            groups = tp
+        conv_dim = state.intermediate_size + 2 * groups * state.state_size
+        return (((k, conv_dim // tp), state.conv_dtype),
+                ((state.num_heads // tp, state.head_dim, state.state_size), state.ssm_dtype))
+    if state.variant == "gdn":
+        conv_dim = state.head_k_dim * state.num_k_heads * 2 + state.head_v_dim * state.num_v_heads
+        return (((k, conv_dim // tp), state.conv_dtype),
+                ((state.num_v_heads // tp, state.head_k_dim, state.head_v_dim), state.ssm_dtype))
+    from kvplan.errors import BadConfig
+
+    raise BadConfig(f"recurrent layer variant {state.variant!r} is not understood by kvplan")
+
+
+def recurrent_state_bytes(state: RecurrentState, tp: int) -> int:
+    """Σ prod(shape) × dtype size over the state tensors (MambaSpec.page_size_bytes, unpadded)."""
+    total = 0
+    for shape, dtype in recurrent_state_shapes(state, tp):
+        n = 1
+        for dim in shape:
+            n *= dim
+        total += n * _DTYPE_SIZE[dtype]
+    return total
+
+
+def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
+    """Reject a TP size vLLM would reject (config/parallel.py / ModelConfig.verify_with_parallel_config:
+    num_attention_heads must be divisible by tensor_parallel_size), and non-positive sizes."""
+    from kvplan.errors import InvalidParameter
+
+    if tp < 1:
+        raise InvalidParameter(f"--tensor-parallel-size must be ≥ 1, got {tp}")
+    if model.num_attention_heads % tp:
+        raise InvalidParameter(
+            f"--tensor-parallel-size {tp} does not divide the {model.num_attention_heads} attention heads",
+            hint="vLLM requires num_attention_heads % tensor_parallel_size == 0",
+        )
+    kv = model.num_kv_heads
+    if model.mla is None and tp > kv and tp % kv:
+        raise InvalidParameter(
+            f"--tensor-parallel-size {tp} is larger than the {kv} KV heads and not a multiple of them",
+            hint="vLLM replicates KV heads only when tp % num_kv_heads == 0",
+        )
+
+
+def kv_cache_specs(
+    model: ModelSpec, *, tp: int = 1, pp: int = 1, kv_cache_dtype: str = "auto"
+) -> list[list[KVCacheSpec]]:
+    """Per-layer KV specs for each pipeline stage (worker), per TP rank.
+
+    KV heads per rank: max(1, total // tp) (ModelConfig.get_num_kv_heads); MLA keeps its one latent
+    whole on every rank. Layers without a cache of their own (KV sharing, MLP-only) get no spec
+    (v1/worker/gpu/attn_utils.py:get_kv_cache_spec).
+    """
+    from kvplan.errors import InvalidParameter
+
+    check_tensor_parallel(model, tp)
+    if pp < 1 or pp > model.num_layers:
+        raise InvalidParameter(f"--pipeline-parallel-size must be between 1 and {model.num_layers}, got {pp}")
+    dtype = resolve_kv_cache_dtype(model, kv_cache_dtype)
+    e = KV_DTYPE_BYTES[dtype]
+    stages = []
+    for rng in pp_layer_ranges(model.num_layers, pp):
+        specs: list[KVCacheSpec] = []
+        for i in rng:
+            layer = model.layers[i]
+            if layer.kind in ("kv_shared", "mlp_only"):
+                continue
+            if layer.kind == "mamba":
+                assert layer.state is not None
+                specs.append(KVCacheSpec(i, "mamba", state_bytes=recurrent_state_bytes(layer.state, tp)))
+            elif layer.kind == "mla":
+                specs.append(KVCacheSpec(i, "mla", num_kv_heads=1, head_size=layer.head_size, head_size_v=0,
+                                         dtype_bytes=e))
+            else:
+                specs.append(KVCacheSpec(
+                    i, layer.kind, num_kv_heads=max(1, layer.num_kv_heads // tp), head_size=layer.head_size,
+                    head_size_v=layer.head_size_v, dtype_bytes=e, sliding_window=layer.sliding_window,
+                    attention_chunk_size=layer.attention_chunk_size,
+                ))
+        stages.append(specs)
+    return stages
+
+
+# ---------------------------------------------------------------------------------------------
+# The `kvplan size` result
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LayerGroupSize:
+    """Layers of one kind and shape, for the size table and `--json` `layers`."""
+
+    kind: CacheKind
+    count: int
+    kv_heads: int  # per GPU
+    head_size: int
+    bytes_per_token: int  # per layer, per GPU (0 for recurrent layers)
+    state_bytes: int | None = None  # recurrent layers: per request, per layer, per GPU
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
+
+
+@dataclass(frozen=True)
+class ContextCost:
+    """KV bytes one request holds at a context length (windows capped, recurrent state added)."""
+
+    tokens: int
+    bytes: int
+
+
+@dataclass(frozen=True)
+class SizeReport:
+    """Everything `kvplan size` reports; rendered by render/size.py and `--json`."""
+
+    model: str
+    kv_cache_dtype: str
+    tp: int
+    pp: int
+    kv_bytes_per_token: int  # per GPU, every KV layer, as if every token were kept (the worst PP stage)
+    layers: tuple[LayerGroupSize, ...]
+    attention_class: str  # MHA | GQA | MQA | MLA | none
+    mha_bytes_per_token: int  # the same model with one KV head per query head (MHA), per GPU
+    state_bytes_per_request: int  # recurrent layers, per GPU
+    weights_bytes: int  # whole model, stored bytes
+    weights_bytes_per_gpu: int
+    weights_source: str  # "safetensors metadata" | "analytic parameter count"
+    num_parameters: int
+    max_model_len: int
+    per_request: tuple[ContextCost, ...]
+    notes: tuple[str, ...] = ()
+
+
+def attention_class(model: ModelSpec) -> str:
+    """MHA (KV heads = query heads), GQA (1 < KV < query), MQA (1 KV head), MLA (latent), none."""
+    if model.mla is not None:
+        return "MLA"
+    if not any(layer.kind in ("full", "sliding_window", "chunked_local") for layer in model.layers):
+        return "none"
+    kv = model.num_kv_heads
+    if kv == model.num_attention_heads:
+        return "MHA"
+    return "MQA" if kv == 1 else "GQA"
+
+
+def request_kv_bytes(specs: list[KVCacheSpec], tokens: int) -> int:
+    """Bytes one request of `tokens` tokens keeps on one GPU, token-exact (no block rounding):
+    sliding-window layers hold at most the window, chunked-local at most one chunk, recurrent layers
+    their fixed state. The block-exact figure vLLM reserves lives in capacity.py."""
+    total = 0
+    for s in specs:
+        if s.kind == "mamba":
+            total += s.state_bytes
+        else:
+            kept = tokens
+            if s.sliding_window is not None:
+                kept = min(tokens, s.sliding_window)
+            if s.attention_chunk_size is not None:
+                kept = min(tokens, s.attention_chunk_size)
+            total += kept * s.bytes_per_token
+    return total
+
+
+def _group_layers(specs: list[KVCacheSpec]) -> tuple[LayerGroupSize, ...]:
+    groups: dict[tuple[object, ...], int] = {}
+    for s in specs:
+        key = (s.kind, s.num_kv_heads, s.head_size + s.head_size_v if s.kind == "mla" else s.head_size,
+               s.bytes_per_token, s.state_bytes, s.sliding_window, s.attention_chunk_size)
+        groups[key] = groups.get(key, 0) + 1
+    out = []
+    for (kind, heads, hs, bpt, state, win, chunk), count in groups.items():
+        out.append(LayerGroupSize(
+            kind=kind,  # type: ignore[arg-type]
+            count=count, kv_heads=int(heads),  # type: ignore[call-overload]
+            head_size=int(hs), bytes_per_token=int(bpt),  # type: ignore[call-overload]
+            state_bytes=int(state) if kind == "mamba" else None,  # type: ignore[call-overload]
+            sliding_window=win, attention_chunk_size=chunk,  # type: ignore[arg-type]
+        ))
+    return tuple(out)
+
+
+def context_points(max_model_len: int) -> tuple[int, ...]:
+    """Context lengths for the per-request table: powers of 4 from 1K, capped by and ending at the max."""
+    points = [n for n in (1024, 4096, 16384, 32768, 131072, 262144, 1048576) if n < max_model_len]
+    return (*points, max_model_len)
+
+
+def size_report(
+    model: ModelSpec,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    kv_cache_dtype: str = "auto",
+    weights_bytes: int | None = None,
+    weights_source: str = "analytic parameter count",
+) -> SizeReport:
+    """KV bytes per token, per layer kind, per request, and the weights' size (the `size` command)."""
+    from dataclasses import replace
+
+    from kvplan import weights
+
+    stages = kv_cache_specs(model, tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype)
+    dtype = resolve_kv_cache_dtype(model, kv_cache_dtype)
+    # The stage with the most KV bytes per token is the one that bounds the cache (min over workers).
+    worst = max(stages, key=lambda st: (sum(s.bytes_per_token for s in st), sum(s.state_bytes for s in st)))
+    bpt = sum(s.bytes_per_token for s in worst)
+    mha_specs = [replace(s, num_kv_heads=max(1, model.num_attention_heads // tp), head_size_v=s.head_size)
+                 if s.kind == "mla" else
+                 replace(s, num_kv_heads=max(1, model.num_attention_heads // tp)) if s.is_attention else s
+                 for s in worst]
+    if model.mla is not None:  # MHA equivalent of MLA: per-head K (nope + rope) and V
+        m = model.mla
+        mha_specs = [replace(s, num_kv_heads=model.num_attention_heads // tp,
+                             head_size=m.qk_nope_head_dim + m.qk_rope_head_dim, head_size_v=m.v_head_dim)
+                     for s in worst]
+    params = weights.count_parameters(model)
+    total_w = weights_bytes if weights_bytes is not None else weights.weights_bytes(model, params)
+    per_gpu = weights.weights_bytes_per_gpu(model, tp=tp, pp=pp, total_bytes=total_w)
+    return SizeReport(
+        model=model.name,
+        kv_cache_dtype=dtype,
+        tp=tp,
+        pp=pp,
+        kv_bytes_per_token=bpt,
+        layers=_group_layers(worst),
+        attention_class=attention_class(model),
+        mha_bytes_per_token=sum(s.bytes_per_token for s in mha_specs),
+        state_bytes_per_request=sum(s.state_bytes for s in worst),
+        weights_bytes=total_w,
+        weights_bytes_per_gpu=per_gpu,
+        weights_source=weights_source,
+        num_parameters=params.total,
+        max_model_len=model.max_model_len,
+        per_request=tuple(ContextCost(n, request_kv_bytes(worst, n)) for n in context_points(model.max_model_len)),
+        notes=model.notes,
+    )

@@ -1,0 +1,41 @@
+"""Steps several commands share: loading a model (with a spinner on stderr while on the network)."""
+from __future__ import annotations
+
+from contextlib import nullcontext
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kvplan.config import ModelSpec
+    from kvplan.hub import WeightsInfo
+
+
+def _spinner(text: str, quiet: bool) -> object:
+    from kvplan.cli.console import err
+
+    console = err()
+    if quiet or not console.is_terminal:
+        return nullcontext()
+    return console.status(text, spinner="dots")
+
+
+def load_model(source: str, revision: str | None = None, *, quiet: bool = False) -> ModelSpec:
+    """Load a model; a spinner shows on stderr (never stdout, never under --json) while on the Hub."""
+    from kvplan import hub
+
+    if not hub.is_hub_id(source):
+        return hub.load_local(source) if not revision else hub.load_model(source, revision)
+    with _spinner(f"Fetching {source} config.json…", quiet):  # type: ignore[attr-defined]
+        return hub.load_model(source, revision)
+
+
+def load_model_with_weights(
+    source: str, revision: str | None = None, *, quiet: bool = False
+) -> tuple[ModelSpec, WeightsInfo | None]:
+    """The model and, for Hub models, the stored weight bytes from safetensors metadata."""
+    from kvplan import hub
+
+    spec = load_model(source, revision, quiet=quiet)
+    if not hub.is_hub_id(source):
+        return spec, None
+    with _spinner(f"Reading {source} safetensors metadata…", quiet):  # type: ignore[attr-defined]
+        return spec, hub.safetensors_weights(source, revision)

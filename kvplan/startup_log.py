@@ -1,0 +1,372 @@
+"""Read what a vLLM server said about its memory when it started: a pure parser of startup logs.
+
+vLLM prints its memory budget while it starts (weights loaded, profiling, KV cache, CUDA graphs) and the
+settings it runs with. This module turns those lines into one `StartupLog` so that kvplan's prediction
+can be compared with the real server term by term. It understands:
+
+* V1 (vLLM ≥ 0.8; texts in vllm-reference.md §1.2, §3.2, §3.3): `Model loading took X GiB memory and
+  T seconds` (0.11: `took X GiB and T seconds`), `Available KV cache memory: X GiB`, `GPU KV cache size:
+  N tokens, Maximum concurrency for L tokens per request: C x` (one line since 0.12, two lines before),
+  the DEBUG profiling lines (`Initial free memory: …`, `Free memory after profiling: …`, `Memory profiling
+  takes S seconds. Total non KV cache memory: …; torch peak memory increase: …; non-torch forward increase
+  memory: …; weights memory: …`), `Free memory on device (f/t GiB) on startup. Desired GPU memory
+  utilization is (u, r GiB). Actual usage is …` (the 0.10/0.11 and the 0.33 wordings), `CUDA graph pool
+  memory: …`, `Graph capturing finished in S secs, took X GiB`, the `To serve at least one request …`
+  error, `No available memory for the cache blocks`, the free-memory startup error, the engine-config
+  line, `non-default args: {…}`, `Using max model len N`, `Setting kv cache block size to N …`.
+* V0 (vLLM ≤ 0.10, `worker/worker.py`, `executor/executor_base.py`): `Loading model weights took X GB`,
+  `Memory profiling results: total_gpu_memory=… initial_memory_usage=… peak_torch_memory=…
+  non_torch_memory=… kv_cache_size=… gpu_memory_utilization=…`, `the current vLLM instance can use
+  total_gpu_memory (X GiB) x gpu_memory_utilization (U) = Y GiB`, `model weights take …; non_torch_memory
+  takes …; PyTorch activation peak memory takes …; the rest of the memory reserved for KV Cache is …`,
+  the tabular variant of PR #10511, `# GPU blocks: N` / `# cuda blocks: N`, and the error `The model's max
+  seq len (N) is larger than the maximum number of tokens that can be stored in KV cache (M)`.
+* A `vllm serve MODEL --flag value …` command line echoed into the log.
+
+V0 prints "GB" but computes with 2**30 (`worker.py`: `/ float(2**30)`), so every size here is GiB = 2**30
+bytes, the unit vLLM's `format_gib` uses (vllm-reference.md §1.4). Sizes are stored as whole bytes.
+
+When a figure appears several times (one line per tensor-parallel worker, or a log holding several
+restarts) the last one wins; every matching line is kept in `StartupLog.lines` with its number.
+"""
+from __future__ import annotations
+
+import dataclasses
+import re
+import shlex
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from kvplan.units import GiB
+
+Failure = Literal["max_len_exceeds_kv", "no_kv_memory", "insufficient_free_memory", "cuda_oom"]
+"""Why the server did not start, when the log says so:
+
+* `max_len_exceeds_kv`: V1 `To serve at least one request with the model's max seq len …` or V0 `The
+  model's max seq len (N) is larger than the maximum number of tokens that can be stored in KV cache`.
+* `no_kv_memory`: `No available memory for the cache blocks` (the budget left nothing for KV).
+* `insufficient_free_memory`: `Free memory on device … on startup is less than desired GPU memory
+  utilization` (another process holds the GPU, or utilization × total exceeds what is free).
+* `cuda_oom`: `CUDA out of memory` (torch OutOfMemoryError while loading or profiling).
+"""
+
+
+@dataclass(frozen=True)
+class LogLine:
+    """One log line that told kvplan something: its 1-based number, the rule that matched, its text."""
+
+    number: int
+    rule: str
+    text: str
+
+
+@dataclass(frozen=True)
+class StartupLog:
+    """Everything a vLLM startup log revealed. Each field is None when the log does not show it.
+
+    Sizes are bytes (GiB = 2**30, as vLLM prints them, so they carry the log's 2-decimal rounding).
+    Memory figures are per GPU worker; token and block counts are per model replica.
+    """
+
+    # Settings the server ran with.
+    vllm_version: str | None = None
+    engine_version: str | None = None  # "V0" or "V1", from the engine-config line
+    model: str | None = None
+    max_model_len: int | None = None
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+    gpu_memory_utilization: float | None = None
+    kv_cache_dtype: str | None = None
+    block_size: int | None = None
+    dtype: str | None = None
+    quantization: str | None = None
+    enforce_eager: bool | None = None
+    enable_prefix_caching: bool | None = None
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    # The memory budget (per worker).
+    total_gpu_memory_bytes: int | None = None  # cudaMemGetInfo total (vllm-reference.md §9)
+    free_at_init_bytes: int | None = None
+    requested_memory_bytes: int | None = None  # ceil(total × gpu_memory_utilization)
+    weights_loaded_bytes: int | None = None  # "Model loading took" / "Loading model weights took"
+    weights_profiled_bytes: int | None = None  # "model weights take" / "weights memory:" / "for weight"
+    consumed_memory_bytes: int | None = None  # free_init − free_after_profile (weights + non-torch)
+    non_torch_bytes: int | None = None
+    activation_peak_bytes: int | None = None  # torch peak above what stays allocated
+    peak_torch_bytes: int | None = None  # V0 peak_torch_memory (weights included)
+    non_kv_cache_bytes: int | None = None  # "Total non KV cache memory"
+    free_after_profile_bytes: int | None = None
+    cuda_graph_bytes: int | None = None  # actual CUDA-graph memory
+    cuda_graph_estimate_bytes: int | None = None  # profiler's estimate, subtracted before sizing KV
+    available_kv_bytes: int | None = None
+    kv_cache_memory_fit_bytes: int | None = None  # vLLM's `--kv-cache-memory=` to fit requested memory
+    kv_cache_memory_full_bytes: int | None = None  # … to fully use the GPU
+    # Capacity.
+    num_gpu_blocks: int | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    concurrency_max_model_len: int | None = None  # the L in "Maximum concurrency for L tokens"
+    # A failed start.
+    failure: Failure | None = None
+    kv_needed_bytes: int | None = None
+    kv_error_available_bytes: int | None = None
+    estimated_max_model_len: int | None = None
+    # Timings (seconds).
+    model_load_seconds: float | None = None
+    profile_seconds: float | None = None
+    graph_capture_seconds: float | None = None
+    init_engine_seconds: float | None = None
+    lines: tuple[LogLine, ...] = ()
+
+    @property
+    def model_weights_bytes(self) -> int | None:
+        """Weight memory: the load line (4 decimals) when present, else the profiler's figure (2)."""
+        return self.weights_loaded_bytes if self.weights_loaded_bytes is not None else self.weights_profiled_bytes
+
+    @property
+    def found(self) -> bool:
+        """Whether any line of the log was recognised."""
+        return bool(self.lines)
+
+
+# --------------------------------------------------------------------------------------------------
+# Conversions from the matched text.
+
+
+def _gib(text: str) -> int:
+    """`"58.73"` GiB (vLLM's format_gib output, or V0's "GB" which is GiB) → bytes."""
+    return round(float(text) * GiB)
+
+
+def _int(text: str) -> int:
+    """`"184,832"` → 184832 (vLLM prints token counts with thousands separators)."""
+    return int(text.replace(",", ""))
+
+
+def _bool(text: str) -> bool:
+    return text.strip().strip("'\"").lower() in ("true", "1", "yes")
+
+
+def _text(text: str) -> str:
+    return text.strip().strip("'\"")
+
+
+def _dtype(text: str) -> str:
+    """`torch.bfloat16` → `bfloat16`."""
+    return _text(text).removeprefix("torch.")
+
+
+# The converter for each field a rule can set (by the regex's group name).
+_CONVERT: Final[Mapping[str, Callable[[str], Any]]] = {
+    **{f.name: _gib for f in dataclasses.fields(StartupLog) if f.name.endswith("_bytes")},
+    "vllm_version": _text, "engine_version": _text, "model": _text, "kv_cache_dtype": _text,
+    "quantization": _text, "dtype": _dtype,
+    "max_model_len": _int, "tensor_parallel_size": _int, "pipeline_parallel_size": _int, "block_size": _int,
+    "max_num_seqs": _int, "max_num_batched_tokens": _int, "num_gpu_blocks": _int, "kv_cache_tokens": _int,
+    "concurrency_max_model_len": _int, "estimated_max_model_len": _int,
+    "gpu_memory_utilization": float, "max_concurrency": float, "model_load_seconds": float,
+    "profile_seconds": float, "graph_capture_seconds": float, "init_engine_seconds": float,
+    "enforce_eager": _bool, "enable_prefix_caching": _bool,
+}
+
+
+@dataclass(frozen=True)
+class _Rule:
+    """A named regex whose named groups are StartupLog fields; `fixed` sets fields when it matches."""
+
+    name: str
+    pattern: re.Pattern[str]
+    fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
+    raw_bytes: frozenset[str] = frozenset()  # groups holding a plain byte count, not GiB
+
+
+def _r(name: str, pattern: str, *, flags: int = 0, raw_bytes: Iterable[str] = (), **fixed: Any) -> _Rule:
+    return _Rule(name, re.compile(pattern, flags), fixed, frozenset(raw_bytes))
+
+
+_N = r"-?\d+(?:\.\d+)?"  # a decimal as vLLM prints it (negative when the budget is overdrawn)
+_INT = r"\d[\d,]*"  # an integer, maybe with thousands separators
+
+_RULES: Final[tuple[_Rule, ...]] = (
+    # ---- versions and settings
+    _r("api_server_version", rf"vLLM API server version v?(?P<vllm_version>\S+)"),
+    _r("engine_config", r"Initializing an? (?:(?P<engine_version>V\d) )?LLM engine \(v(?P<vllm_version>[^)\s]+)\)"
+       r" with config:"),
+    _r("max_model_len", rf"Using max model len (?P<max_model_len>{_INT})"),
+    _r("block_size", r"Setting (?:kv cache|attention) block size to (?P<block_size>\d+)"),
+    _r("num_gpu_blocks_override", r"Overriding num_gpu_blocks=\d+ with num_gpu_blocks_override=(?P<num_gpu_blocks>\d+)"),
+    # ---- V0 worker.py
+    _r("v0_weights", rf"Loading model weights took (?P<weights_loaded_bytes>{_N}) GB"),
+    _r("v0_total", rf"total_gpu_memory[=\s(]+(?P<total_gpu_memory_bytes>{_N})\s*GiB"),
+    _r("v0_util", rf"gpu_memory_utilization[=\s(]+(?P<gpu_memory_utilization>{_N})\b"),
+    _r("v0_requested", rf"the current vLLM instance can use\s+(?:[^=]*=\s*)?(?P<requested_memory_bytes>{_N})\s*GiB"),
+    _r("v0_weights_profiled", rf"model weights take\s+(?P<weights_profiled_bytes>{_N})\s*GiB"),
+    _r("v0_non_torch", rf"non_torch_memory(?:\s+takes)?[=\s]+(?P<non_torch_bytes>{_N})\s*GiB"),
+    _r("v0_activation", rf"PyTorch activation peak memory(?:\s+takes)?\s+(?P<activation_peak_bytes>{_N})\s*GiB"),
+    _r("v0_peak_torch", rf"peak_torch_memory=(?P<peak_torch_bytes>{_N})\s*GiB"),
+    _r("v0_kv", rf"(?:kv_cache_size=|the rest of the memory reserved for KV Cache is\s+|available_kv_cache_memory\s+)"
+       rf"(?P<available_kv_bytes>{_N})\s*GiB"),
+    _r("v0_blocks", r"(?:^|[^\w])(?:GPU|CUDA) blocks: (?P<num_gpu_blocks>\d+)", flags=re.IGNORECASE),
+    _r("v0_max_len_error", r"max seq len \((?P<max_model_len>\d+)\) is larger than the maximum number of tokens that"
+       r" can be stored in KV cache \((?P<kv_cache_tokens>\d+)\)", failure="max_len_exceeds_kv"),
+    # ---- V1 gpu_worker.py / model runners / kv_cache_utils.py
+    _r("model_loading", rf"Model loading took:? (?P<weights_loaded_bytes>{_N}) (?:GiB|GB)(?: memory)? and"
+       rf" (?P<model_load_seconds>{_N}) seconds"),
+    _r("available_kv", rf"Available KV cache memory:? (?P<available_kv_bytes>{_N}) GiB"),
+    _r("kv_cache_size", rf"KV cache size:? (?P<kv_cache_tokens>{_INT}) tokens"),
+    _r("max_concurrency", rf"Maximum concurrency for (?P<concurrency_max_model_len>{_INT}) tokens per request:?"
+       rf" (?P<max_concurrency>{_N})x"),
+    _r("initial_free", rf"Initial free memory:? (?P<free_at_init_bytes>{_N}) ?GiB"),
+    _r("requested_debug", rf"Requested memory: (?P<gpu_memory_utilization>{_N}) \(util\), (?P<requested_memory_bytes>{_N}) ?GiB"),
+    _r("kv_bytes_override", rf"reserved (?P<available_kv_bytes>{_N}) GiB memory for KV Cache as specified by"
+       r" kv_cache_memory_bytes"),
+    _r("free_after_profile", rf"Free memory after profiling: (?P<free_after_profile_bytes>{_N}) ?GiB"),
+    _r("profile_time", rf"Memory profiling takes (?P<profile_seconds>{_N}) seconds"),
+    _r("non_kv", rf"Total non KV cache memory: (?P<non_kv_cache_bytes>{_N}) ?GiB"),
+    _r("torch_peak_increase", rf"torch peak memory increase: (?P<activation_peak_bytes>{_N}) ?GiB"),
+    _r("non_torch_increase", rf"non-torch forward increase memory: (?P<non_torch_bytes>{_N}) ?GiB"),
+    _r("total_consumed", rf"total consumed \(from mem_get_info\): (?P<consumed_memory_bytes>{_N}) ?GiB"),
+    _r("weights_memory", rf"weights memory: (?P<weights_profiled_bytes>{_N}) ?GiB"),
+    _r("free_on_device", rf"Free memory on device(?: \S+)?\s*[:(]?\s*(?P<free_at_init_bytes>{_N})/"
+       rf"(?P<total_gpu_memory_bytes>{_N}) GiB"),
+    _r("desired_util", rf"desired GPU memory utilization (?:is )?\((?P<gpu_memory_utilization>{_N}),"
+       rf" (?P<requested_memory_bytes>{_N}) GiB\)", flags=re.IGNORECASE),
+    _r("free_memory_error", r"on startup is less than desired GPU memory utilization", failure="insufficient_free_memory"),
+    _r("usage_weight", rf"(?P<weights_profiled_bytes>{_N}) GiB for weight\b"),
+    _r("usage_consumed", rf"(?P<consumed_memory_bytes>{_N}) GiB for consumed memory"),
+    _r("usage_activation", rf"(?P<activation_peak_bytes>{_N}) GiB for peak activation"),
+    _r("usage_non_torch", rf"(?P<non_torch_bytes>{_N}) GiB for non-torch memory"),
+    _r("usage_cuda_graph", rf"(?P<cuda_graph_bytes>{_N}) GiB for CUDAGraph memory"),
+    _r("kv_memory_fit", r"--kv-cache-memory=(?P<kv_cache_memory_fit_bytes>\d+)`?(?: \([^)]*\))? to fit into requested",
+       raw_bytes=("kv_cache_memory_fit_bytes",)),
+    _r("kv_memory_full", r"--kv-cache-memory=(?P<kv_cache_memory_full_bytes>\d+)`?(?: \([^)]*\))? to fully utilize",
+       raw_bytes=("kv_cache_memory_full_bytes",)),
+    _r("kv_in_use_gib", rf"Current kv cache memory in use is (?P<available_kv_bytes>{_N}) GiB"),
+    _r("kv_in_use_bytes", r"Current kv cache memory in use is (?P<available_kv_bytes>\d+) bytes",
+       raw_bytes=("available_kv_bytes",)),
+    _r("cuda_graph_pool", rf"CUDA graph pool memory: (?P<cuda_graph_bytes>{_N}) GiB \(actual\),"
+       rf" (?P<cuda_graph_estimate_bytes>{_N}) GiB \(estimated\)"),
+    _r("graph_capture", rf"Graph capturing finished in (?P<graph_capture_seconds>{_N}) secs?, took"
+       rf" (?P<cuda_graph_bytes>{_N}) GiB"),
+    _r("cuda_graph_util", rf"current --gpu-memory-utilization=(?P<gpu_memory_utilization>{_N}) is equivalent"),
+    _r("init_engine", rf"init engine \(profile, create kv cache, warmup model\) took (?P<init_engine_seconds>{_N})"),
+    _r("max_len_error", rf"max seq len \((?P<max_model_len>\d+)\),? \((?P<kv_needed_bytes>{_N}) GiB KV cache is"
+       rf" needed, which is larger than the available KV cache memory \((?P<kv_error_available_bytes>{_N}) GiB\)",
+       failure="max_len_exceeds_kv"),
+    _r("estimated_max_len", r"estimated maximum model length is (?P<estimated_max_model_len>\d+)"),
+    _r("no_kv_memory", r"No available memory for the cache blocks", failure="no_kv_memory"),
+    _r("cuda_oom", r"CUDA out of memory", failure="cuda_oom"),
+)
+
+# Settings read from `key=value` pairs of the engine-config line, `'key': value` pairs of
+# `non-default args: {…}`, and `--flag value` of an echoed command line.
+_SETTING_KEYS: Final[Mapping[str, str]] = {
+    "model": "model", "max_model_len": "max_model_len", "max_seq_len": "max_model_len",
+    "tensor_parallel_size": "tensor_parallel_size", "pipeline_parallel_size": "pipeline_parallel_size",
+    "gpu_memory_utilization": "gpu_memory_utilization", "kv_cache_dtype": "kv_cache_dtype",
+    "block_size": "block_size", "dtype": "dtype", "quantization": "quantization",
+    "enforce_eager": "enforce_eager", "enable_prefix_caching": "enable_prefix_caching",
+    "max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens",
+}
+_FLAG_ALIASES: Final[Mapping[str, str]] = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size",
+                                           "q": "quantization"}
+_BOOL_FLAGS: Final[frozenset[str]] = frozenset({"enforce_eager", "enable_prefix_caching"})
+_ENGINE_CONFIG_RE = re.compile(r"with config: (?P<rest>.*)$")
+_CONFIG_PAIR_RE = re.compile(r"(?:^|,\s*)(?P<key>\w+)=(?P<value>'(?:[^'\\]|\\.)*'|[^,]*)")
+_NON_DEFAULT_RE = re.compile(r"non-default args: \{(?P<rest>.*)\}")
+_DICT_PAIR_RE = re.compile(r"'(?P<key>\w+)': (?P<value>'(?:[^'\\]|\\.)*'|[^,}]*)")
+_COMMAND_RE = re.compile(r"(?:\bvllm serve|vllm\.entrypoints\.openai\.api_server)(?P<rest>(?:\s.*)?)$")
+_ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+
+
+def _setting(fields: dict[str, Any], key: str, value: str) -> bool:
+    """Record a setting from its vLLM name; `None` values (e.g. `quantization=None`) are not recorded."""
+    field = _SETTING_KEYS.get(key)
+    if field is None or _text(value) in ("None", ""):
+        return False
+    try:
+        fields[field] = _CONVERT.get(field, _text)(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _settings_from_pairs(fields: dict[str, Any], pairs: Iterable[re.Match[str]]) -> bool:
+    seen: set[str] = set()
+    found = False
+    for m in pairs:
+        key = m["key"]
+        if key not in seen:  # nested dicts come later in the line; the top-level key comes first
+            seen.add(key)
+            found |= _setting(fields, key, m["value"])
+    return found
+
+
+def _settings_from_command(fields: dict[str, Any], rest: str) -> bool:
+    try:
+        argv = shlex.split(rest)
+    except ValueError:
+        argv = rest.split()
+    found = False
+    i = 0
+    while i < len(argv):
+        arg = argv[i]
+        if not arg.startswith("-"):
+            if i == 0:
+                found |= _setting(fields, "model", arg)
+            i += 1
+            continue
+        name, eq, value = arg.lstrip("-").partition("=")
+        key = _FLAG_ALIASES.get(name, name.replace("-", "_"))
+        if key.startswith("no_") and key[3:] in _BOOL_FLAGS:
+            found |= _setting(fields, key[3:], "False")
+        elif key in _BOOL_FLAGS:
+            found |= _setting(fields, key, "True")
+        elif eq:
+            found |= _setting(fields, key, value)
+        elif i + 1 < len(argv):
+            found |= _setting(fields, key, argv[i + 1])
+            i += 1
+        i += 1
+    return found
+
+
+def _apply(rule: _Rule, m: re.Match[str], fields: dict[str, Any]) -> None:
+    for group, text in m.groupdict().items():
+        if text is None:
+            continue
+        fields[group] = int(text) if group in rule.raw_bytes else _CONVERT[group](text)
+    fields.update(rule.fixed)
+
+
+def parse_startup_log(text: str) -> StartupLog:
+    """Parse a vLLM startup log (V0 or V1, any prefix before the message) into a `StartupLog`.
+
+    Lines that say nothing about memory or settings are ignored; an unrelated file gives a StartupLog
+    whose `found` is False. Pure: no I/O.
+    """
+    fields: dict[str, Any] = {}
+    lines: list[LogLine] = []
+    for number, raw in enumerate(text.splitlines(), start=1):
+        # Logs pasted into Markdown keep vLLM's text between `**` and backticks; colours are ANSI codes.
+        line = _ANSI_RE.sub("", raw).replace("**", "")
+        matched: list[str] = []
+        for rule in _RULES:
+            for m in rule.pattern.finditer(line) if rule.name.startswith("usage_") else [rule.pattern.search(line)]:
+                if m is not None:
+                    _apply(rule, m, fields)
+                    matched.append(rule.name)
+        if (m := _ENGINE_CONFIG_RE.search(line)) and "LLM engine" in line:
+            _settings_from_pairs(fields, _CONFIG_PAIR_RE.finditer(m["rest"]))
+        if (m := _NON_DEFAULT_RE.search(line)) and _settings_from_pairs(fields, _DICT_PAIR_RE.finditer(m["rest"])):
+            matched.append("non_default_args")
+        if (m := _COMMAND_RE.search(line)) and _settings_from_command(fields, m["rest"]):
+            matched.append("command_line")
+        if matched:
+            lines.append(LogLine(number, ",".join(dict.fromkeys(matched)), raw.strip()))
+    # The "Maximum concurrency for L tokens" line prints max_model_len (kv_cache_utils.py and V0
+    # executor_base.py both format model_config.max_model_len), so it reveals the setting too.
+    if fields.get("max_model_len") is None and fields.get("concurrency_max_model_len") is not None:
+        fields["max_model_len"] = fields["concurrency_max_model_len"]
+    return StartupLog(**fields, lines=tuple(lines))
