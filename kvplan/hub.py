@@ -96,14 +96,14 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None, filename: str
     if isinstance(exc, e.RepositoryNotFoundError):
         return ModelNotFound(f"no model {repo_id!r} on the Hub (or it is private)",
                              hint="check the name; set HF_TOKEN for a private repo")
-    if isinstance(exc, e.EntryNotFoundError):
-        return BadConfig(f"{repo_id}{at} has no {filename}")
     if isinstance(exc, (e.OfflineModeIsEnabled, e.LocalEntryNotFoundError)):
         if _offline():
             return OfflineCacheMiss(f"{filename} of {repo_id}{at} is not in the local cache and HF_HUB_OFFLINE is set",
                                     hint="unset HF_HUB_OFFLINE once to download it")
         return NetworkError(f"cannot reach the Hugging Face Hub for {repo_id} and it is not cached",
                             hint="check the network or HF_ENDPOINT")
+    if isinstance(exc, e.EntryNotFoundError):  # after LocalEntryNotFoundError, which subclasses it
+        return BadConfig(f"{repo_id}{at} has no {filename}")
     if isinstance(exc, e.HfHubHTTPError):
         status = getattr(getattr(exc, "response", None), "status_code", None)
         return NetworkError(f"the Hub answered HTTP {status} for {repo_id}/{filename}")
