@@ -199,7 +199,7 @@ class _Cfg:
         v = self.d.get(key)
         return default if v is None else v
 
-    def int(self, *keys: str, default: int | None = None, what: str | None = None) -> int:
+    def num(self, *keys: str, default: int | None = None, what: str | None = None) -> int:
         for k in keys:
             v = self.d.get(k)
             if v is not None:
@@ -242,15 +242,15 @@ def parse_config(
     c = _Cfg(data, top)
     architectures = tuple(str(a) for a in (top.get("architectures") or data.get("architectures") or ()))
 
-    num_layers = c.int("num_hidden_layers", "n_layer", "num_layers", "n_layers", what="num_hidden_layers")
-    hidden = c.int("hidden_size", "n_embd", "d_model", "model_dim", what="hidden_size")
-    heads = c.int("num_attention_heads", "n_head", "n_heads", "num_heads", what="num_attention_heads")
+    num_layers = c.num("num_hidden_layers", "n_layer", "num_layers", "n_layers", what="num_hidden_layers")
+    hidden = c.num("hidden_size", "n_embd", "d_model", "model_dim", what="hidden_size")
+    heads = c.num("num_attention_heads", "n_head", "n_heads", "num_heads", what="num_attention_heads")
     kv_heads = _total_kv_heads(c, model_type, heads)
     if heads % kv_heads:
         raise BadConfig(f"config.json: num_attention_heads ({heads}) is not a multiple of the KV heads ({kv_heads})")
     mla = _mla_dims(c, model_type)
     head_size = _head_size(c, hidden, heads)
-    vocab = c.int("vocab_size", "padded_vocab_size", "n_vocab", what="vocab_size")
+    vocab = c.num("vocab_size", "padded_vocab_size", "n_vocab", what="vocab_size")
     dtype = _model_dtype(data, top)
     moe = _moe(c)
     intermediate = _dense_intermediate(c, model_type, hidden, moe)
@@ -295,7 +295,7 @@ def _total_kv_heads(c: _Cfg, model_type: str, heads: int) -> int:
     if model_type in {"falcon", "RefinedWeb", "RefinedWebModel"}:
         # Falcon: new_decoder_architecture → n_head_kv; multi_query → 1; else MHA.
         if c.get("new_decoder_architecture"):
-            return c.int("n_head_kv", "num_kv_heads", default=heads)
+            return c.num("n_head_kv", "num_kv_heads", default=heads)
         return 1 if c.get("multi_query", True) else heads
     if model_type == "chatglm" and not c.get("multi_query_attention", False):
         return heads
@@ -310,7 +310,7 @@ def _head_size(c: _Cfg, hidden: int, heads: int) -> int:
         return _ints_positive(hd, "head_dim")
     for key in ("hidden_size_per_head", "attention_head_dim", "kv_channels"):
         if c.has(key):
-            return c.int(key)
+            return c.num(key)
     if hidden % heads:
         raise BadConfig(f"config.json: hidden_size ({hidden}) is not divisible by num_attention_heads ({heads}) "
                         "and there is no head_dim")
@@ -322,10 +322,10 @@ def _mla_dims(c: _Cfg, model_type: str) -> MLADims | None:
     if model_type not in _MLA_MODEL_TYPES or not c.has("kv_lora_rank"):
         return None
     return MLADims(
-        kv_lora_rank=c.int("kv_lora_rank"),
-        qk_rope_head_dim=c.int("qk_rope_head_dim"),
-        qk_nope_head_dim=c.int("qk_nope_head_dim"),
-        v_head_dim=c.int("v_head_dim"),
+        kv_lora_rank=c.num("kv_lora_rank"),
+        qk_rope_head_dim=c.num("qk_rope_head_dim"),
+        qk_nope_head_dim=c.num("qk_nope_head_dim"),
+        v_head_dim=c.num("v_head_dim"),
         q_lora_rank=c.opt_int("q_lora_rank"),
     )
 
@@ -349,18 +349,19 @@ def _moe(c: _Cfg) -> MoESpec | None:
     num = c.opt_int("num_experts", "num_local_experts", "n_routed_experts", "moe_num_experts")
     if not num or num <= 1:
         return None
-    k = c.int("num_experts_per_tok", "top_k_experts", "experts_per_token", "moe_topk", "num_experts_per_token",
+    k = c.num("num_experts_per_tok", "top_k_experts", "experts_per_token", "moe_topk", "num_experts_per_token",
               what="num_experts_per_tok")
-    width = c.int("moe_intermediate_size", "expert_intermediate_size", "intermediate_size", what="moe_intermediate_size")
+    width = c.num("moe_intermediate_size", "expert_intermediate_size", "intermediate_size",
+                  what="moe_intermediate_size")
     shared = 0
     if c.has("shared_expert_intermediate_size"):
-        shared = c.int("shared_expert_intermediate_size")
+        shared = c.num("shared_expert_intermediate_size")
     elif c.has("n_shared_experts"):
-        shared = c.int("n_shared_experts") * width
+        shared = c.num("n_shared_experts") * width
     elif c.has("shared_intermediate_size"):
-        shared = c.int("shared_intermediate_size")
+        shared = c.num("shared_intermediate_size")
     elif str(c.get("model_type", "")).startswith("llama4"):
-        shared = c.int("intermediate_size")  # Llama-4: one always-on shared expert (modeling_llama4.py)
+        shared = c.num("intermediate_size")  # Llama-4: one always-on shared expert (modeling_llama4.py)
     return MoESpec(num_experts=num, experts_per_token=k, expert_intermediate_size=width,
                    shared_intermediate_size=shared)
 
@@ -368,10 +369,10 @@ def _moe(c: _Cfg) -> MoESpec | None:
 def _dense_intermediate(c: _Cfg, model_type: str, hidden: int, moe: MoESpec | None) -> int:
     for key in ("intermediate_size_mlp", "ffn_hidden_size", "intermediate_size", "n_inner", "ffn_dim"):
         if c.has(key):
-            if moe and key == "intermediate_size" and moe.expert_intermediate_size == c.int(key) and \
+            if moe and key == "intermediate_size" and moe.expert_intermediate_size == c.num(key) and \
                     not c.has("moe_intermediate_size"):
                 return 0  # Mixtral-style: intermediate_size is the expert width, no dense MLP
-            return c.int(key)
+            return c.num(key)
     if model_type in {"gpt2", "falcon", "RefinedWeb", "RefinedWebModel"}:
         return 4 * hidden  # GPT-2 n_inner=None and Falcon: 4 × hidden (modeling_gpt2.py, modeling_falcon.py)
     raise BadConfig("config.json has no intermediate_size")
@@ -428,7 +429,7 @@ def _layer_pattern(c: _Cfg, model_type: str, n: int) -> list[str]:
             raise BadConfig(f"config.json: attn_type_list must list {n} entries")
         return ["full_attention" if x == 1 else "linear_attention" for x in atl]
     if c.has("full_attention_interval"):  # Qwen3-Next: every k-th layer is full attention
-        k = c.int("full_attention_interval")
+        k = c.num("full_attention_interval")
         return ["full_attention" if (i + 1) % k == 0 else "linear_attention" for i in range(n)]
     if model_type in {"mamba", "mamba2", "falcon_mamba"}:
         return ["mamba"] * n
@@ -436,7 +437,7 @@ def _layer_pattern(c: _Cfg, model_type: str, n: int) -> list[str]:
     if window is None:
         return ["full_attention"] * n
     if model_type in {"gemma3", "gemma3_text"} or c.has("sliding_window_pattern"):
-        p = c.int("sliding_window_pattern", default=6)
+        p = c.num("sliding_window_pattern", default=6)
         # transformers Gemma3: sliding unless (i + 1) % pattern == 0.
         return ["full_attention" if (i + 1) % p == 0 else "sliding_attention" for i in range(n)]
     if model_type == "gemma2":
@@ -472,7 +473,7 @@ def _layers(
     no_rope = c.get("no_rope_layers")
     global_kv = c.opt_int("num_global_key_value_heads")
     global_hd = c.opt_int("global_head_dim")
-    shared_kv = c.int("num_kv_shared_layers", default=0) if c.get("num_kv_shared_layers") else 0
+    shared_kv = c.num("num_kv_shared_layers", default=0) if c.get("num_kv_shared_layers") else 0
     moe_layers = _moe_layer_set(c, n, moe, types)
     state = _recurrent_state(c, model_type, dtype) if any(
         t in {"mamba", "linear_attention", "mamba2", "mamba1"} for t in types) else None
@@ -525,8 +526,8 @@ def _moe_layer_set(c: _Cfg, n: int, moe: MoESpec | None, types: list[str]) -> fr
         return frozenset(i for i, t in enumerate(types) if t == "moe")
     if isinstance(c.get("moe_layers"), list):
         return frozenset(int(x) for x in c.get("moe_layers") if 0 <= int(x) < n)
-    first_dense = c.int("first_k_dense_replace", default=0) if c.get("first_k_dense_replace") else 0
-    step = c.int("decoder_sparse_step", "moe_layer_freq", "interleave_moe_layer_step", default=1)
+    first_dense = c.num("first_k_dense_replace", default=0) if c.get("first_k_dense_replace") else 0
+    step = c.num("decoder_sparse_step", "moe_layer_freq", "interleave_moe_layer_step", default=1)
     mlp_only = set(c.get("mlp_only_layers") or [])
     return frozenset(i for i in range(n) if i >= first_dense and (i + 1) % step == 0 and i not in mlp_only)
 
@@ -536,32 +537,32 @@ def _recurrent_state(c: _Cfg, model_type: str, dtype: str) -> RecurrentState:
     if model_type.startswith("qwen3_next") or model_type.startswith("qwen3_5") or c.has("linear_num_value_heads"):
         return RecurrentState(
             variant="gdn",
-            conv_kernel=c.int("linear_conv_kernel_dim"),
-            num_k_heads=c.int("linear_num_key_heads"),
-            num_v_heads=c.int("linear_num_value_heads"),
-            head_k_dim=c.int("linear_key_head_dim"),
-            head_v_dim=c.int("linear_value_head_dim"),
+            conv_kernel=c.num("linear_conv_kernel_dim"),
+            num_k_heads=c.num("linear_num_key_heads"),
+            num_v_heads=c.num("linear_num_value_heads"),
+            head_k_dim=c.num("linear_key_head_dim"),
+            head_v_dim=c.num("linear_value_head_dim"),
             conv_dtype=dtype,
             ssm_dtype=dtype,
         )
-    hidden = c.int("hidden_size", "d_model")
+    hidden = c.num("hidden_size", "d_model")
     if model_type == "nemotron_h":
-        heads, hd = c.int("mamba_num_heads"), c.int("mamba_head_dim")
+        heads, hd = c.num("mamba_num_heads"), c.num("mamba_head_dim")
         # vLLM models/config.py NemotronH: the SSM state is kept in float32 (mamba_ssm_cache_dtype).
-        return RecurrentState(variant="mamba2", conv_kernel=c.int("conv_kernel"), intermediate_size=heads * hd,
-                              state_size=c.int("ssm_state_size"), n_groups=c.int("n_groups"), num_heads=heads,
+        return RecurrentState(variant="mamba2", conv_kernel=c.num("conv_kernel"), intermediate_size=heads * hd,
+                              state_size=c.num("ssm_state_size"), n_groups=c.num("n_groups"), num_heads=heads,
                               head_dim=hd, conv_dtype=dtype, ssm_dtype="float32")
     if c.has("mamba_n_heads") or c.has("mamba_d_head"):  # Granite-4.0-H / Bamba / FalconH1-style Mamba2
-        expand = c.int("mamba_expand", default=2)
-        heads, hd = c.int("mamba_n_heads"), c.int("mamba_d_head")
-        return RecurrentState(variant="mamba2", conv_kernel=c.int("mamba_d_conv"),
-                              intermediate_size=expand * hidden, state_size=c.int("mamba_d_state"),
-                              n_groups=c.int("mamba_n_groups", default=1), num_heads=heads, head_dim=hd,
+        expand = c.num("mamba_expand", default=2)
+        heads, hd = c.num("mamba_n_heads"), c.num("mamba_d_head")
+        return RecurrentState(variant="mamba2", conv_kernel=c.num("mamba_d_conv"),
+                              intermediate_size=expand * hidden, state_size=c.num("mamba_d_state"),
+                              n_groups=c.num("mamba_n_groups", default=1), num_heads=heads, head_dim=hd,
                               conv_dtype=dtype, ssm_dtype=dtype)
     if c.has("mamba_d_state") or c.has("mamba_expand"):  # Jamba: Mamba1
-        return RecurrentState(variant="mamba1", conv_kernel=c.int("mamba_d_conv"),
-                              intermediate_size=c.int("mamba_expand") * hidden,
-                              state_size=c.int("mamba_d_state"), conv_dtype=dtype, ssm_dtype=dtype)
+        return RecurrentState(variant="mamba1", conv_kernel=c.num("mamba_d_conv"),
+                              intermediate_size=c.num("mamba_expand") * hidden,
+                              state_size=c.num("mamba_d_state"), conv_dtype=dtype, ssm_dtype=dtype)
     raise BadConfig(f"config.json: recurrent layers of model type {model_type!r} are not understood by kvplan "
                     "(no Mamba / linear-attention dimensions found)")
 
@@ -571,13 +572,13 @@ def _quant(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
     if hf_quant is not None and isinstance(hf_quant.get("quantization"), Mapping):
         q = hf_quant["quantization"]
         algo = str(q.get("quant_algo") or "").upper()
-        kv = str(q.get("kv_cache_quant_algo") or "").upper()
+        kv_algo = str(q.get("kv_cache_quant_algo") or "").upper()
         bits = {"FP8": 8.0, "NVFP4": 4.0, "W4A8_AWQ": 4.0, "W4A16_AWQ": 4.0, "MXFP4": 4.0}.get(algo)
         if bits is None:
             raise BadConfig(f"hf_quant_config.json: quant_algo {algo!r} is not understood by kvplan")
         return QuantSpec(method="modelopt_fp4" if algo == "NVFP4" else "modelopt_" + algo.lower(),
                          weight_bits=bits, group_size=q.get("group_size"),
-                         kv_cache_dtype="fp8" if kv == "FP8" else None,
+                         kv_cache_dtype="fp8" if kv_algo == "FP8" else None,
                          excluded=tuple(str(x) for x in q.get("exclude_modules") or ()))
     if qc is None:
         return None
@@ -585,7 +586,7 @@ def _quant(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
         raise BadConfig("config.json: quantization_config must be an object")
     method = str(qc.get("quant_method") or "").lower()
     kv_scheme = qc.get("kv_cache_scheme")
-    kv = "fp8" if isinstance(kv_scheme, Mapping) and kv_scheme.get("type") == "float" and \
+    kv: str | None = "fp8" if isinstance(kv_scheme, Mapping) and kv_scheme.get("type") == "float" and \
         kv_scheme.get("num_bits") == 8 else None
     excluded = tuple(str(x) for x in (qc.get("modules_to_not_convert") or qc.get("ignore") or ()))
     if method == "fp8" or method == "fbgemm_fp8":

@@ -152,6 +152,6 @@ def safetensors_weights(repo_id: str, revision: str | None = None) -> WeightsInf
         meta = get_safetensors_metadata(repo_id, revision=revision)
     except Exception:  # not a safetensors repo, no network, …: fall back to the analytic count
         return None
-    counts = dict(meta.parameter_count)
+    counts = {str(dt): int(n) for dt, n in meta.parameter_count.items()}
     total = sum(n * SAFETENSORS_DTYPE_BYTES.get(dt, 2) for dt, n in counts.items())
     return WeightsInfo(bytes=total, parameters_by_dtype=counts)

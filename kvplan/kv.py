@@ -169,16 +169,33 @@ def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
         )
 
 
+MAMBA_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
 def kv_cache_specs(
-    model: ModelSpec, *, tp: int = 1, pp: int = 1, kv_cache_dtype: str = "auto"
+    model: ModelSpec,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    kv_cache_dtype: str = "auto",
+    mamba_cache_dtype: str = "auto",
+    mamba_ssm_cache_dtype: str = "auto",
 ) -> list[list[KVCacheSpec]]:
     """Per-layer KV specs for each pipeline stage (worker), per TP rank.
 
     KV heads per rank: max(1, total // tp) (ModelConfig.get_num_kv_heads); MLA keeps its one latent
     whole on every rank. Layers without a cache of their own (KV sharing, MLP-only) get no spec
-    (v1/worker/gpu/attn_utils.py:get_kv_cache_spec).
+    (v1/worker/gpu/attn_utils.py:get_kv_cache_spec). `mamba_cache_dtype` / `mamba_ssm_cache_dtype` are
+    vLLM's `--mamba-cache-dtype` / `--mamba-ssm-cache-dtype` (conv and SSM state; `auto` keeps the
+    model's default, MambaStateDtypeCalculator).
     """
+    from dataclasses import replace
+
     from kvplan.errors import InvalidParameter
+
+    for flag, value in (("--mamba-cache-dtype", mamba_cache_dtype), ("--mamba-ssm-cache-dtype", mamba_ssm_cache_dtype)):
+        if value not in MAMBA_CACHE_DTYPES:
+            raise InvalidParameter(f"{flag} {value!r} is not one of {', '.join(MAMBA_CACHE_DTYPES)}")
 
     check_tensor_parallel(model, tp)
     if pp < 1 or pp > model.num_layers:
@@ -194,13 +211,19 @@ def kv_cache_specs(
                 continue
             if layer.kind == "mamba":
                 assert layer.state is not None
-                specs.append(KVCacheSpec(i, "mamba", state_bytes=recurrent_state_bytes(layer.state, tp)))
+                state = layer.state
+                if mamba_cache_dtype != "auto":
+                    state = replace(state, conv_dtype=mamba_cache_dtype)
+                if mamba_ssm_cache_dtype != "auto":
+                    state = replace(state, ssm_dtype=mamba_ssm_cache_dtype)
+                specs.append(KVCacheSpec(i, "mamba", state_bytes=recurrent_state_bytes(state, tp)))
             elif layer.kind == "mla":
                 specs.append(KVCacheSpec(i, "mla", num_kv_heads=1, head_size=layer.head_size, head_size_v=0,
                                          dtype_bytes=e))
             else:
+                kind: CacheKind = layer.kind  # type: ignore[assignment]  # attention kinds only here
                 specs.append(KVCacheSpec(
-                    i, layer.kind, num_kv_heads=max(1, layer.num_kv_heads // tp), head_size=layer.head_size,
+                    i, kind, num_kv_heads=max(1, layer.num_kv_heads // tp), head_size=layer.head_size,
                     head_size_v=layer.head_size_v, dtype_bytes=e, sliding_window=layer.sliding_window,
                     attention_chunk_size=layer.attention_chunk_size,
                 ))

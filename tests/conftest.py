@@ -41,7 +41,9 @@ def hub() -> Iterator[HubServer]:
     server.stop()
 
 
-def run_kvplan(args: list[str], env: dict[str, str] | None = None, timeout: float = 60) -> subprocess.CompletedProcess[str]:
+def run_kvplan(
+    args: list[str], env: dict[str, str] | None = None, timeout: float = 60
+) -> subprocess.CompletedProcess[str]:
     """Run the real CLI in a fresh interpreter (so HF_* variables are read as a user's shell sets them)."""
     full_env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KVPLAN_"))}
     full_env.update(env or {})

@@ -40,7 +40,8 @@ def render_size(r: SizeReport) -> Group:
             human_bytes(g.state_bytes * g.count) if g.state_bytes else "—",
         )
     lines = [
-        Text.assemble(("KV per token: ", "bold"), f"{r.kv_bytes_per_token:,} bytes ({human_bytes(r.kv_bytes_per_token)})"
+        Text.assemble(("KV per token: ", "bold"),
+                      f"{r.kv_bytes_per_token:,} bytes ({human_bytes(r.kv_bytes_per_token)})"
                       " per GPU, every KV layer, as if every token were kept"),
     ]
     if r.attention_class != "none":

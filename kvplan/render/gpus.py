@@ -1,0 +1,102 @@
+"""Rich renderings of the GPU catalog (`kvplan gpus`). Formatting only: every number comes from GpuSpec."""
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import RenderableType
+
+    from kvplan.gpus import GpuSpec
+
+_GIB = 2**30
+_MIB = 2**20
+_NONE = "—"
+
+
+def _tflops(spec: GpuSpec, dtype: str) -> str:
+    value = spec.flops.get(dtype)
+    return _NONE if value is None else f"{value / 1e12:,.1f}"
+
+
+def _tb_per_s(value: float | None) -> str:
+    return _NONE if value is None else f"{value / 1e12:.2f}"
+
+
+def _ridge(spec: GpuSpec) -> tuple[str, bool]:
+    """BF16 ridge point text, and whether it used another dtype's figure (marked with *)."""
+    if spec.memory_bandwidth_bytes_per_s is None or not spec.flops:
+        return _NONE, False
+    resolved = spec.resolve_flops("bf16")
+    text = f"{spec.ridge_point('bf16'):,.0f}"
+    return (text + "*", True) if resolved.is_fallback else (text, False)
+
+
+def catalog_table(specs: Sequence[GpuSpec]) -> RenderableType:
+    """One row per GPU: memory, CUDA total, bandwidth, dense BF16/FP8/FP4 TFLOPS, BF16 ridge point."""
+    from rich.table import Table
+
+    table = Table(title="GPU catalog (dense tensor throughput, no sparsity)", title_justify="left")
+    table.add_column("id", no_wrap=True)
+    table.add_column("name", overflow="fold")
+    table.add_column("memory GB", justify="right")
+    table.add_column("CUDA total GiB", justify="right")
+    table.add_column("bandwidth TB/s", justify="right")
+    table.add_column("BF16 TFLOPS", justify="right")
+    table.add_column("FP8 TFLOPS", justify="right")
+    table.add_column("FP4 TFLOPS", justify="right")
+    table.add_column("ridge BF16 FLOP/B", justify="right")
+    any_fallback = False
+    for spec in specs:
+        ridge, fallback = _ridge(spec)
+        any_fallback |= fallback
+        table.add_row(
+            spec.id,
+            spec.name,
+            f"{spec.memory_gb:g}",
+            f"{spec.cuda_total_bytes / _GIB:.2f}",
+            _tb_per_s(spec.memory_bandwidth_bytes_per_s),
+            _tflops(spec, "bf16"),
+            _tflops(spec, "fp8"),
+            _tflops(spec, "fp4"),
+            ridge,
+        )
+    notes = ["CUDA total = cudaMemGetInfo total, what --gpu-memory-utilization multiplies."]
+    if any_fallback:
+        notes.append("* FP16 figure: the GPU has no BF16 tensor cores.")
+    table.caption = " ".join(notes)
+    table.caption_justify = "left"
+    return table
+
+
+def gpu_detail(spec: GpuSpec) -> RenderableType:
+    """Every figure of one GPU, each followed by its source."""
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(title=f"{spec.name} ({spec.id})", title_justify="left", show_lines=True)
+    table.add_column("figure", no_wrap=True)
+    table.add_column("value and source", overflow="fold")
+
+    def row(label: str, value: str, key: str | None = None) -> None:
+        cell = Text(value)
+        source = spec.sources.get(key) if key else None
+        if source:
+            cell.append("\n" + source, style="dim")  # Text, not markup: sources may hold brackets
+        table.add_row(label, cell)
+
+    row("aliases", ", ".join(spec.aliases) or _NONE)
+    row("device names", ", ".join(spec.device_names) or _NONE)
+    row("vendor / arch", f"{spec.vendor} / {spec.arch}")
+    row("memory", f"{spec.memory_gb:g} GB", "memory_gb")
+    cuda, nvml = spec.cuda_total_bytes, spec.nvml_total_bytes
+    row("CUDA total", f"{cuda:,} B ({cuda / _GIB:.2f} GiB)", "cuda_total_bytes")
+    row("NVML total", f"{nvml:,} B ({nvml / _MIB:,.0f} MiB)", "nvml_total_bytes")
+    bandwidth = _tb_per_s(spec.memory_bandwidth_bytes_per_s)
+    row("memory bandwidth", f"{bandwidth} TB/s", "memory_bandwidth_bytes_per_s")
+    for dtype, value in spec.flops.items():
+        row(f"{dtype.upper()} dense", f"{value / 1e12:,.1f} TFLOPS", f"flops.{dtype}")
+    row("compute capability", spec.compute_capability or _NONE, "compute_capability")
+    if spec.interconnect_bytes_per_s is not None:
+        row("interconnect", f"{spec.interconnect_bytes_per_s / 1e9:,.0f} GB/s", "interconnect_bytes_per_s")
+    return table
