@@ -22,6 +22,11 @@ _LAZY = {
     "KVCacheSpec": "kvplan.kv",
     "size_report": "kvplan.kv",
     "SizeReport": "kvplan.kv",
+    "count_parameters": "kvplan.weights",
+    "GpuSpec": "kvplan.gpus",
+    "get_gpu": "kvplan.gpus",
+    "load_catalog": "kvplan.gpus",
+    "custom_gpu": "kvplan.gpus",
 }
 
 
