@@ -107,7 +107,26 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None, filename: str
     if isinstance(exc, e.HfHubHTTPError):
         status = getattr(getattr(exc, "response", None), "status_code", None)
         return NetworkError(f"the Hub answered HTTP {status} for {repo_id}/{filename}")
-    return NetworkError(f"cannot download {filename} of {repo_id}: {type(exc).__name__}")
+    kind = type(exc).__name__
+    if "Timeout" in kind:
+        return NetworkError(f"the Hub timed out while sending {filename} of {repo_id}")
+    if "Protocol" in kind or "Incomplete" in kind or "ReadError" in kind:
+        return NetworkError(f"the Hub connection broke off while sending {filename} of {repo_id}",
+                            hint="nothing was cached; try again")
+    if "Connect" in kind:
+        return NetworkError(f"cannot reach the Hugging Face Hub for {repo_id}", hint="check the network or HF_ENDPOINT")
+    return NetworkError(f"cannot download {filename} of {repo_id}: {kind}")
+
+
+def _quiet_hub() -> None:
+    """Keep huggingface_hub's own retry warnings and progress bars off the user's terminal: kvplan
+    reports one line per failure itself."""
+    from huggingface_hub.utils import disable_progress_bars
+    from huggingface_hub.utils import logging as hf_logging
+
+    hf_logging.set_verbosity_error()
+    hf_logging.get_logger().setLevel(60)  # above CRITICAL: retries are logged as errors, then raised
+    disable_progress_bars()
 
 
 def _offline() -> bool:
@@ -117,6 +136,7 @@ def _offline() -> bool:
 def _download(repo_id: str, filename: str, revision: str | None) -> Path:
     from huggingface_hub import hf_hub_download
 
+    _quiet_hub()
     try:
         return Path(hf_hub_download(repo_id, filename, revision=revision))
     except Exception as exc:  # every huggingface_hub / httpx failure becomes one typed error
@@ -148,6 +168,7 @@ def safetensors_weights(repo_id: str, revision: str | None = None) -> WeightsInf
         return None
     from huggingface_hub import get_safetensors_metadata
 
+    _quiet_hub()
     try:
         meta = get_safetensors_metadata(repo_id, revision=revision)
     except Exception:  # not a safetensors repo, no network, …: fall back to the analytic count

@@ -122,7 +122,8 @@ class StartupLog:
     @property
     def model_weights_bytes(self) -> int | None:
         """Weight memory: the load line (4 decimals) when present, else the profiler's figure (2)."""
-        return self.weights_loaded_bytes if self.weights_loaded_bytes is not None else self.weights_profiled_bytes
+        loaded = self.weights_loaded_bytes
+        return loaded if loaded is not None else self.weights_profiled_bytes
 
     @property
     def found(self) -> bool:
@@ -190,37 +191,49 @@ _INT = r"\d[\d,]*"  # an integer, maybe with thousands separators
 
 _RULES: Final[tuple[_Rule, ...]] = (
     # ---- versions and settings
-    _r("api_server_version", rf"vLLM API server version v?(?P<vllm_version>\S+)"),
-    _r("engine_config", r"Initializing an? (?:(?P<engine_version>V\d) )?LLM engine \(v(?P<vllm_version>[^)\s]+)\)"
-       r" with config:"),
+    _r("api_server_version", r"vLLM API server version v?(?P<vllm_version>\S+)"),
+    _r("engine_config",
+       r"Initializing an? (?:(?P<engine_version>V\d) )?LLM engine"
+       r" \(v(?P<vllm_version>[^)\s]+)\) with config:"),
     _r("max_model_len", rf"Using max model len (?P<max_model_len>{_INT})"),
     _r("block_size", r"Setting (?:kv cache|attention) block size to (?P<block_size>\d+)"),
-    _r("num_gpu_blocks_override", r"Overriding num_gpu_blocks=\d+ with num_gpu_blocks_override=(?P<num_gpu_blocks>\d+)"),
-    # ---- V0 worker.py
+    _r("num_gpu_blocks_override",
+       r"Overriding num_gpu_blocks=\d+ with num_gpu_blocks_override=(?P<num_gpu_blocks>\d+)"),
+    # ---- V0 worker.py, executor_base.py
     _r("v0_weights", rf"Loading model weights took (?P<weights_loaded_bytes>{_N}) GB"),
     _r("v0_total", rf"total_gpu_memory[=\s(]+(?P<total_gpu_memory_bytes>{_N})\s*GiB"),
     _r("v0_util", rf"gpu_memory_utilization[=\s(]+(?P<gpu_memory_utilization>{_N})\b"),
-    _r("v0_requested", rf"the current vLLM instance can use\s+(?:[^=]*=\s*)?(?P<requested_memory_bytes>{_N})\s*GiB"),
+    _r("v0_requested",
+       rf"the current vLLM instance can use\s+(?:[^=]*=\s*)?(?P<requested_memory_bytes>{_N})\s*GiB"),
     _r("v0_weights_profiled", rf"model weights take\s+(?P<weights_profiled_bytes>{_N})\s*GiB"),
     _r("v0_non_torch", rf"non_torch_memory(?:\s+takes)?[=\s]+(?P<non_torch_bytes>{_N})\s*GiB"),
-    _r("v0_activation", rf"PyTorch activation peak memory(?:\s+takes)?\s+(?P<activation_peak_bytes>{_N})\s*GiB"),
+    _r("v0_activation",
+       rf"PyTorch activation peak memory(?:\s+takes)?\s+(?P<activation_peak_bytes>{_N})\s*GiB"),
     _r("v0_peak_torch", rf"peak_torch_memory=(?P<peak_torch_bytes>{_N})\s*GiB"),
-    _r("v0_kv", rf"(?:kv_cache_size=|the rest of the memory reserved for KV Cache is\s+|available_kv_cache_memory\s+)"
+    _r("v0_kv",
+       r"(?:kv_cache_size=|the rest of the memory reserved for KV Cache is\s+|available_kv_cache_memory\s+)"
        rf"(?P<available_kv_bytes>{_N})\s*GiB"),
     _r("v0_blocks", r"(?:^|[^\w])(?:GPU|CUDA) blocks: (?P<num_gpu_blocks>\d+)", flags=re.IGNORECASE),
-    _r("v0_max_len_error", r"max seq len \((?P<max_model_len>\d+)\) is larger than the maximum number of tokens that"
-       r" can be stored in KV cache \((?P<kv_cache_tokens>\d+)\)", failure="max_len_exceeds_kv"),
-    # ---- V1 gpu_worker.py / model runners / kv_cache_utils.py
-    _r("model_loading", rf"Model loading took:? (?P<weights_loaded_bytes>{_N}) (?:GiB|GB)(?: memory)? and"
+    _r("v0_max_len_error",
+       r"max seq len \((?P<max_model_len>\d+)\) is larger than the maximum number of tokens that"
+       r" can be stored in KV cache \((?P<kv_cache_tokens>\d+)\)",
+       failure="max_len_exceeds_kv"),
+    # ---- V1 gpu_worker.py, model runners, kv_cache_utils.py, kv_cache_planning.py
+    _r("model_loading",
+       rf"Model loading took:? (?P<weights_loaded_bytes>{_N}) (?:GiB|GB)(?: memory)? and"
        rf" (?P<model_load_seconds>{_N}) seconds"),
     _r("available_kv", rf"Available KV cache memory:? (?P<available_kv_bytes>{_N}) GiB"),
     _r("kv_cache_size", rf"KV cache size:? (?P<kv_cache_tokens>{_INT}) tokens"),
-    _r("max_concurrency", rf"Maximum concurrency for (?P<concurrency_max_model_len>{_INT}) tokens per request:?"
+    _r("max_concurrency",
+       rf"Maximum concurrency for (?P<concurrency_max_model_len>{_INT}) tokens per request:?"
        rf" (?P<max_concurrency>{_N})x"),
     _r("initial_free", rf"Initial free memory:? (?P<free_at_init_bytes>{_N}) ?GiB"),
-    _r("requested_debug", rf"Requested memory: (?P<gpu_memory_utilization>{_N}) \(util\), (?P<requested_memory_bytes>{_N}) ?GiB"),
-    _r("kv_bytes_override", rf"reserved (?P<available_kv_bytes>{_N}) GiB memory for KV Cache as specified by"
-       r" kv_cache_memory_bytes"),
+    _r("requested_debug",
+       rf"Requested memory: (?P<gpu_memory_utilization>{_N}) \(util\),"
+       rf" (?P<requested_memory_bytes>{_N}) ?GiB"),
+    _r("kv_bytes_override",
+       rf"reserved (?P<available_kv_bytes>{_N}) GiB memory for KV Cache"
+       r" as specified by kv_cache_memory_bytes"),
     _r("free_after_profile", rf"Free memory after profiling: (?P<free_after_profile_bytes>{_N}) ?GiB"),
     _r("profile_time", rf"Memory profiling takes (?P<profile_seconds>{_N}) seconds"),
     _r("non_kv", rf"Total non KV cache memory: (?P<non_kv_cache_bytes>{_N}) ?GiB"),
@@ -228,31 +241,42 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _r("non_torch_increase", rf"non-torch forward increase memory: (?P<non_torch_bytes>{_N}) ?GiB"),
     _r("total_consumed", rf"total consumed \(from mem_get_info\): (?P<consumed_memory_bytes>{_N}) ?GiB"),
     _r("weights_memory", rf"weights memory: (?P<weights_profiled_bytes>{_N}) ?GiB"),
-    _r("free_on_device", rf"Free memory on device(?: \S+)?\s*[:(]?\s*(?P<free_at_init_bytes>{_N})/"
+    _r("free_on_device",
+       rf"Free memory on device(?: [^\s(]+)?\s*[:(]?\s*(?P<free_at_init_bytes>{_N})/"
        rf"(?P<total_gpu_memory_bytes>{_N}) GiB"),
-    _r("desired_util", rf"desired GPU memory utilization (?:is )?\((?P<gpu_memory_utilization>{_N}),"
-       rf" (?P<requested_memory_bytes>{_N}) GiB\)", flags=re.IGNORECASE),
-    _r("free_memory_error", r"on startup is less than desired GPU memory utilization", failure="insufficient_free_memory"),
+    _r("desired_util",
+       rf"desired GPU memory utilization (?:is )?\((?P<gpu_memory_utilization>{_N}),"
+       rf" (?P<requested_memory_bytes>{_N}) GiB\)",
+       flags=re.IGNORECASE),
+    _r("free_memory_error", r"on startup is less than desired GPU memory utilization",
+       failure="insufficient_free_memory"),
     _r("usage_weight", rf"(?P<weights_profiled_bytes>{_N}) GiB for weight\b"),
     _r("usage_consumed", rf"(?P<consumed_memory_bytes>{_N}) GiB for consumed memory"),
     _r("usage_activation", rf"(?P<activation_peak_bytes>{_N}) GiB for peak activation"),
     _r("usage_non_torch", rf"(?P<non_torch_bytes>{_N}) GiB for non-torch memory"),
     _r("usage_cuda_graph", rf"(?P<cuda_graph_bytes>{_N}) GiB for CUDAGraph memory"),
-    _r("kv_memory_fit", r"--kv-cache-memory=(?P<kv_cache_memory_fit_bytes>\d+)`?(?: \([^)]*\))? to fit into requested",
+    _r("kv_memory_fit",
+       r"--kv-cache-memory=(?P<kv_cache_memory_fit_bytes>\d+)`?(?: \([^)]*\))? to fit into requested",
        raw_bytes=("kv_cache_memory_fit_bytes",)),
-    _r("kv_memory_full", r"--kv-cache-memory=(?P<kv_cache_memory_full_bytes>\d+)`?(?: \([^)]*\))? to fully utilize",
+    _r("kv_memory_full",
+       r"--kv-cache-memory=(?P<kv_cache_memory_full_bytes>\d+)`?(?: \([^)]*\))? to fully utilize",
        raw_bytes=("kv_cache_memory_full_bytes",)),
     _r("kv_in_use_gib", rf"Current kv cache memory in use is (?P<available_kv_bytes>{_N}) GiB"),
     _r("kv_in_use_bytes", r"Current kv cache memory in use is (?P<available_kv_bytes>\d+) bytes",
        raw_bytes=("available_kv_bytes",)),
-    _r("cuda_graph_pool", rf"CUDA graph pool memory: (?P<cuda_graph_bytes>{_N}) GiB \(actual\),"
+    _r("cuda_graph_pool",
+       rf"CUDA graph pool memory: (?P<cuda_graph_bytes>{_N}) GiB \(actual\),"
        rf" (?P<cuda_graph_estimate_bytes>{_N}) GiB \(estimated\)"),
-    _r("graph_capture", rf"Graph capturing finished in (?P<graph_capture_seconds>{_N}) secs?, took"
-       rf" (?P<cuda_graph_bytes>{_N}) GiB"),
-    _r("cuda_graph_util", rf"current --gpu-memory-utilization=(?P<gpu_memory_utilization>{_N}) is equivalent"),
-    _r("init_engine", rf"init engine \(profile, create kv cache, warmup model\) took (?P<init_engine_seconds>{_N})"),
-    _r("max_len_error", rf"max seq len \((?P<max_model_len>\d+)\),? \((?P<kv_needed_bytes>{_N}) GiB KV cache is"
-       rf" needed, which is larger than the available KV cache memory \((?P<kv_error_available_bytes>{_N}) GiB\)",
+    _r("graph_capture",
+       rf"Graph capturing finished in (?P<graph_capture_seconds>{_N}) secs?,"
+       rf" took (?P<cuda_graph_bytes>{_N}) GiB"),
+    _r("cuda_graph_util",
+       rf"current --gpu-memory-utilization=(?P<gpu_memory_utilization>{_N}) is equivalent"),
+    _r("init_engine",
+       rf"init engine \(profile, create kv cache, warmup model\) took (?P<init_engine_seconds>{_N})"),
+    _r("max_len_error",
+       rf"max seq len \((?P<max_model_len>\d+)\),? \((?P<kv_needed_bytes>{_N}) GiB KV cache is needed,"
+       rf" which is larger than the available KV cache memory \((?P<kv_error_available_bytes>{_N}) GiB\)",
        failure="max_len_exceeds_kv"),
     _r("estimated_max_len", r"estimated maximum model length is (?P<estimated_max_model_len>\d+)"),
     _r("no_kv_memory", r"No available memory for the cache blocks", failure="no_kv_memory"),
@@ -273,10 +297,11 @@ _FLAG_ALIASES: Final[Mapping[str, str]] = {"tp": "tensor_parallel_size", "pp": "
                                            "q": "quantization"}
 _BOOL_FLAGS: Final[frozenset[str]] = frozenset({"enforce_eager", "enable_prefix_caching"})
 _ENGINE_CONFIG_RE = re.compile(r"with config: (?P<rest>.*)$")
-_CONFIG_PAIR_RE = re.compile(r"(?:^|,\s*)(?P<key>\w+)=(?P<value>'(?:[^'\\]|\\.)*'|[^,]*)")
+_CONFIG_PAIR_RE = re.compile(r"(?<![\w.\"'])(?P<key>\w+)=(?P<value>'(?:[^'\\]|\\.)*'|[^,]*)")
 _NON_DEFAULT_RE = re.compile(r"non-default args: \{(?P<rest>.*)\}")
 _DICT_PAIR_RE = re.compile(r"'(?P<key>\w+)': (?P<value>'(?:[^'\\]|\\.)*'|[^,}]*)")
 _COMMAND_RE = re.compile(r"(?:\bvllm serve|vllm\.entrypoints\.openai\.api_server)(?P<rest>(?:\s.*)?)$")
+_MODEL_ARG_RE = re.compile(r"^[\w.~/-]+$")  # a repo id or a path, not prose that mentions `vllm serve`
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
 
 
@@ -313,7 +338,7 @@ def _settings_from_command(fields: dict[str, Any], rest: str) -> bool:
     while i < len(argv):
         arg = argv[i]
         if not arg.startswith("-"):
-            if i == 0:
+            if i == 0 and _MODEL_ARG_RE.match(arg):
                 found |= _setting(fields, "model", arg)
             i += 1
             continue
@@ -353,13 +378,13 @@ def parse_startup_log(text: str) -> StartupLog:
         line = _ANSI_RE.sub("", raw).replace("**", "")
         matched: list[str] = []
         for rule in _RULES:
-            for m in rule.pattern.finditer(line) if rule.name.startswith("usage_") else [rule.pattern.search(line)]:
-                if m is not None:
-                    _apply(rule, m, fields)
-                    matched.append(rule.name)
+            if (m := rule.pattern.search(line)) is not None:
+                _apply(rule, m, fields)
+                matched.append(rule.name)
         if (m := _ENGINE_CONFIG_RE.search(line)) and "LLM engine" in line:
             _settings_from_pairs(fields, _CONFIG_PAIR_RE.finditer(m["rest"]))
-        if (m := _NON_DEFAULT_RE.search(line)) and _settings_from_pairs(fields, _DICT_PAIR_RE.finditer(m["rest"])):
+        if (m := _NON_DEFAULT_RE.search(line)) and _settings_from_pairs(
+                fields, _DICT_PAIR_RE.finditer(m["rest"])):
             matched.append("non_default_args")
         if (m := _COMMAND_RE.search(line)) and _settings_from_command(fields, m["rest"]):
             matched.append("command_line")

@@ -84,3 +84,12 @@ def test_hub_non_json_config_is_a_bad_config(hub_env: dict[str, str]) -> None:
     proc = run_kvplan(["size", "broken/not-json"], hub_env)
     assert proc.returncode == 2
     assert "is not valid JSON" in proc.stderr
+
+
+def test_hub_truncated_download_fails_cleanly_and_caches_nothing(hub_env: dict[str, str]) -> None:
+    from pathlib import Path
+
+    proc = run_kvplan(["size", "broken/truncated"], hub_env)
+    assert proc.returncode == 2 and proc.stderr.startswith("Error: ") and "Traceback" not in proc.stderr
+    snapshots = list(Path(hub_env["HF_HOME"]).rglob("snapshots/*/config.json"))
+    assert snapshots == []
