@@ -1,11 +1,347 @@
-"""`kvplan fit` (stub: being written)."""
+"""`kvplan fit`: vLLM's memory budget, KV blocks, concurrency and startup verdict for a deployment."""
+
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+
+from kvplan.cli.options import JsonFlag, Revision
+
+if TYPE_CHECKING:
+    from kvplan.capacity import ServeSettings
+    from kvplan.config import ModelSpec
+
 NAME = "fit"
-HELP = "Not implemented yet."
-EPILOG = ""
+HELP = "Will it start, how many KV blocks and tokens, how much concurrency: vLLM's own sizing, per GPU."
+EPILOG = """Examples:
+
+  kvplan fit Qwen/Qwen2.5-7B --gpu h100 --max-model-len 32768
+
+  kvplan fit --vllm-cmd "vllm serve Qwen/Qwen2.5-7B --max-model-len 32768 -tp 2" --gpu l40s
+
+  kvplan fit meta-llama/Llama-3.1-70B --max-model-len 16384 --concurrency 8
+"""
+
+_ENV_ALLOW_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 
 
-def command() -> None:
-    """Not implemented yet."""
-    raise NotImplementedError
+def _opt(help_: str, *names: str) -> Any:
+    return typer.Option(*names, help=help_, show_default=False)
+
+
+def command(
+    model: Annotated[
+        str | None,
+        typer.Argument(
+            help="Hub id (org/name), a local folder with config.json, or a config.json path.", show_default=False
+        ),
+    ] = None,
+    gpu: Annotated[
+        str | None,
+        _opt("GPU from the catalog (`kvplan gpus`); omit to list every GPU × TP that serves the model.", "--gpu", "-g"),
+    ] = None,
+    num_gpus: Annotated[
+        int | None,
+        _opt("GPUs in all; sets -tp when -tp is not given (extra GPUs are data-parallel replicas).", "--num-gpus"),
+    ] = None,
+    tensor_parallel_size: Annotated[
+        int | None, _opt("Tensor-parallel GPUs (default 1).", "--tensor-parallel-size", "-tp")
+    ] = None,
+    pipeline_parallel_size: Annotated[
+        int | None, _opt("Pipeline stages (default 1).", "--pipeline-parallel-size", "-pp")
+    ] = None,
+    gpu_memory_utilization: Annotated[
+        float | None,
+        _opt("Fraction of GPU memory for vLLM (default: 0.92; 0.9 before vLLM 0.22).", "--gpu-memory-utilization"),
+    ] = None,
+    max_model_len: Annotated[
+        str | None,
+        _opt("Context length per request: 32768, 32k, 32K, or auto (default: model config).", "--max-model-len"),
+    ] = None,
+    max_num_seqs: Annotated[
+        int | None, _opt("Running requests at most (default: by GPU memory: 1024 or 256).", "--max-num-seqs")
+    ] = None,
+    max_num_batched_tokens: Annotated[
+        str | None,
+        _opt(
+            "Tokens per scheduler step (default: by GPU and --usage: 2048, 8192 or 16384).", "--max-num-batched-tokens"
+        ),
+    ] = None,
+    kv_cache_dtype: Annotated[
+        str | None, _opt("auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2 (default: auto).", "--kv-cache-dtype")
+    ] = None,
+    block_size: Annotated[
+        int | None, _opt("Tokens per KV block (default: 16, or the attention backend's).", "--block-size")
+    ] = None,
+    enforce_eager: Annotated[
+        bool | None, _opt("No CUDA graphs (no graph memory).", "--enforce-eager/--no-enforce-eager")
+    ] = None,
+    enable_prefix_caching: Annotated[
+        bool | None,
+        _opt(
+            "Prefix caching (hybrid models: Mamba align mode) (default: on).",
+            "--enable-prefix-caching/--no-enable-prefix-caching",
+        ),
+    ] = None,
+    kv_cache_memory_bytes: Annotated[
+        str | None,
+        _opt("KV cache size per GPU, e.g. 20GiB; replaces the memory profile, as in vLLM.", "--kv-cache-memory-bytes"),
+    ] = None,
+    revision: Revision = None,
+    gpus_file: Annotated[str | None, _opt("Extra GPU catalog YAML (or $KVPLAN_GPUS_FILE).", "--gpus-file")] = None,
+    gpu_memory: Annotated[str | None, _opt("Custom GPU: its cudaMemGetInfo total, e.g. 24GiB.", "--gpu-memory")] = None,
+    gpu_bandwidth: Annotated[str | None, _opt("Custom GPU: memory bandwidth, e.g. 1TB/s.", "--gpu-bandwidth")] = None,
+    gpu_total_bytes: Annotated[
+        str | None, _opt("Override the catalog GPU's cudaMemGetInfo total (as measured).", "--gpu-total-bytes")
+    ] = None,
+    usage: Annotated[
+        str | None, _opt("serve (vllm serve) or llm (the offline LLM class) (default: serve).", "--usage")
+    ] = None,
+    vllm_version: Annotated[
+        str | None, _opt("vLLM release whose rules to apply (default: 0.33).", "--vllm-version")
+    ] = None,
+    weights_memory: Annotated[
+        str | None, _opt("Measured weights per GPU ('Model loading took').", "--weights-memory")
+    ] = None,
+    activation_memory: Annotated[
+        str | None, _opt("Measured activation peak ('torch peak memory increase').", "--activation-memory")
+    ] = None,
+    non_torch_memory: Annotated[str | None, _opt("Measured non-torch memory growth.", "--non-torch-memory")] = None,
+    cuda_graph_memory: Annotated[
+        str | None, _opt("Measured CUDA-graph estimate ('Estimated CUDA graph memory').", "--cuda-graph-memory")
+    ] = None,
+    context: Annotated[
+        str | None,
+        _opt("Tokens per request (prompt + output) to judge preemption at (default: max_model_len).", "--context"),
+    ] = None,
+    concurrency: Annotated[
+        int | None,
+        _opt(
+            "Requests running at once to judge preemption at (default: max_num_seqs; without --gpu: 1).",
+            "--concurrency",
+        ),
+    ] = None,
+    vllm_cmd: Annotated[
+        str | None, _opt("A whole `vllm serve MODEL --flag …` command line, quoted.", "--vllm-cmd")
+    ] = None,
+    json_: JsonFlag = False,
+) -> None:
+    """vLLM's memory budget, KV blocks, concurrency and startup verdict."""
+    import os
+
+    from kvplan.cli.console import err
+    from kvplan.errors import InvalidParameter
+
+    given: dict[str, object] = {
+        "tensor_parallel_size": tensor_parallel_size,
+        "pipeline_parallel_size": pipeline_parallel_size,
+        "gpu_memory_utilization": gpu_memory_utilization,
+        "max_model_len": max_model_len,
+        "max_num_seqs": max_num_seqs,
+        "max_num_batched_tokens": max_num_batched_tokens,
+        "kv_cache_dtype": kv_cache_dtype,
+        "block_size": block_size,
+        "enforce_eager": enforce_eager,
+        "enable_prefix_caching": enable_prefix_caching,
+        "kv_cache_memory_bytes": kv_cache_memory_bytes,
+        "revision": revision,
+    }
+    if vllm_cmd is not None:
+        from kvplan.vllm_cmd import parse_vllm_command
+
+        parsed = parse_vllm_command(vllm_cmd)
+        if parsed.ignored and not json_:
+            err().print(
+                f"Note: ignored vLLM flags that do not change the KV plan: {' '.join(parsed.ignored)}", markup=False
+            )
+        for key, value in parsed.options.items():
+            if given.get(key) is None:
+                given[key] = value
+        model = model or parsed.model
+    if not model:
+        raise InvalidParameter('a model is needed: kvplan fit MODEL (or --vllm-cmd "vllm serve MODEL …")')
+
+    settings = _settings(
+        given,
+        usage,
+        vllm_version,
+        weights_memory,
+        activation_memory,
+        non_torch_memory,
+        cuda_graph_memory,
+        context,
+        concurrency,
+        allow_long=bool(os.environ.get(_ENV_ALLOW_LONG)),
+    )
+    tp, pp = settings.tp, settings.pp
+    replicas = 1
+    if num_gpus is not None:
+        if num_gpus < 1:
+            raise InvalidParameter(f"--num-gpus must be ≥ 1, got {num_gpus}")
+        if given["tensor_parallel_size"] is None:
+            tp = max(1, num_gpus // pp)
+        if tp * pp > num_gpus:
+            raise InvalidParameter(f"-tp {tp} × -pp {pp} needs {tp * pp} GPUs, more than --num-gpus {num_gpus}")
+        replicas = num_gpus // (tp * pp)
+        from dataclasses import replace
+
+        settings = replace(settings, tp=tp)
+
+    spec, stored = _load(model, str(given["revision"]) if given["revision"] else None, quiet=json_)
+    if stored is not None and settings.weights_bytes is None:
+        from dataclasses import replace
+
+        settings = replace(settings, weights_total_bytes=stored)
+    if gpu is None and gpu_memory is None:
+        _sweep(spec, settings, gpus_file, json_)
+        return
+    _single(spec, settings, gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file, replicas, json_)
+
+
+def _load(model: str, revision: str | None, *, quiet: bool) -> tuple[ModelSpec, int | None]:
+    from kvplan.cli.common import load_model_with_weights
+
+    spec, weights = load_model_with_weights(model, revision, quiet=quiet)
+    return spec, (weights.bytes if weights else None)
+
+
+def _settings(
+    given: dict[str, object],
+    usage: str | None,
+    vllm_version: str | None,
+    weights_memory: str | None,
+    activation_memory: str | None,
+    non_torch_memory: str | None,
+    cuda_graph_memory: str | None,
+    context: str | None,
+    concurrency: int | None,
+    *,
+    allow_long: bool,
+) -> ServeSettings:
+    """Turn flag texts (from the command line or a pasted vLLM command) into ServeSettings."""
+    from kvplan.capacity import ServeSettings
+    from kvplan.errors import InvalidParameter
+    from kvplan.units import parse_bytes, parse_count
+
+    def count(name: str, flag: str) -> int | None:
+        value = given.get(name)
+        if value is None:
+            return None
+        return parse_count(value if isinstance(value, int) else str(value), what=flag, minimum=1)
+
+    def size(value: str | None, flag: str) -> int | None:
+        return None if value is None else parse_bytes(value, what=flag)
+
+    max_len_text = given.get("max_model_len")
+    max_len: int | None
+    if max_len_text is None:
+        max_len = None
+    elif str(max_len_text).strip().lower() in ("auto", "-1"):
+        max_len = -1
+    else:
+        max_len = parse_count(str(max_len_text), what="--max-model-len", minimum=1)
+    util_value = given.get("gpu_memory_utilization")
+    util: float | None = None
+    if util_value is not None:
+        try:
+            util = float(str(util_value))
+        except ValueError:
+            raise InvalidParameter(f"--gpu-memory-utilization: cannot read {util_value!r} as a number") from None
+    usage_ = (usage or "serve").lower()
+    if usage_ not in ("serve", "llm"):
+        raise InvalidParameter(f"--usage must be serve or llm, got {usage!r}")
+    perf = str(given.get("performance_mode") or "balanced")
+    if perf not in ("balanced", "interactivity", "throughput"):
+        raise InvalidParameter(f"--performance-mode must be balanced, interactivity or throughput, got {perf!r}")
+    kv_bytes = given.get("kv_cache_memory_bytes")
+    return ServeSettings(
+        tp=count("tensor_parallel_size", "--tensor-parallel-size") or 1,
+        pp=count("pipeline_parallel_size", "--pipeline-parallel-size") or 1,
+        gpu_memory_utilization=util,
+        max_model_len=max_len,
+        max_num_seqs=count("max_num_seqs", "--max-num-seqs"),
+        max_num_batched_tokens=count("max_num_batched_tokens", "--max-num-batched-tokens"),
+        kv_cache_dtype=str(given.get("kv_cache_dtype") or "auto"),
+        block_size=count("block_size", "--block-size"),
+        enforce_eager=bool(given.get("enforce_eager") or False),
+        kv_cache_memory_bytes=None if kv_bytes is None else parse_bytes(str(kv_bytes), what="--kv-cache-memory-bytes"),
+        enable_prefix_caching=given.get("enable_prefix_caching") is not False,
+        disable_hybrid_kv_cache_manager=(
+            None
+            if given.get("disable_hybrid_kv_cache_manager") is None
+            else bool(given.get("disable_hybrid_kv_cache_manager"))
+        ),
+        performance_mode=perf,  # type: ignore[arg-type]
+        usage=usage_,  # type: ignore[arg-type]
+        vllm_version=vllm_version,
+        allow_long_max_model_len=allow_long,
+        weights_bytes=size(weights_memory, "--weights-memory"),
+        activation_bytes=size(activation_memory, "--activation-memory"),
+        non_torch_bytes=size(non_torch_memory, "--non-torch-memory"),
+        cuda_graph_bytes=size(cuda_graph_memory, "--cuda-graph-memory"),
+        context=None if context is None else parse_count(context, what="--context", minimum=1),
+        concurrency=concurrency,
+    )
+
+
+def _single(
+    spec: ModelSpec,
+    settings: ServeSettings,
+    gpu: str | None,
+    gpu_memory: str | None,
+    gpu_bandwidth: str | None,
+    gpu_total_bytes: str | None,
+    gpus_file: str | None,
+    replicas: int,
+    json_: bool,
+) -> None:
+    from dataclasses import replace
+
+    from kvplan import gpus
+    from kvplan.capacity import plan_fit
+    from kvplan.cli.console import out, print_json
+    from kvplan.units import parse_bytes
+
+    if gpu_memory is not None:
+        chip = gpus.custom_gpu(gpu_memory, gpu_bandwidth, name=gpu or "custom")
+    else:
+        assert gpu is not None
+        chip = gpus.get_gpu(gpu, gpus_file)
+    if gpu_total_bytes is not None:
+        chip = chip.with_cuda_total(parse_bytes(gpu_total_bytes, what="--gpu-total-bytes"))
+    report = plan_fit(spec, chip, settings)
+    if replicas > 1:
+        report = replace(
+            report,
+            notes=(
+                *report.notes,
+                f"{replicas} data-parallel replicas of {report.num_gpus} GPU(s): "
+                f"{replicas * report.kv_cache_tokens:,} KV tokens in all.",
+            ),
+        )
+    if json_:
+        from kvplan.render.json import dumps
+
+        print_json(dumps("fit", report))
+    else:
+        from kvplan.render.fit import render_fit
+
+        out().print(render_fit(report))
+
+
+def _sweep(spec: ModelSpec, settings: ServeSettings, gpus_file: str | None, json_: bool) -> None:
+    from kvplan import gpus
+    from kvplan.capacity import sweep_gpus
+    from kvplan.cli.console import out, print_json
+
+    catalog = [g for g in gpus.load_catalog(gpus_file).values() if g.vendor.lower() != "amd"]
+    report = sweep_gpus(spec, catalog, settings)
+    if json_:
+        from kvplan.render.json import dumps
+
+        print_json(dumps("fit-sweep", report))
+    else:
+        from kvplan.render.fit import render_sweep
+
+        out().print(render_sweep(report))

@@ -63,10 +63,9 @@ def main() -> int:
     argv = [a for a in argv if a != "--cuda-mamba-ssm-dtype"]
     oracle_dir = os.environ.get("ORACLE_DIR", "/work/shared/tools/vllm-oracle")
     sys.path.insert(0, oracle_dir)
-    import vllm_oracle  # sets its env defaults before vllm is imported
-
-    from vllm.engine.arg_utils import EngineArgs
+    import vllm_oracle  # noqa: I001  (sets its env defaults before vllm is imported)
     import vllm.v1.worker.gpu.attn_utils as attn_utils
+    from vllm.engine.arg_utils import EngineArgs
 
     configs: list = []
     specs_calls: list = []

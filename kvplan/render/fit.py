@@ -1,0 +1,249 @@
+"""Rich rendering of a FitReport and a SweepReport (renderers never compute)."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from kvplan.capacity import FitReport, SweepReport
+from kvplan.units import GiB
+
+BAR_WIDTH = 60
+_TERM_LABEL = {
+    "weights": "weights",
+    "activation": "activation peak",
+    "cuda_graphs": "CUDA graphs",
+    "non_torch": "non-torch",
+}
+_TERM_STYLE = {
+    "weights": "blue",
+    "activation": "magenta",
+    "cuda_graphs": "cyan",
+    "non_torch": "yellow",
+}
+_KIND_LABEL = {
+    "full": "full",
+    "sliding_window": "sliding",
+    "chunked_local": "chunked",
+    "mla": "MLA",
+    "mamba": "recurrent",
+}
+
+
+def _row(table: Table, *cells: str | Text, style: str | None = None) -> None:
+    """Add a row whose plain strings are shown verbatim (never read as Rich markup)."""
+    table.add_row(*(Text(c) if isinstance(c, str) else c for c in cells), style=style)
+
+
+def _gib(num_bytes: int) -> str:
+    return f"{num_bytes / GiB:,.2f}"
+
+
+def _waterfall(r: FitReport) -> Table:
+    t = Table(title="Memory per GPU", title_justify="left", show_header=True, box=None, pad_edge=False)
+    t.add_column("", no_wrap=True)
+    t.add_column("GiB", justify="right")
+    t.add_column("how it is known")
+    _row(t, "GPU memory (cudaMemGetInfo total)", _gib(r.cuda_total_bytes), r.gpu_name)
+    override = r.kv_cache_memory_bytes_given
+    _row(
+        t,
+        f"× gpu_memory_utilization {r.gpu_memory_utilization:g} = requested",
+        _gib(r.requested_bytes),
+        "not used: --kv-cache-memory-bytes given" if override else r.settings_sources.get("gpu_memory_utilization", ""),
+    )
+    for term in r.memory_terms:
+        label = _TERM_LABEL.get(term.name, term.name)
+        how = f"{term.source}: {term.assumption}"
+        _row(
+            t,
+            Text(f"− {label}", style=_TERM_STYLE.get(term.name, "")),
+            _gib(term.bytes),
+            how,
+            style="dim" if override and term.name != "weights" else None,
+        )
+    kv_label = "= KV cache (--kv-cache-memory-bytes)" if override else "= KV cache"
+    style = "bold green" if r.available_kv_bytes > 0 else "bold red"
+    _row(
+        t,
+        Text(kv_label, style=style),
+        Text(_gib(r.available_kv_bytes), style=style),
+        "exact, as given" if override else "what vLLM would log as 'Available KV cache memory'",
+    )
+    return t
+
+
+def _bar(r: FitReport) -> Text:
+    total = max(1, r.cuda_total_bytes)
+    parts: list[tuple[str, int, str]] = [
+        (term.name, term.bytes, _TERM_STYLE.get(term.name, "white")) for term in r.memory_terms if term.bytes > 0
+    ]
+    kv = max(0, r.available_kv_bytes)
+    parts.append(("kv", kv, "green"))
+    used = sum(b for _, b, _ in parts)
+    parts.append(("free", max(0, total - used), "dim"))
+    text = Text("[")
+    for name, num, style in parts:
+        cells = round(num / total * BAR_WIDTH)
+        text.append(("·" if name == "free" else "█") * cells, style=style)
+    text.append("]  ")
+    text.append("weights", style="blue")
+    text.append(" activation", style="magenta")
+    text.append(" graphs", style="cyan")
+    text.append(" non-torch", style="yellow")
+    text.append(" KV", style="green")
+    text.append(" unreserved", style="dim")
+    return text
+
+
+def _kv_table(r: FitReport) -> Table:
+    t = Table(title="KV cache", title_justify="left", box=None, show_header=False, pad_edge=False)
+    t.add_column("", no_wrap=True)
+    t.add_column("")
+    _row(t, "KV dtype", f"{r.kv_cache_dtype} ({r.settings_sources.get('kv_cache_dtype', '')})")
+    _row(t, "block size", f"{r.block_size} tokens ({r.block_size_source})")
+    kinds: dict[tuple[str, int | None, int, int], list[int]] = {}
+    for g in r.groups:
+        kinds.setdefault(
+            (g.kind, g.sliding_window or g.attention_chunk_size, g.block_size, g.blocks_per_request), []
+        ).append(g.num_layers)
+    parts = []
+    for (kind, span, block, bpr), sizes in kinds.items():
+        label = _KIND_LABEL.get(kind, kind) + (f" (window {span:,})" if kind == "sliding_window" and span else "")
+        label += f" (chunk {span:,})" if kind == "chunked_local" and span else ""
+        layers = (
+            f"{sizes[0]} layers"
+            if len(sizes) == 1
+            else (
+                f"{len(sizes)} groups of {min(sizes)}–{max(sizes)} layers"
+                if min(sizes) != max(sizes)
+                else f"{len(sizes)} groups of {sizes[0]} layers"
+            )
+        )
+        parts.append(
+            f"{layers} {label}"
+            + (f", block {block}" if block != r.block_size else "")
+            + f": {bpr:,} blocks/request each"
+            if len(sizes) > 1
+            else f"{layers} {label}: {bpr:,} blocks/request"
+        )
+    groups = "; ".join(parts)
+    _row(t, "groups", f"{len(r.groups)} — {groups}" if r.groups else "none (no KV cache)")
+    _row(t, "bytes per block", f"{r.bytes_per_block:,}")
+    _row(t, "blocks", f"{r.num_gpu_blocks:,} ({r.usable_blocks:,} usable; block 0 is vLLM's null block)")
+    _row(t, "blocks per request", f"{r.blocks_per_request:,} at max_model_len {r.max_model_len:,}")
+    _row(
+        t,
+        "scheduler",
+        f"max_num_seqs {r.max_num_seqs:,}, max_num_batched_tokens {r.max_num_batched_tokens:,} "
+        f"({r.in_flight_tokens:,} tokens in flight)",
+    )
+    had = "" if r.fits else " (had it started)"
+    _row(t, "KV tokens", f"{r.kv_cache_tokens:,}{had}")
+    _row(t, "max concurrency", f"{r.max_concurrency:.2f}× requests of {r.max_model_len:,} tokens{had}")
+    return t
+
+
+def _verdict(r: FitReport) -> list[RenderableType]:
+    lines: list[RenderableType] = []
+    if r.log_line:
+        lines.append(Text.assemble(("vLLM would log: ", "bold"), (r.log_line, "green")))
+    for line in r.vllm_log:
+        lines.append(Text(f"vLLM would also log: {line}", style="dim"))
+    if r.fits:
+        lines.append(Text("✓ vLLM starts with these settings.", style="bold green"))
+    else:
+        lines.append(Text(f"✗ vLLM does not start ({r.startup}):", style="bold red"))
+        lines.append(Text(r.error or "", style="red"))
+    p = r.preemption
+    style = "yellow" if p.possible else "green"
+    lines.append(Text.assemble(("Preemption: ", "bold"), (p.explanation, style)))
+    if r.fits:
+        extra = [f"{p.max_requests_at_context:,} requests of {p.context:,} tokens fit at once"]
+        if p.from_concurrency is not None:
+            extra.append(f"preemption from {p.from_concurrency:,} running at {p.context:,} tokens")
+        if p.from_context is not None:
+            extra.append(
+                f"from {p.from_context:,} tokens per request at {p.concurrency:,} running"
+                if p.from_context > 1
+                else f"at any context length with {p.concurrency:,} running"
+            )
+        lines.append(Text("  " + "; ".join(extra), style="dim"))
+    return lines
+
+
+def _advice(r: FitReport) -> list[RenderableType]:
+    if not r.advice:
+        return []
+    t = Table(title="What fixes it (each re-planned)", title_justify="left")
+    t.add_column("change")
+    t.add_column("result")
+    t.add_column("blocks", justify="right")
+    t.add_column("KV tokens", justify="right")
+    t.add_column("concurrency", justify="right")
+    for a in r.advice:
+        _row(
+            t,
+            a.change,
+            f"{a.fixes}: {a.detail}",
+            f"{a.num_gpu_blocks:,}",
+            f"{a.kv_cache_tokens:,}",
+            f"{a.max_concurrency:.2f}×",
+        )
+    return [t]
+
+
+def render_fit(r: FitReport) -> Group:
+    """Header, memory waterfall with a bar, KV table, vLLM's log line, verdicts, advice, notes."""
+    header = Text.assemble(
+        (r.model, "bold"), f" on {r.num_gpus} × {r.gpu_name} (tp {r.tp}, pp {r.pp}) · vLLM {r.vllm_version} rules"
+    )
+    notes = [Text(f"note: {n}", style="dim") for n in r.notes]
+    return Group(
+        header, Text(""), _waterfall(r), _bar(r), Text(""), _kv_table(r), Text(""), *_verdict(r), *_advice(r), *notes
+    )
+
+
+def render_sweep(r: SweepReport) -> Group:
+    """GPU × TP options that serve the model, fewest GPUs first."""
+    title = (
+        f"{r.model}: GPUs that start and keep {r.concurrency} request(s) of {r.context:,} tokens resident "
+        "(fewest GPUs first)"
+    )
+    t = Table(title=title, title_justify="left")
+    t.add_column("GPU")
+    t.add_column("TP", justify="right")
+    t.add_column("GPUs", justify="right")
+    t.add_column("GiB/GPU", justify="right")
+    t.add_column("KV GiB/GPU", justify="right")
+    t.add_column("KV tokens", justify="right")
+    t.add_column("requests at context", justify="right")
+    for row in r.rows:
+        _row(
+            t,
+            row.gpu_name,
+            str(row.tp),
+            str(row.num_gpus),
+            _gib(row.cuda_total_bytes),
+            _gib(row.available_kv_bytes),
+            f"{row.kv_cache_tokens:,}",
+            f"{row.requests_at_context:,}",
+        )
+    parts: list[RenderableType] = [t]
+    if not r.rows:
+        parts.append(
+            Text(
+                "No catalog GPU serves this model with TP ≤ 8 at this context; try --max-model-len, "
+                "--kv-cache-dtype fp8 or -pp.",
+                style="yellow",
+            )
+        )
+    parts.append(
+        Text(
+            "Pick one and run `kvplan fit MODEL --gpu ID -tp N` for the full budget. AMD GPUs are not "
+            "listed: kvplan models vLLM's CUDA platform.",
+            style="dim",
+        )
+    )
+    return Group(*parts)

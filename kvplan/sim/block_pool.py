@@ -1,0 +1,264 @@
+"""vLLM's KV block pool: free queue, prefix-cache hash map, reference counts, null block.
+
+Mirrors `v1/core/block_pool.py:BlockPool` and `v1/core/kv_cache_utils.py:FreeKVCacheBlockQueue` of vLLM 0.33
+(kvplan's reference, §7). Both simulators (`kvplan.sim.prefix`, `kvplan.sim.scheduler`) drive this one
+class. Pure: no I/O, no printing.
+
+Block hashes. vLLM chains `sha256(pickle((parent_hash, block_token_ids, extra_keys)))`
+(`kv_cache_utils.py:hash_block_tokens`). A simulation only needs *equality* of hashes, so kvplan uses
+CPython's `hash()` of the same tuple, built from ints only (`NONE_HASH` is the int 0, salts are turned
+into ints by the workload): hashing ints and tuples of ints does not depend on `PYTHONHASHSEED`, so runs
+are reproducible, and it is an order of magnitude faster (about 0.2 µs against 3 µs per 16-token block,
+measured with CPython 3.11). The price is a 64-bit hash, where
+two different blocks collide with probability about n²/2⁶⁴ (≈ 5·10⁻⁸ for a million distinct blocks).
+Blocks whose content no other request can share (unique prompts, generated tokens) skip hashing and get a
+*private key* ≥ 2⁶⁴, which no tuple hash can equal.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Hashable, Iterable, Sequence
+
+from kvplan.errors import InvalidParameter
+
+BlockHash = Hashable
+
+NULL_BLOCK_ID = 0
+"""Block 0 is popped from the free queue at start-up and never handed out (`BlockPool.__init__`:
+`self.null_block = self.free_block_queue.popleft()`), so a pool of N blocks has N − 1 usable ones."""
+
+NONE_HASH = 0
+"""The parent hash of a request's first block (vLLM: `NONE_HASH = hash_fn(seed)`, `init_none_hash`)."""
+
+NO_EXTRA_KEYS = 0
+"""`extra_keys` of a block without LoRA, multimodal inputs or cache salt (vLLM passes None)."""
+
+PRIVATE_KEY_BASE = 1 << 64
+"""Private keys start above every 64-bit tuple hash, so they never equal a content hash."""
+
+_PRIVATE_INDEX_BITS = 32
+
+
+class _Retired:
+    """The hash of a block only a finished request could have hit: it keeps its LRU place, off the map."""
+
+    def __repr__(self) -> str:
+        return "RETIRED"
+
+
+RETIRED: BlockHash = _Retired()
+
+
+def hash_block(parent: int, tokens: Hashable, extra_keys: Hashable = NO_EXTRA_KEYS) -> int:
+    """Chained block hash: `hash((parent, tokens, extra_keys))` (vLLM `hash_block_tokens`, hash function swapped)."""
+    return hash((parent, tokens, extra_keys))
+
+
+def private_key(request_uid: int, block_index: int) -> int:
+    """The hash of a block only its own request can ever hit (unique prompt text, generated tokens)."""
+    return PRIVATE_KEY_BASE + (request_uid << _PRIVATE_INDEX_BITS) + block_index
+
+
+class BlockPool:
+    """The GPU block pool of one KV-cache group, with vLLM's free-queue and prefix-cache semantics.
+
+    * Free queue: an `OrderedDict` used as a doubly linked list (O(1) pop-front, append, prepend,
+      remove). Initial order is by block id; block 0 is the null block and never free.
+    * `get_new_blocks` pops from the front; a popped block that still carries a hash is evicted then
+      (`BlockPool.get_new_blocks` → `_maybe_evict_cached_block`).
+    * `free_blocks(ordered)`: blocks reaching ref_cnt 0 go to the tail if hashed (LRU) and to the front if
+      not (reused first). Callers pass a request's blocks in reverse, so chain tails are evicted first.
+    * `touch`: a cache hit on a free block takes it out of the queue.
+    * `usage()` is `1 − free/(num_gpu_blocks − 1)` (`BlockPool.get_usage`): cached free blocks count as free.
+    """
+
+    __slots__ = ("num_gpu_blocks", "enable_caching", "ref_cnt", "block_hash", "_free", "_cached",
+                 "num_free_unhashed", "num_evictions", "num_allocated", "num_freed", "num_touched")
+
+    def __init__(self, num_gpu_blocks: int, *, enable_caching: bool = True) -> None:
+        if num_gpu_blocks < 2:
+            raise InvalidParameter(f"num_gpu_blocks must be ≥ 2 (block 0 is the null block), got {num_gpu_blocks}")
+        self.num_gpu_blocks = num_gpu_blocks
+        self.enable_caching = enable_caching
+        self.ref_cnt = [0] * num_gpu_blocks
+        self.block_hash: list[BlockHash | None] = [None] * num_gpu_blocks
+        self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(1, num_gpu_blocks))
+        # hash -> block id, or {block id: None} when several blocks hold the same content
+        # (vLLM's BlockHashToBlockMap does the same).
+        self._cached: dict[BlockHash, int | dict[int, None]] = {}
+        self.num_free_unhashed = num_gpu_blocks - 1
+        self.num_evictions = 0  # cached blocks whose hash was dropped to reuse them
+        self.num_allocated = 0
+        self.num_freed = 0
+        self.num_touched = 0
+
+    # -- queries ---------------------------------------------------------------------------------
+    @property
+    def usable_blocks(self) -> int:
+        """Blocks that can hold KV (`num_gpu_blocks − 1`: the null block is reserved)."""
+        return self.num_gpu_blocks - 1
+
+    def num_free_blocks(self) -> int:
+        """Blocks in the free queue, cached (evictable) ones included (`get_num_free_blocks`)."""
+        return len(self._free)
+
+    def usage(self) -> float:
+        """`vllm:kv_cache_usage_perc`: `1 − free/(num_gpu_blocks − 1)` (`BlockPool.get_usage`)."""
+        return 1.0 - len(self._free) / (self.num_gpu_blocks - 1)
+
+    def num_cached_blocks(self) -> int:
+        """Blocks that carry a hash (in use or free)."""
+        return sum(1 if isinstance(v, int) else len(v) for v in self._cached.values())
+
+    def free_queue(self) -> list[int]:
+        """Free block ids from the front (next to be allocated/evicted) to the tail."""
+        return list(self._free)
+
+    def get_cached_block(self, block_hash: BlockHash) -> int | None:
+        """A block holding this hash, or None (`BlockHashToBlockMap.get_one_block`)."""
+        v = self._cached.get(block_hash)
+        if v is None or isinstance(v, int):
+            return v
+        return next(iter(v))
+
+    def find_longest_cache_hit(self, hashes: Sequence[BlockHash], max_blocks: int) -> list[int]:
+        """Blocks of the longest cached prefix of `hashes`, at most `max_blocks` of them.
+
+        vLLM: `FullAttentionManager.find_longest_cache_hit` stops at the first miss (prefix-only hits).
+        """
+        if not self.enable_caching:
+            return []
+        cached = self._cached
+        out: list[int] = []
+        for h in hashes[:max_blocks]:
+            v = cached.get(h)
+            if v is None:
+                break
+            out.append(v if isinstance(v, int) else next(iter(v)))
+        return out
+
+    # -- mutations -------------------------------------------------------------------------------
+    def touch(self, block_ids: Iterable[int]) -> None:
+        """Take a reference on hit blocks; free ones leave the queue (`BlockPool.touch`)."""
+        ref, free = self.ref_cnt, self._free
+        for b in block_ids:
+            if ref[b] == 0:
+                del free[b]
+            ref[b] += 1
+            self.num_touched += 1
+
+    def get_new_blocks(self, n: int) -> list[int]:
+        """Pop `n` blocks from the front of the free queue, evicting the cached ones (`get_new_blocks`)."""
+        free = self._free
+        if n > len(free):
+            raise InvalidParameter(f"cannot allocate {n} blocks: only {len(free)} free")
+        ref, bh, cached = self.ref_cnt, self.block_hash, self._cached
+        out: list[int] = []
+        popitem = free.popitem
+        unhashed = 0
+        for _ in range(n):
+            b = popitem(last=False)[0]
+            h = bh[b]
+            if h is None:
+                unhashed += 1
+            elif h is RETIRED:
+                bh[b] = None
+                self.num_evictions += 1
+            elif cached.get(h) == b:  # the usual case: the only block with this hash
+                del cached[h]
+                bh[b] = None
+                self.num_evictions += 1
+            else:
+                self._evict(b, h)
+            ref[b] = 1
+            out.append(b)
+        self.num_free_unhashed -= unhashed
+        self.num_allocated += n
+        return out
+
+    def _evict(self, block: int, h: BlockHash) -> None:
+        v = self._cached[h]
+        if isinstance(v, int):
+            del self._cached[h]
+        else:
+            del v[block]
+            if len(v) == 1:
+                self._cached[h] = next(iter(v))
+        self.block_hash[block] = None
+        self.num_evictions += 1
+
+    def cache_block(self, block: int, block_hash: BlockHash) -> None:
+        """Give a full block its hash so later requests can hit it (`BlockPool.cache_full_blocks`)."""
+        if not self.enable_caching or self.block_hash[block] is not None:
+            return
+        self.block_hash[block] = block_hash
+        v = self._cached.get(block_hash)
+        if v is None:
+            self._cached[block_hash] = block
+        elif isinstance(v, int):
+            self._cached[block_hash] = {v: None, block: None}
+        else:
+            v[block] = None
+
+    def cache_blocks(self, block_ids: Sequence[int], hashes: Iterable[BlockHash]) -> None:
+        """`cache_block` for each (block, hash) pair."""
+        if not self.enable_caching:
+            return
+        bh, cached = self.block_hash, self._cached
+        for b, h in zip(block_ids, hashes, strict=False):
+            if bh[b] is None and h not in cached:
+                bh[b] = h
+                cached[h] = b
+            else:
+                self.cache_block(b, h)
+
+    def retire_blocks(self, block_ids: Iterable[int]) -> None:
+        """Mark full blocks whose hash nobody can look up any more (a finished request's private blocks).
+
+        vLLM would hash them and send them to the tail; a retired block goes to the tail too and counts as
+        an eviction when reused, but skips the hash map, which no lookup can tell apart.
+        """
+        if not self.enable_caching:
+            return
+        bh = self.block_hash
+        for b in block_ids:
+            if bh[b] is None:
+                bh[b] = RETIRED
+
+    def free_blocks(self, ordered_blocks: Iterable[int]) -> None:
+        """Drop one reference on each block; at ref_cnt 0, hashed → tail, unhashed → front (`free_blocks`).
+
+        Pass a request's blocks in reverse (`SingleTypeKVCacheManager.free`: tail blocks first). Unhashed
+        blocks are pushed to the front one by one, so the last one freed is reused first.
+        """
+        ref, bh, free = self.ref_cnt, self.block_hash, self._free
+        move = free.move_to_end
+        for b in ordered_blocks:
+            r = ref[b] - 1
+            ref[b] = r
+            self.num_freed += 1
+            if r == 0:
+                free[b] = None
+                if bh[b] is None:
+                    move(b, last=False)
+                    self.num_free_unhashed += 1
+            elif r < 0:
+                raise AssertionError(f"block {b} freed more often than allocated")
+
+    def check_invariants(self) -> None:
+        """Raise AssertionError if the pool's bookkeeping is inconsistent (for tests)."""
+        n_free = len(self._free)
+        in_use = sum(1 for b in range(1, self.num_gpu_blocks) if self.ref_cnt[b] > 0)
+        assert NULL_BLOCK_ID not in self._free
+        assert in_use + n_free == self.num_gpu_blocks - 1, (in_use, n_free)
+        assert all(self.ref_cnt[b] == 0 for b in self._free)
+        unhashed = [b for b in self._free if self.block_hash[b] is None]
+        assert len(unhashed) == self.num_free_unhashed
+        # every unhashed free block sits in front of every hashed one
+        order = list(self._free)
+        assert order[: len(unhashed)] == unhashed
+        assert all(self.block_hash[b] is RETIRED or self.get_cached_block(h) is not None
+                   for b, h in enumerate(self.block_hash) if h is not None)
+        for h, v in self._cached.items():
+            for b in ([v] if isinstance(v, int) else list(v)):
+                assert self.block_hash[b] == h

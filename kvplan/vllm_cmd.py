@@ -1,0 +1,154 @@
+"""Read a pasted `vllm serve MODEL --flag …` command line into kvplan settings.
+
+Pure: a string in, a `VllmCommand` out. Flag names and aliases follow vLLM's CLI
+(vllm/engine/arg_utils.py:EngineArgs.add_cli_args): `--flag value`, `--flag=value`, underscores or
+dashes, `-tp`/`-pp`/`-dp` short forms, `--no-…` negations. Flags that do not change the KV-cache
+plan are ignored and reported back, so the caller can say so on stderr.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from kvplan.errors import ParseError
+
+# vLLM flag (canonical, dashes) → kvplan setting name. Values stay strings here; the CLI parses them.
+VALUE_FLAGS: dict[str, str] = {
+    "--model": "model",
+    "--tensor-parallel-size": "tensor_parallel_size",
+    "--pipeline-parallel-size": "pipeline_parallel_size",
+    "--gpu-memory-utilization": "gpu_memory_utilization",
+    "--device-memory-utilization": "gpu_memory_utilization",
+    "--max-model-len": "max_model_len",
+    "--max-num-seqs": "max_num_seqs",
+    "--max-num-batched-tokens": "max_num_batched_tokens",
+    "--kv-cache-dtype": "kv_cache_dtype",
+    "--block-size": "block_size",
+    "--kv-cache-memory-bytes": "kv_cache_memory_bytes",
+    "--kv-cache-memory": "kv_cache_memory_bytes",
+    "--revision": "revision",
+    "--performance-mode": "performance_mode",
+}
+BOOL_FLAGS: dict[str, tuple[str, bool]] = {
+    "--enforce-eager": ("enforce_eager", True),
+    "--no-enforce-eager": ("enforce_eager", False),
+    "--enable-prefix-caching": ("enable_prefix_caching", True),
+    "--no-enable-prefix-caching": ("enable_prefix_caching", False),
+    "--disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", True),
+    "--no-disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", False),
+}
+SHORT_FLAGS = {
+    "-tp": "--tensor-parallel-size",
+    "-pp": "--pipeline-parallel-size",
+    "-dp": "--data-parallel-size",
+    "-q": "--quantization",
+}
+# vLLM boolean flags that take no value and do not affect the plan (so they must not swallow the next word).
+IGNORED_BOOL_FLAGS = frozenset(
+    {
+        "--trust-remote-code",
+        "--enable-chunked-prefill",
+        "--disable-log-requests",
+        "--disable-log-stats",
+        "--enable-auto-tool-choice",
+        "--async-scheduling",
+        "--enable-expert-parallel",
+        "--enable-lora",
+        "--disable-custom-all-reduce",
+        "--enable-log-requests",
+        "--headless",
+        "--disable-frontend-multiprocessing",
+        "--enable-sleep-mode",
+        "--enable-prompt-tokens-details",
+        "--enable-force-include-usage",
+        "--disable-fastapi-docs",
+        "--enable-request-id-headers",
+        "--enable-server-load-tracking",
+        "--kv-cache-metrics",
+        "--enable-log-outputs",
+        "--skip-tokenizer-init",
+        "--enable-prompt-embeds",
+    }
+)
+# Entry points whose next word is the sub-command or the model.
+_PROGRAMS = ("vllm", "python", "python3")
+
+
+@dataclass(frozen=True)
+class VllmCommand:
+    """What a pasted vLLM command says about the deployment."""
+
+    model: str | None
+    options: dict[str, str | bool] = field(default_factory=dict)
+    ignored: tuple[str, ...] = ()  # flags (with values) that do not change the KV plan
+
+
+def _canonical(flag: str) -> str:
+    if flag in SHORT_FLAGS:
+        return SHORT_FLAGS[flag]
+    return "--" + flag[2:].replace("_", "-") if flag.startswith("--") else flag
+
+
+def _takes_no_value(flag: str) -> bool:
+    return flag in IGNORED_BOOL_FLAGS or flag.startswith(("--no-", "--enable-", "--disable-"))
+
+
+def parse_vllm_command(text: str) -> VllmCommand:
+    """Parse `vllm serve MODEL --flag v …` (also `python -m vllm.entrypoints.openai.api_server --model M …`,
+    leading `ENV=value` words, backslash-newline continuations)."""
+    try:
+        words = shlex.split(text.replace("\\\n", " "))
+    except ValueError as exc:
+        raise ParseError(f"--vllm-cmd: cannot split the command line: {exc}") from None
+    # Skip environment assignments and the program / sub-command.
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        words.pop(0)
+    if words and words[0].rsplit("/", 1)[-1] in _PROGRAMS:
+        prog = words.pop(0).rsplit("/", 1)[-1]
+        if prog.startswith("python") and words[:1] == ["-m"]:
+            words = words[2:]
+        elif words[:1] == ["serve"]:
+            words.pop(0)
+    model: str | None = None
+    options: dict[str, str | bool] = {}
+    ignored: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("-") or word == "-":
+            if model is None:
+                model = word
+            else:
+                ignored.append(word)
+            continue
+        flag, eq, inline = word.partition("=")
+        flag = _canonical(flag)
+        if flag in BOOL_FLAGS:
+            name, value = BOOL_FLAGS[flag]
+            options[name] = value if not eq else inline.lower() not in ("0", "false", "no")
+            continue
+        if flag in VALUE_FLAGS:
+            if eq:
+                value_text = inline
+            elif i < len(words):
+                value_text = words[i]
+                i += 1
+            else:
+                raise ParseError(f"--vllm-cmd: {flag} needs a value")
+            name = VALUE_FLAGS[flag]
+            if name == "model":
+                model = value_text
+            else:
+                options[name] = value_text
+            continue
+        # A flag kvplan does not use: keep its value out of the way.
+        if eq or _takes_no_value(flag):
+            ignored.append(word if not eq else f"{flag}={inline}")
+        elif i < len(words) and not words[i].startswith("-"):
+            ignored.append(f"{flag} {words[i]}")
+            i += 1
+        else:
+            ignored.append(flag)
+    return VllmCommand(model, options, tuple(ignored))

@@ -1,0 +1,331 @@
+"""vLLM's defaults that decide the KV-cache budget, by vLLM version and GPU.
+
+Every value names the vLLM file it comes from (paths relative to the `vllm/` package of the
+0.33.0 release unless a version says otherwise). kvplan defaults to the newest rules
+(`LATEST_VLLM_VERSION`); `--vllm-version` selects older rules only where they are known to differ.
+Pure: numbers in, numbers out.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from kvplan.errors import InvalidParameter
+from kvplan.units import GiB
+
+Usage = Literal["serve", "llm"]
+PerformanceMode = Literal["balanced", "interactivity", "throughput"]
+MambaCacheMode = Literal["align", "none"]
+
+LATEST_VLLM_VERSION = "0.33"
+# The V1 engine (v1/engine/core.py) is the only engine kvplan models; V0 was removed in 0.11.
+OLDEST_VLLM_VERSION = "0.10"
+
+
+@dataclass(frozen=True, order=True)
+class VllmVersion:
+    """A vLLM release as (major, minor); patch releases share their minor's rules."""
+
+    major: int
+    minor: int
+
+    def __str__(self) -> str:
+        return f"{self.major}.{self.minor}"
+
+
+def parse_vllm_version(text: str) -> VllmVersion:
+    """`0.33`, `0.33.0`, `v0.11.2`, `0.11.0rc1` → VllmVersion; outside the modelled range → InvalidParameter."""
+    m = re.match(r"^\s*v?(\d+)\.(\d+)(?:\.\d+)?(?:[.\-+]?\w+)?\s*$", text)
+    if not m:
+        raise InvalidParameter(f"--vllm-version: cannot read {text!r} (examples: 0.33, 0.11.0)")
+    version = VllmVersion(int(m.group(1)), int(m.group(2)))
+    if version < parse_vllm_version_unchecked(OLDEST_VLLM_VERSION):
+        raise InvalidParameter(
+            f"--vllm-version {version}: kvplan models the V1 engine of vLLM {OLDEST_VLLM_VERSION} and later",
+            hint="older releases sized the cache with the V0 worker, whose accounting differs",
+        )
+    if version > parse_vllm_version_unchecked(LATEST_VLLM_VERSION):
+        raise InvalidParameter(
+            f"--vllm-version {version} is newer than the rules kvplan knows ({LATEST_VLLM_VERSION})",
+            hint=f"use --vllm-version {LATEST_VLLM_VERSION}",
+        )
+    return version
+
+
+def parse_vllm_version_unchecked(text: str) -> VllmVersion:
+    """`major.minor` without range checks (for the constants in this module)."""
+    major, minor = text.split(".")[:2]
+    return VllmVersion(int(major), int(minor))
+
+
+LATEST = parse_vllm_version_unchecked(LATEST_VLLM_VERSION)
+
+# ---------------------------------------------------------------------------------------------
+# Memory budget
+# ---------------------------------------------------------------------------------------------
+
+# config/cache.py:CacheConfig.gpu_memory_utilization = 0.92 in 0.33; it was 0.9 for years before
+# (0.9 in every llm-d v0.11 log of tests/fixtures/data/vllm-startup-logs.yaml). The release that
+# switched (0.22) is taken from the project brief; no changelog line was found to confirm it.
+GPU_MEMORY_UTILIZATION_DEFAULT = 0.92
+GPU_MEMORY_UTILIZATION_DEFAULT_BEFORE = 0.9
+GPU_MEMORY_UTILIZATION_092_SINCE = VllmVersion(0, 22)
+
+# envs.py:VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to "1"; vLLM's own log line says
+# "CUDA graph memory profiling is enabled (default since v0.21.0)" (v1/worker/gpu_worker.py).
+CUDAGRAPH_ESTIMATE_SUBTRACTED_SINCE = VllmVersion(0, 21)
+
+# Async scheduling on by default for generate models (config/vllm.py post-init), PR #27614
+# (released in 0.12). Before that one batch was in flight: the gpt-oss-120b record
+# vllm-27508 (`--max-num-batched-tokens 1024`, "4.54 GiB KV cache is needed") matches 1 × MNBT.
+ASYNC_SCHEDULING_DEFAULT_SINCE = VllmVersion(0, 12)
+
+# Model Runner V2 default since 0.29 (release notes, quoted in the starting document):
+# with async scheduling it keeps pp_size + 1 batches in flight (config/vllm.py:max_concurrent_batches).
+MODEL_RUNNER_V2_DEFAULT_SINCE = VllmVersion(0, 29)
+
+
+# Hybrid KV cache manager with chunked-local attention (Llama-4): vLLM PR #21761 (0.10) turned it off by
+# default (envs.py:VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE="0"); PR #29627 flipped that default
+# to "1" (on ROCm the change is reported between 0.22 and 0.23, vllm PR #46553, closed unmerged). The vLLM
+# 0.32 oracle keeps chunked-local groups (Llama-4-Scout golden: "482.25 GiB KV cache is needed").
+CHUNKED_LOCAL_HYBRID_MANAGER_SINCE = VllmVersion(0, 23)
+
+
+def hybrid_manager_disabled_by_default(has_chunked_local: bool, version: VllmVersion = LATEST) -> bool:
+    """Whether vLLM turns the hybrid KV cache manager off on its own (config/vllm.py post-init)."""
+    return has_chunked_local and version < CHUNKED_LOCAL_HYBRID_MANAGER_SINCE
+
+
+def default_gpu_memory_utilization(version: VllmVersion = LATEST) -> float:
+    """`--gpu-memory-utilization` when not given (config/cache.py:CacheConfig)."""
+    if version >= GPU_MEMORY_UTILIZATION_092_SINCE:
+        return GPU_MEMORY_UTILIZATION_DEFAULT
+    return GPU_MEMORY_UTILIZATION_DEFAULT_BEFORE
+
+
+def cudagraph_estimate_subtracted(version: VllmVersion = LATEST) -> bool:
+    """Whether the CUDA-graph estimate is taken out of the KV budget (v1/worker/gpu_worker.py)."""
+    return version >= CUDAGRAPH_ESTIMATE_SUBTRACTED_SINCE
+
+
+def max_concurrent_batches(pp: int, version: VllmVersion = LATEST, *, async_scheduling: bool = True) -> int:
+    """Batches in flight at once (config/vllm.py:VllmConfig.max_concurrent_batches).
+
+    `pp + 1` with async scheduling on Model Runner V2, 2 with async on the V1 runner at PP=1,
+    `pp` otherwise.
+    """
+    async_on = async_scheduling and version >= ASYNC_SCHEDULING_DEFAULT_SINCE
+    if async_on and version >= MODEL_RUNNER_V2_DEFAULT_SINCE:
+        return pp + 1
+    if async_on and pp == 1:
+        return 2
+    return pp
+
+
+def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, version: VllmVersion = LATEST) -> int:
+    """`max_concurrent_batches × max_num_batched_tokens` (config/vllm.py:VllmConfig.max_in_flight_tokens).
+
+    Sliding-window and chunked-local layers reserve these tokens on top of the window per request.
+    """
+    return max_concurrent_batches(pp, version) * max_num_batched_tokens
+
+
+# ---------------------------------------------------------------------------------------------
+# Batch defaults: max_num_seqs and max_num_batched_tokens
+# ---------------------------------------------------------------------------------------------
+
+# engine/arg_utils.py:EngineArgs.get_batch_defaults — NVML total memory tiers.
+BIG_GPU_NVML_BYTES = 160 * GiB  # B200/B300, MI300X…
+LARGE_GPU_NVML_BYTES = 70 * GiB  # H100, H200, H20, GH200 (not A100, not GB10)
+
+
+@dataclass(frozen=True)
+class BatchDefaults:
+    """max_num_batched_tokens and max_num_seqs vLLM picks, with the reason."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    tier: str
+
+
+def batch_defaults(nvml_total_bytes: int, device_name: str, usage: Usage = "serve") -> BatchDefaults:
+    """Defaults by NVML memory tier, device name and entry point (engine/arg_utils.py:get_batch_defaults).
+
+    | tier                                   | LLM class     | vllm serve    |
+    | NVML ≥ 160 GiB                         | 16384 / 1024  | 16384 / 1024  |
+    | ≥ 70 GiB, not A100, not GB10           | 16384 / 1024  |  8192 / 1024  |
+    | other CUDA GPUs                        |  8192 / 256   |  2048 / 256   |
+    """
+    name = device_name.lower()
+    if nvml_total_bytes >= BIG_GPU_NVML_BYTES:
+        return BatchDefaults(16384, 1024, "NVML total ≥ 160 GiB")
+    if nvml_total_bytes >= LARGE_GPU_NVML_BYTES and "a100" not in name and "gb10" not in name:
+        mnbt = 16384 if usage == "llm" else 8192
+        return BatchDefaults(mnbt, 1024, "NVML total ≥ 70 GiB (not A100/GB10)")
+    mnbt = 8192 if usage == "llm" else 2048
+    return BatchDefaults(mnbt, 256, "NVML total < 70 GiB or A100/GB10")
+
+
+@dataclass(frozen=True)
+class BatchSettings:
+    """The resolved scheduler budget."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    mnbt_source: str
+    seqs_source: str
+
+
+def resolve_batch_settings(
+    defaults: BatchDefaults,
+    *,
+    max_model_len: int,
+    max_num_seqs: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    performance_mode: PerformanceMode = "balanced",
+) -> BatchSettings:
+    """Apply vLLM's post-adjustments to the values the user did not set
+    (engine/arg_utils.py:_set_default_max_num_seqs_and_batched_tokens_args).
+
+    `throughput` doubles both defaults; then `MNBT = min(max_num_seqs × max_model_len, MNBT)` and
+    `max_num_seqs = min(max_num_seqs, MNBT)`. Chunked prefill is on (generate models), so MNBT is
+    not raised to max_model_len.
+    """
+    factor = 2 if performance_mode == "throughput" else 1
+    seqs = max_num_seqs if max_num_seqs is not None else defaults.max_num_seqs * factor
+    mnbt = max_num_batched_tokens if max_num_batched_tokens is not None else defaults.max_num_batched_tokens * factor
+    mnbt_source = "--max-num-batched-tokens" if max_num_batched_tokens is not None else f"default ({defaults.tier})"
+    seqs_source = "--max-num-seqs" if max_num_seqs is not None else f"default ({defaults.tier})"
+    if max_num_batched_tokens is None:
+        capped = min(seqs * max_model_len, mnbt)
+        if capped != mnbt:
+            mnbt_source += ", capped at max_num_seqs × max_model_len"
+        mnbt = capped
+    if max_num_seqs is None:
+        capped = min(seqs, mnbt)
+        if capped != seqs:
+            seqs_source += ", capped at max_num_batched_tokens"
+        seqs = capped
+    return BatchSettings(mnbt, seqs, mnbt_source, seqs_source)
+
+
+# ---------------------------------------------------------------------------------------------
+# Block size and attention backend
+# ---------------------------------------------------------------------------------------------
+
+DEFAULT_BLOCK_SIZE = 16  # config/cache.py:CacheConfig.DEFAULT_BLOCK_SIZE
+# Smallest block every CUDA attention backend's kernels accept; hybrid alignment rounds to it
+# (platforms/interface.py:_align_hybrid_block_size, "lcm of all backends' smallest kernel blocks").
+MIN_KERNEL_BLOCK_SIZE = 16
+# _align_hybrid_block_size: MLA attention in a hybrid model aligns to at least 128 tokens.
+MLA_HYBRID_MIN_ALIGN = 128
+# v1/attention/backends/gdn_attn.py: the FlashInfer GDN prefill kernel writes state checkpoints every
+# 64 tokens, so align-mode hybrids use lcm(block, 64). The Triton GDN backend has no such constraint.
+GDN_FLASHINFER_CHECKPOINT_ALIGNMENT = 64
+
+FP8_KV_DTYPES = frozenset({"fp8", "fp8_e4m3", "fp8_e5m2"})
+
+
+@dataclass(frozen=True)
+class AttentionBackend:
+    """The backend vLLM would select and the block size it prefers (`get_preferred_block_size(16)`)."""
+
+    name: str
+    block_size: int
+    min_kernel_block_size: int
+
+
+# v1/attention/backends/*: get_supported_kernel_block_sizes / get_preferred_block_size.
+_FLASH_ATTN = AttentionBackend("FLASH_ATTN", 16, 16)
+_FLASHINFER = AttentionBackend("FLASHINFER", 16, 16)
+_FLASH_ATTN_MLA = AttentionBackend("FLASH_ATTN_MLA", 16, 16)
+_FLASHMLA = AttentionBackend("FLASHMLA", 64, 64)
+_FLASHINFER_MLA = AttentionBackend("FLASHINFER_MLA", 32, 32)  # supports [32, 64]
+_TRITON_MLA = AttentionBackend("TRITON_MLA", 16, 16)
+
+
+def attention_backend(arch: str | None, *, mla: bool, kv_cache_dtype: str) -> AttentionBackend:
+    """The first backend of vLLM's CUDA priority list for this GPU (platforms/cuda.py:_get_backend_priorities).
+
+    * SM90 (Hopper): FLASH_ATTN; MLA: FLASH_ATTN_MLA (bf16/fp16 only), so an fp8 MLA cache gets FLASHMLA (64).
+    * SM100 (Blackwell): FLASHINFER; MLA: FLASHINFER_MLA (32).
+    * Older GPUs (Ampere, Ada): FLASH_ATTN; MLA: TRITON_MLA.
+    Head sizes that only FA4 or special kernels take (256/512 on some archs) are not modelled.
+    """
+    family = (arch or "").lower()
+    fp8 = kv_cache_dtype in FP8_KV_DTYPES
+    if family == "hopper":
+        if mla:
+            return _FLASHMLA if fp8 else _FLASH_ATTN_MLA
+        return _FLASH_ATTN
+    if family == "blackwell":
+        return _FLASHINFER_MLA if mla else _FLASHINFER
+    return _TRITON_MLA if mla else _FLASH_ATTN
+
+
+def prefill_checkpoint_blocks(variant: str, arch: str | None) -> int:
+    """Extra Mamba blocks per request for prefill-state checkpoints in `align` mode
+    (MambaSpec.num_prefill_checkpoint_blocks). Mamba2 kernels write chunk states: 1 (the vLLM 0.32
+    oracle's granite-4.0-h and Nemotron-H specs). GDN: 1 with the FlashInfer prefill kernel (reference
+    §10e: 2 + 0 + 1 = 3 blocks), 0 with the Triton/CPU kernel (the oracle's Qwen3-Next spec). Other
+    recurrent layers (Mamba1, short conv, linear attention) are assumed to write none."""
+    if variant == "mamba2":
+        return 1
+    if variant == "gdn":
+        return 1 if gdn_checkpoint_alignment(arch) > 1 else 0
+    return 0
+
+
+def gdn_checkpoint_alignment(arch: str | None) -> int:
+    """Token alignment of GDN state checkpoints in `align` mode: 64 with the FlashInfer GDN prefill
+    kernel (SM90/SM100), 1 with the Triton kernel used elsewhere (v1/attention/backends/gdn_attn.py)."""
+    return GDN_FLASHINFER_CHECKPOINT_ALIGNMENT if (arch or "").lower() in ("hopper", "blackwell") else 1
+
+
+def mamba_cache_mode(enable_prefix_caching: bool) -> MambaCacheMode:
+    """`align` when prefix caching is on, else `none` (model_executor/models/config.py:MambaModelConfig)."""
+    return "align" if enable_prefix_caching else "none"
+
+
+# ---------------------------------------------------------------------------------------------
+# CUDA graphs
+# ---------------------------------------------------------------------------------------------
+
+# config/compilation.py: default max capture size min(max_num_seqs × decode_query_len × 2, 512),
+# 1024 on the SM100 family; capped by max_num_batched_tokens.
+MAX_CUDAGRAPH_CAPTURE_SIZE = 512
+MAX_CUDAGRAPH_CAPTURE_SIZE_SM100 = 1024
+
+
+def max_cudagraph_capture_size(
+    max_num_seqs: int, max_num_batched_tokens: int, arch: str | None, *, decode_query_len: int = 1
+) -> int:
+    """Largest batch captured as a CUDA graph (config/vllm.py:_set_cudagraph_sizes)."""
+    ceiling = MAX_CUDAGRAPH_CAPTURE_SIZE_SM100 if (arch or "").lower() == "blackwell" else MAX_CUDAGRAPH_CAPTURE_SIZE
+    return max(1, min(max_num_seqs * decode_query_len * 2, ceiling, max_num_batched_tokens))
+
+
+def cudagraph_capture_sizes(max_size: int) -> tuple[int, ...]:
+    """vLLM's default capture list: 1, 2, 4, then every 8 to 255, then every 16 up to the max."""
+    sizes = [s for s in (1, 2, 4) if s <= max_size]
+    sizes += [s for s in range(8, 256, 8) if s <= max_size]
+    sizes += list(range(256, max_size + 1, 16))
+    if max_size not in sizes:
+        sizes.append(max_size)
+    return tuple(sorted(set(sizes)))
+
+
+def cudagraph_count(max_num_seqs: int, max_num_batched_tokens: int, arch: str | None) -> tuple[int, int]:
+    """(piecewise graphs, full graphs) captured in the default FULL_AND_PIECEWISE mode: piecewise for
+    every capture size, full decode graphs for the sizes up to max_num_seqs."""
+    sizes = cudagraph_capture_sizes(max_cudagraph_capture_size(max_num_seqs, max_num_batched_tokens, arch))
+    return len(sizes), sum(1 for s in sizes if s <= max_num_seqs)
+
+
+def requested_memory(cuda_total_bytes: int, gpu_memory_utilization: float) -> int:
+    """`ceil(total × gpu_memory_utilization)` with the cudaMemGetInfo total (v1/worker/utils.py:request_memory)."""
+    return math.ceil(cuda_total_bytes * gpu_memory_utilization)

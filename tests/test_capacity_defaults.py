@@ -1,0 +1,83 @@
+"""vLLM defaults by version and GPU (vllm_defaults.py), and plan_fit's use of them."""
+from __future__ import annotations
+
+import pytest
+
+from kvplan import vllm_defaults as vd
+from kvplan.errors import InvalidParameter
+
+GIB = 2**30
+MIB = 2**20
+# NVML totals (reference §9): H200 143,771 MiB, H100 81,559 MiB, A100-80 81,920 MiB, L40S 46,068 MiB.
+H200, H100, A100, L40S, B200 = 143_771 * MIB, 81_559 * MIB, 81_920 * MIB, 46_068 * MIB, 183_359 * MIB
+
+
+@pytest.mark.parametrize(
+    ("nvml", "name", "usage", "mnbt", "seqs"),
+    [(B200, "NVIDIA B200", "serve", 16384, 1024), (B200, "NVIDIA B200", "llm", 16384, 1024),
+     (H200, "NVIDIA H200", "serve", 8192, 1024), (H100, "NVIDIA H100 80GB HBM3", "llm", 16384, 1024),
+     (A100, "NVIDIA A100-SXM4-80GB", "serve", 2048, 256), (A100, "NVIDIA A100-SXM4-80GB", "llm", 8192, 256),
+     (L40S, "NVIDIA L40S", "serve", 2048, 256)],
+)
+def test_batch_defaults_by_nvml_tier(nvml: int, name: str, usage: vd.Usage, mnbt: int, seqs: int) -> None:
+    d = vd.batch_defaults(nvml, name, usage)
+    assert (d.max_num_batched_tokens, d.max_num_seqs) == (mnbt, seqs)
+
+
+def test_post_adjustments_only_touch_unset_values() -> None:
+    d = vd.BatchDefaults(8192, 1024, "t")
+    # MNBT capped at max_num_seqs × max_model_len when the user set neither MNBT nor... only seqs.
+    r = vd.resolve_batch_settings(d, max_model_len=1024, max_num_seqs=4)
+    assert (r.max_num_batched_tokens, r.max_num_seqs) == (4096, 4)
+    r = vd.resolve_batch_settings(d, max_model_len=1024, max_num_seqs=4, max_num_batched_tokens=8192)
+    assert r.max_num_batched_tokens == 8192
+    r = vd.resolve_batch_settings(d, max_model_len=4096, max_num_batched_tokens=512)
+    assert (r.max_num_batched_tokens, r.max_num_seqs) == (512, 512)
+    r = vd.resolve_batch_settings(d, max_model_len=32768, performance_mode="throughput")
+    assert (r.max_num_batched_tokens, r.max_num_seqs) == (16384, 2048)
+
+
+@pytest.mark.parametrize(("version", "util", "cg"), [("0.33", 0.92, True), ("0.22.1", 0.92, True),
+                                                     ("0.21", 0.9, True), ("0.11.0", 0.9, False)])
+def test_version_rules(version: str, util: float, cg: bool) -> None:
+    v = vd.parse_vllm_version(version)
+    assert vd.default_gpu_memory_utilization(v) == util
+    assert vd.cudagraph_estimate_subtracted(v) is cg
+
+
+@pytest.mark.parametrize(("version", "pp", "batches"), [("0.33", 1, 2), ("0.33", 2, 3), ("0.20", 1, 2),
+                                                        ("0.20", 2, 2), ("0.11", 1, 1), ("0.11", 4, 4)])
+def test_in_flight_batches(version: str, pp: int, batches: int) -> None:
+    v = vd.parse_vllm_version(version)
+    assert vd.max_in_flight_tokens(8192, pp, v) == batches * 8192
+
+
+@pytest.mark.parametrize("text", ["0.9", "1.2", "banana", "0.34"])
+def test_unsupported_versions_are_refused(text: str) -> None:
+    with pytest.raises(InvalidParameter):
+        vd.parse_vllm_version(text)
+
+
+@pytest.mark.parametrize(
+    ("arch", "mla", "dtype", "name", "block"),
+    [("hopper", False, "bfloat16", "FLASH_ATTN", 16), ("hopper", True, "bfloat16", "FLASH_ATTN_MLA", 16),
+     ("hopper", True, "fp8", "FLASHMLA", 64), ("blackwell", True, "bfloat16", "FLASHINFER_MLA", 32),
+     ("blackwell", False, "fp8", "FLASHINFER", 16), ("ampere", True, "bfloat16", "TRITON_MLA", 16)],
+)
+def test_attention_backend_block_size(arch: str, mla: bool, dtype: str, name: str, block: int) -> None:
+    b = vd.attention_backend(arch, mla=mla, kv_cache_dtype=dtype)
+    assert (b.name, b.block_size) == (name, block)
+
+
+def test_cudagraph_capture_sizes_default_list() -> None:
+    assert vd.cudagraph_capture_sizes(512)[:5] == (1, 2, 4, 8, 16)
+    assert len(vd.cudagraph_capture_sizes(512)) == 51
+    assert vd.cudagraph_capture_sizes(8) == (1, 2, 4, 8)
+    assert vd.max_cudagraph_capture_size(4, 2048, "ampere") == 8
+    assert vd.max_cudagraph_capture_size(1024, 16384, "blackwell") == 1024
+    assert vd.cudagraph_count(256, 2048, "ampere") == (51, 35)
+
+
+def test_gdn_checkpoint_alignment_depends_on_the_kernel() -> None:
+    assert vd.gdn_checkpoint_alignment("hopper") == 64
+    assert vd.gdn_checkpoint_alignment("ampere") == 1

@@ -1,0 +1,142 @@
+"""`kvplan fit` through the real CLI (CliRunner): output, --json schema, --vllm-cmd, errors."""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli.app import app
+
+CONFIGS = Path(__file__).parent / "fixtures" / "configs"
+QWEN_1_5B = str(CONFIGS / "Qwen--Qwen2.5-1.5B")
+QWEN_7B = str(CONFIGS / "Qwen--Qwen2.5-7B")
+GIB = 2**30
+
+REQUIRED_JSON_KEYS = {
+    "gpu", "tp", "pp", "gpu_memory_utilization", "requested_bytes", "weights_bytes", "activation_bytes",
+    "non_torch_bytes", "cuda_graph_bytes", "available_kv_bytes", "block_size", "bytes_per_block", "num_gpu_blocks",
+    "kv_cache_tokens", "max_model_len", "max_concurrency", "fits", "estimated_max_model_len", "preemption",
+}
+
+
+@pytest.fixture
+def runner() -> CliRunner:
+    return CliRunner()
+
+
+def run_json(runner: CliRunner, args: list[str]) -> dict:  # type: ignore[type-arg]
+    result = runner.invoke(app, ["fit", *args, "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_json_holds_the_budget_and_the_plan(runner: CliRunner) -> None:
+    data = run_json(runner, [QWEN_1_5B, "--gpu-memory", "80GiB", "--max-model-len", "32k"])
+    assert REQUIRED_JSON_KEYS <= data.keys()
+    assert data["kind"] == "fit" and data["max_model_len"] == 32000
+    assert data["requested_bytes"] == math.ceil(80 * GIB * 0.92)
+    assert data["available_kv_bytes"] == (data["requested_bytes"] - data["weights_bytes"] - data["activation_bytes"]
+                                          - data["non_torch_bytes"] - data["cuda_graph_bytes"])
+    assert data["bytes_per_block"] == 458_752
+    assert data["num_gpu_blocks"] == data["available_kv_bytes"] // 458_752
+    assert data["fits"] is True and data["preemption"]["concurrency"] == 1024
+    assert {t["name"] for t in data["memory_terms"]} == {"weights", "activation", "cuda_graphs", "non_torch"}
+
+
+def test_kv_cache_memory_bytes_reproduces_the_starting_document(runner: CliRunner) -> None:
+    data = run_json(runner, [QWEN_1_5B, "--gpu-memory", "8GiB", "--max-model-len", "8192", "--max-num-seqs", "4",
+                             "--kv-cache-memory-bytes", str(1345 * 458_752)])
+    assert (data["num_gpu_blocks"], data["kv_cache_tokens"]) == (1345, 21_520)
+    assert data["log_line"] == ("GPU KV cache size: 21,520 tokens, Maximum concurrency for 8,192 tokens per "
+                                "request: 2.63x")
+
+
+def test_human_output_shows_waterfall_log_line_and_verdict(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["fit", QWEN_1_5B, "--gpu-memory", "80GiB", "--max-model-len", "32768",
+                                 "--kv-cache-memory-bytes", "60GiB"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    out = result.stdout
+    assert "GPU KV cache size: 2,246,944 tokens, Maximum concurrency for 32,768 tokens per request: 68.57x" in out
+    for text in ("Memory per GPU", "requested", "− weights", "= KV cache (--kv-cache-memory-bytes)", "█",
+                 "✓ vLLM starts", "Preemption:"):
+        assert text in out
+
+
+def test_refusal_prints_vllms_error_and_advice_with_exit_0(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["fit", QWEN_7B, "--gpu-memory", "24GiB", "--max-model-len", "131072",
+                                 "--gpu-memory-utilization", "0.9"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "✗ vLLM does not start" in result.stdout
+    assert "To serve at least one request with the model's max seq len (131072)" in result.stdout
+    assert "What fixes it" in result.stdout and "--max-model-len" in result.stdout
+
+
+def test_vllm_cmd_is_read_and_unknown_flags_noted_on_stderr(runner: CliRunner) -> None:
+    cmd = f"vllm serve {QWEN_7B} --max-model-len 16384 -tp 2 --port 8000 --kv-cache-dtype fp8"
+    result = runner.invoke(app, ["fit", "--vllm-cmd", cmd, "--gpu-memory", "80GiB"], env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    assert "ignored vLLM flags that do not change the KV plan: --port 8000" in result.stderr
+    data = run_json(runner, ["--vllm-cmd", cmd, "--gpu-memory", "80GiB"])
+    assert (data["tp"], data["max_model_len"], data["kv_cache_dtype"]) == (2, 16384, "fp8")
+    assert data["bytes_per_block"] == 28 * 16 * 2 * 256 * 1  # 2 KV heads per rank, fp8
+
+
+def test_explicit_flags_win_over_the_pasted_command(runner: CliRunner) -> None:
+    data = run_json(runner, ["--vllm-cmd", f"vllm serve {QWEN_7B} --max-model-len 16384", "--max-model-len", "8192",
+                             "--gpu-memory", "80GiB"])
+    assert data["max_model_len"] == 8192
+
+
+def test_num_gpus_sets_tensor_parallelism(runner: CliRunner) -> None:
+    data = run_json(runner, [QWEN_7B, "--gpu-memory", "24GiB", "--num-gpus", "4", "--max-model-len", "8192"])
+    assert (data["tp"], data["num_gpus"]) == (4, 4)
+
+
+def test_catalog_gpu_and_measured_overrides(runner: CliRunner) -> None:
+    data = run_json(runner, [QWEN_1_5B, "--gpu", "h100", "--max-model-len", "8192", "--weights-memory", "3GiB",
+                             "--activation-memory", "1GiB", "--non-torch-memory", "0", "--cuda-graph-memory", "0"])
+    assert data["gpu"] == "h100-sxm" and data["block_size"] == 16
+    assert data["available_kv_bytes"] == data["requested_bytes"] - 4 * GIB
+
+
+def test_sweep_without_gpu_lists_options(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["fit", QWEN_7B, "--max-model-len", "32768", "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["kind"] == "fit-sweep" and data["rows"]
+    counts = [row["num_gpus"] for row in data["rows"]]
+    assert counts == sorted(counts) and counts[0] == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [(["--gpu-memory-utilization", "1.2"], "--gpu-memory-utilization must be in (0, 1]"),
+     (["-tp", "3"], "does not divide the 28 attention heads"),
+     (["--max-model-len", "1000000"], "greater than the derived max_model_len"),
+     (["--max-model-len", "-5"], "--max-model-len"),
+     (["--gpu", "h1000"], "unknown GPU"),
+     (["--kv-cache-memory-bytes", "lots"], "--kv-cache-memory-bytes"),
+     (["--usage", "batch"], "--usage must be serve or llm"),
+     (["--vllm-version", "0.5"], "V1 engine")],
+)
+def test_bad_input_is_one_error_line_and_exit_2(runner: CliRunner, args: list[str], message: str) -> None:
+    extra = [] if "--gpu" in args else ["--gpu-memory", "80GiB"]
+    result = runner.invoke(app, ["fit", QWEN_7B, *extra, *args])
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith("Error: ") and message in result.stderr
+    assert result.stdout == ""
+
+
+def test_missing_model_is_an_error(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["fit", "--gpu-memory", "80GiB"])
+    assert result.exit_code == 2 and "a model is needed" in result.stderr
+
+
+def test_long_max_model_len_allowed_with_vllms_environment_variable(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["fit", QWEN_1_5B, "--gpu-memory", "80GiB", "--max-model-len", "262144", "--json"],
+                           env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["max_model_len"] == 262_144

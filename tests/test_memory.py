@@ -1,0 +1,97 @@
+"""The memory budget: vLLM's exact arithmetic, and kvplan's estimates pinned to their formulas."""
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from kvplan import memory
+from kvplan.memory import MemoryTerm, memory_budget
+from kvplan.vllm_defaults import VllmVersion, requested_memory
+from tests.conftest import load_fixture
+
+GIB = 2**30
+MIB = 2**20
+
+
+def term(name: str, num: int) -> MemoryTerm:
+    return MemoryTerm(name, num, "user", "test")
+
+
+def test_requested_is_ceil_of_cuda_total_times_utilization() -> None:
+    total = 85_029_158_912  # 79.19 GiB
+    assert requested_memory(total, 0.92) == math.ceil(total * 0.92) == 78_226_826_200
+
+
+def test_available_is_requested_minus_every_term() -> None:
+    b = memory_budget(cuda_total_bytes=80 * GIB, gpu_memory_utilization=0.9, weights=term("weights", 15 * GIB),
+                      activation=term("activation", 5 * GIB), non_torch=term("non_torch", GIB // 8),
+                      cuda_graphs=term("cuda_graphs", GIB // 2))
+    assert b.requested_bytes == 72 * GIB
+    assert b.available_kv_bytes == 72 * GIB - 15 * GIB - 5 * GIB - GIB // 8 - GIB // 2
+    assert b.terms[0].name == "weights" and b.startup_ok
+
+
+def test_kv_cache_memory_bytes_replaces_the_profile_exactly() -> None:
+    b = memory_budget(cuda_total_bytes=80 * GIB, gpu_memory_utilization=0.5, weights=term("weights", 70 * GIB),
+                      activation=term("activation", 5 * GIB), non_torch=term("non_torch", 0),
+                      cuda_graphs=term("cuda_graphs", 0), kv_cache_memory_bytes=123_456_789)
+    assert b.available_kv_bytes == 123_456_789
+
+
+def test_startup_refusal_uses_vllms_message() -> None:
+    b = memory_budget(cuda_total_bytes=85_029_158_912, gpu_memory_utilization=1.0, weights=term("weights", 0),
+                      activation=term("activation", 0), non_torch=term("non_torch", 0),
+                      cuda_graphs=term("cuda_graphs", 0), startup_baseline=memory.STARTUP_BASELINE_BYTES_SINGLE_GPU)
+    assert not b.startup_ok
+    assert b.startup_error() == (
+        "Free memory on device cuda:0 (78.58/79.19 GiB) on startup is less than desired GPU memory utilization "
+        "(1.0, 79.19 GiB). Decrease GPU memory utilization or reduce GPU memory used by other processes.")
+
+
+def test_activation_is_the_sampler_peak_plus_retained_hidden_states() -> None:
+    """Llama-3.1-8B, H100 serve defaults: 1,024 logits rows × 128,256 vocab × 38.4 B + 8,192 × 4,096 × 2 B."""
+    model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
+    t = memory.estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024)
+    assert t.bytes == int(1024 * 128_256 * 38.4) + 8192 * 4096 * 2 == 5_110_339_993
+    assert t.source == "estimate" and "sampler over 1,024 rows" in t.assumption
+    # llm-d H100 log: "torch peak memory increase" 4.76 GiB (v0.11 serve defaults).
+    assert abs(t.bytes / GIB - 4.76) < 0.05
+
+
+def test_activation_uses_min_of_tokens_and_seqs_for_sampler_rows() -> None:
+    model = load_fixture("Qwen--Qwen2.5-1.5B")
+    t = memory.estimate_activation(model, tp=1, max_num_batched_tokens=2048, max_num_seqs=4)
+    assert t.bytes == max(int(4 * 151_936 * 38.4), 2048 * 3 * 8960 * 2) + 2048 * 1536 * 2
+
+
+def test_forward_intermediates_win_for_tiny_batches_of_a_wide_mlp() -> None:
+    model = load_fixture("Qwen--Qwen2.5-1.5B")  # intermediate 8,960
+    assert memory.forward_activation_bytes(model, tp=2, num_tokens=4096) == 4096 * 3 * 4480 * 2
+
+
+def test_non_torch_single_and_multi_gpu() -> None:
+    assert memory.estimate_non_torch(tp=1, pp=1).bytes == round(0.13 * GIB)
+    assert memory.estimate_non_torch(tp=2, pp=1).bytes == round(0.54 * GIB)
+    assert memory.estimate_non_torch(tp=1, pp=2).bytes == round(0.54 * GIB)
+
+
+def test_cuda_graph_estimate_counts_graphs_times_layers() -> None:
+    """max_num_seqs 1024, MNBT 8192 on Hopper: capture sizes up to 512 → 51 piecewise + 51 full graphs."""
+    t = memory.estimate_cuda_graphs(num_layers_on_worker=32, max_num_seqs=1024, max_num_batched_tokens=8192,
+                                    arch="hopper", enforce_eager=False)
+    assert t.bytes == 102 * 32 * round(0.1 * MIB)
+
+
+def test_cuda_graphs_cost_nothing_with_enforce_eager_or_before_v021() -> None:
+    eager = memory.estimate_cuda_graphs(num_layers_on_worker=32, max_num_seqs=1024, max_num_batched_tokens=8192,
+                                        arch="hopper", enforce_eager=True)
+    old = memory.estimate_cuda_graphs(num_layers_on_worker=32, max_num_seqs=1024, max_num_batched_tokens=8192,
+                                      arch="hopper", enforce_eager=False, version=VllmVersion(0, 11))
+    assert (eager.bytes, eager.source) == (0, "none")
+    assert (old.bytes, old.source) == (0, "not subtracted")
+
+
+@pytest.mark.parametrize(("tp", "pp", "expected"), [(1, 1, 0.61), (2, 1, 1.54), (1, 4, 1.54)])
+def test_startup_baseline(tp: int, pp: int, expected: float) -> None:
+    assert memory.startup_baseline_bytes(tp=tp, pp=pp) == round(expected * GIB)
