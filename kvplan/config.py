@@ -5,6 +5,7 @@ Pure: no I/O. Rules follow vLLM 0.33 (`transformers_utils/config.py:get_hf_text_
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -183,6 +184,37 @@ def _ints_positive(value: Any, key: str) -> int:
     if value <= 0 or value > 2**40:
         raise BadConfig(f"config.json: {key} must be a positive integer, got {value!r}")
     return int(value)
+
+
+def _quant_number(value: Any, key: str, *, maximum: float) -> float:
+    """A positive, finite number from a quantization config (bits, group size)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= maximum:
+        raise BadConfig(f"quantization config: {key} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def _quant_group(value: Any, key: str) -> int | None:
+    """A group size: a positive whole number; None, 0 or negative (GPTQ's -1: per channel) mean none."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value or (
+            isinstance(value, float) and not value.is_integer()) or value > 2**40:
+        raise BadConfig(f"quantization config: {key} must be a whole number, got {value!r}")
+    return int(value) if value > 0 else None
+
+
+def _module_names(value: Any, key: str) -> tuple[str, ...]:
+    """Module name patterns kept unquantized: a list of strings (or one string)."""
+    if not value:
+        return ()
+    if isinstance(value, str):
+        return (value,)
+    if not isinstance(value, list):
+        raise BadConfig(f"quantization config: {key} must list module names, got {type(value).__name__}")
+    return tuple(str(x) for x in value)
+
+
+_MAX_WEIGHT_BITS = 64.0  # no stored weight format is wider than float64
 
 
 class _Cfg:
@@ -383,7 +415,7 @@ def _max_model_len(data: Mapping[str, Any], model_type: str) -> tuple[int, str]:
     found: list[tuple[int, str]] = []
     for key in _MAX_LEN_KEYS:
         v = data.get(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 and v == v:
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf:
             found.append((int(v), key))
     model_max = next((v for v, k in found if k == "model_max_length"), None)
     if model_max is not None:
@@ -396,7 +428,8 @@ def _max_model_len(data: Mapping[str, Any], model_type: str) -> tuple[int, str]:
     if isinstance(rope, Mapping) and "gemma3" not in model_type:
         rtype = str(rope.get("rope_type") or rope.get("type") or "default")
         factor = rope.get("factor")
-        if rtype not in _ROPE_TYPES_NOT_SCALING_LEN and isinstance(factor, (int, float)) and factor > 1:
+        if rtype not in _ROPE_TYPES_NOT_SCALING_LEN and isinstance(factor, (int, float)) and \
+                not isinstance(factor, bool) and 1 < factor < math.inf:
             length = int(length * factor)
             src += f" × rope factor {factor:g} ({rtype})"
     return length, src
@@ -446,7 +479,9 @@ def _layer_pattern(c: _Cfg, model_type: str, n: int) -> list[str]:
         # vLLM gpt_oss.py: even layers use the sliding window.
         return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
     if model_type in {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"} and c.has("max_window_layers"):
-        mwl = int(c.get("max_window_layers"))
+        mwl = c.get("max_window_layers")
+        if isinstance(mwl, bool) or not isinstance(mwl, int) or mwl < 0:
+            raise BadConfig(f"config.json: max_window_layers must be a whole number ≥ 0, got {mwl!r}")
         return ["sliding_attention" if i >= mwl else "full_attention" for i in range(n)]
     # engine/arg_utils.py: a model-wide sliding_window applies to every layer.
     return ["sliding_attention"] * n
@@ -525,7 +560,10 @@ def _moe_layer_set(c: _Cfg, n: int, moe: MoESpec | None, types: list[str]) -> fr
     if types and any(t in {"mlp", "moe"} for t in types):
         return frozenset(i for i, t in enumerate(types) if t == "moe")
     if isinstance(c.get("moe_layers"), list):
-        return frozenset(int(x) for x in c.get("moe_layers") if 0 <= int(x) < n)
+        listed = c.get("moe_layers")
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in listed):
+            raise BadConfig("config.json: moe_layers must list layer numbers")
+        return frozenset(x for x in listed if 0 <= x < n)
     first_dense = c.num("first_k_dense_replace", default=0) if c.get("first_k_dense_replace") else 0
     step = c.num("decoder_sparse_step", "moe_layer_freq", "interleave_moe_layer_step", default=1)
     mlp_only = set(c.get("mlp_only_layers") or [])
@@ -577,9 +615,9 @@ def _quant(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
         if bits is None:
             raise BadConfig(f"hf_quant_config.json: quant_algo {algo!r} is not understood by kvplan")
         return QuantSpec(method="modelopt_fp4" if algo == "NVFP4" else "modelopt_" + algo.lower(),
-                         weight_bits=bits, group_size=q.get("group_size"),
+                         weight_bits=bits, group_size=_quant_group(q.get("group_size"), "group_size"),
                          kv_cache_dtype="fp8" if kv_algo == "FP8" else None,
-                         excluded=tuple(str(x) for x in q.get("exclude_modules") or ()))
+                         excluded=_module_names(q.get("exclude_modules"), "exclude_modules"))
     if qc is None:
         return None
     if not isinstance(qc, Mapping):
@@ -588,14 +626,14 @@ def _quant(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
     kv_scheme = qc.get("kv_cache_scheme")
     kv: str | None = "fp8" if isinstance(kv_scheme, Mapping) and kv_scheme.get("type") == "float" and \
         kv_scheme.get("num_bits") == 8 else None
-    excluded = tuple(str(x) for x in (qc.get("modules_to_not_convert") or qc.get("ignore") or ()))
+    excluded = _module_names(qc.get("modules_to_not_convert") or qc.get("ignore"), "modules_to_not_convert")
     if method == "fp8" or method == "fbgemm_fp8":
         return QuantSpec("fp8", 8.0, kv_cache_dtype=kv, excluded=excluded)
     if method in {"gptq", "awq", "gptq_marlin", "awq_marlin"}:
         bits = qc.get("bits", qc.get("w_bit", 4))
         gs = qc.get("group_size", qc.get("q_group_size", 128))
-        return QuantSpec(method.split("_")[0], float(bits), group_size=int(gs) if gs and gs > 0 else None,
-                         kv_cache_dtype=kv, excluded=excluded)
+        return QuantSpec(method.split("_")[0], _quant_number(bits, "bits", maximum=_MAX_WEIGHT_BITS),
+                         group_size=_quant_group(gs, "group_size"), kv_cache_dtype=kv, excluded=excluded)
     if method == "mxfp4":
         return QuantSpec("mxfp4", 4.0, group_size=32, excluded=excluded)  # OCP MX: 32-element blocks
     if method == "bitsandbytes":
@@ -607,14 +645,14 @@ def _quant(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
             for g in groups.values():
                 w = g.get("weights") if isinstance(g, Mapping) else None
                 if isinstance(w, Mapping) and w.get("num_bits"):
-                    bits = float(w["num_bits"])
-                    gs = w.get("group_size")
+                    bits = _quant_number(w["num_bits"], "num_bits", maximum=_MAX_WEIGHT_BITS)
+                    gs = _quant_group(w.get("group_size"), "group_size")
                     break
         return QuantSpec("compressed-tensors", bits, group_size=gs, kv_cache_dtype=kv, excluded=excluded)
     if method in {"modelopt", "modelopt_fp4"}:
         algo = str(qc.get("quant_algo") or "FP8").upper()
         return QuantSpec("modelopt_fp4" if "FP4" in algo else "modelopt_fp8", 4.0 if "FP4" in algo else 8.0,
-                         group_size=qc.get("group_size"),
+                         group_size=_quant_group(qc.get("group_size"), "group_size"),
                          kv_cache_dtype="fp8" if str(qc.get("kv_cache_quant_algo") or "").upper() == "FP8" else None,
                          excluded=excluded)
     raise BadConfig(f"config.json: quantization method {method!r} is not understood by kvplan")

@@ -121,12 +121,13 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None, filename: str
 def _quiet_hub() -> None:
     """Keep huggingface_hub's own retry warnings and progress bars off the user's terminal: kvplan
     reports one line per failure itself."""
-    from huggingface_hub.utils import disable_progress_bars
-    from huggingface_hub.utils import logging as hf_logging
+    import logging
 
-    hf_logging.set_verbosity_error()
-    hf_logging.get_logger().setLevel(60)  # above CRITICAL: retries are logged as errors, then raised
-    disable_progress_bars()
+    from huggingface_hub.utils import tqdm as hf_tqdm
+
+    # above CRITICAL: retries are logged as warnings/errors and then raised, which kvplan reports itself
+    logging.getLogger("huggingface_hub").setLevel(logging.CRITICAL + 10)
+    hf_tqdm.disable_progress_bars()
 
 
 def _offline() -> bool:
