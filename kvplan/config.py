@@ -187,7 +187,7 @@ def _ints_positive(value: Any, key: str) -> int:
 
 
 def _quant_number(value: Any, key: str, *, maximum: float) -> float:
-    """A positive, finite number from a quantization config (bits, group size)."""
+    """A positive, finite number from a quantization config (bits per weight), at most `maximum`."""
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= maximum:
         raise BadConfig(f"quantization config: {key} must be a positive number, got {value!r}")
     return float(value)

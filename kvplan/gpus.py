@@ -509,16 +509,39 @@ def _slug_index(specs: Iterable[GpuSpec]) -> dict[str, set[str]]:
     return index
 
 
+# A catalog of 100 GPUs is about 3,000 YAML nodes. Aliases may not expand a file past this budget:
+# an alias bomb ("billion laughs") loads in microseconds as shared references, but walking it would not end.
+MAX_YAML_NODES = 100_000
+
+
 def _load_yaml(text: str, where: str) -> Any:
     import yaml
 
     try:
-        return yaml.safe_load(text)
+        data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
         at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         raise ParseError(f"{where}: not valid YAML{at}: {problem}") from None
+    except RecursionError:
+        raise ParseError(f"{where}: nested too deeply to read") from None
+    _check_expanded_size(data, where)
+    return data
+
+
+def _check_expanded_size(data: Any, where: str) -> None:
+    """Refuse data whose aliases expand past MAX_YAML_NODES (or refer to themselves)."""
+    stack, seen = [data], 0
+    while stack:
+        node = stack.pop()
+        seen += 1
+        if seen > MAX_YAML_NODES:
+            raise ParseError(f"{where}: more than {MAX_YAML_NODES:,} YAML nodes once aliases are expanded: refused")
+        if isinstance(node, dict):
+            stack.extend(node.values())
+        elif isinstance(node, list):
+            stack.extend(node)
 
 
 @functools.cache

@@ -123,11 +123,8 @@ def _quiet_hub() -> None:
     reports one line per failure itself."""
     import logging
 
-    from huggingface_hub.utils import tqdm as hf_tqdm
-
     # above CRITICAL: retries are logged as warnings/errors and then raised, which kvplan reports itself
     logging.getLogger("huggingface_hub").setLevel(logging.CRITICAL + 10)
-    hf_tqdm.disable_progress_bars()
 
 
 def _offline() -> bool:
@@ -135,6 +132,7 @@ def _offline() -> bool:
 
 
 def _download(repo_id: str, filename: str, revision: str | None) -> Path:
+    os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when huggingface_hub is imported
     from huggingface_hub import hf_hub_download
 
     _quiet_hub()

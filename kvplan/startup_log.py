@@ -312,7 +312,7 @@ def _setting(fields: dict[str, Any], key: str, value: str) -> bool:
         return False
     try:
         fields[field] = _CONVERT.get(field, _text)(value)
-    except ValueError:
+    except (ValueError, OverflowError):
         return False
     return True
 
@@ -361,7 +361,10 @@ def _apply(rule: _Rule, m: re.Match[str], fields: dict[str, Any]) -> None:
     for group, text in m.groupdict().items():
         if text is None:
             continue
-        fields[group] = int(text) if group in rule.raw_bytes else _CONVERT[group](text)
+        try:
+            fields[group] = int(text) if group in rule.raw_bytes else _CONVERT[group](text)
+        except (ValueError, OverflowError):
+            continue  # thousands of digits, or more GiB than a float holds: no real log prints that
     fields.update(rule.fixed)
 
 
