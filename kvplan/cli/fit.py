@@ -21,6 +21,8 @@ EPILOG = """Examples:
   kvplan fit --vllm-cmd "vllm serve Qwen/Qwen2.5-7B --max-model-len 32768 -tp 2" --gpu l40s
 
   kvplan fit meta-llama/Llama-3.1-70B --max-model-len 16384 --concurrency 8
+
+  kvplan fit tests/fixtures/configs/Qwen--Qwen2.5-1.5B --gpu l4 --max-model-len 8192 --json
 """
 
 _ENV_ALLOW_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"

@@ -22,6 +22,8 @@ EPILOG = """Examples:
   kvplan roofline meta-llama/Llama-3.1-70B -tp 4 --gpu h100 --context 8K --batch 1,16,64,256
 
   kvplan roofline Qwen/Qwen3-30B-A3B --gpu a100-80gb --kv-cache-dtype fp8 --prompt 16K --json
+
+  kvplan roofline tests/fixtures/configs/meta-llama--Meta-Llama-3.1-8B --gpu h100 --batch 1,8,64,256
 """
 
 DEFAULT_BATCH_LIST = "1,2,4,8,16,32,64,128,256"
