@@ -385,9 +385,10 @@ def decode_step_time(costs: ModelCosts, roof: Roof, batch: int, context: int) ->
 class RooflineCost:
     """The simulator's cost model: `step_time(num_prefill_tokens, num_decode_reqs, total_context_tokens)`.
 
-    `total_context_tokens` is taken as the tokens already in the KV cache summed over the step's
-    requests. Without a per-request breakdown the context is split evenly over the requests
-    (the prefill chunk counting as one request), which is exact for uniform batches.
+    `total_context_tokens` follows the scheduler's protocol (`sim.scheduler.StepCostModel`): the KV
+    entries the step attends over in all, its own new tokens included. The tokens already cached are
+    that minus the step's new tokens; without a per-request breakdown they are split evenly over the
+    requests (the prefill chunk counting as one request), which is exact for uniform batches.
     """
 
     costs: ModelCosts
@@ -398,8 +399,9 @@ class RooflineCost:
         if num_prefill_tokens <= 0 and num_decode_reqs <= 0:
             return 0.0
         requests = num_decode_reqs + (1 if num_prefill_tokens > 0 else 0)
-        per_request = total_context_tokens // requests
-        prefix = total_context_tokens - per_request * num_decode_reqs if num_prefill_tokens > 0 else 0
+        cached = max(total_context_tokens - max(num_prefill_tokens, 0) - max(num_decode_reqs, 0), 0)
+        per_request = cached // requests
+        prefix = cached - per_request * num_decode_reqs if num_prefill_tokens > 0 else 0
         cost = step_cost(
             self.costs,
             decode_reqs=num_decode_reqs,

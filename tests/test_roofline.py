@@ -326,12 +326,12 @@ def test_mla_decode_uses_the_absorbed_latent_and_prefill_the_up_projected_heads(
 def test_roofline_cost_matches_decode_step_time_for_a_uniform_decode_batch() -> None:
     costs = model_costs(load_fixture("Qwen--Qwen2.5-1.5B"))
     cost = RooflineCost(costs, h100())
-    # 16 requests with 1,000 cached tokens each: each query attends to 1,001 keys (itself included).
-    assert cost.step_time(0, 16, 16_000) == pytest.approx(decode_step_time(costs, h100(), 16, 1001))
+    # 16 requests with 1,000 cached tokens each attend over 16 × 1,001 entries (each query itself included).
+    assert cost.step_time(0, 16, 16_016) == pytest.approx(decode_step_time(costs, h100(), 16, 1001))
     assert cost.step_time(0, 0, 0) == 0.0
-    # A prefill chunk alone = one step of the chunked prefill.
+    # The second 2,048-token chunk of a 4,096-token prompt attends over 4,096 entries.
     chunked = prefill(costs, h100(), 4096, max_num_batched_tokens=2048)
-    assert cost.step_time(2048, 0, 2048) == pytest.approx(chunked.chunks[1].time_s)
+    assert cost.step_time(2048, 0, 4096) == pytest.approx(chunked.chunks[1].time_s)
 
 
 def test_negative_counts_are_rejected() -> None:

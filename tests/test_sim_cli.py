@@ -15,6 +15,7 @@ from kvplan.sim.scheduler import FixedCost, SchedulerConfig, simulate_serve
 from kvplan.sim.workloads import cyclic_documents, parse_length_dist, synthetic_serve_requests
 
 runner = CliRunner()
+FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 DOC_CALL = ["simulate", "prefix", "--scenario", "cyclic", "--docs", "10", "--doc-tokens", "5033",
             "--num-gpu-blocks", "1345", "--block-size", "16", "--json"]
 
@@ -58,7 +59,8 @@ def test_missing_pool_size_is_a_one_line_error() -> None:
     result = runner.invoke(app, ["simulate", "prefix"])
     assert result.exit_code == 2
     assert result.stdout == ""
-    assert result.stderr.startswith("Error: give the pool size as exactly one of --num-gpu-blocks or --kv-tokens")
+    assert result.stderr.startswith("Error: give the pool size as one of --num-gpu-blocks, --kv-tokens, or --model "
+                                    "with --gpu")
     assert len(result.stderr.strip().splitlines()) == 1
 
 
@@ -164,11 +166,13 @@ def test_every_help_example_runs() -> None:
 
     from kvplan.cli import simulate
 
+    # Hub ids in the examples, read from the fixture configs (no network in tests).
+    local = {"Qwen/Qwen2.5-1.5B": "Qwen--Qwen2.5-1.5B", "meta-llama/Llama-3.1-8B": "meta-llama--Meta-Llama-3.1-8B"}
     examples = [line.strip() for _, _, _, epilog in simulate.COMMANDS for line in epilog.splitlines()
                 if line.strip().startswith("kvplan ")]
     assert len(examples) == 6
     for line in examples:
-        args = shlex.split(line)[1:]
+        args = [str(FIXTURES / local[a]) if a in local else a for a in shlex.split(line)[1:]]
         result = runner.invoke(app, args if "--json" in args else [*args, "--json"])
         assert result.exit_code == 0, (line, result.stderr)
         json.loads(result.stdout)

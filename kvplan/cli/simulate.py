@@ -5,11 +5,31 @@ import enum
 import math
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kvplan.cli.options import JsonFlag
+from kvplan.cli.options import (
+    DEPLOYMENT_PANEL,
+    EnforceEagerOpt,
+    GpuMemoryUtilizationOpt,
+    GpuOpt,
+    GpusFileOpt,
+    JsonFlag,
+    KvCacheDtypeOpt,
+    KvCacheMemoryBytesOpt,
+    ModelOpt,
+    PipelineParallelOpt,
+    RevisionOpt,
+    TensorParallelOpt,
+)
+
+if TYPE_CHECKING:
+    from kvplan.capacity import ServeSettings
+    from kvplan.config import ModelSpec
+    from kvplan.gpus import GpuSpec
+    from kvplan.sim.scheduler import FixedCost, SchedulerConfig
+    from kvplan.sim.sizing import FittedPool, RooflineStepCost
 
 POOL = "Pool size"
 WORKLOAD = "Workload"
@@ -17,8 +37,9 @@ OFFLOAD = "CPU offload tier"
 ENGINE = "Engine settings"
 COST = "Step cost model"
 
-BlockSize = Annotated[int, typer.Option("--block-size", min=1, help="Tokens per KV block (vLLM's default 16).",
-                                        rich_help_panel=POOL)]
+BlockSize = Annotated[int | None, typer.Option(
+    "--block-size", min=1, help="Tokens per KV block (default: fit's with --model, else vLLM's 16).",
+    rich_help_panel=POOL, show_default=False)]
 NumGpuBlocks = Annotated[int | None, typer.Option(
     "--num-gpu-blocks", min=2, help="vLLM's num_gpu_blocks, null block included (usable = N − 1).",
     rich_help_panel=POOL, show_default=False)]
@@ -58,7 +79,7 @@ PREFIX_EPILOG = """Examples:
 
   kvplan simulate prefix --scenario cyclic --docs 10 --doc-tokens 5033 --num-gpu-blocks 1345
 
-  kvplan simulate prefix --scenario cyclic --kv-tokens 21520 --cpu-offload-tokens 64k --what-if-blocks 2000
+  kvplan simulate prefix --model Qwen/Qwen2.5-1.5B --gpu l4 --kv-cache-memory-bytes 617021440 --max-model-len 8k
 
   kvplan simulate prefix --scenario chat --conversations 32 --turns 6 --num-gpu-blocks 4000 --json
 """
@@ -78,6 +99,55 @@ def _trace(path: Path, block_size: int, trace_block_size: int | None, unit_s: fl
 
     return parse_trace(_read(path).splitlines(), block_size=block_size, trace_block_size=trace_block_size,
                        timestamp_unit_s=unit_s, source=str(path))
+
+
+def _fit_pool(
+    model: str | None, gpu: str | None, num_gpu_blocks: int | None, kv_tokens: str | None, given: dict[str, object],
+    deployment_only: tuple[str, ...], *, quiet: bool,
+) -> tuple[FittedPool, ModelSpec, GpuSpec, ServeSettings] | None:
+    """`kvplan fit` at the flags in `given` (vLLM's names, read by fit's own helper), or None when the pool is
+    given directly. The flags named in `deployment_only` mean nothing without --model/--gpu."""
+    import os
+    from dataclasses import replace
+
+    from kvplan.errors import InvalidParameter
+
+    if (model is None) != (gpu is None):
+        raise InvalidParameter("--model and --gpu go together: the pool is what `kvplan fit MODEL --gpu GPU` plans")
+    if model is None or gpu is None:
+        stray = [name for name in deployment_only if given.get(name) is not None]
+        if stray:
+            flag = "--" + stray[0].replace("_", "-")
+            raise InvalidParameter(f"{flag} describes a deployment: it needs --model and --gpu")
+        if num_gpu_blocks is None and kv_tokens is None:
+            raise InvalidParameter("give the pool size as one of --num-gpu-blocks, --kv-tokens, or --model with --gpu",
+                                   hint="vLLM logs it at start-up: 'GPU KV cache size: N tokens'")
+        return None
+    if num_gpu_blocks is not None or kv_tokens is not None:
+        raise InvalidParameter("give the pool size as one of --num-gpu-blocks, --kv-tokens, or --model with --gpu, "
+                               "not several")
+    from kvplan.capacity import plan_fit
+    from kvplan.cli.common import load_model_with_weights
+    from kvplan.cli.fit import _ENV_ALLOW_LONG, _settings
+    from kvplan.gpus import get_gpu
+    from kvplan.sim.sizing import fitted_pool
+
+    settings = _settings(given, None, None, None, None, None, None, None, None,
+                         allow_long=bool(os.environ.get(_ENV_ALLOW_LONG)))
+    gpus_file = given.get("gpus_file")
+    chip = get_gpu(gpu, str(gpus_file) if gpus_file else None)
+    revision = given.get("revision")
+    spec, weights = load_model_with_weights(model, str(revision) if revision else None, quiet=quiet)
+    if weights is not None:
+        settings = replace(settings, weights_total_bytes=weights.bytes)
+    return fitted_pool(plan_fit(spec, chip, settings, advise=False)), spec, chip, settings
+
+
+def _payload(report: Any, pool: FittedPool | None) -> dict[str, Any]:
+    """The report's fields, then `deployment`: what `--model/--gpu` took from fit (null without)."""
+    import dataclasses
+
+    return {**{f.name: getattr(report, f.name) for f in dataclasses.fields(report)}, "deployment": pool}
 
 
 def prefix(
@@ -113,7 +183,26 @@ def prefix(
     trace_block_size: TraceBlockSize = None,
     num_gpu_blocks: NumGpuBlocks = None,
     kv_tokens: KvTokens = None,
-    block_size: BlockSize = 16,
+    block_size: BlockSize = None,
+    model: ModelOpt = None,
+    gpu: GpuOpt = None,
+    gpus_file: GpusFileOpt = None,
+    revision: RevisionOpt = None,
+    tensor_parallel_size: TensorParallelOpt = None,
+    pipeline_parallel_size: PipelineParallelOpt = None,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
+    max_model_len: Annotated[str | None, typer.Option(
+        "--max-model-len", help="Context length per request: 8192, 8k or auto (default: model config).",
+        rich_help_panel=DEPLOYMENT_PANEL, show_default=False)] = None,
+    max_num_seqs: Annotated[int | None, typer.Option(
+        "--max-num-seqs", help="vLLM's, for the memory budget (default: by GPU memory: 1024 or 256).",
+        rich_help_panel=DEPLOYMENT_PANEL, show_default=False)] = None,
+    max_num_batched_tokens: Annotated[str | None, typer.Option(
+        "--max-num-batched-tokens", help="vLLM's, for the memory budget (default: by GPU).",
+        rich_help_panel=DEPLOYMENT_PANEL, show_default=False)] = None,
+    kv_cache_dtype: KvCacheDtypeOpt = None,
+    kv_cache_memory_bytes: KvCacheMemoryBytesOpt = None,
+    enforce_eager: EnforceEagerOpt = None,
     what_if_blocks: Annotated[list[int] | None, typer.Option(
         "--what-if-blocks", min=2, help="Replay with this pool size too (repeatable).", rich_help_panel=POOL,
         show_default=False)] = None,
@@ -142,12 +231,27 @@ def prefix(
     from kvplan.errors import InvalidParameter
     from kvplan.sim import prefix as core
     from kvplan.sim import workloads as wl
-    from kvplan.sim.sizing import num_gpu_blocks_from
+    from kvplan.sim.scheduler import DEFAULT_BLOCK_SIZE
+    from kvplan.sim.sizing import check_request_lengths, num_gpu_blocks_from
     from kvplan.units import parse_bytes, parse_count
 
-    blocks = num_gpu_blocks_from(num_gpu_blocks=num_gpu_blocks,
-                                 kv_tokens=None if kv_tokens is None else parse_count(kv_tokens, what="--kv-tokens"),
-                                 block_size=block_size)
+    given: dict[str, object] = {
+        "tensor_parallel_size": tensor_parallel_size, "pipeline_parallel_size": pipeline_parallel_size,
+        "gpu_memory_utilization": gpu_memory_utilization, "max_model_len": max_model_len,
+        "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
+        "kv_cache_dtype": kv_cache_dtype, "enforce_eager": enforce_eager,
+        "kv_cache_memory_bytes": kv_cache_memory_bytes, "revision": revision, "gpus_file": gpus_file}
+    fitted = _fit_pool(model, gpu, num_gpu_blocks, kv_tokens, {**given, "block_size": block_size}, tuple(given),
+                       quiet=json_)
+    pool = fitted[0] if fitted else None
+    if pool is not None:
+        blocks, block_size = pool.sim_num_gpu_blocks, pool.sim_block_size
+        if kv_bytes_per_token is None:
+            kv_bytes_per_token = pool.kv_bytes_per_token
+    else:
+        block_size = block_size or DEFAULT_BLOCK_SIZE
+        tokens = None if kv_tokens is None else parse_count(kv_tokens, what="--kv-tokens")
+        blocks = num_gpu_blocks_from(num_gpu_blocks=num_gpu_blocks, kv_tokens=tokens, block_size=block_size)
     if trace is not None:
         scenario = Scenario.trace
     if scenario is Scenario.cyclic:
@@ -162,6 +266,9 @@ def prefix(
         if trace is None:
             raise InvalidParameter("--scenario trace needs --trace FILE")
         workload = wl.trace_prefix_workload(_trace(trace, block_size, trace_block_size))
+    if pool is not None:
+        check_request_lengths((r.num_prompt_tokens + r.num_output_tokens for r in workload.requests),
+                              pool.max_model_len)
 
     if cpu_offload_tokens is not None and cpu_offload_bytes is not None:
         raise InvalidParameter("give --cpu-offload-tokens or --cpu-offload-bytes, not both")
@@ -170,7 +277,8 @@ def prefix(
         cpu_tokens = parse_count(cpu_offload_tokens, what="--cpu-offload-tokens")
     elif cpu_offload_bytes is not None:
         if kv_bytes_per_token is None:
-            raise InvalidParameter("--cpu-offload-bytes needs --kv-bytes-per-token (see `kvplan size MODEL`)")
+            raise InvalidParameter("--cpu-offload-bytes needs --kv-bytes-per-token (see `kvplan size MODEL`)",
+                                   hint="with --model it comes from fit, for models with one KV-cache group")
         cpu_tokens = parse_bytes(cpu_offload_bytes, what="--cpu-offload-bytes") // kv_bytes_per_token
     offload = core.OffloadSettings(
         cpu_tokens, offload_chunk_tokens,
@@ -181,11 +289,11 @@ def prefix(
     if json_:
         from kvplan.render.json import dumps
 
-        print_json(dumps("simulate-prefix", report))
+        print_json(dumps("simulate-prefix", _payload(report, pool)))
     else:
         from kvplan.render.simulate import render_prefix
 
-        out().print(render_prefix(report))
+        out().print(render_prefix(report, pool))
 
 
 SERVE_NAME = "serve"
@@ -196,7 +304,7 @@ SERVE_EPILOG = """Examples:
 
   kvplan simulate serve --kv-tokens 57000 --max-num-seqs 4 --num-requests 8 --prompt-len 15000 --output-len 1000
 
-  kvplan simulate serve --num-gpu-blocks 8000 --request-rate 10 --prompt-len 3000 --shared-prefix-tokens 2000 --json
+  kvplan simulate serve --model meta-llama/Llama-3.1-8B --gpu l4 --max-model-len 8k --num-requests 32 --output-len 1000
 """
 
 
@@ -255,15 +363,26 @@ def serve(
         "--trace-timestamp-unit", help="s or ms (Mooncake traces use ms).", rich_help_panel=WORKLOAD)] = "s",
     num_gpu_blocks: NumGpuBlocks = None,
     kv_tokens: KvTokens = None,
-    block_size: BlockSize = 16,
-    max_num_seqs: Annotated[int, typer.Option("--max-num-seqs", min=1, help="Most requests running at once.",
-                                              rich_help_panel=ENGINE)] = 1024,
-    max_num_batched_tokens: Annotated[int, typer.Option(
-        "--max-num-batched-tokens", min=1, help="Token budget per step (defaults: vLLM's API server on H100/H200).",
-        rich_help_panel=ENGINE)] = 8192,
-    max_model_len: Annotated[int | None, typer.Option(
-        "--max-model-len", min=1, help="Refuse requests longer than this.", rich_help_panel=ENGINE,
-        show_default=False)] = None,
+    block_size: BlockSize = None,
+    model: ModelOpt = None,
+    gpu: GpuOpt = None,
+    gpus_file: GpusFileOpt = None,
+    revision: RevisionOpt = None,
+    tensor_parallel_size: TensorParallelOpt = None,
+    pipeline_parallel_size: PipelineParallelOpt = None,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
+    kv_cache_dtype: KvCacheDtypeOpt = None,
+    kv_cache_memory_bytes: KvCacheMemoryBytesOpt = None,
+    enforce_eager: EnforceEagerOpt = None,
+    max_num_seqs: Annotated[int | None, typer.Option(
+        "--max-num-seqs", min=1, help="Most requests running at once (default: fit's with --model, by GPU memory; "
+        "else 1024).", rich_help_panel=ENGINE, show_default=False)] = None,
+    max_num_batched_tokens: Annotated[str | None, typer.Option(
+        "--max-num-batched-tokens", help="Token budget per step (default: fit's with --model, by GPU; else 8192, "
+        "vLLM's API server on H100/H200).", rich_help_panel=ENGINE, show_default=False)] = None,
+    max_model_len: Annotated[str | None, typer.Option(
+        "--max-model-len", help="Refuse requests longer than this (with --model: vLLM's flag, default the model "
+        "config's; 32k and auto accepted).", rich_help_panel=ENGINE, show_default=False)] = None,
     enable_chunked_prefill: Annotated[bool, typer.Option(
         "--enable-chunked-prefill/--no-enable-chunked-prefill", help="Split long prompts over steps.",
         rich_help_panel=ENGINE)] = True,
@@ -271,14 +390,21 @@ def serve(
         "--enable-prefix-caching/--no-enable-prefix-caching", help="Reuse cached prompt blocks.",
         rich_help_panel=ENGINE)] = True,
     step_ms: Annotated[float | None, typer.Option(
-        "--step-ms", min=0.0, help="Fixed ms per step (default 4.79: Llama-3.1-8B BF16 weights read at H100 "
-        "SXM's 3.35 TB/s).", rich_help_panel=COST, show_default=False)] = None,
+        "--step-ms", min=0.0, help="Fixed cost: ms per step (default 4.79: Llama-3.1-8B BF16 weights read at "
+        "H100 SXM's 3.35 TB/s). Without it and the next two, --model runs are timed by their roofline.",
+        rich_help_panel=COST, show_default=False)] = None,
     ms_per_token: Annotated[float | None, typer.Option(
-        "--ms-per-token", min=0.0, help="ms per scheduled token (default 0.0162: 2 FLOPs × 8.03 B parameters "
-        "at 989 TFLOPS).", rich_help_panel=COST, show_default=False)] = None,
+        "--ms-per-token", min=0.0, help="Fixed cost: ms per scheduled token (default 0.0162: 2 FLOPs × 8.03 B "
+        "parameters at 989 TFLOPS).", rich_help_panel=COST, show_default=False)] = None,
     ms_per_context_ktok: Annotated[float | None, typer.Option(
-        "--ms-per-context-ktok", min=0.0, help="ms per 1,000 tokens of KV attended (default 0.039: 128 KiB "
-        "per token at 3.35 TB/s).", rich_help_panel=COST, show_default=False)] = None,
+        "--ms-per-context-ktok", min=0.0, help="Fixed cost: ms per 1,000 tokens of KV attended (default 0.039: "
+        "128 KiB per token at 3.35 TB/s).", rich_help_panel=COST, show_default=False)] = None,
+    bandwidth_efficiency: Annotated[float | None, typer.Option(
+        "--bandwidth-efficiency", help="Roofline: share of rated HBM bandwidth reached (default 0.70, as "
+        "`kvplan roofline`).", rich_help_panel=COST, show_default=False)] = None,
+    compute_efficiency: Annotated[float | None, typer.Option(
+        "--compute-efficiency", help="Roofline: share of dense peak FLOP/s reached (default 0.76).",
+        rich_help_panel=COST, show_default=False)] = None,
     ttft_slo: Annotated[str | None, typer.Option(
         "--ttft-slo", help="Goodput: time-to-first-token target (500ms, 0.5s; bare numbers are ms).",
         show_default=False)] = None,
@@ -287,16 +413,33 @@ def serve(
     json_: JsonFlag = False,
 ) -> None:
     """Run requests through a simulation of vLLM V1's continuous-batching scheduler."""
+    from dataclasses import replace
+
     from kvplan.cli.console import out, print_json
     from kvplan.errors import InvalidParameter
     from kvplan.sim import workloads as wl
-    from kvplan.sim.scheduler import FixedCost, SchedulerConfig, simulate_serve
-    from kvplan.sim.sizing import num_gpu_blocks_from
-    from kvplan.units import parse_count
+    from kvplan.sim.scheduler import SchedulerConfig, simulate_serve
+    from kvplan.sim.sizing import ROOFLINE_COST_MODEL
 
-    blocks = num_gpu_blocks_from(num_gpu_blocks=num_gpu_blocks,
-                                 kv_tokens=None if kv_tokens is None else parse_count(kv_tokens, what="--kv-tokens"),
-                                 block_size=block_size)
+    fixed = (step_ms, ms_per_token, ms_per_context_ktok)
+    deployment: dict[str, object] = {
+        "tensor_parallel_size": tensor_parallel_size, "pipeline_parallel_size": pipeline_parallel_size,
+        "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_dtype": kv_cache_dtype,
+        "enforce_eager": enforce_eager, "kv_cache_memory_bytes": kv_cache_memory_bytes, "revision": revision,
+        "gpus_file": gpus_file, "bandwidth_efficiency": bandwidth_efficiency, "compute_efficiency": compute_efficiency}
+    engine = {"max_model_len": max_model_len, "max_num_seqs": max_num_seqs, "block_size": block_size,
+              "max_num_batched_tokens": max_num_batched_tokens, "enable_prefix_caching": enable_prefix_caching}
+    fitted = _fit_pool(model, gpu, num_gpu_blocks, kv_tokens, {**deployment, **engine}, tuple(deployment),
+                       quiet=json_)
+    pool = fitted[0] if fitted else None
+    if pool is not None:
+        config = SchedulerConfig(
+            num_gpu_blocks=pool.sim_num_gpu_blocks, block_size=pool.sim_block_size, max_num_seqs=pool.max_num_seqs,
+            max_num_batched_tokens=pool.max_num_batched_tokens, enable_chunked_prefill=enable_chunked_prefill,
+            enable_prefix_caching=enable_prefix_caching, max_model_len=pool.max_model_len)
+    else:
+        config = _config(num_gpu_blocks, kv_tokens, block_size, max_num_seqs, max_num_batched_tokens, max_model_len,
+                         enable_chunked_prefill, enable_prefix_caching)
     try:
         rate = float(request_rate)
     except ValueError:
@@ -306,30 +449,85 @@ def serve(
         raise InvalidParameter("--trace-timestamp-unit must be s or ms")
     outputs = _length(output_len, "--output-len")
     if trace is not None:
-        records = _trace(trace, block_size, trace_block_size, units[trace_timestamp_unit])
+        records = _trace(trace, config.block_size, trace_block_size, units[trace_timestamp_unit])
         requests = wl.trace_serve_requests(records, outputs, seed)
     else:
         requests = wl.synthetic_serve_requests(
             num_requests, request_rate=rate, arrival=arrival.value, prompt_len=_length(prompt_len, "--prompt-len"),
-            output_len=outputs, block_size=block_size, shared_prefix_tokens=shared_prefix_tokens, seed=seed)
-    ref = FixedCost.reference()
-    cost = FixedCost(ref.per_step_s if step_ms is None else step_ms / 1000,
-                     ref.per_token_s if ms_per_token is None else ms_per_token / 1000,
-                     ref.per_context_token_s if ms_per_context_ktok is None else ms_per_context_ktok / 1e6)
-    config = SchedulerConfig(num_gpu_blocks=blocks, block_size=block_size, max_num_seqs=max_num_seqs,
-                             max_num_batched_tokens=max_num_batched_tokens,
-                             enable_chunked_prefill=enable_chunked_prefill,
-                             enable_prefix_caching=enable_prefix_caching, max_model_len=max_model_len)
-    report = simulate_serve(requests, config, cost, ttft_slo_s=_parse_seconds(ttft_slo, "--ttft-slo"),
+            output_len=outputs, block_size=config.block_size, shared_prefix_tokens=shared_prefix_tokens, seed=seed)
+    roofline: RooflineStepCost | None = None
+    if fitted is not None and all(v is None for v in fixed):
+        pool, spec, chip, settings = fitted
+        roofline = _roofline(spec, chip, settings, bandwidth_efficiency, compute_efficiency)
+        pool = replace(pool, compute_dtype=roofline.roofline.roof.flops_dtype,
+                       notes=(*pool.notes, *_cost_notes(settings)))
+    elif bandwidth_efficiency is not None or compute_efficiency is not None:
+        raise InvalidParameter("--bandwidth-efficiency and --compute-efficiency tune the roofline, which "
+                               "--step-ms, --ms-per-token and --ms-per-context-ktok replace")
+    report = simulate_serve(requests, config, roofline or _fixed_cost(*fixed),
+                            ttft_slo_s=_parse_seconds(ttft_slo, "--ttft-slo"),
                             tpot_slo_s=_parse_seconds(tpot_slo, "--tpot-slo"))
+    if roofline is not None:
+        report = replace(report, cost_model=ROOFLINE_COST_MODEL, cost_model_params=roofline.figures())
     if json_:
         from kvplan.render.json import dumps
 
-        print_json(dumps("simulate-serve", report))
+        print_json(dumps("simulate-serve", _payload(report, pool)))
     else:
         from kvplan.render.simulate import render_serve
 
-        out().print(render_serve(report))
+        out().print(render_serve(report, pool))
+
+
+def _config(num_gpu_blocks: int | None, kv_tokens: str | None, block_size: int | None, max_num_seqs: int | None,
+            max_num_batched_tokens: str | None, max_model_len: str | None, chunked: bool,
+            caching: bool) -> SchedulerConfig:
+    """The scheduler settings when the pool is given directly (vLLM's H100-class defaults otherwise)."""
+    from kvplan.sim import scheduler as sch
+    from kvplan.sim.sizing import num_gpu_blocks_from
+    from kvplan.units import parse_count
+
+    bs = block_size or sch.DEFAULT_BLOCK_SIZE
+    blocks = num_gpu_blocks_from(num_gpu_blocks=num_gpu_blocks, block_size=bs,
+                                 kv_tokens=None if kv_tokens is None else parse_count(kv_tokens, what="--kv-tokens"))
+    mnbt = (sch.DEFAULT_MAX_NUM_BATCHED_TOKENS if max_num_batched_tokens is None
+            else parse_count(max_num_batched_tokens, what="--max-num-batched-tokens", minimum=1))
+    return sch.SchedulerConfig(
+        num_gpu_blocks=blocks, block_size=bs, max_num_seqs=max_num_seqs or sch.DEFAULT_MAX_NUM_SEQS,
+        max_num_batched_tokens=mnbt, enable_chunked_prefill=chunked, enable_prefix_caching=caching,
+        max_model_len=None if max_model_len is None else parse_count(max_model_len, what="--max-model-len", minimum=1))
+
+
+def _fixed_cost(step_ms: float | None, ms_per_token: float | None, ms_per_context_ktok: float | None) -> FixedCost:
+    """FixedCost from the flags, each defaulting to the Llama-3.1-8B-on-H100 reference."""
+    from kvplan.sim.scheduler import FixedCost
+
+    ref = FixedCost.reference()
+    return FixedCost(ref.per_step_s if step_ms is None else step_ms / 1000,
+                     ref.per_token_s if ms_per_token is None else ms_per_token / 1000,
+                     ref.per_context_token_s if ms_per_context_ktok is None else ms_per_context_ktok / 1e6)
+
+
+def _roofline(spec: ModelSpec, chip: GpuSpec, settings: ServeSettings, bandwidth_efficiency: float | None,
+              compute_efficiency: float | None) -> RooflineStepCost:
+    """The model's roofline on this GPU at the deployment's TP and KV dtype, as `kvplan roofline` builds it."""
+    from kvplan import roofline as rl
+    from kvplan.sim.sizing import RooflineStepCost
+
+    costs = rl.model_costs(spec, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype, gpu_flops=chip.flops,
+                           weights_bytes=settings.weights_total_bytes)
+    roof = rl.roof_from_gpu(
+        chip, costs.compute_dtype,
+        bandwidth_efficiency=rl.DEFAULT_BANDWIDTH_EFFICIENCY if bandwidth_efficiency is None else bandwidth_efficiency,
+        compute_efficiency=rl.DEFAULT_COMPUTE_EFFICIENCY if compute_efficiency is None else compute_efficiency)
+    return RooflineStepCost(rl.RooflineCost(costs, roof))
+
+
+def _cost_notes(settings: ServeSettings) -> tuple[str, ...]:
+    if settings.pp > 1:
+        return ("Pipeline parallelism: each step is timed as the whole model at this TP (the stages run one after "
+                "another; no overlap of micro-batches).",)
+    return ()
 
 
 # (name, function, help, epilog) for each `kvplan simulate` subcommand.

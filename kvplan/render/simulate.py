@@ -10,7 +10,9 @@ from rich.text import Text
 
 from kvplan.sim.prefix import PrefixReport
 from kvplan.sim.scheduler import KvUsagePoint, ServeReport
+from kvplan.sim.sizing import ROOFLINE_COST_MODEL, FittedPool
 from kvplan.sim.stats import Distribution
+from kvplan.units import human_bytes
 
 _SPARK = "▁▂▃▄▅▆▇█"
 
@@ -19,10 +21,31 @@ def _pct(x: float) -> str:
     return f"{100 * x:.1f}%"
 
 
-def render_prefix(r: PrefixReport) -> Group:
-    """Passes table, the reason for each pass, the pool that would never evict, what-ifs and the CPU tier."""
+def _deployment(p: FittedPool, engine: bool) -> list[Text]:
+    """Where a `--model/--gpu` run's pool (and, for serve, its engine limits) came from."""
+    par = "".join(f", {flag} {n}" for flag, n in (("-tp", p.tp), ("-pp", p.pp)) if n > 1)
+    kv = ("--kv-cache-memory-bytes" if p.kv_cache_memory_bytes_given
+          else f"gpu_memory_utilization {p.gpu_memory_utilization:g}")
+    lines = [Text.assemble(
+        ("Deployment (kvplan fit): ", "bold"), f"{p.model} on {p.gpu_name}{par}; {human_bytes(p.available_kv_bytes)} "
+        f"of {p.kv_cache_dtype} KV cache per GPU ({kv}): num_gpu_blocks {p.num_gpu_blocks:,} × {p.block_size} "
+        f"tokens, 'GPU KV cache size: {p.kv_cache_tokens:,} tokens'; max_model_len {p.max_model_len:,}.")]
+    if engine:
+        src = p.settings_sources
+        lines.append(Text(f"  max_num_seqs {p.max_num_seqs:,} [{src.get('max_num_seqs', 'fit')}], "
+                          f"max_num_batched_tokens {p.max_num_batched_tokens:,} "
+                          f"[{src.get('max_num_batched_tokens', 'fit')}]."))
+    lines.append(Text(f"  Pool mapping: {p.mapping}", style="" if p.exact else "yellow"))
+    lines.extend(Text(f"  {note}", style="dim") for note in p.notes)
+    return lines
+
+
+def render_prefix(r: PrefixReport, deployment: FittedPool | None = None) -> Group:
+    """Passes table, the reason for each pass, the pool that would never evict, what-ifs and the CPU tier;
+    with `deployment`, where the pool came from first."""
     head = [
         Text.assemble(("Prefix cache · ", "bold"), (r.scenario, "bold"), f": {r.description}"),
+        *(_deployment(deployment, engine=False) if deployment is not None else ()),
         Text(f"Pool: {r.num_gpu_blocks:,} blocks × {r.block_size} tokens = {r.kv_tokens:,} tokens "
              f"({r.usable_blocks:,} usable; block 0 is the null block). Requests are served one at a time."),
     ]
@@ -75,8 +98,22 @@ def _spark(points: tuple[KvUsagePoint, ...]) -> str:
     return "".join(_SPARK[min(len(_SPARK) - 1, int(p.mean * len(_SPARK)))] for p in points)
 
 
-def render_serve(r: ServeReport) -> Group:
-    """Latency table (ms), throughput, goodput, preemptions, KV usage and prefix cache lines."""
+def _cost(r: ServeReport, p: FittedPool | None) -> Text:
+    c = r.cost_model_params
+    if r.cost_model == ROOFLINE_COST_MODEL and p is not None and c:
+        return Text(
+            f"Step cost: roofline of {p.model} on {p.gpu_name} (as `kvplan roofline`): {p.compute_dtype} matmuls at "
+            f"{c['compute_efficiency']:.0%} of {c['peak_flops'] / 1e12:,.0f} TFLOP/s, HBM at "
+            f"{c['bandwidth_efficiency']:.0%} of {c['bandwidth_bytes_per_s'] / 1e12:,.2f} TB/s; "
+            f"{human_bytes(c['weight_bytes'])} of weights and {c['kv_bytes_per_token']:,.0f} KV bytes per token per "
+            "GPU. A lower bound: no launch or scheduling overhead.", style="dim")
+    params = ", ".join(f"{k} {v:.3g}" for k, v in c.items())
+    return Text(f"Step cost: {r.cost_model}({params}).", style="dim")
+
+
+def render_serve(r: ServeReport, deployment: FittedPool | None = None) -> Group:
+    """Latency table (ms), throughput, goodput, preemptions, KV usage and prefix cache lines; with
+    `deployment`, where the pool and engine limits came from first."""
     c = r.config
     head = Text.assemble(
         ("Serve · ", "bold"), f"{r.num_requests:,} requests · pool {c.num_gpu_blocks:,} blocks × {c.block_size} "
@@ -128,6 +165,6 @@ def render_serve(r: ServeReport) -> Group:
                       f"({_pct(r.prefix_cache_hit_rate)}){again}. {r.prompt_tokens:,} prompt and "
                       f"{r.generation_tokens:,} generated tokens; {r.prefill_tokens_computed:,} prefill tokens "
                       "computed."))
-    params = ", ".join(f"{k} {v:.3g}" for k, v in r.cost_model_params.items())
-    lines.append(Text(f"Step cost: {r.cost_model}({params}).", style="dim"))
-    return Group(head, t, *lines)
+    lines.append(_cost(r, deployment))
+    dep = _deployment(deployment, engine=True) if deployment is not None else []
+    return Group(head, *dep, t, *lines)
