@@ -40,6 +40,7 @@ from kvplan.vllm_defaults import (
 if TYPE_CHECKING:
     from kvplan.config import ModelSpec
     from kvplan.memory import MemoryTerm
+    from kvplan.weights import MoeBackend
 
 # v1/core/kv_cache_planning.py:_get_kv_cache_groups_uniform_page_size: when the largest bucket is
 # under 1.5× the smallest, the group size is the largest bucket (less padding).
@@ -661,6 +662,8 @@ class ServeSettings:
     # Stored bytes of the whole checkpoint (e.g. from the Hub's safetensors metadata), split per GPU
     # like the analytic count; None: parameters × bytes from config.json.
     weights_total_bytes: int | None = None
+    # MXFP4 MoE kernel whose weight layout to assume (weights.MOE_BACKENDS); None: vLLM's default for the GPU.
+    moe_backend: MoeBackend | None = None
     # The load to judge preemption at (defaults: max_model_len, max_num_seqs).
     context: int | None = None
     concurrency: int | None = None
@@ -795,7 +798,6 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     from kvplan import memory
     from kvplan import vllm_defaults as vd
     from kvplan.kv import kv_cache_specs, resolve_kv_cache_dtype
-    from kvplan.weights import weights_bytes_per_gpu
 
     s = settings
     _validate(model, s)
@@ -861,14 +863,8 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     weights = (
         memory.user_term("weights", s.weights_bytes, "--weights-memory")
         if s.weights_bytes is not None
-        else memory.MemoryTerm(
-            "weights",
-            weights_bytes_per_gpu(model, tp=s.tp, pp=s.pp, total_bytes=s.weights_total_bytes),
-            "estimate",
-            "checkpoint size from safetensors metadata, split over TP/PP (busiest GPU)"
-            if s.weights_total_bytes is not None
-            else "parameters × stored bytes (quantized layers at their bits), busiest GPU",
-        )
+        else memory.estimate_weights(model, tp=s.tp, pp=s.pp, arch=gpu.arch, version=version,
+                                     moe_backend=s.moe_backend, total_bytes=s.weights_total_bytes)
     )
     activation = (
         memory.user_term("activation", s.activation_bytes, "--activation-memory")

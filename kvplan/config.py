@@ -203,14 +203,14 @@ def _quant_group(value: Any, key: str) -> int | None:
     return int(value) if value > 0 else None
 
 
-def _module_names(value: Any, key: str) -> tuple[str, ...]:
-    """Module name patterns kept unquantized: a list of strings (or one string)."""
+def _names(value: Any, what: str) -> tuple[str, ...]:
+    """A list of names (architectures, module patterns), or one name."""
     if not value:
         return ()
     if isinstance(value, str):
         return (value,)
     if not isinstance(value, list):
-        raise BadConfig(f"quantization config: {key} must list module names, got {type(value).__name__}")
+        raise BadConfig(f"{what} must list names, got {type(value).__name__}")
     return tuple(str(x) for x in value)
 
 
@@ -272,7 +272,7 @@ def parse_config(
         if data[k] is None:
             data[k] = v
     c = _Cfg(data, top)
-    architectures = tuple(str(a) for a in (top.get("architectures") or data.get("architectures") or ()))
+    architectures = _names(top.get("architectures") or data.get("architectures"), "config.json: architectures")
 
     num_layers = c.num("num_hidden_layers", "n_layer", "num_layers", "n_layers", what="num_hidden_layers")
     hidden = c.num("hidden_size", "n_embd", "d_model", "model_dim", what="hidden_size")
@@ -566,7 +566,9 @@ def _moe_layer_set(c: _Cfg, n: int, moe: MoESpec | None, types: list[str]) -> fr
         return frozenset(x for x in listed if 0 <= x < n)
     first_dense = c.num("first_k_dense_replace", default=0) if c.get("first_k_dense_replace") else 0
     step = c.num("decoder_sparse_step", "moe_layer_freq", "interleave_moe_layer_step", default=1)
-    mlp_only = set(c.get("mlp_only_layers") or [])
+    mlp_only = c.get("mlp_only_layers") or []
+    if not isinstance(mlp_only, list):
+        raise BadConfig("config.json: mlp_only_layers must list layer numbers")
     return frozenset(i for i in range(n) if i >= first_dense and (i + 1) % step == 0 and i not in mlp_only)
 
 
@@ -617,7 +619,7 @@ def _quant(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
         return QuantSpec(method="modelopt_fp4" if algo == "NVFP4" else "modelopt_" + algo.lower(),
                          weight_bits=bits, group_size=_quant_group(q.get("group_size"), "group_size"),
                          kv_cache_dtype="fp8" if kv_algo == "FP8" else None,
-                         excluded=_module_names(q.get("exclude_modules"), "exclude_modules"))
+                         excluded=_names(q.get("exclude_modules"), "hf_quant_config.json: exclude_modules"))
     if qc is None:
         return None
     if not isinstance(qc, Mapping):
@@ -626,7 +628,8 @@ def _quant(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
     kv_scheme = qc.get("kv_cache_scheme")
     kv: str | None = "fp8" if isinstance(kv_scheme, Mapping) and kv_scheme.get("type") == "float" and \
         kv_scheme.get("num_bits") == 8 else None
-    excluded = _module_names(qc.get("modules_to_not_convert") or qc.get("ignore"), "modules_to_not_convert")
+    excluded = _names(qc.get("modules_to_not_convert") or qc.get("ignore"),
+                      "config.json: quantization_config.modules_to_not_convert")
     if method == "fp8" or method == "fbgemm_fp8":
         return QuantSpec("fp8", 8.0, kv_cache_dtype=kv, excluded=excluded)
     if method in {"gptq", "awq", "gptq_marlin", "awq_marlin"}:

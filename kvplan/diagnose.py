@@ -11,17 +11,26 @@ The rules are those of the starting document §8 ("Metrics and /metrics") and §
 * queue time p95 above a threshold → `high_queue_time`;
 * none of these → `healthy`.
 
+With `--plan MODEL --gpu …` (`compare_report_with_plan`), each engine's KV capacity from
+`vllm:cache_config_info` (num_gpu_blocks × block_size) is set against kvplan's prediction for MODEL with
+the settings the server reveals there (utilization, KV dtype, block size, prefix caching) →
+`plan_matches` (info) or `plan_mismatch` (warning).
+
 With one scrape, counters are totals since the server started; with two (`--interval`), they become
 changes and rates over the window, and histograms are differenced so quantiles describe the window.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Final, Literal
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Final, Literal
 
 from kvplan.errors import InvalidParameter
 from kvplan.metrics import EngineMetrics, Histogram, MetricsSnapshot, Quantile, histogram_quantile
+
+if TYPE_CHECKING:
+    from kvplan.capacity import GpuLike, ServeSettings
+    from kvplan.config import ModelSpec
 
 Severity = Literal["ok", "info", "warning", "critical"]
 Evidence = Mapping[str, float | int | str | None]
@@ -146,6 +155,9 @@ class PlanComparison:
     predicted_tokens: int
     difference_tokens: int  # observed − predicted
     relative_difference: float  # (observed − predicted) / observed
+    model_name: str | None = None  # the engine compared (labels of its metrics)
+    engine: str | None = None
+    settings: Mapping[str, str] = field(default_factory=dict)  # what the plan took from cache_config_info
 
     @property
     def block_size_matches(self) -> bool:
@@ -414,17 +426,83 @@ def compare_with_plan(cache_config: Mapping[str, str], predicted_num_gpu_blocks:
     )
 
 
+PLAN_TOLERANCE = 0.02  # kvplan's estimated terms (activation, non-torch) are typically within 1–2% of KV
+
+
 def plan_diagnosis(c: PlanComparison, model_name: str | None, engine: str | None,
-                   tolerance: float = 0.02) -> Diagnosis:
-    """`plan_matches` when server and prediction agree within `tolerance` (of the server's tokens),
-    else `plan_mismatch` with both figures."""
-    evidence: Evidence = {"observed_tokens": c.observed_tokens, "predicted_tokens": c.predicted_tokens,
+                   tolerance: float = PLAN_TOLERANCE) -> Diagnosis:
+    """`plan_matches` (info) when server and prediction agree within `tolerance` (of the server's tokens),
+    else `plan_mismatch` (warning) with both figures."""
+    evidence: Evidence = {"observed_num_gpu_blocks": c.observed_num_gpu_blocks,
+                          "predicted_num_gpu_blocks": c.predicted_num_gpu_blocks,
+                          "observed_tokens": c.observed_tokens, "predicted_tokens": c.predicted_tokens,
                           "relative_difference": c.relative_difference, "tolerance": tolerance}
     text = (f"server: {c.observed_num_gpu_blocks:,} blocks × {c.observed_block_size} = {c.observed_tokens:,} "
             f"tokens; plan: {c.predicted_num_gpu_blocks:,} × {c.predicted_block_size} = "
-            f"{c.predicted_tokens:,}")
+            f"{c.predicted_tokens:,} ({c.relative_difference:+.1%} of the server's)")
     if abs(c.relative_difference) <= tolerance:
-        return Diagnosis("plan_matches", "ok", text + ".", model_name, engine, (), evidence)
-    return Diagnosis("plan_mismatch", "info", f"{text} ({c.relative_difference:+.1%} of the server's).",
-                     model_name, engine, ("run `kvplan calibrate` on the server's startup log to see which "
-                                          "memory term differs",), evidence)
+        return Diagnosis("plan_matches", "info", f"{text}, within {tolerance:.0%}.", model_name, engine, (),
+                         evidence)
+    actions = ["run `kvplan calibrate` on the server's startup log to see which memory term differs, and "
+               "plan with the overrides it prints"]
+    if not c.block_size_matches:
+        actions.append(f"the server uses blocks of {c.observed_block_size} tokens, the plan "
+                       f"{c.predicted_block_size}: pass the server's --block-size")
+    return Diagnosis("plan_mismatch", "warning", f"{text}, beyond {tolerance:.0%}.", model_name, engine,
+                     tuple(actions), evidence)
+
+
+# cache_config_info label → ServeSettings field (CacheConfig field names, vllm-reference.md §8).
+_CACHE_CONFIG_SETTINGS: Final[Mapping[str, str]] = {
+    "gpu_memory_utilization": "gpu_memory_utilization",
+    "cache_dtype": "kv_cache_dtype",
+    "block_size": "block_size",
+    "enable_prefix_caching": "enable_prefix_caching",
+    "kv_cache_memory_bytes": "kv_cache_memory_bytes",
+}
+
+
+def plan_settings(cache_config: Mapping[str, str], base: ServeSettings) -> tuple[ServeSettings, dict[str, str]]:
+    """`base` (fit's flags) with the settings the server's cache_config_info reveals in their place:
+    gpu_memory_utilization, cache_dtype, block_size, enable_prefix_caching, kv_cache_memory_bytes.
+    Returns the settings and the labels used. Labels that are absent or "None" leave `base` as it is."""
+    changes: dict[str, object] = {}
+    used: dict[str, str] = {}
+    for label, name in _CACHE_CONFIG_SETTINGS.items():
+        text = str(cache_config.get(label, "None")).strip()
+        if text in ("None", ""):
+            continue
+        value: object
+        try:
+            if name == "gpu_memory_utilization":
+                value = float(text)
+            elif name in ("block_size", "kv_cache_memory_bytes"):
+                value = int(text)
+            elif name == "enable_prefix_caching":
+                value = text.lower() in ("true", "1")
+            else:
+                value = text
+        except ValueError:
+            raise InvalidParameter(f"the server's cache_config_info has an unusable {label} ({text!r})") from None
+        changes[name] = value
+        used[label] = text
+    return replace(base, **changes), used  # type: ignore[arg-type]
+
+
+def compare_report_with_plan(report: DiagnoseReport, model: ModelSpec, gpu: GpuLike, base: ServeSettings,
+                             tolerance: float = PLAN_TOLERANCE) -> DiagnoseReport:
+    """Plan MODEL on GPU with each engine's cache settings (`plan_settings`) through `capacity.plan_fit`,
+    compare the server's num_gpu_blocks × block_size with the plan's, and add one `plan_matches` or
+    `plan_mismatch` diagnosis per engine."""
+    from kvplan.capacity import plan_fit
+
+    comparisons: list[PlanComparison] = []
+    found: list[Diagnosis] = []
+    for f in report.engines:
+        settings, used = plan_settings(f.cache_config, base)
+        plan = plan_fit(model, gpu, settings, advise=False)
+        c = replace(compare_with_plan(f.cache_config, plan.num_gpu_blocks, plan.block_size),
+                    model_name=f.model_name, engine=f.engine, settings=used)
+        comparisons.append(c)
+        found.append(plan_diagnosis(c, f.model_name, f.engine, tolerance))
+    return replace(report, diagnoses=(*report.diagnoses, *found), plan=tuple(comparisons))

@@ -16,6 +16,7 @@ from kvplan.config import ModelSpec, parse_config
 from kvplan.errors import (
     BadConfig,
     GatedRepo,
+    InvalidParameter,
     KvplanError,
     ModelNotFound,
     NetworkError,
@@ -89,6 +90,9 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None, filename: str
     from huggingface_hub import errors as e
 
     at = f" at revision {revision!r}" if revision else ""
+    if isinstance(exc, e.HFValidationError):  # e.g. a name with spaces or control characters
+        return ModelNotFound(f"{repo_id!r} is neither a local path nor a Hub id",
+                             hint="Hub ids look like org/name: letters, digits, '-', '_' and '.'")
     if isinstance(exc, e.GatedRepoError):
         return GatedRepo(f"{repo_id} is a gated repo", hint="accept its licence on the Hub and set HF_TOKEN")
     if isinstance(exc, e.RevisionNotFoundError):
@@ -97,6 +101,9 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None, filename: str
         return ModelNotFound(f"no model {repo_id!r} on the Hub (or it is private)",
                              hint="check the name; set HF_TOKEN for a private repo")
     if isinstance(exc, (e.OfflineModeIsEnabled, e.LocalEntryNotFoundError)):
+        cause = exc.__cause__
+        if not _offline() and isinstance(cause, Exception) and not isinstance(cause, e.LocalEntryNotFoundError):
+            return _hub_error(cause, repo_id, revision, filename)  # say why: HTTP 500, a timeout, refused…
         if _offline():
             return OfflineCacheMiss(f"{filename} of {repo_id}{at} is not in the local cache and HF_HUB_OFFLINE is set",
                                     hint="unset HF_HUB_OFFLINE once to download it")
@@ -118,6 +125,16 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None, filename: str
     return NetworkError(f"cannot download {filename} of {repo_id}: {kind}")
 
 
+def _import_hub() -> None:
+    """Import huggingface_hub, which reads its HF_* environment variables once, at import."""
+    try:
+        import huggingface_hub.constants  # noqa: F401 (HF_* variables are parsed here)
+    except ValueError as exc:  # e.g. HF_HUB_ETAG_TIMEOUT=0.5: huggingface_hub reads it with int()
+        raise InvalidParameter(f"huggingface_hub cannot read its environment: {exc}",
+                               hint="HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT take whole seconds; "
+                               "check the HF_* variables") from None
+
+
 def _quiet_hub() -> None:
     """Keep huggingface_hub's own retry warnings and progress bars off the user's terminal: kvplan
     reports one line per failure itself."""
@@ -133,6 +150,7 @@ def _offline() -> bool:
 
 def _download(repo_id: str, filename: str, revision: str | None) -> Path:
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when huggingface_hub is imported
+    _import_hub()
     from huggingface_hub import hf_hub_download
 
     _quiet_hub()
@@ -165,6 +183,7 @@ def safetensors_weights(repo_id: str, revision: str | None = None) -> WeightsInf
     """Stored weight bytes from the Hub's safetensors metadata (headers only), or None if unavailable."""
     if not is_hub_id(repo_id) or _offline():
         return None
+    _import_hub()
     from huggingface_hub import get_safetensors_metadata
 
     _quiet_hub()

@@ -14,11 +14,14 @@ words, and each can be replaced by a measured value (`--weights-memory`, `--acti
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from kvplan.config import ModelSpec
 from kvplan.units import GiB, MiB, format_gib_vllm
 from kvplan.vllm_defaults import LATEST, VllmVersion, cudagraph_count, cudagraph_estimate_subtracted, requested_memory
+
+if TYPE_CHECKING:
+    from kvplan.weights import MoeBackend
 
 TermSource = Literal["estimate", "user", "not subtracted", "none"]
 
@@ -203,6 +206,39 @@ def estimate_cuda_graphs(
         "estimate",
         f"{piecewise} piecewise + {full} full graphs × {num_layers_on_worker} layers × 0.1 MiB (rough, ±50%)",
     )
+
+
+def estimate_weights(
+    model: ModelSpec,
+    *,
+    tp: int,
+    pp: int,
+    arch: str | None,
+    version: VllmVersion = LATEST,
+    moe_backend: MoeBackend | None = None,
+    total_bytes: int | None = None,
+) -> MemoryTerm:
+    """What vLLM's "Model loading took X GiB" will report on the busiest GPU.
+
+    The checkpoint's stored share (from `total_bytes`, the safetensors metadata, when given) plus what
+    loading adds on this GPU architecture: kernel layouts (MXFP4 MoE, GPTQ on Marlin), the rotary
+    cos/sin cache, vocabulary padding, FP8 scales (kvplan.weights.load_adjustments).
+    """
+    from kvplan.weights import default_mxfp4_backend, load_adjustments, loaded_weights_bytes_per_gpu
+
+    value = loaded_weights_bytes_per_gpu(model, tp=tp, pp=pp, arch=arch, version=version, moe_backend=moe_backend,
+                                         total_bytes=total_bytes)
+    base = ("checkpoint size from safetensors metadata" if total_bytes is not None
+            else "parameters × stored bytes (quantized layers at their bits)")
+    parts = [f"{a.name} {a.total_bytes / GiB:+.2f} GiB"
+             for a in load_adjustments(model, tp=tp, arch=arch, version=version, moe_backend=moe_backend)
+             if abs(a.total_bytes) >= MiB]
+    if model.quant is not None and model.quant.method == "mxfp4" and model.moe is not None:
+        backend = moe_backend or default_mxfp4_backend(arch, version)
+        if backend is None:
+            parts.append(f"MXFP4 kernel layout unknown on {arch or 'this GPU'}: checkpoint layout assumed")
+    detail = f"; {', '.join(parts)}" if parts else ""
+    return MemoryTerm("weights", value, "estimate", f"{base}, busiest GPU{detail}")
 
 
 def user_term(name: str, value: int, flag: str) -> MemoryTerm:

@@ -24,6 +24,7 @@ from kvplan.errors import InvalidParameter, NetworkError, ParseError
 
 VLLM_PREFIX: Final = "vllm:"
 METRICS_PATH: Final = "/metrics"  # where vLLM's API server mounts prometheus_client's ASGI app
+MAX_WAIT_S: Final = 86_400.0  # --timeout / --interval: a day; more is a typo (and 1e300 s overflows time_t)
 
 # Gauges and counters kvplan reads: field of EngineMetrics → sample names, the current one first.
 _SCALARS: Final[Mapping[str, tuple[str, ...]]] = {
@@ -160,7 +161,13 @@ def _key(labels: Mapping[str, str]) -> EngineKey:
 
 
 def _le(text: str) -> float:
-    return math.inf if text in ("+Inf", "Inf", "inf") else float(text)
+    if text in ("+Inf", "Inf", "inf"):
+        return math.inf
+    try:
+        return float(text)
+    except ValueError:
+        raise ParseError(f"a histogram bucket has le={text!r}, not a number",
+                         hint="point kvplan at the vLLM server's /metrics") from None
 
 
 def _histograms(samples: Iterable[Any]) -> dict[EngineKey, dict[str, Histogram]]:
@@ -295,8 +302,12 @@ def metrics_url(source: str) -> str:
     """The URL to scrape: a bare `http://host:port` gets vLLM's `/metrics` path."""
     from urllib.parse import urlsplit, urlunsplit
 
-    parts = urlsplit(source)
-    if not parts.hostname:
+    try:
+        parts = urlsplit(source)
+        hostname = parts.hostname
+    except ValueError:  # e.g. "http://[::1": an unclosed IPv6 bracket
+        hostname = None
+    if not hostname:
         raise InvalidParameter(f"cannot read {source!r} as a URL (example: http://localhost:8000/metrics)")
     if parts.path in ("", "/"):
         parts = parts._replace(path=METRICS_PATH)
@@ -305,6 +316,8 @@ def metrics_url(source: str) -> str:
 
 def fetch_exposition(url: str, timeout: float) -> str:
     """GET `url` and return the body as text; every failure is a NetworkError or ParseError."""
+    if not 0 < timeout <= MAX_WAIT_S:  # NaN, ∞ or 1e300 s would reach the socket layer and overflow
+        raise InvalidParameter(f"--timeout must be positive, at most {MAX_WAIT_S:g} s, got {timeout:g}")
     import http.client
     import urllib.error
     import urllib.request
@@ -329,14 +342,14 @@ def fetch_exposition(url: str, timeout: float) -> str:
         if isinstance(exc.reason, ConnectionRefusedError):
             raise NetworkError(f"cannot connect to {url}: connection refused",
                                hint="is the vLLM server running on that host and port?") from None
-        raise NetworkError(f"cannot reach {url}: {exc.reason}") from None
+        raise NetworkError(f"cannot reach {url}: {_short(str(exc.reason))}") from None
     except TimeoutError:
         raise NetworkError(f"{url} did not answer within {timeout:g} s", hint="raise --timeout") from None
     except http.client.IncompleteRead:
         raise ParseError(f"{url} closed the connection before the whole response arrived",
                          hint="the metrics text is truncated; scrape again") from None
     except (http.client.HTTPException, OSError) as exc:
-        raise NetworkError(f"reading {url} failed: {type(exc).__name__}: {exc}") from None
+        raise NetworkError(f"reading {url} failed: {type(exc).__name__}: {_short(str(exc))}") from None
     if "html" in content_type.lower():
         raise ParseError(f"{url} answered an HTML page, not Prometheus metrics",
                          hint="point kvplan at the server's /metrics path")
@@ -387,8 +400,8 @@ def scrape_twice(
 
     The first answer is parsed before waiting, so a bad URL or body fails at once.
     """
-    if interval_s <= 0:
-        raise InvalidParameter(f"--interval must be positive, got {interval_s:g}")
+    if not 0 < interval_s <= MAX_WAIT_S:
+        raise InvalidParameter(f"--interval must be positive, at most {MAX_WAIT_S:g} s, got {interval_s:g}")
     url = metrics_url(url)
     first = parse_exposition(fetch_exposition(url, timeout))
     t0 = clock()

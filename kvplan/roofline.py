@@ -62,6 +62,9 @@ STATE_TRAFFIC_FACTOR = 2
 # Largest batch searched for the compute-bound crossing (beyond any real max_num_seqs).
 MAX_SEARCH_BATCH = 1 << 24
 CHART_MAX_BATCH = 1 << 16  # the chart's curve stops here even if the crossing is further
+# Prefill chunks modelled one by one: 65,536 take about 2.5 s (a 1M-token prompt at a 16-token budget is
+# 62,500). More is a typo (--context 1e17 would never finish), so it is refused.
+MAX_PREFILL_CHUNKS = 1 << 16
 DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
 
 # Quantization methods whose matmuls run on FP8 tensor cores (W8A8) when the GPU has them
@@ -566,10 +569,14 @@ def prefill(
         raise InvalidParameter(f"prompt must be ≥ 1 token, got {prompt_tokens}")
     if max_num_batched_tokens is not None and max_num_batched_tokens < 1:
         raise InvalidParameter(f"max-num-batched-tokens must be ≥ 1, got {max_num_batched_tokens}")
+    chunk = max_num_batched_tokens or prompt_tokens
+    if -(prompt_tokens // -chunk) > MAX_PREFILL_CHUNKS:
+        raise InvalidParameter(f"a {prompt_tokens:,}-token prompt in chunks of {chunk:,} tokens is more than "
+                               f"{MAX_PREFILL_CHUNKS:,} prefill steps",
+                               hint="give a shorter --prompt / --context or a larger --max-num-batched-tokens")
     whole = step_cost(costs, prefill_tokens=prompt_tokens)
     t = step_time(whole, roof, costs.tp)
     chunks: list[PrefillChunk] = []
-    chunk = max_num_batched_tokens or prompt_tokens
     for start in range(0, prompt_tokens, chunk):
         n = min(chunk, prompt_tokens - start)
         c = step_cost(costs, prefill_tokens=n, prefill_prefix=start)

@@ -188,6 +188,9 @@ def _r(name: str, pattern: str, *, flags: int = 0, raw_bytes: Iterable[str] = ()
 
 _N = r"-?\d+(?:\.\d+)?"  # a decimal as vLLM prints it (negative when the budget is overdrawn)
 _INT = r"\d[\d,]*"  # an integer, maybe with thousands separators
+# Before a pattern that starts with a number: only try where a number starts. Without it each digit of a
+# long run starts a new attempt that scans to the run's end: quadratic time (20,000 digits: half a minute).
+_START = r"(?<![\d.-])"
 
 _RULES: Final[tuple[_Rule, ...]] = (
     # ---- versions and settings
@@ -204,7 +207,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _r("v0_total", rf"total_gpu_memory[=\s(]+(?P<total_gpu_memory_bytes>{_N})\s*GiB"),
     _r("v0_util", rf"gpu_memory_utilization[=\s(]+(?P<gpu_memory_utilization>{_N})\b"),
     _r("v0_requested",
-       rf"the current vLLM instance can use\s+(?:[^=]*=\s*)?(?P<requested_memory_bytes>{_N})\s*GiB"),
+       rf"the current vLLM instance can use\s+(?:[^=]{{0,200}}=\s*)?(?P<requested_memory_bytes>{_N})\s*GiB"),
     _r("v0_weights_profiled", rf"model weights take\s+(?P<weights_profiled_bytes>{_N})\s*GiB"),
     _r("v0_non_torch", rf"non_torch_memory(?:\s+takes)?[=\s]+(?P<non_torch_bytes>{_N})\s*GiB"),
     _r("v0_activation",
@@ -242,7 +245,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _r("total_consumed", rf"total consumed \(from mem_get_info\): (?P<consumed_memory_bytes>{_N}) ?GiB"),
     _r("weights_memory", rf"weights memory: (?P<weights_profiled_bytes>{_N}) ?GiB"),
     _r("free_on_device",
-       rf"Free memory on device(?: [^\s(]+)?\s*[:(]?\s*(?P<free_at_init_bytes>{_N})/"
+       rf"Free memory on device(?: [^\s(]{{1,64}})?\s*[:(]?\s*(?P<free_at_init_bytes>{_N})/"
        rf"(?P<total_gpu_memory_bytes>{_N}) GiB"),
     _r("desired_util",
        rf"desired GPU memory utilization (?:is )?\((?P<gpu_memory_utilization>{_N}),"
@@ -250,11 +253,11 @@ _RULES: Final[tuple[_Rule, ...]] = (
        flags=re.IGNORECASE),
     _r("free_memory_error", r"on startup is less than desired GPU memory utilization",
        failure="insufficient_free_memory"),
-    _r("usage_weight", rf"(?P<weights_profiled_bytes>{_N}) GiB for weight\b"),
-    _r("usage_consumed", rf"(?P<consumed_memory_bytes>{_N}) GiB for consumed memory"),
-    _r("usage_activation", rf"(?P<activation_peak_bytes>{_N}) GiB for peak activation"),
-    _r("usage_non_torch", rf"(?P<non_torch_bytes>{_N}) GiB for non-torch memory"),
-    _r("usage_cuda_graph", rf"(?P<cuda_graph_bytes>{_N}) GiB for CUDAGraph memory"),
+    _r("usage_weight", rf"{_START}(?P<weights_profiled_bytes>{_N}) GiB for weight\b"),
+    _r("usage_consumed", rf"{_START}(?P<consumed_memory_bytes>{_N}) GiB for consumed memory"),
+    _r("usage_activation", rf"{_START}(?P<activation_peak_bytes>{_N}) GiB for peak activation"),
+    _r("usage_non_torch", rf"{_START}(?P<non_torch_bytes>{_N}) GiB for non-torch memory"),
+    _r("usage_cuda_graph", rf"{_START}(?P<cuda_graph_bytes>{_N}) GiB for CUDAGraph memory"),
     _r("kv_memory_fit",
        r"--kv-cache-memory=(?P<kv_cache_memory_fit_bytes>\d+)`?(?: \([^)]*\))? to fit into requested",
        raw_bytes=("kv_cache_memory_fit_bytes",)),

@@ -33,8 +33,12 @@ def parse_bytes(text: str | int | float, *, what: str = "size") -> int:
     """Parse `24GiB`, `80GB`, `3.35TB/s`, `512M` (vLLM rule) or a plain number of bytes."""
     if isinstance(text, bool):
         raise InvalidParameter(f"{what}: expected a size, got {text!r}")
-    if isinstance(text, (int, float)):
-        value, mult = float(text), 1
+    if isinstance(text, int):  # exact, and no float overflow for 10**400
+        if not 0 <= text <= MAX_BYTES:
+            raise InvalidParameter(f"{what}: {text!r} is out of range")
+        return text
+    if isinstance(text, float):
+        value, mult = text, 1
     else:
         m = _SIZE_RE.match(str(text))
         if not m or m.group(2) not in _BYTE_SUFFIX:

@@ -71,6 +71,9 @@ IGNORED_BOOL_FLAGS = frozenset(
         "--enable-prompt-embeds",
     }
 )
+# vLLM flags whose value is a secret: it never reaches `ignored`, which callers print.
+SECRET_FLAGS = frozenset({"--hf-token", "--api-key"})
+REDACTED = "***"
 # Entry points whose next word is the sub-command or the model.
 _PROGRAMS = ("vllm", "python", "python3")
 
@@ -144,10 +147,11 @@ def parse_vllm_command(text: str) -> VllmCommand:
                 options[name] = value_text
             continue
         # A flag kvplan does not use: keep its value out of the way.
+        secret = flag in SECRET_FLAGS
         if eq or _takes_no_value(flag):
-            ignored.append(word if not eq else f"{flag}={inline}")
+            ignored.append(word if not eq else f"{flag}={REDACTED if secret else inline}")
         elif i < len(words) and not words[i].startswith("-"):
-            ignored.append(f"{flag} {words[i]}")
+            ignored.append(f"{flag} {REDACTED if secret else words[i]}")
             i += 1
         else:
             ignored.append(flag)

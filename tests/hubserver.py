@@ -3,7 +3,8 @@
 It answers what `huggingface_hub` asks of the real Hub when kvplan loads a model: HEAD and GET on
 `/{repo}/resolve/{revision}/{file}` (with X-Repo-Commit, ETag, Content-Length and Range support) and
 the error headers the client maps to typed errors (X-Error-Code: RepoNotFound, RevisionNotFound,
-EntryNotFound, GatedRepo). Faults can be injected per repo (HTTP 500, truncated or invalid bodies).
+EntryNotFound, GatedRepo). Faults can be injected per repo: HTTP 500, truncated bodies, a server that
+answers nothing for SLOW_SECONDS ("slow": HEAD and GET; "slow-body": headers at once, the body late).
 """
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import hashlib
 import json
 import struct
 import threading
+import time
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -18,6 +20,7 @@ from urllib.parse import unquote
 
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"
+SLOW_SECONDS = 2.0  # how long a "slow" repo keeps the client waiting (tests set timeouts well below it)
 
 
 def safetensors_header(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
@@ -39,7 +42,7 @@ class Repo:
     files: dict[str, bytes]
     revisions: tuple[str, ...] = ("main", COMMIT)
     gated: bool = False
-    fault: str | None = None  # "500", "truncate", "slow"
+    fault: str | None = None  # "500", "truncate", "slow", "slow-body"
 
 
 @dataclass
@@ -96,6 +99,8 @@ class _Handler(BaseHTTPRequestHandler):
         if repo.fault == "500":
             self._error(500, None, "Internal Error")
             return
+        if repo.fault == "slow":
+            time.sleep(SLOW_SECONDS)
         body = repo.files[filename]
         status, start, end = 200, 0, len(body)
         rng = self.headers.get("Range")
@@ -112,6 +117,9 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(body)}")
         self.end_headers()
         if not head:
+            if repo.fault == "slow-body":
+                self.wfile.flush()
+                time.sleep(SLOW_SECONDS)
             if repo.fault == "truncate":
                 self.wfile.write(chunk[: len(chunk) // 2])
                 self.wfile.flush()
@@ -126,13 +134,24 @@ class _Handler(BaseHTTPRequestHandler):
         self._route(head=False)
 
 
+class _QuietServer(ThreadingHTTPServer):
+    daemon_threads = True  # a "slow" handler still sleeping must not hold up the test run
+
+    def handle_error(self, request: object, client_address: object) -> None:
+        """A client that gave up (timeout, truncation tests) is expected: no traceback on stderr."""
+        import sys
+
+        if not isinstance(sys.exc_info()[1], ConnectionError):
+            super().handle_error(request, client_address)  # type: ignore[arg-type]
+
+
 class HubServer:
     """Start with `HubServer().start()`; `endpoint` is the HF_ENDPOINT to set."""
 
     def __init__(self) -> None:
         self.state = HubState()
         handler = type("Handler", (_Handler,), {"state": self.state})
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd = _QuietServer(("127.0.0.1", 0), handler)
         self.endpoint = f"http://127.0.0.1:{self.httpd.server_address[1]}"
 
     def start(self) -> HubServer:

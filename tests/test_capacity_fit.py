@@ -10,7 +10,7 @@ from kvplan.capacity import ServeSettings, plan_fit, sweep_gpus
 from kvplan.errors import InvalidParameter
 from kvplan.memory import CUDA_GRAPH_BYTES_PER_GRAPH_LAYER, NON_TORCH_BYTES_SINGLE_GPU
 from kvplan.units import parse_bytes
-from kvplan.weights import weights_bytes_per_gpu
+from kvplan.weights import loaded_weights_bytes_per_gpu
 from tests.conftest import load_fixture
 
 GIB = 2**30
@@ -35,7 +35,7 @@ def test_default_budget_on_h100_is_vllms_formula() -> None:
     model = load_fixture("Qwen--Qwen2.5-7B")
     r = plan_fit(model, H100, ServeSettings(max_model_len=32768))
     requested = math.ceil(H100.cuda_total_bytes * 0.92)
-    weights = weights_bytes_per_gpu(model, tp=1, pp=1)
+    weights = loaded_weights_bytes_per_gpu(model, arch="hopper")  # checkpoint + rope cache + vocab padding
     activation = int(1024 * 152_064 * 38.4) + 8192 * 3584 * 2
     graphs = 102 * 28 * CUDA_GRAPH_BYTES_PER_GRAPH_LAYER
     assert (r.requested_bytes, r.weights_bytes, r.activation_bytes, r.cuda_graph_bytes) == (

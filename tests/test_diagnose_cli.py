@@ -282,12 +282,6 @@ def test_interval_needs_a_url(tmp_path: Path) -> None:
     _fails(run(str(path), "--interval", "5"), "--interval needs a URL")
 
 
-def test_plan_is_not_available_yet(server: MetricsServer) -> None:
-    _fails(run(server.serve(exposition(EngineState())), "--plan", "Qwen/Qwen2.5-7B", "--gpu", "h100"),
-           "--plan is not available yet")
-    assert server.paths == []  # refused before scraping
-
-
 def test_bad_threshold() -> None:
     _fails(run("whatever.txt", "--kv-high", "1.5"), "--kv-high")
 

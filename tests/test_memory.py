@@ -95,3 +95,27 @@ def test_cuda_graphs_cost_nothing_with_enforce_eager_or_before_v021() -> None:
 @pytest.mark.parametrize(("tp", "pp", "expected"), [(1, 1, 0.61), (2, 1, 1.54), (1, 4, 1.54)])
 def test_startup_baseline(tp: int, pp: int, expected: float) -> None:
     assert memory.startup_baseline_bytes(tp=tp, pp=pp) == round(expected * GIB)
+
+
+def test_weights_estimate_is_the_loaded_bytes_and_names_what_loading_adds() -> None:
+    from kvplan.weights import loaded_weights_bytes_per_gpu
+
+    model = load_fixture("openai--gpt-oss-20b")
+    t = memory.estimate_weights(model, tp=1, pp=1, arch="hopper")
+    assert t.bytes == loaded_weights_bytes_per_gpu(model, arch="hopper")
+    assert t.source == "estimate"
+    assert "triton layout" in t.assumption and "rotary cos/sin cache +0.03 GiB" in t.assumption
+    old = memory.estimate_weights(model, tp=1, pp=1, arch="hopper", version=VllmVersion(0, 11))
+    assert "marlin layout" in old.assumption and old.bytes > t.bytes
+
+
+def test_weights_estimate_starts_from_safetensors_bytes_when_given() -> None:
+    model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
+    t = memory.estimate_weights(model, tp=2, pp=1, arch="hopper", total_bytes=16 * GIB)
+    assert t.bytes == 8 * GIB + 131072 * 128 * 2
+    assert t.assumption.startswith("checkpoint size from safetensors metadata")
+
+
+def test_weights_estimate_says_when_the_mxfp4_layout_is_unknown() -> None:
+    t = memory.estimate_weights(load_fixture("openai--gpt-oss-20b"), tp=1, pp=1, arch="cdna3")
+    assert "checkpoint layout assumed" in t.assumption

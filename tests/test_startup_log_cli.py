@@ -1,5 +1,5 @@
-"""`kvplan calibrate LOGFILE`: the parsed figures as a table and as JSON, and the comparison helpers
-that the fit module will feed."""
+"""`kvplan calibrate LOGFILE` without --gpu: the parsed figures as a table and as JSON; and the comparison
+helpers (`observed_terms`, `compare_terms`) that set them against kvplan's prediction."""
 from __future__ import annotations
 
 import json
@@ -36,7 +36,7 @@ def test_json_is_the_parsers_result(v1_log: Path) -> None:
     assert data["log"] == to_data(parse_startup_log(V1_LOG))
     assert data["log"]["available_kv_bytes"] == round(54.72 * GiB)
     assert data["log"]["kv_cache_tokens"] == 1_992_640
-    assert data["comparison"] is None  # until the fit module predicts the budget
+    assert data["comparison"] is None  # no --gpu: nothing to predict against
 
 
 def test_table_shows_settings_budget_and_capacity(v1_log: Path) -> None:
@@ -80,7 +80,11 @@ def test_compare_terms_side_by_side() -> None:
     by_name = {t.term: t for t in terms}
     assert by_name["available_kv"].difference == round(54.0 * GiB) - round(54.72 * GiB)
     assert by_name["num_gpu_blocks"] == TermComparison("num_gpu_blocks", "blocks", None, 1000)
-    assert "non_torch" not in by_name  # neither side knows it
+    # The log states non-torch memory only in a sum: total consumed 14.88 GiB − weights 14.25 GiB.
+    assert by_name["non_torch"] == TermComparison("non_torch", "bytes", round(14.88 * GiB) - round(14.25 * GiB),
+                                                  None, "consumed − weights")
+    assert by_name["non_torch"].observed == 676_457_349
+    assert "activation_peak" in by_name and "max_concurrency" in by_name
     assert [t.term for t in terms][:3] == ["total_gpu_memory", "requested_memory", "weights"]
     with pytest.raises(ValueError):
         compare_terms(log, {"weight": 1})

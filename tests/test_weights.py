@@ -3,7 +3,19 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.weights import count_parameters, quantized_bits_per_weight, weights_bytes, weights_bytes_per_gpu
+from kvplan.vllm_defaults import VllmVersion
+from kvplan.weights import (
+    MoeBackend,
+    count_parameters,
+    default_mxfp4_backend,
+    load_adjustments,
+    loaded_weights_bytes_per_gpu,
+    mxfp4_expert_bytes,
+    quantized_bits_per_weight,
+    rope_cache_bytes,
+    weights_bytes,
+    weights_bytes_per_gpu,
+)
 from tests.conftest import load_fixture
 
 PUBLISHED = {  # the model cards' / safetensors metadata's total parameter counts
@@ -66,3 +78,120 @@ def test_weights_split_evenly_over_tp() -> None:
     total = weights_bytes(model)
     assert weights_bytes_per_gpu(model, tp=4) == -(-total // 4)
     assert weights_bytes_per_gpu(model, tp=1, pp=2) < total
+
+
+# --- Loaded bytes: what vLLM's "Model loading took" measures --------------------------------------------
+GIB = 2**30
+
+
+def test_mxfp4_checkpoint_keeps_expert_biases_in_bf16() -> None:
+    """gpt-oss-120b: 36 layers × 128 experts × (3·2880² FP4 values + 1/32 scale bytes) + bf16 rest."""
+    model = load_fixture("openai--gpt-oss-120b")
+    p = count_parameters(model)
+    biases = 36 * 128 * (2 * 2880 + 2880)
+    blocks = 36 * 128 * 3 * 2880 * 2880
+    assert p.routed_experts == blocks + biases
+    assert weights_bytes(model) == 2 * (p.total - blocks) + blocks // 2 + blocks // 32
+
+
+@pytest.mark.parametrize(("backend", "expected"), [
+    (None, 5760 * 1440 + 2880 * 1440 + (5760 + 2880) * 90 + (5760 + 2880) * 2),
+    # Triton on Hopper: values re-laid out in place; unswizzled scales kept next to the swizzled copy
+    # (rows padded to 256); biases converted to fp32.
+    ("triton", 5760 * 1440 + 2880 * 1440 + (5760 + 2880) * 90 + (5888 + 3072) * 90 + (5760 + 2880) * 4),
+    # Marlin: intermediate padded to 128 (2944), hidden to 256 (3072).
+    ("marlin", 5888 * 1536 + 3072 * 1472 + 5888 * 96 + 3072 * 92 + (5888 + 3072) * 2),
+    # FlashInfer TRT-LLM (SM100): both padded to 256 (3072), fp32 biases.
+    ("flashinfer_trtllm", 6144 * 1536 + 3072 * 1536 + 6144 * 96 + 3072 * 96 + (6144 + 3072) * 4),
+])
+def test_mxfp4_expert_bytes_per_backend_for_gpt_oss_shapes(backend: MoeBackend | None, expected: int) -> None:
+    assert mxfp4_expert_bytes(2880, 2880, backend) == expected
+
+
+def test_mxfp4_padding_applies_to_the_per_rank_width() -> None:
+    """TP=2: I/tp = 1440 → Triton pads to 1472 (64), Marlin to 1536 (128)."""
+    assert mxfp4_expert_bytes(2880, 1440, "triton") == (
+        2944 * 1440 + 2880 * 736  # values
+        + 2944 * 90 + 2880 * 46  # unswizzled scales
+        + 3072 * 90 + 3072 * 46  # swizzled copy, rows padded to 256
+        + (2944 + 2880) * 4)  # fp32 biases
+    assert mxfp4_expert_bytes(2880, 1440, "marlin") == (
+        2 * 1536 * 1536 + 3072 * 768 + 2 * 1536 * 96 + 3072 * 48 + (2 * 1536 + 3072) * 2)
+
+
+@pytest.mark.parametrize(("arch", "version", "expected"), [
+    ("hopper", VllmVersion(0, 10), "marlin"),  # triton_kernels not installed with vLLM ≤ 0.11.0
+    ("hopper", VllmVersion(0, 11), "marlin"),
+    ("hopper", VllmVersion(0, 12), "triton"),
+    ("hopper", None, "triton"),
+    ("blackwell", None, "flashinfer_trtllm"),
+    ("blackwell-rtx", None, "marlin"),
+    ("ampere", None, "marlin"),
+    ("cdna3", None, None),
+    (None, None, None),
+])
+def test_default_mxfp4_backend(arch: str | None, version: VllmVersion | None, expected: str | None) -> None:
+    assert default_mxfp4_backend(arch, version) == expected
+
+
+@pytest.mark.parametrize(("folder", "expected"), [
+    ("meta-llama--Meta-Llama-3.1-8B", 131072 * 128 * 2),  # llama3 rope: max_position_embeddings rows
+    ("openai--gpt-oss-120b", 4096 * 32 * 64 * 4),  # YaRN: original × factor rows, fp32 (gpt_oss.py)
+    ("deepseek-ai--DeepSeek-V3", 4096 * 40 * 64 * 2),  # MLA: qk_rope_head_dim columns
+    ("google--gemma-3-4b-it", (131072 * 8 + 131072) * 256 * 2),  # linear ×8 global + unscaled local
+    ("Qwen--Qwen3-Next-80B-A3B-Instruct", 262144 * 64 * 2),  # partial_rotary_factor 0.25 of 256
+    ("openai-community--gpt2", 0),  # learned positions
+])
+def test_rope_cache_bytes(folder: str, expected: int) -> None:
+    assert rope_cache_bytes(load_fixture(folder)) == expected
+
+
+def test_loaded_gpt_oss_120b_on_hopper_adds_the_kernel_layout_and_the_rope_cache() -> None:
+    model = load_fixture("openai--gpt-oss-120b")
+    stored = weights_bytes_per_gpu(model)
+    rope = 4096 * 32 * 64 * 4
+    for backend in ("triton", "marlin"):
+        delta = 36 * 128 * (mxfp4_expert_bytes(2880, 2880, backend) - mxfp4_expert_bytes(2880, 2880, None))
+        assert loaded_weights_bytes_per_gpu(model, arch="hopper", moe_backend=backend) == stored + delta + rope
+    assert loaded_weights_bytes_per_gpu(model, arch="hopper", version=VllmVersion(0, 11)) == \
+        loaded_weights_bytes_per_gpu(model, arch="hopper", moe_backend="marlin")
+    # Unknown GPU: the checkpoint layout, plus the GPU-independent rope cache.
+    assert loaded_weights_bytes_per_gpu(model) == stored + rope
+
+
+def test_gptq_on_marlin_drops_qzeros_and_keeps_act_order_g_idx() -> None:
+    """Command R+ GPTQ (sym, desc_act, 4-bit, g128), per layer: q/k/v fused N=14336, o N=12288 (K=12288),
+    gate_up N=67584 (K=12288), down N=12288 (K=33792); 64 layers."""
+    model = load_fixture("alpindale--c4ai-command-r-plus-GPTQ")
+    zeros = 64 * (14336 * 96 + 12288 * 96 + 67584 * 96 + 12288 * 264) * 4 // 8
+    g_idx = 64 * (3 * 12288 + 33792) * 8
+    by_name = {a.name: a.total_bytes for a in load_adjustments(model, arch="hopper")}
+    assert by_name["GPTQ on Marlin: qzeros dropped, act-order g_idx kept"] == g_idx - zeros
+    # Before SM80 vLLM runs the plain GPTQ kernel, which keeps the checkpoint as stored.
+    assert all("GPTQ" not in a.name for a in load_adjustments(model, arch="turing"))
+
+
+def test_fp8_block_scales_are_fp32_per_128x128_block() -> None:
+    """Qwen3-30B-A3B-FP8, per layer: qkv 5120×2048 (40×16 blocks), o 2048×4096 (16×32), 128 experts of
+    gate_up 1536×2048 (12×16) and down 2048×768 (16×6); 48 layers."""
+    model = load_fixture("Qwen--Qwen3-30B-A3B-FP8")
+    by_name = {a.name: a.total_bytes for a in load_adjustments(model)}
+    assert by_name["FP8 128×128-block scales"] == 48 * (640 + 512 + 128 * (192 + 96)) * 4
+
+
+def test_vocab_padding_to_64_rows_split_over_tp() -> None:
+    """GPT-2: 50,257 → 50,304 rows (47 padding rows × 768 × 2 B); tied LM head: counted once."""
+    model = load_fixture("openai-community--gpt2")
+    pad = next(a for a in load_adjustments(model) if a.name.startswith("vocabulary"))
+    assert (pad.first_stage_bytes, pad.last_stage_bytes) == (47 * 768 * 2, 0)
+    pad2 = next(a for a in load_adjustments(model, tp=2) if a.name.startswith("vocabulary"))
+    assert pad2.first_stage_bytes == 24 * 768 * 2
+
+
+def test_loaded_bytes_with_pipeline_parallel_take_the_busiest_stage() -> None:
+    model = load_fixture("openai--gpt-oss-120b")
+    one = loaded_weights_bytes_per_gpu(model, arch="hopper")
+    two = loaded_weights_bytes_per_gpu(model, arch="hopper", pp=2)
+    rope = rope_cache_bytes(model)
+    assert weights_bytes_per_gpu(model, pp=2) + rope < two < one
+    assert two >= (one - rope) // 2 + rope

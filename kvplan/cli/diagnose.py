@@ -1,9 +1,12 @@
 """`kvplan diagnose`: read a running vLLM server's /metrics and say what limits it."""
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
+
+if TYPE_CHECKING:
+    from kvplan.diagnose import DiagnoseReport
 
 NAME = "diagnose"
 HELP = "Read a vLLM server's /metrics (live or saved) and diagnose KV shortage, batch limits, prefix-cache misses."
@@ -11,8 +14,14 @@ EPILOG = (
     "Examples:\n\n"
     "  kvplan diagnose http://localhost:8000/metrics\n\n"
     "  kvplan diagnose http://localhost:8000 --interval 30 --kv-high 0.95\n\n"
-    "  curl -s localhost:8000/metrics > m.txt && kvplan diagnose m.txt --json"
+    "  curl -s localhost:8000/metrics > m.txt && kvplan diagnose m.txt --json\n\n"
+    "  kvplan diagnose http://localhost:8000 --plan Qwen/Qwen2.5-7B --gpu h100 --max-model-len 32768\n\n"
+    "  kvplan diagnose examples/metrics.prom"
 )
+
+
+def _plan_opt(help_: str, *names: str) -> Any:
+    return typer.Option(*names, help=help_, show_default=False, rich_help_panel="--plan (kvplan's prediction)")
 
 
 def command(
@@ -37,8 +46,35 @@ def command(
         "--max-num-seqs", help="The server's --max-num-seqs, if known: tells which batch limit binds.")] = None,
     plan: Annotated[str | None, typer.Option(
         "--plan", metavar="MODEL", help="Compare the server's num_gpu_blocks with kvplan's prediction for "
-        "MODEL (with --gpu).")] = None,
-    gpu: Annotated[str | None, typer.Option("--gpu", help="The GPU for --plan.")] = None,
+        "MODEL (with --gpu); utilization, KV dtype and block size come from the server's cache_config_info.")] = None,
+    gpu: Annotated[str | None, typer.Option("--gpu", "-g", help="The GPU for --plan (`kvplan gpus`).")] = None,
+    gpu_memory: Annotated[str | None, _plan_opt("Custom GPU for --plan: its cudaMemGetInfo total.",
+                                                "--gpu-memory")] = None,
+    gpu_total_bytes: Annotated[str | None, _plan_opt("Override the GPU's cudaMemGetInfo total (as measured).",
+                                                     "--gpu-total-bytes")] = None,
+    gpus_file: Annotated[str | None, _plan_opt("Extra GPU catalog YAML.", "--gpus-file")] = None,
+    tensor_parallel_size: Annotated[int | None, _plan_opt("The server's tensor-parallel size.",
+                                                          "--tensor-parallel-size", "-tp")] = None,
+    pipeline_parallel_size: Annotated[int | None, _plan_opt("The server's pipeline stages.",
+                                                            "--pipeline-parallel-size", "-pp")] = None,
+    max_model_len: Annotated[str | None, _plan_opt("The server's --max-model-len.", "--max-model-len")] = None,
+    max_num_batched_tokens: Annotated[str | None, _plan_opt("The server's --max-num-batched-tokens.",
+                                                            "--max-num-batched-tokens")] = None,
+    gpu_memory_utilization: Annotated[float | None, _plan_opt(
+        "When cache_config_info does not show it.", "--gpu-memory-utilization")] = None,
+    kv_cache_dtype: Annotated[str | None, _plan_opt("When cache_config_info does not show it.",
+                                                    "--kv-cache-dtype")] = None,
+    block_size: Annotated[int | None, _plan_opt("When cache_config_info does not show it.", "--block-size")] = None,
+    enforce_eager: Annotated[bool | None, _plan_opt("The server runs without CUDA graphs.",
+                                                    "--enforce-eager/--no-enforce-eager")] = None,
+    vllm_version: Annotated[str | None, _plan_opt("The server's vLLM release (default: 0.33).",
+                                                  "--vllm-version")] = None,
+    weights_memory: Annotated[str | None, _plan_opt("Measured weights per GPU.", "--weights-memory")] = None,
+    activation_memory: Annotated[str | None, _plan_opt("Measured activation peak.", "--activation-memory")] = None,
+    non_torch_memory: Annotated[str | None, _plan_opt("Measured non-torch memory.", "--non-torch-memory")] = None,
+    cuda_graph_memory: Annotated[str | None, _plan_opt("Measured CUDA-graph estimate.",
+                                                       "--cuda-graph-memory")] = None,
+    revision: Annotated[str | None, _plan_opt("Hub branch, tag or commit of MODEL.", "--revision")] = None,
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Read a vLLM server's /metrics (live or saved) and diagnose what limits it."""
@@ -53,13 +89,16 @@ def command(
         raise InvalidParameter(f"--timeout must be positive, got {timeout:g}")
     thresholds = Thresholds(kv_high=kv_high, hit_rate_low=hit_rate_low, min_prefix_queries=min_prefix_queries,
                             queue_p95_high_s=queue_p95_high, max_num_seqs=max_num_seqs)
-    if plan is not None or gpu is not None:
-        # TODO(lead): wire --plan/--gpu to the capacity module. Predict num_gpu_blocks and block_size for
-        # MODEL on GPU, then for each engine e of the report:
-        #   c = kvplan.diagnose.compare_with_plan(e.cache_config, predicted_blocks, predicted_block_size)
-        # and return DiagnoseReport(..., plan=(c, ...)) with plan_diagnosis(c, e.model_name, e.engine)
-        # appended to its diagnoses.
-        raise InvalidParameter("--plan is not available yet")
+    plan_args: dict[str, object] = {
+        "gpu": gpu, "gpu_memory": gpu_memory, "gpu_total_bytes": gpu_total_bytes, "gpus_file": gpus_file,
+        "tensor_parallel_size": tensor_parallel_size, "pipeline_parallel_size": pipeline_parallel_size,
+        "max_model_len": max_model_len, "max_num_batched_tokens": max_num_batched_tokens,
+        "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_dtype": kv_cache_dtype,
+        "block_size": block_size, "enforce_eager": enforce_eager, "vllm_version": vllm_version,
+        "weights_memory": weights_memory, "activation_memory": activation_memory,
+        "non_torch_memory": non_torch_memory, "cuda_graph_memory": cuda_graph_memory, "revision": revision,
+    }
+    _check_plan_args(plan, plan_args)
     if interval is None:
         report = diagnose(parse_exposition(read_exposition(source, timeout)), thresholds=thresholds, source=source)
     else:
@@ -68,7 +107,44 @@ def command(
         err().print(f"Scraping twice, {interval:g} s apart…")
         scrapes = scrape_twice(source, interval, timeout)
         report = diagnose(scrapes.second, scrapes.first, scrapes.elapsed_s, thresholds, source=source)
+    if plan is not None:
+        report = _with_plan(report, plan, {**plan_args, "max_num_seqs": max_num_seqs}, quiet=json_output)
     if json_output:
         print_json(dumps("diagnose", report))
     else:
         out().print(render_diagnose(report))
+
+
+def _check_plan_args(plan: str | None, args: dict[str, object]) -> None:
+    """--plan's options need --plan, and --plan needs a GPU."""
+    from kvplan.errors import InvalidParameter
+
+    if plan is None and (stray := ["--" + k.replace("_", "-") for k, v in args.items() if v is not None]):
+        raise InvalidParameter(f"{', '.join(stray)} only appl{'y' if len(stray) > 1 else 'ies'} with --plan MODEL")
+    if plan is not None and args["gpu"] is None and args["gpu_memory"] is None:
+        raise InvalidParameter("--plan needs the server's GPU: --gpu NAME (or --gpu-memory)")
+
+
+def _with_plan(report: DiagnoseReport, plan: str, args: dict[str, Any], *, quiet: bool) -> DiagnoseReport:
+    """The report with kvplan's prediction for MODEL on the GPU compared with each engine's KV capacity."""
+    from dataclasses import replace
+
+    from kvplan import gpus
+    from kvplan.cli.common import load_model_with_weights
+    from kvplan.cli.fit import settings_from_flags
+    from kvplan.diagnose import compare_report_with_plan
+    from kvplan.units import parse_bytes
+
+    base = settings_from_flags(args, None, args["vllm_version"], args["weights_memory"],
+                               args["activation_memory"], args["non_torch_memory"], args["cuda_graph_memory"],
+                               None, None, allow_long=False)
+    spec, weights = load_model_with_weights(plan, args["revision"], quiet=quiet)
+    if weights is not None and base.weights_bytes is None:
+        base = replace(base, weights_total_bytes=weights.bytes)
+    if args["gpu_memory"] is not None:
+        chip = gpus.custom_gpu(args["gpu_memory"], name=args["gpu"] or "custom")
+    else:
+        chip = gpus.get_gpu(args["gpu"], args["gpus_file"])
+    if args["gpu_total_bytes"] is not None:
+        chip = chip.with_cuda_total(parse_bytes(args["gpu_total_bytes"], what="--gpu-total-bytes"))
+    return compare_report_with_plan(report, spec, chip, base)

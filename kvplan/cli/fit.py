@@ -25,7 +25,8 @@ EPILOG = """Examples:
   kvplan fit tests/fixtures/configs/Qwen--Qwen2.5-1.5B --gpu l4 --max-model-len 8192 --json
 """
 
-_ENV_ALLOW_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+# vLLM lets --max-model-len exceed the model's maximum when this is set (vllm/envs.py); fit and simulate read it.
+ENV_ALLOW_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 
 
 def _opt(help_: str, *names: str) -> Any:
@@ -103,6 +104,11 @@ def command(
     vllm_version: Annotated[
         str | None, _opt("vLLM release whose rules to apply (default: 0.33).", "--vllm-version")
     ] = None,
+    moe_backend: Annotated[
+        str | None,
+        _opt("MXFP4 MoE kernel whose weight layout to assume: triton, marlin, flashinfer_trtllm, flashinfer_cutlass "
+             "(default: vLLM's choice for the GPU and version).", "--moe-backend"),
+    ] = None,
     weights_memory: Annotated[
         str | None, _opt("Measured weights per GPU ('Model loading took').", "--weights-memory")
     ] = None,
@@ -148,6 +154,7 @@ def command(
         "enable_prefix_caching": enable_prefix_caching,
         "kv_cache_memory_bytes": kv_cache_memory_bytes,
         "revision": revision,
+        "moe_backend": moe_backend,
     }
     if vllm_cmd is not None:
         from kvplan.vllm_cmd import parse_vllm_command
@@ -164,7 +171,7 @@ def command(
     if not model:
         raise InvalidParameter('a model is needed: kvplan fit MODEL (or --vllm-cmd "vllm serve MODEL …")')
 
-    settings = _settings(
+    settings = settings_from_flags(
         given,
         usage,
         vllm_version,
@@ -174,7 +181,7 @@ def command(
         cuda_graph_memory,
         context,
         concurrency,
-        allow_long=bool(os.environ.get(_ENV_ALLOW_LONG)),
+        allow_long=bool(os.environ.get(ENV_ALLOW_LONG)),
     )
     tp, pp = settings.tp, settings.pp
     replicas = 1
@@ -208,7 +215,7 @@ def _load(model: str, revision: str | None, *, quiet: bool) -> tuple[ModelSpec, 
     return spec, (weights.bytes if weights else None)
 
 
-def _settings(
+def settings_from_flags(
     given: dict[str, object],
     usage: str | None,
     vllm_version: str | None,
@@ -221,10 +228,15 @@ def _settings(
     *,
     allow_long: bool,
 ) -> ServeSettings:
-    """Turn flag texts (from the command line or a pasted vLLM command) into ServeSettings."""
+    """Turn flag texts (from the command line or a pasted vLLM command) into ServeSettings.
+
+    `given` maps vLLM option names (`max_model_len`, `tensor_parallel_size`, …) to their texts; shared by
+    `kvplan fit`, `calibrate`, `diagnose --plan` and `simulate`. Raises InvalidParameter on a bad value.
+    """
     from kvplan.capacity import ServeSettings
     from kvplan.errors import InvalidParameter
     from kvplan.units import parse_bytes, parse_count
+    from kvplan.weights import MOE_BACKENDS
 
     def count(name: str, flag: str) -> int | None:
         value = given.get(name)
@@ -257,6 +269,9 @@ def _settings(
     if perf not in ("balanced", "interactivity", "throughput"):
         raise InvalidParameter(f"--performance-mode must be balanced, interactivity or throughput, got {perf!r}")
     kv_bytes = given.get("kv_cache_memory_bytes")
+    moe_backend = given.get("moe_backend")
+    if moe_backend is not None and moe_backend not in MOE_BACKENDS:
+        raise InvalidParameter(f"--moe-backend must be one of {', '.join(MOE_BACKENDS)}, got {moe_backend!r}")
     return ServeSettings(
         tp=count("tensor_parallel_size", "--tensor-parallel-size") or 1,
         pp=count("pipeline_parallel_size", "--pipeline-parallel-size") or 1,
@@ -284,6 +299,7 @@ def _settings(
         cuda_graph_bytes=size(cuda_graph_memory, "--cuda-graph-memory"),
         context=None if context is None else parse_count(context, what="--context", minimum=1),
         concurrency=concurrency,
+        moe_backend=moe_backend,
     )
 
 

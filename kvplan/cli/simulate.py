@@ -128,12 +128,12 @@ def _fit_pool(
                                "not several")
     from kvplan.capacity import plan_fit
     from kvplan.cli.common import load_model_with_weights
-    from kvplan.cli.fit import _ENV_ALLOW_LONG, _settings
+    from kvplan.cli.fit import ENV_ALLOW_LONG, settings_from_flags
     from kvplan.gpus import get_gpu
     from kvplan.sim.sizing import fitted_pool
 
-    settings = _settings(given, None, None, None, None, None, None, None, None,
-                         allow_long=bool(os.environ.get(_ENV_ALLOW_LONG)))
+    settings = settings_from_flags(given, None, None, None, None, None, None, None, None,
+                                   allow_long=bool(os.environ.get(ENV_ALLOW_LONG)))
     gpus_file = given.get("gpus_file")
     chip = get_gpu(gpu, str(gpus_file) if gpus_file else None)
     revision = given.get("revision")

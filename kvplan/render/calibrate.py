@@ -1,5 +1,5 @@
-"""Rich rendering of `kvplan calibrate`: what the startup log showed, grouped, and the comparison
-with kvplan's prediction once there is one. Renderers only format."""
+"""Rich rendering of `kvplan calibrate`: what the startup log showed, grouped; the comparison with
+kvplan's prediction; the overrides that reproduce the server and their check. Renderers only format."""
 from __future__ import annotations
 
 from collections.abc import Callable
@@ -10,7 +10,7 @@ from kvplan.units import format_bytes
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from kvplan.calibration import CalibrationReport, TermComparison
+    from kvplan.calibration import CalibrationReport, Override, TermComparison, Verification
     from kvplan.startup_log import StartupLog
 
 
@@ -98,27 +98,83 @@ def _figures(log: StartupLog) -> RenderableType:
     return table
 
 
-def _format_term(x: int | None, unit: str) -> str:
+TERM_LABEL: Final = {
+    "total_gpu_memory": "total GPU memory", "requested_memory": "requested",
+    "weights": "weights", "non_torch": "non-torch", "activation_peak": "activation peak",
+    "cuda_graph": "CUDA graphs", "available_kv": "available KV cache", "num_gpu_blocks": "GPU blocks",
+    "kv_cache_tokens": "KV cache tokens", "max_concurrency": "max concurrency",
+}
+
+
+def _format_term(x: float | None, unit: str) -> str:
     if x is None:
         return "—"
-    return _gib(x) if unit == "bytes" else f"{x:,}"
+    if unit == "bytes":
+        return _gib(x)
+    if unit == "ratio":
+        return f"{x:.2f}x"
+    return f"{x:,}"
+
+
+def _format_diff(x: float | None, unit: str) -> str:
+    if x is None:
+        return "—"
+    if unit == "bytes":
+        return f"{x / 2**30:+.2f} GiB"
+    if unit == "ratio":
+        return f"{x:+.2f}x"
+    return f"{x:+,}"
 
 
 def _comparison(terms: tuple[TermComparison, ...]) -> RenderableType:
     from rich.table import Table
 
-    table = Table(title="Server vs kvplan", title_justify="left")
-    for name in ("term", "server", "kvplan", "kvplan − server"):
-        table.add_column(name, justify="left" if name == "term" else "right")
+    table = Table(title="Server vs kvplan (per GPU; Δ = kvplan − server)", title_justify="left")
+    table.add_column("term", no_wrap=True)
+    for name in ("server", "kvplan", "Δ", "Δ %"):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("server figure from")
     for t in terms:
-        diff = t.difference
-        table.add_row(t.term, _format_term(t.observed, t.unit), _format_term(t.predicted, t.unit),
-                      "—" if diff is None else (f"{diff / 2**30:+.2f} GiB" if t.unit == "bytes" else f"{diff:+,}"))
+        pct = "—" if t.difference_pct is None else f"{t.difference_pct:+.1f}%"
+        table.add_row(TERM_LABEL.get(t.term, t.term), _format_term(t.observed, t.unit),
+                      _format_term(t.predicted, t.unit), _format_diff(t.difference, t.unit), pct,
+                      t.source or "—")
+    return table
+
+
+def _overrides(details: tuple[Override, ...]) -> RenderableType:
+    from rich.table import Table
+
+    table = Table(title="Overrides that reproduce the server", title_justify="left")
+    table.add_column("flag", no_wrap=True)
+    table.add_column("bytes", justify="right", no_wrap=True)
+    table.add_column("GiB", justify="right", no_wrap=True)
+    table.add_column("from")
+    for o in details:
+        table.add_row(o.flag, f"{o.bytes}", _gib(o.bytes), o.source)
+    return table
+
+
+def _verification(v: Verification) -> RenderableType:
+    from rich.table import Table
+    from rich.text import Text
+
+    verdict = "reproduces the server" if v.ok else "does NOT reproduce the server"
+    table = Table(title=f"Check: kvplan with these overrides {verdict}", title_justify="left",
+                  title_style="green" if v.ok else "bold red")
+    table.add_column("figure", no_wrap=True)
+    for name in ("server", "kvplan now", ""):
+        table.add_column(name, justify="right", no_wrap=True)
+    table.add_column("compared")
+    for c in v.checks:
+        mark = Text("✓", style="green") if c.matches else Text("✗", style="bold red")
+        table.add_row(TERM_LABEL.get(c.term, c.term), _format_term(c.observed, c.unit),
+                      _format_term(c.reproduced, c.unit), mark, c.precision)
     return table
 
 
 def render_calibrate(report: CalibrationReport) -> RenderableType:
-    """The human view: the figures and settings the log revealed, then the comparison when present."""
+    """The human view: the log's figures, the comparison with kvplan, the overrides, their check."""
     from rich.console import Group
     from rich.text import Text
 
@@ -127,7 +183,18 @@ def render_calibrate(report: CalibrationReport) -> RenderableType:
         _figures(report.log),
     ]
     if report.comparison is not None:
-        parts += [Text(), _comparison(report.comparison)]
-    if report.overrides:
-        parts += [Text(), Text("To reproduce the server: kvplan … " + " ".join(report.overrides))]
+        settings = ", ".join(report.settings_from_log) or "none"
+        parts += [Text(), Text(f"kvplan's prediction for {report.model} on {report.gpu}; settings from the log: "
+                               f"{settings}", style="dim"),
+                  _comparison(report.comparison)]
+    if report.override_details:
+        parts += [Text(), _overrides(report.override_details)]
+    if report.command:
+        parts += [Text("To plan the next deployment from this one:"), Text(f"  {report.command}", style="bold")]
+    if report.verified is not None:
+        parts += [Text(), _verification(report.verified)]
+    for line in report.missing:
+        parts.append(Text(f"Missing for a comparison with kvplan: {line}", style="yellow"))
+    for note in report.notes:
+        parts.append(Text(f"Note: {note}", style="dim"))
     return Group(*parts)

@@ -85,7 +85,7 @@ def _bar(r: FitReport) -> Text:
     parts.append(("free", max(0, total - used), "dim"))
     text = Text("[")
     for name, num, style in parts:
-        cells = round(num / total * BAR_WIDTH)
+        cells = min(BAR_WIDTH, round(num / total * BAR_WIDTH))  # terms can exceed a tiny --gpu-total-bytes
         text.append(("·" if name == "free" else "█") * cells, style=style)
     text.append("]  ")
     text.append("weights", style="blue")

@@ -1,0 +1,161 @@
+"""`kvplan diagnose URL --plan MODEL --gpu …`: the server's cache_config_info (num_gpu_blocks, block_size,
+gpu_memory_utilization, cache_dtype) against kvplan's prediction for MODEL with those settings, over a real
+HTTP server on 127.0.0.1 serving vLLM-like expositions."""
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.capacity import ServeSettings, plan_fit
+from kvplan.cli.app import app
+from kvplan.diagnose import PlanComparison, plan_diagnosis, plan_settings
+from kvplan.gpus import get_gpu
+from tests.conftest import CONFIGS, load_fixture
+from tests.fixtures.metrics.exposition import DEFAULT_CACHE_CONFIG, EngineState, exposition
+from tests.test_diagnose_cli import MetricsServer
+
+QWEN7B = str(CONFIGS / "Qwen--Qwen2.5-7B")
+# Qwen2.5-7B on an H100 at util 0.9 (vLLM 0.33 rules), kvplan's estimates (kvplan/memory.py):
+REQUESTED = 76_526_653_539  # ceil(85,029,615,043 × 0.9)
+# Loaded weights: 7,615,616,512 parameters × 2 B (bf16) plus the rotary cos/sin cache vLLM builds at init,
+# max_position_embeddings 131,072 × head 128 × 2 B = 32 MiB. The vocabulary (152,064 = 2,376 × 64) needs
+# no padding to 64 rows.
+WEIGHTS = 7_615_616_512 * 2 + 131_072 * 128 * 2
+# Activation: sampler 1024 rows (max_num_seqs, H100 default) × 152,064 vocab × 38.4 B, plus 8192 retained
+# hidden states × 3584 × 2 B; non-torch 0.13 GiB (one GPU); CUDA graphs 51 piecewise + 51 full × 28 layers
+# × round(0.1 MiB).
+ACTIVATION = int(1024 * 152_064 * 38.4) + 8192 * 3584 * 2
+NON_TORCH = round(0.13 * 2**30)
+CUDA_GRAPHS = (51 + 51) * 28 * round(0.1 * 2**20)
+PREDICTED_AVAILABLE = REQUESTED - WEIGHTS - ACTIVATION - NON_TORCH - CUDA_GRAPHS  # 54,784,685,160
+# A bf16 block is 28 layers × 16 tokens × (K, V) × 4 KV heads × 128 × 2 B = 917,504 B.
+BLOCK_BYTES = 917_504
+PREDICTED_BLOCKS = PREDICTED_AVAILABLE // BLOCK_BYTES  # 59,710
+
+
+@pytest.fixture()
+def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[MetricsServer]:
+    for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
+        monkeypatch.delenv(var, raising=False)  # 127.0.0.1 must be reached directly
+    s = MetricsServer()
+    yield s
+    s.close()
+
+
+def serve_blocks(server: MetricsServer, blocks: int, **cache: str) -> str:
+    config = {**DEFAULT_CACHE_CONFIG, "num_gpu_blocks": str(blocks), **cache}
+    return server.serve(exposition(EngineState(running=3, kv_usage=0.2, cache_config=config)))
+
+
+def run(*args: str) -> Any:
+    return CliRunner().invoke(app, ["diagnose", *args], catch_exceptions=False)
+
+
+def run_json(*args: str) -> dict[str, Any]:
+    result = run(*args, "--json")
+    assert result.exit_code == 0, result.stderr
+    assert result.stderr == ""
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def plan_finding(data: dict[str, Any]) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [d for d in data["diagnoses"] if d["code"].startswith("plan_")]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_prediction_pinned() -> None:
+    report = plan_fit(load_fixture("Qwen--Qwen2.5-7B"), get_gpu("h100"),
+                      ServeSettings(gpu_memory_utilization=0.9, block_size=16), advise=False)
+    assert (report.weights_bytes, report.activation_bytes, report.non_torch_bytes, report.cuda_graph_bytes) == (
+        WEIGHTS, ACTIVATION, NON_TORCH, CUDA_GRAPHS) == (15_264_787_456, 6_038_120_038, 139_586_437, 299_474_448)
+    assert (report.available_kv_bytes, report.bytes_per_block) == (PREDICTED_AVAILABLE, BLOCK_BYTES)
+    assert PREDICTED_AVAILABLE == 54_784_685_160
+    assert report.num_gpu_blocks == PREDICTED_BLOCKS == 59_710
+
+
+def test_server_with_the_predicted_blocks_matches(server: MetricsServer) -> None:
+    url = serve_blocks(server, PREDICTED_BLOCKS)
+    data = run_json(url, "--plan", QWEN7B, "--gpu", "h100")
+    finding = plan_finding(data)
+    assert (finding["code"], finding["severity"]) == ("plan_matches", "info")
+    assert (finding["model_name"], finding["engine"]) == ("Qwen/Qwen2.5-7B", "0")
+    assert finding["evidence"]["observed_tokens"] == finding["evidence"]["predicted_tokens"] == 59_710 * 16
+    assert finding["evidence"]["relative_difference"] == 0
+    [plan] = data["plan"]
+    assert (plan["observed_num_gpu_blocks"], plan["predicted_num_gpu_blocks"], plan["predicted_block_size"]) == (
+        59_710, 59_710, 16)
+    # the settings the plan took from the server's cache_config_info
+    assert plan["settings"] == {"gpu_memory_utilization": "0.9", "cache_dtype": "auto", "block_size": "16",
+                                "enable_prefix_caching": "True"}
+    assert [d["code"] for d in data["diagnoses"]] == ["healthy", "plan_matches"]
+
+
+def test_server_with_20_percent_fewer_blocks_is_a_mismatch(server: MetricsServer) -> None:
+    observed = PREDICTED_BLOCKS * 8 // 10  # 47,768
+    url = serve_blocks(server, observed)
+    data = run_json(url, "--plan", QWEN7B, "--gpu", "h100")
+    finding = plan_finding(data)
+    assert (finding["code"], finding["severity"]) == ("plan_mismatch", "warning")
+    ev = finding["evidence"]
+    assert (ev["observed_num_gpu_blocks"], ev["predicted_num_gpu_blocks"]) == (47_768, 59_710)
+    assert (ev["observed_tokens"], ev["predicted_tokens"]) == (47_768 * 16, 59_710 * 16)
+    assert ev["relative_difference"] == pytest.approx((47_768 - 59_710) / 47_768)  # -25.0% of the server's
+    assert "-25.0% of the server's" in finding["message"] and "beyond 2%" in finding["message"]
+    assert any("kvplan calibrate" in a for a in finding["actions"])
+    text = " ".join(run(url, "--plan", QWEN7B, "--gpu", "h100").stdout.split())
+    assert "WARNING plan_mismatch: server: 47,768 blocks × 16 = 764,288 tokens; plan: 59,710 × 16 = 955,360" in text
+
+
+def test_the_servers_cache_settings_drive_the_prediction(server: MetricsServer) -> None:
+    # fp8 KV halves the block (458,752 B): twice the blocks from the same memory.
+    url = serve_blocks(server, 2 * PREDICTED_BLOCKS, cache_dtype="fp8")
+    data = run_json(url, "--plan", QWEN7B, "--gpu", "h100", "--kv-cache-dtype", "auto")
+    assert data["plan"][0]["predicted_num_gpu_blocks"] == PREDICTED_AVAILABLE // (BLOCK_BYTES // 2) == 119_421
+    assert plan_finding(data)["code"] == "plan_matches"
+    # utilization 0.5 on the server: 0.4 × total (34 GB) less KV, far fewer blocks than at 0.9.
+    url = serve_blocks(server, PREDICTED_BLOCKS, gpu_memory_utilization="0.5")
+    data = run_json(url, "--plan", QWEN7B, "--gpu", "h100")
+    assert data["plan"][0]["predicted_num_gpu_blocks"] < PREDICTED_BLOCKS // 2
+    assert plan_finding(data)["code"] == "plan_mismatch"
+
+
+def test_fits_flags_reach_the_prediction(server: MetricsServer) -> None:
+    # A measured activation 1 GiB larger than kvplan's estimate leaves exactly 1 GiB less for KV.
+    base = plan_fit(load_fixture("Qwen--Qwen2.5-7B"), get_gpu("h100"),
+                    ServeSettings(gpu_memory_utilization=0.9, block_size=16), advise=False)
+    activation = base.activation_bytes + 2**30
+    url = serve_blocks(server, PREDICTED_BLOCKS)
+    data = run_json(url, "--plan", QWEN7B, "--gpu", "h100", "--activation-memory", str(activation))
+    assert data["plan"][0]["predicted_num_gpu_blocks"] == (PREDICTED_AVAILABLE - 2**30) // BLOCK_BYTES
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (("--plan", QWEN7B), "--plan needs the server's GPU"),
+    (("--gpu", "h100"), "--gpu only applies with --plan"),
+    (("--max-model-len", "4096"), "--max-model-len only applies with --plan"),
+    (("--plan", QWEN7B, "--gpu", "no-such-gpu"), "unknown GPU"),
+])
+def test_plan_usage_errors(server: MetricsServer, args: tuple[str, ...], words: str) -> None:
+    result = run(serve_blocks(server, PREDICTED_BLOCKS), *args)
+    assert result.exit_code == 2 and result.stdout == ""
+    assert result.stderr.startswith("Error: ") and words in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_plan_settings_and_diagnosis_are_pure() -> None:
+    settings, used = plan_settings({"gpu_memory_utilization": "0.85", "cache_dtype": "fp8", "block_size": "32",
+                                    "enable_prefix_caching": "False", "kv_cache_memory_bytes": "None"},
+                                   ServeSettings(tp=2))
+    assert (settings.tp, settings.gpu_memory_utilization, settings.kv_cache_dtype) == (2, 0.85, "fp8")
+    assert (settings.block_size, settings.enable_prefix_caching, settings.kv_cache_memory_bytes) == (32, False, None)
+    assert "kv_cache_memory_bytes" not in used
+    c = PlanComparison(100, 16, 90, 32, 1600, 2880, -1280, -0.8)
+    d = plan_diagnosis(c, "m", "0")
+    assert (d.code, d.severity) == ("plan_mismatch", "warning")
+    assert any("--block-size" in a for a in d.actions)

@@ -1,0 +1,89 @@
+"""Docs that cannot drift: every command has help with runnable examples and is in the README;
+the exit-code and environment tables match the code."""
+from __future__ import annotations
+
+import re
+import shlex
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from kvplan.cli import app as app_module
+from kvplan.cli.app import app
+
+ROOT = Path(__file__).resolve().parent.parent
+README = (ROOT / "README.md").read_text(encoding="utf-8")
+runner = CliRunner()
+
+
+def _commands() -> dict[str, typer.models.CommandInfo]:
+    found = {c.name or "": c for c in app.registered_commands}
+    for group in app.registered_groups:
+        assert group.typer_instance is not None
+        for c in group.typer_instance.registered_commands:
+            found[f"{group.name} {c.name}"] = c
+    return found
+
+
+COMMANDS = _commands()
+
+
+def _examples(name: str) -> list[list[str]]:
+    epilog = COMMANDS[name].epilog or ""
+    return [shlex.split(line.strip())[1:] for line in epilog.splitlines() if line.strip().startswith("kvplan ")]
+
+
+def _runs_offline(args: list[str]) -> bool:
+    """An example needs only local files: every path-like argument exists, no URL, no pipe."""
+    if any(a in ("|", "&&", ">", "-") or "://" in a for a in args):
+        return False
+    words = [w for a in args for w in a.split()]
+    paths = [w for w in words
+             if not w.startswith("-") and ("/" in w or re.search(r"\.(log|ya?ml|prom|txt|jsonl?)$", w))]
+    return all((ROOT / p).exists() for p in paths)
+
+
+def test_all_commands_are_registered() -> None:
+    assert set(COMMANDS) == {"size", "fit", "roofline", "gpus", "diagnose", "calibrate", "check",
+                             "simulate prefix", "simulate serve"}
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_command_has_help_and_examples(name: str) -> None:
+    info = COMMANDS[name]
+    assert info.help and not info.help.startswith("Not implemented")
+    examples = _examples(name)
+    assert len(examples) >= 2, f"{name}: give at least two examples in its epilog"
+    assert all(e[: len(name.split())] == name.split() for e in examples)
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_command_has_an_example_that_runs_offline(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    local = [e for e in _examples(name) if _runs_offline(e)]
+    assert local, f"{name}: no example runs from a checkout without the network"
+    for args in local:
+        result = runner.invoke(app, args)
+        assert result.exit_code in (0, 1), (args, result.stderr)
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+def test_command_appears_in_readme(name: str) -> None:
+    assert f"kvplan {name}" in README
+
+
+def test_readme_exit_codes_match_the_cli() -> None:
+    rows = dict(re.findall(r"^\| (\d) \| (.+?) \|$", README, re.M))
+    assert set(rows) == {str(app_module.EXIT_OK), str(app_module.EXIT_CHECK_FAILED), str(app_module.EXIT_BAD_INPUT)}
+    assert "check" in rows["1"] and "bad input" in rows["2"]
+
+
+def test_readme_lists_every_environment_variable_kvplan_reads() -> None:
+    source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "kvplan").rglob("*.py"))
+    used = set(re.findall(r"\b(KVPLAN_[A-Z_]+|VLLM_ALLOW_LONG_MAX_MODEL_LEN)\b", source))
+    documented = set(re.findall(r"^\| `([A-Z_]+)` \|", README, re.M))
+    assert used <= documented
+    assert {"HF_TOKEN", "HF_HUB_OFFLINE", "HF_ENDPOINT", "HF_HOME"} <= documented
