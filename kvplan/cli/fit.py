@@ -6,7 +6,18 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kvplan.cli.options import JsonFlag, Revision
+from kvplan.cli.options import (
+    DEPLOYMENT_PANEL,
+    EnforceEagerOpt,
+    GpuMemoryUtilizationOpt,
+    GpusFileOpt,
+    JsonFlag,
+    KvCacheDtypeOpt,
+    KvCacheMemoryBytesOpt,
+    PipelineParallelOpt,
+    Revision,
+    TensorParallelOpt,
+)
 
 if TYPE_CHECKING:
     from kvplan.capacity import ServeSettings
@@ -33,6 +44,11 @@ def _opt(help_: str, *names: str) -> Any:
     return typer.Option(*names, help=help_, show_default=False)
 
 
+def _vllm(help_: str, *names: str) -> Any:
+    """An option that is one of vLLM's own flags (grouped with the shared ones in --help)."""
+    return typer.Option(*names, help=help_, show_default=False, rich_help_panel=DEPLOYMENT_PANEL)
+
+
 def command(
     model: Annotated[
         str | None,
@@ -48,51 +64,37 @@ def command(
         int | None,
         _opt("GPUs in all; sets -tp when -tp is not given (extra GPUs are data-parallel replicas).", "--num-gpus"),
     ] = None,
-    tensor_parallel_size: Annotated[
-        int | None, _opt("Tensor-parallel GPUs (default 1).", "--tensor-parallel-size", "-tp")
-    ] = None,
-    pipeline_parallel_size: Annotated[
-        int | None, _opt("Pipeline stages (default 1).", "--pipeline-parallel-size", "-pp")
-    ] = None,
-    gpu_memory_utilization: Annotated[
-        float | None,
-        _opt("Fraction of GPU memory for vLLM (default: 0.92; 0.9 before vLLM 0.22).", "--gpu-memory-utilization"),
-    ] = None,
+    tensor_parallel_size: TensorParallelOpt = None,
+    pipeline_parallel_size: PipelineParallelOpt = None,
+    gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     max_model_len: Annotated[
         str | None,
-        _opt("Context length per request: 32768, 32k, 32K, or auto (default: model config).", "--max-model-len"),
+        _vllm("Context length per request: 32768, 32k, 32K, or auto (default: model config).", "--max-model-len"),
     ] = None,
     max_num_seqs: Annotated[
-        int | None, _opt("Running requests at most (default: by GPU memory: 1024 or 256).", "--max-num-seqs")
+        int | None, _vllm("Running requests at most (default: by GPU memory: 1024 or 256).", "--max-num-seqs")
     ] = None,
     max_num_batched_tokens: Annotated[
         str | None,
-        _opt(
+        _vllm(
             "Tokens per scheduler step (default: by GPU and --usage: 2048, 8192 or 16384).", "--max-num-batched-tokens"
         ),
     ] = None,
-    kv_cache_dtype: Annotated[
-        str | None, _opt("auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2 (default: auto).", "--kv-cache-dtype")
-    ] = None,
+    kv_cache_dtype: KvCacheDtypeOpt = None,
     block_size: Annotated[
-        int | None, _opt("Tokens per KV block (default: 16, or the attention backend's).", "--block-size")
+        int | None, _vllm("Tokens per KV block (default: 16, or the attention backend's).", "--block-size")
     ] = None,
-    enforce_eager: Annotated[
-        bool | None, _opt("No CUDA graphs (no graph memory).", "--enforce-eager/--no-enforce-eager")
-    ] = None,
+    enforce_eager: EnforceEagerOpt = None,
     enable_prefix_caching: Annotated[
         bool | None,
-        _opt(
+        _vllm(
             "Prefix caching (hybrid models: Mamba align mode) (default: on).",
             "--enable-prefix-caching/--no-enable-prefix-caching",
         ),
     ] = None,
-    kv_cache_memory_bytes: Annotated[
-        str | None,
-        _opt("KV cache size per GPU, e.g. 20GiB; replaces the memory profile, as in vLLM.", "--kv-cache-memory-bytes"),
-    ] = None,
+    kv_cache_memory_bytes: KvCacheMemoryBytesOpt = None,
     revision: Revision = None,
-    gpus_file: Annotated[str | None, _opt("Extra GPU catalog YAML (or $KVPLAN_GPUS_FILE).", "--gpus-file")] = None,
+    gpus_file: GpusFileOpt = None,
     gpu_memory: Annotated[str | None, _opt("Custom GPU: its cudaMemGetInfo total, e.g. 24GiB.", "--gpu-memory")] = None,
     gpu_bandwidth: Annotated[str | None, _opt("Custom GPU: memory bandwidth, e.g. 1TB/s.", "--gpu-bandwidth")] = None,
     gpu_total_bytes: Annotated[

@@ -17,7 +17,7 @@ JsonFlag = Annotated[bool, typer.Option("--json", help="Print the result as JSON
 
 # The deployment flags of `kvplan fit` (vLLM's names; None = vLLM's default, as in capacity.ServeSettings),
 # for commands that plan a deployment with fit's helper (`kvplan simulate … --model M --gpu G`).
-DEPLOYMENT_PANEL = "Deployment (as kvplan fit)"
+DEPLOYMENT_PANEL = "Deployment (vLLM's flags)"
 ModelOpt = Annotated[str | None, typer.Option(
     "--model", help="Size the run from a deployment: hub id, local folder or config.json (with --gpu).",
     show_default=False, rich_help_panel=DEPLOYMENT_PANEL)]
