@@ -5,6 +5,8 @@ The core is importable as a library; results are the same objects the CLI render
     import kvplan
     spec = kvplan.load_model("Qwen/Qwen2.5-7B")           # config.json from the Hub or a folder
     report = kvplan.size_report(spec)                     # bytes per token, layers, weights
+    fit = kvplan.plan_fit(spec, kvplan.get_gpu("h100"), kvplan.ServeSettings(max_model_len=32768))
+    fit.kv_cache_tokens, fit.max_concurrency, fit.fits    # what vLLM would log, and whether it starts
 """
 from __future__ import annotations
 
@@ -27,6 +29,18 @@ _LAZY = {
     "get_gpu": "kvplan.gpus",
     "load_catalog": "kvplan.gpus",
     "custom_gpu": "kvplan.gpus",
+    "ServeSettings": "kvplan.capacity",
+    "FitReport": "kvplan.capacity",
+    "plan_fit": "kvplan.capacity",
+    "plan_kv_cache": "kvplan.capacity",
+    "model_costs": "kvplan.roofline",
+    "roof_from_gpu": "kvplan.roofline",
+    "roofline": "kvplan.roofline",
+    "simulate_prefix": "kvplan.sim.prefix",
+    "simulate_serve": "kvplan.sim.scheduler",
+    "parse_exposition": "kvplan.metrics",
+    "diagnose": "kvplan.diagnose",
+    "parse_startup_log": "kvplan.startup_log",
 }
 
 
