@@ -229,7 +229,10 @@ def parse_flops(text: str | int | float, *, what: str = "--gpu-flops") -> float:
     if isinstance(text, bool):
         raise InvalidParameter(f"{what}: expected a FLOP/s figure, got {text!r}")
     if isinstance(text, (int, float)):
-        value = float(text)
+        try:
+            value = float(text)
+        except OverflowError:  # an integer beyond float's range: refused below like ∞
+            value = float("inf")
     else:
         m = _FLOPS_RE.match(text)
         if not m:
@@ -238,7 +241,9 @@ def parse_flops(text: str | int | float, *, what: str = "--gpu-flops") -> float:
             )
         value = float(m.group(1)) * _SI_PREFIX[m.group(2).lower()]
     if not value > 0 or value == float("inf"):
-        raise InvalidParameter(f"{what}: must be a positive number of FLOP/s, got {text!r}")
+        shown = repr(text)
+        raise InvalidParameter(f"{what}: must be a positive number of FLOP/s, got "
+                               f"{shown if len(shown) <= 40 else shown[:40] + '…'}")
     return value
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,16 +52,33 @@ def is_hub_id(source: str) -> bool:
     return 1 <= len(parts) <= 2 and all(parts)
 
 
+def _too_large(what: str, size: int | None) -> BadConfig:
+    """`size` None: a pipe or device, which has no size until it is read."""
+    return BadConfig(f"{what} is {f'{size:,} bytes, ' if size is not None else ''}larger than any real config "
+                     f"({MAX_CONFIG_BYTES:,}{'' if size is not None else ' bytes'})")
+
+
 def _read_json(path: Path, what: str) -> dict[str, Any]:
+    """A JSON object from a regular file or a pipe, at most MAX_CONFIG_BYTES (checked on what is read:
+    a pipe or a device such as /dev/zero reports 0 bytes)."""
     try:
+        mode = path.stat().st_mode
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise BadConfig(f"{what} is not a regular file")
         size = path.stat().st_size
         if size > MAX_CONFIG_BYTES:
-            raise BadConfig(f"{what} is {size:,} bytes, larger than any real config ({MAX_CONFIG_BYTES:,})")
-        data = json.loads(path.read_text(encoding="utf-8"))
+            raise _too_large(what, size)
+        with path.open("rb") as f:
+            raw = f.read(MAX_CONFIG_BYTES + 1)
+        if len(raw) > MAX_CONFIG_BYTES:
+            raise _too_large(what, None)
+        data = json.loads(raw.decode("utf-8"))
     except FileNotFoundError:
         raise ModelNotFound(f"no {what} at {path}") from None
     except (UnicodeDecodeError, json.JSONDecodeError) as exc:
         raise BadConfig(f"{what} is not valid JSON: {exc}") from None
+    except RecursionError:  # json's decoder recurses once per `[`/`{`
+        raise BadConfig(f"{what} is not valid JSON: nested too deeply") from None
     except OSError as exc:
         raise BadConfig(f"cannot read {what}: {exc.strerror or exc}") from None
     if not isinstance(data, dict):
@@ -70,7 +88,7 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
 
 def load_local(source: str) -> ModelSpec:
     """A folder holding config.json (and maybe hf_quant_config.json), or a path to a config.json."""
-    path = Path(source).expanduser()
+    path = Path(os.path.expanduser(source))  # `~user` of no such user stays as written (Path raises)
     if path.is_dir():
         folder, cfg = path, path / CONFIG_NAME
         if not cfg.exists():
@@ -149,15 +167,44 @@ def _offline() -> bool:
 
 
 def _download(repo_id: str, filename: str, revision: str | None) -> Path:
+    """The file from the Hub (or the cache). Online, its size is asked first (a HEAD request), so a file
+    larger than MAX_CONFIG_BYTES is refused before it is downloaded into the cache."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when huggingface_hub is imported
     _import_hub()
     from huggingface_hub import hf_hub_download
 
     _quiet_hub()
     try:
+        if not _offline():
+            cached = _check_size_on_hub(repo_id, filename, revision)
+            if cached is not None:
+                return cached
         return Path(hf_hub_download(repo_id, filename, revision=revision))
+    except KvplanError:
+        raise
     except Exception as exc:  # every huggingface_hub / httpx failure becomes one typed error
         raise _hub_error(exc, repo_id, revision, filename) from None
+
+
+def _check_size_on_hub(repo_id: str, filename: str, revision: str | None) -> Path | None:
+    """Raise BadConfig when the Hub reports the file larger than MAX_CONFIG_BYTES. When the Hub cannot
+    answer, return the cached copy as hf_hub_download would (None: not cached, or the Hub answered)."""
+    from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
+    from huggingface_hub import errors as e
+
+    try:
+        meta = get_hf_file_metadata(hf_hub_url(repo_id, filename, revision=revision),
+                                    timeout=constants.HF_HUB_ETAG_TIMEOUT)
+    except (e.RevisionNotFoundError, e.EntryNotFoundError):
+        raise  # hf_hub_download does not fall back to the cache for these either
+    except Exception:
+        cached = try_to_load_from_cache(repo_id, filename, revision=revision)
+        if isinstance(cached, str):
+            return Path(cached)
+        raise
+    if meta.size is not None and meta.size > MAX_CONFIG_BYTES:
+        raise _too_large(f"{repo_id}/{filename}", meta.size)
+    return None
 
 
 def _optional_download(repo_id: str, filename: str, revision: str | None) -> Path | None:

@@ -39,6 +39,7 @@ from __future__ import annotations
 import functools
 import math
 import os
+import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -144,9 +145,8 @@ class _Walker:
         self.count = 0
         self.constructor = yaml.constructor.SafeConstructor()
 
-    def walk(self, node: yaml.Node, path: Path_, depth: int = 0) -> Any:
-        import yaml
-
+    def _visit(self, path: Path_, depth: int) -> None:
+        """Count one node against MAX_NODES and check its depth (every node, merged mappings included)."""
         self.count += 1
         if self.count > MAX_NODES:
             raise self.doc.error(path, f"more than {MAX_NODES:,} YAML nodes (aliases expanding?): refused",
@@ -154,6 +154,11 @@ class _Walker:
         if depth > MAX_DEPTH:
             raise self.doc.error(path, f"nested deeper than {MAX_DEPTH} levels (a self-referencing alias?)",
                                  at_value=True)
+
+    def walk(self, node: yaml.Node, path: Path_, depth: int = 0) -> Any:
+        import yaml
+
+        self._visit(path, depth)
         self.doc.value_lines[path] = node.start_mark.line + 1
         allowed = (_SCALAR_TAGS if isinstance(node, yaml.ScalarNode) else
                    {f"{_TAG}seq"} if isinstance(node, yaml.SequenceNode) else {f"{_TAG}map"})
@@ -172,8 +177,13 @@ class _Walker:
             return self._mapping(node, path, depth)
         raise self.doc.error(path, f"unexpected YAML node {type(node).__name__}", at_value=True)
 
-    def _mapping(self, node: yaml.MappingNode, path: Path_, depth: int) -> dict[str, Any]:
-        """A mapping; `<<` merge keys first (so the explicit keys' lines win), then the explicit keys."""
+    def _mapping(self, node: yaml.MappingNode, path: Path_, depth: int,
+                 merging: tuple[yaml.MappingNode, ...] = ()) -> dict[str, Any]:
+        """A mapping; `<<` merge keys first (so the explicit keys' lines win), then the explicit keys.
+
+        `merging`: the mappings whose `<<` led here, so a mapping that merges itself (`a: &a {<<: *a}`)
+        is named instead of recursing; merged mappings count against MAX_NODES and MAX_DEPTH like any node.
+        """
         import yaml
 
         out: dict[str, Any] = {}
@@ -183,7 +193,12 @@ class _Walker:
                 for src in sources:
                     if not isinstance(src, yaml.MappingNode):
                         raise self.doc.error(path, "`<<` merges mappings only", at_value=True)
-                    for key, value in self._mapping(src, path, depth + 1).items():
+                    if src is node or src in merging:
+                        line = key_node.start_mark.line + 1
+                        raise ParseError(f"{self.doc.where}:{line}: {self.doc.name(path) or 'document'}: `<<` "
+                                         "merges a mapping into itself (through an alias)")
+                    self._visit(path, depth + 1)
+                    for key, value in self._mapping(src, path, depth + 1, (*merging, node)).items():
                         out.setdefault(key, value)  # the first merged mapping wins (YAML merge-key spec)
         explicit: set[str] = set()
         for key_node, value_node in node.value:
@@ -234,12 +249,25 @@ def parse_yaml(text: str, where: str) -> Doc:
 
 
 def read_yaml(path: Path, where: str) -> Doc:
-    """Read and parse a YAML file (size-limited, UTF-8)."""
+    """Read and parse a YAML file: a regular file or a pipe (`<(…)`), at most MAX_PLAN_BYTES, UTF-8.
+
+    The size is checked on what is read, not only on `st_size`: a pipe or a device such as /dev/zero
+    reports 0 bytes and never ends.
+    """
+    too_large = f"larger than any plan ({MAX_PLAN_BYTES:,} bytes)"
     try:
-        size = path.stat().st_size
-        if size > MAX_PLAN_BYTES:
-            raise ParseError(f"{where}: {size:,} bytes is larger than any plan ({MAX_PLAN_BYTES:,})")
-        text = path.read_text(encoding="utf-8")
+        mode = path.stat().st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError
+        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+            raise ParseError(f"{where}: not a regular file (a device or socket)")
+        if stat.S_ISREG(mode) and path.stat().st_size > MAX_PLAN_BYTES:
+            raise ParseError(f"{where}: {path.stat().st_size:,} bytes is {too_large}")
+        with path.open("rb") as f:
+            data = f.read(MAX_PLAN_BYTES + 1)
+        if len(data) > MAX_PLAN_BYTES:
+            raise ParseError(f"{where}: {too_large}")
+        text = data.decode("utf-8")
     except FileNotFoundError:
         raise ParseError(f"{where}: no such file") from None
     except IsADirectoryError:

@@ -107,11 +107,21 @@ def test_hub_refusing_connections(hub_env: dict[str, str]) -> None:
     assert cache_files(hub_env["HF_HOME"]) == []
 
 
-def test_hub_config_larger_than_any_real_one_is_refused(faulty_hub: HubServer, hub_env: dict[str, str]) -> None:
+def test_hub_config_larger_than_any_real_one_is_refused_before_it_is_downloaded(
+        faulty_hub: HubServer, hub_env: dict[str, str]) -> None:
     proc = run_kvplan(["size", "faulty/oversize"], hub_env)
     assert proc.returncode == 2
     line = one_error_line(proc.stderr)
     assert "faulty/oversize/config.json is" in line and f"larger than any real config ({MAX_CONFIG_BYTES:,})" in line
+    asked = [r for r in faulty_hub.state.requests if r.split(" ", 1)[-1].startswith("/faulty/oversize/")]
+    assert asked and all(r.startswith("HEAD ") for r in asked), asked  # its size was asked; nothing was fetched
+    assert cache_files(hub_env["HF_HOME"]) == []
+
+
+def test_a_device_as_a_local_config_is_refused_not_read(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["size", "/dev/zero"])
+    assert result.exit_code == 2
+    assert "/dev/zero is not a regular file" in one_error_line(result.stderr)
 
 
 def test_a_malformed_hf_variable_is_named_not_an_internal_error(hub_env: dict[str, str]) -> None:
@@ -217,8 +227,7 @@ def test_metrics_waits_that_no_socket_takes_are_refused(option: str, value: str,
         args = ["diagnose", url, option, value] + (["--timeout", "0.3"] if option == "--interval" else [])
         result = CliRunner().invoke(app, args)
     assert result.exit_code == 2
-    assert message in result.stderr.splitlines()[-1]
-    assert "internal error" not in result.stderr
+    assert message in one_error_line(result.stderr)  # refused before "Scraping twice…" is printed
 
 
 def test_an_unreadable_url_is_an_input_error() -> None:

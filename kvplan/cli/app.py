@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import sys
-from collections.abc import Callable
+import unicodedata
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import typer
+from typer.core import TyperGroup
 
 from kvplan import __version__
 
@@ -31,10 +34,22 @@ def _scrub(text: str) -> str:
     return text
 
 
+# Everything a terminal (or Python's str.splitlines) takes for a line break.
+_LINE_BREAKS = re.compile(r"\s*[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]+\s*")
+
+
+def one_line(text: str) -> str:
+    """`text` as one terminal line: line breaks (with the blanks around them) become one space, tabs a
+    space, and any other control character its escape (`\\x1b`), so none can move the cursor or colour
+    the terminal."""
+    text = _LINE_BREAKS.sub(" ", text).replace("\t", " ")
+    return "".join(ch if unicodedata.category(ch) != "Cc" else ascii(ch)[1:-1] for ch in text)
+
+
 def fail(message: str, hint: str | None = None) -> typer.Exit:
     """Print `Error: message (hint)` on one stderr line and return the exit-2 exception to raise."""
     line = f"Error: {message}" + (f" ({hint})" if hint else "")
-    sys.stderr.write(_scrub(line) + "\n")
+    sys.stderr.write(one_line(_scrub(line)) + "\n")
     return typer.Exit(EXIT_BAD_INPUT)
 
 
@@ -75,7 +90,33 @@ def _print_traceback() -> None:
     sys.stderr.write(_scrub(traceback.format_exc()))
 
 
+class _KvplanGroup(TyperGroup):
+    """The top-level command group: Click's usage errors (a flag's type or choice, an unknown command or
+    flag) are one stderr line `Error: … (see 'kvplan fit -h')` and exit 2, like every kvplan error,
+    instead of Typer's usage block and boxed message."""
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
+             standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        try:
+            # Not standalone: Click's errors reach us; a typer.Exit (ours, --help, --version) is returned.
+            code = super().main(args, prog_name, complete_var, False, windows_expand_args, **extra)
+        except typer.TyperException as exc:  # Click's exceptions derive from it
+            # `kvplan` or `kvplan simulate` alone: the help is printed already (Typer tests the name too).
+            if type(exc).__name__ != "NoArgsIsHelpError":
+                ctx = getattr(exc, "ctx", None)
+                command = getattr(ctx, "command_path", None)
+                fail(exc.format_message(), f"see '{command} -h'" if command else None)
+            sys.exit(EXIT_BAD_INPUT)
+        except typer.Abort:
+            sys.stderr.write("Aborted!\n")
+            sys.exit(EXIT_CHECK_FAILED)
+        sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
 app = typer.Typer(
+    cls=_KvplanGroup,
     name="kvplan",
     help="KV-cache sizing and capacity planning for vLLM: how much fits, will it start, how fast.",
     no_args_is_help=True,

@@ -1,22 +1,20 @@
 """The two consoles: data on stdout, everything else (spinners, warnings) on stderr."""
 from __future__ import annotations
 
-import functools
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from rich.console import Console
 
 
-@functools.cache
 def out() -> Console:
-    """Console for results (stdout)."""
+    """Console for results (stdout). A new one each call: it reads the terminal's width and colour
+    settings (COLUMNS, NO_COLOR) now, not when a previous command ran in the same process."""
     from rich.console import Console
 
     return Console(highlight=False)
 
 
-@functools.cache
 def err() -> Console:
     """Console for progress and warnings (stderr)."""
     from rich.console import Console

@@ -81,12 +81,13 @@ def command(
     from kvplan.cli.console import err, out, print_json
     from kvplan.diagnose import Thresholds, diagnose
     from kvplan.errors import InvalidParameter
-    from kvplan.metrics import is_url, parse_exposition, read_exposition, scrape_twice
+    from kvplan.metrics import MAX_WAIT_S, is_url, parse_exposition, read_exposition, scrape_twice
     from kvplan.render.diagnose import render_diagnose
     from kvplan.render.json import dumps
 
-    if timeout <= 0:
-        raise InvalidParameter(f"--timeout must be positive, got {timeout:g}")
+    for flag, seconds in (("--timeout", timeout), ("--interval", interval)):  # before any progress line
+        if seconds is not None and not 0 < seconds <= MAX_WAIT_S:  # NaN and ∞ too
+            raise InvalidParameter(f"{flag} must be positive, at most {MAX_WAIT_S:g} s, got {seconds:g}")
     thresholds = Thresholds(kv_high=kv_high, hit_rate_low=hit_rate_low, min_prefix_queries=min_prefix_queries,
                             queue_p95_high_s=queue_p95_high, max_num_seqs=max_num_seqs)
     plan_args: dict[str, object] = {

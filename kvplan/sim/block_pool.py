@@ -38,6 +38,35 @@ PRIVATE_KEY_BASE = 1 << 64
 
 _PRIVATE_INDEX_BITS = 32
 
+MAX_GPU_BLOCKS = 1 << 25
+"""The largest pool kvplan simulates (33,554,432 blocks). The largest pools vLLM builds on one GPU are a
+few million blocks (a 0.5B model with FP8 KV on a 288 GB MI355X: ~42M tokens, 2.6M 16-token blocks);
+this leaves >10× headroom, and the pool's per-block bookkeeping (16 bytes) stays at 512 MiB."""
+
+
+MAX_BLOCK_SIZE = 1 << 16
+"""The largest block kvplan simulates (65,536 tokens). vLLM's attention kernels take 16–128-token blocks and
+hybrid models' Mamba alignment raises them to hundreds; the scheduler keeps a bucket per token of a block."""
+
+
+def check_block_size(block_size: int) -> None:
+    """Raise InvalidParameter unless 1 ≤ `block_size` ≤ `MAX_BLOCK_SIZE`."""
+    if block_size < 1:
+        raise InvalidParameter(f"block-size must be ≥ 1, got {block_size}")
+    if block_size > MAX_BLOCK_SIZE:
+        raise InvalidParameter(f"block-size {block_size:,} is more than kvplan simulates (at most {MAX_BLOCK_SIZE:,}; "
+                               "vLLM's blocks are 16 to a few hundred tokens)")
+
+
+def check_pool_size(num_gpu_blocks: int) -> None:
+    """Raise InvalidParameter unless 2 ≤ `num_gpu_blocks` ≤ `MAX_GPU_BLOCKS`."""
+    if num_gpu_blocks < 2:
+        raise InvalidParameter(f"num_gpu_blocks must be ≥ 2 (block 0 is the null block), got {num_gpu_blocks}")
+    if num_gpu_blocks > MAX_GPU_BLOCKS:
+        raise InvalidParameter(
+            f"a pool of {num_gpu_blocks:,} blocks is more than kvplan simulates (at most {MAX_GPU_BLOCKS:,}; "
+            "the largest real pools are a few million blocks)")
+
 
 class _Retired:
     """The hash of a block only a finished request could have hit: it keeps its LRU place, off the map."""
@@ -63,7 +92,10 @@ class BlockPool:
     """The GPU block pool of one KV-cache group, with vLLM's free-queue and prefix-cache semantics.
 
     * Free queue: an `OrderedDict` used as a doubly linked list (O(1) pop-front, append, prepend,
-      remove). Initial order is by block id; block 0 is the null block and never free.
+      remove). Initial order is by block id; block 0 is the null block and never free. Blocks never
+      handed out yet are not in the dict: they are the id range `[_fresh, num_gpu_blocks)`, which sits
+      behind the queued unhashed blocks and in front of the hashed ones (unhashed frees go to the front,
+      hashed ones to the tail), so building a pool costs O(1) queue entries, not one per block.
     * `get_new_blocks` pops from the front; a popped block that still carries a hash is evicted then
       (`BlockPool.get_new_blocks` → `_maybe_evict_cached_block`).
     * `free_blocks(ordered)`: blocks reaching ref_cnt 0 go to the tail if hashed (LRU) and to the front if
@@ -72,17 +104,17 @@ class BlockPool:
     * `usage()` is `1 − free/(num_gpu_blocks − 1)` (`BlockPool.get_usage`): cached free blocks count as free.
     """
 
-    __slots__ = ("num_gpu_blocks", "enable_caching", "ref_cnt", "block_hash", "_free", "_cached",
+    __slots__ = ("num_gpu_blocks", "enable_caching", "ref_cnt", "block_hash", "_free", "_fresh", "_cached",
                  "num_free_unhashed", "num_evictions", "num_allocated", "num_freed", "num_touched")
 
     def __init__(self, num_gpu_blocks: int, *, enable_caching: bool = True) -> None:
-        if num_gpu_blocks < 2:
-            raise InvalidParameter(f"num_gpu_blocks must be ≥ 2 (block 0 is the null block), got {num_gpu_blocks}")
+        check_pool_size(num_gpu_blocks)
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
         self.ref_cnt = [0] * num_gpu_blocks
         self.block_hash: list[BlockHash | None] = [None] * num_gpu_blocks
-        self._free: OrderedDict[int, None] = OrderedDict.fromkeys(range(1, num_gpu_blocks))
+        self._free: OrderedDict[int, None] = OrderedDict()  # free blocks that have been handed out before
+        self._fresh = 1  # blocks [_fresh, num_gpu_blocks) were never handed out (block 0 is the null block)
         # hash -> block id, or {block id: None} when several blocks hold the same content
         # (vLLM's BlockHashToBlockMap does the same).
         self._cached: dict[BlockHash, int | dict[int, None]] = {}
@@ -100,11 +132,11 @@ class BlockPool:
 
     def num_free_blocks(self) -> int:
         """Blocks in the free queue, cached (evictable) ones included (`get_num_free_blocks`)."""
-        return len(self._free)
+        return len(self._free) + self.num_gpu_blocks - self._fresh
 
     def usage(self) -> float:
         """`vllm:kv_cache_usage_perc`: `1 − free/(num_gpu_blocks − 1)` (`BlockPool.get_usage`)."""
-        return 1.0 - len(self._free) / (self.num_gpu_blocks - 1)
+        return 1.0 - self.num_free_blocks() / (self.num_gpu_blocks - 1)
 
     def num_cached_blocks(self) -> int:
         """Blocks that carry a hash (in use or free)."""
@@ -112,7 +144,9 @@ class BlockPool:
 
     def free_queue(self) -> list[int]:
         """Free block ids from the front (next to be allocated/evicted) to the tail."""
-        return list(self._free)
+        queued = list(self._free)
+        front = self.num_free_unhashed - (self.num_gpu_blocks - self._fresh)  # unhashed ones, queued first
+        return queued[:front] + list(range(self._fresh, self.num_gpu_blocks)) + queued[front:]
 
     def get_cached_block(self, block_hash: BlockHash) -> int | None:
         """A block holding this hash, or None (`BlockHashToBlockMap.get_one_block`)."""
@@ -149,9 +183,27 @@ class BlockPool:
 
     def get_new_blocks(self, n: int) -> list[int]:
         """Pop `n` blocks from the front of the free queue, evicting the cached ones (`get_new_blocks`)."""
+        fresh_left = self.num_gpu_blocks - self._fresh
+        if n > len(self._free) + fresh_left:
+            raise InvalidParameter(f"cannot allocate {n} blocks: only {self.num_free_blocks()} free")
+        if not fresh_left:
+            out = self._pop(n)
+        else:  # queue order: queued unhashed blocks, then never-used ones, then hashed ones
+            out = self._pop(min(n, self.num_free_unhashed - fresh_left))
+            take = min(n - len(out), fresh_left)
+            start = self._fresh
+            self._fresh += take
+            self.ref_cnt[start:start + take] = [1] * take
+            self.num_free_unhashed -= take
+            out.extend(range(start, start + take))
+            if len(out) < n:
+                out += self._pop(n - len(out))
+        self.num_allocated += n
+        return out
+
+    def _pop(self, n: int) -> list[int]:
+        """Pop `n` blocks from the front of the queued free blocks, evicting the cached ones."""
         free = self._free
-        if n > len(free):
-            raise InvalidParameter(f"cannot allocate {n} blocks: only {len(free)} free")
         ref, bh, cached = self.ref_cnt, self.block_hash, self._cached
         out: list[int] = []
         popitem = free.popitem
@@ -173,7 +225,6 @@ class BlockPool:
             ref[b] = 1
             out.append(b)
         self.num_free_unhashed -= unhashed
-        self.num_allocated += n
         return out
 
     def _evict(self, block: int, h: BlockHash) -> None:
@@ -247,15 +298,16 @@ class BlockPool:
 
     def check_invariants(self) -> None:
         """Raise AssertionError if the pool's bookkeeping is inconsistent (for tests)."""
-        n_free = len(self._free)
+        order = self.free_queue()
+        n_free = len(order)
         in_use = sum(1 for b in range(1, self.num_gpu_blocks) if self.ref_cnt[b] > 0)
-        assert NULL_BLOCK_ID not in self._free
+        assert NULL_BLOCK_ID not in order and n_free == self.num_free_blocks() == len(set(order))
+        assert 1 <= self._fresh <= self.num_gpu_blocks and all(b < self._fresh for b in self._free)
         assert in_use + n_free == self.num_gpu_blocks - 1, (in_use, n_free)
-        assert all(self.ref_cnt[b] == 0 for b in self._free)
-        unhashed = [b for b in self._free if self.block_hash[b] is None]
+        assert all(self.ref_cnt[b] == 0 for b in order)
+        unhashed = [b for b in order if self.block_hash[b] is None]
         assert len(unhashed) == self.num_free_unhashed
         # every unhashed free block sits in front of every hashed one
-        order = list(self._free)
         assert order[: len(unhashed)] == unhashed
         assert all(self.block_hash[b] is RETIRED or self.get_cached_block(h) is not None
                    for b, h in enumerate(self.block_hash) if h is not None)

@@ -18,8 +18,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kvplan.errors import InvalidParameter
-from kvplan.sim.block_pool import BlockHash, BlockPool, private_key
-from kvplan.sim.workloads import PrefixWorkload
+from kvplan.sim.block_pool import BlockHash, BlockPool, check_block_size, check_pool_size, private_key
+from kvplan.sim.workloads import PrefixWorkload, check_workload_blocks
 
 # The starting document §9 (Qwen2.5-1.5B-Instruct on one 8 GB laptop GPU, vLLM 0.29 + LMCache 0.5.5):
 # "loading 4,864 tokens per document from the CPU took about 8 to 9 ms [...] while recomputing the same
@@ -258,8 +258,12 @@ def simulate_prefix(workload: PrefixWorkload, *, num_gpu_blocks: int, block_size
     that never evicts (one more run; skip with `find_no_eviction_pool=False`), and replay with each of
     `what_if_blocks`. `check_invariants` (slow, for tests)
     verifies the pool's bookkeeping around every request."""
-    if block_size < 1:
-        raise InvalidParameter(f"block-size must be ≥ 1, got {block_size}")
+    check_block_size(block_size)
+    for n in (num_gpu_blocks, *what_if_blocks):  # refused before the first run, not after it
+        check_pool_size(n)
+    # The no-eviction replay's pool holds every block of every request, so this bounds it too.
+    roomy = 2 + sum(request_blocks(r.num_prompt_tokens, r.num_output_tokens, block_size) for r in workload.requests)
+    check_workload_blocks(roomy - 2)
     off = offload or OffloadSettings()
     if off.cpu_offload_tokens < 0 or off.load_ms_per_ktok < 0 or off.recompute_ms_per_ktok < 0:
         raise InvalidParameter("offload size and per-token figures must be ≥ 0")
@@ -275,8 +279,6 @@ def simulate_prefix(workload: PrefixWorkload, *, num_gpu_blocks: int, block_size
     # smallest pool with the same behaviour (unhashed free blocks always sit in front of hashed ones).
     no_evict = None
     if find_no_eviction_pool:
-        roomy = 2 + sum(request_blocks(r.num_prompt_tokens, r.num_output_tokens, block_size)
-                        for r in workload.requests)
         unbounded = _run(workload, roomy, block_size, None, classify=False)
         no_evict = _what_if(unbounded, unbounded.peak_blocks + 1, block_size)
     what_if = tuple(_what_if(_run(workload, n, block_size, None, classify=False), n, block_size)

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from kvplan.errors import InvalidParameter
-from kvplan.sim.block_pool import BlockHash, BlockPool, private_key
+from kvplan.sim.block_pool import BlockHash, BlockPool, check_block_size, check_pool_size, private_key
 from kvplan.sim.stats import Distribution, percentile_sorted, summarize, summarize_weighted
 from kvplan.sim.workloads import ServeRequest
 
@@ -89,10 +89,10 @@ class SchedulerConfig:
 
     def validate(self) -> None:
         """Raise InvalidParameter for settings vLLM refuses (`config/scheduler.py` checks)."""
-        if self.block_size < 1:
-            raise InvalidParameter(f"block-size must be ≥ 1, got {self.block_size}")
+        check_block_size(self.block_size)
         if self.num_gpu_blocks < 2:
             raise InvalidParameter(f"num-gpu-blocks must be ≥ 2 (block 0 is the null block), got {self.num_gpu_blocks}")
+        check_pool_size(self.num_gpu_blocks)
         if self.max_num_seqs < 1:
             raise InvalidParameter(f"max-num-seqs must be ≥ 1, got {self.max_num_seqs}")
         if self.max_num_batched_tokens < self.max_num_seqs:

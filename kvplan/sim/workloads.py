@@ -12,11 +12,24 @@ import hashlib
 import json
 import math
 import random
-from collections.abc import Hashable, Iterable, Sequence
+from collections.abc import Hashable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import overload
 
 from kvplan.errors import InvalidParameter, ParseError
 from kvplan.sim.block_pool import NO_EXTRA_KEYS, NONE_HASH, BlockHash, hash_block
+
+# --- limits: far above real use, low enough that a typo stops with a message, not after minutes or
+# with MemoryError -----------------------------------------------------------------------------------
+MAX_REQUESTS = 10_000_000
+"""Requests in one workload or trace: a week of traffic at 16 requests/s. The serving simulator replays
+6,000–12,000 requests/s in ~0.6 KB each (benchmarks/simulate.py), so this is 15–30 minutes and ~6 GB."""
+MAX_DOCUMENTS = 1_000_000
+"""Distinct documents of the cyclic and zipf scenarios: each costs a token stream before any block."""
+MAX_WORKLOAD_BLOCKS = 1 << 24
+"""KV blocks of a prefix-cache workload, summed over its requests (16.8M blocks: 268M tokens at 16 per
+block). The prefix simulator serves about a million blocks per second per pass and keeps every block's
+hash, so this is about a minute and a few GB; it also bounds the pool of the no-eviction replay."""
 
 # ---------------------------------------------------------------------------------------------------
 # Token streams
@@ -120,9 +133,29 @@ def _check_positive(**values: int | float) -> None:
             raise InvalidParameter(f"{name.replace('_', '-')} must be > 0, got {v}")
 
 
+def _check_at_most(name: str, value: int, limit: int) -> None:
+    """InvalidParameter naming `name` when `value` exceeds `limit` (one of the MAX_* caps above)."""
+    if value > limit:
+        raise InvalidParameter(f"{name} {value:,} is more than kvplan simulates (at most {limit:,})")
+
+
+def check_workload_blocks(blocks: int) -> None:
+    """Refuse a prefix-cache workload of more than `MAX_WORKLOAD_BLOCKS` KV blocks in all."""
+    if blocks > MAX_WORKLOAD_BLOCKS:
+        raise InvalidParameter(
+            f"the workload holds {blocks:,} blocks of KV over its requests, more than kvplan simulates "
+            f"(at most {MAX_WORKLOAD_BLOCKS:,})", hint="use fewer or shorter requests, or a larger --block-size")
+
+
+def _blocks(tokens: int, block_size: int) -> int:
+    return -(-tokens // block_size)
+
+
 def cyclic_documents(docs: int, doc_tokens: int, block_size: int) -> PrefixWorkload:
     """The starting document's experiment (§9): `docs` unrelated documents read in order, again, reversed."""
     _check_positive(docs=docs, doc_tokens=doc_tokens, block_size=block_size)
+    _check_at_most("docs", docs, MAX_DOCUMENTS)
+    check_workload_blocks(3 * docs * _blocks(doc_tokens, block_size))
     streams = [TokenStream(block_size).extend(d, doc_tokens).hashes for d in range(docs)]
     orders = (("in order", range(docs)), ("same order", range(docs)), ("reversed", range(docs - 1, -1, -1)))
     reqs: list[PrefixRequest] = []
@@ -141,9 +174,11 @@ def shared_prefix(num_requests: int, prefix_tokens: int, suffix_tokens: int, blo
     _check_positive(num_requests=num_requests, suffix_tokens=suffix_tokens, block_size=block_size, tenants=tenants)
     if prefix_tokens < 0:
         raise InvalidParameter(f"prefix-tokens must be ≥ 0, got {prefix_tokens}")
+    _check_at_most("num-requests", num_requests, MAX_REQUESTS)
+    check_workload_blocks(num_requests * _blocks(prefix_tokens + suffix_tokens, block_size))
     system = 0
     bases = [TokenStream(block_size, salt_key(f"tenant-{t}") if tenants > 1 else NO_EXTRA_KEYS)
-             .extend(system, prefix_tokens) for t in range(tenants)]
+             .extend(system, prefix_tokens) for t in range(min(tenants, num_requests))]  # unused ones: none
     reqs = []
     for i in range(num_requests):
         s = bases[i % tenants].copy().extend(1 + i, suffix_tokens)
@@ -161,6 +196,10 @@ def multi_turn_chat(conversations: int, turns: int, system_tokens: int, user_tok
                     block_size=block_size)
     if system_tokens < 0:
         raise InvalidParameter(f"prefix-tokens must be ≥ 0, got {system_tokens}")
+    _check_at_most("conversations × turns", conversations * turns, MAX_REQUESTS)
+    # turn t's request computes KV for the history, its message and its reply (less the last token)
+    check_workload_blocks(conversations * sum(_blocks(system_tokens + (t + 1) * (user_tokens + reply_tokens) - 1,
+                                                      block_size) for t in range(turns)))
     streams = [TokenStream(block_size).extend(0, system_tokens) for _ in range(conversations)]
     next_id = 1
     reqs: list[PrefixRequest] = []
@@ -182,13 +221,17 @@ def zipf_documents(docs: int, doc_tokens: int, num_requests: int, s: float, suff
                    seed: int) -> PrefixWorkload:
     """Questions about documents whose popularity follows Zipf's law (P(rank k) ∝ 1/k^s)."""
     _check_positive(docs=docs, doc_tokens=doc_tokens, num_requests=num_requests, block_size=block_size)
-    if s < 0 or suffix_tokens < 0:
-        raise InvalidParameter("zipf-s and suffix-tokens must be ≥ 0")
+    if not (math.isfinite(s) and s >= 0) or suffix_tokens < 0:
+        raise InvalidParameter("zipf-s must be a finite number ≥ 0 and suffix-tokens ≥ 0")
+    _check_at_most("docs", docs, MAX_DOCUMENTS)
+    _check_at_most("num-requests", num_requests, MAX_REQUESTS)
+    check_workload_blocks(docs * _blocks(doc_tokens, block_size)
+                          + num_requests * _blocks(doc_tokens + suffix_tokens, block_size))
     rng = random.Random(f"{seed}:zipf")
     cum: list[float] = []
     acc = 0.0
     for k in range(1, docs + 1):
-        acc += 1.0 / k**s
+        acc += float(k) ** -s  # = 1/k^s; underflows to 0 for a large s, where 1/k**s overflows
         cum.append(acc)
     bases = [TokenStream(block_size).extend(d, doc_tokens) for d in range(docs)]
     picks = rng.choices(range(docs), cum_weights=cum, k=num_requests)
@@ -231,7 +274,11 @@ def parse_trace(lines: Iterable[str], *, block_size: int, trace_block_size: int 
     already-chained hashes of `trace_block_size`-token blocks, split here into `block_size` sub-blocks),
     `output_len` (alias `output_length`), `cache_salt`, `phase`.
     """
-    tbs = trace_block_size or block_size
+    if block_size < 1:
+        raise InvalidParameter(f"block-size must be ≥ 1, got {block_size}")
+    tbs = block_size if trace_block_size is None else trace_block_size
+    if tbs < 1:
+        raise InvalidParameter(f"trace block size must be ≥ 1, got {tbs}")
     if tbs % block_size:
         raise InvalidParameter(f"trace block size {tbs} is not a multiple of block size {block_size}")
     split = tbs // block_size
@@ -239,16 +286,20 @@ def parse_trace(lines: Iterable[str], *, block_size: int, trace_block_size: int 
     for n, line in enumerate(lines, 1):
         if not line.strip():
             continue
+        if len(out) >= MAX_REQUESTS:
+            raise ParseError(f"{source}:{n}: more than {MAX_REQUESTS:,} requests, more than kvplan simulates")
         try:
             raw = json.loads(line)
         except json.JSONDecodeError as exc:
             raise ParseError(f"{source}:{n}: not JSON ({exc.msg})") from None
+        except RecursionError:  # json's decoder recurses once per `[`/`{`
+            raise ParseError(f"{source}:{n}: nested too deeply to read") from None
         if not isinstance(raw, dict):
             raise ParseError(f"{source}:{n}: expected a JSON object per line")
         rec: dict[str, object] = {_ALIASES.get(str(k), str(k)): v for k, v in raw.items()}
         try:
             out.append(_record(rec, block_size, split, timestamp_unit_s))
-        except (TypeError, ValueError, KeyError) as exc:
+        except (TypeError, ValueError, KeyError, OverflowError) as exc:
             raise ParseError(f"{source}:{n}: {exc}") from None
     if not out:
         raise ParseError(f"{source}: no requests")
@@ -259,9 +310,15 @@ def parse_trace(lines: Iterable[str], *, block_size: int, trace_block_size: int 
 def _record(rec: dict[str, object], bs: int, split: int, unit: float) -> TraceRecord:
     salt = rec.get("cache_salt")
     extra = salt_key(str(salt)) if salt else NO_EXTRA_KEYS
-    ts = float(rec.get("timestamp", 0.0)) * unit  # type: ignore[arg-type]
+    stamp = rec.get("timestamp", 0.0)
+    if isinstance(stamp, bool) or not isinstance(stamp, (int, float, str)):
+        raise ValueError(f"timestamp must be a number, got {_shown(stamp)}")
+    try:
+        ts = float(stamp) * unit
+    except OverflowError:  # an integer beyond float's range
+        ts = math.inf
     if not math.isfinite(ts):
-        raise ValueError("timestamp is not finite")
+        raise ValueError(f"timestamp {_shown(stamp)} is not a finite number of seconds")
     output = rec.get("output_len")
     out_len = None if output is None else _pos_int(output, "output_len")
     tokens = rec.get("token_ids")
@@ -285,20 +342,68 @@ def _record(rec: dict[str, object], bs: int, split: int, unit: float) -> TraceRe
             if not isinstance(given, list) or not all(isinstance(h, (int, str)) for h in given):
                 raise ValueError("block_hashes must be a list of integers or strings")
             base: list[Hashable] = [(extra, h) if extra else h for h in given]
-            if split == 1:
-                hashes = base
-            else:
-                hashes = [(h, j) for h in base for j in range(split)]
-            hashes = hashes[: prompt // bs]
+            n_blocks = min(len(base) * split, prompt // bs)
+            hashes = base[:n_blocks] if split == 1 else SubBlockHashes(base, split, n_blocks)
     if prompt < 1:
         raise ValueError("empty prompt")
     return TraceRecord(ts, prompt, out_len, hashes, str(rec.get("phase", "trace")))
 
 
 def _pos_int(v: object, name: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v != int(v) or v < 1:
-        raise ValueError(f"{name} must be a positive integer, got {v!r}")
+    if (isinstance(v, bool) or not isinstance(v, (int, float))
+            or (isinstance(v, float) and not (math.isfinite(v) and v.is_integer())) or v < 1):
+        raise ValueError(f"{name} must be a positive integer, got {_shown(v)}")
     return int(v)
+
+
+def _shown(v: object, limit: int = 40) -> str:
+    """`repr(v)`, cut short: a trace value can be a 400-digit integer."""
+    if isinstance(v, int) and not isinstance(v, bool) and abs(v) >= 10**limit:
+        digits = str(v)
+        return f"{digits[:10]}…({len(digits.lstrip('-'))} digits)"
+    text = repr(v)
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+class SubBlockHashes(Sequence[BlockHash]):
+    """The hashes of `block_size` sub-blocks of a trace's coarser blocks, made on demand: trace block `h`
+    of `split` sub-blocks gives `(h, 0)`, …, `(h, split − 1)` (a chained hash stays unique per sub-block).
+    Only the sub-blocks a simulator reads are built, however large `split` is."""
+
+    __slots__ = ("_base", "_split", "_len")
+
+    def __init__(self, base: Sequence[Hashable], split: int, length: int) -> None:
+        self._base = base
+        self._split = split
+        self._len = length
+
+    def __len__(self) -> int:
+        return self._len
+
+    @overload
+    def __getitem__(self, i: int) -> BlockHash: ...
+
+    @overload
+    def __getitem__(self, i: slice) -> list[BlockHash]: ...
+
+    def __getitem__(self, i: int | slice) -> BlockHash | list[BlockHash]:
+        if isinstance(i, slice):
+            base, split = self._base, self._split
+            return [(base[j // split], j % split) for j in range(*i.indices(self._len))]
+        if i < 0:
+            i += self._len
+        if not 0 <= i < self._len:
+            raise IndexError("sub-block index out of range")
+        return (self._base[i // self._split], i % self._split)
+
+    def __iter__(self) -> Iterator[BlockHash]:
+        n = self._len
+        for h in self._base:
+            for j in range(min(self._split, n)):
+                yield (h, j)
+            n -= self._split
+            if n <= 0:
+                return
 
 
 def trace_prefix_workload(records: Sequence[TraceRecord], default_output_len: int = 1) -> PrefixWorkload:
@@ -333,7 +438,11 @@ class LengthDist:
         if self.kind == "uniform":
             return rng.randint(int(self.a), int(self.b))
         if self.kind == "lognormal":
-            return max(1, round(rng.lognormvariate(math.log(self.a), self.b)))
+            try:
+                return max(1, round(rng.lognormvariate(math.log(self.a), self.b)))
+            except OverflowError:  # exp() of a draw beyond float's range: no real length
+                raise InvalidParameter(f"lognormal:{self.a:g}:{self.b:g} drew a length beyond any "
+                                       "context; use a smaller median or sigma") from None
         if not self.values:
             raise InvalidParameter(f"empirical distribution {self.path!r} has no values loaded")
         return rng.choice(self.values)
@@ -382,12 +491,23 @@ def parse_length_values(text: str, *, source: str = "lengths") -> tuple[int, ...
     stripped = text.strip()
     try:
         raw = json.loads(stripped) if stripped.startswith("[") else stripped.replace(",", " ").split()
-        values = tuple(int(v) for v in raw)
-    except (ValueError, TypeError):
+        values = tuple(_length_value(v) for v in raw)
+    except (ValueError, TypeError, RecursionError):
         raise ParseError(f"{source}: expected integers (one per line or a JSON list)") from None
     if not values or min(values) < 1:
         raise ParseError(f"{source}: need at least one length, all ≥ 1")
     return values
+
+
+def _length_value(v: object) -> int:
+    """A whole number from a JSON list (an integral float such as 2048.0 too) or a text token."""
+    if isinstance(v, str):
+        return int(v)
+    if isinstance(v, bool) or not isinstance(v, (int, float)):
+        raise TypeError(f"not a length: {v!r}")
+    if isinstance(v, float) and not (math.isfinite(v) and v.is_integer()):
+        raise ValueError(f"not a whole number: {v!r}")
+    return int(v)
 
 
 ARRIVALS = ("poisson", "fixed")
@@ -434,14 +554,18 @@ def synthetic_serve_requests(num_requests: int, *, request_rate: float, arrival:
     _check_positive(num_requests=num_requests, block_size=block_size)
     if shared_prefix_tokens < 0:
         raise InvalidParameter(f"shared-prefix-tokens must be ≥ 0, got {shared_prefix_tokens}")
+    _check_at_most("num-requests", num_requests, MAX_REQUESTS)
     times = arrival_times(num_requests, request_rate, arrival, random.Random(f"{seed}:arrival"))
     rp, ro = random.Random(f"{seed}:prompt"), random.Random(f"{seed}:output")
-    shared = TokenStream(block_size).extend(0, shared_prefix_tokens).hashes
-    out = []
-    for t in times:
-        p = prompt_len.sample(rp)
-        out.append(ServeRequest(t, p, output_len.sample(ro), shared, min(p, shared_prefix_tokens) // block_size))
-    return out
+    prompts = [prompt_len.sample(rp) for _ in times]  # own stream: drawing them first changes no value
+    # Only the part of the shared prefix some prompt covers is hashed.
+    shared_len = min(shared_prefix_tokens, max(prompts))
+    if shared_len // block_size > MAX_WORKLOAD_BLOCKS:
+        raise InvalidParameter(f"shared-prefix-tokens {shared_prefix_tokens:,} is {shared_len // block_size:,} "
+                               f"blocks, more than kvplan simulates (at most {MAX_WORKLOAD_BLOCKS:,})")
+    shared = TokenStream(block_size).extend(0, shared_len).hashes
+    return [ServeRequest(t, p, output_len.sample(ro), shared, min(p, shared_prefix_tokens) // block_size)
+            for t, p in zip(times, prompts, strict=True)]
 
 
 def trace_serve_requests(records: Sequence[TraceRecord], output_len: LengthDist, seed: int = 0) -> list[ServeRequest]:
