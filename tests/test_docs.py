@@ -87,3 +87,39 @@ def test_readme_lists_every_environment_variable_kvplan_reads() -> None:
     documented = set(re.findall(r"^\| `([A-Z_]+)` \|", README, re.M))
     assert used <= documented
     assert {"HF_TOKEN", "HF_HUB_OFFLINE", "HF_ENDPOINT", "HF_HOME"} <= documented
+
+
+JSON_EXAMPLES = {
+    "size": ["size", "tests/fixtures/configs/Qwen--Qwen2.5-7B"],
+    "fit": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100"],
+    "fit-sweep": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B"],
+    "roofline": ["roofline", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100"],
+    "gpus": ["gpus"],
+    "diagnose": ["diagnose", "examples/metrics.prom"],
+    "calibrate": ["calibrate", "examples/vllm-startup.log", "--model",
+                  "tests/fixtures/configs/meta-llama--Meta-Llama-3.1-8B", "--gpu", "h100"],
+    "check": ["check", "examples/plan.yaml", "--offline"],
+    "simulate-prefix": ["simulate", "prefix", "--scenario", "cyclic", "--num-gpu-blocks", "1345"],
+    "simulate-serve": ["simulate", "serve", "--num-gpu-blocks", "2000", "--num-requests", "10"],
+}
+
+
+def _readme_json_keys() -> dict[str, list[str]]:
+    rows = re.findall(r"^\| `([a-z-]+)` \| `kvplan [a-z ]+` \| (.+) \|$", README, re.M)
+    return {kind: re.findall(r"`([a-z_0-9]+)`", keys) for kind, keys in rows}
+
+
+def test_readme_json_table_covers_every_kind() -> None:
+    assert sorted(_readme_json_keys()) == sorted(JSON_EXAMPLES)
+
+
+@pytest.mark.parametrize("kind", sorted(JSON_EXAMPLES))
+def test_json_output_has_the_documented_keys(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    monkeypatch.chdir(ROOT)
+    result = runner.invoke(app, [*JSON_EXAMPLES[kind], "--json"])
+    assert result.exit_code == 0, result.stderr
+    data = json.loads(result.stdout)
+    assert (data["schema_version"], data["kind"]) == (1, kind)
+    assert [k for k in data if k not in ("schema_version", "kind")] == _readme_json_keys()[kind]
