@@ -3,20 +3,17 @@ gpu_memory_utilization, cache_dtype) against kvplan's prediction for MODEL with 
 HTTP server on 127.0.0.1 serving vLLM-like expositions."""
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
 from kvplan.capacity import ServeSettings, plan_fit
-from kvplan.cli.app import app
 from kvplan.diagnose import PlanComparison, plan_diagnosis, plan_settings
 from kvplan.gpus import get_gpu
+from tests import test_diagnose_cli
 from tests.conftest import CONFIGS, load_fixture
 from tests.fixtures.metrics.exposition import DEFAULT_CACHE_CONFIG, EngineState, exposition
-from tests.test_diagnose_cli import MetricsServer
+from tests.test_diagnose_cli import MetricsServer, run, run_json
 
 QWEN7B = str(CONFIGS / "Qwen--Qwen2.5-7B")
 # Qwen2.5-7B on an H100 at util 0.9 (vLLM 0.33 rules), kvplan's estimates (kvplan/memory.py):
@@ -36,31 +33,12 @@ PREDICTED_AVAILABLE = REQUESTED - WEIGHTS - ACTIVATION - NON_TORCH - CUDA_GRAPHS
 BLOCK_BYTES = 917_504
 PREDICTED_BLOCKS = PREDICTED_AVAILABLE // BLOCK_BYTES  # 59,710
 
-
-@pytest.fixture()
-def server(monkeypatch: pytest.MonkeyPatch) -> Iterator[MetricsServer]:
-    for var in ("http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY"):
-        monkeypatch.delenv(var, raising=False)  # 127.0.0.1 must be reached directly
-    s = MetricsServer()
-    yield s
-    s.close()
+server = test_diagnose_cli.server  # the same 127.0.0.1 metrics-server fixture
 
 
 def serve_blocks(server: MetricsServer, blocks: int, **cache: str) -> str:
     config = {**DEFAULT_CACHE_CONFIG, "num_gpu_blocks": str(blocks), **cache}
     return server.serve(exposition(EngineState(running=3, kv_usage=0.2, cache_config=config)))
-
-
-def run(*args: str) -> Any:
-    return CliRunner().invoke(app, ["diagnose", *args], catch_exceptions=False)
-
-
-def run_json(*args: str) -> dict[str, Any]:
-    result = run(*args, "--json")
-    assert result.exit_code == 0, result.stderr
-    assert result.stderr == ""
-    data: dict[str, Any] = json.loads(result.stdout)
-    return data
 
 
 def plan_finding(data: dict[str, Any]) -> dict[str, Any]:
