@@ -10,7 +10,7 @@ A. KV token count from the log's own "Available KV cache memory": kvplan's block
 B. Available KV memory predicted from GPU, model and settings only (catalog GPU, config.json, the flags
    the log shows, vLLM version rules): relative error against the logged value, and the error of each
    term (weights, activation peak, non-torch) where the log states it. Target: median within 2 %.
-   The weights term is kvplan's loaded-weights estimate (memory.estimate_weights: stored checkpoint
+   The weights term is kvplan's loaded-weights estimate (estimate_weights: stored checkpoint
    plus what loading adds on the GPU's architecture), passed to plan_fit explicitly so the benchmark
    measures it whether or not plan_fit computes it itself.
 
@@ -32,15 +32,16 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvplan import memory  # noqa: E402
-from kvplan.capacity import ServeSettings, plan_fit, plan_kv_cache  # noqa: E402
-from kvplan.config import ModelSpec  # noqa: E402
-from kvplan.gpus import GpuSpec, custom_gpu, get_gpu  # noqa: E402
-from kvplan.hub import load_local  # noqa: E402
-from kvplan.kv import KVCacheSpec, kv_cache_specs  # noqa: E402
+from kvplan.hardware.gpus import GpuSpec, custom_gpu, get_gpu  # noqa: E402
+from kvplan.model.config import ModelSpec  # noqa: E402
+from kvplan.model.hub import load_local  # noqa: E402
+from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs  # noqa: E402
 from kvplan.units import GiB  # noqa: E402
-from kvplan.vllm_defaults import parse_vllm_version  # noqa: E402
-from kvplan.weights import MOE_BACKENDS, MoeBackend, default_mxfp4_backend  # noqa: E402
+from kvplan.vllm.block_plan import plan_kv_cache  # noqa: E402
+from kvplan.vllm.defaults import parse_vllm_version  # noqa: E402
+from kvplan.vllm.fit import plan_fit  # noqa: E402
+from kvplan.vllm.memory.weights import MOE_BACKENDS, MoeBackend, default_mxfp4_backend, estimate_weights  # noqa: E402
+from kvplan.vllm.settings import ServeSettings  # noqa: E402
 
 LOGS = ROOT / "tests" / "fixtures" / "data" / "vllm-startup-logs.yaml"
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
@@ -184,7 +185,7 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
         kv_cache_memory_bytes=None,
     )
     backend = MOE_BACKEND_FOR_RECORD.get(rec["id"])
-    weights = memory.estimate_weights(model, tp=settings.tp, pp=1, arch=gpu.arch, version=parse_vllm_version(version),
+    weights = estimate_weights(model, tp=settings.tp, pp=1, arch=gpu.arch, version=parse_vllm_version(version),
                                       moe_backend=backend)
     r = plan_fit(model, gpu, replace(settings, weights_bytes=weights.bytes), advise=False)
     logged = rec["available_kv_gib"]
@@ -225,7 +226,7 @@ def _moe_backend_note(
         return ""
     v = parse_vllm_version(version)
     used = backend or default_mxfp4_backend(gpu.arch, v)
-    sizes = {b: memory.estimate_weights(model, tp=rec.get("tp") or 1, pp=1, arch=gpu.arch, version=v,
+    sizes = {b: estimate_weights(model, tp=rec.get("tp") or 1, pp=1, arch=gpu.arch, version=v,
                                         moe_backend=b).bytes / GiB for b in MOE_BACKENDS}
     best = min(sizes, key=lambda b: abs(sizes[b] - rec["model_weights_gib"]))
     if best == used:

@@ -100,7 +100,7 @@ def measure_gemm(torch: Any, m: int, iters: int, dtype: str = "bf16") -> float |
 def catalog_figures(device_name: str, gpu: str | None) -> dict[str, Any] | None:
     """Rated bandwidth and dense FLOP/s from kvplan's catalog, if kvplan (and PyYAML) import."""
     try:
-        from kvplan.gpus import get_gpu
+        from kvplan.hardware.gpus import get_gpu
     except Exception:
         return None
     try:

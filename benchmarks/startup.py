@@ -34,9 +34,10 @@ SWEEP_CONTEXTS = (4096, 32768, 131072)
 def fit_sweep() -> tuple[int, float]:
     """In-process: plan_fit for every catalog GPU × TP × context; (plans made, seconds)."""
     sys.path.insert(0, str(ROOT))
-    from kvplan.capacity import ServeSettings, plan_fit
-    from kvplan.gpus import load_catalog
-    from kvplan.hub import load_local
+    from kvplan.hardware.gpus import load_catalog
+    from kvplan.model.hub import load_local
+    from kvplan.vllm.fit import plan_fit
+    from kvplan.vllm.settings import ServeSettings
 
     model = load_local(str(ROOT / "tests" / "fixtures" / "configs" / "meta-llama--Meta-Llama-3.1-70B"))
     gpus = list(load_catalog().values())

@@ -18,7 +18,7 @@ ALL_FIXTURES = sorted(p.name for p in CONFIGS.iterdir() if (p / "config.json").e
 
 def load_fixture(folder: str):  # type: ignore[no-untyped-def]
     """A fixture model parsed through the local-folder path."""
-    from kvplan.hub import load_local
+    from kvplan.model.hub import load_local
 
     return load_local(str(CONFIGS / folder))
 

@@ -15,10 +15,9 @@ from typing import Any
 import pytest
 import yaml
 
-from kvplan import memory
-from kvplan.gpus import get_gpu
+from kvplan.hardware.gpus import get_gpu
 from kvplan.units import GiB
-from kvplan.weights import MoeBackend
+from kvplan.vllm.memory.weights import MoeBackend, estimate_weights
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -58,7 +57,7 @@ def test_loaded_weights_match_model_loading_took(record: str, backend: MoeBacken
     (gpt-oss keeps ~0.04 GiB that no cited mechanism accounts for)."""
     rec = BY_ID[record]
     model, _ = BENCH._model(rec)
-    estimate = memory.estimate_weights(model, tp=rec.get("tp") or 1, pp=1, arch=get_gpu("h100").arch,
+    estimate = estimate_weights(model, tp=rec.get("tp") or 1, pp=1, arch=get_gpu("h100").arch,
                                        version=BENCH.parse_vllm_version(BENCH._version(rec)), moe_backend=backend)
     assert abs(estimate.bytes / GiB - rec["model_weights_gib"]) < 0.06
 

@@ -2,7 +2,7 @@
 overrides that reproduce the server, and the check that `kvplan fit` with them gives the log's numbers.
 
 Every expected number is derived in the comments from vLLM's formulas (vllm-reference.md §1.1, §3.2, §3.3)
-and kvplan's documented estimates (kvplan/memory.py), with GiB = 2**30 and the log's two-decimal GiB.
+and kvplan's documented estimates (kvplan/vllm/memory/), with GiB = 2**30 and the log's two-decimal GiB.
 """
 from __future__ import annotations
 
@@ -16,7 +16,9 @@ import pytest
 import yaml
 from typer.testing import CliRunner
 
-from kvplan.calibration import (
+from kvplan.cli.app import app
+from kvplan.hardware.gpus import get_gpu
+from kvplan.observe.calibration import (
     LOG_ROUNDING_SLACK_BYTES,
     TermComparison,
     balance_budget,
@@ -27,11 +29,9 @@ from kvplan.calibration import (
     observed_terms,
     settings_from_log,
 )
-from kvplan.capacity import ServeSettings
-from kvplan.cli.app import app
-from kvplan.gpus import get_gpu
-from kvplan.startup_log import parse_startup_log
 from kvplan.units import GiB
+from kvplan.vllm.settings import ServeSettings
+from kvplan.vllm.startup_log import parse_startup_log
 from tests.conftest import CONFIGS, json_out, load_fixture, run_kvplan
 
 ROOT = Path(__file__).parent.parent
@@ -45,7 +45,7 @@ RECORDS = {r["id"]: r for r in yaml.safe_load(
 H100_TOTAL = 85_029_615_043  # catalog cudaMemGetInfo total, round(79.19 GiB)
 # Loaded weights ("Model loading took"): 8,030,261,248 parameters × 2 bytes (bf16), plus the rotary cos/sin
 # cache vLLM builds at init (max_position_embeddings 131,072 × head 128 × 2 bytes = 32 MiB); the vocabulary
-# (128,256 = 2,004 × 64) needs no padding to 64 rows (kvplan/weights.py:load_adjustments).
+# (128,256 = 2,004 × 64) needs no padding to 64 rows (kvplan/vllm/memory/weights.py:load_adjustments).
 LLAMA_STORED = 8_030_261_248 * 2
 LLAMA_ROPE_CACHE = 131_072 * 128 * 2
 LLAMA_WEIGHTS = LLAMA_STORED + LLAMA_ROPE_CACHE  # 16,094,076,928

@@ -4,17 +4,16 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.capacity import (
+from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs
+from kvplan.vllm.block_plan import (
     NO_MEMORY_MESSAGE,
     KVCachePlan,
-    align_hybrid_block_size,
-    build_groups,
     capacity_log_line,
     estimate_max_model_len,
     plan_kv_cache,
-    preemption_verdict,
 )
-from kvplan.kv import KVCacheSpec, kv_cache_specs
+from kvplan.vllm.kv_groups import align_hybrid_block_size, build_groups
+from kvplan.vllm.verdicts import preemption_verdict
 from tests.conftest import load_fixture
 
 GIB = 2**30

@@ -3,8 +3,8 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan import vllm_defaults as vd
 from kvplan.errors import InvalidParameter
+from kvplan.vllm import defaults as vd
 
 GIB = 2**30
 MIB = 2**20

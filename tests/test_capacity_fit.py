@@ -6,11 +6,14 @@ from dataclasses import dataclass, replace
 
 import pytest
 
-from kvplan.capacity import ServeSettings, plan_fit, sweep_gpus
 from kvplan.errors import InvalidParameter
-from kvplan.memory import CUDA_GRAPH_BYTES_PER_GRAPH_LAYER, NON_TORCH_BYTES_SINGLE_GPU
 from kvplan.units import parse_bytes
-from kvplan.weights import loaded_weights_bytes_per_gpu
+from kvplan.vllm.fit import plan_fit
+from kvplan.vllm.memory.cuda_graphs import CUDA_GRAPH_BYTES_PER_GRAPH_LAYER
+from kvplan.vllm.memory.non_torch import NON_TORCH_BYTES_SINGLE_GPU
+from kvplan.vllm.memory.weights import loaded_weights_bytes_per_gpu
+from kvplan.vllm.settings import ServeSettings
+from kvplan.vllm.sweep import sweep_gpus
 from tests.conftest import load_fixture
 
 GIB = 2**30

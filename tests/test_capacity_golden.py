@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from kvplan.capacity import plan_kv_cache
-from kvplan.kv import kv_cache_specs
+from kvplan.model.kv_cache import kv_cache_specs
+from kvplan.vllm.block_plan import plan_kv_cache
 from tests.conftest import load_fixture
 
 ORACLE = Path(__file__).parent / "fixtures" / "oracle"

@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.checks import evaluate_deployment
+from kvplan.ci.checks import evaluate_deployment
+from kvplan.ci.plan import load_plan
 from kvplan.cli.app import app
-from kvplan.gpus import get_gpu
-from kvplan.plan import load_plan
+from kvplan.hardware.gpus import get_gpu
 from tests.conftest import CONFIGS, load_fixture, run_kvplan
 
 runner = CliRunner()

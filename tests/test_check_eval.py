@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from kvplan.checks import CheckResult, DeploymentResult, check_report, evaluate_deployment
+from kvplan.ci.checks import CheckResult, DeploymentResult, check_report, evaluate_deployment
+from kvplan.ci.plan import load_plan
 from kvplan.errors import InvalidParameter
-from kvplan.gpus import get_gpu
-from kvplan.plan import load_plan
+from kvplan.hardware.gpus import get_gpu
 from tests.conftest import CONFIGS, load_fixture
 
 QWEN7 = str(CONFIGS / "Qwen--Qwen2.5-7B")
@@ -134,7 +134,7 @@ def test_a_deployment_that_does_not_start_fails_every_requirement(tmp_path: Path
 
 
 def test_decode_requirements_equal_the_roofline(tmp_path: Path) -> None:
-    from kvplan import roofline as rl
+    from kvplan.hardware import roofline as rl
 
     r = evaluate(tmp_path, "min_decode_throughput: {value: 100, batch: 4, context: 2048}\n"
                            "      max_itl_ms: {value: 1, batch: 4, context: 2048}")
@@ -158,7 +158,7 @@ def test_decode_batch_that_cannot_run_fails_with_the_reason(tmp_path: Path) -> N
 
 
 def test_ttft_is_seeded_and_equals_the_simulator(tmp_path: Path) -> None:
-    from kvplan import roofline as rl
+    from kvplan.hardware import roofline as rl
     from kvplan.sim.scheduler import SchedulerConfig, simulate_serve
     from kvplan.sim.workloads import parse_length_dist, synthetic_serve_requests
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from kvplan.ci.plan import MAX_NODES, load_plan, parse_yaml
 from kvplan.errors import ParseError
-from kvplan.plan import MAX_NODES, load_plan, parse_yaml
 from tests.conftest import CONFIGS
 
 QWEN7 = str(CONFIGS / "Qwen--Qwen2.5-7B")

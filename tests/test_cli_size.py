@@ -8,7 +8,7 @@ import sys
 from typer.testing import CliRunner
 
 from kvplan.cli.app import app
-from kvplan.kv import size_report
+from kvplan.model.size import size_report
 from tests.conftest import CONFIGS, load_fixture
 
 runner = CliRunner()
@@ -72,7 +72,8 @@ def test_unknown_flag_is_exit_2() -> None:
 
 def test_core_imports_no_cli_or_network_libraries() -> None:
     """The pure core never pulls in typer, rich or huggingface_hub (layering and start-up speed)."""
-    code = ("import sys, kvplan.config, kvplan.kv, kvplan.weights, kvplan.units; "
+    code = ("import sys, kvplan.model.config, kvplan.model.kv_cache, kvplan.model.size, kvplan.model.weights, "
+            "kvplan.units; "
             "print(sorted(m for m in ('typer', 'rich', 'huggingface_hub', 'yaml') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

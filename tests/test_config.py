@@ -6,8 +6,8 @@ from collections import Counter
 
 import pytest
 
-from kvplan.config import parse_config
 from kvplan.errors import BadConfig
+from kvplan.model.config import parse_config
 from tests.conftest import CONFIGS, load_fixture
 
 

@@ -9,7 +9,8 @@ import math
 
 import pytest
 
-from kvplan.diagnose import (
+from kvplan.errors import InvalidParameter, ParseError
+from kvplan.observe.diagnose import (
     DiagnoseReport,
     Thresholds,
     compare_with_plan,
@@ -17,8 +18,7 @@ from kvplan.diagnose import (
     engine_figures,
     plan_diagnosis,
 )
-from kvplan.errors import InvalidParameter, ParseError
-from kvplan.metrics import Histogram, Quantile, histogram_quantile, parse_exposition
+from kvplan.observe.metrics import Histogram, Quantile, histogram_quantile, parse_exposition
 from tests.fixtures.metrics.exposition import EngineState, exposition
 
 INF = math.inf
@@ -284,7 +284,7 @@ def test_core_modules_import_no_cli_or_network_libraries() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, kvplan.diagnose, kvplan.startup_log, kvplan.calibration; "
+    code = ("import sys, kvplan.observe.diagnose, kvplan.vllm.startup_log, kvplan.observe.calibration; "
             "print(sorted(m for m in ('typer', 'rich', 'prometheus_client', 'urllib.request', 'yaml') "
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -16,8 +16,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli.app import app
-from kvplan.diagnose import diagnose
-from kvplan.metrics import parse_exposition
+from kvplan.observe.diagnose import diagnose
+from kvplan.observe.metrics import parse_exposition
 from kvplan.render.json import to_data
 from tests.fixtures.metrics.exposition import EngineState, exposition
 

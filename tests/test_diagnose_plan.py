@@ -7,16 +7,17 @@ from typing import Any
 
 import pytest
 
-from kvplan.capacity import ServeSettings, plan_fit
-from kvplan.diagnose import PlanComparison, plan_diagnosis, plan_settings
-from kvplan.gpus import get_gpu
+from kvplan.hardware.gpus import get_gpu
+from kvplan.observe.diagnose import PlanComparison, plan_diagnosis, plan_settings
+from kvplan.vllm.fit import plan_fit
+from kvplan.vllm.settings import ServeSettings
 from tests import test_diagnose_cli
 from tests.conftest import CONFIGS, load_fixture
 from tests.fixtures.metrics.exposition import DEFAULT_CACHE_CONFIG, EngineState, exposition
 from tests.test_diagnose_cli import MetricsServer, run, run_json
 
 QWEN7B = str(CONFIGS / "Qwen--Qwen2.5-7B")
-# Qwen2.5-7B on an H100 at util 0.9 (vLLM 0.33 rules), kvplan's estimates (kvplan/memory.py):
+# Qwen2.5-7B on an H100 at util 0.9 (vLLM 0.33 rules), kvplan's estimates (kvplan/vllm/memory/):
 REQUESTED = 76_526_653_539  # ceil(85,029,615,043 × 0.9)
 # Loaded weights: 7,615,616,512 parameters × 2 B (bf16) plus the rotary cos/sin cache vLLM builds at init,
 # max_position_embeddings 131,072 × head 128 × 2 B = 32 MiB. The vocabulary (152,064 = 2,376 × 64) needs

@@ -1,10 +1,10 @@
-"""Parsing a pasted `vllm serve …` command line (kvplan/vllm_cmd.py)."""
+"""Parsing a pasted `vllm serve …` command line (kvplan/vllm/command_line.py)."""
 from __future__ import annotations
 
 import pytest
 
 from kvplan.errors import ParseError
-from kvplan.vllm_cmd import parse_vllm_command
+from kvplan.vllm.command_line import parse_vllm_command
 
 
 def test_serve_command_with_short_and_long_flags() -> None:

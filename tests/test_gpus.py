@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from kvplan.cli.app import app
 from kvplan.errors import BadConfig, InvalidParameter, ParseError, UnknownGpu
-from kvplan.gpus import (
+from kvplan.hardware.gpus import (
     GPUS_FILE_ENV,
     GpuSpec,
     _slug,

@@ -9,14 +9,9 @@ from dataclasses import replace
 
 import pytest
 
-from kvplan.kv import (
-    kv_cache_specs,
-    pp_layer_ranges,
-    recurrent_state_bytes,
-    request_kv_bytes,
-    resolve_kv_cache_dtype,
-    size_report,
-)
+from kvplan.model.kv_cache import kv_cache_specs, recurrent_state_bytes, resolve_kv_cache_dtype
+from kvplan.model.parallel import pp_layer_ranges
+from kvplan.model.size import request_kv_bytes, size_report
 from kvplan.units import GiB
 from tests.conftest import ALL_FIXTURES, load_fixture
 

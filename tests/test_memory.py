@@ -5,9 +5,17 @@ import math
 
 import pytest
 
-from kvplan import memory
-from kvplan.memory import MemoryTerm, memory_budget
-from kvplan.vllm_defaults import VllmVersion, requested_memory
+from kvplan.vllm.defaults import VllmVersion, requested_memory
+from kvplan.vllm.memory.activation import estimate_activation, forward_activation_bytes
+from kvplan.vllm.memory.budget import (
+    STARTUP_BASELINE_BYTES_SINGLE_GPU,
+    MemoryTerm,
+    memory_budget,
+    startup_baseline_bytes,
+)
+from kvplan.vllm.memory.cuda_graphs import estimate_cuda_graphs
+from kvplan.vllm.memory.non_torch import estimate_non_torch
+from kvplan.vllm.memory.weights import estimate_weights
 from tests.conftest import load_fixture
 
 GIB = 2**30
@@ -42,7 +50,7 @@ def test_kv_cache_memory_bytes_replaces_the_profile_exactly() -> None:
 def test_startup_refusal_uses_vllms_message() -> None:
     b = memory_budget(cuda_total_bytes=85_029_158_912, gpu_memory_utilization=1.0, weights=term("weights", 0),
                       activation=term("activation", 0), non_torch=term("non_torch", 0),
-                      cuda_graphs=term("cuda_graphs", 0), startup_baseline=memory.STARTUP_BASELINE_BYTES_SINGLE_GPU)
+                      cuda_graphs=term("cuda_graphs", 0), startup_baseline=STARTUP_BASELINE_BYTES_SINGLE_GPU)
     assert not b.startup_ok
     assert b.startup_error() == (
         "Free memory on device cuda:0 (78.58/79.19 GiB) on startup is less than desired GPU memory utilization "
@@ -52,7 +60,7 @@ def test_startup_refusal_uses_vllms_message() -> None:
 def test_activation_is_the_sampler_peak_plus_retained_hidden_states() -> None:
     """Llama-3.1-8B, H100 serve defaults: 1,024 logits rows × 128,256 vocab × 38.4 B + 8,192 × 4,096 × 2 B."""
     model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
-    t = memory.estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024)
+    t = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024)
     assert t.bytes == int(1024 * 128_256 * 38.4) + 8192 * 4096 * 2 == 5_110_339_993
     assert t.source == "estimate" and "sampler over 1,024 rows" in t.assumption
     # llm-d H100 log: "torch peak memory increase" 4.76 GiB (v0.11 serve defaults).
@@ -61,32 +69,32 @@ def test_activation_is_the_sampler_peak_plus_retained_hidden_states() -> None:
 
 def test_activation_uses_min_of_tokens_and_seqs_for_sampler_rows() -> None:
     model = load_fixture("Qwen--Qwen2.5-1.5B")
-    t = memory.estimate_activation(model, tp=1, max_num_batched_tokens=2048, max_num_seqs=4)
+    t = estimate_activation(model, tp=1, max_num_batched_tokens=2048, max_num_seqs=4)
     assert t.bytes == max(int(4 * 151_936 * 38.4), 2048 * 3 * 8960 * 2) + 2048 * 1536 * 2
 
 
 def test_forward_intermediates_win_for_tiny_batches_of_a_wide_mlp() -> None:
     model = load_fixture("Qwen--Qwen2.5-1.5B")  # intermediate 8,960
-    assert memory.forward_activation_bytes(model, tp=2, num_tokens=4096) == 4096 * 3 * 4480 * 2
+    assert forward_activation_bytes(model, tp=2, num_tokens=4096) == 4096 * 3 * 4480 * 2
 
 
 def test_non_torch_single_and_multi_gpu() -> None:
-    assert memory.estimate_non_torch(tp=1, pp=1).bytes == round(0.13 * GIB)
-    assert memory.estimate_non_torch(tp=2, pp=1).bytes == round(0.54 * GIB)
-    assert memory.estimate_non_torch(tp=1, pp=2).bytes == round(0.54 * GIB)
+    assert estimate_non_torch(tp=1, pp=1).bytes == round(0.13 * GIB)
+    assert estimate_non_torch(tp=2, pp=1).bytes == round(0.54 * GIB)
+    assert estimate_non_torch(tp=1, pp=2).bytes == round(0.54 * GIB)
 
 
 def test_cuda_graph_estimate_counts_graphs_times_layers() -> None:
     """max_num_seqs 1024, MNBT 8192 on Hopper: capture sizes up to 512 → 51 piecewise + 51 full graphs."""
-    t = memory.estimate_cuda_graphs(num_layers_on_worker=32, max_num_seqs=1024, max_num_batched_tokens=8192,
+    t = estimate_cuda_graphs(num_layers_on_worker=32, max_num_seqs=1024, max_num_batched_tokens=8192,
                                     arch="hopper", enforce_eager=False)
     assert t.bytes == 102 * 32 * round(0.1 * MIB)
 
 
 def test_cuda_graphs_cost_nothing_with_enforce_eager_or_before_v021() -> None:
-    eager = memory.estimate_cuda_graphs(num_layers_on_worker=32, max_num_seqs=1024, max_num_batched_tokens=8192,
+    eager = estimate_cuda_graphs(num_layers_on_worker=32, max_num_seqs=1024, max_num_batched_tokens=8192,
                                         arch="hopper", enforce_eager=True)
-    old = memory.estimate_cuda_graphs(num_layers_on_worker=32, max_num_seqs=1024, max_num_batched_tokens=8192,
+    old = estimate_cuda_graphs(num_layers_on_worker=32, max_num_seqs=1024, max_num_batched_tokens=8192,
                                       arch="hopper", enforce_eager=False, version=VllmVersion(0, 11))
     assert (eager.bytes, eager.source) == (0, "none")
     assert (old.bytes, old.source) == (0, "not subtracted")
@@ -94,28 +102,28 @@ def test_cuda_graphs_cost_nothing_with_enforce_eager_or_before_v021() -> None:
 
 @pytest.mark.parametrize(("tp", "pp", "expected"), [(1, 1, 0.61), (2, 1, 1.54), (1, 4, 1.54)])
 def test_startup_baseline(tp: int, pp: int, expected: float) -> None:
-    assert memory.startup_baseline_bytes(tp=tp, pp=pp) == round(expected * GIB)
+    assert startup_baseline_bytes(tp=tp, pp=pp) == round(expected * GIB)
 
 
 def test_weights_estimate_is_the_loaded_bytes_and_names_what_loading_adds() -> None:
-    from kvplan.weights import loaded_weights_bytes_per_gpu
+    from kvplan.vllm.memory.weights import loaded_weights_bytes_per_gpu
 
     model = load_fixture("openai--gpt-oss-20b")
-    t = memory.estimate_weights(model, tp=1, pp=1, arch="hopper")
+    t = estimate_weights(model, tp=1, pp=1, arch="hopper")
     assert t.bytes == loaded_weights_bytes_per_gpu(model, arch="hopper")
     assert t.source == "estimate"
     assert "triton layout" in t.assumption and "rotary cos/sin cache +0.03 GiB" in t.assumption
-    old = memory.estimate_weights(model, tp=1, pp=1, arch="hopper", version=VllmVersion(0, 11))
+    old = estimate_weights(model, tp=1, pp=1, arch="hopper", version=VllmVersion(0, 11))
     assert "marlin layout" in old.assumption and old.bytes > t.bytes
 
 
 def test_weights_estimate_starts_from_safetensors_bytes_when_given() -> None:
     model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
-    t = memory.estimate_weights(model, tp=2, pp=1, arch="hopper", total_bytes=16 * GIB)
+    t = estimate_weights(model, tp=2, pp=1, arch="hopper", total_bytes=16 * GIB)
     assert t.bytes == 8 * GIB + 131072 * 128 * 2
     assert t.assumption.startswith("checkpoint size from safetensors metadata")
 
 
 def test_weights_estimate_says_when_the_mxfp4_layout_is_unknown() -> None:
-    t = memory.estimate_weights(load_fixture("openai--gpt-oss-20b"), tp=1, pp=1, arch="cdna3")
+    t = estimate_weights(load_fixture("openai--gpt-oss-20b"), tp=1, pp=1, arch="cdna3")
     assert "checkpoint layout assumed" in t.assumption

@@ -26,10 +26,10 @@ LOCAL = str(CONFIGS / "Qwen--Qwen2.5-7B")
 # Raise an exception whose text holds the token from inside a command: an "internal error" with a traceback.
 INTERNAL_ERROR = (
     "import os, sys\n"
-    "import kvplan.kv\n"
+    "import kvplan.model.size\n"
     "def boom(*args, **kwargs):\n"
     "    raise RuntimeError('upstream said: bad token ' + os.environ['HF_TOKEN'])\n"
-    "kvplan.kv.size_report = boom\n"
+    "kvplan.model.size.size_report = boom\n"
     "from kvplan.cli.app import main\n"
     "sys.argv[0] = 'kvplan'\n"
     "main()\n"
@@ -156,7 +156,7 @@ def test_the_lazy_imports_of_the_package_are_its_own_modules() -> None:
 
 
 def test_the_hub_is_asked_for_json_files_only() -> None:
-    from kvplan import hub
+    from kvplan.model import hub
 
     assert hub.CONFIG_NAME.endswith(".json") and hub.QUANT_CONFIG_NAME.endswith(".json")
 

@@ -22,7 +22,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli.app import app
-from kvplan.hub import MAX_CONFIG_BYTES
+from kvplan.model.hub import MAX_CONFIG_BYTES
 from tests.conftest import CONFIGS, run_kvplan
 from tests.hubserver import HubServer, fixture_repo
 

@@ -179,7 +179,7 @@ def test_never_used_blocks_sit_between_freed_unhashed_and_hashed_ones() -> None:
 
 
 def test_a_plan_that_merges_itself_names_the_line() -> None:
-    from kvplan.plan import parse_yaml
+    from kvplan.ci.plan import parse_yaml
 
     with pytest.raises(ParseError) as info:
         parse_yaml("deployments: []\nx-d: &d {b: 1, <<: [*d, *d]}\n", "plan.yaml")
@@ -187,7 +187,7 @@ def test_a_plan_that_merges_itself_names_the_line() -> None:
 
 
 def test_a_plan_naming_a_device_is_refused_and_a_pipe_is_read(tmp_path: Path) -> None:
-    from kvplan.plan import MAX_PLAN_BYTES, read_yaml
+    from kvplan.ci.plan import MAX_PLAN_BYTES, read_yaml
 
     with pytest.raises(ParseError, match="/dev/zero: not a regular file"):
         read_yaml(Path("/dev/zero"), "/dev/zero")

@@ -274,7 +274,7 @@ def mutate(draw: st.DrawFn, root: dict[str, Any], keys: tuple[str, ...]) -> None
 
 
 # ---------------------------------------------------------------------------------------------------
-# config.json (kvplan.config.parse_config), then what `kvplan size` computes from the ModelSpec
+# config.json (kvplan.model.config.parse_config), then what `kvplan size` computes from the ModelSpec
 
 CONFIG_DIR = FIXTURES / "configs"
 CONFIGS: dict[str, dict[str, Any]] = {
@@ -327,8 +327,8 @@ def config_cases(draw: st.DrawFn) -> tuple[str, Any, Any]:
 
 def run_config(case: tuple[str, Any, Any]) -> None:
     """Parse the config and compute what `kvplan size` shows (KV bytes per token, weights)."""
-    from kvplan.config import parse_config
-    from kvplan.kv import size_report
+    from kvplan.model.config import parse_config
+    from kvplan.model.size import size_report
 
     name, config, quant = case
     spec = parse_config(config, name=name, quant_config=quant if isinstance(quant, dict) else None)
@@ -337,7 +337,7 @@ def run_config(case: tuple[str, Any, Any]) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Prometheus text (kvplan.metrics.parse_exposition), then the diagnosis of one or two scrapes
+# Prometheus text (kvplan.observe.metrics.parse_exposition), then the diagnosis of one or two scrapes
 
 _finite = st.floats(min_value=0, max_value=1e6, allow_nan=False)
 
@@ -413,8 +413,8 @@ def exposition_texts(draw: st.DrawFn) -> str:
 
 def run_metrics(case: tuple[str, str | None]) -> None:
     """Parse one scrape (and an earlier one) and diagnose it, as `kvplan diagnose --interval` does."""
-    from kvplan.diagnose import diagnose
-    from kvplan.metrics import MetricsSnapshot, parse_exposition
+    from kvplan.observe.diagnose import diagnose
+    from kvplan.observe.metrics import MetricsSnapshot, parse_exposition
 
     now_text, before_text = case
     now = parse_exposition(now_text)
@@ -430,7 +430,7 @@ def run_metrics(case: tuple[str, str | None]) -> None:
 metrics_cases = st.tuples(exposition_texts(), st.none() | exposition_texts())
 
 # ---------------------------------------------------------------------------------------------------
-# vLLM startup logs (kvplan.startup_log.parse_startup_log)
+# vLLM startup logs (kvplan.vllm.startup_log.parse_startup_log)
 
 LOGS: list[str] = [
     r["log_excerpt"] for r in yaml.safe_load((FIXTURES / "data" / "vllm-startup-logs.yaml").read_text())["records"]
@@ -450,8 +450,8 @@ def startup_logs(draw: st.DrawFn) -> str:
 
 def run_startup_log(text: str) -> None:
     """Parse the log and take the memory terms calibration compares."""
-    from kvplan.calibration import observed_terms
-    from kvplan.startup_log import parse_startup_log
+    from kvplan.observe.calibration import observed_terms
+    from kvplan.vllm.startup_log import parse_startup_log
 
     log = parse_startup_log(text)
     observed_terms(log)
@@ -527,7 +527,7 @@ length_value_texts = st.one_of(
 )
 
 # ---------------------------------------------------------------------------------------------------
-# Plan YAML (kvplan.plan)
+# Plan YAML (kvplan.ci.plan)
 
 BASE_PLAN: dict[str, Any] = {
     "version": 1,
@@ -611,14 +611,14 @@ def run_plan(text: str) -> None:
     """Compose and validate the plan, as `kvplan check` does before loading any model."""
     import tempfile
 
-    from kvplan.plan import parse_plan, parse_yaml
+    from kvplan.ci.plan import parse_plan, parse_yaml
 
     with tempfile.TemporaryDirectory() as base_dir:  # relative paths in the plan point inside it
         parse_plan(parse_yaml(text, "plan.yaml"), base_dir=Path(base_dir))
 
 
 # ---------------------------------------------------------------------------------------------------
-# GPU catalog YAML (kvplan.gpus.load_catalog with a user file)
+# GPU catalog YAML (kvplan.hardware.gpus.load_catalog with a user file)
 
 BASE_GPU = {
     "id": "my-gpu", "name": "My GPU", "vendor": "nvidia", "cuda_total_bytes": 25_386_352_640,
@@ -666,7 +666,7 @@ def run_gpu_file(text: str) -> None:
     """Load the catalog with this user file, then look a GPU up in it (as --gpus-file does)."""
     import tempfile
 
-    from kvplan.gpus import find_gpu, load_catalog
+    from kvplan.hardware.gpus import find_gpu, load_catalog
 
     with tempfile.TemporaryDirectory() as folder:
         path = Path(folder) / "gpus.yaml"
@@ -679,7 +679,7 @@ def run_gpu_file(text: str) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------
-# Pasted `vllm serve …` lines (kvplan.vllm_cmd.parse_vllm_command)
+# Pasted `vllm serve …` lines (kvplan.vllm.command_line.parse_vllm_command)
 
 _CMD_WORDS = (
     "vllm", "serve", "python", "python3", "-m", "vllm.entrypoints.openai.api_server", "Qwen/Qwen2.5-7B", "./m",
@@ -700,7 +700,7 @@ def vllm_commands(draw: st.DrawFn) -> str:
 
 
 def run_vllm_cmd(text: str) -> None:
-    from kvplan.vllm_cmd import parse_vllm_command
+    from kvplan.vllm.command_line import parse_vllm_command
 
     parse_vllm_command(text)
 

@@ -1,4 +1,4 @@
-"""The roofline core (kvplan/roofline.py): ridge points, decode and prefill bytes/FLOPs/times, MoE
+"""The roofline core (kvplan/hardware/roofline.py): ridge points, decode and prefill bytes/FLOPs/times, MoE
 expert reads, the compute-bound crossing, TP all-reduce, and the simulator cost model.
 
 Every number is derived by hand in the test from the formulas the module cites.
@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvplan.errors import InvalidParameter
-from kvplan.roofline import (
+from kvplan.hardware.roofline import (
     DEFAULT_BANDWIDTH_EFFICIENCY,
     DEFAULT_COMPUTE_EFFICIENCY,
     AttentionLayerCost,
@@ -348,7 +348,7 @@ def test_core_imports_no_cli_or_network_libraries() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, kvplan.roofline; "
+    code = ("import sys, kvplan.hardware.roofline; "
             "print(sorted(m for m in ('rich', 'typer', 'huggingface_hub', 'yaml') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

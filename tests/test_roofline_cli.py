@@ -9,11 +9,12 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.capacity import ServeSettings, plan_fit
 from kvplan.cli.app import app
-from kvplan.gpus import get_gpu
+from kvplan.hardware.gpus import get_gpu
+from kvplan.hardware.roofline import decode_point, model_costs, prefill, roof_from_gpu
 from kvplan.render.roofline import chart_text
-from kvplan.roofline import decode_point, model_costs, prefill, roof_from_gpu
+from kvplan.vllm.fit import plan_fit
+from kvplan.vllm.settings import ServeSettings
 from tests.conftest import CONFIGS, load_fixture
 
 runner = CliRunner()
@@ -133,7 +134,7 @@ def test_bad_input_exits_2_with_one_error_line(args: list[str], message: str) ->
 
 def test_text_chart_marks_the_kv_capacity_column() -> None:
     costs = model_costs(load_fixture("Qwen--Qwen2.5-1.5B"))
-    from kvplan.roofline import decode_curve
+    from kvplan.hardware.roofline import decode_curve
 
     curve = decode_curve(costs, roof_from_gpu(get_gpu("h100"), "bf16"), 1024, 256)
     text = chart_text(curve, 64, None, width=40, height=8)
@@ -146,7 +147,7 @@ def test_text_chart_marks_the_kv_capacity_column() -> None:
 
 
 def test_help_states_the_default_efficiencies_the_core_uses() -> None:
-    from kvplan.roofline import DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY
+    from kvplan.hardware.roofline import DEFAULT_BANDWIDTH_EFFICIENCY, DEFAULT_COMPUTE_EFFICIENCY
 
     result = runner.invoke(app, ["roofline", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0

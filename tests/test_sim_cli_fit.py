@@ -8,10 +8,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from kvplan import roofline as rl
-from kvplan.capacity import ServeSettings, plan_fit
 from kvplan.cli.app import app
-from kvplan.gpus import get_gpu
+from kvplan.hardware import roofline as rl
+from kvplan.hardware.gpus import get_gpu
+from kvplan.vllm.fit import plan_fit
+from kvplan.vllm.settings import ServeSettings
 from tests.conftest import load_fixture
 
 runner = CliRunner()

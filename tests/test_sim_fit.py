@@ -5,13 +5,15 @@ from dataclasses import replace
 
 import pytest
 
-from kvplan import roofline as rl
-from kvplan.capacity import GroupSummary, ServeSettings, plan_fit
 from kvplan.errors import InvalidParameter
-from kvplan.gpus import get_gpu
+from kvplan.hardware import roofline as rl
+from kvplan.hardware.gpus import get_gpu
 from kvplan.sim.scheduler import SchedulerConfig, simulate_serve
 from kvplan.sim.sizing import RooflineStepCost, check_request_lengths, fitted_pool
 from kvplan.sim.workloads import ServeRequest
+from kvplan.vllm.fit import plan_fit
+from kvplan.vllm.report import GroupSummary
+from kvplan.vllm.settings import ServeSettings
 from tests.conftest import load_fixture
 
 # Qwen2.5-1.5B: 28 layers × 2 KV heads × head 128 × (K, V) × 2 bytes = 28,672 bytes per token; × 16 = 458,752.

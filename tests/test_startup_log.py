@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 import yaml
 
-from kvplan.startup_log import StartupLog, parse_startup_log
 from kvplan.units import GiB
+from kvplan.vllm.startup_log import StartupLog, parse_startup_log
 
 DATA = Path(__file__).parent / "fixtures" / "data" / "vllm-startup-logs.yaml"
 RECORDS: list[dict[str, Any]] = yaml.safe_load(DATA.read_text())["records"]

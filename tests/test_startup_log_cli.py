@@ -9,11 +9,11 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
-from kvplan.calibration import TermComparison, compare_terms, observed_terms
 from kvplan.cli.app import app
+from kvplan.observe.calibration import TermComparison, compare_terms, observed_terms
 from kvplan.render.json import to_data
-from kvplan.startup_log import parse_startup_log
 from kvplan.units import GiB
+from kvplan.vllm.startup_log import parse_startup_log
 from tests.test_startup_log import RECORDS, V1_LOG
 
 

@@ -3,18 +3,20 @@ from __future__ import annotations
 
 import pytest
 
-from kvplan.vllm_defaults import VllmVersion
-from kvplan.weights import (
-    MoeBackend,
+from kvplan.model.weights import (
     count_parameters,
+    quantized_bits_per_weight,
+    stored_weights_bytes,
+    weights_bytes_per_gpu,
+)
+from kvplan.vllm.defaults import VllmVersion
+from kvplan.vllm.memory.weights import (
+    MoeBackend,
     default_mxfp4_backend,
     load_adjustments,
     loaded_weights_bytes_per_gpu,
     mxfp4_expert_bytes,
-    quantized_bits_per_weight,
     rope_cache_bytes,
-    weights_bytes,
-    weights_bytes_per_gpu,
 )
 from tests.conftest import load_fixture
 
@@ -59,7 +61,7 @@ def test_mixtral_active_parameters_are_two_of_eight_experts() -> None:
 
 def test_bf16_weights_are_two_bytes_per_parameter() -> None:
     model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
-    assert weights_bytes(model) == 2 * 8_030_261_248
+    assert stored_weights_bytes(model) == 2 * 8_030_261_248
 
 
 def test_gptq_4bit_group_128_bits_per_weight() -> None:
@@ -70,12 +72,12 @@ def test_gptq_4bit_group_128_bits_per_weight() -> None:
 def test_fp8_checkpoint_keeps_embeddings_and_lm_head_in_bf16() -> None:
     model = load_fixture("nvidia--Llama-3.1-70B-Instruct-FP8")
     p = count_parameters(model)
-    assert weights_bytes(model) == 2 * (p.embedding + p.lm_head + p.norms) + (p.attention + p.mlp)
+    assert stored_weights_bytes(model) == 2 * (p.embedding + p.lm_head + p.norms) + (p.attention + p.mlp)
 
 
 def test_weights_split_evenly_over_tp() -> None:
     model = load_fixture("meta-llama--Meta-Llama-3.1-70B")
-    total = weights_bytes(model)
+    total = stored_weights_bytes(model)
     assert weights_bytes_per_gpu(model, tp=4) == -(-total // 4)
     assert weights_bytes_per_gpu(model, tp=1, pp=2) < total
 
@@ -91,7 +93,7 @@ def test_mxfp4_checkpoint_keeps_expert_biases_in_bf16() -> None:
     biases = 36 * 128 * (2 * 2880 + 2880)
     blocks = 36 * 128 * 3 * 2880 * 2880
     assert p.routed_experts == blocks + biases
-    assert weights_bytes(model) == 2 * (p.total - blocks) + blocks // 2 + blocks // 32
+    assert stored_weights_bytes(model) == 2 * (p.total - blocks) + blocks // 2 + blocks // 32
 
 
 @pytest.mark.parametrize(("backend", "expected"), [

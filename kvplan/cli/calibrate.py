@@ -9,10 +9,10 @@ import typer
 from kvplan.cli.options import JsonFlag, Revision
 
 if TYPE_CHECKING:
-    from kvplan.calibration import CalibrationReport
-    from kvplan.config import ModelSpec
-    from kvplan.gpus import GpuSpec
-    from kvplan.startup_log import StartupLog
+    from kvplan.hardware.gpus import GpuSpec
+    from kvplan.model.config import ModelSpec
+    from kvplan.observe.calibration import CalibrationReport
+    from kvplan.vllm.startup_log import StartupLog
 
 NAME = "calibrate"
 HELP = "Read a vLLM startup log, compare it with kvplan's prediction term by term, and print the overrides."
@@ -89,13 +89,13 @@ def command(
     """Compare a vLLM startup log with kvplan's prediction and print the overrides that reproduce it."""
     from dataclasses import replace
 
-    from kvplan.calibration import calibrate, figures_only
     from kvplan.cli.console import out, print_json
     from kvplan.cli.fit import settings_from_flags
     from kvplan.errors import ParseError
+    from kvplan.observe.calibration import calibrate, figures_only
     from kvplan.render.calibrate import render_calibrate
     from kvplan.render.json import dumps
-    from kvplan.startup_log import parse_startup_log
+    from kvplan.vllm.startup_log import parse_startup_log
 
     log = parse_startup_log(_read(logfile))
     if not log.found:
@@ -142,7 +142,7 @@ def command(
 def _gpu(gpu: str | None, gpu_memory: str | None, gpu_total_bytes: str | None, gpus_file: str | None,
          log: StartupLog) -> tuple[GpuSpec | None, tuple[str, ...]]:
     """The GPU the user named (None if none), and the `kvplan fit` flags that name it."""
-    from kvplan import gpus
+    from kvplan.hardware import gpus
     from kvplan.units import parse_bytes
 
     if gpu is None and gpu_memory is None:

@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Annotated, Literal
 import typer
 
 if TYPE_CHECKING:
-    from kvplan.checks import CheckReport
-    from kvplan.plan import Plan
+    from kvplan.ci.checks import CheckReport
+    from kvplan.ci.plan import Plan
 
 NAME = "check"
 HELP = "Check a plan of deployments against capacity requirements (CI gate: exit 1 when one fails)."
@@ -46,8 +46,8 @@ def command(
     json_: Annotated[bool, typer.Option("--json", help="Same as --format json.")] = False,
 ) -> None:
     """Check every deployment of a plan against its requirements; exit 1 when one fails."""
+    from kvplan.ci.plan import load_plan
     from kvplan.cli.app import EXIT_CHECK_FAILED
-    from kvplan.plan import load_plan
 
     fmt: Format = "json" if json_ else format_
     saved = os.environ.get(OFFLINE_ENV)
@@ -66,12 +66,12 @@ def command(
 
 def _evaluate(plan: Plan, gpus_file: Path | None, *, quiet: bool) -> CheckReport:
     """Load each deployment's model (once per source) and GPU, and judge its requirements."""
-    from kvplan.checks import check_report, evaluate_deployment
+    from kvplan.ci.checks import check_report, evaluate_deployment
     from kvplan.cli.common import load_model
     from kvplan.cli.console import err
-    from kvplan.config import ModelSpec
     from kvplan.errors import KvplanError
-    from kvplan.gpus import get_gpu
+    from kvplan.hardware.gpus import get_gpu
+    from kvplan.model.config import ModelSpec
 
     models: dict[tuple[str, str | None], ModelSpec] = {}
     results = []

@@ -5,8 +5,8 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kvplan.config import ModelSpec
-    from kvplan.hub import WeightsInfo
+    from kvplan.model.config import ModelSpec
+    from kvplan.model.hub import WeightsInfo
 
 
 def _spinner(text: str, quiet: bool) -> object:
@@ -20,7 +20,7 @@ def _spinner(text: str, quiet: bool) -> object:
 
 def load_model(source: str, revision: str | None = None, *, quiet: bool = False) -> ModelSpec:
     """Load a model; a spinner shows on stderr (never stdout, never under --json) while on the Hub."""
-    from kvplan import hub
+    from kvplan.model import hub
 
     if not hub.is_hub_id(source):
         return hub.load_local(source) if not revision else hub.load_model(source, revision)
@@ -32,7 +32,7 @@ def load_model_with_weights(
     source: str, revision: str | None = None, *, quiet: bool = False
 ) -> tuple[ModelSpec, WeightsInfo | None]:
     """The model and, for Hub models, the stored weight bytes from safetensors metadata."""
-    from kvplan import hub
+    from kvplan.model import hub
 
     spec = load_model(source, revision, quiet=quiet)
     if not hub.is_hub_id(source):

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 if TYPE_CHECKING:
-    from kvplan.diagnose import DiagnoseReport
+    from kvplan.observe.diagnose import DiagnoseReport
 
 NAME = "diagnose"
 HELP = "Read a vLLM server's /metrics (live or saved) and diagnose KV shortage, batch limits, prefix-cache misses."
@@ -79,9 +79,9 @@ def command(
 ) -> None:
     """Read a vLLM server's /metrics (live or saved) and diagnose what limits it."""
     from kvplan.cli.console import err, out, print_json
-    from kvplan.diagnose import Thresholds, diagnose
     from kvplan.errors import InvalidParameter
-    from kvplan.metrics import MAX_WAIT_S, is_url, parse_exposition, read_exposition, scrape_twice
+    from kvplan.observe.diagnose import Thresholds, diagnose
+    from kvplan.observe.metrics import MAX_WAIT_S, is_url, parse_exposition, read_exposition, scrape_twice
     from kvplan.render.diagnose import render_diagnose
     from kvplan.render.json import dumps
 
@@ -130,10 +130,10 @@ def _with_plan(report: DiagnoseReport, plan: str, args: dict[str, Any], *, quiet
     """The report with kvplan's prediction for MODEL on the GPU compared with each engine's KV capacity."""
     from dataclasses import replace
 
-    from kvplan import gpus
     from kvplan.cli.common import load_model_with_weights
     from kvplan.cli.fit import settings_from_flags
-    from kvplan.diagnose import compare_report_with_plan
+    from kvplan.hardware import gpus
+    from kvplan.observe.diagnose import compare_report_with_plan
     from kvplan.units import parse_bytes
 
     base = settings_from_flags(args, None, args["vllm_version"], args["weights_memory"],

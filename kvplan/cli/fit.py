@@ -20,8 +20,8 @@ from kvplan.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from kvplan.capacity import ServeSettings
-    from kvplan.config import ModelSpec
+    from kvplan.model.config import ModelSpec
+    from kvplan.vllm.settings import ServeSettings
 
 NAME = "fit"
 HELP = "Will it start, how many KV blocks and tokens, how much concurrency: vLLM's own sizing, per GPU."
@@ -159,7 +159,7 @@ def command(
         "moe_backend": moe_backend,
     }
     if vllm_cmd is not None:
-        from kvplan.vllm_cmd import parse_vllm_command
+        from kvplan.vllm.command_line import parse_vllm_command
 
         parsed = parse_vllm_command(vllm_cmd)
         if parsed.ignored and not json_:
@@ -235,10 +235,10 @@ def settings_from_flags(
     `given` maps vLLM option names (`max_model_len`, `tensor_parallel_size`, …) to their texts; shared by
     `kvplan fit`, `calibrate`, `diagnose --plan` and `simulate`. Raises InvalidParameter on a bad value.
     """
-    from kvplan.capacity import ServeSettings
     from kvplan.errors import InvalidParameter
     from kvplan.units import parse_bytes, parse_count
-    from kvplan.weights import MOE_BACKENDS
+    from kvplan.vllm.memory.weights import MOE_BACKENDS
+    from kvplan.vllm.settings import ServeSettings
 
     def count(name: str, flag: str) -> int | None:
         value = given.get(name)
@@ -318,10 +318,10 @@ def _single(
 ) -> None:
     from dataclasses import replace
 
-    from kvplan import gpus
-    from kvplan.capacity import plan_fit
     from kvplan.cli.console import out, print_json
+    from kvplan.hardware import gpus
     from kvplan.units import parse_bytes
+    from kvplan.vllm.fit import plan_fit
 
     if gpu_memory is not None:
         chip = gpus.custom_gpu(gpu_memory, gpu_bandwidth, name=gpu or "custom")
@@ -351,9 +351,9 @@ def _single(
 
 
 def _sweep(spec: ModelSpec, settings: ServeSettings, gpus_file: str | None, json_: bool) -> None:
-    from kvplan import gpus
-    from kvplan.capacity import sweep_gpus
     from kvplan.cli.console import out, print_json
+    from kvplan.hardware import gpus
+    from kvplan.vllm.sweep import sweep_gpus
 
     catalog = [g for g in gpus.load_catalog(gpus_file).values() if g.vendor.lower() != "amd"]
     report = sweep_gpus(spec, catalog, settings)

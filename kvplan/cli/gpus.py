@@ -31,7 +31,7 @@ def command(
 ) -> None:
     """List the GPU catalog, or show one GPU with the source of every figure."""
     from kvplan.cli.console import out, print_json
-    from kvplan.gpus import find_gpu, load_catalog
+    from kvplan.hardware.gpus import find_gpu, load_catalog
 
     catalog = load_catalog(gpus_file)
     specs = [find_gpu(gpu, catalog)] if gpu is not None else list(catalog.values())

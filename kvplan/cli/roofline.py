@@ -9,9 +9,9 @@ import typer
 from kvplan.cli.options import JsonFlag, KvCacheDtype, ModelArg, Revision, TensorParallel
 
 if TYPE_CHECKING:
-    from kvplan.capacity import FitReport
-    from kvplan.config import ModelSpec
-    from kvplan.gpus import GpuSpec
+    from kvplan.hardware.gpus import GpuSpec
+    from kvplan.model.config import ModelSpec
+    from kvplan.vllm.report import FitReport
 
 NAME = "roofline"
 HELP = "Decode and prefill speed limits on a GPU: ridge point, tokens/s by batch, memory- or compute-bound."
@@ -68,10 +68,10 @@ def command(
     json_: JsonFlag = False,
 ) -> None:
     """Decode and prefill speed limits: ridge point, tokens/s by batch, memory- or compute-bound."""
-    from kvplan import roofline as rl
     from kvplan.cli.common import load_model_with_weights
     from kvplan.cli.console import err, out, print_json
-    from kvplan.gpus import get_gpu
+    from kvplan.hardware import roofline as rl
+    from kvplan.hardware.gpus import get_gpu
     from kvplan.units import parse_count
 
     ctx = parse_count(context, what="--context")
@@ -128,8 +128,9 @@ def _fit(
     max_num_seqs and max_num_batched_tokens (capacity.plan_fit, without advice)."""
     import dataclasses
 
-    from kvplan.capacity import ServeSettings, plan_fit
     from kvplan.cli.console import err
+    from kvplan.vllm.fit import plan_fit
+    from kvplan.vllm.settings import ServeSettings
 
     settings = ServeSettings(
         tp=tp, kv_cache_dtype=kv_cache_dtype, gpu_memory_utilization=gpu_memory_utilization,

@@ -25,11 +25,11 @@ from kvplan.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from kvplan.capacity import ServeSettings
-    from kvplan.config import ModelSpec
-    from kvplan.gpus import GpuSpec
+    from kvplan.hardware.gpus import GpuSpec
+    from kvplan.model.config import ModelSpec
     from kvplan.sim.scheduler import FixedCost, SchedulerConfig
     from kvplan.sim.sizing import FittedPool, RooflineStepCost
+    from kvplan.vllm.settings import ServeSettings
 
 POOL = "Pool size"
 WORKLOAD = "Workload"
@@ -126,11 +126,11 @@ def _fit_pool(
     if num_gpu_blocks is not None or kv_tokens is not None:
         raise InvalidParameter("give the pool size as one of --num-gpu-blocks, --kv-tokens, or --model with --gpu, "
                                "not several")
-    from kvplan.capacity import plan_fit
     from kvplan.cli.common import load_model_with_weights
     from kvplan.cli.fit import ENV_ALLOW_LONG, settings_from_flags
-    from kvplan.gpus import get_gpu
+    from kvplan.hardware.gpus import get_gpu
     from kvplan.sim.sizing import fitted_pool
+    from kvplan.vllm.fit import plan_fit
 
     settings = settings_from_flags(given, None, None, None, None, None, None, None, None,
                                    allow_long=bool(os.environ.get(ENV_ALLOW_LONG)))
@@ -511,7 +511,7 @@ def _fixed_cost(step_ms: float | None, ms_per_token: float | None, ms_per_contex
 def _roofline(spec: ModelSpec, chip: GpuSpec, settings: ServeSettings, bandwidth_efficiency: float | None,
               compute_efficiency: float | None) -> RooflineStepCost:
     """The model's roofline on this GPU at the deployment's TP and KV dtype, as `kvplan roofline` builds it."""
-    from kvplan import roofline as rl
+    from kvplan.hardware import roofline as rl
     from kvplan.sim.sizing import RooflineStepCost
 
     costs = rl.model_costs(spec, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype, gpu_flops=chip.flops,

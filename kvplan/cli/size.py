@@ -26,7 +26,7 @@ def command(
     """KV-cache bytes per token and the weights' size."""
     from kvplan.cli.common import load_model_with_weights
     from kvplan.cli.console import out, print_json
-    from kvplan.kv import size_report
+    from kvplan.model.size import size_report
 
     spec, weights = load_model_with_weights(model, revision, quiet=json_)
     report = size_report(

@@ -10,8 +10,8 @@ from kvplan.units import format_bytes
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from kvplan.calibration import CalibrationReport, Override, TermComparison, Verification
-    from kvplan.startup_log import StartupLog
+    from kvplan.observe.calibration import CalibrationReport, Override, TermComparison, Verification
+    from kvplan.vllm.startup_log import StartupLog
 
 
 def _gib(x: Any) -> str:

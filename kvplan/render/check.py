@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kvplan.checks import CheckReport, CheckResult
+from kvplan.ci.checks import CheckReport, CheckResult
 
 if TYPE_CHECKING:
     from rich.console import Group

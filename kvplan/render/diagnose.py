@@ -1,6 +1,6 @@
 """Rich rendering of `kvplan diagnose`: per engine, its state, latency quantiles, cache config and findings.
 
-Renderers only format what `kvplan.diagnose` computed.
+Renderers only format what `kvplan.observe.diagnose` computed.
 """
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from kvplan.diagnose import DiagnoseReport, Diagnosis, EngineFigures, Latency
-    from kvplan.metrics import Quantile
+    from kvplan.observe.diagnose import DiagnoseReport, Diagnosis, EngineFigures, Latency
+    from kvplan.observe.metrics import Quantile
 
 SEVERITY_STYLE: Final = {"ok": "green", "info": "cyan", "warning": "yellow", "critical": "bold red"}
 LATENCY_LABEL: Final = {

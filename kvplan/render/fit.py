@@ -6,8 +6,9 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from kvplan.capacity import FitReport, SweepReport
 from kvplan.units import GiB
+from kvplan.vllm.report import FitReport
+from kvplan.vllm.sweep import SweepReport
 
 BAR_WIDTH = 60
 _TERM_LABEL = {

@@ -9,7 +9,7 @@
 """
 from __future__ import annotations
 
-from kvplan.checks import CheckReport
+from kvplan.ci.checks import CheckReport
 from kvplan.render.check import fmt_at, fmt_margin, fmt_measured, fmt_required, summary_line
 
 TITLE_PREFIX = "kvplan check"

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from rich.console import RenderableType
 
-    from kvplan.gpus import GpuSpec
+    from kvplan.hardware.gpus import GpuSpec
 
 _GIB = 2**30
 _MIB = 2**20

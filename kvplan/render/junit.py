@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 
-from kvplan.checks import CheckReport, CheckResult
+from kvplan.ci.checks import CheckReport, CheckResult
 from kvplan.render.check import fmt_at, fmt_margin, fmt_measured, fmt_required
 
 SUITES_NAME = "kvplan check"

@@ -12,7 +12,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from kvplan.roofline import CurvePoint, RooflineReport
+from kvplan.hardware.roofline import CurvePoint, RooflineReport
 from kvplan.units import GiB, human_bytes
 
 _LIMIT_TEXT = {

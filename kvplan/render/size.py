@@ -5,7 +5,7 @@ from rich.console import Group
 from rich.table import Table
 from rich.text import Text
 
-from kvplan.kv import SizeReport
+from kvplan.model.size import SizeReport
 from kvplan.units import GiB, human_bytes
 
 _KIND_LABEL = {

@@ -35,7 +35,7 @@ DEFAULT_MAX_NUM_SEQS = 1024
 DEFAULT_MAX_NUM_BATCHED_TOKENS = 8192
 
 # The default cost model: an ideal roofline of Llama-3.1-8B in BF16 on one H100 SXM (a lower bound on
-# step time, until `kvplan.roofline` provides a calibrated one).
+# step time, until `kvplan.hardware.roofline` provides a calibrated one).
 REF_NUM_PARAMETERS = 8_030_000_000  # Llama-3.1-8B model card
 REF_WEIGHT_BYTES = 2 * REF_NUM_PARAMETERS  # BF16
 REF_KV_BYTES_PER_TOKEN = 2 * 32 * 8 * 128 * 2  # K and V × 32 layers × 8 KV heads × head 128 × 2 bytes = 131,072
@@ -45,7 +45,7 @@ FLOPS_PER_PARAMETER_PER_TOKEN = 2  # one multiply-add per weight per token
 
 
 class StepCostModel(Protocol):
-    """How long one engine step takes. `kvplan.roofline` can supply a roofline-based implementation."""
+    """How long one engine step takes. `kvplan.hardware.roofline` can supply a roofline-based implementation."""
 
     def step_time(self, num_prefill_tokens: int, num_decode_reqs: int, total_context_tokens: int) -> float:
         """Seconds for a step that computes `num_prefill_tokens` prompt tokens and one token for each of

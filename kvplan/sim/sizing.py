@@ -25,8 +25,8 @@ from typing import TYPE_CHECKING, Protocol
 from kvplan.errors import InvalidParameter
 
 if TYPE_CHECKING:
-    from kvplan.capacity import FitReport
-    from kvplan.roofline import RooflineCost
+    from kvplan.hardware.roofline import RooflineCost
+    from kvplan.vllm.report import FitReport
 
 # GroupSummary.kind values (kv.py CacheKind) by how the simulator treats them.
 FULL_ATTENTION_KINDS = frozenset({"full", "mla"})

@@ -1,0 +1,897 @@
+"""How fast decode and prefill can go on one GPU, and what limits them: a roofline model.
+
+A step (one forward pass of the engine) moves bytes through HBM and does FLOPs on the tensor
+cores; it cannot be faster than either roof:
+
+    step_time = max(bytes ÷ (bandwidth × bandwidth_efficiency), FLOPs ÷ (peak × compute_efficiency))
+                + tensor-parallel all-reduce time
+
+(Williams, Waterman & Patterson, "Roofline", CACM 2009; the decode/prefill reading of it is the
+starting document §1: intensity ≈ batch FLOP/byte for decode, ≈ prompt length for prefill.)
+
+Everything here is per GPU (one tensor-parallel rank). Pure: numbers in, frozen dataclasses out.
+
+Modelled: weight reads (MoE: only the experts the step's tokens are expected to hit), KV-cache
+reads (sliding windows and chunked-local attention capped, MLA's latent, recurrent state),
+linear and attention FLOPs, the ring all-reduce of activations under TP.
+Not modelled: kernel launch and scheduling overhead, sampling, activations' HBM traffic,
+all-reduce latency, pipeline parallelism, speculative decoding, expert parallelism, load imbalance
+between experts, and CUDA-graph padding of the batch.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+from kvplan.errors import InvalidParameter
+from kvplan.model.config import ModelSpec
+
+if TYPE_CHECKING:
+    from kvplan.hardware.gpus import GpuSpec
+
+Bound = Literal["memory", "compute"]
+ThroughputLimit = Literal["kv_capacity", "max_num_seqs", "compute", "unknown"]
+
+# --- defaults and constants (each with its source) ----------------------------------------------
+
+# Starting document §1: 39 tok/s × 16.2 GB read per step ≈ 632 GB/s achieved on an 896 GB/s GPU,
+# i.e. about 70 % of the rated bandwidth for single-request decode.
+DEFAULT_BANDWIDTH_EFFICIENCY = 0.70
+# Pope et al., "Efficiently Scaling Transformer Inference" (MLSys 2023, arXiv:2211.05102), abstract:
+# "76% MFU during large-batch-size processing of input tokens" (PaLM 540B prefill). A well-tuned
+# large GEMM reaches about this; small models and short prompts get less. Measure yours with
+# benchmarks/roofline_gpu.py and pass --compute-efficiency.
+DEFAULT_COMPUTE_EFFICIENCY = 0.76
+
+FLOPS_PER_MAC = 2  # one multiply + one add per weight per token: 2·P·n FLOPs for n tokens
+ATTENTION_MATMULS = 2  # QKᵀ and softmax(QKᵀ)·V, each 2·heads·head_dim FLOPs per (query, key) pair
+# Megatron-style TP (Shoeybi et al. 2019, §3; vLLM RowParallelLinear): one all-reduce after the
+# attention output projection and one after the MLP/MoE down projection, per layer.
+ALL_REDUCES_PER_LAYER = 2
+ACTIVATION_BYTES = 2  # hidden states are all-reduced in the model dtype (bf16/fp16)
+# Ring all-reduce moves 2(n−1)/n of the buffer through each GPU's link (Patarasuk & Yuan 2009).
+RING_ALLREDUCE_FACTOR_NUM = 2
+# gpus.yaml stores NVLink bandwidth bidirectional, as marketed (H100 SXM "900GB/s" = 450 GB/s each
+# way); a ring all-reduce sends and receives at the same time, so each direction carries the traffic.
+INTERCONNECT_DIRECTIONS = 2
+# A recurrent (Mamba / linear-attention) layer reads its per-request state and writes it back
+# every step (vLLM mamba selective_state_update loads and stores the state in place).
+STATE_TRAFFIC_FACTOR = 2
+# Largest batch searched for the compute-bound crossing (beyond any real max_num_seqs).
+MAX_SEARCH_BATCH = 1 << 24
+CHART_MAX_BATCH = 1 << 16  # the chart's curve stops here even if the crossing is further
+# Prefill chunks modelled one by one: 65,536 take about 2.5 s (a 1M-token prompt at a 16-token budget is
+# 62,500). More is a typo (--context 1e17 would never finish), so it is refused.
+MAX_PREFILL_CHUNKS = 1 << 16
+DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
+
+# Quantization methods whose matmuls run on FP8 tensor cores (W8A8) when the GPU has them
+# (vLLM quantization/fp8.py, modelopt.py ModelOptFp8Config, fbgemm_fp8.py, ptpc_fp8.py).
+# ModelOpt W4A8-AWQ keeps FP8 activations, so its matmuls also run at the FP8 rate.
+_FP8_COMPUTE_METHODS = frozenset(
+    {"fp8", "modelopt_fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt", "modelopt_w4a8_awq"}
+)
+# NVFP4 checkpoints run W4A4 on FP4 tensor cores (Blackwell); elsewhere vLLM falls back to a
+# weight-only kernel (Marlin W4A16) that computes in 16 bits (quantization/modelopt.py).
+_FP4_COMPUTE_METHODS = frozenset({"modelopt_fp4", "nvfp4"})
+_MODEL_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}  # unquantized weights, as stored
+
+
+# --- inputs ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Roof:
+    """One GPU's two ceilings (rated), the efficiencies that scale them, and its link for TP."""
+
+    gpu: str
+    bandwidth_bytes_per_s: float  # rated HBM bandwidth
+    peak_flops: float  # dense tensor-core FLOP/s for `flops_dtype`
+    flops_dtype: str  # bf16 | fp16 | fp8 | fp4
+    bandwidth_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY
+    compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY
+    interconnect_bytes_per_s: float | None = None  # per GPU, one direction; None = not modelled
+
+    def __post_init__(self) -> None:
+        for name in ("bandwidth_efficiency", "compute_efficiency"):
+            value = getattr(self, name)
+            if not 0.0 < value <= 1.0:
+                raise InvalidParameter(f"{name.replace('_', '-')} must be in (0, 1], got {value}")
+        if self.bandwidth_bytes_per_s <= 0 or self.peak_flops <= 0:
+            raise InvalidParameter(f"{self.gpu}: bandwidth and peak FLOP/s must be positive")
+
+    @property
+    def ridge_point(self) -> float:
+        """Rated FLOP/byte at which compute time equals memory time (peak ÷ bandwidth)."""
+        return self.peak_flops / self.bandwidth_bytes_per_s
+
+    @property
+    def effective_ridge_point(self) -> float:
+        """The same crossing after both efficiencies: where this model's bound switches."""
+        return (self.peak_flops * self.compute_efficiency) / (
+            self.bandwidth_bytes_per_s * self.bandwidth_efficiency
+        )
+
+
+@dataclass(frozen=True)
+class AttentionLayerCost:
+    """One attention layer on one GPU: what a query reads and computes per key it attends to.
+
+    `kv_bytes_per_token` is per rank (kv.py KVCacheSpec.bytes_per_token). Head dims are the ones the
+    kernels multiply: for MLA, decode runs on the absorbed latent (QK over kv_lora_rank + rope, AV
+    over kv_lora_rank) and prefill on up-projected heads (qk_nope + rope, v_head_dim)
+    (DeepSeek-V2 paper §2.1.3; vLLM mla_attention.py forward_mqa / forward_mha).
+    """
+
+    layer: int
+    kv_bytes_per_token: int
+    num_q_heads: int  # per rank
+    qk_head_dim: int
+    v_head_dim: int
+    prefill_qk_head_dim: int
+    prefill_v_head_dim: int
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
+    stores_kv: bool = True  # False for KV-sharing layers: they read another layer's cache
+
+    def attended(self, position: int) -> int:
+        """Keys the query at 1-based `position` attends to (itself included)."""
+        if position <= 0:
+            return 0
+        if self.sliding_window is not None:
+            return min(position, self.sliding_window)
+        if self.attention_chunk_size is not None:
+            return (position - 1) % self.attention_chunk_size + 1
+        return position
+
+    def decode_keys(self, context: int) -> int:
+        """Keys a decode query at context `context` reads: full context, or capped at the window.
+
+        Chunked-local attention is capped at the chunk (the worst case: the query at the end of a
+        chunk; across requests at random offsets the mean is about half a chunk).
+        """
+        if self.sliding_window is not None:
+            return min(context, self.sliding_window)
+        if self.attention_chunk_size is not None:
+            return min(context, self.attention_chunk_size)
+        return context
+
+    def cached_keys(self, prefix: int) -> int:
+        """Cached keys of a `prefix`-token history that the next chunk of queries can still see."""
+        if self.sliding_window is not None:
+            return min(prefix, self.sliding_window)
+        if self.attention_chunk_size is not None:
+            return prefix % self.attention_chunk_size
+        return prefix
+
+    def causal_pairs(self, n: int) -> int:
+        """Σ_{i=1..n} attended(i): (query, key) pairs of causal attention over the first n tokens.
+
+        Full: n(n+1)/2. Window W: W(W+1)/2 + (n−W)·W once n > W. Chunk c: per full chunk c(c+1)/2.
+        """
+        if n <= 0:
+            return 0
+        if self.sliding_window is not None:
+            w = self.sliding_window
+            return n * (n + 1) // 2 if n <= w else w * (w + 1) // 2 + (n - w) * w
+        if self.attention_chunk_size is not None:
+            c = self.attention_chunk_size
+            full, rest = divmod(n, c)
+            return full * (c * (c + 1) // 2) + rest * (rest + 1) // 2
+        return n * (n + 1) // 2
+
+
+@dataclass(frozen=True)
+class ModelCosts:
+    """Per-GPU sizes of a model that a step's bytes and FLOPs are built from.
+
+    Bytes read per step = `weight_bytes − unread_weight_bytes − (E − E_hit(n)) × expert_bytes ×
+    num_moe_layers`. `unread_weight_bytes` is the input-embedding table when it is not tied to the
+    LM head (a lookup reads n rows, not the table). FLOPs = 2 × `matmul_params_per_token` × n plus
+    attention.
+    """
+
+    name: str
+    weight_bytes: int  # stored weights on this GPU (quantization included)
+    matmul_params_per_token: int  # on this GPU: dense + k routed + shared experts + LM head
+    hidden_size: int
+    num_layers: int
+    tp: int = 1
+    unread_weight_bytes: int = 0
+    num_moe_layers: int = 0
+    num_experts: int = 0
+    experts_per_token: int = 0
+    expert_bytes: int = 0  # one routed expert of one MoE layer, on this GPU
+    attention: tuple[AttentionLayerCost, ...] = ()
+    state_bytes_per_request: int = 0  # recurrent state on this GPU, all layers
+    compute_dtype: str = "bf16"
+    compute_dtype_reason: str = "model dtype"
+    notes: tuple[str, ...] = field(default=(), compare=False)
+
+    def __post_init__(self) -> None:
+        if self.num_moe_layers and not 0 < self.experts_per_token <= self.num_experts:
+            raise InvalidParameter(
+                f"{self.name}: experts_per_token must be in 1..num_experts, "
+                f"got {self.experts_per_token} of {self.num_experts}"
+            )
+
+    @property
+    def kv_bytes_per_token(self) -> int:
+        """KV bytes one token adds on this GPU, summed over the attention layers that store KV."""
+        return sum(a.kv_bytes_per_token for a in self.attention if a.stores_kv)
+
+    @property
+    def is_moe(self) -> bool:
+        return self.num_moe_layers > 0
+
+
+# --- the formulas -------------------------------------------------------------------------------
+
+
+def ridge_point(peak_flops: float, bandwidth_bytes_per_s: float) -> float:
+    """FLOP/byte where a kernel turns compute-bound: dense peak ÷ HBM bandwidth (Williams et al. 2009).
+
+    H100 SXM BF16: 989 TFLOP/s (half the 1,979 sparse figure) ÷ 3.35 TB/s ≈ 295 (starting document §1).
+    """
+    if bandwidth_bytes_per_s <= 0:
+        raise InvalidParameter("memory bandwidth must be positive")
+    return peak_flops / bandwidth_bytes_per_s
+
+
+def expected_experts_hit(num_experts: int, experts_per_token: int, num_tokens: int) -> float:
+    """Expected distinct experts of one MoE layer that `num_tokens` tokens route to.
+
+    E × (1 − (1 − k/E)^n): each token picks k of E experts; a given expert is among them with
+    probability k/E; tokens are independent. Assumes uniform, independent routing (the load-balancing
+    objective of Switch Transformer, Fedus et al. 2021 §2.2, pushes towards it). Real routing is
+    skewed and correlated within a sequence, so real steps touch somewhat fewer experts. n=1 → k;
+    n → ∞ → E.
+    """
+    if num_experts <= 0 or num_tokens <= 0:
+        return 0.0
+    return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** num_tokens)
+
+
+def weight_bytes_read(costs: ModelCosts, num_tokens: int) -> int:
+    """Weight bytes a step over `num_tokens` tokens reads: all dense weights, the experts it hits."""
+    read = costs.weight_bytes - costs.unread_weight_bytes
+    if costs.is_moe:
+        missed = costs.num_experts - expected_experts_hit(
+            costs.num_experts, costs.experts_per_token, num_tokens
+        )
+        read -= round(missed * costs.expert_bytes * costs.num_moe_layers)
+    return max(read, 0)
+
+
+@dataclass(frozen=True)
+class StepCost:
+    """Bytes and FLOPs of one engine step on one GPU."""
+
+    num_tokens: int
+    weight_bytes: int
+    kv_bytes: int  # KV read (history) + written (new tokens)
+    state_bytes: int  # recurrent state read + written
+    linear_flops: int
+    attention_flops: int
+    allreduce_bytes: int  # payload of all the step's all-reduces (0 without TP)
+
+    @property
+    def bytes(self) -> int:
+        """All HBM traffic the model counts."""
+        return self.weight_bytes + self.kv_bytes + self.state_bytes
+
+    @property
+    def flops(self) -> int:
+        return self.linear_flops + self.attention_flops
+
+    @property
+    def arithmetic_intensity(self) -> float:
+        """FLOP per byte moved (starting document §1)."""
+        return self.flops / self.bytes if self.bytes else math.inf
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """The two roofs' times for one step, the communication added on top, and which roof holds."""
+
+    memory_s: float
+    compute_s: float
+    comm_s: float
+
+    @property
+    def time_s(self) -> float:
+        """max(memory, compute) + all-reduce: vLLM does not overlap TP communication with compute."""
+        return max(self.memory_s, self.compute_s) + self.comm_s
+
+    @property
+    def bound(self) -> Bound:
+        """Which roof holds; at exact equality the step counts as compute-bound."""
+        return "compute" if self.compute_s >= self.memory_s else "memory"
+
+
+def step_cost(
+    costs: ModelCosts,
+    *,
+    decode_reqs: int = 0,
+    decode_context: int = 0,
+    prefill_tokens: int = 0,
+    prefill_prefix: int = 0,
+) -> StepCost:
+    """Bytes and FLOPs of a step with `decode_reqs` decodes at `decode_context` and one prefill chunk.
+
+    Decode: each request's query reads its context's KV (capped per layer at the window/chunk) and
+    does 2·heads·(d_qk + d_v) FLOPs per key. Prefill chunk of `prefill_tokens` after
+    `prefill_prefix` cached tokens: the cached KV is read once (FlashAttention tiles reuse it across
+    the chunk's queries) and each query attends to the prefix plus the causal part of the chunk.
+    Every new token's K/V is written. Linear FLOPs: 2 × params × tokens.
+    """
+    if min(decode_reqs, decode_context, prefill_tokens, prefill_prefix) < 0:
+        raise InvalidParameter("batch, context and token counts must be ≥ 0")
+    n = decode_reqs + prefill_tokens
+    kv = 0
+    attn_flops = 0
+    for a in costs.attention:
+        dec_keys = a.decode_keys(decode_context)
+        kv += decode_reqs * dec_keys * a.kv_bytes_per_token
+        attn_flops += (
+            decode_reqs * dec_keys * ATTENTION_MATMULS * a.num_q_heads * (a.qk_head_dim + a.v_head_dim)
+        )
+        if prefill_tokens:
+            kv += a.cached_keys(prefill_prefix) * a.kv_bytes_per_token
+            pairs = a.causal_pairs(prefill_prefix + prefill_tokens) - a.causal_pairs(prefill_prefix)
+            attn_flops += (
+                pairs * ATTENTION_MATMULS * a.num_q_heads * (a.prefill_qk_head_dim + a.prefill_v_head_dim)
+            )
+        if a.stores_kv:
+            kv += n * a.kv_bytes_per_token  # write the new tokens' K/V
+    requests = decode_reqs + (1 if prefill_tokens else 0)
+    state = requests * costs.state_bytes_per_request * STATE_TRAFFIC_FACTOR
+    allreduce = 0
+    if costs.tp > 1:
+        allreduce = ALL_REDUCES_PER_LAYER * costs.num_layers * n * costs.hidden_size * ACTIVATION_BYTES
+    return StepCost(
+        num_tokens=n,
+        weight_bytes=weight_bytes_read(costs, n) if n else 0,
+        kv_bytes=kv,
+        state_bytes=state,
+        linear_flops=FLOPS_PER_MAC * costs.matmul_params_per_token * n,
+        attention_flops=attn_flops,
+        allreduce_bytes=allreduce,
+    )
+
+
+def step_time(cost: StepCost, roof: Roof, tp: int = 1) -> StepTime:
+    """Time of one step at the roofs: each side scaled by its efficiency; all-reduce on top.
+
+    All-reduce: ring, 2(tp−1)/tp × payload ÷ link bandwidth (Patarasuk & Yuan 2009); latency ignored.
+    Without a link figure the communication is not modelled (0 s).
+    """
+    comm = 0.0
+    if tp > 1 and roof.interconnect_bytes_per_s and cost.allreduce_bytes:
+        ring = RING_ALLREDUCE_FACTOR_NUM * (tp - 1) / tp
+        comm = ring * cost.allreduce_bytes / roof.interconnect_bytes_per_s
+    return StepTime(
+        memory_s=cost.bytes / (roof.bandwidth_bytes_per_s * roof.bandwidth_efficiency),
+        compute_s=cost.flops / (roof.peak_flops * roof.compute_efficiency),
+        comm_s=comm,
+    )
+
+
+def decode_step_time(costs: ModelCosts, roof: Roof, batch: int, context: int) -> float:
+    """Seconds of one decode step of `batch` requests at `context` tokens each (the ITL floor)."""
+    return step_time(step_cost(costs, decode_reqs=batch, decode_context=context), roof, costs.tp).time_s
+
+
+@dataclass(frozen=True)
+class RooflineCost:
+    """The simulator's cost model: `step_time(num_prefill_tokens, num_decode_reqs, total_context_tokens)`.
+
+    `total_context_tokens` follows the scheduler's protocol (`sim.scheduler.StepCostModel`): the KV
+    entries the step attends over in all, its own new tokens included. The tokens already cached are
+    that minus the step's new tokens; without a per-request breakdown they are split evenly over the
+    requests (the prefill chunk counting as one request), which is exact for uniform batches.
+    """
+
+    costs: ModelCosts
+    roof: Roof
+
+    def step_time(self, num_prefill_tokens: int, num_decode_reqs: int, total_context_tokens: int) -> float:
+        """Seconds of one mixed step (0 when nothing is scheduled)."""
+        if num_prefill_tokens <= 0 and num_decode_reqs <= 0:
+            return 0.0
+        requests = num_decode_reqs + (1 if num_prefill_tokens > 0 else 0)
+        cached = max(total_context_tokens - max(num_prefill_tokens, 0) - max(num_decode_reqs, 0), 0)
+        per_request = cached // requests
+        prefix = cached - per_request * num_decode_reqs if num_prefill_tokens > 0 else 0
+        cost = step_cost(
+            self.costs,
+            decode_reqs=num_decode_reqs,
+            decode_context=per_request + 1,  # the decode query attends to itself too
+            prefill_tokens=max(num_prefill_tokens, 0),
+            prefill_prefix=prefix,
+        )
+        return step_time(cost, self.roof, self.costs.tp).time_s
+
+
+# --- decode sweep -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DecodePoint:
+    """Decode at one batch size and context: speed, latency, and what limits it."""
+
+    batch: int
+    context: int
+    tokens_per_s: float  # aggregate over the batch
+    tokens_per_s_per_request: float
+    itl_s: float  # inter-token latency = step time
+    bound: Bound
+    arithmetic_intensity: float  # FLOP/byte
+    bytes: int
+    weight_bytes: int
+    kv_bytes: int
+    state_bytes: int
+    flops: int
+    attention_flops: int
+    memory_s: float
+    compute_s: float
+    comm_s: float
+    expected_experts: float | None  # per MoE layer, None for dense models
+    fits_kv_cache: bool | None  # batch ≤ kv_capacity_batch (None when unknown)
+
+
+def decode_point(
+    costs: ModelCosts, roof: Roof, batch: int, context: int, kv_capacity_batch: int | None = None
+) -> DecodePoint:
+    """One decode step at `batch` × `context`: tokens/s = batch ÷ step time."""
+    if batch < 1:
+        raise InvalidParameter(f"batch must be ≥ 1, got {batch}")
+    cost = step_cost(costs, decode_reqs=batch, decode_context=context)
+    t = step_time(cost, roof, costs.tp)
+    return DecodePoint(
+        batch=batch,
+        context=context,
+        tokens_per_s=batch / t.time_s,
+        tokens_per_s_per_request=1.0 / t.time_s,
+        itl_s=t.time_s,
+        bound=t.bound,
+        arithmetic_intensity=cost.arithmetic_intensity,
+        bytes=cost.bytes,
+        weight_bytes=cost.weight_bytes,
+        kv_bytes=cost.kv_bytes,
+        state_bytes=cost.state_bytes,
+        flops=cost.flops,
+        attention_flops=cost.attention_flops,
+        memory_s=t.memory_s,
+        compute_s=t.compute_s,
+        comm_s=t.comm_s,
+        expected_experts=(
+            expected_experts_hit(costs.num_experts, costs.experts_per_token, batch) if costs.is_moe else None
+        ),
+        fits_kv_cache=None if kv_capacity_batch is None else batch <= kv_capacity_batch,
+    )
+
+
+def compute_bound_batch(costs: ModelCosts, roof: Roof, context: int) -> int | None:
+    """Smallest decode batch whose compute time reaches its memory time, or None if none does.
+
+    Per request, FLOPs are constant in the batch while bytes fall (weights are shared), so the
+    intensity rises with the batch and the crossing is unique: a bisection finds it. With long
+    contexts the KV reads (≈ 2·H_q/H_kv/dtype_bytes FLOP/byte for GQA) may keep decode
+    memory-bound at any batch: then None.
+    """
+
+    def compute_bound(b: int) -> bool:
+        t = step_time(step_cost(costs, decode_reqs=b, decode_context=context), roof, costs.tp)
+        return t.bound == "compute"
+
+    if not compute_bound(MAX_SEARCH_BATCH):
+        return None
+    lo, hi = 0, MAX_SEARCH_BATCH  # invariant: lo not compute-bound (or 0), hi compute-bound
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if compute_bound(mid):
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@dataclass(frozen=True)
+class CurvePoint:
+    """Decode throughput at one batch with its two ceilings (for the chart)."""
+
+    batch: int
+    tokens_per_s: float  # what the model predicts (both roofs and communication)
+    memory_roof_tokens_per_s: float  # batch ÷ memory time: the bandwidth ceiling
+    compute_roof_tokens_per_s: float  # batch ÷ compute time: the compute ceiling
+
+
+def decode_curve(costs: ModelCosts, roof: Roof, context: int, max_batch: int) -> tuple[CurvePoint, ...]:
+    """Throughput and both ceilings at batch 1, 2, 4, … up to the first power of two ≥ `max_batch`."""
+    points: list[CurvePoint] = []
+    b = 1
+    while True:
+        t = step_time(step_cost(costs, decode_reqs=b, decode_context=context), roof, costs.tp)
+        points.append(CurvePoint(
+            batch=b,
+            tokens_per_s=b / t.time_s,
+            memory_roof_tokens_per_s=b / t.memory_s if t.memory_s else math.inf,
+            compute_roof_tokens_per_s=b / t.compute_s if t.compute_s else math.inf,
+        ))
+        if b >= max_batch or b >= MAX_SEARCH_BATCH:
+            return tuple(points)
+        b *= 2
+
+
+# --- prefill ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PrefillChunk:
+    """One scheduler step of a chunked prefill: `tokens` new tokens after `start` cached ones."""
+
+    start: int
+    tokens: int
+    flops: int
+    attention_flops: int
+    bytes: int
+    time_s: float
+    bound: Bound
+
+
+@dataclass(frozen=True)
+class PrefillReport:
+    """Prefill of one prompt, alone on the GPU: the TTFT floor, at once and chunked."""
+
+    prompt_tokens: int
+    flops: int
+    linear_flops: int
+    attention_flops: int  # the quadratic term (causal: P(P+1)/2 pairs, windows capped)
+    bytes: int
+    time_s: float  # whole prompt in one step: the TTFT floor
+    bound: Bound
+    tokens_per_s: float
+    max_num_batched_tokens: int | None
+    chunked_time_s: float  # sum of the chunks' step times (weights re-read each chunk)
+    chunks: tuple[PrefillChunk, ...]
+
+
+def prefill(
+    costs: ModelCosts, roof: Roof, prompt_tokens: int, max_num_batched_tokens: int | None = None
+) -> PrefillReport:
+    """Prefill `prompt_tokens` alone: one step, and in chunks of `max_num_batched_tokens` (vLLM
+    chunked prefill, v1/core/sched/scheduler.py: a request gets at most the token budget per step).
+    """
+    if prompt_tokens < 1:
+        raise InvalidParameter(f"prompt must be ≥ 1 token, got {prompt_tokens}")
+    if max_num_batched_tokens is not None and max_num_batched_tokens < 1:
+        raise InvalidParameter(f"max-num-batched-tokens must be ≥ 1, got {max_num_batched_tokens}")
+    chunk = max_num_batched_tokens or prompt_tokens
+    if -(prompt_tokens // -chunk) > MAX_PREFILL_CHUNKS:
+        raise InvalidParameter(f"a {prompt_tokens:,}-token prompt in chunks of {chunk:,} tokens is more than "
+                               f"{MAX_PREFILL_CHUNKS:,} prefill steps",
+                               hint="give a shorter --prompt / --context or a larger --max-num-batched-tokens")
+    whole = step_cost(costs, prefill_tokens=prompt_tokens)
+    t = step_time(whole, roof, costs.tp)
+    chunks: list[PrefillChunk] = []
+    for start in range(0, prompt_tokens, chunk):
+        n = min(chunk, prompt_tokens - start)
+        c = step_cost(costs, prefill_tokens=n, prefill_prefix=start)
+        ct = step_time(c, roof, costs.tp)
+        chunks.append(PrefillChunk(start, n, c.flops, c.attention_flops, c.bytes, ct.time_s, ct.bound))
+    return PrefillReport(
+        prompt_tokens=prompt_tokens,
+        flops=whole.flops,
+        linear_flops=whole.linear_flops,
+        attention_flops=whole.attention_flops,
+        bytes=whole.bytes,
+        time_s=t.time_s,
+        bound=t.bound,
+        tokens_per_s=prompt_tokens / t.time_s,
+        max_num_batched_tokens=max_num_batched_tokens,
+        chunked_time_s=sum(c.time_s for c in chunks),
+        chunks=tuple(chunks),
+    )
+
+
+# --- the report ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RooflineReport:
+    """`kvplan roofline`: the GPU's ridge, decode over batch sizes, the two caps, and prefill."""
+
+    model: str
+    gpu: str
+    tp: int
+    compute_dtype: str
+    compute_dtype_reason: str
+    bandwidth_bytes_per_s: float
+    peak_flops: float
+    bandwidth_efficiency: float
+    compute_efficiency: float
+    ridge_point: float  # rated FLOP/byte for compute_dtype
+    effective_ridge_point: float  # after the efficiencies
+    ridge_points: dict[str, float]  # rated FLOP/byte for every dtype the GPU lists
+    context: int
+    weight_bytes: int  # stored on one GPU
+    kv_bytes_per_token: int  # on one GPU
+    kv_capacity_batch: int | None
+    max_num_seqs: int | None
+    compute_bound_batch: int | None
+    throughput_limit: ThroughputLimit
+    limit_point: DecodePoint | None  # decode at the batch where throughput stops growing
+    batches: tuple[DecodePoint, ...]
+    prefill: PrefillReport
+    curve: tuple[CurvePoint, ...]  # powers of two past the largest batch of interest
+    communication: str  # how TP all-reduce was treated
+    notes: tuple[str, ...]
+
+
+def throughput_limit(
+    kv_capacity_batch: int | None, compute_bound: int | None, max_num_seqs: int | None = None
+) -> tuple[ThroughputLimit, int | None]:
+    """What stops decode throughput from growing with the batch first, and at which batch.
+
+    Memory-bound throughput grows with the batch (the weights are shared). It stops growing at the
+    first of: the KV cache holding no more requests of the context, vLLM's max_num_seqs (the
+    scheduler runs no more requests at once, v1/core/sched/scheduler.py), or the step turning
+    compute-bound. Ties go to compute, then the KV cache. Unknown without the KV capacity.
+    """
+    if kv_capacity_batch is None:
+        return "unknown", None
+    caps: list[tuple[int, int, ThroughputLimit]] = [(kv_capacity_batch, 1, "kv_capacity")]
+    if compute_bound is not None:
+        caps.append((compute_bound, 0, "compute"))
+    if max_num_seqs is not None:
+        caps.append((max_num_seqs, 2, "max_num_seqs"))
+    batch, _, name = min(caps)
+    return name, batch
+
+
+def roofline(
+    costs: ModelCosts,
+    roof: Roof,
+    *,
+    context: int,
+    batches: Sequence[int] = DEFAULT_BATCHES,
+    prompt_tokens: int | None = None,
+    max_num_batched_tokens: int | None = None,
+    kv_capacity_batch: int | None = None,
+    max_num_seqs: int | None = None,
+    gpu_flops: Mapping[str, float] | None = None,
+) -> RooflineReport:
+    """Decode over `batches` at `context`, the compute-bound and KV-capacity batches, and prefill.
+
+    `kv_capacity_batch`: how many requests of `context` tokens the KV cache holds (from `fit`);
+    `max_num_seqs`: vLLM's cap on running requests.
+    `prompt_tokens` defaults to `context`. `gpu_flops` (dtype → dense FLOP/s) adds per-dtype ridges.
+    """
+    if context < 0:
+        raise InvalidParameter(f"context must be ≥ 0, got {context}")
+    if not batches:
+        raise InvalidParameter("give at least one batch size")
+    if kv_capacity_batch is not None and kv_capacity_batch < 0:
+        raise InvalidParameter(f"kv capacity batch must be ≥ 0, got {kv_capacity_batch}")
+    points = tuple(decode_point(costs, roof, b, context, kv_capacity_batch) for b in sorted(set(batches)))
+    crossing = compute_bound_batch(costs, roof, context)
+    limit, limit_batch = throughput_limit(kv_capacity_batch, crossing, max_num_seqs)
+    ridges = {
+        dtype: ridge_point(flops, roof.bandwidth_bytes_per_s) for dtype, flops in (gpu_flops or {}).items()
+    }
+    ridges.setdefault(roof.flops_dtype, roof.ridge_point)
+    if costs.tp > 1:
+        communication = (
+            f"ring all-reduce, {ALL_REDUCES_PER_LAYER} per layer of tokens × hidden × {ACTIVATION_BYTES} B, "
+            f"at {roof.interconnect_bytes_per_s / 1e9:,.0f} GB/s each way per GPU, added to the step "
+            "(not overlapped); latency not modelled"
+            if roof.interconnect_bytes_per_s
+            else "not modelled: the GPU has no interconnect figure (times are per-GPU compute and HBM only)"
+        )
+    else:
+        communication = "none (single GPU)"
+    interesting = [*batches, kv_capacity_batch or 0, crossing or 0]
+    curve = decode_curve(costs, roof, context, min(CHART_MAX_BATCH, 2 * max(interesting)))
+    return RooflineReport(
+        model=costs.name,
+        gpu=roof.gpu,
+        tp=costs.tp,
+        compute_dtype=roof.flops_dtype,
+        compute_dtype_reason=costs.compute_dtype_reason,
+        bandwidth_bytes_per_s=roof.bandwidth_bytes_per_s,
+        peak_flops=roof.peak_flops,
+        bandwidth_efficiency=roof.bandwidth_efficiency,
+        compute_efficiency=roof.compute_efficiency,
+        ridge_point=roof.ridge_point,
+        effective_ridge_point=roof.effective_ridge_point,
+        ridge_points=ridges,
+        context=context,
+        weight_bytes=costs.weight_bytes,
+        kv_bytes_per_token=costs.kv_bytes_per_token,
+        kv_capacity_batch=kv_capacity_batch,
+        max_num_seqs=max_num_seqs,
+        compute_bound_batch=crossing,
+        throughput_limit=limit,
+        limit_point=(
+            decode_point(costs, roof, limit_batch, context, kv_capacity_batch) if limit_batch else None
+        ),
+        batches=points,
+        prefill=prefill(costs, roof, prompt_tokens if prompt_tokens is not None else max(context, 1),
+                        max_num_batched_tokens),
+        curve=curve,
+        communication=communication,
+        notes=costs.notes,
+    )
+
+
+# --- from a ModelSpec ----------------------------------------------------------------------------
+
+
+def select_compute_dtype(model: ModelSpec, gpu_flops: Mapping[str, float]) -> tuple[str, str]:
+    """The tensor-core dtype the model's matmuls run in on this GPU, and why.
+
+    16-bit by default (the model dtype; vLLM's `dtype=auto` downcasts float32 checkpoints to 16 bits,
+    config/model.py, logging "Downcasting torch.float32 to …"). FP8 checkpoints (W8A8) use the FP8
+    peak when the GPU lists one; NVFP4 uses FP4 when listed. Weight-only schemes (GPTQ, AWQ,
+    bitsandbytes, MXFP4, NVFP4/FP8 without the tensor cores) dequantize to 16 bits, so their FLOPs
+    run at the 16-bit peak.
+    """
+    base = "fp16" if model.dtype == "float16" and "fp16" in gpu_flops else "bf16"
+    q = model.quant
+    if q is None:
+        return base, "model dtype " + model.dtype
+    method = q.method.lower()
+    ct = _ct_w8a8_type(model) if method == "compressed-tensors" else None
+    if ct == "int" and "int8" in gpu_flops:
+        return "int8", f"{q.method} INT8 weights and activations (W8A8) on INT8 tensor cores"
+    fp8 = method in _FP8_COMPUTE_METHODS or ct == "float"
+    if fp8:
+        if "fp8" in gpu_flops:
+            return "fp8", f"{q.method} weights (W8A8) on FP8 tensor cores"
+        return base, f"{q.method} weights but no FP8 tensor cores: weight-only, {base} compute"
+    if method in _FP4_COMPUTE_METHODS:
+        if "fp4" in gpu_flops:
+            return "fp4", f"{q.method} weights (W4A4) on FP4 tensor cores"
+        return base, f"{q.method} weights but no FP4 tensor cores: weight-only (Marlin), {base} compute"
+    return base, f"{q.method} is weight-only: {base} compute"
+
+
+def _ct_w8a8_type(model: ModelSpec) -> str | None:
+    """compressed-tensors W8A8: "float" (CompressedTensorsW8A8Fp8) or "int" (W8A8Int8), else None.
+
+    Both need 8-bit weights and quantized input activations in a config group.
+    """
+    qc = model.raw.get("quantization_config") if isinstance(model.raw, Mapping) else None
+    groups = qc.get("config_groups") if isinstance(qc, Mapping) else None
+    if not isinstance(groups, Mapping):
+        return None
+    for group in groups.values():
+        if not isinstance(group, Mapping):
+            continue
+        w, a = group.get("weights"), group.get("input_activations")
+        if isinstance(w, Mapping) and w.get("num_bits") == 8 and isinstance(a, Mapping):
+            kind = w.get("type")
+            return str(kind) if kind in ("float", "int") else None
+    return None
+
+
+def model_costs(
+    model: ModelSpec,
+    *,
+    tp: int = 1,
+    kv_cache_dtype: str = "auto",
+    gpu_flops: Mapping[str, float] | None = None,
+    weights_bytes: int | None = None,
+) -> ModelCosts:
+    """Per-GPU costs of `model` under tensor parallelism `tp` (no pipeline parallelism).
+
+    Parameters by role come from count_parameters, KV per layer from kv.kv_cache_specs.
+    `weights_bytes`: stored bytes of the whole model when known (safetensors metadata), else the
+    analytic weights_bytes. Matmul parameters per token = attention + dense MLP + routers +
+    shared + k routed experts + the LM head (vocab × hidden, tied or not); embeddings and norms
+    do no matmul. Everything is split 1/tp (vLLM column/row/vocab-parallel layers); the few
+    replicated weights (norms, MLA's down-projections) are counted as split.
+    `gpu_flops` (dtype → FLOP/s) picks the compute dtype (select_compute_dtype).
+    """
+    from kvplan.model.kv_cache import kv_cache_specs
+    from kvplan.model.weights import (
+        count_parameters,
+        quantized_bits_per_weight,
+        stored_weights_bytes,
+        weights_bytes_per_gpu,
+    )
+
+    specs = kv_cache_specs(model, tp=tp, pp=1, kv_cache_dtype=kv_cache_dtype)[0]
+    params = count_parameters(model)
+    total_bytes = weights_bytes if weights_bytes is not None else stored_weights_bytes(model, params)
+    per_gpu = weights_bytes_per_gpu(model, tp=tp, pp=1, total_bytes=total_bytes)
+    full_bytes = _MODEL_DTYPE_BYTES.get(model.dtype, 2)
+    lm_head = model.vocab_size * model.hidden_size
+    matmul = params.active - params.embedding - params.norms - params.lm_head + lm_head
+    # An untied input embedding is looked up (n rows), not streamed: it is not read per step.
+    unread = 0 if model.tie_word_embeddings else params.embedding * full_bytes // tp
+    # weights_bytes keeps routed experts at the quantized width whenever a scheme is declared.
+    expert_bits = quantized_bits_per_weight(model) if model.quant else 8.0 * full_bytes
+    expert_bytes = round(params.params_per_expert * expert_bits / 8 / tp)
+    dtype, reason = select_compute_dtype(model, gpu_flops or {})
+
+    notes: list[str] = []
+    by_layer = {s.layer: s for s in specs}
+    attention: list[AttentionLayerCost] = []
+    state = 0
+    dtype_bytes = specs[0].dtype_bytes if specs else full_bytes
+    for layer in model.layers:
+        spec = by_layer.get(layer.index)
+        if layer.kind == "mlp_only":
+            continue
+        if layer.kind == "mamba":
+            state += spec.state_bytes if spec is not None else 0
+            continue
+        q_heads = max(1, (layer.num_attention_heads or model.num_attention_heads) // tp)
+        head, head_v = layer.head_size, layer.head_size_v or layer.head_size
+        if layer.kind == "kv_shared":  # attends over an earlier layer's cache: reads it, stores none
+            head = head_v = model.head_size
+            kv_bpt = max(1, model.num_kv_heads // tp) * 2 * model.head_size * dtype_bytes
+        else:
+            kv_bpt = spec.bytes_per_token if spec is not None else 0
+        if layer.kind == "mla" and model.mla is not None:
+            m = model.mla
+            dims = (m.kv_lora_rank + m.qk_rope_head_dim, m.kv_lora_rank,
+                    m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim)
+        else:
+            dims = (head, head_v, head, head_v)
+        attention.append(AttentionLayerCost(
+            layer=layer.index, kv_bytes_per_token=kv_bpt, num_q_heads=q_heads,
+            qk_head_dim=dims[0], v_head_dim=dims[1], prefill_qk_head_dim=dims[2], prefill_v_head_dim=dims[3],
+            sliding_window=layer.sliding_window, attention_chunk_size=layer.attention_chunk_size,
+            stores_kv=layer.kind != "kv_shared",
+        ))
+    if any(layer.kind == "kv_shared" for layer in model.layers):
+        notes.append("KV-sharing layers are costed as full attention over the shared cache")
+    moe = model.moe
+    return ModelCosts(
+        name=model.name,
+        weight_bytes=per_gpu,
+        matmul_params_per_token=matmul // tp,
+        hidden_size=model.hidden_size,
+        num_layers=model.num_layers,
+        tp=tp,
+        unread_weight_bytes=unread,
+        num_moe_layers=params.moe_layers if moe is not None else 0,
+        num_experts=moe.num_experts if moe is not None else 0,
+        experts_per_token=moe.experts_per_token if moe is not None else 0,
+        expert_bytes=expert_bytes if moe is not None else 0,
+        attention=tuple(attention),
+        state_bytes_per_request=state,
+        compute_dtype=dtype,
+        compute_dtype_reason=reason,
+        notes=tuple(notes),
+    )
+
+
+def roof_from_gpu(
+    gpu: GpuSpec,
+    flops_dtype: str,
+    *,
+    bandwidth_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY,
+    compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY,
+) -> Roof:
+    """The roof of a catalog GPU for matmuls in `flops_dtype` (GpuSpec.resolve_flops falls back to a
+    wider dtype the chip lists; the roof says which one it used).
+
+    The catalog's interconnect figure is bidirectional; the roof keeps one direction.
+    """
+    flops = gpu.resolve_flops(flops_dtype)
+    link = gpu.interconnect_bytes_per_s
+    return Roof(
+        gpu=gpu.id,
+        bandwidth_bytes_per_s=gpu.require_bandwidth(),
+        peak_flops=flops.flops,
+        flops_dtype=flops.dtype,
+        bandwidth_efficiency=bandwidth_efficiency,
+        compute_efficiency=compute_efficiency,
+        interconnect_bytes_per_s=link / INTERCONNECT_DIRECTIONS if link else None,
+    )

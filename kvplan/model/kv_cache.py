@@ -1,0 +1,196 @@
+"""KV-cache bytes per token and per block, per layer and per GPU, as vLLM's KVCacheSpec computes them.
+
+Source: vllm/v1/kv_cache_interface.py (FullAttentionSpec, SlidingWindowSpec, ChunkedLocalAttentionSpec,
+MLAAttentionSpec, MambaSpec) and config/model.py:ModelConfig.get_num_kv_heads (vLLM 0.33).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from kvplan.model.parallel import check_tensor_parallel, pp_layer_ranges
+
+if TYPE_CHECKING:
+    from kvplan.model.config import ModelSpec, RecurrentState
+
+CacheKind = Literal["full", "sliding_window", "chunked_local", "mla", "mamba"]
+
+# Bytes per element of each --kv-cache-dtype (utils/torch_utils.py:STR_DTYPE_TO_TORCH_DTYPE: fp8 → uint8).
+KV_DTYPE_BYTES: dict[str, int] = {
+    "float32": 4,
+    "bfloat16": 2,
+    "float16": 2,
+    "fp8": 1,
+    "fp8_e4m3": 1,
+    "fp8_e5m2": 1,
+}
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
+
+
+@dataclass(frozen=True)
+class KVCacheSpec:
+    """One layer's cache on one GPU (per rank), like vLLM's per-layer KVCacheSpec.
+
+    Attention kinds store `num_kv_heads × (head_size + head_size_v) × dtype_bytes` per token;
+    MLA stores one latent (`num_kv_heads=1`, `head_size = kv_lora_rank + qk_rope_head_dim`,
+    `head_size_v = 0`); `mamba` (Mamba1/2, gated delta-net, linear attention, short conv) stores a
+    fixed `state_bytes` per request instead.
+    """
+
+    layer: int  # global layer index in the model
+    kind: CacheKind
+    num_kv_heads: int = 0
+    head_size: int = 0
+    head_size_v: int = 0
+    dtype_bytes: int = 2
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
+    state_bytes: int = 0  # mamba: Σ prod(shape) × dtype size over the state tensors (unpadded)
+
+    @property
+    def is_attention(self) -> bool:
+        return self.kind != "mamba"
+
+    @property
+    def bytes_per_token(self) -> int:
+        """K+V bytes one token occupies in this layer (0 for recurrent layers).
+
+        vLLM AttentionSpec.page_size_bytes / block_size = num_kv_heads × (head_size + head_size_v) × e.
+        """
+        if self.kind == "mamba":
+            return 0
+        return self.num_kv_heads * (self.head_size + self.head_size_v) * self.dtype_bytes
+
+    def page_size_bytes(self, block_size: int) -> int:
+        """Bytes of one block of this layer, before any hybrid padding (KVCacheSpec.page_size_bytes)."""
+        if self.kind == "mamba":
+            return self.state_bytes
+        return block_size * self.bytes_per_token
+
+
+# ---------------------------------------------------------------------------------------------
+# From a ModelSpec to per-rank specs
+# ---------------------------------------------------------------------------------------------
+
+_DTYPE_SIZE = {"float32": 4, "bfloat16": 2, "float16": 2}
+
+
+def resolve_kv_cache_dtype(model: ModelSpec, kv_cache_dtype: str = "auto") -> str:
+    """What `--kv-cache-dtype` means for this model (config/cache.py, resolve_kv_cache_dtype_string).
+
+    `auto` is the model dtype, unless the checkpoint declares a KV scheme (ModelOpt
+    `kv_cache_quant_algo: FP8`, llm-compressor `kv_cache_scheme`), which makes it fp8.
+    """
+    if kv_cache_dtype not in KV_CACHE_DTYPES:
+        from kvplan.errors import InvalidParameter, close_matches
+
+        hint = close_matches(kv_cache_dtype, KV_CACHE_DTYPES)
+        raise InvalidParameter(
+            f"--kv-cache-dtype {kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}",
+            hint=f"did you mean {hint[0]}?" if hint else None,
+        )
+    if kv_cache_dtype != "auto":
+        return kv_cache_dtype
+    if model.quant is not None and model.quant.kv_cache_dtype:
+        return model.quant.kv_cache_dtype
+    return model.dtype
+
+
+def recurrent_state_shapes(state: RecurrentState, tp: int) -> tuple[tuple[tuple[int, ...], str], ...]:
+    """State tensors (shape, dtype) of one recurrent layer on one TP rank.
+
+    vllm/model_executor/layers/mamba/mamba_utils.py:MambaStateShapeCalculator
+    (mamba1_state_shape, mamba2_state_shape, gated_delta_net_state_shape).
+    """
+    k = state.conv_kernel - 1  # the conv state keeps the last (kernel − 1) inputs
+    if state.variant == "mamba1":
+        d = state.intermediate_size // tp
+        return (((d, k), state.conv_dtype), ((d, state.state_size), state.ssm_dtype))
+    if state.variant == "mamba2":
+        # n_groups that do not divide TP are replicated to the next multiple (extra_groups_for_head_shards).
+        groups = state.n_groups
+        if groups % tp:
+            groups = tp
+        conv_dim = state.intermediate_size + 2 * groups * state.state_size
+        return (((k, conv_dim // tp), state.conv_dtype),
+                ((state.num_heads // tp, state.head_dim, state.state_size), state.ssm_dtype))
+    if state.variant == "gdn":
+        conv_dim = state.head_k_dim * state.num_k_heads * 2 + state.head_v_dim * state.num_v_heads
+        return (((k, conv_dim // tp), state.conv_dtype),
+                ((state.num_v_heads // tp, state.head_k_dim, state.head_v_dim), state.ssm_dtype))
+    from kvplan.errors import BadConfig
+
+    raise BadConfig(f"recurrent layer variant {state.variant!r} is not understood by kvplan")
+
+
+def recurrent_state_bytes(state: RecurrentState, tp: int) -> int:
+    """Σ prod(shape) × dtype size over the state tensors (MambaSpec.page_size_bytes, unpadded)."""
+    total = 0
+    for shape, dtype in recurrent_state_shapes(state, tp):
+        n = 1
+        for dim in shape:
+            n *= dim
+        total += n * _DTYPE_SIZE[dtype]
+    return total
+
+
+MAMBA_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+def kv_cache_specs(
+    model: ModelSpec,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    kv_cache_dtype: str = "auto",
+    mamba_cache_dtype: str = "auto",
+    mamba_ssm_cache_dtype: str = "auto",
+) -> list[list[KVCacheSpec]]:
+    """Per-layer KV specs for each pipeline stage (worker), per TP rank.
+
+    KV heads per rank: max(1, total // tp) (ModelConfig.get_num_kv_heads); MLA keeps its one latent
+    whole on every rank. Layers without a cache of their own (KV sharing, MLP-only) get no spec
+    (v1/worker/gpu/attn_utils.py:get_kv_cache_spec). `mamba_cache_dtype` / `mamba_ssm_cache_dtype` are
+    vLLM's `--mamba-cache-dtype` / `--mamba-ssm-cache-dtype` (conv and SSM state; `auto` keeps the
+    model's default, MambaStateDtypeCalculator).
+    """
+    from dataclasses import replace
+
+    from kvplan.errors import InvalidParameter
+
+    for flag, value in (("--mamba-cache-dtype", mamba_cache_dtype), ("--mamba-ssm-cache-dtype", mamba_ssm_cache_dtype)):
+        if value not in MAMBA_CACHE_DTYPES:
+            raise InvalidParameter(f"{flag} {value!r} is not one of {', '.join(MAMBA_CACHE_DTYPES)}")
+
+    check_tensor_parallel(model, tp)
+    if pp < 1 or pp > model.num_layers:
+        raise InvalidParameter(f"--pipeline-parallel-size must be between 1 and {model.num_layers}, got {pp}")
+    dtype = resolve_kv_cache_dtype(model, kv_cache_dtype)
+    e = KV_DTYPE_BYTES[dtype]
+    stages = []
+    for rng in pp_layer_ranges(model.num_layers, pp):
+        specs: list[KVCacheSpec] = []
+        for i in rng:
+            layer = model.layers[i]
+            if layer.kind in ("kv_shared", "mlp_only"):
+                continue
+            if layer.kind == "mamba":
+                assert layer.state is not None
+                state = layer.state
+                if mamba_cache_dtype != "auto":
+                    state = replace(state, conv_dtype=mamba_cache_dtype)
+                if mamba_ssm_cache_dtype != "auto":
+                    state = replace(state, ssm_dtype=mamba_ssm_cache_dtype)
+                specs.append(KVCacheSpec(i, "mamba", state_bytes=recurrent_state_bytes(state, tp)))
+            elif layer.kind == "mla":
+                specs.append(KVCacheSpec(i, "mla", num_kv_heads=1, head_size=layer.head_size, head_size_v=0,
+                                         dtype_bytes=e))
+            else:
+                kind: CacheKind = layer.kind  # type: ignore[assignment]  # attention kinds only here
+                specs.append(KVCacheSpec(
+                    i, kind, num_kv_heads=max(1, layer.num_kv_heads // tp), head_size=layer.head_size,
+                    head_size_v=layer.head_size_v, dtype_bytes=e, sliding_window=layer.sliding_window,
+                    attention_chunk_size=layer.attention_chunk_size,
+                ))
+        stages.append(specs)
+    return stages

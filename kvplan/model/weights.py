@@ -1,0 +1,217 @@
+"""Weights: an analytic parameter count from config.json, the bytes the checkpoint stores, and the
+bytes vLLM holds once it has loaded them.
+
+Used when the Hub's safetensors metadata is not available. Parameter shapes follow the Hugging Face
+modeling files of each family (modeling_llama.py, modeling_qwen2.py, modeling_gpt2.py, modeling_opt.py,
+modeling_mixtral.py, modeling_deepseek_v3.py, modeling_qwen3_next.py, modeling_nemotron_h.py).
+Pinned against published parameter counts in tests/test_weights.py.
+
+Stored bytes (`weights_bytes`, `weights_bytes_per_gpu`) are what the checkpoint holds and what a decode
+step reads. Loaded bytes (`loaded_weights_bytes_per_gpu`) are what vLLM's "Model loading took X GiB"
+reports: the checkpoint re-laid out for the kernels vLLM picks on the GPU, plus buffers the model
+builds at init (see "Loaded bytes" below).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from kvplan.model.config import LayerSpec, ModelSpec, RecurrentState
+
+# Families whose attention projections carry biases (q, k, v [, o]).
+_QKV_BIAS = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "chatglm"})
+_ALL_ATTN_BIAS = frozenset({"gpt2", "opt", "gpt_oss"})
+_MLP_BIAS = frozenset({"gpt2", "opt"})
+_LAYERNORM_WITH_BIAS = frozenset({"gpt2", "opt", "falcon", "RefinedWeb", "RefinedWebModel", "cohere"})
+_QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "llama4_text", "gemma4_text",
+                      "granitemoehybrid_qknorm"})
+# Learned absolute position embeddings: rows = max positions (+2 for OPT's offset, modeling_opt.py).
+_LEARNED_POSITIONS = {"gpt2": 0, "opt": 2}
+FP_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+
+
+@dataclass(frozen=True)
+class ParamCount:
+    """Parameters by role. `active` is what one token touches (k routed experts of each MoE layer)."""
+
+    total: int
+    embedding: int
+    lm_head: int
+    attention: int  # attention / token-mixer projections (incl. recurrent layers), norms excluded
+    mlp: int  # dense MLPs + shared experts + routers
+    routed_experts: int  # all routed experts of all MoE layers
+    params_per_expert: int  # one routed expert of one MoE layer
+    moe_layers: int
+    norms: int
+    active: int
+
+
+def _attention_params(model: ModelSpec, layer: LayerSpec) -> int:
+    h, mt = model.hidden_size, model.model_type
+    if layer.kind == "mamba":
+        assert layer.state is not None
+        return _recurrent_params(h, layer.state)
+    if layer.kind in ("mlp_only",):
+        return 0
+    heads = model.num_attention_heads
+    if layer.kind == "mla" and model.mla is not None:
+        m = model.mla
+        qk = m.qk_nope_head_dim + m.qk_rope_head_dim
+        q = h * heads * qk if m.q_lora_rank is None else h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * heads * qk
+        kv_a = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank  # + kv_a_layernorm
+        kv_b = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
+        return q + kv_a + kv_b + heads * m.v_head_dim * h
+    hd, kvh = layer.head_size, layer.num_kv_heads
+    if layer.kind == "kv_shared":  # still has q and o (and k/v weights in the checkpoint)
+        hd, kvh = model.head_size, model.num_kv_heads
+    q, kv, o = h * heads * hd, h * kvh * hd, heads * hd * h
+    n = q + 2 * kv + o
+    if mt in _QKV_BIAS:
+        n += heads * hd + 2 * kvh * hd
+    if mt in _ALL_ATTN_BIAS:
+        n += heads * hd + 2 * kvh * hd + h
+    if mt in _QK_NORM:
+        n += 2 * hd
+    if mt == "gpt_oss":
+        n += heads  # attention sinks, one per head (modeling_gpt_oss.py)
+    return n
+
+
+def _recurrent_params(h: int, s: RecurrentState) -> int:
+    k = s.conv_kernel
+    if s.variant == "gdn":  # Qwen3-Next GatedDeltaNet
+        key, val = s.num_k_heads * s.head_k_dim, s.num_v_heads * s.head_v_dim
+        in_proj = h * (2 * key + 2 * val) + h * 2 * s.num_v_heads  # in_proj_qkvz + in_proj_ba
+        conv = (2 * key + val) * k
+        return in_proj + conv + 2 * s.num_v_heads + s.head_v_dim + val * h  # dt_bias, A_log, norm, out_proj
+    if s.variant == "mamba2":
+        d, g, n = s.intermediate_size, s.n_groups, s.state_size
+        conv_dim = d + 2 * g * n
+        in_proj = h * (2 * d + 2 * g * n + s.num_heads)
+        return in_proj + conv_dim * k + conv_dim + 3 * s.num_heads + d + d * h  # conv w+b, dt/A/D, norm, out
+    d, n = s.intermediate_size, s.state_size  # mamba1 (Jamba)
+    dt_rank = -(-h // 16)
+    return h * 2 * d + d * k + d + d * (dt_rank + 2 * n) + dt_rank * d + d + d * n + d + d * h
+
+
+def _mlp_params(model: ModelSpec, width: int) -> int:
+    h = model.hidden_size
+    n = (3 if model.gated_mlp else 2) * h * width
+    if model.model_type in _MLP_BIAS:
+        n += width + h
+    return n
+
+
+def count_parameters(model: ModelSpec) -> ParamCount:
+    """Analytic parameter count from the config (embeddings, attention incl. MLA, dense and MoE MLPs with
+    shared experts and routers, recurrent layers, norms, tied or separate LM head)."""
+    h, v = model.hidden_size, model.vocab_size
+    embedding = v * h
+    if model.model_type in _LEARNED_POSITIONS:
+        embedding += (model.max_model_len + _LEARNED_POSITIONS[model.model_type]) * h
+    lm_head = 0 if model.tie_word_embeddings else v * h
+    norm_size = 2 * h if model.model_type in _LAYERNORM_WITH_BIAS else h
+    attention = mlp = routed = norms = 0
+    per_expert = moe_layers = 0
+    moe = model.moe
+    for layer in model.layers:
+        attention += _attention_params(model, layer)
+        # Falcon's parallel attention/MLP block shares one input norm (modeling_falcon.py).
+        norms += norm_size if layer.kind == "mlp_only" or model.raw.get("parallel_attn") else 2 * norm_size
+        if layer.kind == "mlp_only" and not layer.moe:
+            mlp += _mlp_params(model, model.intermediate_size)
+            norms -= norm_size  # one norm for a lone MLP block (Nemotron-H)
+            continue
+        if layer.kind == "mlp_only":
+            norms -= norm_size
+        if moe is not None and layer.moe:
+            per_expert = _mlp_params(model, moe.expert_intermediate_size)
+            if model.model_type == "gpt_oss":
+                per_expert += 2 * moe.expert_intermediate_size + h  # expert biases (modeling_gpt_oss.py)
+            routed += moe.num_experts * per_expert
+            router = h * moe.num_experts + (moe.num_experts if model.model_type == "gpt_oss" else 0)
+            shared = _mlp_params(model, moe.shared_intermediate_size) if moe.shared_intermediate_size else 0
+            if moe.shared_intermediate_size and model.model_type in {"qwen2_moe", "qwen3_next"}:
+                shared += h  # shared_expert_gate
+            mlp += router + shared
+            moe_layers += 1
+        elif model.model_type == "nemotron_h":
+            continue  # Nemotron-H: attention and Mamba layers have no MLP; "-" layers carry it
+        elif layer.kind != "mamba" or model.model_type in {"granitemoehybrid", "jamba"}:
+            if model.intermediate_size:
+                mlp += _mlp_params(model, model.intermediate_size)
+    norms += norm_size  # final norm
+    total = embedding + lm_head + attention + mlp + routed + norms
+    active = total - routed + (moe.experts_per_token * per_expert * moe_layers if moe else 0)
+    return ParamCount(total=total, embedding=embedding, lm_head=lm_head, attention=attention, mlp=mlp,
+                      routed_experts=routed, params_per_expert=per_expert, moe_layers=moe_layers, norms=norms,
+                      active=active)
+
+
+def quantized_bits_per_weight(model: ModelSpec) -> float:
+    """Stored bits per quantized weight, scales included.
+
+    GPTQ/AWQ: an fp16 scale and a packed zero point per group (bits + (16 + bits) / group_size);
+    NVFP4: an FP8 scale per 16 weights (4 + 8/16); MXFP4: an 8-bit scale per 32 (4 + 8/32);
+    FP8: per-tensor or 128×128-block scales, negligible (8).
+    """
+    q = model.quant
+    if q is None:
+        return 8.0 * FP_BYTES.get(model.dtype, 2)
+    if q.method in {"gptq", "awq"} and q.group_size:
+        return q.weight_bits + (16 + q.weight_bits) / q.group_size
+    if q.method == "modelopt_fp4":
+        return 4.0 + 8.0 / (q.group_size or 16)
+    if q.method == "mxfp4":
+        return 4.0 + 8.0 / 32
+    return q.weight_bits
+
+
+def _expert_bias_params(model: ModelSpec, p: ParamCount) -> int:
+    """gpt-oss expert biases (2·I + hidden per expert): stored in bf16 next to the MXFP4 blocks."""
+    if model.model_type != "gpt_oss" or model.moe is None:
+        return 0
+    return p.moe_layers * model.moe.num_experts * (2 * model.moe.expert_intermediate_size + model.hidden_size)
+
+
+def stored_weights_bytes(model: ModelSpec, params: ParamCount | None = None) -> int:
+    """Stored bytes of the weights: quantized linear layers at their bits, the rest in the model dtype.
+
+    Embeddings, LM head, norms and routers stay unquantized (as GPTQ/AWQ/ModelOpt/MXFP4 checkpoints
+    keep them); MXFP4 (gpt-oss) also keeps attention and the expert biases unquantized (its
+    modules_to_not_convert; `*_proj_bias` tensors are bf16 in the checkpoint).
+    """
+    p = params or count_parameters(model)
+    full = FP_BYTES.get(model.dtype, 2)
+    if model.quant is None:
+        return p.total * full
+    bits = quantized_bits_per_weight(model)
+    quantized = p.routed_experts + p.attention + p.mlp
+    if model.quant.method == "mxfp4":
+        quantized = p.routed_experts - _expert_bias_params(model, p)
+    keep = p.total - quantized
+    return int(keep * full + quantized * bits / 8)
+
+
+def weights_bytes_per_gpu(model: ModelSpec, *, tp: int = 1, pp: int = 1, total_bytes: int | None = None) -> int:
+    """Weights on the busiest GPU: the largest pipeline stage's share, split evenly over TP ranks.
+
+    Approximation: norms and replicated KV projections (tp > KV heads) are counted as sharded.
+    """
+    if pp == 1:
+        total = total_bytes if total_bytes is not None else stored_weights_bytes(model)
+        return -(-total // tp)
+    return int(-(-max(stage_stored_bytes(model, pp, total_bytes)) // tp))
+
+
+def stage_stored_bytes(model: ModelSpec, pp: int, total_bytes: int | None) -> list[float]:
+    """Stored bytes of each pipeline stage: its layers' share, the embedding on the first, the LM head
+    on the last (parameters of each role scaled by the model's average bytes per parameter)."""
+    from kvplan.model.parallel import pp_layer_ranges
+
+    p = count_parameters(model)
+    total = total_bytes if total_bytes is not None else stored_weights_bytes(model, p)
+    per_layer = (p.total - p.embedding - p.lm_head) / max(1, model.num_layers)
+    ranges = pp_layer_ranges(model.num_layers, pp)
+    scale = total / p.total
+    return [(len(r) * per_layer + (p.embedding if i == 0 else 0) + (p.lm_head if i == len(ranges) - 1 else 0))
+            * scale for i, r in enumerate(ranges)]

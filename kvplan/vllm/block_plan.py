@@ -1,0 +1,295 @@
+"""KV-cache capacity as vLLM plans it: block size, groups, blocks, tokens, concurrency, fit check.
+
+Pure core. The block maths follows vLLM 0.33 exactly (file:function cited per step):
+
+1. block size: 16, the attention backend's preference, `--block-size`; hybrid models raise it so an
+   attention page holds a Mamba/GDN state (platforms/interface.py:_align_hybrid_block_size);
+2. groups (v1/core/kv_cache_planning.py:get_kv_cache_groups): one group for a uniform model, else
+   page-size unification, buckets, `group_size` with the 1.5× rule and a round-robin split;
+3. bytes per block = max over groups of Σ pages, per worker; num_blocks = available // bytes per
+   block, min over workers (get_kv_cache_configs);
+4. fit check on `available − bytes_per_block` (the null block), vLLM's refusal message and its
+   binary-searched estimated max model length (_check_enough_kv_cache_memory);
+5. capacity log: concurrency = num_blocks / blocks per request, tokens = int(concurrency × max_model_len)
+   (v1/core/kv_cache_utils.py:get_max_concurrency_for_kv_cache_config, get_kv_cache_capacity).
+
+On top of vLLM: the preemption verdict (when max_num_seqs requests of a given length outgrow the
+usable blocks), numeric advice, and `plan_fit`, the one entry point that turns a model, a GPU and
+`vllm serve` settings into a `FitReport`.
+"""
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kvplan.errors import InvalidParameter
+from kvplan.model.kv_cache import KVCacheSpec
+from kvplan.units import format_gib_vllm
+from kvplan.vllm.defaults import (
+    MIN_KERNEL_BLOCK_SIZE,
+    MambaCacheMode,
+)
+from kvplan.vllm.kv_groups import (
+    HybridAlignment,
+    KVCacheGroup,
+    align_hybrid_block_size,
+    build_groups,
+    bytes_per_block,
+    mamba_blocks_per_request,
+)
+
+if TYPE_CHECKING:
+    pass
+
+# v1/core/block_pool.py:BlockPool.__init__ pops block 0 as the null block.
+NULL_BLOCKS = 1
+
+CONSERVING_MEMORY_URL = "https://docs.vllm.ai/en/latest/configuration/conserving_memory/"
+NO_MEMORY_MESSAGE = (
+    "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing "
+    "the engine (this flag also controls CPU memory reservation on the CPU backend, despite its name). "
+    f"See {CONSERVING_MEMORY_URL} for more details."
+)
+
+
+# =============================================================================================
+# The plan for given KV memory
+# =============================================================================================
+
+
+@dataclass(frozen=True)
+class KVCachePlan:
+    """What vLLM's engine core computes from the specs and the available memory per worker."""
+
+    block_size: int  # attention block size, after hybrid alignment
+    groups: tuple[KVCacheGroup, ...]
+    bytes_per_block: int  # of the worker that bounds num_blocks
+    bytes_per_block_per_worker: tuple[int, ...]
+    available_kv_bytes: int  # of that worker
+    num_gpu_blocks: int  # includes the null block, as vLLM's log
+    blocks_per_request: int  # Σ over groups at max_model_len
+    max_model_len: int
+    in_flight_tokens: int
+    mamba_cache_mode: MambaCacheMode
+    mamba_blocks: int  # blocks per request of each Mamba group
+    max_concurrency: float
+    kv_cache_tokens: int
+    fits: bool
+    refusal: str | None  # vLLM's ValueError text when it would not start
+    needed_bytes: int  # KV one max-length request needs (bytes_per_block × blocks_per_request)
+    check_bytes: int  # available − bytes_per_block (the null block)
+    estimated_max_model_len: int | None  # when it does not fit
+    log_line: str | None  # vLLM's capacity line (absent when it refuses)
+    hybrid: HybridAlignment | None = None
+    hma_disabled: bool = False
+    vllm_log: tuple[str, ...] = ()  # INFO/WARNING lines vLLM prints while planning
+
+    @property
+    def usable_blocks(self) -> int:
+        """Blocks requests can use: all but the null block."""
+        return max(0, self.num_gpu_blocks - NULL_BLOCKS)
+
+    def request_blocks(self, tokens: int) -> int:
+        """Blocks one request of `tokens` tokens holds, over all groups."""
+        return sum(g.blocks_per_request(tokens, self.in_flight_tokens, self.mamba_blocks) for g in self.groups)
+
+
+def blocks_per_request(groups: Iterable[KVCacheGroup], tokens: int, in_flight_tokens: int, mamba_blocks: int) -> int:
+    """Σ over groups of cdiv(max_memory_usage_bytes, page) for a request of `tokens` tokens."""
+    return sum(g.blocks_per_request(tokens, in_flight_tokens, mamba_blocks) for g in groups)
+
+
+def estimate_max_model_len(
+    groups: Sequence[KVCacheGroup],
+    bytes_per_block_: int,
+    memory: int,
+    max_model_len: int,
+    in_flight_tokens: int,
+    mamba_blocks: int,
+) -> int:
+    """Largest L ≤ max_model_len whose request fits in `memory`, 0 if even L=1 does not
+    (kv_cache_planning.py:_estimate_max_model_len_from_groups, a binary search)."""
+
+    def fits(length: int) -> bool:
+        return bytes_per_block_ * blocks_per_request(groups, length, in_flight_tokens, mamba_blocks) <= memory
+
+    if not fits(1):
+        return 0
+    lo, hi, best = 1, max_model_len, 1
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if fits(mid):
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return best
+
+
+def refusal_message(max_model_len: int, needed_bytes: int, check_bytes: int, estimated: int) -> str:
+    """vLLM's ValueError when one max-length request does not fit (_check_enough_kv_cache_memory).
+    The unbalanced parenthesis is vLLM's."""
+    estimate = (
+        f" Based on the available memory, the estimated maximum model length is {estimated}." if estimated > 0 else ""
+    )
+    return (
+        f"To serve at least one request with the model's max seq len ({max_model_len}), "
+        f"({format_gib_vllm(needed_bytes)} GiB KV cache is needed, which is larger than the available KV cache "
+        f"memory ({format_gib_vllm(check_bytes)} GiB).{estimate} Try increasing `gpu_memory_utilization` "
+        "(which also controls CPU memory on the CPU backend) or decreasing `max_model_len` when initializing "
+        "the engine. "
+        f"See {CONSERVING_MEMORY_URL} for more details."
+    )
+
+
+def capacity_log_line(tokens: int, max_model_len: int, concurrency: float, device: str = "GPU") -> str:
+    """`GPU KV cache size: 2,246,944 tokens, Maximum concurrency for 32,768 tokens per request: 68.57x`
+    (v1/core/kv_cache_utils.py:update_kv_cache_capacity)."""
+    return (
+        f"{device} KV cache size: {tokens:,} tokens, Maximum concurrency for {max_model_len:,} tokens "
+        f"per request: {concurrency:.2f}x"
+    )
+
+
+def plan_kv_cache(
+    specs_per_worker: Sequence[Sequence[KVCacheSpec]],
+    available_kv_bytes: int | Sequence[int],
+    block_size: int,
+    max_model_len: int,
+    in_flight_tokens: int,
+    *,
+    mamba_cache_mode: MambaCacheMode = "align",
+    mamba_checkpoint_alignment: int = 1,
+    mamba_prefill_checkpoint_blocks: int = 0,
+    min_kernel_block_size: int = MIN_KERNEL_BLOCK_SIZE,
+    disable_hybrid_kv_cache_manager: bool = False,
+    sliding_window_block_size: int | None = None,
+    num_speculative_blocks: int = 0,
+) -> KVCachePlan:
+    """Blocks, tokens, concurrency and the fit verdict for KV memory given per worker (PP stage).
+
+    `block_size` is the size after the backend's preference (or `--block-size`); hybrid alignment
+    is applied here. `available_kv_bytes` is one value for every worker or one per worker.
+    Mamba/GDN layers: `mamba_cache_mode` (align with prefix caching), the state-checkpoint token
+    alignment and the extra checkpoint blocks of the GDN kernel (vllm_defaults.gdn_*).
+    """
+    if block_size < 1:
+        raise InvalidParameter(f"--block-size must be ≥ 1, got {block_size}")
+    if max_model_len < 1:
+        raise InvalidParameter(f"--max-model-len must be ≥ 1, got {max_model_len}")
+    workers = [list(w) for w in specs_per_worker]
+    if isinstance(available_kv_bytes, int):
+        avail = [available_kv_bytes] * len(workers)
+    else:
+        avail = list(available_kv_bytes)
+        if len(avail) != len(workers):
+            raise InvalidParameter("one available-memory value per worker is needed")
+    flat = [s for w in workers for s in w]
+    log: list[str] = []
+    hybrid = align_hybrid_block_size(
+        flat,
+        block_size,
+        mamba_cache_mode=mamba_cache_mode,
+        checkpoint_alignment=mamba_checkpoint_alignment,
+        min_kernel_block_size=min_kernel_block_size,
+    )
+    bs = block_size
+    padded: int | None = None
+    if hybrid is not None and hybrid.attention_bytes_per_token:
+        bs = hybrid.block_size
+        padded = hybrid.mamba_page_padded_bytes
+        if hybrid.raised:
+            log.append(
+                f"Setting attention block size to {bs} tokens to ensure that attention page size is >= mamba page size."
+            )
+        if hybrid.padding_pct > 0:
+            log.append(
+                f"Padding mamba page size by {hybrid.padding_pct:.2f}% to ensure that mamba page size and "
+                "attention page size are exactly equal."
+            )
+    grouping = build_groups(
+        flat,
+        bs,
+        mamba_page_padded_bytes=padded,
+        disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
+        sliding_window_block_size=sliding_window_block_size,
+    )
+    log.extend(grouping.warnings)
+    groups = grouping.groups
+    mamba_blocks = mamba_blocks_per_request(mamba_cache_mode, num_speculative_blocks, mamba_prefill_checkpoint_blocks)
+    bpr = blocks_per_request(groups, max_model_len, in_flight_tokens, mamba_blocks)
+
+    if not groups:  # attention-free and state-free: vLLM keeps just the null block
+        return KVCachePlan(
+            block_size=bs,
+            groups=(),
+            bytes_per_block=0,
+            bytes_per_block_per_worker=(0,) * len(workers),
+            available_kv_bytes=min(avail, default=0),
+            num_gpu_blocks=NULL_BLOCKS,
+            blocks_per_request=0,
+            max_model_len=max_model_len,
+            in_flight_tokens=in_flight_tokens,
+            mamba_cache_mode=mamba_cache_mode,
+            mamba_blocks=mamba_blocks,
+            max_concurrency=0.0,
+            kv_cache_tokens=0,
+            fits=True,
+            refusal=None,
+            needed_bytes=0,
+            check_bytes=0,
+            estimated_max_model_len=None,
+            log_line=None,
+            hybrid=hybrid,
+            hma_disabled=grouping.hma_disabled,
+            vllm_log=tuple(log),
+        )
+
+    bpb_workers = tuple(bytes_per_block(groups, [s.layer for s in w]) for w in workers)
+    # Each worker sizes its own cache; the smallest count wins (get_kv_cache_configs).
+    counted = [(max(0, a // b), i) for i, (a, b) in enumerate(zip(avail, bpb_workers, strict=True)) if b > 0]
+    num_blocks, bound = min(counted)
+    bpb = bpb_workers[bound]
+    # Fit check per worker, in order; the first failure is vLLM's error.
+    refusal: str | None = None
+    estimated: int | None = None
+    needed = bpb * bpr
+    check = avail[bound] - bpb
+    for a, b in zip(avail, bpb_workers, strict=True):
+        if b == 0:
+            continue
+        c = a - b
+        if c <= 0:
+            refusal, estimated, needed, check = NO_MEMORY_MESSAGE, 0, b * bpr, c
+            break
+        if b * bpr > c:
+            estimated = estimate_max_model_len(groups, b, c, max_model_len, in_flight_tokens, mamba_blocks)
+            refusal, needed, check = refusal_message(max_model_len, b * bpr, c, estimated), b * bpr, c
+            break
+    concurrency = num_blocks / bpr
+    tokens = int(concurrency * max_model_len)
+    fits = refusal is None
+    return KVCachePlan(
+        block_size=bs,
+        groups=groups,
+        bytes_per_block=bpb,
+        bytes_per_block_per_worker=bpb_workers,
+        available_kv_bytes=avail[bound],
+        num_gpu_blocks=num_blocks,
+        blocks_per_request=bpr,
+        max_model_len=max_model_len,
+        in_flight_tokens=in_flight_tokens,
+        mamba_cache_mode=mamba_cache_mode,
+        mamba_blocks=mamba_blocks,
+        max_concurrency=concurrency,
+        kv_cache_tokens=tokens,
+        fits=fits,
+        refusal=refusal,
+        needed_bytes=needed,
+        check_bytes=check,
+        estimated_max_model_len=estimated,
+        log_line=capacity_log_line(tokens, max_model_len, concurrency) if fits else None,
+        hybrid=hybrid,
+        hma_disabled=grouping.hma_disabled,
+        vllm_log=tuple(log),
+    )

@@ -1,0 +1,210 @@
+"""`fit`: a model, a GPU and `vllm serve` settings → what vLLM would do at startup (`FitReport`).
+
+A pipeline of small pure stages, each with a frozen result, in the order vLLM's engine core runs them
+(v1/engine/core.py:_initialize_kv_caches):
+
+1. `resolve_settings` (settings.py): vLLM's argument checks, then every setting resolved, with its source;
+2. KV specs per worker (model/kv_cache.py:kv_cache_specs);
+3. `memory_stage`: the worker's budget, one function per term (vllm/memory/);
+4. `block_stage`: groups, blocks, tokens, concurrency and the fit check (block_plan.py), with auto-fit;
+5. verdicts: startup (verdicts.py:startup_verdict) and preemption (verdicts.py:preemption_verdict);
+6. `build_report`, then advice (advice.py), each candidate re-planned through this same pipeline.
+"""
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING
+
+from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs
+from kvplan.vllm.advice import advise_fixes
+from kvplan.vllm.block_plan import KVCachePlan, plan_kv_cache
+from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE
+from kvplan.vllm.memory.activation import estimate_activation
+from kvplan.vllm.memory.budget import MemoryBudget, memory_budget, startup_baseline_bytes, user_term
+from kvplan.vllm.memory.cuda_graphs import estimate_cuda_graphs
+from kvplan.vllm.memory.non_torch import estimate_non_torch
+from kvplan.vllm.memory.weights import estimate_weights
+from kvplan.vllm.report import FitReport, GroupSummary
+from kvplan.vllm.settings import GpuLike, ResolvedSettings, ServeSettings, resolve_settings
+from kvplan.vllm.verdicts import PreemptionVerdict, preemption_verdict, startup_verdict
+
+if TYPE_CHECKING:
+    from kvplan.model.config import ModelSpec
+
+SpecsPerWorker = list[list[KVCacheSpec]]
+
+
+def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings,
+                 specs: SpecsPerWorker) -> MemoryBudget:
+    """Stage 3: the budget of the bounding worker (the last PP stage: it also runs the sampler). A term
+    the user measured (`--weights-memory` …) replaces kvplan's estimate of it."""
+    batch = r.batch
+    weights = (user_term("weights", s.weights_bytes, "--weights-memory") if s.weights_bytes is not None
+               else estimate_weights(model, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version,
+                                     moe_backend=s.moe_backend, total_bytes=s.weights_total_bytes))
+    activation = (user_term("activation", s.activation_bytes, "--activation-memory")
+                  if s.activation_bytes is not None
+                  else estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
+                                           max_num_seqs=batch.max_num_seqs))
+    non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None
+                 else estimate_non_torch(tp=s.tp, pp=s.pp))
+    graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
+              else estimate_cuda_graphs(num_layers_on_worker=max((len(w) for w in specs), default=0),
+                                        max_num_seqs=batch.max_num_seqs,
+                                        max_num_batched_tokens=batch.max_num_batched_tokens,
+                                        arch=gpu.arch, enforce_eager=s.enforce_eager, version=r.version))
+    return memory_budget(
+        cuda_total_bytes=gpu.cuda_total_bytes,
+        gpu_memory_utilization=r.gpu_memory_utilization,
+        weights=weights,
+        activation=activation,
+        non_torch=non_torch,
+        cuda_graphs=graphs,
+        kv_cache_memory_bytes=s.kv_cache_memory_bytes,
+        startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp),
+    )
+
+
+def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings) -> tuple[KVCachePlan, list[str]]:
+    """Stage 4: the block plan at max_model_len; with auto-fit (`--max-model-len -1`), re-planned at the
+    longest length that fits, as vLLM does. Returns the plan and the notes it gives rise to."""
+
+    def plan_at(length: int) -> KVCachePlan:
+        return plan_kv_cache(
+            specs, budget.available_kv_bytes, r.block_size, length, r.in_flight_tokens,
+            mamba_cache_mode=r.mamba_cache_mode,
+            mamba_checkpoint_alignment=r.mamba_checkpoint_alignment,
+            mamba_prefill_checkpoint_blocks=r.mamba_prefill_checkpoint_blocks,
+            min_kernel_block_size=r.backend.min_kernel_block_size,
+            disable_hybrid_kv_cache_manager=r.disable_hybrid_kv_cache_manager,
+        )
+
+    notes: list[str] = []
+    plan = plan_at(r.max_model_len)
+    if r.auto_fit and not plan.fits and plan.estimated_max_model_len:
+        notes.append(
+            f"Auto-fit max_model_len: reduced from {r.max_model_len} to {plan.estimated_max_model_len} to fit in "
+            "available KV cache memory (vLLM's --max-model-len auto)."
+        )
+        plan = plan_at(plan.estimated_max_model_len)
+    return plan, notes
+
+
+def _block_size_source(plan: KVCachePlan, s: ServeSettings, r: ResolvedSettings) -> tuple[KVCachePlan, str]:
+    """Where the final block size came from; adds vLLM's "Setting kv cache block size" line when the backend
+    changed it."""
+    if plan.block_size != r.block_size:
+        return plan, f"raised from {r.block_size} so an attention page holds the Mamba/GDN state"
+    if r.block_size != DEFAULT_BLOCK_SIZE and s.block_size is None:
+        line = f"Setting kv cache block size to {r.block_size} for {r.backend.name} backend."
+        return replace(plan, vllm_log=(line, *plan.vllm_log)), r.block_size_source
+    return plan, r.block_size_source
+
+
+def _budget_notes(s: ServeSettings) -> list[str]:
+    if s.kv_cache_memory_bytes is not None:
+        return ["--kv-cache-memory-bytes: vLLM skips the memory profile and ignores --gpu-memory-utilization."]
+    return []
+
+
+def _load_notes(s: ServeSettings, max_len: int, max_num_seqs: int) -> list[str]:
+    """What the report should say about the settings it was judged at."""
+    notes = []
+    if s.context is not None and s.context > max_len:
+        notes.append(
+            f"--context {s.context:,} is above max_model_len {max_len:,}: vLLM rejects such requests; "
+            f"judged at {max_len:,}."
+        )
+    if s.concurrency is not None and s.concurrency > max_num_seqs:
+        notes.append(
+            f"--concurrency {s.concurrency} is above max_num_seqs {max_num_seqs}: the rest wait "
+            "in the queue, so preemption is judged at max_num_seqs."
+        )
+    if s.pp > 1:
+        notes.append(
+            "The same available memory is assumed on every pipeline stage (the last stage's, which also "
+            "runs the sampler)."
+        )
+    return notes
+
+
+def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise: bool = True) -> FitReport:
+    """Plan a `vllm serve` deployment: memory budget, KV blocks, tokens, concurrency, startup verdict,
+    preemption verdict and (with `advise`) changes that fix what fails. Pure."""
+    s = settings
+    r = resolve_settings(model, gpu, s)
+    specs = kv_cache_specs(model, tp=s.tp, pp=s.pp, kv_cache_dtype=s.kv_cache_dtype)
+    budget = memory_stage(model, gpu, s, r, specs)
+    plan, plan_notes = block_stage(specs, budget, r)
+    plan, bs_source = _block_size_source(plan, s, r)
+    startup, error = startup_verdict(budget, plan)
+    max_len = plan.max_model_len
+    preempt = preemption_verdict(
+        plan,
+        max_num_seqs=r.batch.max_num_seqs,
+        context=min(s.context, max_len) if s.context is not None else None,
+        concurrency=s.concurrency,
+    )
+    report = build_report(model, gpu, s, r, budget, plan, startup=startup, error=error, preemption=preempt,
+                          block_size_source=bs_source,
+                          notes=[*_budget_notes(s), *plan_notes, *_load_notes(s, max_len, r.batch.max_num_seqs)])
+    if advise and (not report.fits or preempt.possible):
+        report = replace(report, advice=tuple(advise_fixes(
+            model, s, report, lambda new: plan_fit(model, gpu, new, advise=False))))
+    return report
+
+
+def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings, budget: MemoryBudget,
+                 plan: KVCachePlan, *, startup: str, error: str | None, preemption: PreemptionVerdict,
+                 block_size_source: str, notes: list[str]) -> FitReport:
+    """Stage 6: the flat report the renderers and `--json` read."""
+    fits = startup == "ok"
+    max_len = plan.max_model_len
+    return FitReport(
+        model=model.name,
+        gpu=gpu.id,
+        gpu_name=gpu.name,
+        tp=s.tp,
+        pp=s.pp,
+        num_gpus=s.tp * s.pp,
+        vllm_version=str(r.version),
+        gpu_memory_utilization=r.gpu_memory_utilization,
+        cuda_total_bytes=gpu.cuda_total_bytes,
+        requested_bytes=budget.requested_bytes,
+        weights_bytes=budget.weights.bytes,
+        activation_bytes=budget.activation.bytes,
+        non_torch_bytes=budget.non_torch.bytes,
+        cuda_graph_bytes=budget.cuda_graphs.bytes,
+        available_kv_bytes=budget.available_kv_bytes,
+        kv_cache_dtype=r.kv_cache_dtype,
+        block_size=plan.block_size,
+        bytes_per_block=plan.bytes_per_block,
+        num_gpu_blocks=plan.num_gpu_blocks,
+        usable_blocks=plan.usable_blocks,
+        blocks_per_request=plan.blocks_per_request,
+        kv_cache_tokens=plan.kv_cache_tokens,
+        max_model_len=max_len,
+        max_num_seqs=r.batch.max_num_seqs,
+        max_num_batched_tokens=r.batch.max_num_batched_tokens,
+        in_flight_tokens=r.in_flight_tokens,
+        max_concurrency=plan.max_concurrency,
+        fits=fits,
+        startup=startup,
+        error=error,
+        estimated_max_model_len=plan.estimated_max_model_len,
+        log_line=plan.log_line if fits else None,
+        preemption=preemption,
+        memory_terms=budget.terms,
+        kv_cache_memory_bytes_given=s.kv_cache_memory_bytes is not None,
+        block_size_source=block_size_source,
+        attention_backend=r.backend.name,
+        groups=tuple(
+            GroupSummary(g.kind, len(g.layers), g.block_size, g.page_size_bytes,
+                         g.blocks_per_request(max_len, r.in_flight_tokens, plan.mamba_blocks),
+                         g.sliding_window, g.attention_chunk_size)
+            for g in plan.groups
+        ),
+        settings_sources=dict(r.sources),
+        vllm_log=plan.vllm_log,
+        notes=tuple(notes),
+    )

@@ -1,0 +1,267 @@
+"""TODO docstring (kvplan.vllm.kv_groups)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING
+
+from kvplan.model.kv_cache import CacheKind, KVCacheSpec
+from kvplan.units import cdiv
+from kvplan.vllm.defaults import (
+    MIN_KERNEL_BLOCK_SIZE,
+    MLA_HYBRID_MIN_ALIGN,
+    MambaCacheMode,
+)
+
+if TYPE_CHECKING:
+    pass
+
+# v1/core/kv_cache_planning.py:_get_kv_cache_groups_uniform_page_size: when the largest bucket is
+# under 1.5× the smallest, the group size is the largest bucket (less padding).
+GROUP_SIZE_MAX_RATIO = 1.5
+# Mamba blocks per request (v1/kv_cache_interface.py:MambaSpec.max_memory_usage_bytes): align mode keeps
+# 2 running states (+ speculative + prefill-checkpoint blocks); none mode 1 state (+ speculative).
+MAMBA_ALIGN_RUNNING_BLOCKS = 2
+MAMBA_NONE_BLOCKS = 1
+
+
+# =============================================================================================
+# Groups
+# =============================================================================================
+
+
+@dataclass(frozen=True)
+class KVCacheGroup:
+    """One KV-cache group (vLLM KVCacheGroupSpec): layers that share block ids.
+
+    Each block id of the group stands for one page in every layer of the group.
+    """
+
+    kind: CacheKind
+    layers: tuple[int, ...]  # global layer indices, over all PP stages
+    block_size: int  # tokens per block of this group
+    page_size_bytes: int  # one layer's page, after hybrid padding / page unification
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
+    layer_page_bytes: tuple[int, ...] = ()  # per layer when pages differ (one group of one type)
+
+    def pages(self) -> tuple[int, ...]:
+        """Page bytes of each layer, in `layers` order."""
+        return self.layer_page_bytes or (self.page_size_bytes,) * len(self.layers)
+
+    def blocks_per_request(self, tokens: int, in_flight_tokens: int, mamba_blocks: int) -> int:
+        """Blocks one request of `tokens` tokens holds in this group (max_memory_usage_bytes / page).
+
+        full/MLA: cdiv(L, bs); sliding window W: cdiv(min(W − 1 + in-flight, L), bs) + 1;
+        chunked-local C: cdiv(min(C + in-flight, L), bs); Mamba: a fixed count per request.
+        """
+        if self.kind == "mamba":
+            return mamba_blocks
+        if self.kind == "sliding_window" and self.sliding_window is not None:
+            return cdiv(min(self.sliding_window - 1 + in_flight_tokens, tokens), self.block_size) + 1
+        if self.kind == "chunked_local" and self.attention_chunk_size is not None:
+            return cdiv(min(self.attention_chunk_size + in_flight_tokens, tokens), self.block_size)
+        return cdiv(tokens, self.block_size)
+
+
+@dataclass(frozen=True)
+class HybridAlignment:
+    """Result of `_align_hybrid_block_size` for a model with Mamba/GDN layers."""
+
+    block_size: int
+    raised: bool  # the block size was raised to hold the state page
+    attention_bytes_per_token: int  # one token of one attention layer, per rank
+    mamba_page_bytes: int  # largest state page, unpadded
+    mamba_page_padded_bytes: int
+    padding_pct: float
+
+
+def mamba_blocks_per_request(
+    mode: MambaCacheMode, num_speculative_blocks: int = 0, prefill_checkpoint_blocks: int = 0
+) -> int:
+    """Blocks per request of a Mamba group (MambaSpec.max_memory_usage_bytes / page)."""
+    if mode == "align":
+        return MAMBA_ALIGN_RUNNING_BLOCKS + num_speculative_blocks + prefill_checkpoint_blocks
+    return MAMBA_NONE_BLOCKS + num_speculative_blocks
+
+
+def align_hybrid_block_size(
+    specs: Sequence[KVCacheSpec],
+    block_size: int,
+    *,
+    mamba_cache_mode: MambaCacheMode,
+    checkpoint_alignment: int = 1,
+    min_kernel_block_size: int = MIN_KERNEL_BLOCK_SIZE,
+) -> HybridAlignment | None:
+    """platforms/interface.py:Platform._align_hybrid_block_size (None without Mamba layers).
+
+    align = max(kernel block, block size) (≥ 128 for MLA), lcm'd with the state-checkpoint alignment
+    in `align` mode; attention block = align × cdiv(mamba page, align × attention page of one token),
+    rounded to the kernel block; the state page is then padded to block × attention page.
+    """
+    mamba = [s for s in specs if s.kind == "mamba"]
+    attention = [s for s in specs if s.kind != "mamba"]
+    if not mamba:
+        return None
+    mamba_page = max(s.state_bytes for s in mamba)
+    if not attention:  # attention-free recurrent model: nothing to align with
+        return HybridAlignment(block_size, False, 0, mamba_page, mamba_page, 0.0)
+    attn = attention[0]
+    per_token = attn.bytes_per_token
+    align = max(min_kernel_block_size, block_size)
+    if attn.kind == "mla":
+        align = max(align, MLA_HYBRID_MIN_ALIGN)
+    if mamba_cache_mode == "align":
+        align = math.lcm(align, max(1, checkpoint_alignment))
+    attn_block = align * cdiv(mamba_page, align * per_token)
+    attn_block = cdiv(attn_block, min_kernel_block_size) * min_kernel_block_size
+    raised = block_size < attn_block
+    final = attn_block if raised else block_size
+    padded = final * per_token
+    pct = (padded - mamba_page) / mamba_page * 100
+    return HybridAlignment(final, raised, per_token, mamba_page, padded, pct)
+
+
+@dataclass(frozen=True)
+class _Slot:
+    """A layer on its way into a group: its spec's kind/shape, block size and page."""
+
+    layer: int
+    spec: KVCacheSpec
+    kind: CacheKind
+    block_size: int
+    page: int
+
+    def key(self) -> tuple[object, ...]:
+        s = self.spec
+        return (
+            self.kind,
+            self.block_size,
+            self.page,
+            s.num_kv_heads,
+            s.head_size,
+            s.head_size_v,
+            s.dtype_bytes,
+            s.sliding_window if self.kind == "sliding_window" else None,
+            s.attention_chunk_size if self.kind == "chunked_local" else None,
+            s.state_bytes,
+        )
+
+
+@dataclass(frozen=True)
+class GroupingResult:
+    """Groups plus the warnings vLLM logs while building them."""
+
+    groups: tuple[KVCacheGroup, ...]
+    warnings: tuple[str, ...]
+    hma_disabled: bool
+
+
+def _promote(spec: KVCacheSpec) -> CacheKind:
+    """kv_cache_planning.py:unify_hybrid_kv_cache_specs: sliding/chunked → full when HMA is off."""
+    return "full" if spec.kind in ("sliding_window", "chunked_local") else spec.kind
+
+
+def build_groups(
+    specs: Sequence[KVCacheSpec],
+    block_size: int,
+    *,
+    mamba_page_padded_bytes: int | None = None,
+    disable_hybrid_kv_cache_manager: bool = False,
+    sliding_window_block_size: int | None = None,
+) -> GroupingResult:
+    """Group every layer of every worker (kv_cache_planning.py:get_kv_cache_groups).
+
+    With the hybrid manager disabled, sliding-window and chunked-local layers of a hybrid model are cached
+    as full attention (unify_hybrid_kv_cache_specs). `sliding_window_block_size` is the kernel block of
+    sliding-window layers when it differs from `block_size` (`_largest_kernel_block_within`: 32 on vLLM's
+    CPU platform; CUDA keeps the primary block size).
+    """
+    specs = sorted(specs, key=lambda s: s.layer)
+    warnings: list[str] = []
+    kinds = {s.kind for s in specs}
+    hybrid_attention = len(kinds & {"sliding_window", "chunked_local"}) > 0 and len(kinds) > 1
+    promote = disable_hybrid_kv_cache_manager and hybrid_attention
+    if promote:
+        warnings.append(
+            "Hybrid KV cache manager is disabled for this hybrid model: sliding-window and "
+            "chunked-local layers are cached like full attention."
+        )
+    slots: list[_Slot] = []
+    for s in specs:
+        kind = _promote(s) if promote else s.kind
+        if kind == "mamba":
+            page = mamba_page_padded_bytes if mamba_page_padded_bytes is not None else s.state_bytes
+            slots.append(_Slot(s.layer, s, kind, block_size, page))
+        else:
+            bs = sliding_window_block_size or block_size if kind == "sliding_window" else block_size
+            slots.append(_Slot(s.layer, s, kind, bs, bs * s.bytes_per_token))
+    if not slots:
+        return GroupingResult((), tuple(warnings), promote)
+    first = slots[0]
+    # Uniform (is_kv_cache_spec_uniform) or one type with different sizes (UniformTypeKVCacheSpecs): one group.
+    if all(sl.kind == first.kind and sl.key()[7:9] == first.key()[7:9] for sl in slots):
+        pages = tuple(sl.page for sl in slots)
+        uniform = len(set(pages)) == 1
+        group = KVCacheGroup(
+            first.kind,
+            tuple(sl.layer for sl in slots),
+            first.block_size,
+            max(pages),
+            first.spec.sliding_window if first.kind == "sliding_window" else None,
+            first.spec.attention_chunk_size if first.kind == "chunked_local" else None,
+            () if uniform else pages,
+        )
+        return GroupingResult((group,), tuple(warnings), promote)
+    # unify_kv_cache_spec_page_size: smaller attention pages that divide the largest scale their block
+    # size up; the others (and every Mamba page) are padded.
+    max_page = max(sl.page for sl in slots)
+    unified = []
+    for sl in slots:
+        if sl.page == max_page:
+            unified.append(sl)
+        elif sl.kind != "mamba" and sl.page and max_page % sl.page == 0:
+            unified.append(replace(sl, block_size=sl.block_size * (max_page // sl.page), page=max_page))
+        else:
+            unified.append(replace(sl, page=max_page))
+    buckets: dict[tuple[object, ...], list[_Slot]] = {}
+    for sl in unified:
+        buckets.setdefault(sl.key(), []).append(sl)
+    sizes = [len(b) for b in buckets.values()]
+    group_size = min(sizes)
+    if max(sizes) < GROUP_SIZE_MAX_RATIO * group_size:
+        group_size = max(sizes)
+    groups: list[KVCacheGroup] = []
+    for bucket in buckets.values():
+        n = cdiv(len(bucket), group_size)
+        padding = n * group_size - len(bucket)
+        if padding:
+            warnings.append(
+                f"Add {padding} padding layers, may waste at most {padding / len(bucket) * 100:.2f}% KV cache memory"
+            )
+        head = bucket[0]
+        for i in range(n):
+            members = bucket[i::n]
+            groups.append(
+                KVCacheGroup(
+                    head.kind,
+                    tuple(m.layer for m in members),
+                    head.block_size,
+                    max_page,
+                    head.spec.sliding_window if head.kind == "sliding_window" else None,
+                    head.spec.attention_chunk_size if head.kind == "chunked_local" else None,
+                )
+            )
+    return GroupingResult(tuple(groups), tuple(warnings), promote)
+
+
+def bytes_per_block(groups: Iterable[KVCacheGroup], layers: Iterable[int] | None = None) -> int:
+    """Max over groups of Σ pages of the group's layers (on one worker when `layers` is given)
+    (kv_cache_planning.py:_get_kv_cache_bytes_per_block)."""
+    keep = None if layers is None else set(layers)
+    best = 0
+    for g in groups:
+        total = sum(p for layer, p in zip(g.layers, g.pages(), strict=True) if keep is None or layer in keep)
+        best = max(best, total)
+    return best

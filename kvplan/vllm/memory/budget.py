@@ -1,0 +1,123 @@
+"""The KV-cache memory budget of one vLLM GPU worker (v1/worker/gpu_worker.py:determine_available_memory).
+
+    requested    = ceil(cudaMemGetInfo total × gpu_memory_utilization)        (exact)
+    available KV = requested − weights − activation peak − non-torch growth − CUDA-graph estimate
+                 = --kv-cache-memory-bytes, exactly, when that flag is given
+
+The subtracted terms are what vLLM *measures* at startup; kvplan *estimates* them from what
+determines them and says so. Each estimate is a named, calibrated formula with its assumption in
+words, and each can be replaced by a measured value (`--weights-memory`, `--activation-memory`,
+`--non-torch-memory`, `--cuda-graph-memory`). Calibration data: tests/fixtures/data/vllm-startup-logs.yaml
+(`benchmarks/accuracy.py` prints the errors). Pure: numbers in, numbers out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+from kvplan.units import GiB, format_gib_vllm
+from kvplan.vllm.defaults import requested_memory
+
+if TYPE_CHECKING:
+    pass
+
+TermSource = Literal["estimate", "user", "not subtracted", "none"]
+
+# --- Memory in use before vLLM's first snapshot -----------------------------------------------------
+# CUDA context, cuBLAS handles and NCCL buffers are taken before `init_snapshot` and are not charged to
+# the budget, but `requested` must fit in what is free then. llm-d H100 logs: "Free memory on device
+# 78.57/79.18 GiB" on one GPU, "77.64/79.18 GiB" at TP=2.
+STARTUP_BASELINE_BYTES_SINGLE_GPU = round(0.61 * GiB)
+STARTUP_BASELINE_BYTES_MULTI_GPU = round(1.54 * GiB)
+
+
+@dataclass(frozen=True)
+class MemoryTerm:
+    """One line of the budget: its bytes, whether kvplan estimated it or the user gave it, and why."""
+
+    name: str  # weights | activation | non_torch | cuda_graphs
+    bytes: int
+    source: TermSource
+    assumption: str
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """Per-GPU memory budget (the bounding worker's)."""
+
+    cuda_total_bytes: int
+    gpu_memory_utilization: float
+    requested_bytes: int
+    weights: MemoryTerm
+    activation: MemoryTerm
+    non_torch: MemoryTerm
+    cuda_graphs: MemoryTerm
+    available_kv_bytes: int  # negative when the other terms exceed the request
+    kv_cache_memory_bytes: int | None  # --kv-cache-memory-bytes, when it replaced the profile
+    startup_free_bytes: int  # estimated free memory at vLLM's first snapshot
+
+    @property
+    def terms(self) -> tuple[MemoryTerm, MemoryTerm, MemoryTerm, MemoryTerm]:
+        """The subtracted terms in vLLM's order."""
+        return (self.weights, self.activation, self.cuda_graphs, self.non_torch)
+
+    @property
+    def startup_ok(self) -> bool:
+        """`free at init ≥ requested` (v1/worker/utils.py:request_memory); always true with the override."""
+        return self.kv_cache_memory_bytes is not None or self.startup_free_bytes >= self.requested_bytes
+
+    def startup_error(self, device: str = "cuda:0") -> str | None:
+        """vLLM's ValueError when the requested memory exceeds what is free at startup."""
+        if self.startup_ok:
+            return None
+        return (
+            f"Free memory on device {device} ({format_gib_vllm(self.startup_free_bytes)}/"
+            f"{format_gib_vllm(self.cuda_total_bytes)} GiB) on startup is less than desired GPU memory "
+            f"utilization ({self.gpu_memory_utilization}, {format_gib_vllm(self.requested_bytes)} GiB). "
+            "Decrease GPU memory utilization or reduce GPU memory used by other processes."
+        )
+
+
+def user_term(name: str, value: int, flag: str) -> MemoryTerm:
+    """A term the user measured and passed with `flag`."""
+    return MemoryTerm(name, value, "user", f"given with {flag}")
+
+
+def startup_baseline_bytes(*, tp: int, pp: int) -> int:
+    """Memory in use before vLLM's first snapshot (CUDA context, cuBLAS, NCCL)."""
+    return STARTUP_BASELINE_BYTES_MULTI_GPU if tp * pp > 1 else STARTUP_BASELINE_BYTES_SINGLE_GPU
+
+
+def memory_budget(
+    *,
+    cuda_total_bytes: int,
+    gpu_memory_utilization: float,
+    weights: MemoryTerm,
+    activation: MemoryTerm,
+    non_torch: MemoryTerm,
+    cuda_graphs: MemoryTerm,
+    kv_cache_memory_bytes: int | None = None,
+    startup_baseline: int = STARTUP_BASELINE_BYTES_SINGLE_GPU,
+) -> MemoryBudget:
+    """Combine the terms as vLLM does (v1/worker/gpu_worker.py:determine_available_memory).
+
+    With `kv_cache_memory_bytes` the result is exactly that value: vLLM skips the profiling maths
+    and ignores gpu_memory_utilization.
+    """
+    requested = requested_memory(cuda_total_bytes, gpu_memory_utilization)
+    if kv_cache_memory_bytes is not None:
+        available = kv_cache_memory_bytes
+    else:
+        available = requested - weights.bytes - activation.bytes - non_torch.bytes - cuda_graphs.bytes
+    return MemoryBudget(
+        cuda_total_bytes=cuda_total_bytes,
+        gpu_memory_utilization=gpu_memory_utilization,
+        requested_bytes=requested,
+        weights=weights,
+        activation=activation,
+        non_torch=non_torch,
+        cuda_graphs=cuda_graphs,
+        available_kv_bytes=available,
+        kv_cache_memory_bytes=kv_cache_memory_bytes,
+        startup_free_bytes=cuda_total_bytes - startup_baseline,
+    )

@@ -1,0 +1,408 @@
+"""TODO docstring (kvplan.vllm.memory.weights)."""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from kvplan.model.config import ModelSpec
+from kvplan.model.weights import FP_BYTES, count_parameters, stage_stored_bytes, weights_bytes_per_gpu
+from kvplan.units import GiB, MiB
+from kvplan.vllm.defaults import LATEST, VllmVersion
+from kvplan.vllm.memory.budget import MemoryTerm
+
+# =============================================================================================
+# Loaded bytes: what vLLM's "Model loading took X GiB" measures on one GPU
+# =============================================================================================
+# v1/worker/gpu_model_runner.py:load_model wraps the load in utils/mem_utils.py:DeviceMemoryProfiler,
+# which reads torch.cuda.max_memory_allocated right after reset_peak_memory_stats
+# (platforms/cuda.py:get_current_memory_usage): the bytes still allocated once the checkpoint is loaded
+# and every layer's quant_method.process_weights_after_loading has run. Transient copies made while
+# re-laying out a weight do not count; anything kept does. What differs from the stored checkpoint:
+#   * kernel layouts: padding, repacking, extra copies (MXFP4 MoE, GPTQ on Marlin),
+#   * buffers built at model init (the rotary cos/sin cache),
+#   * vocabulary padding of the embedding and LM head,
+#   * quantization scales the stored-bytes formula leaves out (FP8 per-channel / per-block).
+
+MoeBackend = Literal["triton", "marlin", "flashinfer_trtllm", "flashinfer_cutlass"]
+"""MXFP4 MoE kernels, named as vLLM's `--moe-backend` names them (fused_moe/oracle/mxfp4.py:map_mxfp4_backend)."""
+
+MOE_BACKENDS: tuple[MoeBackend, ...] = ("triton", "marlin", "flashinfer_trtllm", "flashinfer_cutlass")
+
+# GPUs with compute capability >= 8.0: the floor of the Marlin kernels (quantization/utils/marlin_utils.py
+# and gptq_marlin.py:GPTQMarlinConfig.get_min_capability = 80) and of MXFP4 (mxfp4.py:Mxfp4Config, 80).
+_MARLIN_ARCHS = frozenset({"ampere", "ada", "hopper", "blackwell", "blackwell-rtx"})
+
+# vLLM 0.10 and 0.11.0 did not install `triton_kernels`, so gpt-oss on Hopper fell back to Marlin unless
+# the user installed it by hand (vllm#26582, vllm#27672: "users have to install triton_kernels
+# manually"); the dependency (vllm#27370, with torch 2.9, which the Hopper swizzle needs: mxfp4_utils.py
+# disables it below torch 2.8.1) first shipped in 0.11.1. kvplan versions are major.minor, so 0.11 is
+# read as 0.11.0; pass moe_backend="triton" for 0.11.1/0.11.2.
+MXFP4_TRITON_ON_HOPPER_SINCE = VllmVersion(0, 12)
+
+# MXFP4 blocks: 32 FP4 values share one E8M0 scale byte; two values per uint8 (mxfp4.py:create_weights).
+MXFP4_BLOCK = 32
+# Per-rank padding of the expert widths, per backend (mxfp4.py:Mxfp4MoEMethod.create_weights;
+# fused_moe/oracle/mxfp4.py:mxfp4_round_up_hidden_size_and_intermediate_size):
+# (intermediate multiple, hidden multiple).
+_MXFP4_PADDING: Mapping[MoeBackend, tuple[int, int]] = {
+    "triton": (64, 1),
+    "marlin": (128, 256),  # "the moe marlin kernel requires n % 256 == 0 and k % 128 == 0"
+    "flashinfer_trtllm": (256, 256),
+    "flashinfer_cutlass": (128, 128),
+}
+# Expert bias dtype after loading: Triton and TRT-LLM convert them to fp32 (process_weights_after_loading:
+# `w13_bias.to(torch.float32)`); Marlin and CUTLASS keep bf16.
+_MXFP4_BIAS_BYTES: Mapping[MoeBackend, int] = {"triton": 4, "marlin": 2, "flashinfer_trtllm": 4,
+                                               "flashinfer_cutlass": 2}
+# Triton (matmul_ogs) on Hopper: triton_kernels tensor_details/layout_details/hopper_scale.py
+# HopperMXScaleLayout.swizzle_data pads the scale rows to 2·num_warps·2·8 and the scale columns to 2;
+# mxfp4.py passes num_warps = 8 unless a batched (pplx / DeepEP low-latency) all-to-all is used.
+TRITON_MOE_NUM_WARPS = 8
+# hopper_value.py:HopperMXValueLayout.swizzle_data (mma v3): rows padded to 16, packed bytes to 32.
+_HOPPER_VALUE_ALIGN = (16, 32)
+
+# vocab_parallel_embedding.py: DEFAULT_VOCAB_PADDING_SIZE; VocabParallelEmbedding / ParallelLMHead pad
+# the vocabulary to a multiple of it, then split the padded rows evenly over the TP ranks.
+DEFAULT_VOCAB_PADDING_SIZE = 64
+
+# FP8 block quantization keeps one fp32 scale per weight block (fp8.py:Fp8LinearMethod.create_weights,
+# `weight_scale_inv`); the compressed-tensors "channel" strategy keeps one fp32 scale per output row
+# (compressed_tensors_w8a8_fp8.py / _w8a8_int8.py: ChannelQuantScaleParameter, float32).
+FP32_BYTES = 4
+# GPTQ on Marlin with act-order keeps the sorted g_idx and its sort indices, int32 per input row
+# (quantization/kernels/mixed_precision/marlin.py:MarlinLinearKernel.process_weights_after_loading,
+# marlin_sort_g_idx).
+GPTQ_G_IDX_BYTES_PER_ROW = 2 * 4
+
+
+@dataclass(frozen=True)
+class LoadAdjustment:
+    """Bytes vLLM holds beyond (or below, if negative) the stored checkpoint share on one GPU.
+
+    `layers_bytes` covers all decoder layers (a pipeline stage holds its share of them);
+    `first_stage_bytes` sits with the embedding, `last_stage_bytes` with the LM head, and
+    `every_stage_bytes` is on every worker.
+    """
+
+    name: str
+    source: str  # vLLM file:function
+    layers_bytes: int = 0
+    first_stage_bytes: int = 0
+    last_stage_bytes: int = 0
+    every_stage_bytes: int = 0
+
+    @property
+    def total_bytes(self) -> int:
+        """The adjustment on one GPU when the whole model is on it (pp = 1)."""
+        return self.layers_bytes + self.first_stage_bytes + self.last_stage_bytes + self.every_stage_bytes
+
+
+def _round_up(x: int, multiple: int) -> int:
+    return -(-x // multiple) * multiple
+
+
+def default_mxfp4_backend(arch: str | None, version: VllmVersion | None = None) -> MoeBackend | None:
+    """The MXFP4 MoE kernel vLLM picks on `arch` with its default install (no env overrides).
+
+    fused_moe/oracle/mxfp4.py:select_mxfp4_moe_backend walks FlashInfer TRT-LLM (SM100 only), Triton
+    (SM90–SM10x, needs triton_kernels), FlashInfer CUTLASS, Marlin: data-center Blackwell → TRT-LLM,
+    Hopper → Triton (Marlin before triton_kernels shipped, see MXFP4_TRITON_ON_HOPPER_SINCE), anything
+    else from Ampere on (incl. SM12x, vllm#41477) → Marlin. None: no CUDA arch kvplan models (ROCm,
+    unknown), i.e. the checkpoint layout.
+    """
+    v = version or LATEST
+    if arch == "blackwell":
+        return "flashinfer_trtllm"
+    if arch == "hopper":
+        return "triton" if v >= MXFP4_TRITON_ON_HOPPER_SINCE else "marlin"
+    if arch in _MARLIN_ARCHS:
+        return "marlin"
+    return None
+
+
+def mxfp4_expert_bytes(hidden: int, intermediate: int, backend: MoeBackend | None) -> int:
+    """Bytes of one routed MXFP4 expert of one layer on one GPU (gpt-oss: gate_up + down, biases).
+
+    `intermediate` is the per-rank width (I / tp). None: the checkpoint layout — FP4 values two per
+    byte, one E8M0 scale per 32 values, bf16 biases. With a backend: the padded shapes of
+    mxfp4.py:create_weights and what process_weights_after_loading leaves allocated; for Triton the
+    swizzled values replace the originals (`del layer.w13_weight`) but the unswizzled scales stay
+    registered on the layer next to the swizzled copy held by the PrecisionConfig.
+    """
+    i_mult, h_mult = _MXFP4_PADDING[backend] if backend else (1, 1)
+    i, h = _round_up(intermediate, i_mult), _round_up(hidden, h_mult)
+    values = (2 * i) * (h // 2) + h * (i // 2)  # w13: (2I, H/2) uint8; w2: (H, I/2) uint8
+    scales = (2 * i) * (h // MXFP4_BLOCK) + h * (i // MXFP4_BLOCK)
+    biases = (2 * i + h) * (_MXFP4_BIAS_BYTES[backend] if backend else 2)
+    if backend != "triton":
+        return values + scales + biases
+    rows, cols = _HOPPER_VALUE_ALIGN
+    values = _round_up(2 * i, rows) * _round_up(h // 2, cols) + _round_up(h, rows) * _round_up(i // 2, cols)
+    m = 2 * TRITON_MOE_NUM_WARPS * 2 * 8
+    swizzled = (_round_up(2 * i, m) * _round_up(h // MXFP4_BLOCK, 2)
+                + _round_up(h, m) * _round_up(i // MXFP4_BLOCK, 2))
+    return values + scales + swizzled + biases
+
+
+# --- Rotary cos/sin cache ---------------------------------------------------------------------
+# rotary_embedding/base.py:RotaryEmbedding.__init__ registers `cos_sin_cache` (positions × rotary_dim,
+# cos and sin halves) as a GPU buffer when the model is built, in the model dtype unless the model
+# asks otherwise (get_rope's dtype). get_rope caches instances by their arguments, so layers share one.
+# vLLM sizes it from the config, not from --max-model-len (vllm#44738 measures what that costs).
+_NO_ROPE = frozenset({"gpt2", "opt", "bloom", "mpt", "gpt_bigcode", "nemotron_h", "jamba"})
+# Rope types whose cache covers max_position × factor (linear_scaling_rope.py, dynamic_ntk_scaling_rope.py)
+# or original_max_position × factor (yarn_scaling_rope.py, deepseek_scaling_rope.py).
+_ROPE_SCALED_FROM_MAX = frozenset({"linear", "dynamic"})
+_ROPE_SCALED_FROM_ORIGINAL = frozenset({"yarn", "deepseek_yarn"})
+# gpt_oss.py:OAIAttention builds its YaRN rope with dtype=torch.float32.
+_ROPE_DTYPE_BYTES = {"gpt_oss": 4}
+
+
+def _rope_scaling(raw: Mapping[str, Any]) -> Mapping[str, Any]:
+    rope = raw.get("rope_scaling") or raw.get("rope_parameters")
+    if isinstance(rope, Mapping) and isinstance(rope.get("full_attention"), Mapping):
+        rope = rope["full_attention"]  # per-layer-type rope parameters (transformers v5 style)
+    return rope if isinstance(rope, Mapping) else {}
+
+
+def _positive(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def rope_cache_bytes(model: ModelSpec) -> int:
+    """Bytes of the rotary cos/sin cache(s) vLLM builds for this model (0 without rotary attention).
+
+    positions × rotary_dim × dtype bytes, where positions is max_position_embeddings (× factor for
+    linear / dynamic scaling; original_max_position_embeddings × factor for YaRN) and rotary_dim is
+    head_size × partial_rotary_factor (qk_rope_head_dim for MLA, half the head for ChatGLM).
+    Gemma 3 builds a second, unscaled cache for its sliding layers (gemma3.py: rope_local_base_freq).
+    """
+    raw = model.raw
+    if model.model_type in _NO_ROPE or raw.get("alibi") or raw.get("position_embedding_type") == "nope":
+        return 0
+    if not any(layer.kind not in ("mamba", "mlp_only") for layer in model.layers):
+        return 0
+    if model.mla is not None:
+        rotary = model.mla.qk_rope_head_dim
+    elif model.model_type == "chatglm":
+        rotary = model.head_size // 2  # chatglm.py: rotary_dim = head_dim // 2
+    else:
+        rotary = int(model.head_size * (_positive(raw.get("partial_rotary_factor")) or 1.0))
+    max_pos = int(_positive(raw.get("max_position_embeddings")) or _positive(raw.get("seq_length"))
+                  or model.max_model_len)
+    rope = _rope_scaling(raw)
+    rtype = str(rope.get("rope_type") or rope.get("type") or "default")
+    factor = _positive(rope.get("factor")) or 1.0
+    if rtype in _ROPE_SCALED_FROM_ORIGINAL:
+        original = _positive(rope.get("original_max_position_embeddings")) or max_pos
+        positions = max(math.ceil(original * factor), 0)
+    elif rtype in _ROPE_SCALED_FROM_MAX:
+        positions = int(max_pos * factor)
+    else:
+        positions = max_pos
+    elem = _ROPE_DTYPE_BYTES.get(model.model_type, FP_BYTES.get(model.dtype, 2))
+    caches = positions * rotary * elem
+    if model.model_type in {"gemma3", "gemma3_text"} and any(layer.sliding_window for layer in model.layers):
+        caches += max_pos * rotary * elem  # the sliding layers' local-base rope, unscaled
+    return caches
+
+
+def _quant_config(model: ModelSpec) -> Mapping[str, Any]:
+    qc = model.raw.get("quantization_config")
+    return qc if isinstance(qc, Mapping) else {}
+
+
+def _linear_shapes(model: ModelSpec, tp: int) -> list[tuple[int, int, int]]:
+    """(count, rows N, columns K) per rank of the linear layers a weight-quantization scheme covers.
+
+    Attention q/k/v (fused, KV heads replicated when fewer than tp) and o, dense or shared-expert MLPs
+    and routed experts. MLA and recurrent projections are left out (approximation).
+    """
+    h, mt, moe = model.hidden_size, model.model_type, model.moe
+    up = 2 if model.gated_mlp else 1
+    out: list[tuple[int, int, int]] = []
+
+    def mlp(width: int, count: int = 1) -> None:
+        if width:
+            w = -(-width // tp)
+            out.extend([(count, up * w, h), (count, h, w)])
+
+    for layer in model.layers:
+        if layer.kind not in ("mamba", "mlp_only", "mla"):
+            heads = -(-model.num_attention_heads // tp)
+            kvh = max(1, (layer.num_kv_heads or model.num_kv_heads) // tp)
+            hd = layer.head_size or model.head_size
+            out.extend([(1, (heads + 2 * kvh) * hd, h), (1, h, heads * hd)])
+        if moe is not None and layer.moe:
+            mlp(moe.expert_intermediate_size, moe.num_experts)
+            mlp(moe.shared_intermediate_size)
+        elif layer.kind == "mlp_only" or (mt != "nemotron_h" and (layer.kind != "mamba" or mt in {
+                "granitemoehybrid", "jamba"})):
+            mlp(model.intermediate_size)
+    return out
+
+
+def _mxfp4_adjustment(model: ModelSpec, tp: int, backend: MoeBackend | None) -> LoadAdjustment | None:
+    moe = model.moe
+    if model.quant is None or model.quant.method != "mxfp4" or moe is None or backend is None:
+        return None
+    p = count_parameters(model)
+    width = moe.expert_intermediate_size // tp  # FusedMoE: intermediate_size_per_partition
+    per_expert = mxfp4_expert_bytes(model.hidden_size, width, backend) - mxfp4_expert_bytes(
+        model.hidden_size, width, None)
+    return LoadAdjustment(
+        f"MXFP4 experts in the {backend} layout",
+        "model_executor/layers/quantization/mxfp4.py:Mxfp4MoEMethod.create_weights / "
+        "process_weights_after_loading",
+        layers_bytes=p.moe_layers * moe.num_experts * per_expert,
+    )
+
+
+def _gptq_marlin_adjustment(model: ModelSpec, tp: int, arch: str | None) -> LoadAdjustment | None:
+    """gptq_marlin.py: sym 4/8-bit GPTQ runs on Marlin from SM80 (is_gptq_marlin_compatible); Marlin
+    drops the (symmetric, constant) qzeros and keeps g_idx + sort indices only with act-order."""
+    q, qc = model.quant, _quant_config(model)
+    if q is None or q.method != "gptq" or arch not in _MARLIN_ARCHS or not q.group_size:
+        return None
+    if qc.get("sym", True) is not True or q.weight_bits not in (4, 8):
+        return None
+    shapes = _linear_shapes(model, tp)
+    zeros = sum(c * n * (k // q.group_size) for c, n, k in shapes) * int(q.weight_bits) // 8
+    g_idx = sum(c * k for c, _, k in shapes) * GPTQ_G_IDX_BYTES_PER_ROW if qc.get("desc_act") else 0
+    return LoadAdjustment(
+        "GPTQ on Marlin: qzeros dropped" + (", act-order g_idx kept" if g_idx else ""),
+        "quantization/kernels/mixed_precision/marlin.py:MarlinLinearKernel.process_weights_after_loading",
+        layers_bytes=g_idx - zeros,
+    )
+
+
+def _fp8_scale_adjustment(model: ModelSpec, tp: int) -> LoadAdjustment | None:
+    """8-bit scales the stored-bytes formula leaves out: fp32 per 128×128 block (FP8 block quantization)
+    or per output channel (compressed-tensors "channel" strategy); per-tensor scales are negligible."""
+    q, qc = model.quant, _quant_config(model)
+    if q is None or q.weight_bits != 8:
+        return None
+    block = qc.get("weight_block_size")
+    strategy = None
+    groups = qc.get("config_groups")
+    if isinstance(groups, Mapping):
+        for g in groups.values():
+            w = g.get("weights") if isinstance(g, Mapping) else None
+            if isinstance(w, Mapping):
+                strategy = w.get("strategy")
+                block = w.get("block_structure") or block
+                break
+    shapes = _linear_shapes(model, tp)
+    if isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block):
+        bn, bk = block
+        scales = sum(c * -(-n // bn) * -(-k // bk) for c, n, k in shapes)
+        what, src = f"FP8 {bn}×{bk}-block scales", "fp8.py:Fp8LinearMethod.create_weights (weight_scale_inv)"
+    elif strategy == "channel":
+        scales = sum(c * n for c, n, _ in shapes)
+        what, src = ("per-output-channel fp32 weight scales",
+                     "compressed_tensors_w8a8_fp8.py / _w8a8_int8.py:create_weights (ChannelQuantScaleParameter)")
+    else:
+        return None  # per-tensor scales: a few floats per layer
+    return LoadAdjustment(what, src, layers_bytes=scales * FP32_BYTES)
+
+
+def load_adjustments(
+    model: ModelSpec,
+    *,
+    tp: int = 1,
+    arch: str | None = None,
+    version: VllmVersion | None = None,
+    moe_backend: MoeBackend | None = None,
+) -> tuple[LoadAdjustment, ...]:
+    """What vLLM allocates on one GPU beyond the checkpoint's stored share, one named term each.
+
+    `arch` ("hopper", "blackwell", "ampere", ...) selects kernel layouts; None means unknown, and only
+    the GPU-independent terms (rotary cache, vocabulary padding, FP8 scales) apply. `moe_backend`
+    overrides the MXFP4 kernel (vLLM's --moe-backend); default: `default_mxfp4_backend(arch, version)`.
+    """
+    out: list[LoadAdjustment] = []
+    rope = rope_cache_bytes(model)
+    if rope:
+        out.append(LoadAdjustment("rotary cos/sin cache", "rotary_embedding/base.py:RotaryEmbedding.__init__",
+                                  every_stage_bytes=rope))
+    pad_rows = _round_up(model.vocab_size, DEFAULT_VOCAB_PADDING_SIZE) - model.vocab_size
+    if pad_rows:
+        row = model.hidden_size * FP_BYTES.get(model.dtype, 2)
+        per_rank = -(-pad_rows // tp) * row
+        out.append(LoadAdjustment(
+            f"vocabulary padded to a multiple of {DEFAULT_VOCAB_PADDING_SIZE}",
+            "vocab_parallel_embedding.py:VocabParallelEmbedding.__init__ (pad_vocab_size)",
+            first_stage_bytes=per_rank, last_stage_bytes=0 if model.tie_word_embeddings else per_rank))
+    backend = moe_backend if moe_backend is not None else default_mxfp4_backend(arch, version)
+    for adj in (_mxfp4_adjustment(model, tp, backend), _gptq_marlin_adjustment(model, tp, arch),
+                _fp8_scale_adjustment(model, tp)):
+        if adj is not None:
+            out.append(adj)
+    return tuple(out)
+
+
+def loaded_weights_bytes_per_gpu(
+    model: ModelSpec,
+    *,
+    tp: int = 1,
+    pp: int = 1,
+    arch: str | None = None,
+    version: VllmVersion | None = None,
+    moe_backend: MoeBackend | None = None,
+    total_bytes: int | None = None,
+) -> int:
+    """What vLLM's "Model loading took X GiB" reports on the busiest GPU.
+
+    The stored share (`weights_bytes_per_gpu`, or `total_bytes` from safetensors metadata, split the
+    same way) plus `load_adjustments` on that pipeline stage.
+    """
+    from kvplan.model.parallel import pp_layer_ranges
+
+    adjustments = load_adjustments(model, tp=tp, arch=arch, version=version, moe_backend=moe_backend)
+    if pp == 1:
+        return weights_bytes_per_gpu(model, tp=tp, total_bytes=total_bytes) + sum(a.total_bytes for a in adjustments)
+    ranges = pp_layer_ranges(model.num_layers, pp)
+    stored = stage_stored_bytes(model, pp, total_bytes)
+    worst = 0
+    for i, r in enumerate(ranges):
+        extra = 0
+        for a in adjustments:
+            extra += a.every_stage_bytes + a.layers_bytes * len(r) // max(1, model.num_layers)
+            extra += (a.first_stage_bytes if i == 0 else 0) + (a.last_stage_bytes if i == len(ranges) - 1 else 0)
+        worst = max(worst, -(-int(stored[i]) // tp) + extra)
+    return worst
+
+
+def estimate_weights(
+    model: ModelSpec,
+    *,
+    tp: int,
+    pp: int,
+    arch: str | None,
+    version: VllmVersion = LATEST,
+    moe_backend: MoeBackend | None = None,
+    total_bytes: int | None = None,
+) -> MemoryTerm:
+    """What vLLM's "Model loading took X GiB" will report on the busiest GPU.
+
+    The checkpoint's stored share (from `total_bytes`, the safetensors metadata, when given) plus what
+    loading adds on this GPU architecture: kernel layouts (MXFP4 MoE, GPTQ on Marlin), the rotary
+    cos/sin cache, vocabulary padding, FP8 scales (load_adjustments).
+    """
+    from kvplan.vllm.memory.weights import default_mxfp4_backend, load_adjustments, loaded_weights_bytes_per_gpu
+
+    value = loaded_weights_bytes_per_gpu(model, tp=tp, pp=pp, arch=arch, version=version, moe_backend=moe_backend,
+                                         total_bytes=total_bytes)
+    base = ("checkpoint size from safetensors metadata" if total_bytes is not None
+            else "parameters × stored bytes (quantized layers at their bits)")
+    parts = [f"{a.name} {a.total_bytes / GiB:+.2f} GiB"
+             for a in load_adjustments(model, tp=tp, arch=arch, version=version, moe_backend=moe_backend)
+             if abs(a.total_bytes) >= MiB]
+    if model.quant is not None and model.quant.method == "mxfp4" and model.moe is not None:
+        backend = moe_backend or default_mxfp4_backend(arch, version)
+        if backend is None:
+            parts.append(f"MXFP4 kernel layout unknown on {arch or 'this GPU'}: checkpoint layout assumed")
+    detail = f"; {', '.join(parts)}" if parts else ""
+    return MemoryTerm("weights", value, "estimate", f"{base}, busiest GPU{detail}")

@@ -1,0 +1,82 @@
+"""TODO docstring (kvplan.vllm.report)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kvplan.vllm.verdicts import PreemptionVerdict
+
+if TYPE_CHECKING:
+    from kvplan.vllm.memory.budget import MemoryTerm
+
+@dataclass(frozen=True)
+class GroupSummary:
+    """One KV-cache group, for reports."""
+
+    kind: str
+    num_layers: int
+    block_size: int
+    page_size_bytes: int
+    blocks_per_request: int
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One change that fixes the problem, checked by re-planning with it."""
+
+    change: str  # the flag(s) to pass, e.g. "--gpu-memory-utilization 0.95"
+    fixes: str  # "starts" | "no preemption"
+    num_gpu_blocks: int
+    kv_cache_tokens: int
+    max_concurrency: float
+    detail: str
+
+
+@dataclass(frozen=True)
+class FitReport:
+    """Everything `kvplan fit` reports (flat numbers first; rendered by render/fit.py and `--json`)."""
+
+    model: str
+    gpu: str
+    gpu_name: str
+    tp: int
+    pp: int
+    num_gpus: int
+    vllm_version: str
+    gpu_memory_utilization: float
+    cuda_total_bytes: int
+    requested_bytes: int
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    cuda_graph_bytes: int
+    available_kv_bytes: int
+    kv_cache_dtype: str
+    block_size: int
+    bytes_per_block: int
+    num_gpu_blocks: int
+    usable_blocks: int
+    blocks_per_request: int
+    kv_cache_tokens: int
+    max_model_len: int
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    in_flight_tokens: int
+    max_concurrency: float
+    fits: bool
+    startup: str  # ok | refuses: no KV memory | refuses: max_model_len | refuses: free memory | OOM …
+    error: str | None  # the message vLLM (or CUDA) would stop with
+    estimated_max_model_len: int | None
+    log_line: str | None
+    preemption: PreemptionVerdict
+    memory_terms: tuple[MemoryTerm, ...]
+    kv_cache_memory_bytes_given: bool
+    block_size_source: str
+    attention_backend: str
+    groups: tuple[GroupSummary, ...]
+    settings_sources: dict[str, str]
+    vllm_log: tuple[str, ...]
+    advice: tuple[Advice, ...] = ()
+    notes: tuple[str, ...] = ()

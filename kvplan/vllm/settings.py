@@ -1,0 +1,208 @@
+"""`vllm serve` settings: what the user gave (`ServeSettings`), vLLM's argument checks, and the first
+stage of `fit`: every setting resolved to the value vLLM would use, with where it came from
+(`ResolvedSettings`)."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from kvplan.errors import InvalidParameter
+from kvplan.model.kv_cache import KV_CACHE_DTYPES, resolve_kv_cache_dtype
+from kvplan.vllm import defaults as vd
+from kvplan.vllm.defaults import AttentionBackend, BatchSettings, MambaCacheMode, PerformanceMode, Usage, VllmVersion
+
+if TYPE_CHECKING:
+    from kvplan.model.config import ModelSpec
+    from kvplan.vllm.memory.weights import MoeBackend
+
+class GpuLike(Protocol):
+    """What planning needs from a GPU (kvplan.hardware.gpus.GpuSpec has it)."""
+
+    @property
+    def id(self) -> str: ...
+    @property
+    def name(self) -> str: ...
+    @property
+    def cuda_total_bytes(self) -> int: ...
+    @property
+    def nvml_total_bytes(self) -> int: ...
+    @property
+    def arch(self) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class ServeSettings:
+    """`vllm serve` settings with vLLM's flag names; None means "vLLM's default"."""
+
+    tp: int = 1
+    pp: int = 1
+    gpu_memory_utilization: float | None = None
+    max_model_len: int | None = None  # -1: vLLM's auto-fit
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+    kv_cache_dtype: str = "auto"
+    block_size: int | None = None
+    enforce_eager: bool = False
+    kv_cache_memory_bytes: int | None = None
+    enable_prefix_caching: bool = True
+    disable_hybrid_kv_cache_manager: bool | None = None
+    performance_mode: PerformanceMode = "balanced"
+    usage: Usage = "serve"
+    vllm_version: str | None = None
+    allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN
+    # Measured values that replace kvplan's estimates (bytes per GPU).
+    weights_bytes: int | None = None
+    activation_bytes: int | None = None
+    non_torch_bytes: int | None = None
+    cuda_graph_bytes: int | None = None
+    # Stored bytes of the whole checkpoint (e.g. from the Hub's safetensors metadata), split per GPU
+    # like the analytic count; None: parameters × bytes from config.json.
+    weights_total_bytes: int | None = None
+    # MXFP4 MoE kernel whose weight layout to assume (weights.MOE_BACKENDS); None: vLLM's default for the GPU.
+    moe_backend: MoeBackend | None = None
+    # The load to judge preemption at (defaults: max_model_len, max_num_seqs).
+    context: int | None = None
+    concurrency: int | None = None
+
+
+def validate_settings(model: ModelSpec, s: ServeSettings) -> None:
+    """vLLM's own argument checks that kvplan can make without a GPU."""
+    from kvplan.model.parallel import check_tensor_parallel
+
+    if s.gpu_memory_utilization is not None and not 0 < s.gpu_memory_utilization <= 1:
+        raise InvalidParameter(f"--gpu-memory-utilization must be in (0, 1], got {s.gpu_memory_utilization}")
+    check_tensor_parallel(model, s.tp)
+    if s.pp < 1 or s.pp > model.num_layers:
+        raise InvalidParameter(f"--pipeline-parallel-size must be between 1 and {model.num_layers}, got {s.pp}")
+    for flag, value in (
+        ("--max-num-seqs", s.max_num_seqs),
+        ("--max-num-batched-tokens", s.max_num_batched_tokens),
+        ("--block-size", s.block_size),
+        ("--context", s.context),
+        ("--concurrency", s.concurrency),
+    ):
+        if value is not None and value < 1:
+            raise InvalidParameter(f"{flag} must be ≥ 1, got {value}")
+    if s.max_model_len is not None and s.max_model_len != -1:
+        if s.max_model_len < 1:
+            raise InvalidParameter(f"--max-model-len must be ≥ 1 (or -1/auto), got {s.max_model_len}")
+        if s.max_model_len > model.max_model_len and not s.allow_long_max_model_len:
+            raise InvalidParameter(
+                f"User-specified max_model_len ({s.max_model_len}) is greater than the derived max_model_len "
+                f"({model.max_model_len}{', ' + model.max_model_len_source if model.max_model_len_source else ''})",
+                hint="vLLM refuses this unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set",
+            )
+    for flag, value in (
+        ("--kv-cache-memory-bytes", s.kv_cache_memory_bytes),
+        ("--weights-memory", s.weights_bytes),
+        ("--activation-memory", s.activation_bytes),
+        ("--non-torch-memory", s.non_torch_bytes),
+        ("--cuda-graph-memory", s.cuda_graph_bytes),
+    ):
+        if value is not None and value < 0:
+            raise InvalidParameter(f"{flag} must be ≥ 0, got {value}")
+    if s.kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise InvalidParameter(f"--kv-cache-dtype {s.kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
+    if (
+        s.max_num_seqs is not None
+        and s.max_num_batched_tokens is not None
+        and s.max_num_batched_tokens < s.max_num_seqs
+    ):
+        raise InvalidParameter(
+            f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be greater than or equal to "
+            f"max_num_seqs ({s.max_num_seqs})",
+            hint="vLLM's SchedulerConfig check",
+        )
+
+
+@dataclass(frozen=True)
+class ResolvedSettings:
+    """Every setting `fit` needs, as vLLM resolves it for this model and GPU; `sources` says where each
+    user-visible value came from (a flag, a default of this vLLM version, the model config)."""
+
+    version: VllmVersion
+    gpu_memory_utilization: float
+    max_model_len: int
+    auto_fit: bool  # --max-model-len -1: vLLM shrinks max_model_len to what fits
+    batch: BatchSettings
+    kv_cache_dtype: str
+    backend: AttentionBackend
+    block_size: int  # before hybrid alignment
+    block_size_source: str
+    in_flight_tokens: int
+    mamba_cache_mode: MambaCacheMode
+    mamba_checkpoint_alignment: int
+    mamba_prefill_checkpoint_blocks: int
+    disable_hybrid_kv_cache_manager: bool
+    sources: Mapping[str, str]
+
+
+def _max_model_len(model: ModelSpec, s: ServeSettings) -> tuple[int, str]:
+    if s.max_model_len is None:
+        return model.max_model_len, f"model config ({model.max_model_len_source or 'derived'})"
+    if s.max_model_len == -1:
+        return model.max_model_len, "auto-fit"
+    return s.max_model_len, "--max-model-len"
+
+
+def _block_size(s: ServeSettings, backend: AttentionBackend) -> tuple[int, str]:
+    """--block-size, else the attention backend's preference (Platform.update_block_size_for_backend)."""
+    if s.block_size is not None:
+        return s.block_size, "--block-size"
+    if backend.block_size != vd.DEFAULT_BLOCK_SIZE:
+        return backend.block_size, f"{backend.name} backend"
+    return backend.block_size, f"vLLM default; the {backend.name} backend keeps it"
+
+
+def _mamba_alignment(model: ModelSpec, arch: str | None, mode: MambaCacheMode) -> tuple[int, int]:
+    """(checkpoint alignment, prefill-checkpoint blocks) of the recurrent layers in align mode."""
+    if mode != "align":
+        return 1, 0
+    variants = {layer.state.variant for layer in model.layers if layer.state is not None}
+    alignment = vd.gdn_checkpoint_alignment(arch) if "gdn" in variants else 1
+    blocks = max((vd.prefill_checkpoint_blocks(v, arch) for v in variants), default=0)
+    return alignment, blocks
+
+
+def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> ResolvedSettings:
+    """Stage 1 of `fit`: check the settings as vLLM does, then resolve each to vLLM's value."""
+    validate_settings(model, s)
+    version = vd.parse_vllm_version(s.vllm_version or vd.LATEST_VLLM_VERSION)
+    max_len, len_source = _max_model_len(model, s)
+    util = s.gpu_memory_utilization if s.gpu_memory_utilization is not None else vd.default_gpu_memory_utilization(
+        version)
+    batch = vd.resolve_batch_settings(
+        vd.batch_defaults(gpu.nvml_total_bytes, gpu.name, s.usage),
+        max_model_len=max_len,
+        max_num_seqs=s.max_num_seqs,
+        max_num_batched_tokens=s.max_num_batched_tokens,
+        performance_mode=s.performance_mode,
+    )
+    kv_dtype = resolve_kv_cache_dtype(model, s.kv_cache_dtype)
+    backend = vd.attention_backend(gpu.arch, mla=model.mla is not None, kv_cache_dtype=kv_dtype)
+    block_size, bs_source = _block_size(s, backend)
+    mode = vd.mamba_cache_mode(s.enable_prefix_caching)
+    alignment, checkpoint_blocks = _mamba_alignment(model, gpu.arch, mode)
+    has_chunked = any(layer.kind == "chunked_local" for layer in model.layers)
+    hma_off = (s.disable_hybrid_kv_cache_manager if s.disable_hybrid_kv_cache_manager is not None
+               else vd.hybrid_manager_disabled_by_default(has_chunked, version))
+    kv_source = ("--kv-cache-dtype" if s.kv_cache_dtype != "auto"
+                 else ("auto: checkpoint's KV scheme" if model.quant and model.quant.kv_cache_dtype
+                       else "auto: model dtype"))
+    sources = {
+        "max_model_len": len_source,
+        "gpu_memory_utilization": ("--gpu-memory-utilization" if s.gpu_memory_utilization is not None
+                                   else f"default for vLLM {version}"),
+        "max_num_batched_tokens": batch.mnbt_source,
+        "max_num_seqs": batch.seqs_source,
+        "kv_cache_dtype": kv_source,
+    }
+    return ResolvedSettings(
+        version=version, gpu_memory_utilization=util, max_model_len=max_len, auto_fit=s.max_model_len == -1,
+        batch=batch, kv_cache_dtype=kv_dtype, backend=backend, block_size=block_size, block_size_source=bs_source,
+        in_flight_tokens=vd.max_in_flight_tokens(batch.max_num_batched_tokens, s.pp, version),
+        mamba_cache_mode=mode, mamba_checkpoint_alignment=alignment,
+        mamba_prefill_checkpoint_blocks=checkpoint_blocks, disable_hybrid_kv_cache_manager=hma_off,
+        sources=sources,
+    )
