@@ -1,4 +1,4 @@
-"""TODO docstring (kvplan.model.parallel)."""
+"""How a checkpoint is split over GPUs: pipeline stages' layers and the tensor-parallel sizes vLLM accepts."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING

@@ -1,4 +1,5 @@
-"""TODO docstring (kvplan.model.size)."""
+"""The `kvplan size` result: KV bytes per token by layer kind, per request at several context lengths, the
+same model as MHA, and the weights' size."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""KV-cache capacity as vLLM plans it: block size, groups, blocks, tokens, concurrency, fit check.
+"""The block plan for given KV memory: blocks, tokens, concurrency and the fit check, as vLLM plans them.
 
 Pure core. The block maths follows vLLM 0.33 exactly (file:function cited per step):
 
@@ -13,9 +13,8 @@ Pure core. The block maths follows vLLM 0.33 exactly (file:function cited per st
 5. capacity log: concurrency = num_blocks / blocks per request, tokens = int(concurrency × max_model_len)
    (v1/core/kv_cache_utils.py:get_max_concurrency_for_kv_cache_config, get_kv_cache_capacity).
 
-On top of vLLM: the preemption verdict (when max_num_seqs requests of a given length outgrow the
-usable blocks), numeric advice, and `plan_fit`, the one entry point that turns a model, a GPU and
-`vllm serve` settings into a `FitReport`.
+Steps 1–2 live in kv_groups.py; the verdicts on a plan in verdicts.py; `plan_fit` (fit.py) runs the whole
+pipeline from a model, a GPU and `vllm serve` settings.
 """
 from __future__ import annotations
 
@@ -51,11 +50,6 @@ NO_MEMORY_MESSAGE = (
     "the engine (this flag also controls CPU memory reservation on the CPU backend, despite its name). "
     f"See {CONSERVING_MEMORY_URL} for more details."
 )
-
-
-# =============================================================================================
-# The plan for given KV memory
-# =============================================================================================
 
 
 @dataclass(frozen=True)

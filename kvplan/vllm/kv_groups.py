@@ -1,10 +1,14 @@
-"""TODO docstring (kvplan.vllm.kv_groups)."""
+"""KV-cache groups as vLLM's KV cache manager forms them, and the blocks one request holds in each.
+
+Hybrid block-size alignment (platforms/interface.py:_align_hybrid_block_size), grouping with page-size
+unification and the 1.5× rule (v1/core/kv_cache_planning.py:get_kv_cache_groups), blocks per request by
+kind — full, sliding window, chunked local, Mamba (`KVCacheGroup.blocks_per_request`) — and bytes per block.
+"""
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from kvplan.model.kv_cache import CacheKind, KVCacheSpec
 from kvplan.units import cdiv
@@ -14,9 +18,6 @@ from kvplan.vllm.defaults import (
     MambaCacheMode,
 )
 
-if TYPE_CHECKING:
-    pass
-
 # v1/core/kv_cache_planning.py:_get_kv_cache_groups_uniform_page_size: when the largest bucket is
 # under 1.5× the smallest, the group size is the largest bucket (less padding).
 GROUP_SIZE_MAX_RATIO = 1.5
@@ -24,11 +25,6 @@ GROUP_SIZE_MAX_RATIO = 1.5
 # 2 running states (+ speculative + prefill-checkpoint blocks); none mode 1 state (+ speculative).
 MAMBA_ALIGN_RUNNING_BLOCKS = 2
 MAMBA_NONE_BLOCKS = 1
-
-
-# =============================================================================================
-# Groups
-# =============================================================================================
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""TODO docstring (kvplan.vllm.report)."""
+"""`FitReport`: everything `kvplan fit` reports, flat numbers first (rendered by render/fit.py and `--json`)."""
 from __future__ import annotations
 
 from dataclasses import dataclass

@@ -1,4 +1,4 @@
-"""TODO docstring (kvplan.vllm.sweep)."""
+"""Which hardware: every catalog GPU × TP size that starts the model and keeps the requested load resident."""
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
@@ -11,10 +11,6 @@ from kvplan.vllm.settings import GpuLike, ServeSettings
 
 if TYPE_CHECKING:
     from kvplan.model.config import ModelSpec
-
-# =============================================================================================
-# Which hardware: every catalog GPU × TP
-# =============================================================================================
 
 SWEEP_TP_SIZES = (1, 2, 4, 8)
 

@@ -1,13 +1,8 @@
-"""TODO docstring (kvplan.vllm.memory.activation)."""
+"""The activation peak of vLLM's profiling run: the dummy forward and the dummy sampler."""
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from kvplan.model.config import ModelSpec
 from kvplan.vllm.memory.budget import MemoryTerm
-
-if TYPE_CHECKING:
-    pass
 
 # --- Activation peak of the profiling run ---------------------------------------------------------
 # v1/worker/gpu/model_runner.py:profile_run: a dummy forward over max_num_batched_tokens tokens, then on

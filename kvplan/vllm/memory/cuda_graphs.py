@@ -1,14 +1,9 @@
-"""TODO docstring (kvplan.vllm.memory.cuda_graphs)."""
+"""The CUDA-graph memory vLLM subtracts before sizing the KV cache."""
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from kvplan.units import MiB
 from kvplan.vllm.defaults import LATEST, VllmVersion, cudagraph_count, cudagraph_estimate_subtracted
 from kvplan.vllm.memory.budget import MemoryTerm
-
-if TYPE_CHECKING:
-    pass
 
 # --- CUDA-graph estimate ----------------------------------------------------------------------------
 # v1/worker/gpu/cudagraph_utils.py:profile_cudagraph_memory captures the graphs into a throwaway pool and

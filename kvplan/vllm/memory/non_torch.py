@@ -1,13 +1,8 @@
-"""TODO docstring (kvplan.vllm.memory.non_torch)."""
+"""Non-torch memory that grows during vLLM's profiling run (NCCL buffers, attention and cuBLAS workspaces)."""
 from __future__ import annotations
-
-from typing import TYPE_CHECKING
 
 from kvplan.units import GiB
 from kvplan.vllm.memory.budget import MemoryTerm
-
-if TYPE_CHECKING:
-    pass
 
 # --- Non-torch memory growth during profiling --------------------------------------------------------
 # utils/mem_utils.py:memory_profiling charges what cudaMemGetInfo loses beyond torch's allocations

@@ -1,4 +1,5 @@
-"""TODO docstring (kvplan.vllm.memory.weights)."""
+"""Weights as loaded: what vLLM's "Model loading took X GiB" measures on the busiest GPU — the checkpoint's
+stored share (kvplan.model.weights) plus what loading adds or re-lays out for the kernels vLLM picks."""
 from __future__ import annotations
 
 import math
