@@ -17,10 +17,7 @@ import typer
 from typer.core import TyperGroup
 
 from kvplan import __version__
-
-EXIT_OK = 0
-EXIT_CHECK_FAILED = 1
-EXIT_BAD_INPUT = 2
+from kvplan.cli.exit_codes import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK
 
 F = TypeVar("F", bound=Callable[..., Any])
 

@@ -47,7 +47,7 @@ def command(
 ) -> None:
     """Check every deployment of a plan against its requirements; exit 1 when one fails."""
     from kvplan.ci.plan import load_plan
-    from kvplan.cli.app import EXIT_CHECK_FAILED
+    from kvplan.cli.exit_codes import EXIT_CHECK_FAILED
 
     fmt: Format = "json" if json_ else format_
     saved = os.environ.get(OFFLINE_ENV)
