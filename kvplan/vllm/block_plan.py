@@ -145,6 +145,195 @@ def capacity_log_line(tokens: int, max_model_len: int, concurrency: float, devic
     )
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """The block size, groups and per-request blocks of a plan, before any memory is counted."""
+
+    block_size: int
+    hybrid: HybridAlignment | None
+    groups: tuple[KVCacheGroup, ...]
+    hma_disabled: bool
+    mamba_blocks: int
+    blocks_per_request: int
+    vllm_log: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _FitCheck:
+    """The outcome of the per-worker fit check: vLLM's refusal (None when it fits) and the numbers it quotes."""
+
+    refusal: str | None
+    estimated_max_model_len: int | None
+    needed_bytes: int
+    check_bytes: int
+
+
+def _worker_budgets(
+    specs_per_worker: Sequence[Sequence[KVCacheSpec]], available_kv_bytes: int | Sequence[int],
+    block_size: int, max_model_len: int,
+) -> tuple[list[list[KVCacheSpec]], list[int]]:
+    """Validate the inputs; the specs and the available KV bytes of each worker (PP stage)."""
+    if block_size < 1:
+        raise InvalidParameter(f"--block-size must be ≥ 1, got {block_size}")
+    if max_model_len < 1:
+        raise InvalidParameter(f"--max-model-len must be ≥ 1, got {max_model_len}")
+    workers = [list(w) for w in specs_per_worker]
+    if isinstance(available_kv_bytes, int):
+        return workers, [available_kv_bytes] * len(workers)
+    avail = list(available_kv_bytes)
+    if len(avail) != len(workers):
+        raise InvalidParameter("one available-memory value per worker is needed")
+    return workers, avail
+
+
+def _hybrid_block_size(
+    flat: Sequence[KVCacheSpec], block_size: int, *, mamba_cache_mode: MambaCacheMode,
+    mamba_checkpoint_alignment: int, min_kernel_block_size: int,
+) -> tuple[HybridAlignment | None, int, int | None, list[str]]:
+    """Attention block size and padded Mamba page, with vLLM's log lines
+    (platforms/interface.py:_align_hybrid_block_size)."""
+    hybrid = align_hybrid_block_size(
+        flat,
+        block_size,
+        mamba_cache_mode=mamba_cache_mode,
+        checkpoint_alignment=mamba_checkpoint_alignment,
+        min_kernel_block_size=min_kernel_block_size,
+    )
+    log: list[str] = []
+    if hybrid is None or not hybrid.attention_bytes_per_token:
+        return hybrid, block_size, None, log
+    bs = hybrid.block_size
+    if hybrid.raised:
+        log.append(
+            f"Setting attention block size to {bs} tokens to ensure that attention page size is >= mamba page size."
+        )
+    if hybrid.padding_pct > 0:
+        log.append(
+            f"Padding mamba page size by {hybrid.padding_pct:.2f}% to ensure that mamba page size and "
+            "attention page size are exactly equal."
+        )
+    return hybrid, bs, hybrid.mamba_page_padded_bytes, log
+
+
+def _layout(
+    flat: Sequence[KVCacheSpec], block_size: int, max_model_len: int, in_flight_tokens: int, *,
+    mamba_cache_mode: MambaCacheMode, mamba_checkpoint_alignment: int, mamba_prefill_checkpoint_blocks: int,
+    min_kernel_block_size: int, disable_hybrid_kv_cache_manager: bool, sliding_window_block_size: int | None,
+    num_speculative_blocks: int,
+) -> _Layout:
+    """Block size, KV cache groups and blocks per request (steps 1–2: kv_cache_planning.py:get_kv_cache_groups)."""
+    hybrid, bs, padded, log = _hybrid_block_size(
+        flat, block_size, mamba_cache_mode=mamba_cache_mode,
+        mamba_checkpoint_alignment=mamba_checkpoint_alignment, min_kernel_block_size=min_kernel_block_size,
+    )
+    grouping = build_groups(
+        flat,
+        bs,
+        mamba_page_padded_bytes=padded,
+        disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
+        sliding_window_block_size=sliding_window_block_size,
+    )
+    log.extend(grouping.warnings)
+    mamba_blocks = mamba_blocks_per_request(mamba_cache_mode, num_speculative_blocks, mamba_prefill_checkpoint_blocks)
+    bpr = blocks_per_request(grouping.groups, max_model_len, in_flight_tokens, mamba_blocks)
+    return _Layout(bs, hybrid, grouping.groups, grouping.hma_disabled, mamba_blocks, bpr, tuple(log))
+
+
+def _num_blocks(avail: Sequence[int], bpb_workers: Sequence[int]) -> tuple[int, int]:
+    """Each worker sizes its own cache; the smallest count wins, and the worker it comes from
+    (v1/core/kv_cache_utils.py:get_kv_cache_configs)."""
+    counted = [(max(0, a // b), i) for i, (a, b) in enumerate(zip(avail, bpb_workers, strict=True)) if b > 0]
+    return min(counted)
+
+
+def _fit_check(
+    layout: _Layout, avail: Sequence[int], bpb_workers: Sequence[int], bound: int,
+    max_model_len: int, in_flight_tokens: int,
+) -> _FitCheck:
+    """Fit check per worker, in order; the first failure is vLLM's error
+    (v1/core/kv_cache_utils.py:_check_enough_kv_cache_memory)."""
+    bpr = layout.blocks_per_request
+    for a, b in zip(avail, bpb_workers, strict=True):
+        if b == 0:
+            continue
+        c = a - b
+        if c <= 0:
+            return _FitCheck(NO_MEMORY_MESSAGE, 0, b * bpr, c)
+        if b * bpr > c:
+            estimated = estimate_max_model_len(layout.groups, b, c, max_model_len, in_flight_tokens,
+                                               layout.mamba_blocks)
+            return _FitCheck(refusal_message(max_model_len, b * bpr, c, estimated), estimated, b * bpr, c)
+    return _FitCheck(None, None, bpb_workers[bound] * bpr, avail[bound] - bpb_workers[bound])
+
+
+def _attention_free_plan(
+    layout: _Layout, avail: Sequence[int], max_model_len: int, in_flight_tokens: int,
+    mamba_cache_mode: MambaCacheMode,
+) -> KVCachePlan:
+    """The plan of a model with no attention and no state: vLLM keeps just the null block."""
+    return KVCachePlan(
+        block_size=layout.block_size,
+        groups=(),
+        bytes_per_block=0,
+        bytes_per_block_per_worker=(0,) * len(avail),
+        available_kv_bytes=min(avail, default=0),
+        num_gpu_blocks=NULL_BLOCKS,
+        blocks_per_request=0,
+        max_model_len=max_model_len,
+        in_flight_tokens=in_flight_tokens,
+        mamba_cache_mode=mamba_cache_mode,
+        mamba_blocks=layout.mamba_blocks,
+        max_concurrency=0.0,
+        kv_cache_tokens=0,
+        fits=True,
+        refusal=None,
+        needed_bytes=0,
+        check_bytes=0,
+        estimated_max_model_len=None,
+        log_line=None,
+        hybrid=layout.hybrid,
+        hma_disabled=layout.hma_disabled,
+        vllm_log=layout.vllm_log,
+    )
+
+
+def _counted_plan(
+    layout: _Layout, workers: Sequence[Sequence[KVCacheSpec]], avail: Sequence[int], max_model_len: int,
+    in_flight_tokens: int, mamba_cache_mode: MambaCacheMode,
+) -> KVCachePlan:
+    """Steps 3–5: bytes per block per worker, the block count, the fit check and the capacity log line."""
+    bpb_workers = tuple(bytes_per_block(layout.groups, [s.layer for s in w]) for w in workers)
+    num_blocks, bound = _num_blocks(avail, bpb_workers)
+    check = _fit_check(layout, avail, bpb_workers, bound, max_model_len, in_flight_tokens)
+    concurrency = num_blocks / layout.blocks_per_request
+    tokens = int(concurrency * max_model_len)
+    fits = check.refusal is None
+    return KVCachePlan(
+        block_size=layout.block_size,
+        groups=layout.groups,
+        bytes_per_block=bpb_workers[bound],
+        bytes_per_block_per_worker=bpb_workers,
+        available_kv_bytes=avail[bound],
+        num_gpu_blocks=num_blocks,
+        blocks_per_request=layout.blocks_per_request,
+        max_model_len=max_model_len,
+        in_flight_tokens=in_flight_tokens,
+        mamba_cache_mode=mamba_cache_mode,
+        mamba_blocks=layout.mamba_blocks,
+        max_concurrency=concurrency,
+        kv_cache_tokens=tokens,
+        fits=fits,
+        refusal=check.refusal,
+        needed_bytes=check.needed_bytes,
+        check_bytes=check.check_bytes,
+        estimated_max_model_len=check.estimated_max_model_len,
+        log_line=capacity_log_line(tokens, max_model_len, concurrency) if fits else None,
+        hybrid=layout.hybrid,
+        hma_disabled=layout.hma_disabled,
+        vllm_log=layout.vllm_log,
+    )
+
+
 def plan_kv_cache(
     specs_per_worker: Sequence[Sequence[KVCacheSpec]],
     available_kv_bytes: int | Sequence[int],
@@ -167,123 +356,14 @@ def plan_kv_cache(
     Mamba/GDN layers: `mamba_cache_mode` (align with prefix caching), the state-checkpoint token
     alignment and the extra checkpoint blocks of the GDN kernel (vllm_defaults.gdn_*).
     """
-    if block_size < 1:
-        raise InvalidParameter(f"--block-size must be ≥ 1, got {block_size}")
-    if max_model_len < 1:
-        raise InvalidParameter(f"--max-model-len must be ≥ 1, got {max_model_len}")
-    workers = [list(w) for w in specs_per_worker]
-    if isinstance(available_kv_bytes, int):
-        avail = [available_kv_bytes] * len(workers)
-    else:
-        avail = list(available_kv_bytes)
-        if len(avail) != len(workers):
-            raise InvalidParameter("one available-memory value per worker is needed")
-    flat = [s for w in workers for s in w]
-    log: list[str] = []
-    hybrid = align_hybrid_block_size(
-        flat,
-        block_size,
-        mamba_cache_mode=mamba_cache_mode,
-        checkpoint_alignment=mamba_checkpoint_alignment,
-        min_kernel_block_size=min_kernel_block_size,
-    )
-    bs = block_size
-    padded: int | None = None
-    if hybrid is not None and hybrid.attention_bytes_per_token:
-        bs = hybrid.block_size
-        padded = hybrid.mamba_page_padded_bytes
-        if hybrid.raised:
-            log.append(
-                f"Setting attention block size to {bs} tokens to ensure that attention page size is >= mamba page size."
-            )
-        if hybrid.padding_pct > 0:
-            log.append(
-                f"Padding mamba page size by {hybrid.padding_pct:.2f}% to ensure that mamba page size and "
-                "attention page size are exactly equal."
-            )
-    grouping = build_groups(
-        flat,
-        bs,
-        mamba_page_padded_bytes=padded,
+    workers, avail = _worker_budgets(specs_per_worker, available_kv_bytes, block_size, max_model_len)
+    layout = _layout(
+        [s for w in workers for s in w], block_size, max_model_len, in_flight_tokens,
+        mamba_cache_mode=mamba_cache_mode, mamba_checkpoint_alignment=mamba_checkpoint_alignment,
+        mamba_prefill_checkpoint_blocks=mamba_prefill_checkpoint_blocks, min_kernel_block_size=min_kernel_block_size,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
-        sliding_window_block_size=sliding_window_block_size,
+        sliding_window_block_size=sliding_window_block_size, num_speculative_blocks=num_speculative_blocks,
     )
-    log.extend(grouping.warnings)
-    groups = grouping.groups
-    mamba_blocks = mamba_blocks_per_request(mamba_cache_mode, num_speculative_blocks, mamba_prefill_checkpoint_blocks)
-    bpr = blocks_per_request(groups, max_model_len, in_flight_tokens, mamba_blocks)
-
-    if not groups:  # attention-free and state-free: vLLM keeps just the null block
-        return KVCachePlan(
-            block_size=bs,
-            groups=(),
-            bytes_per_block=0,
-            bytes_per_block_per_worker=(0,) * len(workers),
-            available_kv_bytes=min(avail, default=0),
-            num_gpu_blocks=NULL_BLOCKS,
-            blocks_per_request=0,
-            max_model_len=max_model_len,
-            in_flight_tokens=in_flight_tokens,
-            mamba_cache_mode=mamba_cache_mode,
-            mamba_blocks=mamba_blocks,
-            max_concurrency=0.0,
-            kv_cache_tokens=0,
-            fits=True,
-            refusal=None,
-            needed_bytes=0,
-            check_bytes=0,
-            estimated_max_model_len=None,
-            log_line=None,
-            hybrid=hybrid,
-            hma_disabled=grouping.hma_disabled,
-            vllm_log=tuple(log),
-        )
-
-    bpb_workers = tuple(bytes_per_block(groups, [s.layer for s in w]) for w in workers)
-    # Each worker sizes its own cache; the smallest count wins (get_kv_cache_configs).
-    counted = [(max(0, a // b), i) for i, (a, b) in enumerate(zip(avail, bpb_workers, strict=True)) if b > 0]
-    num_blocks, bound = min(counted)
-    bpb = bpb_workers[bound]
-    # Fit check per worker, in order; the first failure is vLLM's error.
-    refusal: str | None = None
-    estimated: int | None = None
-    needed = bpb * bpr
-    check = avail[bound] - bpb
-    for a, b in zip(avail, bpb_workers, strict=True):
-        if b == 0:
-            continue
-        c = a - b
-        if c <= 0:
-            refusal, estimated, needed, check = NO_MEMORY_MESSAGE, 0, b * bpr, c
-            break
-        if b * bpr > c:
-            estimated = estimate_max_model_len(groups, b, c, max_model_len, in_flight_tokens, mamba_blocks)
-            refusal, needed, check = refusal_message(max_model_len, b * bpr, c, estimated), b * bpr, c
-            break
-    concurrency = num_blocks / bpr
-    tokens = int(concurrency * max_model_len)
-    fits = refusal is None
-    return KVCachePlan(
-        block_size=bs,
-        groups=groups,
-        bytes_per_block=bpb,
-        bytes_per_block_per_worker=bpb_workers,
-        available_kv_bytes=avail[bound],
-        num_gpu_blocks=num_blocks,
-        blocks_per_request=bpr,
-        max_model_len=max_model_len,
-        in_flight_tokens=in_flight_tokens,
-        mamba_cache_mode=mamba_cache_mode,
-        mamba_blocks=mamba_blocks,
-        max_concurrency=concurrency,
-        kv_cache_tokens=tokens,
-        fits=fits,
-        refusal=refusal,
-        needed_bytes=needed,
-        check_bytes=check,
-        estimated_max_model_len=estimated,
-        log_line=capacity_log_line(tokens, max_model_len, concurrency) if fits else None,
-        hybrid=hybrid,
-        hma_disabled=grouping.hma_disabled,
-        vllm_log=tuple(log),
-    )
+    if not layout.groups:  # attention-free and state-free: vLLM keeps just the null block
+        return _attention_free_plan(layout, avail, max_model_len, in_flight_tokens, mamba_cache_mode)
+    return _counted_plan(layout, workers, avail, max_model_len, in_flight_tokens, mamba_cache_mode)
