@@ -159,6 +159,95 @@ def _promote(spec: KVCacheSpec) -> CacheKind:
     return "full" if spec.kind in ("sliding_window", "chunked_local") else spec.kind
 
 
+def _slots(
+    specs: Sequence[KVCacheSpec], block_size: int, promote: bool, mamba_page_padded_bytes: int | None,
+    sliding_window_block_size: int | None,
+) -> list[_Slot]:
+    """One slot per layer: its cache kind (promoted when HMA is off), block size and page bytes."""
+    slots: list[_Slot] = []
+    for s in specs:
+        kind = _promote(s) if promote else s.kind
+        if kind == "mamba":
+            page = mamba_page_padded_bytes if mamba_page_padded_bytes is not None else s.state_bytes
+            slots.append(_Slot(s.layer, s, kind, block_size, page))
+        else:
+            bs = sliding_window_block_size or block_size if kind == "sliding_window" else block_size
+            slots.append(_Slot(s.layer, s, kind, bs, bs * s.bytes_per_token))
+    return slots
+
+
+def _uniform_group(slots: Sequence[_Slot]) -> KVCacheGroup | None:
+    """The single group of a uniform model, or of one type with different sizes; None otherwise
+    (kv_cache_planning.py:is_kv_cache_spec_uniform, UniformTypeKVCacheSpecs)."""
+    first = slots[0]
+    if not all(sl.kind == first.kind and sl.key()[7:9] == first.key()[7:9] for sl in slots):
+        return None
+    pages = tuple(sl.page for sl in slots)
+    uniform = len(set(pages)) == 1
+    return KVCacheGroup(
+        first.kind,
+        tuple(sl.layer for sl in slots),
+        first.block_size,
+        max(pages),
+        first.spec.sliding_window if first.kind == "sliding_window" else None,
+        first.spec.attention_chunk_size if first.kind == "chunked_local" else None,
+        () if uniform else pages,
+    )
+
+
+def _unify_page_size(slots: Sequence[_Slot]) -> tuple[list[_Slot], int]:
+    """Smaller attention pages that divide the largest scale their block size up; the others (and every
+    Mamba page) are padded (kv_cache_planning.py:unify_kv_cache_spec_page_size)."""
+    max_page = max(sl.page for sl in slots)
+    unified = []
+    for sl in slots:
+        if sl.page == max_page:
+            unified.append(sl)
+        elif sl.kind != "mamba" and sl.page and max_page % sl.page == 0:
+            unified.append(replace(sl, block_size=sl.block_size * (max_page // sl.page), page=max_page))
+        else:
+            unified.append(replace(sl, page=max_page))
+    return unified, max_page
+
+
+def _group_size(buckets: dict[tuple[object, ...], list[_Slot]]) -> int:
+    """Layers per group: the smallest bucket, or the largest when it is under 1.5× the smallest
+    (kv_cache_planning.py:get_kv_cache_groups)."""
+    sizes = [len(b) for b in buckets.values()]
+    group_size = min(sizes)
+    if max(sizes) < GROUP_SIZE_MAX_RATIO * group_size:
+        group_size = max(sizes)
+    return group_size
+
+
+def _split_buckets(
+    buckets: dict[tuple[object, ...], list[_Slot]], group_size: int, max_page: int, warnings: list[str],
+) -> list[KVCacheGroup]:
+    """Split each bucket round-robin into groups of `group_size` layers, warning about padding layers."""
+    groups: list[KVCacheGroup] = []
+    for bucket in buckets.values():
+        n = cdiv(len(bucket), group_size)
+        padding = n * group_size - len(bucket)
+        if padding:
+            warnings.append(
+                f"Add {padding} padding layers, may waste at most {padding / len(bucket) * 100:.2f}% KV cache memory"
+            )
+        head = bucket[0]
+        for i in range(n):
+            members = bucket[i::n]
+            groups.append(
+                KVCacheGroup(
+                    head.kind,
+                    tuple(m.layer for m in members),
+                    head.block_size,
+                    max_page,
+                    head.spec.sliding_window if head.kind == "sliding_window" else None,
+                    head.spec.attention_chunk_size if head.kind == "chunked_local" else None,
+                )
+            )
+    return groups
+
+
 def build_groups(
     specs: Sequence[KVCacheSpec],
     block_size: int,
@@ -184,71 +273,17 @@ def build_groups(
             "Hybrid KV cache manager is disabled for this hybrid model: sliding-window and "
             "chunked-local layers are cached like full attention."
         )
-    slots: list[_Slot] = []
-    for s in specs:
-        kind = _promote(s) if promote else s.kind
-        if kind == "mamba":
-            page = mamba_page_padded_bytes if mamba_page_padded_bytes is not None else s.state_bytes
-            slots.append(_Slot(s.layer, s, kind, block_size, page))
-        else:
-            bs = sliding_window_block_size or block_size if kind == "sliding_window" else block_size
-            slots.append(_Slot(s.layer, s, kind, bs, bs * s.bytes_per_token))
+    slots = _slots(specs, block_size, promote, mamba_page_padded_bytes, sliding_window_block_size)
     if not slots:
         return GroupingResult((), tuple(warnings), promote)
-    first = slots[0]
-    # Uniform (is_kv_cache_spec_uniform) or one type with different sizes (UniformTypeKVCacheSpecs): one group.
-    if all(sl.kind == first.kind and sl.key()[7:9] == first.key()[7:9] for sl in slots):
-        pages = tuple(sl.page for sl in slots)
-        uniform = len(set(pages)) == 1
-        group = KVCacheGroup(
-            first.kind,
-            tuple(sl.layer for sl in slots),
-            first.block_size,
-            max(pages),
-            first.spec.sliding_window if first.kind == "sliding_window" else None,
-            first.spec.attention_chunk_size if first.kind == "chunked_local" else None,
-            () if uniform else pages,
-        )
-        return GroupingResult((group,), tuple(warnings), promote)
-    # unify_kv_cache_spec_page_size: smaller attention pages that divide the largest scale their block
-    # size up; the others (and every Mamba page) are padded.
-    max_page = max(sl.page for sl in slots)
-    unified = []
-    for sl in slots:
-        if sl.page == max_page:
-            unified.append(sl)
-        elif sl.kind != "mamba" and sl.page and max_page % sl.page == 0:
-            unified.append(replace(sl, block_size=sl.block_size * (max_page // sl.page), page=max_page))
-        else:
-            unified.append(replace(sl, page=max_page))
+    uniform = _uniform_group(slots)
+    if uniform is not None:
+        return GroupingResult((uniform,), tuple(warnings), promote)
+    unified, max_page = _unify_page_size(slots)
     buckets: dict[tuple[object, ...], list[_Slot]] = {}
     for sl in unified:
         buckets.setdefault(sl.key(), []).append(sl)
-    sizes = [len(b) for b in buckets.values()]
-    group_size = min(sizes)
-    if max(sizes) < GROUP_SIZE_MAX_RATIO * group_size:
-        group_size = max(sizes)
-    groups: list[KVCacheGroup] = []
-    for bucket in buckets.values():
-        n = cdiv(len(bucket), group_size)
-        padding = n * group_size - len(bucket)
-        if padding:
-            warnings.append(
-                f"Add {padding} padding layers, may waste at most {padding / len(bucket) * 100:.2f}% KV cache memory"
-            )
-        head = bucket[0]
-        for i in range(n):
-            members = bucket[i::n]
-            groups.append(
-                KVCacheGroup(
-                    head.kind,
-                    tuple(m.layer for m in members),
-                    head.block_size,
-                    max_page,
-                    head.spec.sliding_window if head.kind == "sliding_window" else None,
-                    head.spec.attention_chunk_size if head.kind == "chunked_local" else None,
-                )
-            )
+    groups = _split_buckets(buckets, _group_size(buckets), max_page, warnings)
     return GroupingResult(tuple(groups), tuple(warnings), promote)
 
 
