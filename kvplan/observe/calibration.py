@@ -553,6 +553,58 @@ def _target(log: StartupLog, predicted: FitReport, blocks: int | None) -> tuple[
     return None, "The log gives no KV memory, blocks or tokens to reproduce: only measured terms are pinned."
 
 
+def _logged_chip(log: StartupLog, gpu: GpuSpec) -> tuple[GpuSpec, list[Override], list[str]]:
+    """The GPU with the log's CUDA total when it gives one (and that override), else the catalog's, with a note."""
+    if log.total_gpu_memory_bytes is not None:
+        chip = gpu.with_cuda_total(log.total_gpu_memory_bytes, "log: startup total")
+        return chip, [Override(GPU_TOTAL_FLAG, log.total_gpu_memory_bytes, "log")], []
+    if log.requested_memory_bytes is not None:
+        return gpu, [], ["The log gives the requested memory but not the GPU total: the catalog's total is kept, "
+                         "and any difference goes into the fitted term."]
+    return gpu, [], []
+
+
+def _fit_budget(
+    log: StartupLog, settings: ServeSettings, predicted: FitReport, chip: GpuSpec, graphs_subtracted: bool,
+    v0_tokens: bool,
+) -> tuple[int | None, int | None, BudgetFit, list[str]]:
+    """The KV memory to reproduce, the implied block count, the balanced budget of terms, and notes."""
+    from kvplan.vllm.defaults import requested_memory
+
+    values, known = _measured(_observed(log, graphs_subtracted=graphs_subtracted), predicted, graphs_subtracted)
+    blocks = _implied_blocks(log, predicted, v0_tokens)
+    if settings.kv_cache_memory_bytes is not None:
+        note = "The server ran with --kv-cache-memory-bytes: its KV memory does not depend on the budget."
+        return settings.kv_cache_memory_bytes, blocks, BudgetFit(values, known, 0), [note]
+    target, target_note = _target(log, predicted, blocks)
+    notes = [target_note] if target_note else []
+    budget = BudgetFit(values, known, 0)
+    if target is not None:
+        candidates = [t for t in BALANCING_ORDER if graphs_subtracted or t != "cuda_graph"]
+        requested = requested_memory(chip.cuda_total_bytes, predicted.gpu_memory_utilization)
+        budget = balance_budget(requested, target, values, known, candidates)
+    if budget.unexplained:
+        notes.append(
+            f"The logged figures leave {budget.unexplained / GiB:+.2f} GiB that no unmeasured term can absorb: "
+            "the server's budget does not follow kvplan's model with these settings (check "
+            "gpu_memory_utilization and the GPU)."
+        )
+    return target, blocks, budget, notes
+
+
+def _budget_overrides(budget: BudgetFit, graphs_subtracted: bool) -> tuple[list[Override], list[str]]:
+    """The override of every pinned term, and a note on the estimates that stay when a term was fitted."""
+    details = [Override(flag, budget.values[term], budget.sources[term])
+               for term, (flag, _) in TERM_FLAGS.items() if term in budget.sources]
+    fitted = [flag for term, (flag, _) in TERM_FLAGS.items() if budget.sources.get(term, "").startswith("fitted")]
+    estimated = [f"{_TERM_WORDS[term]} {budget.values[term] / GiB:.2f} GiB" for term in TERM_FLAGS
+                 if term not in budget.sources and (graphs_subtracted or term != "cuda_graph")]
+    if fitted and estimated:
+        return details, [f"Not in the log, so kvplan's estimates stay: {', '.join(estimated)}; an error in them "
+                         f"lands in {' and '.join(fitted)}."]
+    return details, []
+
+
 def calibrate(
     log: StartupLog,
     model: ModelSpec,
@@ -571,55 +623,19 @@ def calibrate(
     `gpu` is the GPU as the user named it (its catalog total: the comparison shows how far it is from the
     log's). `gpu_flags` says how to name it to `kvplan fit` (default `--gpu ID`).
     """
-    from kvplan.vllm.defaults import requested_memory
     from kvplan.vllm.fit import plan_fit
 
     settings, from_log, setting_notes = settings_from_log(log, flags, given)
-    notes = list(setting_notes)
     predicted = plan_fit(model, gpu, settings, advise=False)
     graphs = next(t for t in predicted.memory_terms if t.name == "cuda_graphs")
     graphs_subtracted = graphs.source not in ("not subtracted", "none")
     v0_tokens = _RULE_V0_TOKENS in _rules(log)
     comparison = compare_terms(log, predicted_terms(predicted, v0_token_capacity=v0_tokens),
                                graphs_subtracted=graphs_subtracted)
-
-    details: list[Override] = []
-    chip = gpu
-    if log.total_gpu_memory_bytes is not None:
-        chip = gpu.with_cuda_total(log.total_gpu_memory_bytes, "log: startup total")
-        details.append(Override(GPU_TOTAL_FLAG, log.total_gpu_memory_bytes, "log"))
-    elif log.requested_memory_bytes is not None:
-        notes.append("The log gives the requested memory but not the GPU total: the catalog's total is kept, "
-                     "and any difference goes into the fitted term.")
-    values, known = _measured(_observed(log, graphs_subtracted=graphs_subtracted), predicted, graphs_subtracted)
-    blocks = _implied_blocks(log, predicted, v0_tokens)
-    if settings.kv_cache_memory_bytes is not None:
-        target: int | None = settings.kv_cache_memory_bytes
-        notes.append("The server ran with --kv-cache-memory-bytes: its KV memory does not depend on the budget.")
-        budget = BudgetFit(values, known, 0)
-    else:
-        target, note = _target(log, predicted, blocks)
-        notes += [note] if note else []
-        budget = BudgetFit(values, known, 0)
-        if target is not None:
-            candidates = [t for t in BALANCING_ORDER if graphs_subtracted or t != "cuda_graph"]
-            requested = requested_memory(chip.cuda_total_bytes, predicted.gpu_memory_utilization)
-            budget = balance_budget(requested, target, values, known, candidates)
-        if budget.unexplained:
-            notes.append(
-                f"The logged figures leave {budget.unexplained / GiB:+.2f} GiB that no unmeasured term can absorb: "
-                "the server's budget does not follow kvplan's model with these settings (check "
-                "gpu_memory_utilization and the GPU)."
-            )
-    details += [Override(flag, budget.values[term], budget.sources[term])
-                for term, (flag, _) in TERM_FLAGS.items() if term in budget.sources]
-    fitted = [flag for term, (flag, _) in TERM_FLAGS.items() if budget.sources.get(term, "").startswith("fitted")]
-    estimated = [f"{_TERM_WORDS[term]} {budget.values[term] / GiB:.2f} GiB" for term in TERM_FLAGS
-                 if term not in budget.sources and (graphs_subtracted or term != "cuda_graph")]
-    if fitted and estimated:
-        notes.append(f"Not in the log, so kvplan's estimates stay: {', '.join(estimated)}; an error in them lands "
-                     f"in {' and '.join(fitted)}.")
-
+    chip, details, chip_notes = _logged_chip(log, gpu)
+    target, blocks, budget, budget_notes = _fit_budget(log, settings, predicted, chip, graphs_subtracted, v0_tokens)
+    term_details, term_notes = _budget_overrides(budget, graphs_subtracted)
+    details += term_details
     # Verify: plan again with the overrides.
     pinned = {TERM_FLAGS[term][1]: budget.values[term] for term in TERM_FLAGS if term in budget.sources}
     after = plan_fit(model, chip, replace(settings, **pinned), advise=False)  # type: ignore[arg-type]
@@ -637,7 +653,7 @@ def calibrate(
         override_details=tuple(details),
         command=" ".join(["kvplan fit", shlex.quote(model_source), *gflags, *fit_flags(settings), *overrides]),
         verified=_verify(log, after, target, v0_tokens, blocks) if target is not None else None,
-        notes=tuple(notes),
+        notes=(*setting_notes, *chip_notes, *budget_notes, *term_notes),
     )
 
 
