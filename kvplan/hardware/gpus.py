@@ -371,8 +371,8 @@ def _figure_keys(spec: GpuSpec) -> list[str]:
     return keys
 
 
-def _parse_entry(raw: Any, *, where: str, strict: bool, base: GpuSpec | None) -> GpuSpec:
-    """Validate one YAML entry; `base` is the catalog entry it overrides (user files only)."""
+def _entry_id(raw: Any, *, where: str, strict: bool, base: GpuSpec | None) -> str:
+    """Check an entry's shape, id, keys and required keys; its lowercase id."""
     if not isinstance(raw, dict):
         raise _fail(where, None, f"each GPU must be a mapping, got {raw!r}")
     gpu_id = str(raw.get("id", "")).strip().lower()
@@ -388,78 +388,115 @@ def _parse_entry(raw: Any, *, where: str, strict: bool, base: GpuSpec | None) ->
     for key in required:
         if key not in raw:
             raise _fail(where, gpu_id, f"missing {key}")
+    return gpu_id
 
-    def num(key: str) -> float:
-        return _positive_number(raw[key], where=where, gpu_id=gpu_id, key=key)
 
-    # Start from the overridden entry (or neutral defaults), then apply what the file states.
-    fields: dict[str, Any] = (
-        {f.name: getattr(base, f.name) for f in dataclasses.fields(GpuSpec)}
-        if base is not None
-        else {"vendor": "unknown", "aliases": (), "device_names": (), "compute_capability": None,
-              "interconnect_bytes_per_s": None, "flops": {}, "sources": {}, "custom": False}
-    )
-    fields["id"] = gpu_id
+def _base_fields(base: GpuSpec | None) -> dict[str, Any]:
+    """The fields an entry starts from: the overridden catalog entry's, or neutral defaults."""
+    if base is not None:
+        return {f.name: getattr(base, f.name) for f in dataclasses.fields(GpuSpec)}
+    return {"vendor": "unknown", "aliases": (), "device_names": (), "compute_capability": None,
+            "interconnect_bytes_per_s": None, "flops": {}, "sources": {}, "custom": False}
+
+
+def _name_fields(raw: dict[Any, Any], fields: dict[str, Any], *, where: str, gpu_id: str,
+                 override: bool) -> dict[str, Any]:
+    """The name, vendor, aliases and device names an entry states (an override adds names, removes none)."""
+    out: dict[str, Any] = {}
     if "name" in raw:
         if not isinstance(raw["name"], str) or not raw["name"].strip():
             raise _fail(where, gpu_id, f"name must be a non-empty string, got {raw['name']!r}")
-        fields["name"] = raw["name"].strip()
+        out["name"] = raw["name"].strip()
     if "vendor" in raw:
-        fields["vendor"] = str(raw["vendor"]).strip().lower()
+        out["vendor"] = str(raw["vendor"]).strip().lower()
     for key in ("aliases", "device_names"):
         if key in raw:
             names = _str_tuple(raw[key], where=where, gpu_id=gpu_id, key=key, lower=(key == "aliases"))
-            # a user override adds names; it does not remove the catalog's
-            fields[key] = tuple(dict.fromkeys((*fields[key], *names))) if base is not None else names
+            out[key] = tuple(dict.fromkeys((*fields[key], *names))) if override else names
+    return out
+
+
+def _figure_fields(raw: dict[Any, Any], *, where: str, gpu_id: str) -> dict[str, Any]:
+    """The byte totals, rates, memory_gb and compute capability an entry states, validated."""
+    def num(key: str) -> float:
+        return _positive_number(raw[key], where=where, gpu_id=gpu_id, key=key)
+
+    out: dict[str, Any] = {}
     for key in _BYTE_KEYS:
         if key in raw:
             value = num(key)
             if value != int(value):
                 raise _fail(where, gpu_id, f"{key} must be a whole number of bytes, got {raw[key]!r}")
-            fields[key] = int(value)
+            out[key] = int(value)
     for key in ("memory_bandwidth_bytes_per_s", "interconnect_bytes_per_s"):
         if key in raw:
-            fields[key] = None if (raw[key] is None and key == "interconnect_bytes_per_s") else num(key)
+            out[key] = None if (raw[key] is None and key == "interconnect_bytes_per_s") else num(key)
     if "memory_gb" in raw:
-        fields["memory_gb"] = num("memory_gb")
+        out["memory_gb"] = num("memory_gb")
     if "compute_capability" in raw:
-        fields["compute_capability"] = _capability(raw["compute_capability"], where=where, gpu_id=gpu_id)
-    if "flops" in raw:
-        if not isinstance(raw["flops"], dict):
-            raise _fail(where, gpu_id, f"flops must map dtypes ({', '.join(FLOPS_DTYPES)}) to FLOP/s")
-        parsed: dict[str, float] = {}
-        for dtype, value in raw["flops"].items():
-            if dtype not in FLOPS_DTYPES:
-                expected = ", ".join(FLOPS_DTYPES)
-                raise _fail(where, gpu_id, f"flops.{dtype}: unknown dtype (expected {expected})")
-            parsed[dtype] = _positive_flops(value, where=where, gpu_id=gpu_id, key=f"flops.{dtype}")
-        fields["flops"] = {**fields["flops"], **parsed}
-    # Defaults for a new user GPU: the NVML total is unknown, so take the CUDA total.
-    fields.setdefault("nvml_total_bytes", fields["cuda_total_bytes"])
-    fields.setdefault("memory_gb", fields["nvml_total_bytes"] / 1e9)
+        out["compute_capability"] = _capability(raw["compute_capability"], where=where, gpu_id=gpu_id)
+    return out
 
+
+def _flops_field(raw: dict[Any, Any], *, where: str, gpu_id: str) -> dict[str, float]:
+    """The FLOP/s per dtype an entry states, validated."""
+    if not isinstance(raw["flops"], dict):
+        raise _fail(where, gpu_id, f"flops must map dtypes ({', '.join(FLOPS_DTYPES)}) to FLOP/s")
+    parsed: dict[str, float] = {}
+    for dtype, value in raw["flops"].items():
+        if dtype not in FLOPS_DTYPES:
+            expected = ", ".join(FLOPS_DTYPES)
+            raise _fail(where, gpu_id, f"flops.{dtype}: unknown dtype (expected {expected})")
+        parsed[dtype] = _positive_flops(value, where=where, gpu_id=gpu_id, key=f"flops.{dtype}")
+    return parsed
+
+
+def _sources_field(raw: dict[Any, Any], inherited: dict[str, str], *, where: str, gpu_id: str,
+                   strict: bool) -> dict[str, str]:
+    """The source of every figure: inherited, then a user file's own name (user files), then what it states."""
     raw_sources = raw.get("sources") or {}
     if not isinstance(raw_sources, dict) or not all(isinstance(v, str) for v in raw_sources.values()):
         raise _fail(where, gpu_id, "sources must map figure keys to source strings")
     stated = [k for k in raw if k in (*_BYTE_KEYS, *_RATE_KEYS, "memory_gb", "compute_capability")]
     stated += [f"flops.{d}" for d in (raw.get("flops") or {})]
-    sources = dict(fields["sources"])
+    sources = dict(inherited)
     if not strict:
         # A figure from a user file is sourced to that file unless the file says more.
         sources.update({k: f"user file {where}" for k in stated if raw.get(k, 0) is not None})
     sources.update({str(k): v.strip() for k, v in raw_sources.items()})
-    fields["sources"] = sources
+    return sources
+
+
+def _check_packaged_sources(spec: GpuSpec, *, where: str, gpu_id: str) -> None:
+    """A packaged entry sources every figure it states, and only those."""
+    needed = _figure_keys(spec)
+    missing = [k for k in needed if not spec.sources.get(k)]
+    if missing:
+        raise _fail(where, gpu_id, f"figure(s) without a source: {', '.join(missing)}")
+    stale = sorted(set(spec.sources) - set(needed))
+    if stale:
+        raise _fail(where, gpu_id, f"source(s) for figures it does not state: {', '.join(stale)}")
+
+
+def _parse_entry(raw: Any, *, where: str, strict: bool, base: GpuSpec | None) -> GpuSpec:
+    """Validate one YAML entry; `base` is the catalog entry it overrides (user files only)."""
+    gpu_id = _entry_id(raw, where=where, strict=strict, base=base)
+    # Start from the overridden entry (or neutral defaults), then apply what the file states.
+    fields = _base_fields(base)
+    fields["id"] = gpu_id
+    fields.update(_name_fields(raw, fields, where=where, gpu_id=gpu_id, override=base is not None))
+    fields.update(_figure_fields(raw, where=where, gpu_id=gpu_id))
+    if "flops" in raw:
+        fields["flops"] = {**fields["flops"], **_flops_field(raw, where=where, gpu_id=gpu_id)}
+    # Defaults for a new user GPU: the NVML total is unknown, so take the CUDA total.
+    fields.setdefault("nvml_total_bytes", fields["cuda_total_bytes"])
+    fields.setdefault("memory_gb", fields["nvml_total_bytes"] / 1e9)
+    fields["sources"] = _sources_field(raw, fields["sources"], where=where, gpu_id=gpu_id, strict=strict)
     if strict and not fields["flops"]:
         raise _fail(where, gpu_id, "flops must state at least one dtype")
     spec = GpuSpec(**fields)
     if strict:
-        needed = _figure_keys(spec)
-        missing = [k for k in needed if not spec.sources.get(k)]
-        if missing:
-            raise _fail(where, gpu_id, f"figure(s) without a source: {', '.join(missing)}")
-        stale = sorted(set(spec.sources) - set(needed))
-        if stale:
-            raise _fail(where, gpu_id, f"source(s) for figures it does not state: {', '.join(stale)}")
+        _check_packaged_sources(spec, where=where, gpu_id=gpu_id)
     return spec
 
 
