@@ -703,50 +703,58 @@ def _dashed(name: str, flag: bool) -> str:
     return ("--" if flag else "") + name.replace("_", "-")
 
 
-def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployment:
-    from dataclasses import replace as dc_replace
+def _take_vllm_config(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Path, opts: _Options) -> None:
+    """Take the options of the deployment's vLLM --config file (`vllm_config`) into opts."""
+    cfg_path = _resolve(c.string(d["vllm_config"], (*path, "vllm_config")), base_dir)
+    cfg = read_yaml(cfg_path, _shown_path(cfg_path))
+    if cfg.data is not None and not isinstance(cfg.data, dict):
+        raise ParseError(f"{cfg.where}:{cfg.value_line(())}: a vLLM --config file must be a mapping of "
+                         f"options, not {_kind(cfg.data)}")
+    for key, value in (cfg.data or {}).items():
+        opts.take(cfg, (key,), cfg.spelled.get((key,)) or key, value, strict=False)
 
-    from kvplan.vllm.settings import ServeSettings
 
-    doc = c.doc
-    d = c.mapping(item, path, "a deployment (a mapping with name, model, gpu, require)")
-    c.keys(d, path, _DEPLOYMENT_KEYS)
-    for key in ("name", "gpu", "require"):
-        if key not in d:
-            raise doc.error(path, f"missing `{key}`")
-    name = c.string(d["name"], (*path, "name"))
-
+def _take_vllm_cmd(c: _Checker, d: dict[str, Any], path: Path_, opts: _Options) -> None:
+    """Take the model and options of the deployment's `vllm serve` command line (`vllm_cmd`) into opts."""
     from kvplan.vllm import command_line as vllm_cmd
 
+    doc = c.doc
+    cmd_path = (*path, "vllm_cmd")
+    command = _parse_vllm_cmd(c.string(d["vllm_cmd"], cmd_path), doc, cmd_path)
+    if command.model is not None:
+        opts.take(doc, cmd_path, "model", command.model, strict=False, flag=True)
+    for key, value in command.options.items():
+        opts.take(doc, cmd_path, key, value, strict=False, flag=True)
+    for word in command.ignored:
+        flag, _, value = word.replace(" ", "=", 1).partition("=")
+        if flag.startswith("-"):
+            flag = vllm_cmd.SHORT_FLAGS.get(flag, flag)
+            opts.take(doc, cmd_path, flag, value if value else True, strict=False, flag=True)
+        else:
+            opts.warnings.append(f"{doc.where}:{doc.line(cmd_path)}: {doc.name(cmd_path)}: ignored the extra "
+                                 f"word {flag!r}")
+
+
+def _deployment_options(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Path) -> _Options:
+    """The vLLM options of a deployment: its --config file, then its command line, then its `vllm:` mapping."""
+    doc = c.doc
     opts = _Options()
     if d.get("vllm_config") is not None:
-        cfg_path = _resolve(c.string(d["vllm_config"], (*path, "vllm_config")), base_dir)
-        cfg = read_yaml(cfg_path, _shown_path(cfg_path))
-        if cfg.data is not None and not isinstance(cfg.data, dict):
-            raise ParseError(f"{cfg.where}:{cfg.value_line(())}: a vLLM --config file must be a mapping of "
-                             f"options, not {_kind(cfg.data)}")
-        for key, value in (cfg.data or {}).items():
-            opts.take(cfg, (key,), cfg.spelled.get((key,)) or key, value, strict=False)
+        _take_vllm_config(c, d, path, base_dir, opts)
     if d.get("vllm_cmd") is not None:
-        cmd_path = (*path, "vllm_cmd")
-        command = _parse_vllm_cmd(c.string(d["vllm_cmd"], cmd_path), doc, cmd_path)
-        if command.model is not None:
-            opts.take(doc, cmd_path, "model", command.model, strict=False, flag=True)
-        for key, value in command.options.items():
-            opts.take(doc, cmd_path, key, value, strict=False, flag=True)
-        for word in command.ignored:
-            flag, _, value = word.replace(" ", "=", 1).partition("=")
-            if flag.startswith("-"):
-                flag = vllm_cmd.SHORT_FLAGS.get(flag, flag)
-                opts.take(doc, cmd_path, flag, value if value else True, strict=False, flag=True)
-            else:
-                opts.warnings.append(f"{doc.where}:{doc.line(cmd_path)}: {doc.name(cmd_path)}: ignored the extra "
-                                     f"word {flag!r}")
+        _take_vllm_cmd(c, d, path, opts)
     if d.get("vllm") is not None:
         vpath = (*path, "vllm")
         for key, value in c.mapping(d["vllm"], vpath, "a mapping of vLLM options").items():
             opts.take(doc, (*vpath, key), doc.spelled.get((*vpath, key)) or key, value, strict=True)
+    return opts
 
+
+def _model_and_revision(
+    c: _Checker, d: dict[str, Any], path: Path_, base_dir: Path, opts: _Options,
+) -> tuple[str, str, bool, str | None]:
+    """The model as written, where it is loaded from, whether that is a local path, and the revision."""
+    doc = c.doc
     # The plan's `model` wins over one in the command line or --config file (CI may point at a local copy).
     if d.get("model") is not None:
         model = c.string(d["model"], (*path, "model"))
@@ -763,8 +771,12 @@ def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployme
         revision = opts.revision[0]
     if revision is not None and is_local and opts.revision is not None:
         raise opts.revision[1](f"a revision applies to Hub models, but {model!r} is a local path")
+    return model, model_source, is_local, revision
 
-    gpu = c.string(d["gpu"], (*path, "gpu"))
+
+def _setting_fields(c: _Checker, d: dict[str, Any], path: Path_, opts: _Options) -> dict[str, Any]:
+    """ServeSettings fields from the vLLM options, `vllm_version`, `measured` and `num_gpus`."""
+    doc = c.doc
     fields: dict[str, Any] = {VLLM_OPTIONS[k][0]: v for k, v in opts.values.items()}
     if d.get("vllm_version") is not None:
         fields["vllm_version"] = _vllm_version(c, d["vllm_version"], (*path, "vllm_version"))
@@ -781,12 +793,32 @@ def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployme
         if "tp" not in fields:
             if num_gpus % pp:
                 raise doc.error(gpath, f"{num_gpus} GPUs cannot be split into {pp} pipeline stages", at_value=True)
-            tp = fields["tp"] = num_gpus // pp
+            fields["tp"] = num_gpus // pp
         elif num_gpus != tp * pp:
             raise doc.error(gpath, f"{num_gpus} GPUs, but tensor-parallel-size {tp} × pipeline-parallel-size {pp} "
                                    f"uses {tp * pp}", at_value=True)
-    settings = dc_replace(ServeSettings(), **fields)
+    return fields
 
+
+def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployment:
+    """Validate one deployment of a plan: its name, model, GPU, vLLM settings, workload and requirements."""
+    from dataclasses import replace as dc_replace
+
+    from kvplan.vllm.settings import ServeSettings
+
+    doc = c.doc
+    d = c.mapping(item, path, "a deployment (a mapping with name, model, gpu, require)")
+    c.keys(d, path, _DEPLOYMENT_KEYS)
+    for key in ("name", "gpu", "require"):
+        if key not in d:
+            raise doc.error(path, f"missing `{key}`")
+    name = c.string(d["name"], (*path, "name"))
+    opts = _deployment_options(c, d, path, base_dir)
+    model, model_source, is_local, revision = _model_and_revision(c, d, path, base_dir, opts)
+    gpu = c.string(d["gpu"], (*path, "gpu"))
+    fields = _setting_fields(c, d, path, opts)
+    tp, pp = int(fields.get("tp", 1)), int(fields.get("pp", 1))
+    settings = dc_replace(ServeSettings(), **fields)
     workload = None
     if d.get("workload") is not None:
         workload = _workload(c, d["workload"], (*path, "workload"))
