@@ -26,10 +26,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from kvplan.errors import InvalidParameter
-from kvplan.model.config import ModelSpec
+from kvplan.model.config import LayerSpec, ModelSpec
 
 if TYPE_CHECKING:
     from kvplan.hardware.gpus import GpuSpec
+    from kvplan.model.kv_cache import KVCacheSpec
 
 Bound = Literal["memory", "compute"]
 ThroughputLimit = Literal["kv_capacity", "max_num_seqs", "compute", "unknown"]
@@ -778,6 +779,48 @@ def _ct_w8a8_type(model: ModelSpec) -> str | None:
     return None
 
 
+def _attention_layer_cost(model: ModelSpec, layer: LayerSpec, spec: KVCacheSpec | None, tp: int,
+                          dtype_bytes: int) -> AttentionLayerCost:
+    """One attention layer's KV read per token and head dims per GPU (MLA: latent for decode, full for prefill)."""
+    q_heads = max(1, (layer.num_attention_heads or model.num_attention_heads) // tp)
+    head, head_v = layer.head_size, layer.head_size_v or layer.head_size
+    if layer.kind == "kv_shared":  # attends over an earlier layer's cache: reads it, stores none
+        head = head_v = model.head_size
+        kv_bpt = max(1, model.num_kv_heads // tp) * 2 * model.head_size * dtype_bytes
+    else:
+        kv_bpt = spec.bytes_per_token if spec is not None else 0
+    if layer.kind == "mla" and model.mla is not None:
+        m = model.mla
+        dims = (m.kv_lora_rank + m.qk_rope_head_dim, m.kv_lora_rank,
+                m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim)
+    else:
+        dims = (head, head_v, head, head_v)
+    return AttentionLayerCost(
+        layer=layer.index, kv_bytes_per_token=kv_bpt, num_q_heads=q_heads,
+        qk_head_dim=dims[0], v_head_dim=dims[1], prefill_qk_head_dim=dims[2], prefill_v_head_dim=dims[3],
+        sliding_window=layer.sliding_window, attention_chunk_size=layer.attention_chunk_size,
+        stores_kv=layer.kind != "kv_shared",
+    )
+
+
+def _layer_costs(model: ModelSpec, specs: Sequence[KVCacheSpec], tp: int,
+                 full_bytes: int) -> tuple[tuple[AttentionLayerCost, ...], int]:
+    """The cost of every attention layer, and the recurrent state bytes per request (Mamba/GDN layers)."""
+    by_layer = {s.layer: s for s in specs}
+    attention: list[AttentionLayerCost] = []
+    state = 0
+    dtype_bytes = specs[0].dtype_bytes if specs else full_bytes
+    for layer in model.layers:
+        spec = by_layer.get(layer.index)
+        if layer.kind == "mlp_only":
+            continue
+        if layer.kind == "mamba":
+            state += spec.state_bytes if spec is not None else 0
+            continue
+        attention.append(_attention_layer_cost(model, layer, spec, tp, dtype_bytes))
+    return tuple(attention), state
+
+
 def model_costs(
     model: ModelSpec,
     *,
@@ -817,38 +860,8 @@ def model_costs(
     expert_bits = quantized_bits_per_weight(model) if model.quant else 8.0 * full_bytes
     expert_bytes = round(params.params_per_expert * expert_bits / 8 / tp)
     dtype, reason = select_compute_dtype(model, gpu_flops or {})
-
+    attention, state = _layer_costs(model, specs, tp, full_bytes)
     notes: list[str] = []
-    by_layer = {s.layer: s for s in specs}
-    attention: list[AttentionLayerCost] = []
-    state = 0
-    dtype_bytes = specs[0].dtype_bytes if specs else full_bytes
-    for layer in model.layers:
-        spec = by_layer.get(layer.index)
-        if layer.kind == "mlp_only":
-            continue
-        if layer.kind == "mamba":
-            state += spec.state_bytes if spec is not None else 0
-            continue
-        q_heads = max(1, (layer.num_attention_heads or model.num_attention_heads) // tp)
-        head, head_v = layer.head_size, layer.head_size_v or layer.head_size
-        if layer.kind == "kv_shared":  # attends over an earlier layer's cache: reads it, stores none
-            head = head_v = model.head_size
-            kv_bpt = max(1, model.num_kv_heads // tp) * 2 * model.head_size * dtype_bytes
-        else:
-            kv_bpt = spec.bytes_per_token if spec is not None else 0
-        if layer.kind == "mla" and model.mla is not None:
-            m = model.mla
-            dims = (m.kv_lora_rank + m.qk_rope_head_dim, m.kv_lora_rank,
-                    m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim)
-        else:
-            dims = (head, head_v, head, head_v)
-        attention.append(AttentionLayerCost(
-            layer=layer.index, kv_bytes_per_token=kv_bpt, num_q_heads=q_heads,
-            qk_head_dim=dims[0], v_head_dim=dims[1], prefill_qk_head_dim=dims[2], prefill_v_head_dim=dims[3],
-            sliding_window=layer.sliding_window, attention_chunk_size=layer.attention_chunk_size,
-            stores_kv=layer.kind != "kv_shared",
-        ))
     if any(layer.kind == "kv_shared" for layer in model.layers):
         notes.append("KV-sharing layers are costed as full attention over the shared cache")
     moe = model.moe
@@ -864,7 +877,7 @@ def model_costs(
         num_experts=moe.num_experts if moe is not None else 0,
         experts_per_token=moe.experts_per_token if moe is not None else 0,
         expert_bytes=expert_bytes if moe is not None else 0,
-        attention=tuple(attention),
+        attention=attention,
         state_bytes_per_request=state,
         compute_dtype=dtype,
         compute_dtype_reason=reason,
