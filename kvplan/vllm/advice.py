@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
@@ -25,87 +25,108 @@ def _problem_solved(before: FitReport, after: FitReport) -> bool:
     return after.fits and not after.preemption.possible
 
 
+# One candidate change: the flag as shown, the settings it gives, and why it helps.
+_Candidate = tuple[str, ServeSettings, str]
+
+
+def _first_fix(report: FitReport, replan: Callable[[ServeSettings], FitReport],
+               candidates: Iterable[_Candidate]) -> Advice | None:
+    """Re-plan the candidates in order; the advice of the first that fixes the problem, else None."""
+    fixes = "starts" if not report.fits else "no preemption"
+    for change, new, detail in candidates:
+        try:
+            after = replan(new)
+        except InvalidParameter:
+            continue
+        if _problem_solved(report, after):
+            return Advice(change, fixes, after.num_gpu_blocks, after.kv_cache_tokens, after.max_concurrency, detail)
+    return None
+
+
+def _utilization_candidates(settings: ServeSettings, report: FitReport,
+                            replan: Callable[[ServeSettings], FitReport]) -> Iterator[_Candidate]:
+    """1. gpu_memory_utilization: the smallest value (in 0.01 steps, ≤ 0.98) that fixes it."""
+    if settings.kv_cache_memory_bytes is not None or report.startup == "OOM loading weights":
+        return
+    lo = math.floor(report.gpu_memory_utilization * 100) + 1
+    hi = round(MAX_ADVISED_UTILIZATION * 100)
+
+    def ok(pct: int) -> bool:
+        try:
+            return _problem_solved(report, replan(replace(settings, gpu_memory_utilization=pct / 100)))
+        except InvalidParameter:
+            return False
+
+    if lo <= hi and ok(hi):
+        best = _first_true(lo, hi, ok)
+        yield (f"--gpu-memory-utilization {best / 100:.2f}", replace(settings, gpu_memory_utilization=best / 100),
+               "more of the GPU for vLLM")
+
+
+def _free_memory_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
+    """1b. Utilization above what is free at startup: the largest value that starts, tried downwards."""
+    if report.startup != "refuses: free memory":
+        return
+    top = math.ceil(report.gpu_memory_utilization * 100) - 1
+    for pct in range(top, MIN_ADVISED_UTILIZATION_PCT - 1, -1):
+        yield (f"--gpu-memory-utilization {pct / 100:.2f}", replace(settings, gpu_memory_utilization=pct / 100),
+               "leave room for the CUDA context vLLM finds in use at startup")
+
+
+def _fp8_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
+    """2. An fp8 KV cache, unless it is one already."""
+    if report.kv_cache_dtype not in FP8_KV_DTYPES:
+        yield "--kv-cache-dtype fp8", replace(settings, kv_cache_dtype="fp8"), "half the bytes per token"
+
+
+def _tp_candidates(model: ModelSpec, settings: ServeSettings) -> Iterator[_Candidate]:
+    """3. More tensor parallelism, smallest first, among sizes that divide the attention heads."""
+    for tp in ADVISED_TP_SIZES:
+        if tp > settings.tp and model.num_attention_heads % tp == 0:
+            yield (f"--tensor-parallel-size {tp}", replace(settings, tp=tp),
+                   f"{tp * settings.pp} GPUs: weights and KV heads split {tp} ways")
+
+
+def _max_len_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
+    """4. A shorter max_model_len: to start, or (when the user gave --concurrency) to keep that many resident."""
+    if settings.max_model_len == -1 or (report.fits and settings.concurrency is None):
+        return
+    length = _advised_max_len(settings, report)
+    if length:
+        detail = (
+            "the longest context that fits"
+            if not report.fits
+            else (f"the longest context at which {report.preemption.concurrency} requests stay resident")
+        )
+        yield f"--max-model-len {length}", replace(settings, max_model_len=length), detail
+
+
+def _max_num_seqs_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
+    """5. Fewer concurrent sequences: as many requests as stay resident at the context."""
+    if report.fits and report.preemption.possible and report.preemption.max_requests_at_context >= 1:
+        z = report.preemption.max_requests_at_context
+        new = replace(
+            settings, max_num_seqs=z, concurrency=None if settings.concurrency is None else min(settings.concurrency, z)
+        )
+        yield f"--max-num-seqs {z}", new, f"at most {z} requests of {report.preemption.context:,} tokens at once"
+
+
 def advise_fixes(
     model: ModelSpec, settings: ServeSettings, report: FitReport, replan: Callable[[ServeSettings], FitReport]
 ) -> list[Advice]:
     """Changes that fix a refusal or a preemption risk, each re-planned through `replan` (fit's pipeline) and kept
     only when it actually fixes the problem: raise gpu_memory_utilization (≤ 0.98), fp8 KV cache,
     more tensor parallelism, a shorter max_model_len, fewer max_num_seqs."""
-    out: list[Advice] = []
-    fixes = "starts" if not report.fits else "no preemption"
-
-    def attempt(change: str, new: ServeSettings, detail: str) -> bool:
-        try:
-            after = replan(new)
-        except InvalidParameter:
-            return False
-        if _problem_solved(report, after):
-            out.append(
-                Advice(change, fixes, after.num_gpu_blocks, after.kv_cache_tokens, after.max_concurrency, detail)
-            )
-            return True
-        return False
-
-    # 1. gpu_memory_utilization: the smallest value (in 0.01 steps) that fixes it.
-    if settings.kv_cache_memory_bytes is None and report.startup != "OOM loading weights":
-        lo = math.floor(report.gpu_memory_utilization * 100) + 1
-        hi = round(MAX_ADVISED_UTILIZATION * 100)
-
-        def ok(pct: int) -> bool:
-            try:
-                return _problem_solved(
-                    report, replan(replace(settings, gpu_memory_utilization=pct / 100))
-                )
-            except InvalidParameter:
-                return False
-
-        if lo <= hi and ok(hi):
-            best = _first_true(lo, hi, ok)
-            attempt(
-                f"--gpu-memory-utilization {best / 100:.2f}",
-                replace(settings, gpu_memory_utilization=best / 100),
-                "more of the GPU for vLLM",
-            )
-    # 1b. Utilization above what is free at startup: the largest value that starts.
-    if report.startup == "refuses: free memory":
-        top = math.ceil(report.gpu_memory_utilization * 100) - 1
-        for pct in range(top, MIN_ADVISED_UTILIZATION_PCT - 1, -1):
-            if attempt(
-                f"--gpu-memory-utilization {pct / 100:.2f}",
-                replace(settings, gpu_memory_utilization=pct / 100),
-                "leave room for the CUDA context vLLM finds in use at startup",
-            ):
-                break
-    # 2. fp8 KV cache.
-    if report.kv_cache_dtype not in FP8_KV_DTYPES:
-        attempt("--kv-cache-dtype fp8", replace(settings, kv_cache_dtype="fp8"), "half the bytes per token")
-    # 3. More tensor parallelism (the smallest that works).
-    for tp in ADVISED_TP_SIZES:
-        if tp > settings.tp and model.num_attention_heads % tp == 0:
-            if attempt(
-                f"--tensor-parallel-size {tp}",
-                replace(settings, tp=tp),
-                f"{tp * settings.pp} GPUs: weights and KV heads split {tp} ways",
-            ):
-                break
-    # 4. A shorter max_model_len: to start, or (when the user gave --concurrency) to keep that many resident.
-    if settings.max_model_len != -1 and (not report.fits or settings.concurrency is not None):
-        length = _advised_max_len(settings, report)
-        if length:
-            detail = (
-                "the longest context that fits"
-                if not report.fits
-                else (f"the longest context at which {report.preemption.concurrency} requests stay resident")
-            )
-            attempt(f"--max-model-len {length}", replace(settings, max_model_len=length), detail)
-    # 5. Fewer concurrent sequences.
-    if report.fits and report.preemption.possible and report.preemption.max_requests_at_context >= 1:
-        z = report.preemption.max_requests_at_context
-        new = replace(
-            settings, max_num_seqs=z, concurrency=None if settings.concurrency is None else min(settings.concurrency, z)
-        )
-        attempt(f"--max-num-seqs {z}", new, f"at most {z} requests of {report.preemption.context:,} tokens at once")
-    return out
+    kinds = (
+        _utilization_candidates(settings, report, replan),
+        _free_memory_candidates(settings, report),
+        _fp8_candidates(settings, report),
+        _tp_candidates(model, settings),
+        _max_len_candidates(settings, report),
+        _max_num_seqs_candidates(settings, report),
+    )
+    found = (_first_fix(report, replan, candidates) for candidates in kinds)
+    return [advice for advice in found if advice is not None]
 
 
 def _first_true(lo: int, hi: int, pred: Callable[[int], bool]) -> int:
