@@ -18,8 +18,8 @@ __version__ = "0.1.0"
 _LAZY = {
     "load_model": "kvplan.model.hub",
     "parse_config": "kvplan.model.config",
-    "ModelSpec": "kvplan.model.config",
-    "LayerSpec": "kvplan.model.config",
+    "ModelSpec": "kvplan.model.spec",
+    "LayerSpec": "kvplan.model.spec",
     "kv_cache_specs": "kvplan.model.kv_cache",
     "KVCacheSpec": "kvplan.model.kv_cache",
     "size_report": "kvplan.model.size",

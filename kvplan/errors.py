@@ -20,7 +20,17 @@ class InvalidParameter(KvplanError):
 
 
 class BadConfig(KvplanError):
-    """A config.json that is malformed, incomplete, or of a structure kvplan does not understand."""
+    """A config.json that is malformed, incomplete, or of a structure kvplan does not understand.
+
+    `architectures` is what the config declared, when it was readable: the caller can then say whether vLLM
+    serves that architecture at all, which is the reason a user needs first.
+    """
+
+    architectures: tuple[str, ...] = ()
+
+
+class NotServed(KvplanError):
+    """An architecture the chosen vLLM version does not serve (its model registry has no entry for it)."""
 
 
 class ModelNotFound(KvplanError):

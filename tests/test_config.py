@@ -87,7 +87,6 @@ def test_float32_config_is_served_as_bfloat16() -> None:
     (lambda c: c.update(layer_types=["full_attention"] * 31 + ["banana"]), "layer type 'banana'"),
     (lambda c: c.update(layer_types=["full_attention"] * 3), "layer_types must list 32 entries"),
     (lambda c: c.update(torch_dtype="float8"), "unknown torch_dtype"),
-    (lambda c: c.update(quantization_config={"quant_method": "mystery"}), "quantization method 'mystery'"),
     (lambda c: c.update(text_config=[1, 2]), "text_config must be an object"),
 ])
 def test_malformed_config_is_a_clear_bad_config(mutate, message: str) -> None:  # type: ignore[no-untyped-def]
@@ -107,3 +106,12 @@ def test_recurrent_layers_without_dimensions_are_not_guessed() -> None:
 def test_config_must_be_an_object() -> None:
     with pytest.raises(BadConfig):
         parse_config([1, 2, 3])  # type: ignore[arg-type]
+
+
+def test_unknown_quantization_leaves_the_kv_geometry_and_says_why_weights_are_unknown() -> None:
+    """A field only the weight estimate needs never stops the KV read (issue: weights-only fields)."""
+    raw = _raw("meta-llama--Meta-Llama-3.1-8B")
+    raw["quantization_config"] = {"quant_method": "mystery"}
+    spec = parse_config(raw)
+    assert spec.weights_unknown == "config.json: quantization method 'mystery' is not understood by kvplan"
+    assert spec.num_kv_heads == 8 and spec.head_size == 128 and spec.num_layers == 32

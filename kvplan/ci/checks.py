@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from kvplan.ci.plan import Deployment, Requirement, Workload
     from kvplan.hardware.gpus import GpuSpec
     from kvplan.hardware.roofline import DecodePoint
-    from kvplan.model.config import ModelSpec
+    from kvplan.model.spec import ModelSpec
     from kvplan.vllm.report import FitReport
     from kvplan.vllm.verdicts import PreemptionVerdict
 

@@ -10,7 +10,7 @@ from kvplan.cli.options import JsonFlag, Revision
 
 if TYPE_CHECKING:
     from kvplan.hardware.gpus import GpuSpec
-    from kvplan.model.config import ModelSpec
+    from kvplan.model.spec import ModelSpec
     from kvplan.observe.calibration import CalibrationReport
     from kvplan.vllm.startup_log import StartupLog
 

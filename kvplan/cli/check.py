@@ -71,7 +71,7 @@ def _evaluate(plan: Plan, gpus_file: Path | None, *, quiet: bool) -> CheckReport
     from kvplan.cli.console import err
     from kvplan.errors import KvplanError
     from kvplan.hardware.gpus import get_gpu
-    from kvplan.model.config import ModelSpec
+    from kvplan.model.spec import ModelSpec
 
     models: dict[tuple[str, str | None], ModelSpec] = {}
     results = []

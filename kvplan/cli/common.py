@@ -5,8 +5,8 @@ from contextlib import nullcontext
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kvplan.model.config import ModelSpec
     from kvplan.model.hub import WeightsInfo
+    from kvplan.model.spec import ModelSpec
 
 
 def _spinner(text: str, quiet: bool) -> object:
@@ -19,13 +19,26 @@ def _spinner(text: str, quiet: bool) -> object:
 
 
 def load_model(source: str, revision: str | None = None, *, quiet: bool = False) -> ModelSpec:
-    """Load a model; a spinner shows on stderr (never stdout, never under --json) while on the Hub."""
+    """Load a model; a spinner shows on stderr (never stdout, never under --json) while on the Hub.
+
+    A config kvplan cannot read whose architecture vLLM does not serve either fails with vLLM's reason
+    (the one the user needs), not kvplan's."""
+    from kvplan.errors import BadConfig, NotServed
     from kvplan.model import hub
 
-    if not hub.is_hub_id(source):
-        return hub.load_local(source) if not revision else hub.load_model(source, revision)
-    with _spinner(f"Fetching {source} config.json…", quiet):  # type: ignore[attr-defined]
-        return hub.load_model(source, revision)
+    try:
+        if not hub.is_hub_id(source):
+            return hub.load_local(source) if not revision else hub.load_model(source, revision)
+        with _spinner(f"Fetching {source} config.json…", quiet):  # type: ignore[attr-defined]
+            return hub.load_model(source, revision)
+    except BadConfig as exc:
+        from kvplan.vllm.architectures import not_served_reason
+        from kvplan.vllm.defaults import LATEST
+
+        reason = not_served_reason(exc.architectures, LATEST)
+        if reason is not None:
+            raise NotServed(reason) from exc
+        raise
 
 
 def load_model_with_weights(

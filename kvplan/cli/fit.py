@@ -20,7 +20,7 @@ from kvplan.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from kvplan.model.config import ModelSpec
+    from kvplan.model.spec import ModelSpec
     from kvplan.vllm.settings import ServeSettings
 
 NAME = "fit"

@@ -10,7 +10,7 @@ from kvplan.cli.options import JsonFlag, KvCacheDtype, ModelArg, Revision, Tenso
 
 if TYPE_CHECKING:
     from kvplan.hardware.gpus import GpuSpec
-    from kvplan.model.config import ModelSpec
+    from kvplan.model.spec import ModelSpec
     from kvplan.vllm.report import FitReport
 
 NAME = "roofline"

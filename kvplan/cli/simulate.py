@@ -26,7 +26,7 @@ from kvplan.cli.options import (
 
 if TYPE_CHECKING:
     from kvplan.hardware.gpus import GpuSpec
-    from kvplan.model.config import ModelSpec
+    from kvplan.model.spec import ModelSpec
     from kvplan.sim.scheduler import FixedCost, SchedulerConfig
     from kvplan.sim.sizing import FittedPool, RooflineStepCost
     from kvplan.vllm.settings import ServeSettings

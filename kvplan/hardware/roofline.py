@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from kvplan.errors import InvalidParameter
-from kvplan.model.config import LayerSpec, ModelSpec
+from kvplan.model.spec import LayerSpec, ModelSpec
 
 if TYPE_CHECKING:
     from kvplan.hardware.gpus import GpuSpec

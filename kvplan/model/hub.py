@@ -23,7 +23,8 @@ from kvplan.errors import (
     OfflineCacheMiss,
     RevisionNotFound,
 )
-from kvplan.model.config import ModelSpec, parse_config
+from kvplan.model.config import parse_config
+from kvplan.model.spec import ModelSpec
 
 CONFIG_NAME = "config.json"
 QUANT_CONFIG_NAME = "hf_quant_config.json"  # ModelOpt exports (e.g. nvidia/*-FP8, *-NVFP4)

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Literal
 from kvplan.model.parallel import check_tensor_parallel, pp_layer_ranges
 
 if TYPE_CHECKING:
-    from kvplan.model.config import ModelSpec, RecurrentState
+    from kvplan.model.spec import ModelSpec, RecurrentState
 
 CacheKind = Literal["full", "sliding_window", "chunked_local", "mla", "mamba"]
 
@@ -100,7 +100,8 @@ def recurrent_state_shapes(state: RecurrentState, tp: int) -> tuple[tuple[tuple[
     """State tensors (shape, dtype) of one recurrent layer on one TP rank.
 
     vllm/model_executor/layers/mamba/mamba_utils.py:MambaStateShapeCalculator
-    (mamba1_state_shape, mamba2_state_shape, gated_delta_net_state_shape).
+    (mamba1_state_shape, mamba2_state_shape, gated_delta_net_state_shape, short_conv_state_shape,
+    linear_attention_state_shape).
     """
     k = state.conv_kernel - 1  # the conv state keeps the last (kernel − 1) inputs
     if state.variant == "mamba1":
@@ -118,6 +119,10 @@ def recurrent_state_shapes(state: RecurrentState, tp: int) -> tuple[tuple[tuple[
         conv_dim = state.head_k_dim * state.num_k_heads * 2 + state.head_v_dim * state.num_v_heads
         return (((k, conv_dim // tp), state.conv_dtype),
                 ((state.num_v_heads // tp, state.head_k_dim, state.head_v_dim), state.ssm_dtype))
+    if state.variant == "short_conv":  # LFM2: one conv state of conv_dim / tp channels
+        return (((k, state.intermediate_size // tp), state.conv_dtype),)
+    if state.variant == "linear_attention":  # MiniMax lightning attention: a head_dim² state per head
+        return (((state.num_heads // tp, state.head_dim, state.head_dim), state.conv_dtype),)
     from kvplan.errors import BadConfig
 
     raise BadConfig(f"recurrent layer variant {state.variant!r} is not understood by kvplan")
@@ -135,6 +140,22 @@ def recurrent_state_bytes(state: RecurrentState, tp: int) -> int:
 
 
 MAMBA_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16")
+
+
+# mla_attention.py: an fp8 KV cache on DeepSeek sparse attention is stored as `fp8_ds_mla`, 656 bytes per
+# token per layer (512 fp8 latent values, 4 fp32 scales, 64 bf16 rope values: state_content_bytes).
+FP8_DS_MLA_BYTES = 656
+
+
+def _mla_specs(layer: int, head_size: int, indexer_head_size: int, dtype: str, e: int) -> list[KVCacheSpec]:
+    """MLA's latent (whole on every rank), plus the DSA indexer's uint8 K cache when the model has one
+    (deepseek_v2.py:DeepseekV32IndexerCache.get_kv_cache_spec: MLAAttentionSpec, one head)."""
+    if not indexer_head_size:
+        return [KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=head_size, head_size_v=0, dtype_bytes=e)]
+    latent = (KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=FP8_DS_MLA_BYTES, dtype_bytes=1)
+              if dtype.startswith("fp8") else
+              KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=head_size, head_size_v=0, dtype_bytes=e))
+    return [latent, KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=indexer_head_size, dtype_bytes=1)]
 
 
 def kv_cache_specs(
@@ -183,8 +204,7 @@ def kv_cache_specs(
                     state = replace(state, ssm_dtype=mamba_ssm_cache_dtype)
                 specs.append(KVCacheSpec(i, "mamba", state_bytes=recurrent_state_bytes(state, tp)))
             elif layer.kind == "mla":
-                specs.append(KVCacheSpec(i, "mla", num_kv_heads=1, head_size=layer.head_size, head_size_v=0,
-                                         dtype_bytes=e))
+                specs.extend(_mla_specs(i, layer.head_size, layer.indexer_head_size, dtype, e))
             else:
                 kind: CacheKind = layer.kind  # type: ignore[assignment]  # attention kinds only here
                 specs.append(KVCacheSpec(

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from kvplan.model.config import ModelSpec
+    from kvplan.model.spec import ModelSpec
 
 def pp_layer_ranges(num_layers: int, pp: int) -> list[range]:
     """Layers of each pipeline stage (vllm/distributed/utils.py:get_pp_indices).

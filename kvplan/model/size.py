@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 from kvplan.model.kv_cache import CacheKind, KVCacheSpec, kv_cache_specs, resolve_kv_cache_dtype
 
 if TYPE_CHECKING:
-    from kvplan.model.config import ModelSpec
+    from kvplan.model.spec import ModelSpec
 
 # ---------------------------------------------------------------------------------------------
 # The `kvplan size` result
@@ -50,10 +50,10 @@ class SizeReport:
     attention_class: str  # MHA | GQA | MQA | MLA | none
     mha_bytes_per_token: int  # the same model with one KV head per query head (MHA), per GPU
     state_bytes_per_request: int  # recurrent layers, per GPU
-    weights_bytes: int  # whole model, stored bytes
-    weights_bytes_per_gpu: int
-    weights_source: str  # "safetensors metadata" | "analytic parameter count"
-    num_parameters: int
+    weights_bytes: int | None  # whole model, stored bytes; None: unknown (weights_source says why)
+    weights_bytes_per_gpu: int | None
+    weights_source: str  # "safetensors metadata" | "analytic parameter count" | "unknown: <reason>"
+    num_parameters: int | None
     max_model_len: int
     per_request: tuple[ContextCost, ...]
     notes: tuple[str, ...] = ()
@@ -125,6 +125,7 @@ def size_report(
     """KV bytes per token, per layer kind, per request, and the weights' size (the `size` command)."""
     from dataclasses import replace
 
+    from kvplan.errors import BadConfig
     from kvplan.model.weights import count_parameters, stored_weights_bytes, weights_bytes_per_gpu
 
     stages = kv_cache_specs(model, tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype)
@@ -141,9 +142,15 @@ def size_report(
         mha_specs = [replace(s, num_kv_heads=model.num_attention_heads // tp,
                              head_size=m.qk_nope_head_dim + m.qk_rope_head_dim, head_size_v=m.v_head_dim)
                      for s in worst]
-    params = count_parameters(model)
-    total_w = weights_bytes if weights_bytes is not None else stored_weights_bytes(model, params)
-    per_gpu = weights_bytes_per_gpu(model, tp=tp, pp=pp, total_bytes=total_w)
+    try:
+        params: int | None = count_parameters(model).total
+        total_w: int | None = weights_bytes if weights_bytes is not None else stored_weights_bytes(model)
+        per_gpu: int | None = weights_bytes_per_gpu(model, tp=tp, pp=pp, total_bytes=total_w)
+    except BadConfig as exc:  # the KV figures above need none of this
+        params = None
+        per_gpu = -(-weights_bytes // tp) if weights_bytes is not None and pp == 1 else None
+        total_w = weights_bytes
+        weights_source = weights_source if weights_bytes is not None else f"unknown: {exc}"
     return SizeReport(
         model=model.name,
         kv_cache_dtype=dtype,
@@ -157,7 +164,7 @@ def size_report(
         weights_bytes=total_w,
         weights_bytes_per_gpu=per_gpu,
         weights_source=weights_source,
-        num_parameters=params.total,
+        num_parameters=params,
         max_model_len=model.max_model_len,
         per_request=tuple(ContextCost(n, request_kv_bytes(worst, n)) for n in context_points(model.max_model_len)),
         notes=model.notes,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.model.config import LayerSpec, ModelSpec, RecurrentState
+from kvplan.model.spec import LayerSpec, ModelSpec, RecurrentState
 
 # Families whose attention projections carry biases (q, k, v [, o]).
 _QKV_BIAS = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "chatglm"})
@@ -88,7 +88,13 @@ def _recurrent_params(h: int, s: RecurrentState) -> int:
         conv_dim = d + 2 * g * n
         in_proj = h * (2 * d + 2 * g * n + s.num_heads)
         return in_proj + conv_dim * k + conv_dim + 3 * s.num_heads + d + d * h  # conv w+b, dt/A/D, norm, out
-    d, n = s.intermediate_size, s.state_size  # mamba1 (Jamba)
+    if s.variant == "short_conv":  # LFM2 ShortConv (lfm2.py): in_proj h → 3·d, depthwise conv d·k, out_proj d → h
+        return 3 * s.intermediate_size * h + s.intermediate_size * k + s.intermediate_size * h
+    if s.variant != "mamba1":
+        from kvplan.errors import BadConfig
+
+        raise BadConfig(f"the parameters of {s.variant} layers are not counted by kvplan's analytic estimate")
+    d, n = s.intermediate_size, s.state_size  # mamba1 (Jamba, Mamba, Falcon-Mamba)
     dt_rank = -(-h // 16)
     return h * 2 * d + d * k + d + d * (dt_rank + 2 * n) + dt_rank * d + d + d * n + d + d * h
 
@@ -101,9 +107,19 @@ def _mlp_params(model: ModelSpec, width: int) -> int:
     return n
 
 
+# Hybrids whose recurrent layers also carry an MLP (modeling_granitemoehybrid.py, modeling_jamba.py, lfm2.py).
+_RECURRENT_WITH_MLP = frozenset({"granitemoehybrid", "jamba", "lfm2", "lfm2_moe"})
+
+
 def count_parameters(model: ModelSpec) -> ParamCount:
     """Analytic parameter count from the config (embeddings, attention incl. MLA, dense and MoE MLPs with
-    shared experts and routers, recurrent layers, norms, tied or separate LM head)."""
+    shared experts and routers, recurrent layers, norms, tied or separate LM head).
+
+    Raises BadConfig when the config lacks what the count needs (`ModelSpec.weights_unknown`)."""
+    if model.weights_unknown:
+        from kvplan.errors import BadConfig
+
+        raise BadConfig(model.weights_unknown)
     h, v = model.hidden_size, model.vocab_size
     embedding = v * h
     if model.model_type in _LEARNED_POSITIONS:
@@ -136,7 +152,7 @@ def count_parameters(model: ModelSpec) -> ParamCount:
             moe_layers += 1
         elif model.model_type == "nemotron_h":
             continue  # Nemotron-H: attention and Mamba layers have no MLP; "-" layers carry it
-        elif layer.kind != "mamba" or model.model_type in {"granitemoehybrid", "jamba"}:
+        elif layer.kind != "mamba" or model.model_type in _RECURRENT_WITH_MLP:
             if model.intermediate_size:
                 mlp += _mlp_params(model, model.intermediate_size)
     norms += norm_size  # final norm

@@ -28,7 +28,7 @@ from kvplan.units import GiB, format_gib_vllm
 
 if TYPE_CHECKING:
     from kvplan.hardware.gpus import GpuSpec
-    from kvplan.model.config import ModelSpec
+    from kvplan.model.spec import ModelSpec
     from kvplan.vllm.report import FitReport
     from kvplan.vllm.settings import ServeSettings
     from kvplan.vllm.startup_log import StartupLog

@@ -29,7 +29,7 @@ from kvplan.errors import InvalidParameter
 from kvplan.observe.metrics import EngineMetrics, Histogram, MetricsSnapshot, Quantile, histogram_quantile
 
 if TYPE_CHECKING:
-    from kvplan.model.config import ModelSpec
+    from kvplan.model.spec import ModelSpec
     from kvplan.vllm.settings import GpuLike, ServeSettings
 
 Severity = Literal["ok", "info", "warning", "critical"]

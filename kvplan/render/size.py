@@ -56,9 +56,14 @@ def render_size(r: SizeReport) -> Group:
     ctx.add_column("GiB", justify="right")
     for c in r.per_request:
         ctx.add_row(f"{c.tokens:,}", f"{c.bytes / GiB:.4f}")
-    weights = Text(
-        f"Weights: {human_bytes(r.weights_bytes)} ({r.num_parameters / 1e9:.2f} B parameters, {r.weights_source}); "
-        f"{human_bytes(r.weights_bytes_per_gpu)} per GPU"
-    )
+    weights = Text(_weights_line(r))
     notes = [Text(f"note: {n}", style="dim") for n in r.notes]
     return Group(t, *lines, ctx, weights, *notes)
+
+
+def _weights_line(r: SizeReport) -> str:
+    if r.weights_bytes is None:
+        return f"Weights: {r.weights_source} (pass a Hub id for safetensors metadata, or --weights-memory to fit)"
+    params = f"{r.num_parameters / 1e9:.2f} B parameters, " if r.num_parameters is not None else ""
+    per_gpu = f"; {human_bytes(r.weights_bytes_per_gpu)} per GPU" if r.weights_bytes_per_gpu is not None else ""
+    return f"Weights: {human_bytes(r.weights_bytes)} ({params}{r.weights_source}){per_gpu}"

@@ -12,7 +12,7 @@ from kvplan.vllm.report import Advice, FitReport
 from kvplan.vllm.settings import ServeSettings
 
 if TYPE_CHECKING:
-    from kvplan.model.config import ModelSpec
+    from kvplan.model.spec import ModelSpec
 
 MAX_ADVISED_UTILIZATION = 0.98  # leave room for the CUDA context and other processes
 MIN_ADVISED_UTILIZATION_PCT = 50  # below this, lowering utilization is not advice worth giving

@@ -15,12 +15,13 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from kvplan.errors import BadConfig
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs
 from kvplan.vllm.advice import advise_fixes
 from kvplan.vllm.block_plan import KVCachePlan, plan_kv_cache
 from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE
 from kvplan.vllm.memory.activation import estimate_activation
-from kvplan.vllm.memory.budget import MemoryBudget, memory_budget, startup_baseline_bytes, user_term
+from kvplan.vllm.memory.budget import MemoryBudget, MemoryTerm, memory_budget, startup_baseline_bytes, user_term
 from kvplan.vllm.memory.cuda_graphs import estimate_cuda_graphs
 from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import estimate_weights
@@ -29,7 +30,7 @@ from kvplan.vllm.settings import GpuLike, ResolvedSettings, ServeSettings, resol
 from kvplan.vllm.verdicts import PreemptionVerdict, preemption_verdict, startup_verdict
 
 if TYPE_CHECKING:
-    from kvplan.model.config import ModelSpec
+    from kvplan.model.spec import ModelSpec
 
 SpecsPerWorker = list[list[KVCacheSpec]]
 
@@ -39,9 +40,7 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
     """Stage 3: the budget of the bounding worker (the last PP stage: it also runs the sampler). A term
     the user measured (`--weights-memory` …) replaces kvplan's estimate of it."""
     batch = r.batch
-    weights = (user_term("weights", s.weights_bytes, "--weights-memory") if s.weights_bytes is not None
-               else estimate_weights(model, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version,
-                                     moe_backend=s.moe_backend, total_bytes=s.weights_total_bytes))
+    weights = _weights_term(model, gpu, s, r)
     activation = (user_term("activation", s.activation_bytes, "--activation-memory")
                   if s.activation_bytes is not None
                   else estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
@@ -63,6 +62,24 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp),
     )
+
+
+def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings) -> MemoryTerm:
+    """`--weights-memory`, else kvplan's loaded-weights estimate. When the config does not say enough to
+    count the weights, `fit` stops with the reason, unless --kv-cache-memory-bytes makes them irrelevant to
+    the KV cache (only the out-of-memory check needs them, and it is skipped)."""
+    if s.weights_bytes is not None:
+        return user_term("weights", s.weights_bytes, "--weights-memory")
+    try:
+        return estimate_weights(model, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version,
+                                moe_backend=s.moe_backend, total_bytes=s.weights_total_bytes)
+    except BadConfig as exc:
+        if s.kv_cache_memory_bytes is not None:
+            return MemoryTerm("weights", 0, "none", f"unknown ({exc}); not needed with --kv-cache-memory-bytes, "
+                                                    "so the out-of-memory check is skipped")
+        raise BadConfig(f"the weights cannot be estimated: {exc}",
+                        hint="pass --weights-memory (vLLM's 'Model loading took X GiB'), or a Hub id whose "
+                             "safetensors metadata gives the checkpoint's size") from exc
 
 
 def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings) -> tuple[KVCachePlan, list[str]]:

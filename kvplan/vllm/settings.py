@@ -7,13 +7,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from kvplan.errors import InvalidParameter
+from kvplan.errors import InvalidParameter, NotServed
 from kvplan.model.kv_cache import KV_CACHE_DTYPES, resolve_kv_cache_dtype
 from kvplan.vllm import defaults as vd
+from kvplan.vllm.architectures import not_served_reason
 from kvplan.vllm.defaults import AttentionBackend, BatchSettings, MambaCacheMode, PerformanceMode, Usage, VllmVersion
 
 if TYPE_CHECKING:
-    from kvplan.model.config import ModelSpec
+    from kvplan.model.spec import ModelSpec
     from kvplan.vllm.memory.weights import MoeBackend
 
 class GpuLike(Protocol):
@@ -169,6 +170,9 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     """Stage 1 of `fit`: check the settings as vLLM does, then resolve each to vLLM's value."""
     validate_settings(model, s)
     version = vd.parse_vllm_version(s.vllm_version or vd.LATEST_VLLM_VERSION)
+    reason = not_served_reason(model.architectures, version)
+    if reason is not None:
+        raise NotServed(reason)
     max_len, len_source = _max_model_len(model, s)
     util = s.gpu_memory_utilization if s.gpu_memory_utilization is not None else vd.default_gpu_memory_utilization(
         version)

@@ -10,7 +10,7 @@ from kvplan.vllm.fit import plan_fit
 from kvplan.vllm.settings import GpuLike, ServeSettings
 
 if TYPE_CHECKING:
-    from kvplan.model.config import ModelSpec
+    from kvplan.model.spec import ModelSpec
 
 SWEEP_TP_SIZES = (1, 2, 4, 8)
 

@@ -1,7 +1,7 @@
 """The activation peak of vLLM's profiling run: the dummy forward and the dummy sampler."""
 from __future__ import annotations
 
-from kvplan.model.config import ModelSpec
+from kvplan.model.spec import ModelSpec
 from kvplan.vllm.memory.budget import MemoryTerm
 
 # --- Activation peak of the profiling run ---------------------------------------------------------

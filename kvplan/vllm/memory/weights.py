@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kvplan.model.config import ModelSpec
+from kvplan.model.spec import ModelSpec
 from kvplan.model.weights import FP_BYTES, count_parameters, stage_stored_bytes, weights_bytes_per_gpu
 from kvplan.units import GiB, MiB
 from kvplan.vllm.defaults import LATEST, VllmVersion
@@ -392,8 +392,6 @@ def estimate_weights(
     loading adds on this GPU architecture: kernel layouts (MXFP4 MoE, GPTQ on Marlin), the rotary
     cos/sin cache, vocabulary padding, FP8 scales (load_adjustments).
     """
-    from kvplan.vllm.memory.weights import default_mxfp4_backend, load_adjustments, loaded_weights_bytes_per_gpu
-
     value = loaded_weights_bytes_per_gpu(model, tp=tp, pp=pp, arch=arch, version=version, moe_backend=moe_backend,
                                          total_bytes=total_bytes)
     base = ("checkpoint size from safetensors metadata" if total_bytes is not None

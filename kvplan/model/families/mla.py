@@ -1,0 +1,42 @@
+"""Multi-head latent attention (DeepSeek-V2/V3, Kimi, GLM-5 …) and DeepSeek sparse attention's indexer.
+
+MLA keeps one latent of kv_lora_rank + qk_rope_head_dim per token per layer, whole on every TP rank
+(v1/kv_cache_interface.py:MLAAttentionSpec). DSA models (DeepSeek-V3.2, GLM-5: `index_topk` in the config)
+also keep an indexer K cache on every layer: `deepseek_v2.py:DeepseekV32IndexerCache`, head size
+index_head_dim + index_head_dim / 128 × 4 (fp8 values with one fp32 scale per 128), uint8.
+"""
+from __future__ import annotations
+
+from kvplan.model.reader import ConfigReader
+from kvplan.model.spec import MLADims
+
+# Model types whose attention is MLA when kv_lora_rank is set
+# (transformers_utils/model_arch_config_convertor.py: is_deepseek_mla).
+_MLA_MODEL_TYPES = frozenset(
+    {"deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2", "kimi_linear", "glm_moe_dsa",
+     "longcat_flash", "pangu_ultra_moe", "mistral_large_3"}
+)
+# deepseek_v2.py:Indexer: `quant_block_size = 128`, one fp32 (4-byte) scale per block of the fp8 key.
+INDEXER_QUANT_BLOCK = 128
+INDEXER_SCALE_BYTES = 4
+
+
+def mla_dims(c: ConfigReader, model_type: str) -> MLADims | None:
+    """MLA projections, or None for a model whose attention is not MLA."""
+    if model_type not in _MLA_MODEL_TYPES or not c.has("kv_lora_rank"):
+        return None
+    return MLADims(
+        kv_lora_rank=c.num("kv_lora_rank"),
+        qk_rope_head_dim=c.num("qk_rope_head_dim"),
+        qk_nope_head_dim=c.num("qk_nope_head_dim"),
+        v_head_dim=c.num("v_head_dim"),
+        q_lora_rank=c.opt_int("q_lora_rank"),
+    )
+
+
+def indexer_head_size(c: ConfigReader, mla: MLADims | None) -> int:
+    """Bytes per token of one layer's DSA indexer cache (uint8 elements), 0 without sparse attention."""
+    if mla is None or not c.has("index_topk"):
+        return 0
+    d = c.num("index_head_dim", default=128)
+    return d + d // INDEXER_QUANT_BLOCK * INDEXER_SCALE_BYTES

@@ -1,0 +1,69 @@
+"""Weight quantization a checkpoint declares (`quantization_config` in config.json, or ModelOpt's
+hf_quant_config.json) and the KV-cache scheme it implies under `--kv-cache-dtype auto`
+(vLLM `transformers_utils/model_arch_config_convertor.py:_normalize_quantization_config`,
+`config/cache.py:resolve_kv_cache_dtype_string`).
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kvplan.errors import BadConfig
+from kvplan.model.reader import names, quant_group, quant_number
+from kvplan.model.spec import QuantSpec
+
+_MAX_WEIGHT_BITS = 64.0  # no stored weight format is wider than float64
+
+
+def quant_spec(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
+    """Weight quantization and any declared KV scheme (vLLM resolve_kv_cache_dtype_string)."""
+    if hf_quant is not None and isinstance(hf_quant.get("quantization"), Mapping):
+        q = hf_quant["quantization"]
+        algo = str(q.get("quant_algo") or "").upper()
+        kv_algo = str(q.get("kv_cache_quant_algo") or "").upper()
+        bits = {"FP8": 8.0, "NVFP4": 4.0, "W4A8_AWQ": 4.0, "W4A16_AWQ": 4.0, "MXFP4": 4.0}.get(algo)
+        if bits is None:
+            raise BadConfig(f"hf_quant_config.json: quant_algo {algo!r} is not understood by kvplan")
+        return QuantSpec(method="modelopt_fp4" if algo == "NVFP4" else "modelopt_" + algo.lower(),
+                         weight_bits=bits, group_size=quant_group(q.get("group_size"), "group_size"),
+                         kv_cache_dtype="fp8" if kv_algo == "FP8" else None,
+                         excluded=names(q.get("exclude_modules"), "hf_quant_config.json: exclude_modules"))
+    if qc is None:
+        return None
+    if not isinstance(qc, Mapping):
+        raise BadConfig("config.json: quantization_config must be an object")
+    method = str(qc.get("quant_method") or "").lower()
+    kv_scheme = qc.get("kv_cache_scheme")
+    kv: str | None = "fp8" if isinstance(kv_scheme, Mapping) and kv_scheme.get("type") == "float" and \
+        kv_scheme.get("num_bits") == 8 else None
+    excluded = names(qc.get("modules_to_not_convert") or qc.get("ignore"),
+                      "config.json: quantization_config.modules_to_not_convert")
+    if method == "fp8" or method == "fbgemm_fp8":
+        return QuantSpec("fp8", 8.0, kv_cache_dtype=kv, excluded=excluded)
+    if method in {"gptq", "awq", "gptq_marlin", "awq_marlin"}:
+        bits = qc.get("bits", qc.get("w_bit", 4))
+        gs = qc.get("group_size", qc.get("q_group_size", 128))
+        return QuantSpec(method.split("_")[0], quant_number(bits, "bits", maximum=_MAX_WEIGHT_BITS),
+                         group_size=quant_group(gs, "group_size"), kv_cache_dtype=kv, excluded=excluded)
+    if method == "mxfp4":
+        return QuantSpec("mxfp4", 4.0, group_size=32, excluded=excluded)  # OCP MX: 32-element blocks
+    if method == "bitsandbytes":
+        return QuantSpec("bitsandbytes", 4.0 if qc.get("load_in_4bit") else 8.0, group_size=64, excluded=excluded)
+    if method == "compressed-tensors":
+        bits, gs = 8.0, None
+        groups = qc.get("config_groups")
+        if isinstance(groups, Mapping):
+            for g in groups.values():
+                w = g.get("weights") if isinstance(g, Mapping) else None
+                if isinstance(w, Mapping) and w.get("num_bits"):
+                    bits = quant_number(w["num_bits"], "num_bits", maximum=_MAX_WEIGHT_BITS)
+                    gs = quant_group(w.get("group_size"), "group_size")
+                    break
+        return QuantSpec("compressed-tensors", bits, group_size=gs, kv_cache_dtype=kv, excluded=excluded)
+    if method in {"modelopt", "modelopt_fp4"}:
+        algo = str(qc.get("quant_algo") or "FP8").upper()
+        return QuantSpec("modelopt_fp4" if "FP4" in algo else "modelopt_fp8", 4.0 if "FP4" in algo else 8.0,
+                         group_size=quant_group(qc.get("group_size"), "group_size"),
+                         kv_cache_dtype="fp8" if str(qc.get("kv_cache_quant_algo") or "").upper() == "FP8" else None,
+                         excluded=excluded)
+    raise BadConfig(f"config.json: quantization method {method!r} is not understood by kvplan")

@@ -1,0 +1,117 @@
+"""What kvplan knows of a checkpoint: `ModelSpec` and its parts, resolved the way vLLM resolves them.
+
+Frozen data only; `kvplan.model.config.parse_config` builds it from config.json.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+LayerKind = Literal["full", "sliding_window", "chunked_local", "mla", "mamba", "kv_shared", "mlp_only"]
+# kv_shared: reuses another layer's KV (YOCO, Gemma-3n/4 num_kv_shared_layers): no cache of its own.
+# mlp_only: a layer without a token mixer (Nemotron-H "-" / "E"): no cache.
+RecurrentVariant = Literal["mamba1", "mamba2", "gdn", "short_conv", "linear_attention"]
+
+
+@dataclass(frozen=True)
+class RecurrentState:
+    """Dimensions of a recurrent (state-space / linear-attention) layer's per-request state.
+
+    The state tensor shapes per TP rank are computed in `kvplan.model.kv_cache.recurrent_state_shapes`
+    (vLLM model_executor/layers/mamba/mamba_utils.py:MambaStateShapeCalculator).
+    """
+
+    variant: RecurrentVariant
+    conv_kernel: int = 0
+    # mamba1: d_inner, d_state. mamba2: d_inner, n_groups, d_state, num_heads, head_dim.
+    # gdn: num_k_heads, num_v_heads, head_k_dim, head_v_dim.
+    intermediate_size: int = 0
+    state_size: int = 0
+    n_groups: int = 0
+    num_heads: int = 0
+    head_dim: int = 0
+    num_k_heads: int = 0
+    num_v_heads: int = 0
+    head_k_dim: int = 0
+    head_v_dim: int = 0
+    conv_dtype: str = "bfloat16"
+    ssm_dtype: str = "bfloat16"
+
+
+@dataclass(frozen=True)
+class LayerSpec:
+    """One decoder layer as the KV cache sees it (totals across TP; kv.py splits per rank)."""
+
+    index: int
+    kind: LayerKind
+    num_kv_heads: int = 0
+    head_size: int = 0
+    head_size_v: int = 0
+    sliding_window: int | None = None
+    attention_chunk_size: int | None = None
+    state: RecurrentState | None = None
+    num_attention_heads: int = 0  # query heads (attention FLOPs)
+    moe: bool = False  # this layer's MLP is a mixture of experts
+    indexer_head_size: int = 0  # DeepSeek sparse attention: bytes per token of the layer's indexer K cache
+
+
+@dataclass(frozen=True)
+class MoESpec:
+    """Mixture-of-experts MLP dimensions."""
+
+    num_experts: int
+    experts_per_token: int
+    expert_intermediate_size: int
+    shared_intermediate_size: int = 0  # total width of the always-on shared expert(s)
+    router_bias: bool = False
+
+
+@dataclass(frozen=True)
+class MLADims:
+    """Multi-head latent attention projections (DeepSeek-V2/V3)."""
+
+    kv_lora_rank: int
+    qk_rope_head_dim: int
+    qk_nope_head_dim: int
+    v_head_dim: int
+    q_lora_rank: int | None
+
+
+@dataclass(frozen=True)
+class QuantSpec:
+    """Weight quantization declared by the checkpoint (quantization_config / hf_quant_config.json)."""
+
+    method: str  # fp8, gptq, awq, modelopt_fp8, modelopt_fp4 (nvfp4), mxfp4, compressed-tensors, bitsandbytes
+    weight_bits: float  # stored bits per quantized weight, scales excluded
+    group_size: int | None = None
+    kv_cache_dtype: str | None = None  # KV scheme the checkpoint declares (vLLM uses it under `auto`)
+    excluded: tuple[str, ...] = ()  # module name patterns kept unquantized
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """What kvplan needs from a model's config.json, resolved the way vLLM resolves it."""
+
+    name: str
+    model_type: str
+    architectures: tuple[str, ...]
+    dtype: str  # bfloat16 | float16 | float32: the model dtype (`auto` KV dtype)
+    hidden_size: int
+    num_layers: int
+    num_attention_heads: int
+    num_kv_heads: int  # total KV heads of the full-attention layers
+    head_size: int
+    vocab_size: int
+    intermediate_size: int  # dense MLP width (0 if every layer is MoE)
+    max_model_len: int  # derived as config/model.py:_get_and_verify_max_len
+    layers: tuple[LayerSpec, ...]
+    tie_word_embeddings: bool = False
+    gated_mlp: bool = True  # SwiGLU-style: gate, up, down (3 matrices) vs up, down (2)
+    moe: MoESpec | None = None
+    mla: MLADims | None = None
+    quant: QuantSpec | None = None
+    max_model_len_source: str = ""
+    notes: tuple[str, ...] = ()
+    weights_unknown: str | None = None  # why the analytic weight count cannot be made (the KV cache can)
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
