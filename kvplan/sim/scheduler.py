@@ -326,13 +326,164 @@ class _Sim:
         assert self.n_dec == sum(1 for r in self.running.values() if r.finish_tick >= 0)
         assert len(self.running) <= self.cfg.max_num_seqs
 
+    # -- one step, in vLLM's order (v1/core/sched/scheduler.py) -----------------------------------------
+    def _allocate_decode_blocks(self, start: float) -> None:
+        """RUNNING: decoders that cross a block boundary this step need one block each
+        (Scheduler.schedule, the running loop's allocate_slots)."""
+        bucket = self.phase[(-self.tick) % self.bs]
+        if bucket:
+            pool = self.pool
+            if len(bucket) <= pool.num_free_blocks():
+                for r, b in zip(list(bucket.values()), pool.get_new_blocks(len(bucket)), strict=True):
+                    r.blocks.append(b)
+            else:
+                self._slow_decode_alloc(bucket, start)
+
+    def _continue_prefill(self, p: _Req, budget: int, start: float, sched: list[tuple[_Req, int]]) -> int:
+        """RUNNING: the partial prefill, last in the running order, takes what is left of the token budget;
+        the budget after it (Scheduler.schedule, chunked prefill)."""
+        chunk = min(p.num_tokens - p.computed, budget)
+        need = -(-(p.computed + chunk) // self.bs) - len(p.blocks)
+        if not self._make_room(p, need, start):
+            return budget
+        p.blocks.extend(self.pool.get_new_blocks(need))
+        self._cache_prefix(p, min(p.computed + chunk, p.num_tokens))
+        sched.append((p, chunk))
+        return budget - chunk
+
+    def _cache_hit(self, r: _Req) -> list[int]:
+        """The cached blocks a waiting request starts from, at most num_tokens − 1 tokens
+        (v1/core/kv_cache_manager.py:KVCacheManager.get_computed_blocks)."""
+        if not self.cfg.enable_prefix_caching:
+            return []
+        bs = self.bs
+        cap = (r.num_tokens - 1) // bs  # max_cache_hit_length = num_tokens − 1
+        if not (r.generated or r.preemptions):
+            cap = min(cap, r.n_prefix)  # a fresh request's private blocks cannot be cached
+        if not cap:
+            return []
+        return self.pool.find_longest_cache_hit([r.key(i) for i in range(cap)], cap)
+
+    def _admit(self, r: _Req, hit: list[int], new_blocks: int, num_new: int, start: float) -> None:
+        """Move the head of the queue to running with its hit and new blocks; count its prefix-cache query."""
+        pool, bs = self.pool, self.bs
+        g = len(hit)
+        self.waiting.popleft()
+        pool.touch(hit)
+        r.blocks = hit + pool.get_new_blocks(new_blocks)
+        r.num_cached = g
+        r.computed = g * bs
+        self._cache_prefix(r, min(r.computed + num_new, r.num_tokens))
+        if r.preemptions:  # vLLM's PrefixCacheStats keeps readmissions apart
+            self.pre_queries += r.num_tokens
+            self.pre_hits += g * bs
+        else:
+            self.queries += r.num_tokens
+            self.hits += g * bs
+        if r.first_sched < 0:
+            r.first_sched = start
+        self.seq += 1
+        r.seq = self.seq
+        self.running[r.seq] = r
+
+    def _admit_waiting(self, budget: int, start: float, sched: list[tuple[_Req, int]]) -> None:
+        """WAITING, FCFS: admit requests while the token budget, the seats and the free blocks last
+        (Scheduler.schedule, the waiting loop)."""
+        waiting, running, pool, bs = self.waiting, self.running, self.pool, self.bs
+        max_seqs, chunked, ref = self.cfg.max_num_seqs, self.cfg.enable_chunked_prefill, pool.ref_cnt
+        while waiting and budget > 0 and len(running) < max_seqs:
+            r = waiting[0]
+            hit = self._cache_hit(r)
+            g = len(hit)
+            num_new = r.num_tokens - g * bs
+            if not chunked and num_new > budget:
+                break
+            num_new = min(num_new, budget)
+            new_blocks = -(-(g * bs + num_new) // bs) - g
+            evictable = sum(1 for b in hit if ref[b] == 0)
+            if new_blocks + evictable > pool.num_free_blocks():
+                break
+            self._admit(r, hit, new_blocks, num_new, start)
+            sched.append((r, num_new))
+            budget -= num_new
+
+    def _schedule(self, start: float) -> list[tuple[_Req, int]]:
+        """One step's schedule: decode blocks, the partial prefill, then (only in a step without preemption)
+        new requests; each scheduled request with its prefill tokens (Scheduler.schedule)."""
+        preempted_before = self.num_preemptions
+        self._allocate_decode_blocks(start)
+        budget = self.cfg.max_num_batched_tokens - self.n_dec
+        sched: list[tuple[_Req, int]] = []
+        p = self.prefiller
+        if p is not None:
+            budget = self._continue_prefill(p, budget, start, sched)
+        if self.num_preemptions == preempted_before and self.waiting:
+            self._admit_waiting(budget, start, sched)
+        return sched
+
+    def _execute(self, sched: list[tuple[_Req, int]], n_dec: int) -> float:
+        """Execute the step: its seconds from the cost model; count prefill and recomputed tokens, advance the tick."""
+        prefill_tokens = sum(c for _, c in sched)
+        ctx = self.base_sum + n_dec * (self.tick + 1) + sum(r.computed + c for r, c in sched)
+        dt = self.cost.step_time(prefill_tokens, n_dec, ctx)
+        self.prefill_computed += prefill_tokens
+        self.recomputed += sum(c for r, c in sched if r.preemptions)
+        self.tick += 1
+        return dt
+
+    def _start_decoding(self, r: _Req, tick: int) -> None:
+        """A request whose prefill completed decodes from the next step: file it by finish tick and block phase."""
+        r.base = r.computed - tick
+        r.g0, r.d0 = r.generated, tick
+        r.finish_tick = tick + r.output - r.generated
+        self.finish_at.setdefault(r.finish_tick, []).append(r)
+        self.phase[r.base % self.bs][r.seq] = r
+        self.base_sum += r.base
+        self.n_dec += 1
+
+    def _update_from_output(self, sched: list[tuple[_Req, int]], now: float, itl: list[tuple[float, int]]) -> None:
+        """After the step: stop the decoders due now, advance the prefills (a completed one samples its first
+        token), then free the finished in running order (Scheduler.update_from_output)."""
+        tick = self.tick
+        finished: list[_Req] = []
+        done = self.finish_at.pop(tick, None)
+        if done:
+            for r in done:
+                if r.finish_tick == tick:
+                    self._stop_decoding(r)
+                    finished.append(r)
+        self.prefiller = None
+        for r, c in sched:
+            r.computed += c
+            if r.computed < r.num_tokens:
+                if self.prefiller is not None:
+                    raise AssertionError("two partial prefills in one step")
+                self.prefiller = r
+                continue
+            r.generated += 1  # prefill complete: a token is sampled
+            r.num_tokens += 1
+            if r.generated == 1:
+                r.first_token = now
+            else:
+                itl.append((now - r.last_token, 1))
+            r.last_token = now
+            if r.generated == r.output:
+                finished.append(r)
+                continue
+            self._start_decoding(r, tick)
+        if finished:
+            finished.sort(key=lambda q: q.seq)
+            running = self.running
+            for r in finished:
+                r.finish = now
+                del running[r.seq]
+                self._free(r, finished=True)
+
     # -- the run ---------------------------------------------------------------------------------------
     def run(self, reqs: list[_Req]) -> tuple[list[float], list[float], list[float], list[tuple[float, int]], int, int]:
-        cfg, pool, bs, cost = self.cfg, self.pool, self.bs, self.cost
-        mnbt, max_seqs, chunked = cfg.max_num_batched_tokens, cfg.max_num_seqs, cfg.enable_chunked_prefill
-        caching = cfg.enable_prefix_caching
-        waiting, running, phase, finish_at = self.waiting, self.running, self.phase, self.finish_at
-        ref = pool.ref_cnt
+        """The serve loop: admit arrivals, then schedule, execute and update one step at a time until every
+        request is done (v1/engine/core.py:EngineCore.step)."""
+        waiting, running, pool = self.waiting, self.running, self.pool
         step_t: list[float] = []
         step_dt: list[float] = []
         step_usage: list[float] = []
@@ -352,65 +503,7 @@ class _Sim:
                 now = reqs[nxt].arrival
                 continue
             start = now
-            preempted_before = self.num_preemptions
-            # 1. RUNNING: decoders that cross a block boundary this step need one block each.
-            bucket = phase[(-self.tick) % bs]
-            if bucket:
-                if len(bucket) <= pool.num_free_blocks():
-                    for r, b in zip(list(bucket.values()), pool.get_new_blocks(len(bucket)), strict=True):
-                        r.blocks.append(b)
-                else:
-                    self._slow_decode_alloc(bucket, start)
-            budget = mnbt - self.n_dec
-            sched: list[tuple[_Req, int]] = []
-            p = self.prefiller
-            if p is not None:  # the partial prefill, last in the running order
-                chunk = min(p.num_tokens - p.computed, budget)
-                need = -(-(p.computed + chunk) // bs) - len(p.blocks)
-                if self._make_room(p, need, start):
-                    p.blocks.extend(pool.get_new_blocks(need))
-                    self._cache_prefix(p, min(p.computed + chunk, p.num_tokens))
-                    sched.append((p, chunk))
-                    budget -= chunk
-            # 2. WAITING, FCFS, only in a step without preemption.
-            if self.num_preemptions == preempted_before:
-                while waiting and budget > 0 and len(running) < max_seqs:
-                    r = waiting[0]
-                    hit: list[int] = []
-                    if caching:
-                        cap = (r.num_tokens - 1) // bs  # max_cache_hit_length = num_tokens − 1
-                        if not (r.generated or r.preemptions):
-                            cap = min(cap, r.n_prefix)  # a fresh request's private blocks cannot be cached
-                        if cap:
-                            hit = pool.find_longest_cache_hit([r.key(i) for i in range(cap)], cap)
-                    g = len(hit)
-                    num_new = r.num_tokens - g * bs
-                    if not chunked and num_new > budget:
-                        break
-                    num_new = min(num_new, budget)
-                    new_blocks = -(-(g * bs + num_new) // bs) - g
-                    evictable = sum(1 for b in hit if ref[b] == 0)
-                    if new_blocks + evictable > pool.num_free_blocks():
-                        break
-                    waiting.popleft()
-                    pool.touch(hit)
-                    r.blocks = hit + pool.get_new_blocks(new_blocks)
-                    r.num_cached = g
-                    r.computed = g * bs
-                    self._cache_prefix(r, min(r.computed + num_new, r.num_tokens))
-                    if r.preemptions:  # vLLM's PrefixCacheStats keeps readmissions apart
-                        self.pre_queries += r.num_tokens
-                        self.pre_hits += g * bs
-                    else:
-                        self.queries += r.num_tokens
-                        self.hits += g * bs
-                    if r.first_sched < 0:
-                        r.first_sched = start
-                    self.seq += 1
-                    r.seq = self.seq
-                    running[r.seq] = r
-                    sched.append((r, num_new))
-                    budget -= num_new
+            sched = self._schedule(start)
             n_dec = self.n_dec
             if not sched and not n_dec:
                 idle_steps += 1  # everything scheduled was preempted; the next step readmits
@@ -420,58 +513,14 @@ class _Sim:
             idle_steps = 0
             if len(running) > max_running:
                 max_running = len(running)
-            # 3. Execute the step.
-            prefill_tokens = sum(c for _, c in sched)
-            ctx = self.base_sum + n_dec * (self.tick + 1) + sum(r.computed + c for r, c in sched)
-            dt = cost.step_time(prefill_tokens, n_dec, ctx)
+            dt = self._execute(sched, n_dec)
             now = start + dt
             step_t.append(start)
             step_dt.append(dt)
             step_usage.append(pool.usage())
-            self.prefill_computed += prefill_tokens
-            self.recomputed += sum(c for r, c in sched if r.preemptions)
-            self.tick += 1
-            tick = self.tick
             if n_dec:
                 itl.append((dt, n_dec))
-            finished: list[_Req] = []
-            done = finish_at.pop(tick, None)
-            if done:
-                for r in done:
-                    if r.finish_tick == tick:
-                        self._stop_decoding(r)
-                        finished.append(r)
-            self.prefiller = None
-            for r, c in sched:
-                r.computed += c
-                if r.computed < r.num_tokens:
-                    if self.prefiller is not None:
-                        raise AssertionError("two partial prefills in one step")
-                    self.prefiller = r
-                    continue
-                r.generated += 1  # prefill complete: a token is sampled
-                r.num_tokens += 1
-                if r.generated == 1:
-                    r.first_token = now
-                else:
-                    itl.append((now - r.last_token, 1))
-                r.last_token = now
-                if r.generated == r.output:
-                    finished.append(r)
-                    continue
-                r.base = r.computed - tick
-                r.g0, r.d0 = r.generated, tick
-                r.finish_tick = tick + r.output - r.generated
-                finish_at.setdefault(r.finish_tick, []).append(r)
-                phase[r.base % bs][r.seq] = r
-                self.base_sum += r.base
-                self.n_dec += 1
-            if finished:
-                finished.sort(key=lambda q: q.seq)
-                for r in finished:
-                    r.finish = now
-                    del running[r.seq]
-                    self._free(r, finished=True)
+            self._update_from_output(sched, now, itl)
             if self.check:
                 self._check_invariants()
         return step_t, step_dt, step_usage, itl, max_running, len(step_t)
