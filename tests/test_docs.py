@@ -19,11 +19,12 @@ runner = CliRunner()
 
 
 def _commands() -> dict[str, typer.models.CommandInfo]:
-    found = {c.name or "": c for c in app.registered_commands}
-    for group in app.registered_groups:
-        assert group.typer_instance is not None
-        for c in group.typer_instance.registered_commands:
-            found[f"{group.name} {c.name}"] = c
+    """Every command's registration (the app builds them on first use: see app_module.COMMANDS)."""
+    found = {}
+    for name in app_module.COMMANDS:
+        sub = app_module.command_typer(name)
+        for c in sub.registered_commands:
+            found[f"{name} {c.name}" if name == "simulate" else c.name or ""] = c
     return found
 
 
@@ -48,6 +49,16 @@ def _runs_offline(args: list[str]) -> bool:
 def test_all_commands_are_registered() -> None:
     assert set(COMMANDS) == {"size", "fit", "roofline", "gpus", "diagnose", "calibrate", "check",
                              "simulate prefix", "simulate serve"}
+
+
+def test_the_command_list_has_each_commands_own_help_line() -> None:
+    """`kvplan --help` lists commands from app_module.COMMANDS without importing them: same lines."""
+    for name, line in app_module.COMMANDS.items():
+        sub = app_module.command_typer(name)
+        own = sub.info.help if name == "simulate" else sub.registered_commands[0].help
+        assert own == line, name
+    assert list(app_module.COMMANDS) == ["size", "fit", "roofline", "gpus", "diagnose", "calibrate", "check",
+                                         "simulate"]
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))

@@ -11,13 +11,18 @@ import re
 import sys
 import unicodedata
 from collections.abc import Callable, Sequence
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import typer
-from typer.core import TyperGroup
+from typer.core import TyperCommand, TyperGroup
 
 from kvplan import __version__
 from kvplan.cli.exit_codes import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK
+
+if TYPE_CHECKING:
+    from types import ModuleType
+
+    from typer import _click as click  # Typer's own copy of Click, whose classes its commands are
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -87,10 +92,105 @@ def _print_traceback() -> None:
     sys.stderr.write(_scrub(traceback.format_exc()))
 
 
+# Every command with the one line `kvplan --help` shows for it, in that order. A command's module (its
+# options, its imports) is imported only when the command runs or shows its own help, so `kvplan --help`
+# and `kvplan size` do not pay for the other commands. Each line equals its module's HELP (a test checks).
+COMMANDS: dict[str, str] = {
+    "size": "KV-cache bytes per token (per layer kind, per GPU) and the weights' size of a model.",
+    "fit": "Will it start, how many KV blocks and tokens, how much concurrency: vLLM's own sizing, per GPU.",
+    "roofline": "Decode and prefill speed limits on a GPU: ridge point, tokens/s by batch, memory- or compute-bound.",
+    "gpus": "List the GPU catalog (memory, bandwidth, dense TFLOPS), or one GPU with its sources.",
+    "diagnose": "Read a vLLM server's /metrics (live or saved) and diagnose KV shortage, batch limits, "
+                "prefix-cache misses.",
+    "calibrate": "Read a vLLM startup log, compare it with kvplan's prediction term by term, and print the "
+                 "overrides.",
+    "check": "Check a plan of deployments against capacity requirements (CI gate: exit 1 when one fails).",
+    "simulate": "Simulate vLLM's block pool (prefix caching) and scheduler step by step.",
+}
+
+
+def _command_module(name: str) -> ModuleType:
+    """The module of a command, imported now. Written out, not importlib, so that import scans see each."""
+    if name == "size":
+        from kvplan.cli import size
+        return size
+    if name == "fit":
+        from kvplan.cli import fit
+        return fit
+    if name == "roofline":
+        from kvplan.cli import roofline
+        return roofline
+    if name == "gpus":
+        from kvplan.cli import gpus
+        return gpus
+    if name == "diagnose":
+        from kvplan.cli import diagnose
+        return diagnose
+    if name == "calibrate":
+        from kvplan.cli import calibrate
+        return calibrate
+    if name == "check":
+        from kvplan.cli import check
+        return check
+    if name == "simulate":
+        from kvplan.cli import simulate
+        return simulate
+    raise KeyError(name)
+
+
+def command_typer(name: str) -> typer.Typer:
+    """A Typer app with just the command `name` registered (for `simulate`, its group of subcommands),
+    as `kvplan` itself registers it; imports the command's module."""
+    module = _command_module(name)
+    sub = typer.Typer(help=COMMANDS[name], no_args_is_help=True) if name == "simulate" else typer.Typer()
+    if name == "simulate":
+        for sub_name, func, help_, epilog in module.COMMANDS:
+            sub.command(sub_name, help=help_, epilog=epilog)(boundary(func))
+    else:
+        sub.command(module.NAME, help=module.HELP, epilog=module.EPILOG)(boundary(module.command))
+    return sub
+
+
+def _build_command(name: str) -> click.Command:
+    """The Click command for `name`, built exactly as Typer builds a command registered on `app`."""
+    from typer.main import get_command_from_info, get_group_from_info
+    from typer.models import TyperInfo
+
+    sub = command_typer(name)
+    if name == "simulate":
+        return get_group_from_info(TyperInfo(sub, name=name), pretty_exceptions_short=app.pretty_exceptions_short,
+                                   rich_markup_mode=app.rich_markup_mode, suggest_commands=app.suggest_commands)
+    return get_command_from_info(sub.registered_commands[0], pretty_exceptions_short=app.pretty_exceptions_short,
+                                 rich_markup_mode=app.rich_markup_mode)
+
+
+class _Placeholder(TyperCommand):
+    """A command not built yet: its name and one-line help, enough for the group's help to list it."""
+
+
 class _KvplanGroup(TyperGroup):
-    """The top-level command group: Click's usage errors (a flag's type or choice, an unknown command or
-    flag) are one stderr line `Error: … (see 'kvplan fit -h')` and exit 2, like every kvplan error,
-    instead of Typer's usage block and boxed message."""
+    """The top-level command group. Commands are built on first use (see COMMANDS). Click's usage errors
+    (a flag's type or choice, an unknown command or flag) are one stderr line `Error: … (see 'kvplan fit
+    -h')` and exit 2, like every kvplan error, instead of Typer's usage block and boxed message."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._listing = False
+        for name, help_ in COMMANDS.items():
+            self.commands.setdefault(name, _Placeholder(name=name, help=help_))
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        command = self.commands.get(cmd_name)
+        if isinstance(command, _Placeholder) and not self._listing:
+            command = self.commands[cmd_name] = _build_command(cmd_name)
+        return command
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        self._listing = True  # the list of commands needs their names and help lines only
+        try:
+            super().format_help(ctx, formatter)
+        finally:
+            self._listing = False
 
     def main(self, args: Sequence[str] | None = None, prog_name: str | None = None, complete_var: str | None = None,
              standalone_mode: bool = True, windows_expand_args: bool = True, **extra: Any) -> Any:
@@ -122,10 +222,6 @@ app = typer.Typer(
     rich_markup_mode="rich",
     context_settings={"help_option_names": ["-h", "--help"]},
 )
-simulate_app = typer.Typer(
-    help="Simulate vLLM's block pool (prefix caching) and scheduler step by step.",
-    no_args_is_help=True,
-)
 
 
 def _version(value: bool) -> None:
@@ -139,19 +235,6 @@ def _root(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
 ) -> None:
     """KV-cache sizing and capacity planning for vLLM: how much fits, will it start, how fast."""
-
-
-def _register() -> None:
-    from kvplan.cli import calibrate, check, diagnose, fit, gpus, roofline, simulate, size
-
-    for module in (size, fit, roofline, gpus, diagnose, calibrate, check):
-        app.command(module.NAME, help=module.HELP, epilog=module.EPILOG)(boundary(module.command))
-    for name, func, help_, epilog in simulate.COMMANDS:
-        simulate_app.command(name, help=help_, epilog=epilog)(boundary(func))
-    app.add_typer(simulate_app, name="simulate")
-
-
-_register()
 
 
 def main() -> None:
