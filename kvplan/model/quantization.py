@@ -43,8 +43,10 @@ def quant_spec(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
     if method in {"gptq", "awq", "gptq_marlin", "awq_marlin"}:
         bits = qc.get("bits", qc.get("w_bit", 4))
         gs = qc.get("group_size", qc.get("q_group_size", 128))
+        group = quant_group(gs, "group_size")
         return QuantSpec(method.split("_")[0], quant_number(bits, "bits", maximum=_MAX_WEIGHT_BITS),
-                         group_size=quant_group(gs, "group_size"), kv_cache_dtype=kv, excluded=excluded)
+                         group_size=group, kv_cache_dtype=kv, excluded=excluded,
+                         act_order=method.startswith("gptq") and bool(qc.get("desc_act")) and group is not None)
     if method == "mxfp4":
         return QuantSpec("mxfp4", 4.0, group_size=32, excluded=excluded)  # OCP MX: 32-element blocks
     if method == "bitsandbytes":

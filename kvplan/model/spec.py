@@ -87,6 +87,7 @@ class QuantSpec:
     group_size: int | None = None
     kv_cache_dtype: str | None = None  # KV scheme the checkpoint declares (vLLM uses it under `auto`)
     excluded: tuple[str, ...] = ()  # module name patterns kept unquantized
+    act_order: bool = False  # GPTQ desc_act with groups (not per channel): a dynamic activation order
 
 
 @dataclass(frozen=True)

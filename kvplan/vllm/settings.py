@@ -166,13 +166,28 @@ def _mamba_alignment(model: ModelSpec, arch: str | None, mode: MambaCacheMode) -
     return alignment, blocks
 
 
-def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> ResolvedSettings:
-    """Stage 1 of `fit`: check the settings as vLLM does, then resolve each to vLLM's value."""
-    validate_settings(model, s)
-    version = vd.parse_vllm_version(s.vllm_version or vd.LATEST_VLLM_VERSION)
+# quantization/utils/gptq_utils.py:normalize_and_validate_gptq_desc_act (read in vLLM 0.33; the release that
+# first refused it is not pinned here, so older versions are not refused).
+GPTQ_ACT_ORDER_REFUSED_SINCE = vd.VllmVersion(0, 33)
+GPTQ_ACT_ORDER_MESSAGE = ("GPTQ group activation ordering (desc_act=True) is no longer supported. Use a checkpoint "
+                          "with static activation ordering or desc_act=False.")
+
+
+def check_model_served(model: ModelSpec, version: VllmVersion) -> None:
+    """vLLM's checks on the model itself, before any flag: the architecture is in its registry
+    (architectures.py), and the checkpoint's quantization is one it still loads."""
     reason = not_served_reason(model.architectures, version)
     if reason is not None:
         raise NotServed(reason)
+    if model.quant is not None and model.quant.act_order and version >= GPTQ_ACT_ORDER_REFUSED_SINCE:
+        raise NotServed(GPTQ_ACT_ORDER_MESSAGE, hint=f"vLLM {version}; older releases served it")
+
+
+def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> ResolvedSettings:
+    """Stage 1 of `fit`: check the settings as vLLM does, then resolve each to vLLM's value."""
+    version = vd.parse_vllm_version(s.vllm_version or vd.LATEST_VLLM_VERSION)
+    check_model_served(model, version)
+    validate_settings(model, s)
     max_len, len_source = _max_model_len(model, s)
     util = s.gpu_memory_utilization if s.gpu_memory_utilization is not None else vd.default_gpu_memory_utilization(
         version)
