@@ -115,3 +115,56 @@ def test_unknown_quantization_leaves_the_kv_geometry_and_says_why_weights_are_un
     spec = parse_config(raw)
     assert spec.weights_unknown == "config.json: quantization method 'mystery' is not understood by kvplan"
     assert spec.num_kv_heads == 8 and spec.head_size == 128 and spec.num_layers == 32
+
+
+def test_corpus_configs_are_all_sized_or_refused_with_a_reason() -> None:
+    """The 193-config corpus (tests/fixtures/corpus): every config is sized, except those vLLM cannot load."""
+    from kvplan.model.hub import load_local
+    from kvplan.model.size import size_report
+
+    corpus = CONFIGS.parent / "corpus" / "configs"
+    refused = {}
+    sized = 0
+    for d in sorted(corpus.iterdir()):
+        try:
+            size_report(load_local(str(d)))
+            sized += 1
+        except BadConfig as exc:
+            refused[d.name] = str(exc)
+    assert sized >= 188
+    # mamba_ssm's native Mamba-2 configs (no model_type, no architectures) and RWKV (no vLLM model class).
+    assert set(refused) == {"state-spaces--mamba2-1.3b", "state-spaces--mamba2-130m", "state-spaces--mamba2-2.7b",
+                            "state-spaces--mamba2attn-2.7b", "RWKV--rwkv-4-169m-pile"}
+
+
+@pytest.mark.parametrize(("folder", "bytes_per_token", "state_bytes"), [
+    # LFM2-8B-A1B: 6 full-attention layers × 8 KV heads × 64 × 2 (K, V) × 2 bytes; 18 short-conv layers, each a
+    # (conv_L_cache − 1) × conv_dim bf16 state = 2 × 2048 × 2 (mamba_utils.py:short_conv_state_shape).
+    ("LiquidAI--LFM2-8B-A1B", 6 * 8 * 64 * 2 * 2, 18 * 2 * 2048 * 2),
+    # DeepSeek-V3.2: 61 layers × (MLA latent 576 × 2 bytes + DSA indexer 128 + 128 / 128 × 4 = 132 uint8).
+    ("deepseek-ai--DeepSeek-V3.2", 61 * (576 * 2 + 132), 0),
+    # mamba-130m: no attention; 24 Mamba-1 layers, conv (4 − 1) × 1536 + SSM 1536 × 16, bf16.
+    ("state-spaces--mamba-130m-hf", 0, 24 * (3 * 1536 + 1536 * 16) * 2),
+    # Llama-3.3-Nemotron-Super-49B: 49 of 80 layers have attention, 8 KV heads (64 heads / n_heads_in_group 8).
+    ("nvidia--Llama-3_3-Nemotron-Super-49B-v1", 49 * 8 * 128 * 2 * 2, 0),
+    # Bamba-9B: attention only at attn_layer_indices [9, 18, 27].
+    ("ibm-ai-platform--Bamba-9B", 3 * 8 * 128 * 2 * 2, None),
+])
+def test_new_layer_kinds_are_sized_per_vllm(folder: str, bytes_per_token: int, state_bytes: int | None) -> None:
+    from kvplan.model.hub import load_local
+    from kvplan.model.size import size_report
+
+    r = size_report(load_local(str(CONFIGS.parent / "corpus" / "configs" / folder)))
+    assert r.kv_bytes_per_token == bytes_per_token
+    if state_bytes is not None:
+        assert r.state_bytes_per_request == state_bytes
+
+
+def test_weights_unknown_keeps_size_answering_and_says_why() -> None:
+    from kvplan.model.hub import load_local
+    from kvplan.model.size import size_report
+
+    r = size_report(load_local(str(CONFIGS.parent / "corpus" / "configs" / "nvidia--Llama-3_3-Nemotron-Super-49B-v1")))
+    assert r.weights_bytes is None and r.num_parameters is None
+    assert r.weights_source == ("unknown: per-layer MLP widths (block_configs) are not counted by kvplan's analytic "
+                                "estimate")

@@ -34,6 +34,14 @@ def command(
         weights_bytes=weights.bytes if weights else None,
         weights_source="safetensors metadata" if weights else "analytic parameter count",
     )
+    from dataclasses import replace
+
+    from kvplan.vllm.architectures import not_served_reason
+    from kvplan.vllm.defaults import LATEST
+
+    reason = not_served_reason(spec.architectures, LATEST)
+    if reason is not None:  # sized all the same: an older vLLM may serve it
+        report = replace(report, notes=(*report.notes, reason))
     if json_:
         from kvplan.render.json import dumps
 

@@ -1,0 +1,50 @@
+"""Which architectures vLLM serves, by version (kvplan/vllm/architectures.json from each release's registry.py)."""
+from __future__ import annotations
+
+import json
+
+from typer.testing import CliRunner
+
+from kvplan.cli.app import app
+from kvplan.vllm.architectures import is_served, not_served_reason, served_runs
+from kvplan.vllm.defaults import VllmVersion
+from tests.conftest import CONFIGS
+
+CORPUS = CONFIGS.parent / "corpus" / "configs"
+runner = CliRunner()
+
+
+def test_registry_spans_match_the_releases() -> None:
+    # BambaForCausalLM was in every registry from 0.8 to 0.23 and is in 0.33's _PREVIOUSLY_SUPPORTED_MODELS.
+    assert served_runs("BambaForCausalLM") == [("0.8", "0.23")]
+    assert served_runs("Qwen3NextForCausalLM") == [("0.10", "0.33")]
+    assert is_served("GptOssForCausalLM", VllmVersion(0, 10)) and not is_served("GptOssForCausalLM", VllmVersion(0, 9))
+
+
+def test_a_removed_architecture_gets_vllms_own_words() -> None:
+    assert not_served_reason(["BambaForCausalLM"], VllmVersion(0, 33)) == (
+        "Model architecture BambaForCausalLM was supported in vLLM until v0.23.0, and is not supported anymore "
+        "(vLLM 0.33; served by vLLM 0.8–0.23)")
+    assert not_served_reason(["BambaForCausalLM"], VllmVersion(0, 23)) is None
+
+
+def test_fit_refuses_an_architecture_the_chosen_vllm_does_not_serve() -> None:
+    result = runner.invoke(app, ["fit", str(CORPUS / "ibm-ai-platform--Bamba-9B"), "--gpu", "h100"])
+    assert result.exit_code == 2
+    assert "BambaForCausalLM was supported in vLLM until v0.23.0" in result.output
+    ok = runner.invoke(app, ["fit", str(CORPUS / "ibm-ai-platform--Bamba-9B"), "--gpu", "h100",
+                             "--vllm-version", "0.23", "--max-model-len", "4096"])
+    assert ok.exit_code in (0, 1), ok.output
+
+
+def test_size_still_answers_for_an_unserved_architecture_and_says_so() -> None:
+    result = runner.invoke(app, ["size", str(CORPUS / "ibm-ai-platform--Bamba-9B"), "--json"])
+    assert result.exit_code == 0
+    notes = json.loads(result.stdout)["notes"]
+    assert any("BambaForCausalLM was supported in vLLM until v0.23.0" in n for n in notes)
+
+
+def test_an_unreadable_config_of_an_unserved_architecture_fails_with_vllms_reason() -> None:
+    result = runner.invoke(app, ["size", str(CORPUS / "RWKV--rwkv-4-169m-pile")])
+    assert result.exit_code == 2
+    assert "Model architectures ['RwkvForCausalLM'] are not supported by vLLM 0.33" in result.output
