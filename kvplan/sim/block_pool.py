@@ -175,19 +175,29 @@ class BlockPool:
     def touch(self, block_ids: Iterable[int]) -> None:
         """Take a reference on hit blocks; free ones leave the queue (`BlockPool.touch`)."""
         ref, free = self.ref_cnt, self._free
+        n = 0
         for b in block_ids:
-            if ref[b] == 0:
+            r = ref[b]
+            if r == 0:
                 del free[b]
-            ref[b] += 1
-            self.num_touched += 1
+            ref[b] = r + 1
+            n += 1
+        self.num_touched += n
 
-    def get_new_blocks(self, n: int) -> list[int]:
-        """Pop `n` blocks from the front of the free queue, evicting the cached ones (`get_new_blocks`)."""
+    def get_new_blocks(self, n: int, hashes: Sequence[BlockHash] = ()) -> list[int]:
+        """Pop `n` blocks from the front of the free queue, evicting the cached ones (`get_new_blocks`).
+
+        With `hashes`, the first `len(hashes)` blocks handed out are full ones and get those hashes, as
+        `cache_blocks(blocks, hashes)` right after would do (vLLM: `allocate_slots` then `cache_blocks`),
+        in the same pass over the blocks.
+        """
         fresh_left = self.num_gpu_blocks - self._fresh
         if n > len(self._free) + fresh_left:
             raise InvalidParameter(f"cannot allocate {n} blocks: only {self.num_free_blocks()} free")
+        if not self.enable_caching:
+            hashes = ()
         if not fresh_left:
-            out = self._pop(n)
+            out = self._pop(n, hashes)
         else:  # queue order: queued unhashed blocks, then never-used ones, then hashed ones
             out = self._pop(min(n, self.num_free_unhashed - fresh_left))
             take = min(n - len(out), fresh_left)
@@ -196,36 +206,73 @@ class BlockPool:
             self.ref_cnt[start:start + take] = [1] * take
             self.num_free_unhashed -= take
             out.extend(range(start, start + take))
-            if len(out) < n:
-                out += self._pop(n - len(out))
+            done = len(out)
+            if hashes:
+                self.cache_blocks(out, hashes[:done])
+            if done < n:
+                out += self._pop(n - done, hashes[done:])
         self.num_allocated += n
         return out
 
-    def _pop(self, n: int) -> list[int]:
-        """Pop `n` blocks from the front of the queued free blocks, evicting the cached ones."""
-        free = self._free
+    def _pop(self, n: int, hashes: Sequence[BlockHash] = ()) -> list[int]:
+        """Pop `n` blocks from the front of the queued free blocks, evicting the cached ones; the first
+        `len(hashes)` get those hashes (see `get_new_blocks`).
+
+        The hot loop of both simulators: one dict operation per evicted block in the usual case (the only
+        block with its hash), one per cached block, counters kept in locals. Evicting a block before the
+        next is popped, rather than all first, leaves the same hash map: each block's entry changes alone.
+        """
         ref, bh, cached = self.ref_cnt, self.block_hash, self._cached
+        popitem, uncache = self._free.popitem, cached.pop
         out: list[int] = []
-        popitem = free.popitem
-        unhashed = 0
-        for _ in range(n):
-            b = popitem(last=False)[0]
+        append = out.append
+        unhashed = evicted = 0
+        m = min(n, len(hashes))
+        for k in hashes[:m]:  # blocks that get a hash
+            b = popitem(False)[0]
             h = bh[b]
             if h is None:
                 unhashed += 1
-            elif h is RETIRED:
-                bh[b] = None
-                self.num_evictions += 1
-            elif cached.get(h) == b:  # the usual case: the only block with this hash
-                del cached[h]
-                bh[b] = None
-                self.num_evictions += 1
             else:
-                self._evict(b, h)
+                evicted += 1
+                if h is not RETIRED and (v := uncache(h)) != b:  # several blocks hold this hash
+                    self._uncache_one_of(b, h, v)
+            bh[b] = k
+            if k in cached:  # another block holds this content already
+                self._cache_one_more(b, k)
+            else:
+                cached[k] = b
             ref[b] = 1
-            out.append(b)
+            append(b)
+        for _ in range(n - m):
+            b = popitem(False)[0]
+            h = bh[b]
+            if h is None:
+                unhashed += 1
+            else:
+                evicted += 1
+                bh[b] = None
+                if h is not RETIRED and (v := uncache(h)) != b:
+                    self._uncache_one_of(b, h, v)
+            ref[b] = 1
+            append(b)
         self.num_free_unhashed -= unhashed
+        self.num_evictions += evicted
         return out
+
+    def _cache_one_more(self, block: int, h: BlockHash) -> None:
+        """Add `block` to the blocks that hold hash `h` (already held by one or more)."""
+        v = self._cached[h]
+        if isinstance(v, int):
+            self._cached[h] = {v: None, block: None}
+        else:
+            v[block] = None
+
+    def _uncache_one_of(self, block: int, h: BlockHash, blocks: int | dict[int, None]) -> None:
+        """Put back hash `h`'s entry (just popped: the blocks holding it), without `block`."""
+        assert not isinstance(blocks, int), "a block's hash maps to that block"
+        del blocks[block]
+        self._cached[h] = next(iter(blocks)) if len(blocks) == 1 else blocks
 
     def _evict(self, block: int, h: BlockHash) -> None:
         v = self._cached[h]
@@ -284,17 +331,24 @@ class BlockPool:
         """
         ref, bh, free = self.ref_cnt, self.block_hash, self._free
         move = free.move_to_end
-        for b in ordered_blocks:
-            r = ref[b] - 1
-            ref[b] = r
-            self.num_freed += 1
-            if r == 0:
-                free[b] = None
-                if bh[b] is None:
-                    move(b, last=False)
-                    self.num_free_unhashed += 1
-            elif r < 0:
-                raise AssertionError(f"block {b} freed more often than allocated")
+        n = unhashed = 0
+        try:
+            for b in ordered_blocks:
+                n += 1
+                r = ref[b]
+                if r == 1:
+                    ref[b] = 0
+                    free[b] = None
+                    if bh[b] is None:
+                        move(b, False)
+                        unhashed += 1
+                elif r > 1:
+                    ref[b] = r - 1
+                else:
+                    raise AssertionError(f"block {b} freed more often than allocated")
+        finally:
+            self.num_freed += n
+            self.num_free_unhashed += unhashed
 
     def check_invariants(self) -> None:
         """Raise AssertionError if the pool's bookkeeping is inconsistent (for tests)."""

@@ -184,10 +184,7 @@ def _run(workload: PrefixWorkload, num_gpu_blocks: int, bs: int, cpu: CpuTier | 
         g = len(hit)
         pool.touch(hit)
         evictions = pool.num_evictions
-        blocks = hit + pool.get_new_blocks(total_blocks - g)
-        cache = pool.cache_block
-        for i in range(g, full):
-            cache(blocks[i], keys[i])
+        blocks = hit + pool.get_new_blocks(total_blocks - g, keys[g:full])  # full blocks get their hashes
         used = usable - pool.num_free_unhashed
         if used > peak:
             peak = used
@@ -202,8 +199,8 @@ def _run(workload: PrefixWorkload, num_gpu_blocks: int, bs: int, cpu: CpuTier | 
         if classify:
             c[_UNCACHEABLE] += p - cap * bs
             cold = 0
-            for i in range(g, cap):
-                if keys[i] not in seen:
+            for k in keys[g:cap]:
+                if k not in seen:
                     cold += 1
             c[_COLD] += cold * bs
             c[_EVICTED] += (cap - g - cold) * bs
@@ -211,7 +208,8 @@ def _run(workload: PrefixWorkload, num_gpu_blocks: int, bs: int, cpu: CpuTier | 
             distinct[r.phase] = len(seen)
         if check:
             pool.check_invariants()
-        pool.free_blocks(reversed(blocks))
+        blocks.reverse()  # a finished request's blocks go back tail-first
+        pool.free_blocks(blocks)
         if check:
             pool.check_invariants()
             assert pool.num_free_blocks() == usable  # one request at a time: everything is free again
