@@ -7,6 +7,9 @@ Every command runs in a fresh interpreter, as a user's shell runs it, on local i
 CPU time is the child's own user + sys time (os.wait4), the figure that does not depend on how busy the
 machine is; wall time is the time from spawn to exit. Commands run round-robin (one of each per round) so
 that a burst of load elsewhere hits them all alike; the table shows the median over the rounds.
+Children run without PYTHONDONTWRITEBYTECODE, so the warm-up run leaves kvplan's .pyc files as any
+installed package has them (pip compiles the peers' at install); with it set, every kvplan run would
+compile its modules from source first (about 25 ms more for `size`).
 
 The peers (kvfit, hf-mem, modelinfo-cli from PyPI) are installed into a scratch venv on first use
 (--peers-venv, default /tmp/kvplan-peers). None of them reads a local config.json offline: kvfit and
@@ -78,10 +81,14 @@ def ensure_peers(venv: Path) -> tuple[list[tuple[str, list[str]]], list[str]]:
     return commands, notes
 
 
+CHILD_ENV = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def run_once(cmd: list[str]) -> tuple[float, float, int]:
     """(CPU seconds of the child: user + sys, wall seconds, exit status) of one run."""
     t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            env=CHILD_ENV)
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)  # reaped by wait4; tell Popen so
