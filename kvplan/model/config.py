@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from kvplan.errors import BadConfig
@@ -119,22 +120,27 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
     )
 
 
+@dataclass(frozen=True)
 class _Geometry:
     """What every attention layer shares (heads, head size, MLA, model dtype)."""
 
-    def __init__(self, heads: int, kv_heads: int, head_size: int, mla_dims: MLADims | None, dtype: str,
-                 indexer_head_size: int) -> None:
-        self.heads, self.kv_heads, self.head_size = heads, kv_heads, head_size
-        self.mla, self.dtype, self.indexer_head_size = mla_dims, dtype, indexer_head_size
+    heads: int
+    kv_heads: int
+    head_size: int
+    mla: MLADims | None
+    dtype: str
+    indexer_head_size: int
 
 
+@dataclass(frozen=True)
 class _WeightsPart:
     """What only the weight estimate needs; `unknown` says why it could not be read."""
 
-    def __init__(self, intermediate: int = 0, moe_spec: MoESpec | None = None, quant: QuantSpec | None = None,
-                 moe_layers: frozenset[int] = frozenset(), unknown: str | None = None) -> None:
-        self.intermediate, self.moe, self.quant = intermediate, moe_spec, quant
-        self.moe_layers, self.unknown = moe_layers, unknown
+    intermediate: int = 0
+    moe: MoESpec | None = None
+    quant: QuantSpec | None = None
+    moe_layers: frozenset[int] = frozenset()
+    unknown: str | None = None
 
 
 def _weights_part(c: ConfigReader, top: Mapping[str, Any], model_type: str, hidden: int, n: int,
