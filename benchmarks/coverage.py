@@ -28,6 +28,8 @@ sys.path.insert(0, str(ROOT))
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.hardware.gpus import get_gpu  # noqa: E402
 from kvplan.model.hub import load_local  # noqa: E402
+from kvplan.vllm.architectures import explain_bad_config  # noqa: E402
+from kvplan.vllm.defaults import LATEST  # noqa: E402
 from kvplan.vllm.fit import plan_fit  # noqa: E402
 from kvplan.vllm.settings import ServeSettings  # noqa: E402
 
@@ -65,25 +67,57 @@ def _settings(g: dict) -> ServeSettings | None:  # type: ignore[type-arg]
 def _vllm_message(g: dict) -> str:  # type: ignore[type-arg]
     if g["status"] == "config_refused":
         return str(g["config_error"]["error_message"])
+    if g["status"] == "build_refused":
+        return str(g["build_error"]["error_message"])
     return str(g["kv_cache"]["error_message"])
 
 
+# vLLM's refusals, by the words that say which one it is (vLLM 0.33: registry.py, config/model.py,
+# transformers' dynamic_module_utils.py / AutoConfig, models/transformers/base.py, quantization/utils).
+VLLM_REASONS = (
+    "contains custom code which must be executed",
+    "Should have a `model_type` key",
+    "are not supported for now",
+    "was supported in vLLM until",
+    "does not dispatch through the Transformers attention interface",
+    "Unknown quantization method",
+    "No model architectures are specified",
+    "GPTQ group activation ordering (desc_act=True) is no longer supported",
+    "but Transformers does not recognize this architecture",
+    "must be equal to the number of `layer_types`",
+    "No valid attention backend found",
+    "FP8 KV cache is not supported by the Triton",
+)
+
+
 def _same_reason(kvplan_message: str, vllm_message: str) -> bool:
-    """kvplan states vLLM's reason: its first clause (before kvplan's own parenthesis) is in vLLM's text."""
+    """kvplan states vLLM's reason: the same refusal by its key words, or vLLM's sentence itself."""
+    if any(r in kvplan_message and r in vllm_message for r in VLLM_REASONS):
+        return True
     head = kvplan_message.split(" (vLLM")[0].split("; served by")[0].split(" (served")[0].rstrip(".")
     return head in vllm_message or vllm_message in kvplan_message
+
+
+def load_model_or_reason(path: str):  # type: ignore[no-untyped-def]
+    """As the CLI loads a model: a config kvplan cannot read that vLLM would refuse fails with vLLM's reason."""
+    from kvplan.errors import BadConfig
+
+    try:
+        return load_local(path)
+    except BadConfig as exc:
+        raise explain_bad_config(exc, LATEST) from exc
 
 
 def classify(g: dict) -> Outcome | None:  # type: ignore[type-arg]
     """The class of one golden case; None for cases whose flags kvplan does not model yet."""
     s = _settings(g)
-    if s is None:
+    if s is None or g["status"] == "oracle_failure":  # the oracle's own failure (FAILURES.md): no verdict
         return None
     model_dir = ROOT / str(g["model"]["source"]) / str(g["model"]["config_dir"])
     family = str(g["model"].get("family") or "")
     case = str(g["case"])
     try:
-        model = load_local(str(model_dir))
+        model = load_model_or_reason(str(model_dir))
         r = plan_fit(model, get_gpu(GPU_IDS[str(g["inputs"]["gpu"])]), s, advise=False)
     except KvplanError as exc:
         if g["status"] != "answered" and _same_reason(str(exc), _vllm_message(g)):

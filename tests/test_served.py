@@ -29,9 +29,11 @@ def test_a_removed_architecture_gets_vllms_own_words() -> None:
 
 
 def test_fit_refuses_an_architecture_the_chosen_vllm_does_not_serve() -> None:
+    # vLLM 0.33 tries its Transformers backend for BambaForCausalLM, whose Mamba layers cannot use it
+    # (the CUDA oracle's own refusal: tests/fixtures/oracle-cuda/ibm-ai-platform--Bamba-9B__h100.json).
     result = runner.invoke(app, ["fit", str(CORPUS / "ibm-ai-platform--Bamba-9B"), "--gpu", "h100"])
     assert result.exit_code == 2
-    assert "BambaForCausalLM was supported in vLLM until v0.23.0" in result.output
+    assert "does not dispatch through the Transformers attention interface" in result.output
     ok = runner.invoke(app, ["fit", str(CORPUS / "ibm-ai-platform--Bamba-9B"), "--gpu", "h100",
                              "--vllm-version", "0.23", "--max-model-len", "4096"])
     assert ok.exit_code in (0, 1), ok.output
@@ -47,4 +49,4 @@ def test_size_still_answers_for_an_unserved_architecture_and_says_so() -> None:
 def test_an_unreadable_config_of_an_unserved_architecture_fails_with_vllms_reason() -> None:
     result = runner.invoke(app, ["size", str(CORPUS / "RWKV--rwkv-4-169m-pile")])
     assert result.exit_code == 2
-    assert "Model architectures ['RwkvForCausalLM'] are not supported by vLLM 0.33" in result.output
+    assert "Model architectures ['RwkvForCausalLM'] are not supported for now (vLLM 0.33" in result.output

@@ -23,7 +23,7 @@ def load_model(source: str, revision: str | None = None, *, quiet: bool = False)
 
     A config kvplan cannot read whose architecture vLLM does not serve either fails with vLLM's reason
     (the one the user needs), not kvplan's."""
-    from kvplan.errors import BadConfig, NotServed
+    from kvplan.errors import BadConfig
     from kvplan.model import hub
 
     try:
@@ -32,13 +32,13 @@ def load_model(source: str, revision: str | None = None, *, quiet: bool = False)
         with _spinner(f"Fetching {source} config.json…", quiet):  # type: ignore[attr-defined]
             return hub.load_model(source, revision)
     except BadConfig as exc:
-        from kvplan.vllm.architectures import not_served_reason
+        from kvplan.vllm.architectures import explain_bad_config
         from kvplan.vllm.defaults import LATEST
 
-        reason = not_served_reason(exc.architectures, LATEST)
-        if reason is not None:
-            raise NotServed(reason) from exc
-        raise
+        explained = explain_bad_config(exc, LATEST)
+        if explained is exc:
+            raise
+        raise explained from exc
 
 
 def load_model_with_weights(

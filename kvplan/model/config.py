@@ -70,10 +70,11 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
     if not model_type and not top.get("architectures"):
         # transformers' AutoConfig (and so vLLM) needs one of them: "Unrecognized model … Should have a
         # `model_type` key in its config.json" (e.g. mamba_ssm's native Mamba-2 configs).
-        raise BadConfig("config.json has no model_type and no architectures: transformers (and so vLLM) cannot "
-                        "load it (\"Should have a `model_type` key in its config.json\")")
+        raise BadConfig("config.json has no model_type and no architectures: transformers' AutoConfig (and so vLLM) "
+                        "refuses it (\"Unrecognized model … Should have a `model_type` key in its config.json\")")
     c = ConfigReader(data, top)
-    architectures = names(top.get("architectures") or data.get("architectures"), "config.json: architectures")
+    # vLLM resolves the model class from the top-level config's architectures (hf_config.architectures).
+    architectures = names(top.get("architectures"), "config.json: architectures")
     num_layers = c.num(*classic.LAYER_KEYS, what="num_hidden_layers")
     hidden = c.num(*classic.HIDDEN_KEYS, what="hidden_size")
     types = attention.layer_pattern(c, model_type, num_layers)
@@ -116,8 +117,26 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         max_model_len_source=max_len_src,
         notes=tuple(notes),
         weights_unknown=weights.unknown,
+        config_model_type=str(top.get("model_type") or "")[:128],
+        custom_code=_custom_code(top),
+        quant_method=_declared_quant_method(top.get("quantization_config") or c.get("quantization_config")),
         raw=data,
     )
+
+
+def _custom_code(top: Mapping[str, Any]) -> bool:
+    """Whether config.json points at the repository's own code (`auto_map` AutoConfig / AutoModel*)."""
+    auto_map = top.get("auto_map")
+    return isinstance(auto_map, Mapping) and any(str(k).startswith(("AutoConfig", "AutoModel")) for k in auto_map)
+
+
+def _declared_quant_method(qc: Any) -> str | None:
+    """quant_method as vLLM normalizes it (model_arch_config_convertor.py:_normalize_quantization_config:
+    lower-cased, compressed_tensors → compressed-tensors); "" or absent: no quantization."""
+    if not isinstance(qc, Mapping) or not isinstance(qc.get("quant_method"), str):
+        return None
+    method = qc["quant_method"].lower().replace("compressed_tensors", "compressed-tensors")
+    return method[:64] or None
 
 
 @dataclass(frozen=True)

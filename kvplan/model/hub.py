@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from kvplan.model.spec import ModelSpec
 
 CONFIG_NAME = "config.json"
 QUANT_CONFIG_NAME = "hf_quant_config.json"  # ModelOpt exports (e.g. nvidia/*-FP8, *-NVFP4)
-MAX_CONFIG_BYTES = 8 * 2**20  # a config.json is a few KB; refuse anything absurdly large
+MAX_CONFIG_BYTES = 8 * 2**20  # a config.json is a few KB; refuse anything absurdly large (files.CONFIG)
 
 # safetensors dtype names → bytes per element (safetensors format spec).
 SAFETENSORS_DTYPE_BYTES = {
@@ -60,28 +59,21 @@ def _too_large(what: str, size: int | None) -> BadConfig:
 
 
 def _read_json(path: Path, what: str) -> dict[str, Any]:
-    """A JSON object from a regular file or a pipe, at most MAX_CONFIG_BYTES (checked on what is read:
-    a pipe or a device such as /dev/zero reports 0 bytes)."""
+    """A JSON object from a regular file or an open pipe, at most MAX_CONFIG_BYTES (kvplan.files.CONFIG)."""
+    from kvplan import files
+
     try:
-        mode = path.stat().st_mode
-        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-            raise BadConfig(f"{what} is not a regular file")
-        size = path.stat().st_size
-        if size > MAX_CONFIG_BYTES:
-            raise _too_large(what, size)
-        with path.open("rb") as f:
-            raw = f.read(MAX_CONFIG_BYTES + 1)
-        if len(raw) > MAX_CONFIG_BYTES:
-            raise _too_large(what, None)
-        data = json.loads(raw.decode("utf-8"))
-    except FileNotFoundError:
+        text = files.read_text(str(path), files.CONFIG, where=what)
+    except ModelNotFound:
         raise ModelNotFound(f"no {what} at {path}") from None
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
         raise BadConfig(f"{what} is not valid JSON: {exc}") from None
     except RecursionError:  # json's decoder recurses once per `[`/`{`
         raise BadConfig(f"{what} is not valid JSON: nested too deeply") from None
-    except OSError as exc:
-        raise BadConfig(f"cannot read {what}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # a number of more than 4,300 digits (int_max_str_digits)
+        raise BadConfig(f"{what} is not valid JSON: {exc}") from None
     if not isinstance(data, dict):
         raise BadConfig(f"{what} must hold a JSON object, not {type(data).__name__}")
     return data

@@ -147,13 +147,15 @@ MAMBA_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16")
 FP8_DS_MLA_BYTES = 656
 
 
-def _mla_specs(layer: int, head_size: int, indexer_head_size: int, dtype: str, e: int) -> list[KVCacheSpec]:
+def _mla_specs(layer: int, head_size: int, indexer_head_size: int, ds_mla: bool, e: int) -> list[KVCacheSpec]:
     """MLA's latent (whole on every rank), plus the DSA indexer's uint8 K cache when the model has one
-    (deepseek_v2.py:DeepseekV32IndexerCache.get_kv_cache_spec: MLAAttentionSpec, one head)."""
+    (deepseek_v2.py:DeepseekV32IndexerCache.get_kv_cache_spec: MLAAttentionSpec, one head). A DSA latent is
+    `fp8_ds_mla` when the user asks for an fp8 cache (FLASHMLA_SPARSE); a checkpoint's own fp8 scheme keeps
+    the plain 576-byte fp8 latent (FLASHINFER_MLA_SPARSE_SM90) — both as vLLM 0.33's CUDA planner lays them."""
     if not indexer_head_size:
         return [KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=head_size, head_size_v=0, dtype_bytes=e)]
     latent = (KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=FP8_DS_MLA_BYTES, dtype_bytes=1)
-              if dtype.startswith("fp8") else
+              if ds_mla else
               KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=head_size, head_size_v=0, dtype_bytes=e))
     return [latent, KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=indexer_head_size, dtype_bytes=1)]
 
@@ -204,7 +206,8 @@ def kv_cache_specs(
                     state = replace(state, ssm_dtype=mamba_ssm_cache_dtype)
                 specs.append(KVCacheSpec(i, "mamba", state_bytes=recurrent_state_bytes(state, tp)))
             elif layer.kind == "mla":
-                specs.extend(_mla_specs(i, layer.head_size, layer.indexer_head_size, dtype, e))
+                specs.extend(_mla_specs(i, layer.head_size, layer.indexer_head_size,
+                                        kv_cache_dtype == "fp8", e))
             else:
                 kind: CacheKind = layer.kind  # type: ignore[assignment]  # attention kinds only here
                 specs.append(KVCacheSpec(

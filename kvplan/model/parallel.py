@@ -23,6 +23,11 @@ def pp_layer_ranges(num_layers: int, pp: int) -> list[range]:
     return out
 
 
+def attention_free(model: ModelSpec) -> bool:
+    """No layer attends (Mamba, Falcon-Mamba): vLLM's `is_attention_free`."""
+    return not any(layer.kind not in ("mamba", "mlp_only", "kv_shared") for layer in model.layers)
+
+
 def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
     """Reject a TP size vLLM would reject (config/parallel.py / ModelConfig.verify_with_parallel_config:
     num_attention_heads must be divisible by tensor_parallel_size), and non-positive sizes."""
@@ -30,6 +35,8 @@ def check_tensor_parallel(model: ModelSpec, tp: int) -> None:
 
     if tp < 1:
         raise InvalidParameter(f"--tensor-parallel-size must be ≥ 1, got {tp}")
+    if attention_free(model):
+        return  # attention-free (Mamba, Falcon-Mamba): no heads to divide; the state splits by channels
     if model.num_attention_heads % tp:
         raise InvalidParameter(
             f"--tensor-parallel-size {tp} does not divide the {model.num_attention_heads} attention heads",

@@ -15,9 +15,23 @@ from kvplan.model.spec import QuantSpec
 _MAX_WEIGHT_BITS = 64.0  # no stored weight format is wider than float64
 
 
+def _is_modelopt(cfg: Mapping[str, Any]) -> bool:
+    """model_arch_config_convertor.py:_normalize_quantization_config: `producer.name == "modelopt"`, or the
+    legacy `quantization.modelopt_quant_config`; anything else gets no quant_method (no quantization)."""
+    producer = cfg.get("producer")
+    inner = cfg.get("quantization")
+    return (isinstance(producer, Mapping) and producer.get("name") == "modelopt") or (
+        isinstance(inner, Mapping) and "modelopt_quant_config" in inner)
+
+
 def quant_spec(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
-    """Weight quantization and any declared KV scheme (vLLM resolve_kv_cache_dtype_string)."""
-    if hf_quant is not None and isinstance(hf_quant.get("quantization"), Mapping):
+    """Weight quantization and any declared KV scheme (vLLM resolve_kv_cache_dtype_string).
+
+    config.json's quantization_config wins; hf_quant_config.json (ModelOpt ≤ 0.29) is read only without it
+    (transformers_utils/config.py:get_config)."""
+    if qc is None and hf_quant is not None and isinstance(hf_quant.get("quantization"), Mapping):
+        if not _is_modelopt(hf_quant):
+            return None
         q = hf_quant["quantization"]
         algo = str(q.get("quant_algo") or "").upper()
         kv_algo = str(q.get("kv_cache_quant_algo") or "").upper()
@@ -64,8 +78,9 @@ def quant_spec(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
         return QuantSpec("compressed-tensors", bits, group_size=gs, kv_cache_dtype=kv, excluded=excluded)
     if method in {"modelopt", "modelopt_fp4"}:
         algo = str(qc.get("quant_algo") or "FP8").upper()
+        kv_algo = str(qc.get("kv_cache_quant_algo") or "").upper()
         return QuantSpec("modelopt_fp4" if "FP4" in algo else "modelopt_fp8", 4.0 if "FP4" in algo else 8.0,
                          group_size=quant_group(qc.get("group_size"), "group_size"),
-                         kv_cache_dtype="fp8" if str(qc.get("kv_cache_quant_algo") or "").upper() == "FP8" else None,
+                         kv_cache_dtype="fp8" if kv_algo == "FP8" or kv else None,
                          excluded=excluded)
     raise BadConfig(f"config.json: quantization method {method!r} is not understood by kvplan")

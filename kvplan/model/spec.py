@@ -115,4 +115,7 @@ class ModelSpec:
     max_model_len_source: str = ""
     notes: tuple[str, ...] = ()
     weights_unknown: str | None = None  # why the analytic weight count cannot be made (the KV cache can)
+    config_model_type: str = ""  # the top-level config's model_type (what transformers' AutoConfig reads)
+    custom_code: bool = False  # config.json's auto_map names the repository's own config/model code
+    quant_method: str | None = None  # quantization_config.quant_method as vLLM normalizes it
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)

@@ -1,25 +1,47 @@
-"""Which architectures each vLLM version serves: its model registry (`model_executor/models/registry.py`,
-every `_*_MODELS` table merged into `_VLLM_MODELS`), per minor release, shipped as data
-(kvplan/vllm/architectures.json, made by tools/vllm_registry/ from each release's own registry.py).
+"""Whether vLLM serves a model, as vLLM decides it before any flag, with vLLM's own words when it does not.
 
-vLLM resolves `architectures` from config.json against that registry and refuses an architecture it has no
-entry for (`registry.py:_ModelRegistry._raise_for_unsupported`), with its own words for one it removed.
+Data: each minor release's model registry (`model_executor/models/registry.py`, every `_*_MODELS` table;
+kvplan/vllm/architectures.json from tools/vllm_registry/compact.py), and what vLLM 0.33 accepts beyond it
+(kvplan/vllm/transformers_backend.json from tools/vllm_registry/transformers_backend.py, transformers 5.19).
+
+The order is vLLM 0.33's: the config must load without custom code (transformers' AutoConfig; vLLM's own
+config classes), its quantization method must be one vLLM knows (config/model.py:_verify_quantization),
+and the architecture must be in the registry or fall back to the Transformers backend
+(registry.py:_ModelRegistry.resolve_model_cls, _try_resolve_transformers) — else `_raise_for_unsupported`.
+The Transformers-backend fallback and the custom-code and quantization lists are vLLM 0.33's; for older
+versions they are assumed the same (their transformers pins were older: a class new in 5.x may be missing).
 """
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Sequence
 from functools import lru_cache
 from typing import Any
 
+from kvplan.errors import BadConfig, KvplanError, NotServed
+from kvplan.model.spec import ModelSpec
 from kvplan.vllm.defaults import VllmVersion, parse_vllm_version_unchecked
+
+
+def _packaged(name: str) -> str:
+    """A data file installed next to this module. Read directly, not with importlib.resources, whose
+    imports (tempfile, zipfile, shutil…) cost `kvplan size` about 10 ms of its start-up."""
+    with open(os.path.join(os.path.dirname(__file__), name), encoding="utf-8") as f:
+        return f.read()
 
 
 @lru_cache(maxsize=1)
 def _table() -> dict[str, Any]:
-    from importlib.resources import files
+    table: dict[str, Any] = json.loads(_packaged("architectures.json"))
+    return table
 
-    table: dict[str, Any] = json.loads(files("kvplan.vllm").joinpath("architectures.json").read_text("utf-8"))
+
+@lru_cache(maxsize=1)
+def _backend() -> dict[str, Any]:
+    table: dict[str, Any] = json.loads(_packaged("transformers_backend.json"))
+    table["compatible"] = frozenset(table["compatible"])
+    table["model_types"] = frozenset(table["transformers_model_types"]) | frozenset(table["vllm_model_types"])
     return table
 
 
@@ -61,4 +83,69 @@ def not_served_reason(architectures: Sequence[str], version: VllmVersion) -> str
                     f"anymore (vLLM {version}; served by vLLM {_runs_text(runs)})")
     elsewhere = [f"{a}: vLLM {_runs_text(served_runs(a))}" for a in architectures if served_runs(a)]
     where = f"; served by {'; '.join(elsewhere)}" if elsewhere else "; no vLLM release from 0.8 on serves it"
-    return f"Model architectures {list(architectures)} are not supported by vLLM {version}{where}"
+    return f"Model architectures {list(architectures)} are not supported for now (vLLM {version}{where})"
+
+
+def needs_custom_code(model: ModelSpec) -> bool:
+    """Its config names the repository's own code and neither transformers nor vLLM has a config class for
+    its model_type: vLLM loads it only with --trust-remote-code."""
+    return model.custom_code and model.config_model_type not in _backend()["model_types"]
+
+
+def via_transformers_backend(architectures: Sequence[str], has_recurrent_layers: bool) -> bool:
+    """Outside the registry, vLLM falls back to its Transformers backend for a transformers class that
+    supports the attention interface; layers without attention (Mamba, linear attention) cannot dispatch
+    through it ("does not dispatch through the Transformers attention interface")."""
+    return bool(architectures) and architectures[0] in _backend()["compatible"] and not has_recurrent_layers
+
+
+def serving_refusal(model: ModelSpec, version: VllmVersion, *, allow_custom_code: bool = False) -> str | None:
+    """vLLM's reason for refusing this model outright, or None when it would load it."""
+    if needs_custom_code(model) and not allow_custom_code:
+        return (f"The repository {model.name} contains custom code which must be executed to correctly load the "
+                "model (vLLM: pass --trust-remote-code; kvplan itself only ever reads config.json)")
+    mt = model.config_model_type
+    if mt and mt not in _backend()["model_types"] and not model.custom_code:
+        # transformers' AutoConfig.from_pretrained (vLLM 0.33 pins transformers 5.x)
+        return (f"The checkpoint you are trying to load has model type `{mt}` but Transformers does "
+                f"not recognize this architecture (transformers {_backend()['transformers']}, as vLLM "
+                f"{_backend()['vllm']} pins it)")
+    methods = _backend()["quantization_methods"]
+    if model.quant_method is not None and model.quant_method not in methods:
+        return (f"Unknown quantization method: {model.quant_method} (vLLM {_backend()['vllm']} knows "
+                f"{', '.join(methods)})")
+    if model.custom_code and allow_custom_code and model.config_model_type not in _backend()["model_types"]:
+        return None  # the repository's own model class: vLLM serves what it defines
+    recurrent = [layer.index for layer in model.layers if layer.kind == "mamba"]
+    if via_transformers_backend(model.architectures, False) and not any(is_served(a, version)
+                                                                        for a in model.architectures):
+        if recurrent:  # models/transformers/base.py: every layer must dispatch through the attention interface
+            return (f"Layer {recurrent[0]} does not dispatch through the Transformers attention interface and vLLM "
+                    f"has no other way to handle it (vLLM {version} would serve {model.architectures[0]} through "
+                    "its Transformers backend)")
+        return None
+    return not_served_reason(model.architectures, version)
+
+
+def serving_note(model: ModelSpec, version: VllmVersion) -> str | None:
+    """How vLLM would serve a model it serves other than natively."""
+    if not model.architectures or not known_version(version):
+        return None
+    if any(is_served(a, version) for a in model.architectures):
+        return None
+    if via_transformers_backend(model.architectures, any(layer.kind == "mamba" for layer in model.layers)):
+        return (f"{model.architectures[0]} is not in vLLM {version}'s registry: vLLM serves it through its "
+                "Transformers backend (model_impl auto)")
+    return None
+
+
+def explain_bad_config(exc: BadConfig, version: VllmVersion) -> KvplanError:
+    """A config kvplan cannot read: when vLLM would refuse it anyway, vLLM's reason (the one a user needs)."""
+    if not exc.architectures and str(exc).startswith("config.json has no model_type and no architectures"):
+        return exc
+    if exc.architectures and not any(is_served(a, version) for a in exc.architectures) and not \
+            via_transformers_backend(exc.architectures, False):
+        reason = not_served_reason(exc.architectures, version)
+        if reason is not None:
+            return NotServed(reason)
+    return exc

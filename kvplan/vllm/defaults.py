@@ -246,6 +246,31 @@ _FLASH_ATTN_MLA = AttentionBackend("FLASH_ATTN_MLA", 16, 16)
 _FLASHMLA = AttentionBackend("FLASHMLA", 64, 64)
 _FLASHINFER_MLA = AttentionBackend("FLASHINFER_MLA", 32, 32)  # supports [32, 64]
 _TRITON_MLA = AttentionBackend("TRITON_MLA", 16, 16)
+# DeepSeek sparse attention (DSA) backends: 64-token blocks (v1/attention/backends/mla/flashmla_sparse.py,
+# flashattn_mla_sparse.py, flashinfer_mla_sparse_sm90.py: get_supported_kernel_block_sizes [64]).
+_FLASH_ATTN_MLA_SPARSE = AttentionBackend("FLASH_ATTN_MLA_SPARSE", 64, 64)
+_FLASHMLA_SPARSE = AttentionBackend("FLASHMLA_SPARSE", 64, 64)
+_FLASHINFER_MLA_SPARSE_SM90 = AttentionBackend("FLASHINFER_MLA_SPARSE_SM90", 64, 64)
+FLASHINFER_MLA_SPARSE = AttentionBackend("FLASHINFER_MLA_SPARSE", 64, 64)  # SM10x with a fp8 cache
+# GPUs below compute capability 8.9: no native fp8 (the catalog's `arch` names).
+PRE_SM89_ARCHS = frozenset({"ampere", "turing", "volta"})
+NO_SPARSE_MLA_BACKEND = ("No valid attention backend found for cuda with use_sparse=True: FlashMLA Sparse is only "
+                         "supported on Hopper and Blackwell DC devices")
+
+
+def sparse_mla_backend(arch: str | None, *, kv_cache_dtype: str, checkpoint_kv: bool) -> AttentionBackend | None:
+    """The DSA backend vLLM 0.33 picks (checked against its CUDA planner, tests/fixtures/oracle-cuda): Hopper
+    FLASH_ATTN_MLA_SPARSE for a bf16 cache, FLASHMLA_SPARSE for `--kv-cache-dtype fp8`, and
+    FLASHINFER_MLA_SPARSE_SM90 for a checkpoint's fp8 scheme; Blackwell FLASHMLA_SPARSE; None before SM90."""
+    family = (arch or "").lower()
+    fp8 = kv_cache_dtype in FP8_KV_DTYPES
+    if family == "hopper":
+        if fp8:
+            return _FLASHINFER_MLA_SPARSE_SM90 if checkpoint_kv else _FLASHMLA_SPARSE
+        return _FLASH_ATTN_MLA_SPARSE
+    if family == "blackwell":
+        return _FLASHMLA_SPARSE
+    return None
 
 
 def attention_backend(arch: str | None, *, mla: bool, kv_cache_dtype: str) -> AttentionBackend:

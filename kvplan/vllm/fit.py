@@ -150,7 +150,7 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     preemption verdict and (with `advise`) changes that fix what fails. Pure."""
     s = settings
     r = resolve_settings(model, gpu, s)
-    specs = kv_cache_specs(model, tp=s.tp, pp=s.pp, kv_cache_dtype=s.kv_cache_dtype)
+    specs = kv_cache_specs(model, tp=s.tp, pp=s.pp, kv_cache_dtype=r.kv_cache_dtype_flag)
     budget = memory_stage(model, gpu, s, r, specs)
     plan, plan_notes = block_stage(specs, budget, r)
     plan, bs_source = _block_size_source(plan, s, r)

@@ -9,8 +9,9 @@ from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import InvalidParameter, NotServed
 from kvplan.model.kv_cache import KV_CACHE_DTYPES, resolve_kv_cache_dtype
+from kvplan.model.parallel import attention_free
 from kvplan.vllm import defaults as vd
-from kvplan.vllm.architectures import not_served_reason
+from kvplan.vllm.architectures import serving_refusal
 from kvplan.vllm.defaults import AttentionBackend, BatchSettings, MambaCacheMode, PerformanceMode, Usage, VllmVersion
 
 if TYPE_CHECKING:
@@ -52,6 +53,7 @@ class ServeSettings:
     usage: Usage = "serve"
     vllm_version: str | None = None
     allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN
+    allow_custom_code: bool = False  # vLLM's --trust-remote-code (kvplan never runs the code either way)
     # Measured values that replace kvplan's estimates (bytes per GPU).
     weights_bytes: int | None = None
     activation_bytes: int | None = None
@@ -128,6 +130,7 @@ class ResolvedSettings:
     auto_fit: bool  # --max-model-len -1: vLLM shrinks max_model_len to what fits
     batch: BatchSettings
     kv_cache_dtype: str
+    kv_cache_dtype_flag: str  # --kv-cache-dtype after vLLM's per-model update (what the KV specs are built from)
     backend: AttentionBackend
     block_size: int  # before hybrid alignment
     block_size_source: str
@@ -173,20 +176,52 @@ GPTQ_ACT_ORDER_MESSAGE = ("GPTQ group activation ordering (desc_act=True) is no 
                           "with static activation ordering or desc_act=False.")
 
 
-def check_model_served(model: ModelSpec, version: VllmVersion) -> None:
+def check_model_served(model: ModelSpec, version: VllmVersion, *, allow_custom_code: bool = False) -> None:
     """vLLM's checks on the model itself, before any flag: the architecture is in its registry
     (architectures.py), and the checkpoint's quantization is one it still loads."""
-    reason = not_served_reason(model.architectures, version)
+    reason = serving_refusal(model, version, allow_custom_code=allow_custom_code)
     if reason is not None:
         raise NotServed(reason)
     if model.quant is not None and model.quant.act_order and version >= GPTQ_ACT_ORDER_REFUSED_SINCE:
         raise NotServed(GPTQ_ACT_ORDER_MESSAGE, hint=f"vLLM {version}; older releases served it")
 
 
+def _model_kv_cache_dtype(model: ModelSpec, gpu: GpuLike, flag: str) -> str:
+    """--kv-cache-dtype as vLLM's per-model config hooks leave it: GLM-5 (GlmMoeDsaForCausalLM) on SM10x turns
+    `auto` into fp8_e4m3 (model_executor/models/config.py:GlmMoeDsaForCausalLM.verify_and_update_config)."""
+    if flag == "auto" and "GlmMoeDsaForCausalLM" in model.architectures and (gpu.arch or "") == "blackwell":
+        return "fp8_e4m3"
+    return flag
+
+
+def _fp8_on_triton_refusal(model: ModelSpec, gpu: GpuLike, kv_dtype: str) -> str | None:
+    """MLA on GPUs before SM89 runs on TRITON_MLA, which has no fp8 cache (v1/attention/backends/mla/triton_mla.py)."""
+    if model.mla is None or kv_dtype not in vd.FP8_KV_DTYPES or (gpu.arch or "") not in vd.PRE_SM89_ARCHS:
+        return None
+    return (f"FP8 KV cache is not supported by the Triton MLA backend on {gpu.name}; native FP8 (fp8e4nv) requires "
+            "SM89+. Re-run with --kv-cache-dtype bfloat16.")
+
+
+def _backend(model: ModelSpec, gpu: GpuLike, s: ServeSettings, kv_dtype: str) -> AttentionBackend:
+    """The attention backend (and so the block size) vLLM selects; DSA models have their own sparse ones."""
+    if any(layer.indexer_head_size for layer in model.layers):
+        sparse = vd.sparse_mla_backend(gpu.arch, kv_cache_dtype=kv_dtype, checkpoint_kv=s.kv_cache_dtype == "auto")
+        if sparse is not None and kv_dtype in vd.FP8_KV_DTYPES and s.kv_cache_dtype == "auto" and \
+                (gpu.arch or "") == "blackwell":
+            sparse = vd.FLASHINFER_MLA_SPARSE
+        if sparse is None:
+            raise NotServed(vd.NO_SPARSE_MLA_BACKEND, hint=f"{gpu.name} is {gpu.arch or 'an unknown architecture'}")
+        return sparse
+    refusal = _fp8_on_triton_refusal(model, gpu, kv_dtype)
+    if refusal is not None:
+        raise NotServed(refusal)
+    return vd.attention_backend(gpu.arch, mla=model.mla is not None, kv_cache_dtype=kv_dtype)
+
+
 def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> ResolvedSettings:
     """Stage 1 of `fit`: check the settings as vLLM does, then resolve each to vLLM's value."""
     version = vd.parse_vllm_version(s.vllm_version or vd.LATEST_VLLM_VERSION)
-    check_model_served(model, version)
+    check_model_served(model, version, allow_custom_code=s.allow_custom_code)
     validate_settings(model, s)
     max_len, len_source = _max_model_len(model, s)
     util = s.gpu_memory_utilization if s.gpu_memory_utilization is not None else vd.default_gpu_memory_utilization(
@@ -198,15 +233,18 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
         max_num_batched_tokens=s.max_num_batched_tokens,
         performance_mode=s.performance_mode,
     )
-    kv_dtype = resolve_kv_cache_dtype(model, s.kv_cache_dtype)
-    backend = vd.attention_backend(gpu.arch, mla=model.mla is not None, kv_cache_dtype=kv_dtype)
+    kv_flag = _model_kv_cache_dtype(model, gpu, s.kv_cache_dtype)
+    kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
+    backend = _backend(model, gpu, s, kv_dtype)
     block_size, bs_source = _block_size(s, backend)
-    mode = vd.mamba_cache_mode(s.enable_prefix_caching)
+    # vLLM disables prefix caching for attention-free models (Mamba, Falcon-Mamba): one state per request.
+    mode = vd.mamba_cache_mode(s.enable_prefix_caching and not attention_free(model))
     alignment, checkpoint_blocks = _mamba_alignment(model, gpu.arch, mode)
     has_chunked = any(layer.kind == "chunked_local" for layer in model.layers)
     hma_off = (s.disable_hybrid_kv_cache_manager if s.disable_hybrid_kv_cache_manager is not None
                else vd.hybrid_manager_disabled_by_default(has_chunked, version))
-    kv_source = ("--kv-cache-dtype" if s.kv_cache_dtype != "auto"
+    kv_source = ("--kv-cache-dtype" if s.kv_cache_dtype != "auto" else
+                 f"auto: vLLM's default for {model.architectures[0]} on {gpu.arch}" if kv_flag != "auto"
                  else ("auto: checkpoint's KV scheme" if model.quant and model.quant.kv_cache_dtype
                        else "auto: model dtype"))
     sources = {
@@ -219,7 +257,8 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     }
     return ResolvedSettings(
         version=version, gpu_memory_utilization=util, max_model_len=max_len, auto_fit=s.max_model_len == -1,
-        batch=batch, kv_cache_dtype=kv_dtype, backend=backend, block_size=block_size, block_size_source=bs_source,
+        batch=batch, kv_cache_dtype=kv_dtype, kv_cache_dtype_flag=kv_flag, backend=backend, block_size=block_size,
+        block_size_source=bs_source,
         in_flight_tokens=vd.max_in_flight_tokens(batch.max_num_batched_tokens, s.pp, version),
         mamba_cache_mode=mode, mamba_checkpoint_alignment=alignment,
         mamba_prefill_checkpoint_blocks=checkpoint_blocks, disable_hybrid_kv_cache_manager=hma_off,

@@ -26,28 +26,20 @@ def sliding_window(c: ConfigReader) -> int | None:
     return positive_int(w, "sliding_window")
 
 
-def _listed(c: ConfigReader, key: str, n: int, extra_ok: int = 0) -> list[str] | None:
+def _listed(c: ConfigReader, key: str, n: int) -> list[str] | None:
     v = c.get(key)
     if v is None:
         return None
-    if not isinstance(v, list) or not n <= len(v) <= n + extra_ok:
+    if not isinstance(v, list):
         raise BadConfig(f"config.json: {key} must list {n} entries")
-    return [str(x) for x in v[:n]]
-
-
-def mtp_layers(c: ConfigReader) -> int:
-    """Multi-token-prediction layers a config lists beyond num_hidden_layers (EXAONE-4.5 `_num_mtp_layers`,
-    DeepSeek `num_nextn_predict_layers`): per-layer lists may carry an entry for each."""
-    for key in ("_num_mtp_layers", "num_nextn_predict_layers", "mtp_num_hidden_layers"):
-        v = c.get(key)
-        if isinstance(v, int) and not isinstance(v, bool) and 0 < v <= 16:
-            return v
-    return 0
+    if len(v) != n:  # transformers' PreTrainedConfig.validate_layer_type refuses the config (so does vLLM)
+        raise BadConfig(f"config.json: `num_hidden_layers` ({n}) must be equal to the number of `{key}` ({len(v)})")
+    return [str(x) for x in v]
 
 
 def _explicit_pattern(c: ConfigReader, n: int) -> list[str] | None:
     """A per-layer pattern the config spells out, under any of the families' keys."""
-    lt = _listed(c, "layer_types", n, extra_ok=mtp_layers(c))
+    lt = _listed(c, "layer_types", n)
     if lt is not None:
         return lt
     pattern = c.get("hybrid_override_pattern")

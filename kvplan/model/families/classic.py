@@ -37,6 +37,8 @@ def total_kv_heads(c: ConfigReader, model_type: str, heads: int) -> int:
         return 1 if c.get("multi_query", True) else heads
     if model_type == "chatglm" and not c.get("multi_query_attention", False):
         return heads
+    if model_type == "gpt_bigcode":  # GPTBigCodeConfig.multi_query (default True): one KV head
+        return 1 if c.get("multi_query", True) else heads
     kv = c.opt_int(*KV_HEAD_KEYS)
     return kv if kv is not None else heads
 

@@ -35,7 +35,10 @@ _GEMMA2_DEFAULTS: dict[str, Any] = {
     "sliding_window": 4096,
     "tie_word_embeddings": True,
 }
+# transformers' Qwen2Config defaults (configuration_qwen2.py): LLaVA-OneVision's qwen2 text_config omits them.
+_QWEN2_DEFAULTS: dict[str, Any] = {"max_position_embeddings": 32768}
 _DEFAULTS_BY_TYPE: dict[str, dict[str, Any]] = {
+    "qwen2": _QWEN2_DEFAULTS,
     "gemma3_text": _GEMMA3_TEXT_DEFAULTS,
     "gemma3": _GEMMA3_TEXT_DEFAULTS,
     "gemma2": _GEMMA2_DEFAULTS,
