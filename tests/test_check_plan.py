@@ -207,7 +207,7 @@ def test_timestamps_and_custom_tags_are_refused() -> None:
 
 def test_oversized_file_is_refused(tmp_path: Path) -> None:
     path = write(tmp_path, "# " + "x" * (1 << 20) + "\n")
-    with pytest.raises(ParseError, match="larger than any plan"):
+    with pytest.raises(ParseError, match=r"is more than a plan may be \(1 MiB\)"):
         load_plan(path)
 
 

@@ -301,7 +301,7 @@ def test_invalid_yaml_is_a_parse_error_with_its_line(tmp_path: Path) -> None:
 
 
 def test_missing_user_file_is_bad_config(tmp_path: Path) -> None:
-    with pytest.raises(BadConfig, match="not found"):
+    with pytest.raises(BadConfig, match="nope.yaml': no such file"):
         load_catalog(tmp_path / "nope.yaml")
 
 

@@ -121,7 +121,7 @@ def test_hub_config_larger_than_any_real_one_is_refused_before_it_is_downloaded(
 def test_a_device_as_a_local_config_is_refused_not_read(tmp_path: Path) -> None:
     result = CliRunner().invoke(app, ["size", "/dev/zero"])
     assert result.exit_code == 2
-    assert "/dev/zero is not a regular file" in one_error_line(result.stderr)
+    assert "/dev/zero: not a regular file (a device or socket)" in one_error_line(result.stderr)
 
 
 def test_a_malformed_hf_variable_is_named_not_an_internal_error(hub_env: dict[str, str]) -> None:
@@ -135,7 +135,7 @@ def test_a_config_that_is_too_large_on_disk_is_refused_before_it_is_read(tmp_pat
     (tmp_path / "config.json").write_bytes(b" " * (MAX_CONFIG_BYTES + 1))
     result = CliRunner().invoke(app, ["size", str(tmp_path)])
     assert result.exit_code == 2
-    assert "larger than any real config" in one_error_line(result.stderr)
+    assert f"{MAX_CONFIG_BYTES + 1:,} bytes is more than a config file may be (8 MiB)" in one_error_line(result.stderr)
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -186,29 +186,38 @@ def test_a_plan_that_merges_itself_names_the_line() -> None:
     assert str(info.value) == "plan.yaml:2: x-d: `<<` merges a mapping into itself (through an alias)"
 
 
-def test_a_plan_naming_a_device_is_refused_and_a_pipe_is_read(tmp_path: Path) -> None:
+def test_a_plan_naming_a_device_or_fifo_is_refused_and_an_open_pipe_is_read(tmp_path: Path) -> None:
     from kvplan.ci.plan import MAX_PLAN_BYTES, read_yaml
 
     with pytest.raises(ParseError, match="/dev/zero: not a regular file"):
         read_yaml(Path("/dev/zero"), "/dev/zero")
     fifo = tmp_path / "plan.fifo"
-    os.mkfifo(fifo)
-
-    def write(data: bytes) -> None:
-        try:
-            with fifo.open("wb") as f:
-                f.write(data)
-        except BrokenPipeError:  # the reader stopped at MAX_PLAN_BYTES + 1
-            pass
-
-    writer = threading.Thread(target=write, args=(b"deployments: []\n",))
-    writer.start()
-    assert read_yaml(fifo, "plan.fifo").data == {"deployments": []}
-    writer.join()
-    writer = threading.Thread(target=write, args=(b"#" * (MAX_PLAN_BYTES + 10),))
-    writer.start()
-    with pytest.raises(ParseError, match="plan.fifo: larger than any plan"):
+    os.mkfifo(fifo)  # opening a named FIFO would wait for a writer: refused at once
+    with pytest.raises(ParseError, match=r"plan.fifo: not a regular file \(a FIFO\)"):
         read_yaml(fifo, "plan.fifo")
+
+    def pipe_with(data: bytes) -> tuple[int, threading.Thread]:  # what `<(…)` hands over: /dev/fd/N
+        r, w = os.pipe()
+
+        def write() -> None:
+            try:
+                with os.fdopen(w, "wb") as f:
+                    f.write(data)
+            except BrokenPipeError:  # the reader stopped at MAX_PLAN_BYTES + 1
+                pass
+
+        writer = threading.Thread(target=write)
+        writer.start()
+        return r, writer
+
+    r, writer = pipe_with(b"deployments: []\n")
+    assert read_yaml(Path(f"/dev/fd/{r}"), "plan.yaml").data == {"deployments": []}
+    writer.join()
+    os.close(r)
+    r, writer = pipe_with(b"#" * (MAX_PLAN_BYTES + 10))
+    with pytest.raises(ParseError, match=r"plan.yaml: more than a plan may be \(1 MiB\)"):
+        read_yaml(Path(f"/dev/fd/{r}"), "plan.yaml")
+    os.close(r)
     writer.join()
 
 

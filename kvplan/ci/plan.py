@@ -39,7 +39,6 @@ from __future__ import annotations
 import functools
 import math
 import os
-import stat
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +58,7 @@ if TYPE_CHECKING:
 # expand to 10⁹ nodes).
 MAX_NODES = 20_000
 MAX_DEPTH = 40  # nesting of mappings/sequences; real plans use 5
-MAX_PLAN_BYTES = 1 << 20  # 1 MiB: a plan is a few KB
+MAX_PLAN_BYTES = 1 << 20  # 1 MiB: a plan is a few KB (kvplan.files.PLAN)
 _SHOWN_DEPTH = 8  # path components shown in a message
 PLAN_VERSION = 1
 
@@ -249,34 +248,11 @@ def parse_yaml(text: str, where: str) -> Doc:
 
 
 def read_yaml(path: Path, where: str) -> Doc:
-    """Read and parse a YAML file: a regular file or a pipe (`<(…)`), at most MAX_PLAN_BYTES, UTF-8.
+    """Read and parse a YAML file through kvplan.files (a regular file or an open pipe such as `<(…)`, at
+    most MAX_PLAN_BYTES, UTF-8)."""
+    from kvplan import files
 
-    The size is checked on what is read, not only on `st_size`: a pipe or a device such as /dev/zero
-    reports 0 bytes and never ends.
-    """
-    too_large = f"larger than any plan ({MAX_PLAN_BYTES:,} bytes)"
-    try:
-        mode = path.stat().st_mode
-        if stat.S_ISDIR(mode):
-            raise IsADirectoryError
-        if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
-            raise ParseError(f"{where}: not a regular file (a device or socket)")
-        if stat.S_ISREG(mode) and path.stat().st_size > MAX_PLAN_BYTES:
-            raise ParseError(f"{where}: {path.stat().st_size:,} bytes is {too_large}")
-        with path.open("rb") as f:
-            data = f.read(MAX_PLAN_BYTES + 1)
-        if len(data) > MAX_PLAN_BYTES:
-            raise ParseError(f"{where}: {too_large}")
-        text = data.decode("utf-8")
-    except FileNotFoundError:
-        raise ParseError(f"{where}: no such file") from None
-    except IsADirectoryError:
-        raise ParseError(f"{where}: is a folder, not a YAML file") from None
-    except UnicodeDecodeError:
-        raise ParseError(f"{where}: not UTF-8 text") from None
-    except OSError as exc:
-        raise ParseError(f"{where}: cannot read: {exc.strerror or exc}") from None
-    return parse_yaml(text, where)
+    return parse_yaml(files.read_text(str(path), files.PLAN, where=where), where)
 
 
 # =================================================================================================

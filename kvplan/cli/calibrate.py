@@ -9,6 +9,8 @@ import typer
 from kvplan.cli.options import JsonFlag, Revision
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from kvplan.hardware.gpus import GpuSpec
     from kvplan.model.spec import ModelSpec
     from kvplan.observe.calibration import CalibrationReport
@@ -182,18 +184,9 @@ def _model(model: str | None, revision: str | None, log: StartupLog, *,
     return (source, spec, weights.bytes if weights else None), None
 
 
-def _read(logfile: str) -> str:
-    """The log's text; undecodable bytes (progress bars, colours) are replaced, not fatal."""
-    import sys
-    from pathlib import Path
+def _read(logfile: str) -> Iterator[str]:
+    """The log's lines, streamed through kvplan.files (- is stdin); undecodable bytes (progress bars,
+    colours) are replaced, not fatal."""
+    from kvplan import files
 
-    from kvplan.errors import ParseError
-
-    if logfile == "-":
-        return sys.stdin.read()
-    try:
-        return Path(logfile).read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise ParseError(f"no such file: {logfile}") from None
-    except OSError as exc:
-        raise ParseError(f"cannot read {logfile}: {exc.strerror or exc}") from None
+    return files.read_lines(logfile, files.STARTUP_LOG, stdin=True)

@@ -36,8 +36,9 @@ def command(
     format_: Annotated[Format, typer.Option("--format", "-f", help="table, json, junit (XML) or github "
                                             "(annotations; also appends a Markdown summary to "
                                             "$GITHUB_STEP_SUMMARY when set).")] = "table",
-    output: Annotated[Path | None, typer.Option("--output", "-o", help="Write the report to this file "
-                                                "(atomically) instead of stdout.", show_default=False)] = None,
+    output: Annotated[str | None, typer.Option("--output", "-o", help="Write the report to this file "
+                                               "(atomically; - is stdout) instead of stdout.",
+                                               show_default=False)] = None,
     offline: Annotated[bool, typer.Option("--offline", help="Use only local paths and the Hugging Face cache "
                                           "(sets HF_HUB_OFFLINE=1 for the run).")] = False,
     gpus_file: Annotated[Path | None, typer.Option(
@@ -92,16 +93,17 @@ def _evaluate(plan: Plan, gpus_file: Path | None, *, quiet: bool) -> CheckReport
     return check_report(plan.path, results)
 
 
-def _emit(report: CheckReport, fmt: Format, output: Path | None, repo_path: str) -> None:
+def _emit(report: CheckReport, fmt: Format, output: str | None, repo_path: str) -> None:
     """Print the report in `fmt`, or write it to `output`; `github` also appends the step summary."""
     from kvplan.cli.console import err, out, print_json
 
     if fmt == "github":
+        from kvplan.files import append_output
         from kvplan.render.github import render_annotations, render_step_summary
 
         summary_file = os.environ.get(STEP_SUMMARY_ENV)
         if summary_file:
-            _append(Path(summary_file), render_step_summary(report, repo_path))
+            append_output(summary_file, render_step_summary(report, repo_path), what=f"${STEP_SUMMARY_ENV}")
         text = render_annotations(report, repo_path)
     elif fmt == "json":
         from kvplan.render.json import dumps
@@ -118,10 +120,12 @@ def _emit(report: CheckReport, fmt: Format, output: Path | None, repo_path: str)
             out().print(render_check(report))
             return
         text = _plain_text(render_check(report))
-    if output is None:
+    if output is None or output == "-":
         print_json(text)  # verbatim, no Rich markup or wrapping
         return
-    write_atomic(output, text)
+    from kvplan.files import write_output
+
+    write_output(output, text, what="--output")
     from kvplan.render.check import summary_line
 
     err().print(f"{summary_line(report)} Report written to {output}.", markup=False, highlight=False, soft_wrap=True)
@@ -135,40 +139,6 @@ def _plain_text(renderable: object) -> str:
     buffer = io.StringIO()
     Console(file=buffer, width=TABLE_FILE_WIDTH, color_system=None, highlight=False).print(renderable)
     return buffer.getvalue()
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Write `text` to `path` via a temporary file in the same folder and a rename, so a reader never
-    sees half a report and a failed write leaves any previous file intact."""
-    import tempfile
-
-    from kvplan.errors import InvalidParameter
-
-    folder = path.parent if str(path.parent) else Path(".")
-    tmp: str | None = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=folder)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as exc:
-        raise InvalidParameter(f"--output: cannot write {path}: {exc.strerror or exc}") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
-
-
-def _append(path: Path, text: str) -> None:
-    from kvplan.errors import InvalidParameter
-
-    try:
-        with path.open("a", encoding="utf-8") as f:
-            f.write(text)
-    except OSError as exc:
-        raise InvalidParameter(f"${STEP_SUMMARY_ENV}: cannot append to {path}: {exc.strerror or exc}") from None
 
 
 def _repo_path(plan: Path) -> str:

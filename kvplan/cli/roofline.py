@@ -63,8 +63,8 @@ def command(
     gpus_file: Annotated[Path | None, typer.Option(
         "--gpus-file", help="YAML file of GPUs to add or override (default: $KVPLAN_GPUS_FILE).",
         show_default=False)] = None,
-    svg: Annotated[Path | None, typer.Option("--svg", help="Also write the throughput chart as an SVG file.",
-                                             show_default=False)] = None,
+    svg: Annotated[str | None, typer.Option("--svg", help="Also write the throughput chart as an SVG file "
+                                            "(- is stdout).", show_default=False)] = None,
     json_: JsonFlag = False,
 ) -> None:
     """Decode and prefill speed limits: ridge point, tokens/s by batch, memory- or compute-bound."""
@@ -102,13 +102,10 @@ def command(
         max_num_seqs=fit.max_num_seqs, gpu_flops=spec_gpu.flops,
     )
     if svg is not None:
-        from kvplan.errors import InvalidParameter
+        from kvplan.files import write_output
         from kvplan.render.roofline import chart_svg
 
-        try:
-            svg.write_text(chart_svg(report), encoding="utf-8")
-        except OSError as exc:
-            raise InvalidParameter(f"--svg: cannot write {svg}: {exc.strerror or exc}") from None
+        write_output(svg, chart_svg(report), what="--svg")
     if json_:
         from kvplan.render.json import dumps
 

@@ -85,20 +85,12 @@ PREFIX_EPILOG = """Examples:
 """
 
 
-def _read(path: Path) -> str:
-    from kvplan.errors import InvalidParameter
-
-    try:
-        return path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidParameter(f"cannot read {path}: {exc.strerror or exc}") from None
-
-
 def _trace(path: Path, block_size: int, trace_block_size: int | None, unit_s: float = 1.0) -> list[Any]:
+    from kvplan import files
     from kvplan.sim.workloads import parse_trace
 
-    return parse_trace(_read(path).splitlines(), block_size=block_size, trace_block_size=trace_block_size,
-                       timestamp_unit_s=unit_s, source=str(path))
+    return parse_trace(files.read_lines(str(path), files.TRACE), block_size=block_size,
+                       trace_block_size=trace_block_size, timestamp_unit_s=unit_s, source=str(path))
 
 
 def _fit_pool(
@@ -332,11 +324,13 @@ def _parse_seconds(text: str | None, what: str) -> float | None:
 def _length(spec: str, what: str) -> Any:
     import dataclasses
 
+    from kvplan import files
     from kvplan.sim.workloads import parse_length_dist, parse_length_values
 
     dist = parse_length_dist(spec, what=what)
     if dist.kind == "empirical":
-        dist = dataclasses.replace(dist, values=parse_length_values(_read(Path(dist.path)), source=dist.path))
+        values = parse_length_values(files.read_lines(dist.path, files.LENGTHS), source=dist.path)
+        dist = dataclasses.replace(dist, values=values)
     return dist
 
 

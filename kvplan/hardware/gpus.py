@@ -597,13 +597,9 @@ def _packaged_catalog() -> Mapping[str, GpuSpec]:
 
 
 def _read_user_file(path: Path) -> Any:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise BadConfig(f"GPU file {str(path)!r} not found") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise BadConfig(f"GPU file {str(path)!r} cannot be read: {exc}") from None
-    return _load_yaml(text, str(path))
+    from kvplan import files
+
+    return _load_yaml(files.read_text(str(path), files.GPUS, where=f"GPU file {str(path)!r}"), str(path))
 
 
 def load_catalog(extra_file: str | Path | None = None) -> dict[str, GpuSpec]:

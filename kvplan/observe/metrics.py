@@ -365,18 +365,46 @@ def read_exposition(source: str, timeout: float) -> str:
         return fetch_exposition(metrics_url(source), timeout)
     if "://" in source:
         raise InvalidParameter(f"unsupported URL scheme in {source!r}; use http:// or https://")
-    from pathlib import Path
+    from kvplan import files
 
-    path = Path(source)
     try:
-        return path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        hint = "give a saved /metrics file or a URL like http://localhost:8000/metrics"
-        raise ParseError(f"no such file: {source}", hint=hint) from None
-    except UnicodeDecodeError:
-        raise ParseError(f"{source} is not UTF-8 text, not Prometheus metrics") from None
-    except OSError as exc:
-        raise ParseError(f"cannot read {source}: {exc.strerror or exc}") from None
+        return _vllm_lines(files.read_lines(source, files.METRICS, keep_ends=True))
+    except ParseError as exc:
+        if str(exc) == f"{source}: no such file":
+            raise ParseError(f"no such file: {source}",
+                             hint="give a saved /metrics file or a URL like http://localhost:8000/metrics") from None
+        raise
+
+
+# The part of an exposition kvplan parses, at most: vLLM's own families of a 1,000-engine fleet.
+MAX_VLLM_TEXT = 64 * 2**20
+
+
+def _vllm_lines(lines: Iterable[str]) -> str:
+    """The lines of a saved exposition that concern vLLM, streamed: `vllm:` samples and their # HELP / #
+    TYPE lines. Other families (process_, python_, a whole node exporter's dump) are dropped as they are
+    read, so a large dump costs time, not memory; lines that are no metric at all are kept for the
+    parser to reject."""
+    kept: list[str] = []
+    size = 0
+    for line in lines:
+        if line.startswith("#"):
+            if not line.startswith(("# HELP vllm:", "# TYPE vllm:")):
+                continue
+        elif not line.strip():
+            continue
+        elif (line[0].isalpha() or line[0] in "_:") and not line.startswith(VLLM_PREFIX):
+            continue
+        kept.append(line)
+        size += len(line)
+        if size > MAX_VLLM_TEXT:
+            raise ParseError(f"more than {MAX_VLLM_TEXT // 2**20} MiB of vllm: metrics in one exposition",
+                             hint="more engines than a vLLM deployment runs; split the file")
+    text = "".join(kept)
+    if kept and not kept[-1].endswith("\n"):
+        raise ParseError("the metrics text is truncated: its last line has no end",
+                         hint="the server or a proxy cut the response short; scrape again")
+    return text
 
 
 @dataclass(frozen=True)

@@ -486,17 +486,33 @@ def parse_length_dist(spec: str, *, what: str = "length") -> LengthDist:
                            hint="examples: 2048, uniform:512:4096, lognormal:256:0.5, empirical:lengths.txt")
 
 
-def parse_length_values(text: str, *, source: str = "lengths") -> tuple[int, ...]:
-    """Lengths for an empirical distribution: a JSON list, or integers separated by whitespace/commas."""
-    stripped = text.strip()
+# An empirical distribution's values: more than any benchmark dataset's requests.
+MAX_LENGTH_VALUES = 10_000_000
+
+
+def parse_length_values(text: str | Iterable[str], *, source: str = "lengths") -> tuple[int, ...]:
+    """Lengths for an empirical distribution: a JSON list, or integers separated by whitespace/commas.
+    `text` is the whole file or its lines (streamed: the values are read line by line)."""
+    lines = iter([text] if isinstance(text, str) else text)
+    values: list[int] = []
     try:
-        raw = json.loads(stripped) if stripped.startswith("[") else stripped.replace(",", " ").split()
-        values = tuple(_length_value(v) for v in raw)
+        for line in lines:
+            stripped = line.strip()
+            if not stripped:
+                continue
+            if not values and stripped.startswith("["):
+                raw: Iterable[object] = json.loads("\n".join([stripped, *lines]))
+            else:
+                raw = stripped.replace(",", " ").split()
+            for v in raw:
+                values.append(_length_value(v))
+                if len(values) > MAX_LENGTH_VALUES:
+                    raise ParseError(f"{source}: more than {MAX_LENGTH_VALUES:,} lengths, more than kvplan samples")
     except (ValueError, TypeError, RecursionError):
         raise ParseError(f"{source}: expected integers (one per line or a JSON list)") from None
     if not values or min(values) < 1:
         raise ParseError(f"{source}: need at least one length, all ≥ 1")
-    return values
+    return tuple(values)
 
 
 def _length_value(v: object) -> int:

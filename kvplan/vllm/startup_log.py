@@ -38,6 +38,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from kvplan.text import scrub
 from kvplan.units import GiB
 
 Failure = Literal["max_len_exceeds_kv", "no_kv_memory", "insufficient_free_memory", "cuda_oom"]
@@ -371,15 +372,15 @@ def _apply(rule: _Rule, m: re.Match[str], fields: dict[str, Any]) -> None:
     fields.update(rule.fixed)
 
 
-def parse_startup_log(text: str) -> StartupLog:
+def parse_startup_log(text: str | Iterable[str]) -> StartupLog:
     """Parse a vLLM startup log (V0 or V1, any prefix before the message) into a `StartupLog`.
 
     Lines that say nothing about memory or settings are ignored; an unrelated file gives a StartupLog
-    whose `found` is False. Pure: no I/O.
+    whose `found` is False. Pure: no I/O. `text` is the whole log or its lines (streamed from a file).
     """
     fields: dict[str, Any] = {}
     lines: list[LogLine] = []
-    for number, raw in enumerate(text.splitlines(), start=1):
+    for number, raw in enumerate(text.splitlines() if isinstance(text, str) else text, start=1):
         # Logs pasted into Markdown keep vLLM's text between `**` and backticks; colours are ANSI codes.
         line = _ANSI_RE.sub("", raw).replace("**", "")
         matched: list[str] = []
@@ -395,7 +396,7 @@ def parse_startup_log(text: str) -> StartupLog:
         if (m := _COMMAND_RE.search(line)) and _settings_from_command(fields, m["rest"]):
             matched.append("command_line")
         if matched:
-            lines.append(LogLine(number, ",".join(dict.fromkeys(matched)), raw.strip()))
+            lines.append(LogLine(number, ",".join(dict.fromkeys(matched)), scrub(raw.strip())))
     # The "Maximum concurrency for L tokens" line prints max_model_len (kv_cache_utils.py and V0
     # executor_base.py both format model_config.max_model_len), so it reveals the setting too.
     if fields.get("max_model_len") is None and fields.get("concurrency_max_model_len") is not None:
