@@ -17,7 +17,7 @@ from typing import Any
 
 from kvplan.errors import BadConfig
 from kvplan.model.families import attention, classic, heterogeneous, mla, moe, recurrent
-from kvplan.model.families.text_config import text_config
+from kvplan.model.families.text_config import mm_prefix_lm, text_config
 from kvplan.model.quantization import quant_spec
 from kvplan.model.reader import ConfigReader, names, positive_int
 from kvplan.model.spec import LayerKind, LayerSpec, MLADims, ModelSpec, MoESpec, QuantSpec, RecurrentState
@@ -118,6 +118,7 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         notes=tuple(notes),
         weights_unknown=weights.unknown,
         config_model_type=str(top.get("model_type") or "")[:128],
+        mm_prefix_lm=mm_prefix_lm(top, data),
         custom_code=_custom_code(top),
         quant_method=_declared_quant_method(top.get("quantization_config") or c.get("quantization_config")),
         raw=data,

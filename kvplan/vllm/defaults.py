@@ -252,6 +252,28 @@ _FLASH_ATTN_MLA_SPARSE = AttentionBackend("FLASH_ATTN_MLA_SPARSE", 64, 64)
 _FLASHMLA_SPARSE = AttentionBackend("FLASHMLA_SPARSE", 64, 64)
 _FLASHINFER_MLA_SPARSE_SM90 = AttentionBackend("FLASHINFER_MLA_SPARSE_SM90", 64, 64)
 FLASHINFER_MLA_SPARSE = AttentionBackend("FLASHINFER_MLA_SPARSE", 64, 64)  # SM10x with a fp8 cache
+# Multimodal prefix LMs (platforms/cuda.py:_get_backend_priorities, use_mm_prefix): SM10x puts
+# TRITON_FLASHINFER first (64-token blocks, as vLLM 0.33's planner sets them), SM90 TRITON_FLASH_ATTN, and
+# older GPUs fall through to TRITON_ATTN (the other backends do not support mm-prefix attention).
+_TRITON_FLASHINFER = AttentionBackend("TRITON_FLASHINFER", 64, 64)
+_TRITON_FLASH_ATTN = AttentionBackend("TRITON_FLASH_ATTN", 16, 16)
+_TRITON_ATTN = AttentionBackend("TRITON_ATTN", 16, 16)
+# SM90 with an fp8 cache and 512-wide heads (gemma-4's global layers): 64-token blocks, as vLLM 0.33's
+# planner picks them (FlashAttention 4's supported block sizes; tests/fixtures/oracle-cuda gemma-4 h100-fp8).
+FP8_WIDE_HEAD_SIZE = 512
+FP8_WIDE_HEAD_BLOCK_SIZE = 64
+
+
+def mm_prefix_backend(arch: str | None) -> AttentionBackend:
+    """The backend of a multimodal prefix LM on this GPU."""
+    family = (arch or "").lower()
+    if family == "blackwell":
+        return _TRITON_FLASHINFER
+    if family == "hopper":
+        return _TRITON_FLASH_ATTN
+    return _TRITON_ATTN
+
+
 # GPUs below compute capability 8.9: no native fp8 (the catalog's `arch` names).
 PRE_SM89_ARCHS = frozenset({"ampere", "turing", "volta"})
 NO_SPARSE_MLA_BACKEND = ("No valid attention backend found for cuda with use_sparse=True: FlashMLA Sparse is only "

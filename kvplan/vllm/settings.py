@@ -4,7 +4,7 @@ stage of `fit`: every setting resolved to the value vLLM would use, with where i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import InvalidParameter, NotServed
@@ -195,10 +195,14 @@ def _model_kv_cache_dtype(model: ModelSpec, gpu: GpuLike, flag: str) -> str:
 
 
 def _fp8_on_triton_refusal(model: ModelSpec, gpu: GpuLike, kv_dtype: str) -> str | None:
-    """MLA on GPUs before SM89 runs on TRITON_MLA, which has no fp8 cache (v1/attention/backends/mla/triton_mla.py)."""
-    if model.mla is None or kv_dtype not in vd.FP8_KV_DTYPES or (gpu.arch or "") not in vd.PRE_SM89_ARCHS:
+    """Before SM89, MLA runs on TRITON_MLA and multimodal prefix LMs on TRITON_ATTN, which have no fp8 cache
+    (v1/attention/backends/mla/triton_mla.py, triton_attn.py)."""
+    if kv_dtype not in vd.FP8_KV_DTYPES or (gpu.arch or "") not in vd.PRE_SM89_ARCHS:
         return None
-    return (f"FP8 KV cache is not supported by the Triton MLA backend on {gpu.name}; native FP8 (fp8e4nv) requires "
+    if model.mla is None and not model.mm_prefix_lm:
+        return None
+    which = "Triton MLA" if model.mla is not None else "Triton attention"
+    return (f"FP8 KV cache is not supported by the {which} backend on {gpu.name}; native FP8 (fp8e4nv) requires "
             "SM89+. Re-run with --kv-cache-dtype bfloat16.")
 
 
@@ -215,7 +219,12 @@ def _backend(model: ModelSpec, gpu: GpuLike, s: ServeSettings, kv_dtype: str) ->
     refusal = _fp8_on_triton_refusal(model, gpu, kv_dtype)
     if refusal is not None:
         raise NotServed(refusal)
-    return vd.attention_backend(gpu.arch, mla=model.mla is not None, kv_cache_dtype=kv_dtype)
+    backend = (vd.mm_prefix_backend(gpu.arch) if model.mm_prefix_lm and model.mla is None
+               else vd.attention_backend(gpu.arch, mla=model.mla is not None, kv_cache_dtype=kv_dtype))
+    widest = max((layer.head_size for layer in model.layers), default=0)
+    if (gpu.arch or "") == "hopper" and kv_dtype in vd.FP8_KV_DTYPES and widest >= vd.FP8_WIDE_HEAD_SIZE:
+        return replace(backend, block_size=vd.FP8_WIDE_HEAD_BLOCK_SIZE)
+    return backend
 
 
 def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> ResolvedSettings:

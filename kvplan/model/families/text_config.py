@@ -69,3 +69,16 @@ def text_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
         if data.get(k) is None:
             data[k] = v
     return data, model_type
+
+
+# transformers_utils/model_arch_config_convertor.py:is_mm_prefix_lm (vLLM 0.33): these model types, or a config
+# whose text model attends bidirectionally over images (gemma-4: use_bidirectional_attention "vision").
+_MM_PREFIX_LM_MODELS = frozenset({"bagel", "gemma3", "molmo2", "moondream3", "paligemma"})
+
+
+def mm_prefix_lm(config: Mapping[str, Any], text: Mapping[str, Any]) -> bool:
+    """Whether vLLM treats the model as a multimodal prefix LM (its attention backends then differ)."""
+    if isinstance(config.get("is_mm_prefix_lm"), bool):
+        return bool(config["is_mm_prefix_lm"])
+    return str(config.get("model_type") or "") in _MM_PREFIX_LM_MODELS or \
+        text.get("use_bidirectional_attention") == "vision"
