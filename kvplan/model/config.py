@@ -118,6 +118,7 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         notes=tuple(notes),
         weights_unknown=weights.unknown,
         config_model_type=str(top.get("model_type") or "")[:128],
+        config_dtype=_config_dtype(data, top),
         mm_prefix_lm=mm_prefix_lm(top, data),
         custom_code=_custom_code(top),
         quant_method=_declared_quant_method(top.get("quantization_config") or c.get("quantization_config")),
@@ -196,6 +197,12 @@ def _head_size(c: ConfigReader, hidden: int, heads: int) -> int:
         raise BadConfig(f"config.json: hidden_size ({hidden}) is not divisible by num_attention_heads ({heads}) "
                         "and there is no head_dim")
     return hidden // heads
+
+
+def _config_dtype(data: Mapping[str, Any], top: Mapping[str, Any]) -> str:
+    """The checkpoint's torch_dtype as a dtype name ("" when absent; _model_dtype has validated it)."""
+    raw = data.get("torch_dtype") or data.get("dtype") or top.get("torch_dtype") or top.get("dtype")
+    return _TORCH_DTYPES.get(str(raw).replace("torch.", ""), "") if raw is not None else ""
 
 
 def _model_dtype(data: Mapping[str, Any], top: Mapping[str, Any]) -> str:

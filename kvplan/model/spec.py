@@ -116,6 +116,7 @@ class ModelSpec:
     notes: tuple[str, ...] = ()
     weights_unknown: str | None = None  # why the analytic weight count cannot be made (the KV cache can)
     config_model_type: str = ""  # the top-level config's model_type (what transformers' AutoConfig reads)
+    config_dtype: str = ""  # the checkpoint's own dtype (torch_dtype), "" when it states none
     mm_prefix_lm: bool = False  # bidirectional attention over image tokens (vLLM's is_mm_prefix_lm)
     custom_code: bool = False  # config.json's auto_map names the repository's own config/model code
     quant_method: str | None = None  # quantization_config.quant_method as vLLM normalizes it

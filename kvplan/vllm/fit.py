@@ -26,7 +26,7 @@ from kvplan.vllm.memory.cuda_graphs import estimate_cuda_graphs
 from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import estimate_weights
 from kvplan.vllm.report import FitReport, GroupSummary
-from kvplan.vllm.settings import GpuLike, ResolvedSettings, ServeSettings, resolve_settings
+from kvplan.vllm.settings import GpuLike, ResolvedSettings, ServeSettings, resolve_settings, served_dtype
 from kvplan.vllm.verdicts import PreemptionVerdict, preemption_verdict, startup_verdict
 
 if TYPE_CHECKING:
@@ -149,6 +149,11 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     """Plan a `vllm serve` deployment: memory budget, KV blocks, tokens, concurrency, startup verdict,
     preemption verdict and (with `advise`) changes that fix what fails. Pure."""
     s = settings
+    dtype = served_dtype(model, gpu.arch)
+    dtype_notes = []
+    if dtype != model.dtype:  # e.g. no bfloat16 before SM80: every dtype-sized figure follows
+        dtype_notes.append(f"{gpu.name} has no {model.dtype}: vLLM runs the model (and an auto KV cache) in {dtype}")
+        model = replace(model, dtype=dtype)
     r = resolve_settings(model, gpu, s)
     specs = kv_cache_specs(model, tp=s.tp, pp=s.pp, kv_cache_dtype=r.kv_cache_dtype_flag)
     budget = memory_stage(model, gpu, s, r, specs)
@@ -164,7 +169,8 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     )
     report = build_report(model, gpu, s, r, budget, plan, startup=startup, error=error, preemption=preempt,
                           block_size_source=bs_source,
-                          notes=[*_budget_notes(s), *plan_notes, *_load_notes(s, max_len, r.batch.max_num_seqs)])
+                          notes=[*dtype_notes, *_budget_notes(s), *plan_notes,
+                                 *_load_notes(s, max_len, r.batch.max_num_seqs)])
     if advise and (not report.fits or preempt.possible):
         report = replace(report, advice=tuple(advise_fixes(
             model, s, report, lambda new: plan_fit(model, gpu, new, advise=False))))

@@ -186,6 +186,26 @@ def check_model_served(model: ModelSpec, version: VllmVersion, *, allow_custom_c
         raise NotServed(GPTQ_ACT_ORDER_MESSAGE, hint=f"vLLM {version}; older releases served it")
 
 
+# config/model.py:_FLOAT16_NOT_SUPPORTED_MODELS ("Numerical instability").
+FLOAT16_UNSAFE_MODEL_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4"})
+# platforms/cuda.py:CudaPlatform.supported_dtypes: bfloat16 needs compute capability 8.0.
+_NO_BF16_ARCHS = frozenset({"volta", "turing"})
+
+
+def served_dtype(model: ModelSpec, arch: str | None) -> str:
+    """The dtype `--dtype auto` resolves to on this GPU (config/model.py:_resolve_auto_dtype): the checkpoint's
+    dtype if the GPU supports it (float32 checkpoints are downcast), else the GPU's preferred one; before SM80
+    that is float16, or float32 for the float16-unsafe model types."""
+    supported = ["float16", "float32"] if (arch or "") in _NO_BF16_ARCHS else ["bfloat16", "float16", "float32"]
+    if {model.model_type, model.config_model_type} & FLOAT16_UNSAFE_MODEL_TYPES:
+        supported.remove("float16")
+    preferred = supported[0]
+    declared = model.config_dtype or "float32"
+    if declared == "float32":
+        return preferred
+    return declared if declared in supported else preferred
+
+
 def _model_kv_cache_dtype(model: ModelSpec, gpu: GpuLike, flag: str) -> str:
     """--kv-cache-dtype as vLLM's per-model config hooks leave it: GLM-5 (GlmMoeDsaForCausalLM) on SM10x turns
     `auto` into fp8_e4m3 (model_executor/models/config.py:GlmMoeDsaForCausalLM.verify_and_update_config)."""
