@@ -87,6 +87,7 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
                 else classic.total_kv_heads(c, model_type, heads))
     if heads % kv_heads:
         raise BadConfig(f"config.json: num_attention_heads ({heads}) is not a multiple of the KV heads ({kv_heads})")
+    mla.refuse_unmodelled(c, model_type)
     mla_dims = mla.mla_dims(c, model_type)
     head_size = _head_size(c, hidden, heads) if has_attention else 0
     dtype = _model_dtype(data, top)

@@ -7,6 +7,7 @@ index_head_dim + index_head_dim / 128 × 4 (fp8 values with one fp32 scale per 1
 """
 from __future__ import annotations
 
+from kvplan.errors import BadConfig
 from kvplan.model.reader import ConfigReader
 from kvplan.model.spec import MLADims
 
@@ -40,3 +41,11 @@ def indexer_head_size(c: ConfigReader, mla: MLADims | None) -> int:
         return 0
     d = c.num("index_head_dim", default=128)
     return d + d // INDEXER_QUANT_BLOCK * INDEXER_SCALE_BYTES
+
+
+def refuse_unmodelled(c: ConfigReader, model_type: str) -> None:
+    """Attention variants of this family kvplan cannot size yet: an error naming them, never a silent guess."""
+    if c.has("compress_ratios"):  # DeepSeek-V4: per-layer compressed sparse attention (models/deepseek_v4.py)
+        raise BadConfig(f"config.json: {model_type or 'this model'}'s compressed attention (compress_ratios, "
+                        "index_topk, sliding_window per layer) is not modelled by kvplan yet; its KV cache "
+                        "cannot be sized from this config")
