@@ -48,12 +48,14 @@ def _escaped(ch: str) -> str:
     return ascii(ch)[1:-1]
 
 
-def escape(text: object) -> str:
+def escape(text: object, *, keep_newlines: bool = False) -> str:
     """`text` as inert characters for a terminal, a JUnit file or a GitHub annotation: each control
     character (ESC, BEL, CR, LF, DEL, C1…) and each bidirectional override becomes its escape (`\\x1b`), so
     a name from outside can neither move the cursor, clear the screen, set the window title nor reorder
-    the line. Printable text, including non-ASCII letters, is unchanged."""
+    the line. Printable text, including non-ASCII letters, is unchanged; `keep_newlines` keeps line ends."""
     s = str(text)
     if s.isprintable():
         return s
+    if keep_newlines:
+        return "\n".join(escape(line) for line in s.split("\n"))
     return "".join(_escaped(ch) if unicodedata.category(ch) == "Cc" or ch in _BIDI else ch for ch in s)

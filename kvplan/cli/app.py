@@ -28,12 +28,10 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 
 def _scrub(text: str) -> str:
-    """Remove any Hugging Face token from text that is about to be printed."""
-    for var in ("HF_TOKEN", "HUGGING_FACE_HUB_TOKEN"):
-        token = os.environ.get(var)
-        if token and len(token) >= 4:
-            text = text.replace(token, "***")
-    return text
+    """Remove secrets (the HF token, hf_token / api_key values, URL credentials) from text to be printed."""
+    from kvplan.text import scrub
+
+    return scrub(text)
 
 
 # Everything a terminal (or Python's str.splitlines) takes for a line break.
@@ -62,7 +60,9 @@ def boundary(fn: F) -> F:
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
-            return fn(*args, **kwargs)
+            result = fn(*args, **kwargs)
+            sys.stdout.flush()  # a full disk or a closed stdout is reported here, not at exit
+            return result
         except typer.Exit:
             raise
         except KvplanError as exc:
@@ -78,12 +78,48 @@ def boundary(fn: F) -> F:
         except Exception as exc:  # the last line of defence: a bug must not look like exit 1
             if os.environ.get("KVPLAN_DEBUG") == "1":
                 _print_traceback()
+            bad_input = _bad_input(exc)
+            if bad_input is not None:
+                raise fail(bad_input) from None
             raise fail(
                 f"internal error: {type(exc).__name__}: {exc}",
                 "this is a kvplan bug; rerun with KVPLAN_DEBUG=1 and report the traceback",
             ) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def _bad_input(exc: BaseException) -> str | None:
+    """What an exception that no kvplan bug raises says about the input or the environment, or None.
+
+    Bytes that are not text, a number too large to compute with (a 400-digit size) or to even read (more
+    than Python's 4,300 digits), data nested or sized past memory, and a failed write to standard output
+    are bad input or a bad environment (exit 2), not internal errors."""
+    if isinstance(exc, UnicodeError):
+        return f"the input holds bytes that are not UTF-8 text ({exc})"
+    if isinstance(exc, OverflowError):
+        return f"the input holds a number too large to compute with ({exc})"
+    if isinstance(exc, ValueError) and "digits" in str(exc) and "limit" in str(exc):
+        return "the input holds a number of more than 4,300 digits"
+    if isinstance(exc, MemoryError):
+        return "the input is larger than fits in memory"
+    if isinstance(exc, RecursionError):
+        return "the input is nested too deeply to read"
+    if isinstance(exc, OSError):
+        _silence_stdout()
+        return f"cannot write standard output: {exc.strerror or exc}"
+    return None
+
+
+def _silence_stdout() -> None:
+    """Point file descriptor 1 at /dev/null, so the interpreter's last flush of a full or closed
+    standard output does not print a second error."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):  # no descriptor (a test runner's buffer)
+        pass
 
 
 def _print_traceback() -> None:

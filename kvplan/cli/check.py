@@ -134,10 +134,10 @@ def _emit(report: CheckReport, fmt: Format, output: str | None, repo_path: str) 
 def _plain_text(renderable: object) -> str:
     import io
 
-    from rich.console import Console
+    from kvplan.cli.console import console
 
     buffer = io.StringIO()
-    Console(file=buffer, width=TABLE_FILE_WIDTH, color_system=None, highlight=False).print(renderable)
+    console(file=buffer, width=TABLE_FILE_WIDTH, color_system=None, highlight=False).print(renderable)
     return buffer.getvalue()
 
 

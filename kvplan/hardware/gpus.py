@@ -380,7 +380,7 @@ def _entry_id(raw: Any, *, where: str, strict: bool, base: GpuSpec | None) -> st
         raise _fail(where, None, f"a GPU entry has no id (keys: {', '.join(map(str, raw))})")
     if not _ID_RE.match(gpu_id):
         raise _fail(where, gpu_id, "id may use only letters, digits, '.', '_' and '-'")
-    unknown = sorted(str(k) for k in raw if k not in _ALLOWED_KEYS)
+    unknown = sorted(str(k) for k in raw if k not in _ALLOWED_KEYS and not _is_extension(k))
     if unknown:
         allowed = ", ".join(sorted(_ALLOWED_KEYS))
         raise _fail(where, gpu_id, f"unknown key(s) {', '.join(unknown)} (allowed: {allowed})")
@@ -500,9 +500,19 @@ def _parse_entry(raw: Any, *, where: str, strict: bool, base: GpuSpec | None) ->
     return spec
 
 
+def _is_extension(key: object) -> bool:
+    """Keys starting with `x-` are ignored, as in plans: a place for YAML anchors."""
+    return isinstance(key, str) and key.startswith("x-")
+
+
 def _entries(data: Any, where: str) -> list[Any]:
-    if isinstance(data, dict) and set(data) == {"gpus"}:
-        data = data["gpus"]
+    if isinstance(data, dict):
+        other = sorted(str(k) for k in data if k != "gpus" and not _is_extension(k))
+        if "gpus" in data and not other:
+            data = data["gpus"]
+        elif other:
+            raise BadConfig(f"{where}: unknown top-level key(s) {', '.join(other)} (allowed: gpus, and x-… "
+                            "keys for YAML anchors)")
     if not isinstance(data, list):
         raise BadConfig(f"{where}: expected a list of GPUs under a top-level 'gpus:' key")
     return data

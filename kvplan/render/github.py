@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from kvplan.ci.checks import CheckReport
 from kvplan.render.check import fmt_at, fmt_margin, fmt_measured, fmt_required, summary_line
+from kvplan.text import escape
 
 TITLE_PREFIX = "kvplan check"
 
 
 def escape_data(text: str) -> str:
     """A workflow command's message (@actions/core escapeData)."""
-    return text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+    return escape(text.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A"))
 
 
 def escape_property(text: str) -> str:
@@ -38,7 +39,7 @@ def render_annotations(r: CheckReport, file: str) -> str:
         lines.append(f"::error file={escape_property(file)},line={c.line},title={escape_property(title)}::"
                      f"{escape_data(message)}")
     lines.append(f"{TITLE_PREFIX} {r.plan}: {summary_line(r)}")
-    return "\n".join(lines) + "\n"
+    return escape("\n".join(lines) + "\n", keep_newlines=True)  # names from the plan: no control character
 
 
 def _cell(text: str) -> str:
@@ -65,4 +66,4 @@ def render_step_summary(r: CheckReport, file: str) -> str:
         out += ["### Why", ""]
         out += [f"- **{d.name}** `{c.requirement}` ({file}:{c.line}): {c.message}" for d, c in r.failures]
         out.append("")
-    return "\n".join(out) + "\n"
+    return escape("\n".join(out) + "\n", keep_newlines=True)

@@ -8,6 +8,7 @@ import xml.etree.ElementTree as ET
 
 from kvplan.ci.checks import CheckReport, CheckResult
 from kvplan.render.check import fmt_at, fmt_margin, fmt_measured, fmt_required
+from kvplan.text import escape
 
 SUITES_NAME = "kvplan check"
 
@@ -42,4 +43,6 @@ def render_junit(r: CheckReport) -> str:
             out = ET.SubElement(case, "system-out")
             out.text = c.message
     ET.indent(root, space="  ")
-    return '<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n"
+    # Names and messages come from the plan: no control character (invalid in XML 1.0, live in a CI log).
+    return escape('<?xml version="1.0" encoding="utf-8"?>\n' + ET.tostring(root, encoding="unicode") + "\n",
+                  keep_newlines=True)
