@@ -206,6 +206,23 @@ def served_dtype(model: ModelSpec, arch: str | None) -> str:
     return declared if declared in supported else preferred
 
 
+# gemma4_mm.py:Gemma4ProcessingInfo.get_mm_max_tokens_per_item: a video is at most 32 frames of
+# 70 soft tokens + boi + eoi + ~6 timestamp tokens, the largest item of any modality.
+GEMMA4_VIDEO_ITEM_TOKENS = 32 * (70 + 2 + 6)
+
+
+def _mm_prefix_batch_floor(model: ModelSpec, batch: BatchSettings, *, user_set: bool) -> BatchSettings:
+    """A multimodal prefix LM prefills an item atomically, so vLLM raises the default max_num_batched_tokens to
+    the largest item (engine/arg_utils.py:_set_default_max_num_seqs_and_batched_tokens_args). Only Gemma-4
+    states that bound without running its processor; other models keep the default."""
+    if user_set or not model.mm_prefix_lm or model.config_model_type != "gemma4":
+        return batch
+    if batch.max_num_batched_tokens >= GEMMA4_VIDEO_ITEM_TOKENS:
+        return batch
+    return replace(batch, max_num_batched_tokens=GEMMA4_VIDEO_ITEM_TOKENS,
+                   mnbt_source=f"raised to {GEMMA4_VIDEO_ITEM_TOKENS:,} so one video fits a batch (prefix-LM)")
+
+
 def _model_kv_cache_dtype(model: ModelSpec, gpu: GpuLike, flag: str) -> str:
     """--kv-cache-dtype as vLLM's per-model config hooks leave it: GLM-5 (GlmMoeDsaForCausalLM) on SM10x turns
     `auto` into fp8_e4m3 (model_executor/models/config.py:GlmMoeDsaForCausalLM.verify_and_update_config)."""
@@ -262,6 +279,7 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
         max_num_batched_tokens=s.max_num_batched_tokens,
         performance_mode=s.performance_mode,
     )
+    batch = _mm_prefix_batch_floor(model, batch, user_set=s.max_num_batched_tokens is not None)
     kv_flag = _model_kv_cache_dtype(model, gpu, s.kv_cache_dtype)
     kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
     backend = _backend(model, gpu, s, kv_dtype)
