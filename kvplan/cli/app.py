@@ -17,6 +17,7 @@ import typer
 from typer.core import TyperCommand, TyperGroup
 
 from kvplan import __version__
+from kvplan.cli.commands import APP_HELP, COMMANDS, HELP_OPTION_NAMES, VERSION_HELP
 from kvplan.cli.exit_codes import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK
 
 if TYPE_CHECKING:
@@ -128,23 +129,6 @@ def _print_traceback() -> None:
     sys.stderr.write(_scrub(traceback.format_exc()))
 
 
-# Every command with the one line `kvplan --help` shows for it, in that order. A command's module (its
-# options, its imports) is imported only when the command runs or shows its own help, so `kvplan --help`
-# and `kvplan size` do not pay for the other commands. Each line equals its module's HELP (a test checks).
-COMMANDS: dict[str, str] = {
-    "size": "KV-cache bytes per token (per layer kind, per GPU) and the weights' size of a model.",
-    "fit": "Will it start, how many KV blocks and tokens, how much concurrency: vLLM's own sizing, per GPU.",
-    "roofline": "Decode and prefill speed limits on a GPU: ridge point, tokens/s by batch, memory- or compute-bound.",
-    "gpus": "List the GPU catalog (memory, bandwidth, dense TFLOPS), or one GPU with its sources.",
-    "diagnose": "Read a vLLM server's /metrics (live or saved) and diagnose KV shortage, batch limits, "
-                "prefix-cache misses.",
-    "calibrate": "Read a vLLM startup log, compare it with kvplan's prediction term by term, and print the "
-                 "overrides.",
-    "check": "Check a plan of deployments against capacity requirements (CI gate: exit 1 when one fails).",
-    "simulate": "Simulate vLLM's block pool (prefix caching) and scheduler step by step.",
-}
-
-
 def _command_module(name: str) -> ModuleType:
     """The module of a command, imported now. Written out, not importlib, so that import scans see each."""
     if name == "size":
@@ -251,12 +235,12 @@ class _KvplanGroup(TyperGroup):
 app = typer.Typer(
     cls=_KvplanGroup,
     name="kvplan",
-    help="KV-cache sizing and capacity planning for vLLM: how much fits, will it start, how fast.",
+    help=APP_HELP,
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,  # never show locals (a token could be one)
     rich_markup_mode="rich",
-    context_settings={"help_option_names": ["-h", "--help"]},
+    context_settings={"help_option_names": HELP_OPTION_NAMES},
 )
 
 
@@ -268,7 +252,7 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _root(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version."),
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help=VERSION_HELP),
 ) -> None:
     """KV-cache sizing and capacity planning for vLLM: how much fits, will it start, how fast."""
 

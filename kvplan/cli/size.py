@@ -24,29 +24,8 @@ def command(
     json_: JsonFlag = False,
 ) -> None:
     """KV-cache bytes per token and the weights' size."""
-    from kvplan.cli.common import load_model_with_weights
-    from kvplan.cli.console import out, print_json
-    from kvplan.model.size import size_report
+    from kvplan.cli.size_run import print_size, size_report_for  # shared with the Typer-free `kvplan size`
 
-    spec, weights = load_model_with_weights(model, revision, quiet=json_)
-    report = size_report(
-        spec, tp=tensor_parallel_size, pp=pipeline_parallel_size, kv_cache_dtype=kv_cache_dtype,
-        weights_bytes=weights.bytes if weights else None,
-        weights_source="safetensors metadata" if weights else "analytic parameter count",
-    )
-    from dataclasses import replace
-
-    from kvplan.vllm.architectures import not_served_reason
-    from kvplan.vllm.defaults import LATEST
-
-    reason = not_served_reason(spec.architectures, LATEST)
-    if reason is not None:  # sized all the same: an older vLLM may serve it
-        report = replace(report, notes=(*report.notes, reason))
-    if json_:
-        from kvplan.render.json import dumps
-
-        print_json(dumps("size", report))
-    else:
-        from kvplan.render.size import render_size
-
-        out().print(render_size(report))
+    report = size_report_for(model, revision, kv_cache_dtype, tensor_parallel_size, pipeline_parallel_size,
+                             quiet=json_)
+    print_size(report, json_=json_)

@@ -1,0 +1,43 @@
+"""What `kvplan size` does once its options are parsed, importable without Typer (see kvplan.cli.launch)."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kvplan.model.size import SizeReport
+
+
+def size_report_for(model: str, revision: str | None = None, kv_cache_dtype: str = "auto", tp: int = 1,
+                    pp: int = 1, *, quiet: bool = False) -> SizeReport:
+    """Load `model` and size it, with vLLM's refusal (if the latest vLLM does not serve it) as a note."""
+    from dataclasses import replace
+
+    from kvplan.cli.common import load_model_with_weights
+    from kvplan.model.size import size_report
+    from kvplan.vllm.architectures import not_served_reason
+    from kvplan.vllm.defaults import LATEST
+
+    spec, weights = load_model_with_weights(model, revision, quiet=quiet)
+    report = size_report(
+        spec, tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype,
+        weights_bytes=weights.bytes if weights else None,
+        weights_source="safetensors metadata" if weights else "analytic parameter count",
+    )
+    reason = not_served_reason(spec.architectures, LATEST)
+    if reason is not None:  # sized all the same: an older vLLM may serve it
+        report = replace(report, notes=(*report.notes, reason))
+    return report
+
+
+def print_size(report: SizeReport, *, json_: bool) -> None:
+    """The report on stdout: JSON, or the Rich tables."""
+    if json_:
+        from kvplan.cli.console import print_json
+        from kvplan.render.json import dumps
+
+        print_json(dumps("size", report))
+    else:
+        from kvplan.cli.console import out
+        from kvplan.render.size import render_size
+
+        out().print(render_size(report))
