@@ -104,20 +104,25 @@ class BlockPool:
     * `usage()` is `1 − free/(num_gpu_blocks − 1)` (`BlockPool.get_usage`): cached free blocks count as free.
     """
 
-    __slots__ = ("num_gpu_blocks", "enable_caching", "ref_cnt", "block_hash", "_free", "_fresh", "_cached",
-                 "num_free_unhashed", "num_evictions", "num_allocated", "num_freed", "num_touched")
+    __slots__ = ("num_gpu_blocks", "enable_caching", "keep_evicted_hashes", "ref_cnt", "block_hash", "_free",
+                 "_fresh", "_cached", "num_free_unhashed", "num_evictions", "num_allocated", "num_freed",
+                 "num_touched")
 
-    def __init__(self, num_gpu_blocks: int, *, enable_caching: bool = True) -> None:
+    def __init__(self, num_gpu_blocks: int, *, enable_caching: bool = True, keep_evicted_hashes: bool = False) -> None:
         check_pool_size(num_gpu_blocks)
         self.num_gpu_blocks = num_gpu_blocks
         self.enable_caching = enable_caching
+        # An evicted hash stays in the map with the value None (a tombstone: lookups miss it), so the map
+        # holds every hash ever cached (`known_hashes`). The prefix simulator counts cold misses with it;
+        # the map then grows with the distinct blocks of the run, so the serve scheduler keeps this off.
+        self.keep_evicted_hashes = keep_evicted_hashes
         self.ref_cnt = [0] * num_gpu_blocks
         self.block_hash: list[BlockHash | None] = [None] * num_gpu_blocks
         self._free: OrderedDict[int, None] = OrderedDict()  # free blocks that have been handed out before
         self._fresh = 1  # blocks [_fresh, num_gpu_blocks) were never handed out (block 0 is the null block)
         # hash -> block id, or {block id: None} when several blocks hold the same content
-        # (vLLM's BlockHashToBlockMap does the same).
-        self._cached: dict[BlockHash, int | dict[int, None]] = {}
+        # (vLLM's BlockHashToBlockMap does the same); None for an evicted one if keep_evicted_hashes.
+        self._cached: dict[BlockHash, int | dict[int, None] | None] = {}
         self.num_free_unhashed = num_gpu_blocks - 1
         self.num_evictions = 0  # cached blocks whose hash was dropped to reuse them
         self.num_allocated = 0
@@ -140,7 +145,7 @@ class BlockPool:
 
     def num_cached_blocks(self) -> int:
         """Blocks that carry a hash (in use or free)."""
-        return sum(1 if isinstance(v, int) else len(v) for v in self._cached.values())
+        return sum(1 if isinstance(v, int) else len(v) for v in self._cached.values() if v is not None)
 
     def free_queue(self) -> list[int]:
         """Free block ids from the front (next to be allocated/evicted) to the tail."""
@@ -154,6 +159,14 @@ class BlockPool:
         if v is None or isinstance(v, int):
             return v
         return next(iter(v))
+
+    def known_hashes(self) -> int:
+        """With `keep_evicted_hashes`: how many distinct hashes have ever been cached."""
+        return len(self._cached)
+
+    def is_known_hash(self, block_hash: BlockHash) -> bool:
+        """With `keep_evicted_hashes`: whether `block_hash` has ever been cached (evicted since or not)."""
+        return block_hash in self._cached
 
     def find_longest_cache_hit(self, hashes: Sequence[BlockHash], max_blocks: int) -> list[int]:
         """Blocks of the longest cached prefix of `hashes`, at most `max_blocks` of them.
@@ -196,10 +209,11 @@ class BlockPool:
             raise InvalidParameter(f"cannot allocate {n} blocks: only {self.num_free_blocks()} free")
         if not self.enable_caching:
             hashes = ()
+        pop = self._pop_keeping if self.keep_evicted_hashes else self._pop
         if not fresh_left:
-            out = self._pop(n, hashes)
+            out = pop(n, hashes)
         else:  # queue order: queued unhashed blocks, then never-used ones, then hashed ones
-            out = self._pop(min(n, self.num_free_unhashed - fresh_left))
+            out = pop(min(n, self.num_free_unhashed - fresh_left))
             take = min(n - len(out), fresh_left)
             start = self._fresh
             self._fresh += take
@@ -210,7 +224,7 @@ class BlockPool:
             if hashes:
                 self.cache_blocks(out, hashes[:done])
             if done < n:
-                out += self._pop(n - done, hashes[done:])
+                out += pop(n - done, hashes[done:])
         self.num_allocated += n
         return out
 
@@ -260,24 +274,76 @@ class BlockPool:
         self.num_evictions += evicted
         return out
 
+    def _pop_keeping(self, n: int, hashes: Sequence[BlockHash] = ()) -> list[int]:
+        """`_pop` with `keep_evicted_hashes`: an evicted hash's entry becomes None instead of going away,
+        and a new hash whose entry is None takes it over (one dict write each, no insertion)."""
+        ref, bh, cached = self.ref_cnt, self.block_hash, self._cached
+        popitem = self._free.popitem
+        out: list[int] = []
+        append = out.append
+        unhashed = evicted = 0
+        m = min(n, len(hashes))
+        for k in hashes[:m]:  # blocks that get a hash
+            b = popitem(False)[0]
+            h = bh[b]
+            if h is None:
+                unhashed += 1
+            else:
+                evicted += 1
+                if h is not RETIRED:
+                    if (v := cached[h]) == b:
+                        cached[h] = None
+                    else:  # several blocks hold this hash
+                        self._uncache_one_of(b, h, v)
+            bh[b] = k
+            if k in cached and cached[k] is not None:  # another block holds this content already
+                self._cache_one_more(b, k)
+            else:
+                cached[k] = b
+            ref[b] = 1
+            append(b)
+        for _ in range(n - m):
+            b = popitem(False)[0]
+            h = bh[b]
+            if h is None:
+                unhashed += 1
+            else:
+                evicted += 1
+                bh[b] = None
+                if h is not RETIRED:
+                    if (v := cached[h]) == b:
+                        cached[h] = None
+                    else:
+                        self._uncache_one_of(b, h, v)
+            ref[b] = 1
+            append(b)
+        self.num_free_unhashed -= unhashed
+        self.num_evictions += evicted
+        return out
+
     def _cache_one_more(self, block: int, h: BlockHash) -> None:
         """Add `block` to the blocks that hold hash `h` (already held by one or more)."""
         v = self._cached[h]
+        assert v is not None, "held by one or more"
         if isinstance(v, int):
             self._cached[h] = {v: None, block: None}
         else:
             v[block] = None
 
-    def _uncache_one_of(self, block: int, h: BlockHash, blocks: int | dict[int, None]) -> None:
+    def _uncache_one_of(self, block: int, h: BlockHash, blocks: int | dict[int, None] | None) -> None:
         """Put back hash `h`'s entry (just popped: the blocks holding it), without `block`."""
-        assert not isinstance(blocks, int), "a block's hash maps to that block"
+        assert isinstance(blocks, dict), "a block's hash maps to that block"
         del blocks[block]
         self._cached[h] = next(iter(blocks)) if len(blocks) == 1 else blocks
 
     def _evict(self, block: int, h: BlockHash) -> None:
         v = self._cached[h]
+        assert v is not None, "an evicted block's hash is held"
         if isinstance(v, int):
-            del self._cached[h]
+            if self.keep_evicted_hashes:
+                self._cached[h] = None
+            else:
+                del self._cached[h]
         else:
             del v[block]
             if len(v) == 1:
@@ -366,5 +432,6 @@ class BlockPool:
         assert all(self.block_hash[b] is RETIRED or self.get_cached_block(h) is not None
                    for b, h in enumerate(self.block_hash) if h is not None)
         for h, v in self._cached.items():
-            for b in ([v] if isinstance(v, int) else list(v)):
+            assert v is not None or self.keep_evicted_hashes
+            for b in ([] if v is None else [v] if isinstance(v, int) else list(v)):
                 assert self.block_hash[b] == h

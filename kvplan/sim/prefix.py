@@ -160,11 +160,13 @@ def request_blocks(num_prompt_tokens: int, num_output_tokens: int, block_size: i
 
 def _run(workload: PrefixWorkload, num_gpu_blocks: int, bs: int, cpu: CpuTier | None, classify: bool,
          check: bool = False) -> _Run:
-    pool = BlockPool(num_gpu_blocks)
+    # With classify, the pool's hash map keeps evicted hashes: it holds every block read so far, which
+    # tells cold misses (never read) from evicted ones.
+    pool = BlockPool(num_gpu_blocks, keep_evicted_hashes=classify)
     usable = pool.usable_blocks
     counters = [[0] * 8 for _ in workload.phase_names]
     distinct = [0] * len(workload.phase_names)
-    seen: set[BlockHash] = set()
+    known = pool.is_known_hash
     peak = 0
     for r in workload.requests:
         p = r.num_prompt_tokens
@@ -184,6 +186,9 @@ def _run(workload: PrefixWorkload, num_gpu_blocks: int, bs: int, cpu: CpuTier | 
         g = len(hit)
         pool.touch(hit)
         evictions = pool.num_evictions
+        if classify:  # blocks read for the first time: how much the map grows, less those past the cap
+            new_past_cap = sum(1 for k in keys[cap:full] if not known(k))
+            before = pool.known_hashes()
         blocks = hit + pool.get_new_blocks(total_blocks - g, keys[g:full])  # full blocks get their hashes
         used = usable - pool.num_free_unhashed
         if used > peak:
@@ -198,14 +203,11 @@ def _run(workload: PrefixWorkload, num_gpu_blocks: int, bs: int, cpu: CpuTier | 
             cpu.store(keys, p)
         if classify:
             c[_UNCACHEABLE] += p - cap * bs
-            cold = 0
-            for k in keys[g:cap]:
-                if k not in seen:
-                    cold += 1
+            known_now = pool.known_hashes()  # (a request's chained keys are distinct)
+            cold = known_now - before - new_past_cap
             c[_COLD] += cold * bs
             c[_EVICTED] += (cap - g - cold) * bs
-            seen.update(keys[:full])
-            distinct[r.phase] = len(seen)
+            distinct[r.phase] = known_now
         if check:
             pool.check_invariants()
         blocks.reverse()  # a finished request's blocks go back tail-first
