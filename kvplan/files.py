@@ -55,8 +55,9 @@ def _size(n: int) -> str:
 CONFIG = FileKind("config file", 8 * MiB, 8 * MiB, error=BadConfig, missing=ModelNotFound)
 GPUS = FileKind("GPU file", 4 * MiB, 1 * MiB, error=BadConfig, missing=BadConfig)
 PLAN = FileKind("plan", 1 * MiB, 1 * MiB)
-# vLLM's /metrics is ~100 KB per engine; a dump of a 1,000-engine fleet is a few MB.
-METRICS = FileKind("metrics file", 64 * MiB, 1 * MiB)
+# Streamed, and only the vllm: families are kept (at most observe.metrics.MAX_VLLM_TEXT): a node dump of
+# 1 GiB costs time, not memory. vLLM's own /metrics is ~100 KB per engine.
+METRICS = FileKind("metrics file", 1 * GiB, 1 * MiB)
 # Streamed: memory follows the longest line. A day of a busy server's log is a few hundred MB.
 STARTUP_LOG = FileKind("startup log", 2 * GiB, 1 * MiB, strict_utf8=False)
 # A trace line holds one request's token ids (a 1M-token prompt is ~7 MB of JSON).

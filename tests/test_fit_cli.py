@@ -65,10 +65,10 @@ def test_human_output_shows_waterfall_log_line_and_verdict(runner: CliRunner) ->
         assert text in out
 
 
-def test_refusal_prints_vllms_error_and_advice_with_exit_0(runner: CliRunner) -> None:
+def test_refusal_prints_vllms_error_and_advice_with_exit_1(runner: CliRunner) -> None:
     result = runner.invoke(app, ["fit", QWEN_7B, "--gpu-memory", "24GiB", "--max-model-len", "131072",
                                  "--gpu-memory-utilization", "0.9"], env={"COLUMNS": "200"})
-    assert result.exit_code == 0, result.output
+    assert result.exit_code == 1, result.output  # a capacity verdict, as `kvplan check` gives
     assert "✗ vLLM does not start" in result.stdout
     assert "To serve at least one request with the model's max seq len (131072)" in result.stdout
     assert "What fixes it" in result.stdout and "--max-model-len" in result.stdout

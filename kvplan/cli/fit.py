@@ -34,6 +34,9 @@ EPILOG = """Examples:
   kvplan fit meta-llama/Llama-3.1-70B --max-model-len 16384 --concurrency 8
 
   kvplan fit tests/fixtures/configs/Qwen--Qwen2.5-1.5B --gpu l4 --max-model-len 8192 --json
+
+Exit status: 0 vLLM starts; 1 it would not start (a capacity verdict, as in `kvplan check`), or, without
+--gpu, no catalog GPU serves the model; 2 bad input.
 """
 
 # vLLM lets --max-model-len exceed the model's maximum when this is set (vllm/envs.py); fit and simulate read it.
@@ -348,6 +351,10 @@ def _single(
         from kvplan.render.fit import render_fit
 
         out().print(render_fit(report))
+    if not report.fits:
+        from kvplan.cli.exit_codes import EXIT_CHECK_FAILED
+
+        raise typer.Exit(EXIT_CHECK_FAILED)  # vLLM would refuse to start: a capacity verdict, not an error
 
 
 def _sweep(spec: ModelSpec, settings: ServeSettings, gpus_file: str | None, json_: bool) -> None:
@@ -365,3 +372,7 @@ def _sweep(spec: ModelSpec, settings: ServeSettings, gpus_file: str | None, json
         from kvplan.render.fit import render_sweep
 
         out().print(render_sweep(report))
+    if not report.rows:
+        from kvplan.cli.exit_codes import EXIT_CHECK_FAILED
+
+        raise typer.Exit(EXIT_CHECK_FAILED)  # no catalog GPU serves the model

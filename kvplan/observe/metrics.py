@@ -239,12 +239,19 @@ def parse_exposition(text: str) -> MetricsSnapshot:
     if not order:
         order[(None, None)] = None
 
+    # cache_config_info is labelled by engine only (vllm-reference.md §8); match model_name too if set. The
+    # first info of each (engine, model_name) wins; indexed so that 50,000 engines stay linear.
+    infos: dict[tuple[str | None, str | None], dict[str, str]] = {}
+    for labels in cache_infos:
+        infos.setdefault((labels.get("engine"), labels.get("model_name")), labels)
+    first_info = {id(labels): n for n, labels in enumerate(cache_infos)}
+
     def cache_config(key: EngineKey) -> dict[str, str]:
-        # cache_config_info is labelled by engine only (vllm-reference.md §8); match model_name too if set.
-        for labels in cache_infos:
-            if labels.get("engine") in (None, key[1]) and labels.get("model_name") in (None, key[0]):
-                return {k: v for k, v in labels.items() if k not in _ENGINE_LABELS}
-        return {}
+        hits = [infos[k] for k in ((key[1], key[0]), (key[1], None), (None, key[0]), (None, None)) if k in infos]
+        if not hits:
+            return {}
+        labels = min(hits, key=lambda h: first_info[id(h)])  # the earliest in the exposition, as before
+        return {k: v for k, v in labels.items() if k not in _ENGINE_LABELS}
 
     engines = tuple(
         EngineMetrics(
