@@ -52,11 +52,20 @@ def goldens() -> list[dict[str, object]]:
     return [json.loads(p.read_text()) for p in sorted(GOLDENS.glob("*__*.json"))]
 
 
+# Engine args kvplan models, as ServeSettings fields (LoRA leaves the KV plan as it is: its memory is not the
+# oracle's to measure; hf_overrides are applied to the config before it is read).
+ENGINE_ARGS = {"speculative_config": "speculative_config", "decode_context_parallel_size":
+               "decode_context_parallel_size", "enable_expert_parallel": "enable_expert_parallel",
+               "enable_lora": None, "max_loras": None, "max_lora_rank": None, "hf_overrides": None}
+
+
 def _settings(g: dict) -> ServeSettings | None:  # type: ignore[type-arg]
     inputs = g["inputs"]
-    if inputs.get("engine_args") or inputs.get("block_size") or inputs.get("max_num_seqs"):
-        return None  # flags kvplan does not model yet (speculative decoding, DCP, LoRA, overrides…)
-    return ServeSettings(
+    args = inputs.get("engine_args") or {}
+    if set(args) - set(ENGINE_ARGS) or inputs.get("block_size") or inputs.get("max_num_seqs"):
+        return None  # flags kvplan does not model yet
+    extra = {ENGINE_ARGS[k]: v for k, v in args.items() if ENGINE_ARGS[k]}
+    return ServeSettings(**extra,  # type: ignore[arg-type]
         tp=inputs["tensor_parallel_size"], pp=inputs["pipeline_parallel_size"],
         kv_cache_dtype=inputs["kv_cache_dtype"], kv_cache_memory_bytes=inputs["kv_cache_memory_bytes"],
         max_model_len=inputs["max_model_len"], max_num_batched_tokens=inputs["max_num_batched_tokens"],
@@ -98,12 +107,12 @@ def _same_reason(kvplan_message: str, vllm_message: str) -> bool:
     return head in vllm_message or vllm_message in kvplan_message
 
 
-def load_model_or_reason(path: str):  # type: ignore[no-untyped-def]
+def load_model_or_reason(path: str, hf_overrides: dict | None = None):  # type: ignore[no-untyped-def,type-arg]
     """As the CLI loads a model: a config kvplan cannot read that vLLM would refuse fails with vLLM's reason."""
     from kvplan.errors import BadConfig
 
     try:
-        return load_local(path)
+        return load_local(path, hf_overrides=hf_overrides)
     except BadConfig as exc:
         raise explain_bad_config(exc, LATEST) from exc
 
@@ -117,7 +126,7 @@ def classify(g: dict) -> Outcome | None:  # type: ignore[type-arg]
     family = str(g["model"].get("family") or "")
     case = str(g["case"])
     try:
-        model = load_model_or_reason(str(model_dir))
+        model = load_model_or_reason(str(model_dir), (g["inputs"].get("engine_args") or {}).get("hf_overrides"))
         r = plan_fit(model, get_gpu(GPU_IDS[str(g["inputs"]["gpu"])]), s, advise=False)
     except KvplanError as exc:
         if g["status"] != "answered" and _same_reason(str(exc), _vllm_message(g)):

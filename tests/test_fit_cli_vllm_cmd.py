@@ -20,10 +20,21 @@ def test_underscores_aliases_booleans_and_unknown_flags() -> None:
         "--max_num_seqs 64 --device-memory-utilization 0.8 --enforce-eager --no-enable-prefix-caching "
         "--port 8000 --served-model-name llama --kv-cache-memory=20G --quantization fp8 -dp 2")
     assert c.model == "meta-llama/Llama-3.1-8B"
-    assert c.options == {"max_num_seqs": "64", "gpu_memory_utilization": "0.8", "enforce_eager": True,
-                         "enable_prefix_caching": False, "kv_cache_memory_bytes": "20G"}
-    assert c.ignored == ("--trust-remote-code", "--port 8000", "--served-model-name llama",
-                         "--quantization fp8", "--data-parallel-size 2")
+    assert c.options == {"trust_remote_code": True, "max_num_seqs": "64", "gpu_memory_utilization": "0.8",
+                         "enforce_eager": True, "enable_prefix_caching": False, "kv_cache_memory_bytes": "20G",
+                         "data_parallel_size": "2"}
+    assert c.ignored == ("--port 8000", "--served-model-name llama", "--quantization fp8")
+
+
+def test_big_deployment_flags_are_read() -> None:
+    c = parse_vllm_command("vllm serve deepseek-ai/DeepSeek-V3 -tp 8 -dcp 2 --enable-expert-parallel "
+                           "--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 1}' "
+                           "--hf-overrides '{\"max_position_embeddings\": 131072}'")
+    assert c.options == {"tensor_parallel_size": "8", "decode_context_parallel_size": "2",
+                         "enable_expert_parallel": True,
+                         "speculative_config": '{"method": "mtp", "num_speculative_tokens": 1}',
+                         "hf_overrides": '{"max_position_embeddings": 131072}'}
+    assert c.ignored == ()
 
 
 def test_python_module_entry_point_and_line_continuations() -> None:

@@ -392,6 +392,20 @@ def _as_bytes(value: Any, what: str) -> int:
         raise ParseError(str(exc)) from None
 
 
+def _as_mapping(value: Any, what: str) -> Mapping[str, Any]:
+    """A JSON-object option (`speculative_config`): a mapping in the plan, or its JSON text."""
+    if isinstance(value, str):
+        import json
+
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as exc:
+            raise ParseError(f"{what}: not valid JSON ({exc.msg})") from None
+    if not isinstance(value, Mapping):
+        raise ParseError(f"{what}: expected an object, got {value!r}")
+    return dict(value)
+
+
 def _choice(*choices: str) -> _Converter:
     def convert(value: Any, what: str) -> str:
         text = str(value).strip().lower() if not isinstance(value, bool) else ""
@@ -423,9 +437,15 @@ VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
     "enable_prefix_caching": ("enable_prefix_caching", _as_bool),
     "disable_hybrid_kv_cache_manager": ("disable_hybrid_kv_cache_manager", _as_bool),
     "performance_mode": ("performance_mode", _choice("balanced", "interactivity", "throughput")),
+    "speculative_config": ("speculative_config", _as_mapping),
+    "decode_context_parallel_size": ("decode_context_parallel_size", _as_int),
+    "data_parallel_size": ("data_parallel_size", _as_int),
+    "enable_expert_parallel": ("enable_expert_parallel", _as_bool),
+    "trust_remote_code": ("allow_custom_code", _as_bool),
 }
 # vLLM's short and negated spellings.
 VLLM_ALIASES: Mapping[str, str] = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size",
+                                   "dp": "data_parallel_size", "dcp": "decode_context_parallel_size",
                                    "kv_cache_memory": "kv_cache_memory_bytes"}
 VLLM_NEGATED: Mapping[str, str] = {"no_enable_prefix_caching": "enable_prefix_caching",
                                    "no_enforce_eager": "enforce_eager"}
@@ -433,7 +453,7 @@ VLLM_NEGATED: Mapping[str, str] = {"no_enable_prefix_caching": "enable_prefix_ca
 # real `vllm serve` line or --config file can be used as it is.
 VLLM_IGNORED = frozenset({
     "host", "port", "served_model_name", "api_key", "uvicorn_log_level", "disable_log_requests",
-    "disable_log_stats", "enable_log_requests", "trust_remote_code", "tokenizer", "tokenizer_mode",
+    "disable_log_stats", "enable_log_requests", "tokenizer", "tokenizer_mode",
     "tokenizer_revision", "code_revision", "download_dir", "load_format", "seed", "chat_template",
     "chat_template_content_format", "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser",
     "generation_config", "disable_uvicorn_access_log", "allowed_origins", "allowed_methods", "allowed_headers",
@@ -447,9 +467,7 @@ VLLM_IGNORED = frozenset({
 VLLM_UNMODELLED: Mapping[str, str] = {
     "dtype": "not modelled (kvplan uses the checkpoint's dtype)",
     "quantization": "online quantization is not modelled (the checkpoint's own scheme is)",
-    "data_parallel_size": "not modelled: each data-parallel replica is planned alone",
     "cpu_offload_gb": "CPU weight offload is not modelled",
-    "speculative_config": "speculative decoding is not modelled",
     "enable_lora": "LoRA adapters' memory is not modelled",
     "max_lora_rank": "LoRA adapters' memory is not modelled",
     "max_loras": "LoRA adapters' memory is not modelled",
@@ -457,11 +475,10 @@ VLLM_UNMODELLED: Mapping[str, str] = {
     "swap_space": "not modelled",
     "kv_offloading_size": "KV offloading is not modelled",
     "kv_transfer_config": "KV transfer is not modelled",
-    "enable_expert_parallel": "expert parallelism is not modelled",
     "compilation_config": "not modelled (CUDA graphs are estimated from max_num_seqs)",
     "mamba_cache_dtype": "not modelled (the model's dtype is used)",
     "mamba_ssm_cache_dtype": "not modelled (the model's dtype is used)",
-    "hf_overrides": "not modelled",
+    "hf_overrides": "not applied in plan files yet (kvplan fit --hf-overrides applies it)",
     "limit_mm_per_prompt": "multimodal encoder memory is not modelled",
 }
 

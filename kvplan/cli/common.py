@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from kvplan.model.hub import WeightsInfo
@@ -18,7 +18,8 @@ def _spinner(text: str, quiet: bool) -> object:
     return console.status(text, spinner="dots")
 
 
-def load_model(source: str, revision: str | None = None, *, quiet: bool = False) -> ModelSpec:
+def load_model(source: str, revision: str | None = None, *, quiet: bool = False,
+               hf_overrides: dict[str, Any] | None = None) -> ModelSpec:
     """Load a model; a spinner shows on stderr (never stdout, never under --json) while on the Hub.
 
     A config kvplan cannot read whose architecture vLLM does not serve either fails with vLLM's reason
@@ -28,9 +29,10 @@ def load_model(source: str, revision: str | None = None, *, quiet: bool = False)
 
     try:
         if not hub.is_hub_id(source):
-            return hub.load_local(source) if not revision else hub.load_model(source, revision)
+            return (hub.load_local(source, hf_overrides=hf_overrides) if not revision
+                    else hub.load_model(source, revision, hf_overrides=hf_overrides))
         with _spinner(f"Fetching {source} config.json…", quiet):  # type: ignore[attr-defined]
-            return hub.load_model(source, revision)
+            return hub.load_model(source, revision, hf_overrides=hf_overrides)
     except BadConfig as exc:
         from kvplan.vllm.architectures import explain_bad_config
         from kvplan.vllm.defaults import LATEST
@@ -42,12 +44,12 @@ def load_model(source: str, revision: str | None = None, *, quiet: bool = False)
 
 
 def load_model_with_weights(
-    source: str, revision: str | None = None, *, quiet: bool = False
+    source: str, revision: str | None = None, *, quiet: bool = False, hf_overrides: dict[str, Any] | None = None
 ) -> tuple[ModelSpec, WeightsInfo | None]:
     """The model and, for Hub models, the stored weight bytes from safetensors metadata."""
     from kvplan.model import hub
 
-    spec = load_model(source, revision, quiet=quiet)
+    spec = load_model(source, revision, quiet=quiet, hf_overrides=hf_overrides)
     if not hub.is_hub_id(source):
         return spec, None
     with _spinner(f"Reading {source} safetensors metadata…", quiet):  # type: ignore[attr-defined]

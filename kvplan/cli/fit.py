@@ -138,6 +138,29 @@ def command(
     vllm_cmd: Annotated[
         str | None, _opt("A whole `vllm serve MODEL --flag …` command line, quoted.", "--vllm-cmd")
     ] = None,
+    speculative_config: Annotated[
+        str | None, _vllm('Speculative decoding as JSON, e.g. \'{"method": "mtp", "num_speculative_tokens": 1}\'.',
+                          "--speculative-config")
+    ] = None,
+    decode_context_parallel_size: Annotated[
+        int | None, _vllm("Shard each request's KV over this many TP ranks (default 1).",
+                          "--decode-context-parallel-size", "-dcp")
+    ] = None,
+    data_parallel_size: Annotated[
+        int | None, _vllm("Independent replicas, each its own KV pool (default 1).", "--data-parallel-size", "-dp")
+    ] = None,
+    enable_expert_parallel: Annotated[
+        bool | None, _vllm("Split the experts over TP × DP ranks (the KV cache is unchanged).",
+                           "--enable-expert-parallel")
+    ] = None,
+    hf_overrides: Annotated[
+        str | None, _vllm("Config overrides as JSON, e.g. a rope_scaling and max_position_embeddings.",
+                          "--hf-overrides")
+    ] = None,
+    trust_remote_code: Annotated[
+        bool | None, _vllm("Accept a repository whose config needs its own code (kvplan still runs none of it).",
+                           "--trust-remote-code")
+    ] = None,
     json_: JsonFlag = False,
 ) -> None:
     """vLLM's memory budget, KV blocks, concurrency and startup verdict."""
@@ -160,6 +183,12 @@ def command(
         "kv_cache_memory_bytes": kv_cache_memory_bytes,
         "revision": revision,
         "moe_backend": moe_backend,
+        "speculative_config": speculative_config,
+        "decode_context_parallel_size": decode_context_parallel_size,
+        "data_parallel_size": data_parallel_size,
+        "enable_expert_parallel": enable_expert_parallel,
+        "hf_overrides": hf_overrides,
+        "trust_remote_code": trust_remote_code,
     }
     if vllm_cmd is not None:
         from kvplan.vllm.command_line import parse_vllm_command
@@ -202,7 +231,8 @@ def command(
 
         settings = replace(settings, tp=tp)
 
-    spec, stored = _load(model, str(given["revision"]) if given["revision"] else None, quiet=json_)
+    spec, stored = _load(model, str(given["revision"]) if given["revision"] else None, quiet=json_,
+                         hf_overrides=json_option(given.get("hf_overrides"), "--hf-overrides"))
     if stored is not None and settings.weights_bytes is None:
         from dataclasses import replace
 
@@ -213,10 +243,28 @@ def command(
     _single(spec, settings, gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file, replicas, json_)
 
 
-def _load(model: str, revision: str | None, *, quiet: bool) -> tuple[ModelSpec, int | None]:
+def json_option(value: object, flag: str) -> dict[str, Any] | None:
+    """A vLLM option given as JSON text (or already a mapping, from a plan file)."""
+    if value is None or isinstance(value, dict):
+        return value
+    import json
+
+    from kvplan.errors import InvalidParameter
+
+    try:
+        parsed = json.loads(str(value))
+    except json.JSONDecodeError as exc:
+        raise InvalidParameter(f"{flag}: not valid JSON ({exc.msg} at character {exc.pos})") from None
+    if not isinstance(parsed, dict):
+        raise InvalidParameter(f"{flag} must be a JSON object, got {type(parsed).__name__}")
+    return parsed
+
+
+def _load(model: str, revision: str | None, *, quiet: bool,
+          hf_overrides: dict[str, Any] | None = None) -> tuple[ModelSpec, int | None]:
     from kvplan.cli.common import load_model_with_weights
 
-    spec, weights = load_model_with_weights(model, revision, quiet=quiet)
+    spec, weights = load_model_with_weights(model, revision, quiet=quiet, hf_overrides=hf_overrides)
     return spec, (weights.bytes if weights else None)
 
 
@@ -305,6 +353,11 @@ def settings_from_flags(
         context=None if context is None else parse_count(context, what="--context", minimum=1),
         concurrency=concurrency,
         moe_backend=moe_backend,
+        allow_custom_code=bool(given.get("trust_remote_code") or False),
+        speculative_config=json_option(given.get("speculative_config"), "--speculative-config"),
+        decode_context_parallel_size=count("decode_context_parallel_size", "--decode-context-parallel-size") or 1,
+        data_parallel_size=count("data_parallel_size", "--data-parallel-size") or 1,
+        enable_expert_parallel=bool(given.get("enable_expert_parallel") or False),
     )
 
 

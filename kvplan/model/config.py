@@ -42,11 +42,28 @@ _ATTENTION_TYPES = frozenset({"full_attention", "attention", "global", "hybrid"}
 _SLIDING_TYPES = frozenset({"sliding_attention", "local", "sliding"})
 
 
+def apply_hf_overrides(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
+    """vLLM's `--hf-overrides` (config/model.py:ModelConfig._apply_dict_overrides): a key naming a nested
+    config (`text_config`, `vision_config` …) is updated key by key; any other key, dicts such as
+    `rope_scaling` included, is replaced whole."""
+    if not isinstance(overrides, Mapping):
+        raise BadConfig("--hf-overrides must be a JSON object")
+    out = dict(config)
+    for key, value in overrides.items():
+        current = out.get(key)
+        if str(key).endswith("_config") and isinstance(current, Mapping) and isinstance(value, Mapping):
+            out[key] = apply_hf_overrides(current, value)
+        else:
+            out[key] = value
+    return out
+
+
 def parse_config(
     config: Mapping[str, Any],
     *,
     name: str = "model",
     quant_config: Mapping[str, Any] | None = None,
+    hf_overrides: Mapping[str, Any] | None = None,
 ) -> ModelSpec:
     """Turn a config.json dict (and hf_quant_config.json, if any) into a ModelSpec.
 
@@ -55,6 +72,8 @@ def parse_config(
     """
     if not isinstance(config, Mapping):
         raise BadConfig("config.json must hold a JSON object")
+    if hf_overrides:
+        config = apply_hf_overrides(config, hf_overrides)
     try:
         return _parse(config, name, quant_config)
     except BadConfig as exc:

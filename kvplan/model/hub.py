@@ -79,8 +79,9 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
     return data
 
 
-def load_local(source: str) -> ModelSpec:
-    """A folder holding config.json (and maybe hf_quant_config.json), or a path to a config.json."""
+def load_local(source: str, *, hf_overrides: Mapping[str, Any] | None = None) -> ModelSpec:
+    """A folder holding config.json (and maybe hf_quant_config.json), or a path to a config.json;
+    `hf_overrides` as vLLM's --hf-overrides."""
     path = Path(os.path.expanduser(source))  # `~user` of no such user stays as written (Path raises)
     if path.is_dir():
         folder, cfg = path, path / CONFIG_NAME
@@ -93,7 +94,7 @@ def load_local(source: str) -> ModelSpec:
     quant_path = folder / QUANT_CONFIG_NAME
     quant = _read_json(quant_path, QUANT_CONFIG_NAME) if quant_path.exists() else None
     name = folder.name if cfg.name == CONFIG_NAME else cfg.stem
-    return parse_config(_read_json(cfg, str(cfg)), name=name, quant_config=quant)
+    return parse_config(_read_json(cfg, str(cfg)), name=name, quant_config=quant, hf_overrides=hf_overrides)
 
 
 def _hub_error(exc: Exception, repo_id: str, revision: str | None, filename: str) -> KvplanError:
@@ -207,16 +208,18 @@ def _optional_download(repo_id: str, filename: str, revision: str | None) -> Pat
         return None  # the optional file does not exist (or is not cached offline)
 
 
-def load_model(source: str, revision: str | None = None) -> ModelSpec:
+def load_model(source: str, revision: str | None = None, *,
+               hf_overrides: Mapping[str, Any] | None = None) -> ModelSpec:
     """A ModelSpec from a Hub id (`--revision` honoured), a local folder, or a config.json path."""
     if not is_hub_id(source):
         if revision:
             raise BadConfig("--revision applies to Hub models, not local paths")
-        return load_local(source)
+        return load_local(source, hf_overrides=hf_overrides)
     cfg = _download(source, CONFIG_NAME, revision)
     quant_path = _optional_download(source, QUANT_CONFIG_NAME, revision)
     quant = _read_json(quant_path, QUANT_CONFIG_NAME) if quant_path else None
-    return parse_config(_read_json(cfg, f"{source}/{CONFIG_NAME}"), name=source, quant_config=quant)
+    return parse_config(_read_json(cfg, f"{source}/{CONFIG_NAME}"), name=source, quant_config=quant,
+                        hf_overrides=hf_overrides)
 
 
 def safetensors_weights(repo_id: str, revision: str | None = None) -> WeightsInfo | None:

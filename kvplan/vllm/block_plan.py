@@ -19,7 +19,7 @@ pipeline from a model, a GPU and `vllm serve` settings.
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from kvplan.errors import InvalidParameter
@@ -348,6 +348,7 @@ def plan_kv_cache(
     disable_hybrid_kv_cache_manager: bool = False,
     sliding_window_block_size: int | None = None,
     num_speculative_blocks: int = 0,
+    context_parallel: int = 1,
 ) -> KVCachePlan:
     """Blocks, tokens, concurrency and the fit verdict for KV memory given per worker (PP stage).
 
@@ -366,4 +367,15 @@ def plan_kv_cache(
     )
     if not layout.groups:  # attention-free and state-free: vLLM keeps just the null block
         return _attention_free_plan(layout, avail, max_model_len, in_flight_tokens, mamba_cache_mode)
+    if context_parallel > 1:
+        layout = _context_parallel_layout(layout, context_parallel, max_model_len, in_flight_tokens)
     return _counted_plan(layout, workers, avail, max_model_len, in_flight_tokens, mamba_cache_mode)
+
+
+def _context_parallel_layout(layout: _Layout, dcp: int, max_model_len: int, in_flight_tokens: int) -> _Layout:
+    """Decode context parallelism shards each request's KV over `dcp` ranks: a block id then stands for
+    block_size × dcp tokens of the request (v1/core/kv_cache_utils.py and single_type_kv_cache_manager.py:
+    `block_size * dcp_world_size` per block), so requests hold 1/dcp of the blocks and tokens grow ×dcp."""
+    groups = tuple(g if g.kind == "mamba" else replace(g, block_size=g.block_size * dcp) for g in layout.groups)
+    bpr = blocks_per_request(groups, max_model_len, in_flight_tokens, layout.mamba_blocks)
+    return replace(layout, groups=groups, blocks_per_request=bpr)

@@ -29,6 +29,10 @@ VALUE_FLAGS: dict[str, str] = {
     "--kv-cache-memory": "kv_cache_memory_bytes",
     "--revision": "revision",
     "--performance-mode": "performance_mode",
+    "--speculative-config": "speculative_config",
+    "--decode-context-parallel-size": "decode_context_parallel_size",
+    "--data-parallel-size": "data_parallel_size",
+    "--hf-overrides": "hf_overrides",
 }
 BOOL_FLAGS: dict[str, tuple[str, bool]] = {
     "--enforce-eager": ("enforce_eager", True),
@@ -37,23 +41,25 @@ BOOL_FLAGS: dict[str, tuple[str, bool]] = {
     "--no-enable-prefix-caching": ("enable_prefix_caching", False),
     "--disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", True),
     "--no-disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", False),
+    "--enable-expert-parallel": ("enable_expert_parallel", True),
+    "--no-enable-expert-parallel": ("enable_expert_parallel", False),
+    "--trust-remote-code": ("trust_remote_code", True),
 }
 SHORT_FLAGS = {
     "-tp": "--tensor-parallel-size",
     "-pp": "--pipeline-parallel-size",
     "-dp": "--data-parallel-size",
+    "-dcp": "--decode-context-parallel-size",
     "-q": "--quantization",
 }
 # vLLM boolean flags that take no value and do not affect the plan (so they must not swallow the next word).
 IGNORED_BOOL_FLAGS = frozenset(
     {
-        "--trust-remote-code",
         "--enable-chunked-prefill",
         "--disable-log-requests",
         "--disable-log-stats",
         "--enable-auto-tool-choice",
         "--async-scheduling",
-        "--enable-expert-parallel",
         "--enable-lora",
         "--disable-custom-all-reduce",
         "--enable-log-requests",

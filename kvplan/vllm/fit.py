@@ -27,6 +27,7 @@ from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import estimate_weights
 from kvplan.vllm.report import FitReport, GroupSummary
 from kvplan.vllm.settings import GpuLike, ResolvedSettings, ServeSettings, resolve_settings, served_dtype
+from kvplan.vllm.speculative import SpecDecode, draft_specs, resolve_speculative
 from kvplan.vllm.verdicts import PreemptionVerdict, preemption_verdict, startup_verdict
 
 if TYPE_CHECKING:
@@ -82,9 +83,11 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                              "safetensors metadata gives the checkpoint's size") from exc
 
 
-def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings) -> tuple[KVCachePlan, list[str]]:
+def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings, s: ServeSettings,
+                spec_decode: SpecDecode | None = None) -> tuple[KVCachePlan, list[str]]:
     """Stage 4: the block plan at max_model_len; with auto-fit (`--max-model-len -1`), re-planned at the
-    longest length that fits, as vLLM does. Returns the plan and the notes it gives rise to."""
+    longest length that fits, as vLLM does. Decode context parallelism and a speculative draft's extra
+    state blocks enter here. Returns the plan and the notes it gives rise to."""
 
     def plan_at(length: int) -> KVCachePlan:
         return plan_kv_cache(
@@ -94,6 +97,8 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
             mamba_prefill_checkpoint_blocks=r.mamba_prefill_checkpoint_blocks,
             min_kernel_block_size=r.backend.min_kernel_block_size,
             disable_hybrid_kv_cache_manager=r.disable_hybrid_kv_cache_manager,
+            num_speculative_blocks=spec_decode.num_speculative_tokens if spec_decode is not None else 0,
+            context_parallel=s.decode_context_parallel_size,
         )
 
     notes: list[str] = []
@@ -155,9 +160,12 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
         dtype_notes.append(f"{gpu.name} has no {model.dtype}: vLLM runs the model (and an auto KV cache) in {dtype}")
         model = replace(model, dtype=dtype)
     r = resolve_settings(model, gpu, s)
+    spec_decode = resolve_speculative(model, s.speculative_config)
     specs = kv_cache_specs(model, tp=s.tp, pp=s.pp, kv_cache_dtype=r.kv_cache_dtype_flag)
+    if spec_decode is not None:
+        specs[-1].extend(draft_specs(specs[-1], model.num_layers, spec_decode))
     budget = memory_stage(model, gpu, s, r, specs)
-    plan, plan_notes = block_stage(specs, budget, r)
+    plan, plan_notes = block_stage(specs, budget, r, s, spec_decode)
     plan, bs_source = _block_size_source(plan, s, r)
     startup, error = startup_verdict(budget, plan)
     max_len = plan.max_model_len

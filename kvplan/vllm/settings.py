@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from kvplan.errors import InvalidParameter, NotServed
 from kvplan.model.kv_cache import KV_CACHE_DTYPES, resolve_kv_cache_dtype
@@ -54,6 +54,11 @@ class ServeSettings:
     vllm_version: str | None = None
     allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN
     allow_custom_code: bool = False  # vLLM's --trust-remote-code (kvplan never runs the code either way)
+    # Big deployments (vLLM's flags): a speculative draft, decode context parallelism, expert/data parallelism.
+    speculative_config: Mapping[str, Any] | None = None  # --speculative-config, e.g. {"method": "mtp", …}
+    decode_context_parallel_size: int = 1  # --decode-context-parallel-size / -dcp
+    enable_expert_parallel: bool = False  # --enable-expert-parallel: experts split over TP×DP ranks
+    data_parallel_size: int = 1  # --data-parallel-size / -dp: independent replicas, each its own KV pool
     # Measured values that replace kvplan's estimates (bytes per GPU).
     weights_bytes: int | None = None
     activation_bytes: int | None = None
@@ -67,6 +72,25 @@ class ServeSettings:
     # The load to judge preemption at (defaults: max_model_len, max_num_seqs).
     context: int | None = None
     concurrency: int | None = None
+
+
+def _validate_parallel(model: ModelSpec, s: ServeSettings) -> None:
+    """vLLM's checks of decode context and data parallelism (config/parallel.py, config/vllm.py)."""
+    dcp = s.decode_context_parallel_size
+    for flag, value in (("--decode-context-parallel-size", dcp), ("--data-parallel-size", s.data_parallel_size)):
+        if value < 1 or value > MAX_PARALLEL_SIZE:
+            raise InvalidParameter(f"{flag} must be 1–{MAX_PARALLEL_SIZE}, got {value}")
+    if s.tp % dcp:
+        raise InvalidParameter(f"--tensor-parallel-size {s.tp} must be divisible by --decode-context-parallel-size "
+                               f"{dcp}", hint="vLLM shards each request's KV over dcp ranks of the TP group")
+    if dcp > 1 and model.mla is None and s.tp <= model.num_kv_heads:
+        raise InvalidParameter(f"--decode-context-parallel-size {dcp} needs --tensor-parallel-size above the "
+                               f"{model.num_kv_heads} KV heads for a non-MLA model",
+                               hint="DCP reuses the ranks that would otherwise replicate KV heads")
+
+
+# Far above any real deployment (a GB300 NVL72 domain has 72 GPUs); bounds every count derived from them.
+MAX_PARALLEL_SIZE = 1024
 
 
 def validate_settings(model: ModelSpec, s: ServeSettings) -> None:
@@ -269,6 +293,7 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     version = vd.parse_vllm_version(s.vllm_version or vd.LATEST_VLLM_VERSION)
     check_model_served(model, version, allow_custom_code=s.allow_custom_code)
     validate_settings(model, s)
+    _validate_parallel(model, s)
     max_len, len_source = _max_model_len(model, s)
     util = s.gpu_memory_utilization if s.gpu_memory_utilization is not None else vd.default_gpu_memory_utilization(
         version)

@@ -1,0 +1,68 @@
+"""Flags of big deployments, from the command line and pasted `vllm serve` lines, against vLLM 0.33's CUDA
+planner (tests/fixtures/oracle-cuda/*__h100-* extra cases; the core is pinned case by case in
+tests/test_cuda_golden.py)."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli.app import app
+from tests.conftest import CONFIGS
+
+runner = CliRunner()
+GOLDENS = CONFIGS.parent / "oracle-cuda"
+YARN = ('{"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 32768}, '
+        '"max_position_embeddings": 131072}')
+
+
+def _golden_line(case: str) -> str:
+    return str(json.loads((GOLDENS / f"{case}.json").read_text())["kv_cache"]["log_line"])
+
+
+def _fit_json(*args: str) -> dict:  # type: ignore[type-arg]
+    result = runner.invoke(app, ["fit", *args, "--gpu", "h100", "--weights-memory", "0", "--json"])
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+
+def test_yarn_hf_overrides_serve_qwen3_at_128k_as_vllm_does() -> None:
+    r = _fit_json(str(CONFIGS / "Qwen--Qwen3-30B-A3B"), "--max-model-len", "131072", "--kv-cache-memory-bytes",
+                  "21474836480", "--hf-overrides", YARN)
+    assert r["log_line"] == _golden_line("Qwen--Qwen3-30B-A3B__h100-yarn-mml131072")
+
+
+@pytest.mark.parametrize(("flags", "case"), [
+    ("--speculative-config '{\"method\": \"deepseek_mtp\", \"num_speculative_tokens\": 1}'",
+     "deepseek-ai--DeepSeek-V3__h100-tp8-mml8192-mtp1"),
+    ("--speculative-config '{\"method\": \"mtp\", \"num_speculative_tokens\": 3}'",
+     "deepseek-ai--DeepSeek-V3__h100-tp8-mml8192-mtp3"),
+    ("-dcp 2", "deepseek-ai--DeepSeek-V3__h100-tp8-mml8192-dcp2"),
+    ("--decode-context-parallel-size 8", "deepseek-ai--DeepSeek-V3__h100-tp8-mml8192-dcp8"),
+])
+def test_pasted_vllm_serve_lines_with_mtp_and_dcp(flags: str, case: str) -> None:
+    cmd = (f"vllm serve {CONFIGS / 'deepseek-ai--DeepSeek-V3'} -tp 8 --max-model-len 8192 "
+           f"--kv-cache-memory-bytes 21474836480 {flags}")
+    assert _fit_json("--vllm-cmd", cmd)["log_line"] == _golden_line(case)
+
+
+def test_dcp_needs_a_tp_size_it_divides() -> None:
+    result = runner.invoke(app, ["fit", str(CONFIGS / "deepseek-ai--DeepSeek-V3"), "--gpu", "h100", "-tp", "8",
+                                 "-dcp", "3"])
+    assert result.exit_code == 2
+    assert "--tensor-parallel-size 8 must be divisible by --decode-context-parallel-size 3" in result.output
+
+
+def test_mtp_needs_the_models_mtp_layers() -> None:
+    result = runner.invoke(app, ["fit", str(CONFIGS / "Qwen--Qwen2.5-7B"), "--gpu", "h100",
+                                 "--speculative-config", '{"method": "mtp", "num_speculative_tokens": 1}'])
+    assert result.exit_code == 2
+    assert "has no MTP layers" in result.output
+
+
+def test_a_bad_json_flag_is_one_clear_error() -> None:
+    result = runner.invoke(app, ["fit", str(CONFIGS / "Qwen--Qwen2.5-7B"), "--gpu", "h100",
+                                 "--speculative-config", "{method: mtp}"])
+    assert result.exit_code == 2
+    assert "--speculative-config: not valid JSON" in result.output
