@@ -218,7 +218,6 @@ def command(
         allow_long=bool(os.environ.get(ENV_ALLOW_LONG)),
     )
     tp, pp = settings.tp, settings.pp
-    replicas = 1
     if num_gpus is not None:
         if num_gpus < 1:
             raise InvalidParameter(f"--num-gpus must be ≥ 1, got {num_gpus}")
@@ -229,7 +228,7 @@ def command(
         replicas = num_gpus // (tp * pp)
         from dataclasses import replace
 
-        settings = replace(settings, tp=tp)
+        settings = replace(settings, tp=tp, data_parallel_size=max(replicas, settings.data_parallel_size))
 
     spec, stored = _load(model, str(given["revision"]) if given["revision"] else None, quiet=json_,
                          hf_overrides=json_option(given.get("hf_overrides"), "--hf-overrides"))
@@ -240,7 +239,7 @@ def command(
     if gpu is None and gpu_memory is None:
         _sweep(spec, settings, gpus_file, json_)
         return
-    _single(spec, settings, gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file, replicas, json_)
+    _single(spec, settings, gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file, json_)
 
 
 def json_option(value: object, flag: str) -> dict[str, Any] | None:
@@ -369,11 +368,8 @@ def _single(
     gpu_bandwidth: str | None,
     gpu_total_bytes: str | None,
     gpus_file: str | None,
-    replicas: int,
     json_: bool,
 ) -> None:
-    from dataclasses import replace
-
     from kvplan.cli.console import out, print_json
     from kvplan.hardware import gpus
     from kvplan.units import parse_bytes
@@ -387,15 +383,6 @@ def _single(
     if gpu_total_bytes is not None:
         chip = chip.with_cuda_total(parse_bytes(gpu_total_bytes, what="--gpu-total-bytes"))
     report = plan_fit(spec, chip, settings)
-    if replicas > 1:
-        report = replace(
-            report,
-            notes=(
-                *report.notes,
-                f"{replicas} data-parallel replicas of {report.num_gpus} GPU(s): "
-                f"{replicas * report.kv_cache_tokens:,} KV tokens in all.",
-            ),
-        )
     if json_:
         from kvplan.render.json import dumps
 

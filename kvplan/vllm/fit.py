@@ -142,6 +142,9 @@ def _load_notes(s: ServeSettings, max_len: int, max_num_seqs: int) -> list[str]:
             f"--concurrency {s.concurrency} is above max_num_seqs {max_num_seqs}: the rest wait "
             "in the queue, so preemption is judged at max_num_seqs."
         )
+    if s.data_parallel_size > 1:
+        notes.append(f"{s.data_parallel_size} data-parallel replicas of {s.tp * s.pp} GPU(s), each its own KV pool "
+                     "and its own requests: the figures above are one replica's.")
     if s.pp > 1:
         notes.append(
             "The same available memory is assumed on every pipeline stage (the last stage's, which also "
@@ -197,7 +200,7 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         gpu_name=gpu.name,
         tp=s.tp,
         pp=s.pp,
-        num_gpus=s.tp * s.pp,
+        num_gpus=s.tp * s.pp * s.data_parallel_size,
         vllm_version=str(r.version),
         gpu_memory_utilization=r.gpu_memory_utilization,
         cuda_total_bytes=gpu.cuda_total_bytes,
