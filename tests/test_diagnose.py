@@ -289,3 +289,71 @@ def test_core_modules_import_no_cli_or_network_libraries() -> None:
             "if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# ---- impossible samples: reported as invalid, never diagnosed
+
+
+def _raw(*lines: str) -> str:
+    return "".join(line + "\n" for line in lines)
+
+
+@pytest.mark.parametrize(("line", "metric"), [
+    ('vllm:kv_cache_usage_perc{engine="0"} +Inf', "vllm:kv_cache_usage_perc"),
+    ('vllm:kv_cache_usage_perc{engine="0"} NaN', "vllm:kv_cache_usage_perc"),
+    ('vllm:kv_cache_usage_perc{engine="0"} 1.5', "vllm:kv_cache_usage_perc"),
+    ('vllm:num_preemptions_total{engine="0"} -5', "vllm:num_preemptions_total"),
+    ('vllm:num_requests_waiting{engine="0"} +Inf', "vllm:num_requests_waiting"),
+    ('vllm:num_requests_running{engine="0"} -1', "vllm:num_requests_running"),
+])
+def test_impossible_samples_are_invalid_not_diagnosed(line: str, metric: str) -> None:
+    base = {"vllm:kv_cache_usage_perc": 'vllm:kv_cache_usage_perc{engine="0"} 0.99',
+            "vllm:num_requests_waiting": 'vllm:num_requests_waiting{engine="0"} 7',
+            "vllm:num_preemptions_total": 'vllm:num_preemptions_total{engine="0"} 0',
+            "vllm:num_requests_running": 'vllm:num_requests_running{engine="0"} 4'}
+    base[metric] = line
+    report = _one(_raw(*base.values()))
+    codes = [d.code for d in report.diagnoses]
+    assert codes[0] == "invalid_metrics"
+    assert "healthy" not in codes and "missing_metrics" not in codes
+    assert metric in report.diagnoses[0].message
+    f = report.engines[0]
+    assert metric in f.invalid
+    for value in (f.kv_cache_usage, f.waiting, f.preemptions, f.running):
+        assert value is None or (math.isfinite(value) and value >= 0)
+    if metric == "vllm:num_requests_waiting":  # "inf requests waiting" never makes a kv_shortage
+        assert "kv_shortage" not in codes and f.waiting is None
+
+
+def test_inf_waiting_and_negative_preemptions_render_as_invalid_not_as_figures() -> None:
+    from rich.console import Console
+
+    from kvplan.render.diagnose import render_diagnose
+
+    report = _one(_raw('vllm:kv_cache_usage_perc{engine="0"} +Inf', 'vllm:num_requests_waiting{engine="0"} +Inf',
+                       'vllm:num_preemptions_total{engine="0"} -5'))
+    assert [d.code for d in report.diagnoses] == ["invalid_metrics"]
+    console = Console(width=200, record=True, color_system=None)
+    console.print(render_diagnose(report))
+    text = console.export_text()
+    assert "inf%" not in text and "-5 (" not in text and "inf requests" not in text
+    assert "invalid_metrics" in text
+
+
+def test_an_impossible_histogram_is_dropped_and_named() -> None:
+    report = _one(_raw('vllm:kv_cache_usage_perc{engine="0"} 0.1', 'vllm:num_requests_waiting{engine="0"} 0',
+                       'vllm:request_queue_time_seconds_bucket{engine="0",le="1.0"} -3',
+                       'vllm:request_queue_time_seconds_bucket{engine="0",le="+Inf"} -3',
+                       'vllm:request_queue_time_seconds_count{engine="0"} -3'))
+    assert [d.code for d in report.diagnoses] == ["invalid_metrics"]
+    assert report.engines[0].latency("queue") is None
+    assert "vllm:request_queue_time_seconds" in report.engines[0].invalid
+
+
+def test_an_impossible_first_scrape_is_named_as_such() -> None:
+    first = _raw('vllm:kv_cache_usage_perc{engine="0"} 0.1', 'vllm:num_preemptions_total{engine="0"} -2')
+    second = _raw('vllm:kv_cache_usage_perc{engine="0"} 0.1', 'vllm:num_preemptions_total{engine="0"} 2',
+                  'vllm:num_requests_waiting{engine="0"} 0')
+    report = _two(first, second, 10.0)
+    assert report.diagnoses[0].code == "invalid_metrics"
+    assert "at the first scrape" in report.engines[0].invalid["vllm:num_preemptions_total"]

@@ -21,12 +21,20 @@ changes and rates over the window, and histograms are differenced so quantiles d
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Final, Literal
 
 from kvplan.errors import InvalidParameter
-from kvplan.observe.metrics import EngineMetrics, Histogram, MetricsSnapshot, Quantile, histogram_quantile
+from kvplan.observe.metrics import (
+    SCALAR_METRICS,
+    EngineMetrics,
+    Histogram,
+    MetricsSnapshot,
+    Quantile,
+    histogram_quantile,
+)
 
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
@@ -124,6 +132,9 @@ class EngineFigures:
     generation_tokens_per_s: float | None
     latencies: tuple[Latency, ...]
     cache_config: Mapping[str, str]
+    # Samples no server can expose (∞, NaN, a negative count, KV usage above 1): metric name → why, with
+    # the value. They are left out of every figure above and reported as `invalid_metrics`, not diagnosed.
+    invalid: Mapping[str, str] = field(default_factory=dict)
 
     def latency(self, name: str) -> Latency | None:
         """The summary of one latency histogram (`ttft`, `itl`, `queue`, `prefill`, `decode`, `e2e`)."""
@@ -195,13 +206,71 @@ def _latency(name: str, hist: Histogram) -> Latency:
     return Latency(name, LATENCY_METRIC[name], hist.count, mean, quantiles)
 
 
+def _impossible(value: float, *, fraction: bool = False) -> str | None:
+    """Why a gauge or counter value cannot come from a server, or None when it can: every vLLM scalar
+    kvplan reads is a count or a fraction, so finite and ≥ 0; KV usage is a fraction of the pool, ≤ 1."""
+    if math.isnan(value) or math.isinf(value):
+        return f"{value} is not a finite number"
+    if value < 0:
+        return f"{value:g} is negative, and it counts something"
+    if fraction and value > 1.0 + 1e-9:
+        return f"{value:g} is above 1, and it is a fraction of the KV pool"
+    return None
+
+
+def _bad_histogram(hist: Histogram) -> str | None:
+    counts = [hist.count, *(c for _, c in hist.buckets)]
+    if any(math.isnan(c) or math.isinf(c) or c < 0 for c in counts):
+        return "a bucket or the count is not a finite number ≥ 0"
+    if math.isinf(hist.sum) or hist.sum < 0:  # NaN is kept: it stands for a series without _sum
+        return f"its sum is {hist.sum}"
+    return None
+
+
+def valid_metrics(m: EngineMetrics, *, scrape: str = "") -> tuple[EngineMetrics, dict[str, str]]:
+    """`m` without the samples no server exposes (see `_impossible`), and those samples: metric name →
+    why. A histogram with an impossible count is dropped whole; so is a waiting reason."""
+    changes: dict[str, object] = {}
+    invalid: dict[str, str] = {}
+    suffix = f" ({scrape})" if scrape else ""
+    for attr, names in SCALAR_METRICS.items():
+        value = getattr(m, attr)
+        if value is not None and (why := _impossible(value, fraction=attr == "kv_cache_usage")):
+            changes[attr] = None
+            invalid[names[0]] = why + suffix
+    reasons = {}
+    for reason, value in m.waiting_by_reason.items():
+        if why := _impossible(value):
+            invalid[f"vllm:num_requests_waiting_by_reason{{reason={reason!r}}}"] = why + suffix
+        else:
+            reasons[reason] = value
+    if len(reasons) != len(m.waiting_by_reason):
+        changes["waiting_by_reason"] = reasons
+    histograms = {}
+    for name, hist in m.histograms.items():
+        if why := _bad_histogram(hist):
+            invalid[LATENCY_METRIC[name]] = why + suffix
+        else:
+            histograms[name] = hist
+    if len(histograms) != len(m.histograms):
+        changes["histograms"] = histograms
+    return (replace(m, **changes) if changes else m), invalid  # type: ignore[arg-type]
+
+
 def engine_figures(now: EngineMetrics, before: EngineMetrics | None = None,
                    window_s: float | None = None) -> EngineFigures:
-    """The figures for one engine: from one scrape, or the change between two `window_s` apart."""
+    """The figures for one engine: from one scrape, or the change between two `window_s` apart.
+
+    Impossible samples (`valid_metrics`) are left out of the figures and listed in `invalid`."""
     if (before is None) != (window_s is None):
         raise InvalidParameter("two scrapes need the seconds between them, and only two scrapes do")
     if window_s is not None and window_s <= 0:
         raise InvalidParameter(f"the window must be positive, got {window_s} s")
+    now, invalid = valid_metrics(now)
+    if before is not None:
+        before, invalid_before = valid_metrics(before, scrape="at the first scrape")
+        for name, why in invalid_before.items():
+            invalid.setdefault(name, why)
 
     def counted(attr: str) -> float | None:
         value: float | None = getattr(now, attr)
@@ -239,6 +308,7 @@ def engine_figures(now: EngineMetrics, before: EngineMetrics | None = None,
         generation_tokens_per_s=rate("generation_tokens"),
         latencies=latencies,
         cache_config=dict(now.cache_config),
+        invalid=invalid,
     )
 
 
@@ -361,9 +431,18 @@ def _high_queue_time(f: EngineFigures, t: Thresholds) -> Diagnosis | None:
 def diagnose_engine(f: EngineFigures, t: Thresholds) -> tuple[Diagnosis, ...]:
     """Every rule applied to one engine's figures; `healthy` when none finds anything."""
     missing = [name for name, v in (("vllm:num_requests_waiting", f.waiting),
-                                    ("vllm:kv_cache_usage_perc", f.kv_cache_usage)) if v is None]
+                                    ("vllm:kv_cache_usage_perc", f.kv_cache_usage))
+               if v is None and name not in f.invalid]
     found = [d for rule in (_kv_shortage, _batch_limit, _low_prefix_hit_rate, _high_queue_time)
              if (d := rule(f, t)) is not None]
+    if f.invalid:
+        listed = "; ".join(f"{name}: {why}" for name, why in f.invalid.items())
+        found.insert(0, Diagnosis(
+            "invalid_metrics", "warning",
+            f"samples no vLLM server exposes, left out of every figure and rule: {listed}.",
+            f.model_name, f.engine,
+            ("check what wrote the exposition (a proxy, an exporter or a hand-edited file)",),
+            {"invalid": listed}))
     if missing:
         names = ", ".join(missing)
         message = f"cannot judge KV pressure: no {names} in the exposition"

@@ -38,6 +38,7 @@ _SCALARS: Final[Mapping[str, tuple[str, ...]]] = {
     "generation_tokens": ("vllm:generation_tokens_total",),
     "request_success": ("vllm:request_success_total",),  # summed over finished_reason
 }
+SCALAR_METRICS: Final = _SCALARS  # read by diagnose to name an impossible sample
 # Latency histograms: short name → metric names (current first). Buckets: vllm-reference.md §8.
 HISTOGRAMS: Final[Mapping[str, tuple[str, ...]]] = {
     "ttft": ("vllm:time_to_first_token_seconds",),
