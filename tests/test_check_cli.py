@@ -305,13 +305,12 @@ def test_offline_flag_is_undone_after_the_run(monkeypatch: pytest.MonkeyPatch) -
 def test_warnings_for_unmodelled_options_go_to_stderr(tmp_path: Path) -> None:
     plan = tmp_path / "plan.yaml"
     plan.write_text(Path(PASSING).read_text(encoding="utf-8").replace("../configs", str(CONFIGS))
-                    .replace("      max-num-seqs: 8\n", "      max-num-seqs: 8\n      dtype: bfloat16\n"),
+                    .replace("      max-num-seqs: 8\n", "      max-num-seqs: 8\n      swap-space: 4\n"),
                     encoding="utf-8")
     result = invoke(str(plan), "--json")
     assert result.exit_code == 0
     json.loads(result.stdout)
-    assert result.stderr == (f"warning: {plan}:11: deployments[0].vllm.dtype: not modelled (kvplan uses the "
-                             "checkpoint's dtype); planned without it\n")
+    assert result.stderr == f"warning: {plan}:11: deployments[0].vllm.swap-space: not modelled; planned without it\n"
 
 
 # --- the shipped example --------------------------------------------------------------------------------

@@ -143,7 +143,7 @@ def test_bad_requirements_say_line_and_key(tmp_path: Path, require: str, expecte
     ("    measured: {weights: 15GiB}\n",
      ":5: deployments[0].measured.weights: unknown key (did you mean weights_memory?)"),
     ("    vllm_version: '0.5'\n", ":5: deployments[0].vllm_version: --vllm-version 0.5: kvplan models the V1 engine "
-                                 "of vLLM 0.10 and later (older releases sized the cache with the V0 worker, whose "
+                                 "of vLLM 0.8 and later (older releases sized the cache with the V0 worker, whose "
                                  "accounting differs)"),
 ])
 def test_bad_settings_say_line_and_key(tmp_path: Path, extra: str, expected: str | None) -> None:
@@ -267,13 +267,12 @@ def test_model_and_revision_can_come_from_the_command_line(tmp_path: Path) -> No
 
 
 def test_unmodelled_options_warn_and_unknown_harmless_ones_are_ignored(tmp_path: Path) -> None:
-    path = write(tmp_path, plan_text(extra="    vllm_cmd: vllm serve m --dtype half --port 8000 --my-plugin x\n"
+    path = write(tmp_path, plan_text(extra="    vllm_cmd: vllm serve m --swap-space 4 --port 8000 --my-plugin x\n"
                                            "    vllm: {quantization: fp8}\n"))
     warnings = load_plan(path).deployments[0].warnings
     where = f"{tmp_path / 'plan.yaml'}"
     assert warnings == (
-        f"{where}:5: deployments[0].vllm_cmd: --dtype: not modelled (kvplan uses the checkpoint's dtype); "
-        "planned without it",
+        f"{where}:5: deployments[0].vllm_cmd: --swap-space: not modelled; planned without it",
         f"{where}:5: deployments[0].vllm_cmd: --my-plugin: ignored: kvplan does not know this vLLM option",
         f"{where}:6: deployments[0].vllm.quantization: online quantization is not modelled (the checkpoint's own "
         "scheme is); planned without it",
@@ -321,3 +320,13 @@ def test_headroom_borrows_the_load_of_no_preemption(tmp_path: Path) -> None:
     require = "no_preemption: {concurrency: 16, context: 2048}\n      min_headroom_pct: 10"
     q = load_plan(write(tmp_path, plan_text(require))).deployments[0].requirements[1]
     assert (q.kind, q.concurrency, q.context, q.value) == ("min_headroom_pct", 16, 2048, 10)
+
+
+def test_big_deployment_options_in_a_plan_reach_the_settings(tmp_path: Path) -> None:
+    extra = ("    vllm: {dtype: half, dcp: 2, dp: 2, enable_expert_parallel: true, num_gpu_blocks_override: 1000,\n"
+             "           speculative_config: {method: mtp, num_speculative_tokens: 2}, cpu_offload_gb: 2}\n")
+    s = load_plan(write(tmp_path, plan_text(extra=extra))).deployments[0].settings
+    assert (s.dtype, s.decode_context_parallel_size, s.data_parallel_size, s.enable_expert_parallel) == \
+        ("half", 2, 2, True)
+    assert (s.num_gpu_blocks_override, s.cpu_offload_bytes) == (1000, 2 * 2**30)
+    assert s.speculative_config == {"method": "mtp", "num_speculative_tokens": 2}

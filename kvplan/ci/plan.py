@@ -442,6 +442,11 @@ VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
     "data_parallel_size": ("data_parallel_size", _as_int),
     "enable_expert_parallel": ("enable_expert_parallel", _as_bool),
     "trust_remote_code": ("allow_custom_code", _as_bool),
+    "dtype": ("dtype", _choice("auto", "bfloat16", "float16", "half", "float32", "float")),
+    "mamba_cache_dtype": ("mamba_cache_dtype", _choice("auto", "float32", "bfloat16", "float16")),
+    "mamba_ssm_cache_dtype": ("mamba_ssm_cache_dtype", _choice("auto", "float32", "bfloat16", "float16")),
+    "num_gpu_blocks_override": ("num_gpu_blocks_override", _as_int),
+    "cpu_offload_gb": ("cpu_offload_bytes", lambda v, w: int(_as_float(v, w) * 2**30)),
 }
 # vLLM's short and negated spellings.
 VLLM_ALIASES: Mapping[str, str] = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size",
@@ -465,19 +470,14 @@ VLLM_IGNORED = frozenset({
 })
 # Options that change memory or speed in ways kvplan does not model: a warning says the plan ignores them.
 VLLM_UNMODELLED: Mapping[str, str] = {
-    "dtype": "not modelled (kvplan uses the checkpoint's dtype)",
     "quantization": "online quantization is not modelled (the checkpoint's own scheme is)",
-    "cpu_offload_gb": "CPU weight offload is not modelled",
     "enable_lora": "LoRA adapters' memory is not modelled",
     "max_lora_rank": "LoRA adapters' memory is not modelled",
     "max_loras": "LoRA adapters' memory is not modelled",
-    "num_gpu_blocks_override": "not modelled",
     "swap_space": "not modelled",
     "kv_offloading_size": "KV offloading is not modelled",
     "kv_transfer_config": "KV transfer is not modelled",
     "compilation_config": "not modelled (CUDA graphs are estimated from max_num_seqs)",
-    "mamba_cache_dtype": "not modelled (the model's dtype is used)",
-    "mamba_ssm_cache_dtype": "not modelled (the model's dtype is used)",
     "hf_overrides": "not applied in plan files yet (kvplan fit --hf-overrides applies it)",
     "limit_mm_per_prompt": "multimodal encoder memory is not modelled",
 }

@@ -157,6 +157,16 @@ def command(
         str | None, _vllm("Config overrides as JSON, e.g. a rope_scaling and max_position_embeddings.",
                           "--hf-overrides")
     ] = None,
+    dtype: Annotated[str | None, _vllm("Model dtype: auto, bfloat16, float16/half, float32 (default auto).",
+                                       "--dtype")] = None,
+    mamba_cache_dtype: Annotated[str | None, _vllm("Hybrid models' conv-state dtype (default auto).",
+                                                   "--mamba-cache-dtype")] = None,
+    mamba_ssm_cache_dtype: Annotated[str | None, _vllm("Hybrid models' SSM-state dtype (default auto).",
+                                                       "--mamba-ssm-cache-dtype")] = None,
+    num_gpu_blocks_override: Annotated[int | None, _vllm("Use this many KV blocks, whatever the memory.",
+                                                         "--num-gpu-blocks-override")] = None,
+    cpu_offload_gb: Annotated[str | None, _vllm("Weights kept in CPU memory per GPU, in GiB (default 0).",
+                                                "--cpu-offload-gb")] = None,
     trust_remote_code: Annotated[
         bool | None, _vllm("Accept a repository whose config needs its own code (kvplan still runs none of it).",
                            "--trust-remote-code")
@@ -189,6 +199,11 @@ def command(
         "enable_expert_parallel": enable_expert_parallel,
         "hf_overrides": hf_overrides,
         "trust_remote_code": trust_remote_code,
+        "dtype": dtype,
+        "mamba_cache_dtype": mamba_cache_dtype,
+        "mamba_ssm_cache_dtype": mamba_ssm_cache_dtype,
+        "num_gpu_blocks_override": num_gpu_blocks_override,
+        "cpu_offload_gb": cpu_offload_gb,
     }
     if vllm_cmd is not None:
         from kvplan.vllm.command_line import parse_vllm_command
@@ -357,7 +372,28 @@ def settings_from_flags(
         decode_context_parallel_size=count("decode_context_parallel_size", "--decode-context-parallel-size") or 1,
         data_parallel_size=count("data_parallel_size", "--data-parallel-size") or 1,
         enable_expert_parallel=bool(given.get("enable_expert_parallel") or False),
+        dtype=str(given.get("dtype") or "auto").lower(),
+        mamba_cache_dtype=str(given.get("mamba_cache_dtype") or "auto"),
+        mamba_ssm_cache_dtype=str(given.get("mamba_ssm_cache_dtype") or "auto"),
+        num_gpu_blocks_override=count("num_gpu_blocks_override", "--num-gpu-blocks-override"),
+        cpu_offload_bytes=_gib(given.get("cpu_offload_gb"), "--cpu-offload-gb"),
     )
+
+
+def _gib(value: object, flag: str) -> int:
+    """vLLM's --cpu-offload-gb: a number of GiB (vLLM multiplies by 1024**3), 0 when absent."""
+    if value is None:
+        return 0
+    from kvplan.errors import InvalidParameter
+    from kvplan.units import GiB
+
+    try:
+        gib = float(str(value))
+    except ValueError:
+        raise InvalidParameter(f"{flag}: cannot read {value!r} as a number of GiB") from None
+    if not 0 <= gib <= 1 << 20:
+        raise InvalidParameter(f"{flag} must be between 0 and {1 << 20} GiB, got {value}")
+    return int(gib * GiB)
 
 
 def _single(

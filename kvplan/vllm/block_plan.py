@@ -299,11 +299,14 @@ def _attention_free_plan(
 
 def _counted_plan(
     layout: _Layout, workers: Sequence[Sequence[KVCacheSpec]], avail: Sequence[int], max_model_len: int,
-    in_flight_tokens: int, mamba_cache_mode: MambaCacheMode,
+    in_flight_tokens: int, mamba_cache_mode: MambaCacheMode, num_blocks_override: int | None = None,
 ) -> KVCachePlan:
-    """Steps 3–5: bytes per block per worker, the block count, the fit check and the capacity log line."""
+    """Steps 3–5: bytes per block per worker, the block count, the fit check and the capacity log line.
+    `--num-gpu-blocks-override` replaces the count (kv_cache_planning.py:may_override_num_blocks)."""
     bpb_workers = tuple(bytes_per_block(layout.groups, [s.layer for s in w]) for w in workers)
     num_blocks, bound = _num_blocks(avail, bpb_workers)
+    if num_blocks_override is not None:
+        num_blocks = num_blocks_override
     check = _fit_check(layout, avail, bpb_workers, bound, max_model_len, in_flight_tokens)
     concurrency = num_blocks / layout.blocks_per_request
     tokens = int(concurrency * max_model_len)
@@ -349,6 +352,7 @@ def plan_kv_cache(
     sliding_window_block_size: int | None = None,
     num_speculative_blocks: int = 0,
     context_parallel: int = 1,
+    num_blocks_override: int | None = None,
 ) -> KVCachePlan:
     """Blocks, tokens, concurrency and the fit verdict for KV memory given per worker (PP stage).
 
@@ -369,7 +373,8 @@ def plan_kv_cache(
         return _attention_free_plan(layout, avail, max_model_len, in_flight_tokens, mamba_cache_mode)
     if context_parallel > 1:
         layout = _context_parallel_layout(layout, context_parallel, max_model_len, in_flight_tokens)
-    return _counted_plan(layout, workers, avail, max_model_len, in_flight_tokens, mamba_cache_mode)
+    return _counted_plan(layout, workers, avail, max_model_len, in_flight_tokens, mamba_cache_mode,
+                         num_blocks_override)
 
 
 def _context_parallel_layout(layout: _Layout, dcp: int, max_model_len: int, in_flight_tokens: int) -> _Layout:

@@ -33,6 +33,11 @@ VALUE_FLAGS: dict[str, str] = {
     "--decode-context-parallel-size": "decode_context_parallel_size",
     "--data-parallel-size": "data_parallel_size",
     "--hf-overrides": "hf_overrides",
+    "--dtype": "dtype",
+    "--mamba-cache-dtype": "mamba_cache_dtype",
+    "--mamba-ssm-cache-dtype": "mamba_ssm_cache_dtype",
+    "--num-gpu-blocks-override": "num_gpu_blocks_override",
+    "--cpu-offload-gb": "cpu_offload_gb",
 }
 BOOL_FLAGS: dict[str, tuple[str, bool]] = {
     "--enforce-eager": ("enforce_eager", True),

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.errors import BadConfig
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs
+from kvplan.units import GiB
 from kvplan.vllm.advice import advise_fixes
 from kvplan.vllm.block_plan import KVCachePlan, plan_kv_cache
 from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE
@@ -72,8 +73,13 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     if s.weights_bytes is not None:
         return user_term("weights", s.weights_bytes, "--weights-memory")
     try:
-        return estimate_weights(model, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version,
+        term = estimate_weights(model, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version,
                                 moe_backend=s.moe_backend, total_bytes=s.weights_total_bytes)
+        if s.cpu_offload_bytes:  # model_loader/utils.py: parameters are placed in CPU memory up to this budget
+            kept = max(0, term.bytes - s.cpu_offload_bytes)
+            term = replace(term, bytes=kept, assumption=f"{term.assumption}; --cpu-offload-gb keeps "
+                                                        f"{(term.bytes - kept) / GiB:.2f} GiB in CPU memory")
+        return term
     except BadConfig as exc:
         if s.kv_cache_memory_bytes is not None:
             return MemoryTerm("weights", 0, "none", f"unknown ({exc}); not needed with --kv-cache-memory-bytes, "
@@ -99,6 +105,7 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
             disable_hybrid_kv_cache_manager=r.disable_hybrid_kv_cache_manager,
             num_speculative_blocks=spec_decode.num_speculative_tokens if spec_decode is not None else 0,
             context_parallel=s.decode_context_parallel_size,
+            num_blocks_override=s.num_gpu_blocks_override,
         )
 
     notes: list[str] = []
@@ -157,14 +164,17 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     """Plan a `vllm serve` deployment: memory budget, KV blocks, tokens, concurrency, startup verdict,
     preemption verdict and (with `advise`) changes that fix what fails. Pure."""
     s = settings
-    dtype = served_dtype(model, gpu.arch)
+    dtype = served_dtype(model, gpu.arch, s.dtype)
     dtype_notes = []
-    if dtype != model.dtype:  # e.g. no bfloat16 before SM80: every dtype-sized figure follows
-        dtype_notes.append(f"{gpu.name} has no {model.dtype}: vLLM runs the model (and an auto KV cache) in {dtype}")
+    if dtype != model.dtype:  # --dtype, or no bfloat16 before SM80: every dtype-sized figure follows
+        if s.dtype == "auto":
+            dtype_notes.append(f"{gpu.name} has no {model.dtype}: vLLM runs the model (and an auto KV cache) in "
+                               f"{dtype}")
         model = replace(model, dtype=dtype)
     r = resolve_settings(model, gpu, s)
     spec_decode = resolve_speculative(model, s.speculative_config)
-    specs = kv_cache_specs(model, tp=s.tp, pp=s.pp, kv_cache_dtype=r.kv_cache_dtype_flag)
+    specs = kv_cache_specs(model, tp=s.tp, pp=s.pp, kv_cache_dtype=r.kv_cache_dtype_flag,
+                           mamba_cache_dtype=s.mamba_cache_dtype, mamba_ssm_cache_dtype=s.mamba_ssm_cache_dtype)
     if spec_decode is not None:
         specs[-1].extend(draft_specs(specs[-1], model.num_layers, spec_decode))
     budget = memory_stage(model, gpu, s, r, specs)

@@ -59,6 +59,11 @@ class ServeSettings:
     decode_context_parallel_size: int = 1  # --decode-context-parallel-size / -dcp
     enable_expert_parallel: bool = False  # --enable-expert-parallel: experts split over TP×DP ranks
     data_parallel_size: int = 1  # --data-parallel-size / -dp: independent replicas, each its own KV pool
+    dtype: str = "auto"  # --dtype: the model (and `auto` KV cache) dtype
+    mamba_cache_dtype: str = "auto"  # --mamba-cache-dtype: conv state
+    mamba_ssm_cache_dtype: str = "auto"  # --mamba-ssm-cache-dtype: SSM state
+    num_gpu_blocks_override: int | None = None  # --num-gpu-blocks-override: the block count, whatever the memory
+    cpu_offload_bytes: int = 0  # --cpu-offload-gb: weights kept in CPU memory, per GPU
     # Measured values that replace kvplan's estimates (bytes per GPU).
     weights_bytes: int | None = None
     activation_bytes: int | None = None
@@ -216,12 +221,28 @@ FLOAT16_UNSAFE_MODEL_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4
 _NO_BF16_ARCHS = frozenset({"volta", "turing"})
 
 
-def served_dtype(model: ModelSpec, arch: str | None) -> str:
-    """The dtype `--dtype auto` resolves to on this GPU (config/model.py:_resolve_auto_dtype): the checkpoint's
-    dtype if the GPU supports it (float32 checkpoints are downcast), else the GPU's preferred one; before SM80
-    that is float16, or float32 for the float16-unsafe model types."""
+DTYPES = {"auto": "auto", "bfloat16": "bfloat16", "float16": "float16", "half": "float16", "float32": "float32",
+          "float": "float32"}
+
+
+def served_dtype(model: ModelSpec, arch: str | None, requested: str = "auto") -> str:
+    """The dtype vLLM runs the model in on this GPU (config/model.py:_resolve_auto_dtype, _check_valid_dtype):
+    `--dtype auto` is the checkpoint's dtype if the GPU supports it (float32 checkpoints are downcast), else the
+    GPU's preferred one; before SM80 that is float16, or float32 for the float16-unsafe model types."""
+    if requested not in DTYPES:
+        raise InvalidParameter(f"--dtype must be one of {', '.join(DTYPES)}, got {requested!r}")
     supported = ["float16", "float32"] if (arch or "") in _NO_BF16_ARCHS else ["bfloat16", "float16", "float32"]
-    if {model.model_type, model.config_model_type} & FLOAT16_UNSAFE_MODEL_TYPES:
+    unsafe = {model.model_type, model.config_model_type} & FLOAT16_UNSAFE_MODEL_TYPES
+    wanted = DTYPES[requested]
+    if wanted == "float16" and unsafe:
+        raise InvalidParameter(f"The model type {sorted(unsafe)[0]!r} does not support float16. Reason: Numerical "
+                               "instability. Please use bfloat16 or float32 instead.")
+    if wanted != "auto":
+        if wanted not in supported:  # platforms/cuda.py: bfloat16 needs compute capability 8.0
+            raise InvalidParameter(f"--dtype {wanted} is not supported on this GPU ({arch}): bfloat16 needs "
+                                   "compute capability 8.0", hint="use --dtype half, as vLLM suggests")
+        return wanted
+    if unsafe:
         supported.remove("float16")
     preferred = supported[0]
     declared = model.config_dtype or "float32"
