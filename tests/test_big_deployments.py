@@ -66,3 +66,26 @@ def test_a_bad_json_flag_is_one_clear_error() -> None:
                                  "--speculative-config", "{method: mtp}"])
     assert result.exit_code == 2
     assert "--speculative-config: not valid JSON" in result.output
+
+
+def test_num_gpu_blocks_override_sets_the_block_count() -> None:
+    r = _fit_json(str(CONFIGS / "Qwen--Qwen2.5-7B"), "--max-model-len", "32768", "--num-gpu-blocks-override", "4096")
+    assert (r["num_gpu_blocks"], r["kv_cache_tokens"]) == (4096, 4096 * 16)
+
+
+def test_dtype_float32_doubles_the_kv_bytes_and_float16_is_refused_for_gemma2() -> None:
+    half = _fit_json(str(CONFIGS / "Qwen--Qwen2.5-7B"), "--max-model-len", "32768", "--kv-cache-memory-bytes",
+                     "20GiB", "--dtype", "half")
+    full = _fit_json(str(CONFIGS / "Qwen--Qwen2.5-7B"), "--max-model-len", "32768", "--kv-cache-memory-bytes",
+                     "20GiB", "--dtype", "float32")
+    assert (half["kv_cache_dtype"], full["kv_cache_dtype"]) == ("float16", "float32")
+    assert full["bytes_per_block"] == 2 * half["bytes_per_block"]
+    refused = runner.invoke(app, ["fit", str(CONFIGS / "unsloth--gemma-2-9b"), "--gpu", "h100", "--dtype", "half"])
+    assert refused.exit_code == 2 and "does not support float16" in refused.output
+
+
+def test_cpu_offload_takes_weights_off_the_gpu() -> None:
+    base = runner.invoke(app, ["fit", str(CONFIGS / "Qwen--Qwen2.5-7B"), "--gpu", "h100", "--json"])
+    off = runner.invoke(app, ["fit", str(CONFIGS / "Qwen--Qwen2.5-7B"), "--gpu", "h100", "--cpu-offload-gb", "4",
+                              "--json"])
+    assert json.loads(base.stdout)["weights_bytes"] - json.loads(off.stdout)["weights_bytes"] == 4 * 2**30
