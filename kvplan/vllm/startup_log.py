@@ -175,16 +175,29 @@ _CONVERT: Final[Mapping[str, Callable[[str], Any]]] = {
 
 @dataclass(frozen=True)
 class _Rule:
-    """A named regex whose named groups are StartupLog fields; `fixed` sets fields when it matches."""
+    """A named regex whose named groups are StartupLog fields; `fixed` sets fields when it matches.
+
+    `keys`: literal texts of which every match contains at least one (lower-case, and looked for in the
+    lower-cased line, when the regex ignores case). They are the prefilter: the regex runs only on a
+    line holding a key."""
 
     name: str
+    keys: tuple[str, ...]
     pattern: re.Pattern[str]
     fixed: Mapping[str, Any] = dataclasses.field(default_factory=dict)
     raw_bytes: frozenset[str] = frozenset()  # groups holding a plain byte count, not GiB
 
+    @property
+    def ignore_case(self) -> bool:
+        return bool(self.pattern.flags & re.IGNORECASE)
 
-def _r(name: str, pattern: str, *, flags: int = 0, raw_bytes: Iterable[str] = (), **fixed: Any) -> _Rule:
-    return _Rule(name, re.compile(pattern, flags), fixed, frozenset(raw_bytes))
+
+def _r(name: str, keys: str | tuple[str, ...], pattern: str, *, flags: int = 0, raw_bytes: Iterable[str] = (),
+       **fixed: Any) -> _Rule:
+    keys = (keys,) if isinstance(keys, str) else keys
+    if flags & re.IGNORECASE:
+        keys = tuple(k.lower() for k in keys)
+    return _Rule(name, keys, re.compile(pattern, flags), fixed, frozenset(raw_bytes))
 
 
 _N = r"-?\d+(?:\.\d+)?"  # a decimal as vLLM prints it (negative when the budget is overdrawn)
@@ -195,96 +208,107 @@ _START = r"(?<![\d.-])"
 
 _RULES: Final[tuple[_Rule, ...]] = (
     # ---- versions and settings
-    _r("api_server_version", r"vLLM API server version v?(?P<vllm_version>\S+)"),
-    _r("engine_config",
+    _r("api_server_version", "vLLM API server version", r"vLLM API server version v?(?P<vllm_version>\S+)"),
+    _r("engine_config", "LLM engine",
        r"Initializing an? (?:(?P<engine_version>V\d) )?LLM engine"
        r" \(v(?P<vllm_version>[^)\s]+)\) with config:"),
-    _r("max_model_len", rf"Using max model len (?P<max_model_len>{_INT})"),
-    _r("block_size", r"Setting (?:kv cache|attention) block size to (?P<block_size>\d+)"),
-    _r("num_gpu_blocks_override",
+    _r("max_model_len", "Using max model len", rf"Using max model len (?P<max_model_len>{_INT})"),
+    _r("block_size", "block size to", r"Setting (?:kv cache|attention) block size to (?P<block_size>\d+)"),
+    _r("num_gpu_blocks_override", "num_gpu_blocks_override=",
        r"Overriding num_gpu_blocks=\d+ with num_gpu_blocks_override=(?P<num_gpu_blocks>\d+)"),
     # ---- V0 worker.py, executor_base.py
-    _r("v0_weights", rf"Loading model weights took (?P<weights_loaded_bytes>{_N}) GB"),
-    _r("v0_total", rf"total_gpu_memory[=\s(]+(?P<total_gpu_memory_bytes>{_N})\s*GiB"),
-    _r("v0_util", rf"gpu_memory_utilization[=\s(]+(?P<gpu_memory_utilization>{_N})\b"),
-    _r("v0_requested",
+    _r("v0_weights", "Loading model weights took", rf"Loading model weights took (?P<weights_loaded_bytes>{_N}) GB"),
+    _r("v0_total", "total_gpu_memory", rf"total_gpu_memory[=\s(]+(?P<total_gpu_memory_bytes>{_N})\s*GiB"),
+    _r("v0_util", "gpu_memory_utilization", rf"gpu_memory_utilization[=\s(]+(?P<gpu_memory_utilization>{_N})\b"),
+    _r("v0_requested", "the current vLLM instance can use",
        rf"the current vLLM instance can use\s+(?:[^=]{{0,200}}=\s*)?(?P<requested_memory_bytes>{_N})\s*GiB"),
-    _r("v0_weights_profiled", rf"model weights take\s+(?P<weights_profiled_bytes>{_N})\s*GiB"),
-    _r("v0_non_torch", rf"non_torch_memory(?:\s+takes)?[=\s]+(?P<non_torch_bytes>{_N})\s*GiB"),
-    _r("v0_activation",
+    _r("v0_weights_profiled", "model weights take", rf"model weights take\s+(?P<weights_profiled_bytes>{_N})\s*GiB"),
+    _r("v0_non_torch", "non_torch_memory", rf"non_torch_memory(?:\s+takes)?[=\s]+(?P<non_torch_bytes>{_N})\s*GiB"),
+    _r("v0_activation", "PyTorch activation peak memory",
        rf"PyTorch activation peak memory(?:\s+takes)?\s+(?P<activation_peak_bytes>{_N})\s*GiB"),
-    _r("v0_peak_torch", rf"peak_torch_memory=(?P<peak_torch_bytes>{_N})\s*GiB"),
-    _r("v0_kv",
+    _r("v0_peak_torch", "peak_torch_memory=", rf"peak_torch_memory=(?P<peak_torch_bytes>{_N})\s*GiB"),
+    _r("v0_kv", ("kv_cache_size=", "reserved for KV Cache is", "available_kv_cache_memory"),
        r"(?:kv_cache_size=|the rest of the memory reserved for KV Cache is\s+|available_kv_cache_memory\s+)"
        rf"(?P<available_kv_bytes>{_N})\s*GiB"),
-    _r("v0_blocks", r"(?:^|[^\w])(?:GPU|CUDA) blocks: (?P<num_gpu_blocks>\d+)", flags=re.IGNORECASE),
-    _r("v0_max_len_error",
+    _r("v0_blocks", "blocks: ", r"(?:^|[^\w])(?:GPU|CUDA) blocks: (?P<num_gpu_blocks>\d+)", flags=re.IGNORECASE),
+    _r("v0_max_len_error", "can be stored in KV cache (",
        r"max seq len \((?P<max_model_len>\d+)\) is larger than the maximum number of tokens that"
        r" can be stored in KV cache \((?P<kv_cache_tokens>\d+)\)",
        failure="max_len_exceeds_kv"),
     # ---- V1 gpu_worker.py, model runners, kv_cache_utils.py, kv_cache_planning.py
-    _r("model_loading",
+    _r("model_loading", "Model loading took",
        rf"Model loading took:? (?P<weights_loaded_bytes>{_N}) (?:GiB|GB)(?: memory)? and"
        rf" (?P<model_load_seconds>{_N}) seconds"),
-    _r("available_kv", rf"Available KV cache memory:? (?P<available_kv_bytes>{_N}) GiB"),
-    _r("kv_cache_size", rf"KV cache size:? (?P<kv_cache_tokens>{_INT}) tokens"),
-    _r("max_concurrency",
+    _r("available_kv", "Available KV cache memory", rf"Available KV cache memory:? (?P<available_kv_bytes>{_N}) GiB"),
+    _r("kv_cache_size", "KV cache size", rf"KV cache size:? (?P<kv_cache_tokens>{_INT}) tokens"),
+    _r("max_concurrency", "Maximum concurrency for ",
        rf"Maximum concurrency for (?P<concurrency_max_model_len>{_INT}) tokens per request:?"
        rf" (?P<max_concurrency>{_N})x"),
-    _r("initial_free", rf"Initial free memory:? (?P<free_at_init_bytes>{_N}) ?GiB"),
-    _r("requested_debug",
+    _r("initial_free", "Initial free memory", rf"Initial free memory:? (?P<free_at_init_bytes>{_N}) ?GiB"),
+    _r("requested_debug", "Requested memory: ",
        rf"Requested memory: (?P<gpu_memory_utilization>{_N}) \(util\),"
        rf" (?P<requested_memory_bytes>{_N}) ?GiB"),
-    _r("kv_bytes_override",
+    _r("kv_bytes_override", "as specified by kv_cache_memory_bytes",
        rf"reserved (?P<available_kv_bytes>{_N}) GiB memory for KV Cache"
        r" as specified by kv_cache_memory_bytes"),
-    _r("free_after_profile", rf"Free memory after profiling: (?P<free_after_profile_bytes>{_N}) ?GiB"),
-    _r("profile_time", rf"Memory profiling takes (?P<profile_seconds>{_N}) seconds"),
-    _r("non_kv", rf"Total non KV cache memory: (?P<non_kv_cache_bytes>{_N}) ?GiB"),
-    _r("torch_peak_increase", rf"torch peak memory increase: (?P<activation_peak_bytes>{_N}) ?GiB"),
-    _r("non_torch_increase", rf"non-torch forward increase memory: (?P<non_torch_bytes>{_N}) ?GiB"),
-    _r("total_consumed", rf"total consumed \(from mem_get_info\): (?P<consumed_memory_bytes>{_N}) ?GiB"),
-    _r("weights_memory", rf"weights memory: (?P<weights_profiled_bytes>{_N}) ?GiB"),
-    _r("free_on_device",
+    _r("free_after_profile", "Free memory after profiling: ",
+       rf"Free memory after profiling: (?P<free_after_profile_bytes>{_N}) ?GiB"),
+    _r("profile_time", "Memory profiling takes ", rf"Memory profiling takes (?P<profile_seconds>{_N}) seconds"),
+    _r("non_kv", "Total non KV cache memory: ", rf"Total non KV cache memory: (?P<non_kv_cache_bytes>{_N}) ?GiB"),
+    _r("torch_peak_increase", "torch peak memory increase: ",
+       rf"torch peak memory increase: (?P<activation_peak_bytes>{_N}) ?GiB"),
+    _r("non_torch_increase", "non-torch forward increase memory: ",
+       rf"non-torch forward increase memory: (?P<non_torch_bytes>{_N}) ?GiB"),
+    _r("total_consumed", "total consumed (from mem_get_info): ",
+       rf"total consumed \(from mem_get_info\): (?P<consumed_memory_bytes>{_N}) ?GiB"),
+    _r("weights_memory", "weights memory: ", rf"weights memory: (?P<weights_profiled_bytes>{_N}) ?GiB"),
+    _r("free_on_device", "Free memory on device",
        rf"Free memory on device(?: [^\s(]{{1,64}})?\s*[:(]?\s*(?P<free_at_init_bytes>{_N})/"
        rf"(?P<total_gpu_memory_bytes>{_N}) GiB"),
-    _r("desired_util",
+    _r("desired_util", "desired gpu memory utilization ",
        rf"desired GPU memory utilization (?:is )?\((?P<gpu_memory_utilization>{_N}),"
        rf" (?P<requested_memory_bytes>{_N}) GiB\)",
        flags=re.IGNORECASE),
-    _r("free_memory_error", r"on startup is less than desired GPU memory utilization",
+    _r("free_memory_error", "on startup is less than desired GPU memory utilization",
+       r"on startup is less than desired GPU memory utilization",
        failure="insufficient_free_memory"),
-    _r("usage_weight", rf"{_START}(?P<weights_profiled_bytes>{_N}) GiB for weight\b"),
-    _r("usage_consumed", rf"{_START}(?P<consumed_memory_bytes>{_N}) GiB for consumed memory"),
-    _r("usage_activation", rf"{_START}(?P<activation_peak_bytes>{_N}) GiB for peak activation"),
-    _r("usage_non_torch", rf"{_START}(?P<non_torch_bytes>{_N}) GiB for non-torch memory"),
-    _r("usage_cuda_graph", rf"{_START}(?P<cuda_graph_bytes>{_N}) GiB for CUDAGraph memory"),
-    _r("kv_memory_fit",
+    _r("usage_weight", "GiB for weight", rf"{_START}(?P<weights_profiled_bytes>{_N}) GiB for weight\b"),
+    _r("usage_consumed", "GiB for consumed memory",
+       rf"{_START}(?P<consumed_memory_bytes>{_N}) GiB for consumed memory"),
+    _r("usage_activation", "GiB for peak activation",
+       rf"{_START}(?P<activation_peak_bytes>{_N}) GiB for peak activation"),
+    _r("usage_non_torch", "GiB for non-torch memory", rf"{_START}(?P<non_torch_bytes>{_N}) GiB for non-torch memory"),
+    _r("usage_cuda_graph", "GiB for CUDAGraph memory", rf"{_START}(?P<cuda_graph_bytes>{_N}) GiB for CUDAGraph memory"),
+    _r("kv_memory_fit", "--kv-cache-memory=",
        r"--kv-cache-memory=(?P<kv_cache_memory_fit_bytes>\d+)`?(?: \([^)]*\))? to fit into requested",
        raw_bytes=("kv_cache_memory_fit_bytes",)),
-    _r("kv_memory_full",
+    _r("kv_memory_full", "--kv-cache-memory=",
        r"--kv-cache-memory=(?P<kv_cache_memory_full_bytes>\d+)`?(?: \([^)]*\))? to fully utilize",
        raw_bytes=("kv_cache_memory_full_bytes",)),
-    _r("kv_in_use_gib", rf"Current kv cache memory in use is (?P<available_kv_bytes>{_N}) GiB"),
-    _r("kv_in_use_bytes", r"Current kv cache memory in use is (?P<available_kv_bytes>\d+) bytes",
+    _r("kv_in_use_gib", "Current kv cache memory in use is ",
+       rf"Current kv cache memory in use is (?P<available_kv_bytes>{_N}) GiB"),
+    _r("kv_in_use_bytes", "Current kv cache memory in use is ",
+       r"Current kv cache memory in use is (?P<available_kv_bytes>\d+) bytes",
        raw_bytes=("available_kv_bytes",)),
-    _r("cuda_graph_pool",
+    _r("cuda_graph_pool", "CUDA graph pool memory: ",
        rf"CUDA graph pool memory: (?P<cuda_graph_bytes>{_N}) GiB \(actual\),"
        rf" (?P<cuda_graph_estimate_bytes>{_N}) GiB \(estimated\)"),
-    _r("graph_capture",
+    _r("graph_capture", "Graph capturing finished in ",
        rf"Graph capturing finished in (?P<graph_capture_seconds>{_N}) secs?,"
        rf" took (?P<cuda_graph_bytes>{_N}) GiB"),
-    _r("cuda_graph_util",
+    _r("cuda_graph_util", "current --gpu-memory-utilization=",
        rf"current --gpu-memory-utilization=(?P<gpu_memory_utilization>{_N}) is equivalent"),
-    _r("init_engine",
+    _r("init_engine", "init engine (profile, create kv cache, warmup model) took ",
        rf"init engine \(profile, create kv cache, warmup model\) took (?P<init_engine_seconds>{_N})"),
-    _r("max_len_error",
+    _r("max_len_error", "KV cache is needed",
        rf"max seq len \((?P<max_model_len>\d+)\),? \((?P<kv_needed_bytes>{_N}) GiB KV cache is needed,"
        rf" which is larger than the available KV cache memory \((?P<kv_error_available_bytes>{_N}) GiB\)",
        failure="max_len_exceeds_kv"),
-    _r("estimated_max_len", r"estimated maximum model length is (?P<estimated_max_model_len>\d+)"),
-    _r("no_kv_memory", r"No available memory for the cache blocks", failure="no_kv_memory"),
-    _r("cuda_oom", r"CUDA out of memory", failure="cuda_oom"),
+    _r("estimated_max_len", "estimated maximum model length is ",
+       r"estimated maximum model length is (?P<estimated_max_model_len>\d+)"),
+    _r("no_kv_memory", "No available memory for the cache blocks",
+       r"No available memory for the cache blocks", failure="no_kv_memory"),
+    _r("cuda_oom", "CUDA out of memory", r"CUDA out of memory", failure="cuda_oom"),
 )
 
 # Settings read from `key=value` pairs of the engine-config line, `'key': value` pairs of
@@ -307,6 +331,35 @@ _DICT_PAIR_RE = re.compile(r"'(?P<key>\w+)': (?P<value>'(?:[^'\\]|\\.)*'|[^,}]*)
 _COMMAND_RE = re.compile(r"(?:\bvllm serve|vllm\.entrypoints\.openai\.api_server)(?P<rest>(?:\s.*)?)$")
 _MODEL_ARG_RE = re.compile(r"^[\w.~/-]+$")  # a repo id or a path, not prose that mentions `vllm serve`
 _ANSI_RE = re.compile(r"\x1b\[[0-9;]*m")
+_ENGINE_CONFIG_KEYS: Final = ("LLM engine", "with config: ")  # both, for _ENGINE_CONFIG_RE
+_NON_DEFAULT_KEY: Final = "non-default args: {"
+_COMMAND_KEYS: Final = ("vllm serve", "vllm.entrypoints.openai.api_server")
+
+
+def _prefilter(rules: Iterable[_Rule]) -> re.Pattern[str]:
+    """One regex that finds any case-sensitive rule's key (or a settings line's key) in a line; with
+    `_CASELESS_KEYS` looked for in the lower-cased line, a line that holds neither is skipped before the
+    ~50 regexes run. A log is mostly request lines that hold none, so the parse costs one scan of each
+    line (benchmarks/large_inputs.py, a 500 MB log: 189 s without the prefilter). A `(?i:…)` branch
+    would make the whole alternation twice as slow, hence the two halves. The keys are folded into a
+    trie (`_trie`): at each position of the line one branch per next character is tried, not one per key."""
+    keys = [key for rule in rules if not rule.ignore_case for key in rule.keys]
+    return re.compile(_trie([*keys, _ENGINE_CONFIG_KEYS[0], _NON_DEFAULT_KEY, *_COMMAND_KEYS]))
+
+
+def _trie(keys: Iterable[str]) -> str:
+    """A regex that matches where any of `keys` starts, its alternatives factored by common prefixes."""
+    groups: dict[str, list[str]] = {}
+    for key in keys:
+        if not key:
+            return ""  # a key ends here: the text so far is enough
+        groups.setdefault(key[0], []).append(key[1:])
+    parts = [re.escape(first) + _trie(rest) for first, rest in sorted(groups.items())]
+    return parts[0] if len(parts) == 1 else "(?:" + "|".join(parts) + ")"
+
+
+_PREFILTER: Final = _prefilter(_RULES)
+_CASELESS_KEYS: Final = tuple(dict.fromkeys(key for rule in _RULES if rule.ignore_case for key in rule.keys))
 
 
 def _setting(fields: dict[str, Any], key: str, value: str) -> bool:
@@ -380,20 +433,29 @@ def parse_startup_log(text: str | Iterable[str]) -> StartupLog:
     """
     fields: dict[str, Any] = {}
     lines: list[LogLine] = []
+    prefilter = _PREFILTER.search
     for number, raw in enumerate(text.splitlines() if isinstance(text, str) else text, start=1):
         # Logs pasted into Markdown keep vLLM's text between `**` and backticks; colours are ANSI codes.
-        line = _ANSI_RE.sub("", raw).replace("**", "")
+        line = _ANSI_RE.sub("", raw) if "\x1b" in raw else raw
+        if "**" in line:
+            line = line.replace("**", "")
+        lower = line.lower()
+        if prefilter(line) is None and not any(key in lower for key in _CASELESS_KEYS):
+            continue  # no rule's key: no rule can match (see _Rule.keys)
         matched: list[str] = []
         for rule in _RULES:
+            if not any(key in (lower if rule.ignore_case else line) for key in rule.keys):
+                continue
             if (m := rule.pattern.search(line)) is not None:
                 _apply(rule, m, fields)
                 matched.append(rule.name)
-        if (m := _ENGINE_CONFIG_RE.search(line)) and "LLM engine" in line:
+        if all(key in line for key in _ENGINE_CONFIG_KEYS) and (m := _ENGINE_CONFIG_RE.search(line)):
             _settings_from_pairs(fields, _CONFIG_PAIR_RE.finditer(m["rest"]))
-        if (m := _NON_DEFAULT_RE.search(line)) and _settings_from_pairs(
+        if _NON_DEFAULT_KEY in line and (m := _NON_DEFAULT_RE.search(line)) and _settings_from_pairs(
                 fields, _DICT_PAIR_RE.finditer(m["rest"])):
             matched.append("non_default_args")
-        if (m := _COMMAND_RE.search(line)) and _settings_from_command(fields, m["rest"]):
+        if (any(key in line for key in _COMMAND_KEYS) and (m := _COMMAND_RE.search(line))
+                and _settings_from_command(fields, m["rest"])):
             matched.append("command_line")
         if matched:
             lines.append(LogLine(number, ",".join(dict.fromkeys(matched)), scrub(raw.strip())))
