@@ -1,7 +1,8 @@
-"""Which hardware: every catalog GPU × TP size that starts the model and keeps the requested load resident."""
+"""Which hardware to rent: per catalog GPU, the TP × PP × DP layout with the fewest GPUs that starts the model
+and keeps the requested load resident, node-aware, with the `vllm serve` line of each."""
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
@@ -12,24 +13,41 @@ from kvplan.vllm.settings import GpuLike, ServeSettings
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
 
+# Layouts searched: TP inside a node, PP across nodes, then data-parallel replicas for the load.
 SWEEP_TP_SIZES = (1, 2, 4, 8)
+SWEEP_PP_SIZES = (1, 2, 4)
+MAX_SWEEP_GPUS = 1024  # a layout needing more GPUs than this is not listed
 
 
 @dataclass(frozen=True)
 class SweepRow:
-    """One GPU × TP option that serves the model at the requested context and concurrency."""
+    """The cheapest layout of one GPU kind that serves the load: TP × PP per replica, DP replicas."""
 
     gpu: str
     gpu_name: str
     tp: int
-    num_gpus: int
+    pp: int
+    replicas: int  # data-parallel replicas needed for the requested concurrency
+    num_gpus: int  # tp × pp × replicas
+    nodes: int
+    gpus_per_node: int
     cuda_total_bytes: int
-    available_kv_bytes: int
-    num_gpu_blocks: int
-    kv_cache_tokens: int
-    max_concurrency: float
-    requests_at_context: int
+    available_kv_bytes: int  # per GPU
+    num_gpu_blocks: int  # per replica
+    kv_cache_tokens: int  # per replica
+    max_concurrency: float  # per replica, at max_model_len
+    requests_at_context: int  # per replica
     context: int
+    command: str  # the `vllm serve` line of this layout
+
+
+@dataclass(frozen=True)
+class SweepReason:
+    """Why some GPU × layout combinations do not serve the model, grouped by reason."""
+
+    reason: str
+    count: int
+    example: str  # one GPU and layout it applies to
 
 
 @dataclass(frozen=True)
@@ -41,44 +59,73 @@ class SweepReport:
     concurrency: int
     rows: tuple[SweepRow, ...]
     skipped: tuple[str, ...] = field(default=())
+    reasons: tuple[SweepReason, ...] = field(default=())
 
 
-def sweep_gpus(
-    model: ModelSpec, gpus: Iterable[GpuLike], settings: ServeSettings, tp_sizes: Sequence[int] = SWEEP_TP_SIZES
-) -> SweepReport:
-    """Every GPU × TP size that starts and keeps `concurrency` (default 1) requests of `context`
-    (default max_model_len) resident without preemption; sorted by fewest GPUs, then memory."""
-    want = settings.concurrency or 1
-    rows: list[SweepRow] = []
-    skipped: list[str] = []
-    context = settings.context
-    for gpu in gpus:
-        for tp in tp_sizes:
-            if model.num_attention_heads % tp:
+def _command(model: ModelSpec, settings: ServeSettings, tp: int, pp: int, replicas: int, context: int) -> str:
+    parts = ["vllm serve", model.name, f"-tp {tp}"]
+    if pp > 1:
+        parts.append(f"-pp {pp}")
+    if replicas > 1:
+        parts.append(f"-dp {replicas}")
+    if settings.max_model_len is not None or context != model.max_model_len:
+        parts.append(f"--max-model-len {settings.max_model_len if settings.max_model_len else context}")
+    if settings.kv_cache_dtype != "auto":
+        parts.append(f"--kv-cache-dtype {settings.kv_cache_dtype}")
+    return " ".join(parts)
+
+
+def _reason(text: str) -> str:
+    """A failure's reason without its numbers' context (the part before the first colon or parenthesis)."""
+    return text.split(" (")[0].split(": ")[0][:160]
+
+
+def _layouts(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, want: int, gpus_per_node: int,
+             failures: dict[str, list[str]]) -> list[SweepRow]:
+    """Every TP × PP layout of this GPU that starts, with the replicas the load needs."""
+    out = []
+    for pp in SWEEP_PP_SIZES:
+        for tp in SWEEP_TP_SIZES:
+            if tp > gpus_per_node or model.num_attention_heads % tp or pp > model.num_layers:
                 continue
+            where = f"{gpu.id} tp {tp} pp {pp}"
             try:
-                r = plan_fit(model, gpu, replace(settings, tp=tp, concurrency=want), advise=False)
+                r = plan_fit(model, gpu, replace(settings, tp=tp, pp=pp, concurrency=want), advise=False)
             except InvalidParameter as exc:
-                skipped.append(f"{gpu.id} tp {tp}: {exc}")
+                failures.setdefault(_reason(str(exc)), []).append(where)
                 continue
-            context = r.preemption.context
-            if r.fits and r.preemption.max_requests_at_context >= want:
-                rows.append(
-                    SweepRow(
-                        gpu.id,
-                        gpu.name,
-                        tp,
-                        tp * settings.pp,
-                        gpu.cuda_total_bytes,
-                        r.available_kv_bytes,
-                        r.num_gpu_blocks,
-                        r.kv_cache_tokens,
-                        r.max_concurrency,
-                        r.preemption.max_requests_at_context,
-                        r.preemption.context,
-                    )
-                )
+            per_replica = r.preemption.max_requests_at_context
+            if not r.fits or per_replica < 1:
+                failures.setdefault(_reason(r.error or "no request of this length fits"), []).append(where)
+                continue
+            replicas = -(-want // per_replica)
+            total = tp * pp * replicas
+            if total > MAX_SWEEP_GPUS:
+                failures.setdefault(f"needs more than {MAX_SWEEP_GPUS} GPUs", []).append(where)
+                continue
+            out.append(SweepRow(
+                gpu.id, gpu.name, tp, pp, replicas, total, -(-total // gpus_per_node), gpus_per_node,
+                gpu.cuda_total_bytes, r.available_kv_bytes, r.num_gpu_blocks, r.kv_cache_tokens, r.max_concurrency,
+                per_replica, r.preemption.context, _command(model, settings, tp, pp, replicas, r.preemption.context)))
+    return out
+
+
+def sweep_gpus(model: ModelSpec, gpus: Iterable[GpuLike], settings: ServeSettings) -> SweepReport:
+    """For each GPU kind, the layout with the fewest GPUs (then nodes) that starts and keeps `concurrency`
+    (default 1) requests of `context` (default max_model_len) resident without preemption: TP inside a node,
+    PP across nodes, data-parallel replicas for the rest; sorted by GPUs, then memory. The reasons the other
+    combinations fail are grouped in `reasons`."""
+    from kvplan.hardware.nodes import node_shape
+
+    want = settings.concurrency or 1
+    failures: dict[str, list[str]] = {}
+    rows = []
+    for gpu in gpus:
+        layouts = _layouts(model, gpu, settings, want, node_shape(gpu.id).gpus_per_node, failures)
+        if layouts:
+            rows.append(min(layouts, key=lambda row: (row.num_gpus, row.nodes, row.pp, row.tp)))
     rows.sort(key=lambda row: (row.num_gpus, row.cuda_total_bytes, row.gpu))
-    return SweepReport(
-        model.name, context or settings.max_model_len or model.max_model_len, want, tuple(rows), tuple(skipped)
-    )
+    context = rows[0].context if rows else (settings.context or settings.max_model_len or model.max_model_len)
+    reasons = tuple(SweepReason(reason, len(where), where[0])
+                    for reason, where in sorted(failures.items(), key=lambda kv: -len(kv[1])))
+    return SweepReport(model.name, context, want, tuple(rows), reasons=reasons)
