@@ -207,44 +207,47 @@ def render_fit(r: FitReport) -> Group:
 
 
 def render_sweep(r: SweepReport) -> Group:
-    """GPU × TP options that serve the model, fewest GPUs first."""
+    """Per GPU kind, the cheapest node-aware layout (TP × PP × DP replicas), fewest GPUs first, with its
+    `vllm serve` line; then why the other combinations do not serve the model, grouped."""
     title = (
-        f"{r.model}: GPUs that start and keep {r.concurrency} request(s) of {r.context:,} tokens resident "
-        "(fewest GPUs first)"
+        f"{r.model}: what to rent for {r.concurrency} request(s) of {r.context:,} tokens resident at once "
+        "(fewest GPUs first; TP inside a node, PP across nodes, DP replicas for the load)"
     )
     t = Table(title=title, title_justify="left")
-    t.add_column("GPU")
-    t.add_column("TP", justify="right")
-    t.add_column("GPUs", justify="right")
-    t.add_column("GiB/GPU", justify="right")
-    t.add_column("KV GiB/GPU", justify="right")
-    t.add_column("KV tokens", justify="right")
-    t.add_column("requests at context", justify="right")
+    for header, justify in (("GPU", "left"), ("TP×PP×DP", "right"), ("GPUs", "right"), ("nodes", "right"),
+                            ("KV GiB/GPU", "right"), ("KV tokens per replica", "right"),
+                            ("requests per replica", "right")):
+        t.add_column(header, justify=justify, overflow="fold")  # type: ignore[arg-type]  # never cut a number
     for row in r.rows:
         _row(
             t,
-            row.gpu_name,
-            str(row.tp),
+            row.gpu,
+            f"{row.tp}×{row.pp}×{row.replicas}",
             str(row.num_gpus),
-            _gib(row.cuda_total_bytes),
+            str(row.nodes),
             _gib(row.available_kv_bytes),
             f"{row.kv_cache_tokens:,}",
             f"{row.requests_at_context:,}",
         )
     parts: list[RenderableType] = [t]
-    if not r.rows:
-        parts.append(
-            Text(
-                "No catalog GPU serves this model with TP ≤ 8 at this context; try --max-model-len, "
-                "--kv-cache-dtype fp8 or -pp.",
-                style="yellow",
-            )
-        )
+    if r.rows:
+        parts.append(Text("vllm serve lines, cheapest first:", style="bold"))
+        parts.extend(Text(f"  {row.gpu}: {row.command}") for row in r.rows[:SWEEP_COMMANDS_SHOWN])
+    else:
+        parts.append(Text("No catalog GPU serves this model at this context with TP ≤ 8 per node and PP ≤ 4.",
+                          style="yellow"))
+    if r.reasons:
+        parts.append(Text("Why the other GPU × layout combinations do not:", style="bold"))
+        parts.extend(Text(f"  {x.count} × {x.reason} (e.g. {x.example})") for x in r.reasons[:SWEEP_REASONS_SHOWN])
     parts.append(
         Text(
-            "Pick one and run `kvplan fit MODEL --gpu ID -tp N` for the full budget. AMD GPUs are not "
+            "Pick one and run `kvplan fit MODEL --gpu ID -tp N -pp M` for the full budget. AMD GPUs are not "
             "listed: kvplan models vLLM's CUDA platform.",
             style="dim",
         )
     )
     return Group(*parts)
+
+
+SWEEP_COMMANDS_SHOWN = 5
+SWEEP_REASONS_SHOWN = 5
