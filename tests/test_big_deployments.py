@@ -89,3 +89,25 @@ def test_cpu_offload_takes_weights_off_the_gpu() -> None:
     off = runner.invoke(app, ["fit", str(CONFIGS / "Qwen--Qwen2.5-7B"), "--gpu", "h100", "--cpu-offload-gb", "4",
                               "--json"])
     assert json.loads(base.stdout)["weights_bytes"] - json.loads(off.stdout)["weights_bytes"] == 4 * 2**30
+
+
+def test_lora_slots_add_their_buffers_to_the_weights() -> None:
+    """Llama-3.1-8B, 4 adapters of rank 64: per decoder layer, A and B buffers of qkv (3 slices), o, gate_up
+    (2 slices) and down hold 64 × (38,912 + 43,008) values; × 4 slots × 2 bytes × 32 layers = 1.25 GiB."""
+    args = [str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"), "--gpu", "h100", "--json"]
+    base = json.loads(runner.invoke(app, ["fit", *args]).stdout)
+    lora = json.loads(runner.invoke(app, ["fit", *args, "--enable-lora", "--max-loras", "4",
+                                          "--max-lora-rank", "64"]).stdout)
+    assert lora["weights_bytes"] - base["weights_bytes"] == 4 * 32 * 64 * (38_912 + 43_008) * 2
+
+
+def test_online_fp8_quantization_and_vllms_method_mismatch() -> None:
+    args = [str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"), "--gpu", "h100", "--json"]
+    base = json.loads(runner.invoke(app, ["fit", *args]).stdout)
+    fp8 = json.loads(runner.invoke(app, ["fit", *args, "--quantization", "fp8"]).stdout)
+    assert fp8["weights_bytes"] < 0.6 * base["weights_bytes"]  # linear weights at 1 byte, embeddings kept
+    mismatch = runner.invoke(app, ["fit", str(CONFIGS / "nvidia--Llama-3.1-70B-Instruct-FP8"), "--gpu", "h100",
+                                   "-tp", "2", "--quantization", "awq"])
+    assert mismatch.exit_code == 2
+    assert "does not match the quantization method specified in the `quantization` argument (awq)" in \
+        mismatch.output

@@ -268,14 +268,13 @@ def test_model_and_revision_can_come_from_the_command_line(tmp_path: Path) -> No
 
 def test_unmodelled_options_warn_and_unknown_harmless_ones_are_ignored(tmp_path: Path) -> None:
     path = write(tmp_path, plan_text(extra="    vllm_cmd: vllm serve m --swap-space 4 --port 8000 --my-plugin x\n"
-                                           "    vllm: {quantization: fp8}\n"))
+                                           "    vllm: {kv_offloading_size: 4}\n"))
     warnings = load_plan(path).deployments[0].warnings
     where = f"{tmp_path / 'plan.yaml'}"
     assert warnings == (
         f"{where}:5: deployments[0].vllm_cmd: --swap-space: not modelled; planned without it",
         f"{where}:5: deployments[0].vllm_cmd: --my-plugin: ignored: kvplan does not know this vLLM option",
-        f"{where}:6: deployments[0].vllm.quantization: online quantization is not modelled (the checkpoint's own "
-        "scheme is); planned without it",
+        f"{where}:6: deployments[0].vllm.kv_offloading_size: KV offloading is not modelled; planned without it",
     )
 
 

@@ -22,8 +22,8 @@ def test_underscores_aliases_booleans_and_unknown_flags() -> None:
     assert c.model == "meta-llama/Llama-3.1-8B"
     assert c.options == {"trust_remote_code": True, "max_num_seqs": "64", "gpu_memory_utilization": "0.8",
                          "enforce_eager": True, "enable_prefix_caching": False, "kv_cache_memory_bytes": "20G",
-                         "data_parallel_size": "2"}
-    assert c.ignored == ("--port 8000", "--served-model-name llama", "--quantization fp8")
+                         "quantization": "fp8", "data_parallel_size": "2"}
+    assert c.ignored == ("--port 8000", "--served-model-name llama")
 
 
 def test_big_deployment_flags_are_read() -> None:

@@ -447,6 +447,10 @@ VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
     "mamba_ssm_cache_dtype": ("mamba_ssm_cache_dtype", _choice("auto", "float32", "bfloat16", "float16")),
     "num_gpu_blocks_override": ("num_gpu_blocks_override", _as_int),
     "cpu_offload_gb": ("cpu_offload_bytes", lambda v, w: int(_as_float(v, w) * 2**30)),
+    "quantization": ("quantization", lambda v, w: str(v).strip().lower()),
+    "enable_lora": ("enable_lora", _as_bool),
+    "max_loras": ("max_loras", _as_int),
+    "max_lora_rank": ("max_lora_rank", _as_int),
 }
 # vLLM's short and negated spellings.
 VLLM_ALIASES: Mapping[str, str] = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size",
@@ -470,10 +474,6 @@ VLLM_IGNORED = frozenset({
 })
 # Options that change memory or speed in ways kvplan does not model: a warning says the plan ignores them.
 VLLM_UNMODELLED: Mapping[str, str] = {
-    "quantization": "online quantization is not modelled (the checkpoint's own scheme is)",
-    "enable_lora": "LoRA adapters' memory is not modelled",
-    "max_lora_rank": "LoRA adapters' memory is not modelled",
-    "max_loras": "LoRA adapters' memory is not modelled",
     "swap_space": "not modelled",
     "kv_offloading_size": "KV offloading is not modelled",
     "kv_transfer_config": "KV transfer is not modelled",

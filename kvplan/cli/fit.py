@@ -167,6 +167,11 @@ def command(
                                                          "--num-gpu-blocks-override")] = None,
     cpu_offload_gb: Annotated[str | None, _vllm("Weights kept in CPU memory per GPU, in GiB (default 0).",
                                                 "--cpu-offload-gb")] = None,
+    quantization: Annotated[str | None, _vllm("The checkpoint's quantization method, or fp8 to quantize a "
+                                              "16-bit checkpoint at load.", "--quantization", "-q")] = None,
+    enable_lora: Annotated[bool | None, _vllm("Reserve LoRA adapter slots on every GPU.", "--enable-lora")] = None,
+    max_loras: Annotated[int | None, _vllm("LoRA adapters served at once (default 1).", "--max-loras")] = None,
+    max_lora_rank: Annotated[int | None, _vllm("Largest LoRA rank (default 16).", "--max-lora-rank")] = None,
     trust_remote_code: Annotated[
         bool | None, _vllm("Accept a repository whose config needs its own code (kvplan still runs none of it).",
                            "--trust-remote-code")
@@ -204,6 +209,10 @@ def command(
         "mamba_ssm_cache_dtype": mamba_ssm_cache_dtype,
         "num_gpu_blocks_override": num_gpu_blocks_override,
         "cpu_offload_gb": cpu_offload_gb,
+        "quantization": quantization,
+        "enable_lora": enable_lora,
+        "max_loras": max_loras,
+        "max_lora_rank": max_lora_rank,
     }
     if vllm_cmd is not None:
         from kvplan.vllm.command_line import parse_vllm_command
@@ -377,6 +386,10 @@ def settings_from_flags(
         mamba_ssm_cache_dtype=str(given.get("mamba_ssm_cache_dtype") or "auto"),
         num_gpu_blocks_override=count("num_gpu_blocks_override", "--num-gpu-blocks-override"),
         cpu_offload_bytes=_gib(given.get("cpu_offload_gb"), "--cpu-offload-gb"),
+        quantization=str(given["quantization"]).lower() if given.get("quantization") else None,
+        enable_lora=bool(given.get("enable_lora") or False),
+        max_loras=count("max_loras", "--max-loras") or 1,
+        max_lora_rank=count("max_lora_rank", "--max-lora-rank") or 16,
     )
 
 

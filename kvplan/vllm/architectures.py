@@ -149,3 +149,8 @@ def explain_bad_config(exc: BadConfig, version: VllmVersion) -> KvplanError:
         if reason is not None:
             return NotServed(reason)
     return exc
+
+
+def served_quantization_methods() -> tuple[str, ...]:
+    """vLLM 0.33's QUANTIZATION_METHODS (config/model.py:_verify_quantization accepts only these)."""
+    return tuple(_backend()["quantization_methods"])

@@ -38,6 +38,9 @@ VALUE_FLAGS: dict[str, str] = {
     "--mamba-ssm-cache-dtype": "mamba_ssm_cache_dtype",
     "--num-gpu-blocks-override": "num_gpu_blocks_override",
     "--cpu-offload-gb": "cpu_offload_gb",
+    "--quantization": "quantization",
+    "--max-loras": "max_loras",
+    "--max-lora-rank": "max_lora_rank",
 }
 BOOL_FLAGS: dict[str, tuple[str, bool]] = {
     "--enforce-eager": ("enforce_eager", True),
@@ -49,6 +52,7 @@ BOOL_FLAGS: dict[str, tuple[str, bool]] = {
     "--enable-expert-parallel": ("enable_expert_parallel", True),
     "--no-enable-expert-parallel": ("enable_expert_parallel", False),
     "--trust-remote-code": ("trust_remote_code", True),
+    "--enable-lora": ("enable_lora", True),
 }
 SHORT_FLAGS = {
     "-tp": "--tensor-parallel-size",
@@ -65,7 +69,6 @@ IGNORED_BOOL_FLAGS = frozenset(
         "--disable-log-stats",
         "--enable-auto-tool-choice",
         "--async-scheduling",
-        "--enable-lora",
         "--disable-custom-all-reduce",
         "--enable-log-requests",
         "--headless",

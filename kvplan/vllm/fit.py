@@ -19,13 +19,16 @@ from kvplan.errors import BadConfig
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs
 from kvplan.units import GiB
 from kvplan.vllm.advice import advise_fixes
+from kvplan.vllm.architectures import served_quantization_methods
 from kvplan.vllm.block_plan import KVCachePlan, plan_kv_cache
 from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE
 from kvplan.vllm.memory.activation import estimate_activation
 from kvplan.vllm.memory.budget import MemoryBudget, MemoryTerm, memory_budget, startup_baseline_bytes, user_term
 from kvplan.vllm.memory.cuda_graphs import estimate_cuda_graphs
+from kvplan.vllm.memory.lora import lora_bytes_per_gpu
 from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import estimate_weights
+from kvplan.vllm.quantization import apply_quantization
 from kvplan.vllm.report import FitReport, GroupSummary
 from kvplan.vllm.settings import GpuLike, ResolvedSettings, ServeSettings, resolve_settings, served_dtype
 from kvplan.vllm.speculative import SpecDecode, draft_specs, resolve_speculative
@@ -75,6 +78,10 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     try:
         term = estimate_weights(model, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version,
                                 moe_backend=s.moe_backend, total_bytes=s.weights_total_bytes)
+        if s.enable_lora:  # adapter slots are allocated while the model loads ("Model loading took")
+            lora = lora_bytes_per_gpu(model, tp=s.tp, max_loras=s.max_loras, max_lora_rank=s.max_lora_rank)
+            term = replace(term, bytes=term.bytes + lora, assumption=f"{term.assumption}; LoRA buffers for "
+                           f"{s.max_loras} adapter(s) of rank {s.max_lora_rank} +{lora / GiB:.2f} GiB (estimate)")
         if s.cpu_offload_bytes:  # model_loader/utils.py: parameters are placed in CPU memory up to this budget
             kept = max(0, term.bytes - s.cpu_offload_bytes)
             term = replace(term, bytes=kept, assumption=f"{term.assumption}; --cpu-offload-gb keeps "
@@ -164,6 +171,7 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     """Plan a `vllm serve` deployment: memory budget, KV blocks, tokens, concurrency, startup verdict,
     preemption verdict and (with `advise`) changes that fix what fails. Pure."""
     s = settings
+    model = apply_quantization(model, s.quantization, served_quantization_methods())
     dtype = served_dtype(model, gpu.arch, s.dtype)
     dtype_notes = []
     if dtype != model.dtype:  # --dtype, or no bfloat16 before SM80: every dtype-sized figure follows

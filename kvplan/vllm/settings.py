@@ -64,6 +64,10 @@ class ServeSettings:
     mamba_ssm_cache_dtype: str = "auto"  # --mamba-ssm-cache-dtype: SSM state
     num_gpu_blocks_override: int | None = None  # --num-gpu-blocks-override: the block count, whatever the memory
     cpu_offload_bytes: int = 0  # --cpu-offload-gb: weights kept in CPU memory, per GPU
+    quantization: str | None = None  # --quantization: the checkpoint's method, or an online one (fp8)
+    enable_lora: bool = False  # --enable-lora: adapter slots on every GPU
+    max_loras: int = 1  # --max-loras (vLLM's default)
+    max_lora_rank: int = 16  # --max-lora-rank (vLLM's default)
     # Measured values that replace kvplan's estimates (bytes per GPU).
     weights_bytes: int | None = None
     activation_bytes: int | None = None
@@ -77,6 +81,17 @@ class ServeSettings:
     # The load to judge preemption at (defaults: max_model_len, max_num_seqs).
     context: int | None = None
     concurrency: int | None = None
+
+
+def _validate_lora(s: ServeSettings) -> None:
+    """config/lora.py: max_lora_rank is one of MaxLoRARanks; max_loras ≥ 1."""
+    from kvplan.vllm.memory.lora import LORA_RANKS, MAX_LORAS
+
+    if s.max_lora_rank not in LORA_RANKS:
+        raise InvalidParameter(f"--max-lora-rank must be one of {', '.join(map(str, LORA_RANKS))}, "
+                               f"got {s.max_lora_rank}")
+    if not 1 <= s.max_loras <= MAX_LORAS:
+        raise InvalidParameter(f"--max-loras must be 1–{MAX_LORAS}, got {s.max_loras}")
 
 
 def _validate_parallel(model: ModelSpec, s: ServeSettings) -> None:
@@ -315,6 +330,7 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     check_model_served(model, version, allow_custom_code=s.allow_custom_code)
     validate_settings(model, s)
     _validate_parallel(model, s)
+    _validate_lora(s)
     max_len, len_source = _max_model_len(model, s)
     util = s.gpu_memory_utilization if s.gpu_memory_utilization is not None else vd.default_gpu_memory_utilization(
         version)
