@@ -111,3 +111,17 @@ def test_online_fp8_quantization_and_vllms_method_mismatch() -> None:
     assert mismatch.exit_code == 2
     assert "does not match the quantization method specified in the `quantization` argument (awq)" in \
         mismatch.output
+
+
+def test_expert_parallel_splits_the_experts_over_tp_times_dp_ranks() -> None:
+    from kvplan.model.hub import load_local
+    from kvplan.model.weights import routed_expert_bytes
+
+    model = str(CONFIGS / "Qwen--Qwen3-30B-A3B")
+    args = [model, "--gpu", "h100", "-tp", "2", "-dp", "2", "--json"]
+    plain = json.loads(runner.invoke(app, ["fit", *args]).stdout)
+    ep = json.loads(runner.invoke(app, ["fit", *args, "--enable-expert-parallel"]).stdout)
+    experts = routed_expert_bytes(load_local(model))
+    assert plain["weights_bytes"] - ep["weights_bytes"] == experts // 2 - experts // 4
+    assert (plain["num_gpus"], ep["kv_cache_tokens"]) == (4, plain["kv_cache_tokens"] + (ep["kv_cache_tokens"] -
+                                                                                       plain["kv_cache_tokens"]))

@@ -208,6 +208,13 @@ def stored_weights_bytes(model: ModelSpec, params: ParamCount | None = None) -> 
     return int(keep * full + quantized * bits / 8)
 
 
+def routed_expert_bytes(model: ModelSpec) -> int:
+    """Stored bytes of all routed experts (quantized at the checkpoint's bits): what expert parallelism splits."""
+    p = count_parameters(model)
+    bits = quantized_bits_per_weight(model) if model.quant is not None else 8.0 * FP_BYTES.get(model.dtype, 2)
+    return int((p.routed_experts - _expert_bias_params(model, p)) * bits / 8)
+
+
 def weights_bytes_per_gpu(model: ModelSpec, *, tp: int = 1, pp: int = 1, total_bytes: int | None = None) -> int:
     """Weights on the busiest GPU: the largest pipeline stage's share, split evenly over TP ranks.
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.errors import BadConfig
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs
+from kvplan.model.weights import routed_expert_bytes
 from kvplan.units import GiB
 from kvplan.vllm.advice import advise_fixes
 from kvplan.vllm.architectures import served_quantization_methods
@@ -82,6 +83,8 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
             lora = lora_bytes_per_gpu(model, tp=s.tp, max_loras=s.max_loras, max_lora_rank=s.max_lora_rank)
             term = replace(term, bytes=term.bytes + lora, assumption=f"{term.assumption}; LoRA buffers for "
                            f"{s.max_loras} adapter(s) of rank {s.max_lora_rank} +{lora / GiB:.2f} GiB (estimate)")
+        if s.enable_expert_parallel and s.data_parallel_size > 1 and model.moe is not None:
+            term = _expert_parallel(model, s, term)
         if s.cpu_offload_bytes:  # model_loader/utils.py: parameters are placed in CPU memory up to this budget
             kept = max(0, term.bytes - s.cpu_offload_bytes)
             term = replace(term, bytes=kept, assumption=f"{term.assumption}; --cpu-offload-gb keeps "
@@ -94,6 +97,16 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
         raise BadConfig(f"the weights cannot be estimated: {exc}",
                         hint="pass --weights-memory (vLLM's 'Model loading took X GiB'), or a Hub id whose "
                              "safetensors metadata gives the checkpoint's size") from exc
+
+
+def _expert_parallel(model: ModelSpec, s: ServeSettings, term: MemoryTerm) -> MemoryTerm:
+    """--enable-expert-parallel with DP: the routed experts are split over TP × DP ranks instead of each DP
+    replica holding its TP share of all of them (layers/fused_moe/layer.py: ep_size = tp × dp, expert_map)."""
+    ranks = s.tp * s.data_parallel_size
+    experts = routed_expert_bytes(model)
+    saved = experts // s.tp - experts // ranks
+    return replace(term, bytes=term.bytes - saved,
+                   assumption=f"{term.assumption}; experts split over {ranks} EP ranks -{saved / GiB:.2f} GiB")
 
 
 def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings, s: ServeSettings,
