@@ -123,5 +123,5 @@ def test_expert_parallel_splits_the_experts_over_tp_times_dp_ranks() -> None:
     ep = json.loads(runner.invoke(app, ["fit", *args, "--enable-expert-parallel"]).stdout)
     experts = routed_expert_bytes(load_local(model))
     assert plain["weights_bytes"] - ep["weights_bytes"] == experts // 2 - experts // 4
-    assert (plain["num_gpus"], ep["kv_cache_tokens"]) == (4, plain["kv_cache_tokens"] + (ep["kv_cache_tokens"] -
-                                                                                       plain["kv_cache_tokens"]))
+    assert plain["num_gpus"] == ep["num_gpus"] == 4
+    assert ep["kv_cache_tokens"] > plain["kv_cache_tokens"]  # the memory the experts free goes to the KV cache
