@@ -50,8 +50,12 @@ def parse_bytes(text: str | int | float, *, what: str = "size") -> int:
     return int(result)
 
 
-def parse_count(text: str | int, *, what: str = "value", minimum: int = 0) -> int:
-    """Parse a token count such as `32768`, `32k` (32,000) or `32K` (32,768), as vLLM's flags do."""
+def parse_count(text: str | int, *, what: str = "value", minimum: int = 0, maximum: int | None = None,
+                bound: str = "") -> int:
+    """Parse a token count such as `32768`, `32k` (32,000) or `32K` (32,768), as vLLM's flags do
+    (vllm/engine/arg_utils.py:human_readable_int: a lower-case suffix is decimal, an upper-case one binary).
+
+    Above `maximum` is an error naming it and `bound` (why that is the most)."""
     if isinstance(text, bool):
         raise InvalidParameter(f"{what}: expected a whole number, got {text!r}")
     if isinstance(text, int):
@@ -66,6 +70,9 @@ def parse_count(text: str | int, *, what: str = "value", minimum: int = 0) -> in
         value = int(f)
     if value < minimum:
         raise InvalidParameter(f"{what} must be ≥ {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        why = f"; {bound}" if bound else ""
+        raise InvalidParameter(f"{what} {value:,} is more than kvplan accepts (at most {maximum:,}{why})")
     return value
 
 

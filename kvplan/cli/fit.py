@@ -291,6 +291,13 @@ def _load(model: str, revision: str | None, *, quiet: bool,
     return spec, (weights.bytes if weights else None)
 
 
+# vLLM 0.33's CacheConfig.block_size is any int > 0 (`Field(gt=0)`; the fixed BlockSize set of older
+# releases is gone): the attention backend's kernels then take 16–128 tokens, and hybrid models' Mamba
+# alignment raises the block to a few thousand. 65,536 (the simulator's MAX_BLOCK_SIZE) is far above both.
+MAX_BLOCK_SIZE = 2**16
+BLOCK_SIZE_BOUND = "a vLLM KV block is 16 to 128 tokens, a hybrid model's a few thousand"
+
+
 def settings_from_flags(
     given: dict[str, object],
     usage: str | None,
@@ -314,11 +321,12 @@ def settings_from_flags(
     from kvplan.vllm.memory.weights import MOE_BACKENDS
     from kvplan.vllm.settings import ServeSettings
 
-    def count(name: str, flag: str) -> int | None:
+    def count(name: str, flag: str, maximum: int | None = None, bound: str = "") -> int | None:
         value = given.get(name)
         if value is None:
             return None
-        return parse_count(value if isinstance(value, int) else str(value), what=flag, minimum=1)
+        return parse_count(value if isinstance(value, int) else str(value), what=flag, minimum=1, maximum=maximum,
+                           bound=bound)
 
     def size(value: str | None, flag: str) -> int | None:
         return None if value is None else parse_bytes(value, what=flag)
@@ -356,7 +364,7 @@ def settings_from_flags(
         max_num_seqs=count("max_num_seqs", "--max-num-seqs"),
         max_num_batched_tokens=count("max_num_batched_tokens", "--max-num-batched-tokens"),
         kv_cache_dtype=str(given.get("kv_cache_dtype") or "auto"),
-        block_size=count("block_size", "--block-size"),
+        block_size=count("block_size", "--block-size", MAX_BLOCK_SIZE, BLOCK_SIZE_BOUND),
         enforce_eager=bool(given.get("enforce_eager") or False),
         kv_cache_memory_bytes=None if kv_bytes is None else parse_bytes(str(kv_bytes), what="--kv-cache-memory-bytes"),
         enable_prefix_caching=given.get("enable_prefix_caching") is not False,

@@ -10,7 +10,6 @@ counts, the quantization scheme) never stops `size`; it leaves `ModelSpec.weight
 """
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +18,7 @@ from kvplan.errors import BadConfig
 from kvplan.model.families import attention, classic, heterogeneous, mla, moe, recurrent
 from kvplan.model.families.text_config import mm_prefix_lm, text_config
 from kvplan.model.quantization import quant_spec
-from kvplan.model.reader import ConfigReader, names, positive_int
+from kvplan.model.reader import ConfigReader, check_rope_factor, model_length, names, positive_int
 from kvplan.model.spec import LayerKind, LayerSpec, MLADims, ModelSpec, MoESpec, QuantSpec, RecurrentState
 
 # config/model.py:_get_and_verify_max_len: the keys that may bound the context length.
@@ -208,7 +207,7 @@ def _weights_part(c: ConfigReader, top: Mapping[str, Any], model_type: str, hidd
 def _head_size(c: ConfigReader, hidden: int, heads: int) -> int:
     """ModelArchConfigConvertorBase.get_head_size: head_dim, hidden_size_per_head, else hidden // heads."""
     hd = c.get("head_dim")
-    if isinstance(hd, (int, float)) and not isinstance(hd, bool) and hd > 0:
+    if hd is not None:  # vLLM takes head_dim whenever it is set: 0 or -128 is an error, not replaced
         return positive_int(hd, "head_dim")
     for key in ("hidden_size_per_head", "attention_head_dim", "kv_channels"):
         if c.has(key):
@@ -242,11 +241,12 @@ def _model_dtype(data: Mapping[str, Any], top: Mapping[str, Any]) -> str:
 
 def _max_model_len(data: Mapping[str, Any], model_type: str) -> tuple[int, str]:
     """config/model.py:_get_and_verify_max_len: the smallest bounding key, times the rope factor."""
-    found: list[tuple[int, str]] = []
+    check_rope_factor(data)
+    found: list[tuple[float, str]] = []
     for key in _MAX_LEN_KEYS:
         v = data.get(key)
-        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v < math.inf:
-            found.append((int(v), key))
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v:
+            found.append((v, key))
     model_max = next((v for v, k in found if k == "model_max_length"), None)
     if model_max is not None:
         length, src = model_max, "model_max_length"
@@ -254,14 +254,15 @@ def _max_model_len(data: Mapping[str, Any], model_type: str) -> tuple[int, str]:
         length, src = min(found)
     else:
         return _DEFAULT_MAX_LEN, "vLLM default (no length key in config.json)"
+    length = model_length(length, src)  # only the key vLLM takes is bounded: it keeps the smallest
     rope = data.get("rope_scaling")
     if isinstance(rope, Mapping) and "gemma3" not in model_type:
         rtype = str(rope.get("rope_type") or rope.get("type") or "default")
         factor = rope.get("factor")
         if rtype not in _ROPE_TYPES_NOT_SCALING_LEN and isinstance(factor, (int, float)) and \
-                not isinstance(factor, bool) and 1 < factor < math.inf:
-            length = int(length * factor)
+                not isinstance(factor, bool) and factor > 1:  # ∞ reaches model_length, which refuses it
             src += f" × rope factor {factor:g} ({rtype})"
+            length = model_length(length * factor, src)
     return length, src
 
 
