@@ -1,8 +1,10 @@
 """vLLM's KV block pool: free queue, prefix-cache hash map, reference counts, null block.
 
 Mirrors `v1/core/block_pool.py:BlockPool` and `v1/core/kv_cache_utils.py:FreeKVCacheBlockQueue` of vLLM 0.33
-(kvplan's reference, §7). Both simulators (`kvplan.sim.prefix`, `kvplan.sim.scheduler`) drive this one
-class. Pure: no I/O, no printing.
+(kvplan's reference, §7). The serve scheduler (`kvplan.sim.scheduler`) drives `BlockPool`; the prefix
+simulator (`kvplan.sim.prefix`) drives `SequentialPool`, the same rules for requests served one at a
+time, with a hash-keyed free queue (and a `BlockPool` behind it when two blocks hold one hash). Pure: no
+I/O, no printing.
 
 Block hashes. vLLM chains `sha256(pickle((parent_hash, block_token_ids, extra_keys)))`
 (`kv_cache_utils.py:hash_block_tokens`). A simulation only needs *equality* of hashes, so kvplan uses
@@ -18,6 +20,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Hashable, Iterable, Sequence
+from itertools import islice
 
 from kvplan.errors import InvalidParameter
 
@@ -435,3 +438,163 @@ class BlockPool:
             assert v is not None or self.keep_evicted_hashes
             for b in ([] if v is None else [v] if isinstance(v, int) else list(v)):
                 assert self.block_hash[b] == h
+
+
+class SequentialPool:
+    """The prefix simulator's pool: `BlockPool`'s results for requests served one at a time, faster.
+
+    `kvplan.sim.prefix` serves a request, then frees all its blocks before the next one, so between
+    requests every block is free and the free queue is: the unhashed blocks (in front, interchangeable),
+    then the cached ones in LRU order. While no two blocks hold the same hash, a cached block *is* its
+    hash, so the queue is a count of unhashed blocks plus one `OrderedDict` of hashes, and a request costs
+    what the document's minimal LRU costs (§10): a pop per hit (the touch), a `popitem` per evicted block
+    and a store per full block, appended tail-first (the order in which `free_blocks` gets them back: new
+    blocks from the chain's tail back, then the hit ones); no block ids, no reference counts. The hashes
+    ever cached (what `keep_evicted_hashes` keeps as tombstones) are a set updated in bulk.
+
+    Two cases the hash-keyed queue cannot hold hand the state over to a `BlockPool` (block ids given in
+    queue order: an id is a label, no result depends on it), which then serves every later request: a
+    request whose new block gets a hash an old free block still holds (two blocks with one hash: the same
+    prompt of whole blocks coming back recomputes its last block), handed over with that request's end
+    state; and a request naming a hash twice (a trace's block_hashes can), handed over before it.
+    With `check`, a shadow `BlockPool` serves every request too and each one's hits, cold misses,
+    evictions, unhashed count and free-queue order must agree (for tests).
+    """
+
+    __slots__ = ("usable_blocks", "track_known", "num_free_unhashed", "num_evictions", "max_in_use", "pool", "_lru",
+                 "_known", "_shadow")
+
+    def __init__(self, num_gpu_blocks: int, *, track_known: bool = False, check: bool = False) -> None:
+        check_pool_size(num_gpu_blocks)
+        self.usable_blocks = num_gpu_blocks - 1
+        self.track_known = track_known
+        self.num_free_unhashed = self.usable_blocks
+        self.num_evictions = 0
+        self.max_in_use = 0  # the most blocks in use at once (those of the largest request)
+        self.pool: BlockPool | None = None  # set once the state has been handed over
+        self._lru: OrderedDict[BlockHash, bool] = OrderedDict()  # cached free blocks, LRU first
+        self._known: set[BlockHash] = set()  # with track_known, until handed over: every hash ever cached
+        self._shadow = BlockPool(num_gpu_blocks, keep_evicted_hashes=track_known) if check else None
+
+    def known_hashes(self) -> int:
+        """With `track_known`: how many distinct hashes have ever been cached."""
+        if self.pool is not None:
+            return self.pool.known_hashes()
+        return len(self._known)
+
+    def serve(self, keys: Sequence[BlockHash], full: int, cap: int, total_blocks: int) -> tuple[int, int]:
+        """One request: `keys[:full]` its full blocks' hashes, hits capped at `cap` ≤ `full` blocks, and
+        `total_blocks` held at its end (all freed after). Returns the hit blocks and, with `track_known`,
+        the cold ones: of `keys[hit:cap]`, those never cached before (0 without)."""
+        if self.pool is not None:
+            return self._serve_pool(self.pool, keys, full, cap, total_blocks)
+        if self._shadow is not None:
+            expected = self._serve_pool(self._shadow, keys, full, cap, total_blocks, dry=True)
+        ks = keys[:full]
+        tail = dict.fromkeys(reversed(ks), True)  # what free_blocks(reversed(blocks)) appends, in order
+        if len(tail) < full:  # a hash twice in one request (a trace's block_hashes can repeat)
+            self._hand_over(list(self._lru))
+            got = self._serve_pool(self.pool, keys, full, cap, total_blocks)  # type: ignore[arg-type]
+        else:
+            got = self._serve(ks, tail, cap, total_blocks)
+        if self._shadow is not None:
+            self._compare(expected, got)
+        return got
+
+    def _serve(self, ks: Sequence[BlockHash], tail: dict[BlockHash, bool], cap: int,
+               total_blocks: int) -> tuple[int, int]:
+        lru = self._lru
+        pop = lru.pop
+        g = 0
+        for k in ks[:cap]:  # find_longest_cache_hit, and touch: a hit block leaves the queue
+            if pop(k, None) is None:
+                break
+            g += 1
+        n = total_blocks - g  # get_new_blocks: unhashed blocks first, then evict from the front
+        u = self.num_free_unhashed
+        if n > u:
+            popitem = lru.popitem
+            for _ in range(n - u):
+                popitem(False)
+            self.num_evictions += n - u
+            u = 0
+        else:
+            u -= n
+        if self.usable_blocks - u > self.max_in_use:
+            self.max_in_use = self.usable_blocks - u
+        cold = 0
+        if self.track_known:
+            known = self._known
+            before = len(known)
+            known.update(ks[g:cap])
+            cold = len(known) - before
+            known.update(ks[cap:])
+        # free_blocks(reversed): the unhashed (last) ones to the front, the full ones to the tail
+        self.num_free_unhashed = u + total_blocks - len(ks)
+        before = len(lru)
+        for k in tail:  # (a loop of stores is faster than OrderedDict.update)
+            lru[k] = True
+        if len(lru) - before < len(tail):  # an old block still holds a new block's hash: it kept its place
+            self._hand_over([*islice(lru, before), *tail])
+        return g, cold
+
+    def _serve_pool(self, pool: BlockPool, keys: Sequence[BlockHash], full: int, cap: int, total_blocks: int,
+                    dry: bool = False) -> tuple[int, int]:
+        """`serve` through a `BlockPool`, block by block; `dry`: the shadow's (leaves this pool's counters)."""
+        hit = pool.find_longest_cache_hit(keys, cap)
+        g = len(hit)
+        pool.touch(hit)
+        if self.track_known:  # the map grows by the cold blocks and those past the cap never read
+            new_past_cap = sum(1 for k in keys[cap:full] if not pool.is_known_hash(k))
+            before = pool.known_hashes()
+        blocks = hit + pool.get_new_blocks(total_blocks - g, keys[g:full])
+        if not dry:
+            self.max_in_use = max(self.max_in_use, self.usable_blocks - pool.num_free_unhashed)
+        if self._shadow is not None:
+            pool.check_invariants()
+        blocks.reverse()  # a finished request's blocks go back tail-first
+        pool.free_blocks(blocks)
+        if self._shadow is not None:
+            pool.check_invariants()
+            assert pool.num_free_blocks() == self.usable_blocks  # everything is free again
+        if not dry:
+            self.num_evictions = pool.num_evictions
+            self.num_free_unhashed = pool.num_free_unhashed
+        cold = pool.known_hashes() - before - new_past_cap if self.track_known else 0
+        return g, cold
+
+    def _hand_over(self, queue: Sequence[BlockHash]) -> None:
+        """Go on with a `BlockPool` whose free queue is the unhashed blocks, then blocks with `queue`'s hashes."""
+        pool = BlockPool(self.usable_blocks + 1, keep_evicted_hashes=self.track_known)
+        if self.track_known:
+            pool._cached = dict.fromkeys(self._known)  # every hash ever cached, as tombstones
+        hashed = len(queue)
+        assert hashed + self.num_free_unhashed == self.usable_blocks
+        # blocks 1..hashed hold queue's hashes, in queue order; the unhashed ones are the never-used range
+        pool._free = OrderedDict.fromkeys(range(1, hashed + 1))
+        pool._fresh = hashed + 1
+        pool.num_free_unhashed = self.num_free_unhashed
+        pool.num_evictions = self.num_evictions
+        for b, h in enumerate(queue, 1):
+            pool.cache_block(b, h)
+        self.pool = pool
+        self._lru.clear()
+        self._known = set()
+
+    def _compare(self, expected: tuple[int, int], got: tuple[int, int]) -> None:
+        shadow = self._shadow
+        assert shadow is not None
+        assert got == expected, (got, expected)
+        assert self.num_evictions == shadow.num_evictions and self.num_free_unhashed == shadow.num_free_unhashed
+        assert self.known_hashes() == shadow.known_hashes()
+        queue = self.free_queue_hashes()
+        assert queue == [shadow.block_hash[b] for b in shadow.free_queue()[shadow.num_free_unhashed:]], queue
+        if self.pool is not None:
+            self.pool.check_invariants()
+
+    def free_queue_hashes(self) -> list[BlockHash]:
+        """The cached free blocks' hashes, front (next to be evicted) to tail; unhashed ones are in front."""
+        if self.pool is None:
+            return list(self._lru)
+        pool = self.pool
+        return [pool.block_hash[b] for b in pool.free_queue()[pool.num_free_unhashed:]]

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from kvplan.errors import InvalidParameter
-from kvplan.sim.block_pool import BlockHash, BlockPool, check_block_size, check_pool_size, private_key
+from kvplan.sim.block_pool import BlockHash, SequentialPool, check_block_size, check_pool_size, private_key
 from kvplan.sim.workloads import PrefixWorkload, check_workload_blocks
 
 # The starting document §9 (Qwen2.5-1.5B-Instruct on one 8 GB laptop GPU, vLLM 0.29 + LMCache 0.5.5):
@@ -160,14 +160,14 @@ def request_blocks(num_prompt_tokens: int, num_output_tokens: int, block_size: i
 
 def _run(workload: PrefixWorkload, num_gpu_blocks: int, bs: int, cpu: CpuTier | None, classify: bool,
          check: bool = False) -> _Run:
-    # With classify, the pool's hash map keeps evicted hashes: it holds every block read so far, which
-    # tells cold misses (never read) from evicted ones.
-    pool = BlockPool(num_gpu_blocks, keep_evicted_hashes=classify)
+    # With classify, the pool keeps every hash ever cached: the blocks read so far, which tells cold misses
+    # (never read) from evicted ones. SequentialPool is BlockPool for one request at a time (with check,
+    # it serves every request through a BlockPool too and compares, checking that one's invariants).
+    pool = SequentialPool(num_gpu_blocks, track_known=classify, check=check)
     usable = pool.usable_blocks
     counters = [[0] * 8 for _ in workload.phase_names]
     distinct = [0] * len(workload.phase_names)
-    known = pool.is_known_hash
-    peak = 0
+    serve = pool.serve
     for r in workload.requests:
         p = r.num_prompt_tokens
         computed = p + r.num_output_tokens - 1
@@ -182,17 +182,8 @@ def _run(workload: PrefixWorkload, num_gpu_blocks: int, bs: int, cpu: CpuTier | 
         if len(hashes) < full:
             keys = [*hashes, *(private_key(r.uid, i) for i in range(len(hashes), full))]
         cap = (p - 1) // bs  # max_cache_hit_length = num_tokens − 1, whole blocks
-        hit = pool.find_longest_cache_hit(keys, cap)
-        g = len(hit)
-        pool.touch(hit)
         evictions = pool.num_evictions
-        if classify:  # blocks read for the first time: how much the map grows, less those past the cap
-            new_past_cap = sum(1 for k in keys[cap:full] if not known(k))
-            before = pool.known_hashes()
-        blocks = hit + pool.get_new_blocks(total_blocks - g, keys[g:full])  # full blocks get their hashes
-        used = usable - pool.num_free_unhashed
-        if used > peak:
-            peak = used
+        g, cold = serve(keys, full, cap, total_blocks)  # hits, then the request's blocks freed tail-first
         c = counters[r.phase]
         c[_REQ] += 1
         c[_QUERY] += p
@@ -203,19 +194,10 @@ def _run(workload: PrefixWorkload, num_gpu_blocks: int, bs: int, cpu: CpuTier | 
             cpu.store(keys, p)
         if classify:
             c[_UNCACHEABLE] += p - cap * bs
-            known_now = pool.known_hashes()  # (a request's chained keys are distinct)
-            cold = known_now - before - new_past_cap
             c[_COLD] += cold * bs
             c[_EVICTED] += (cap - g - cold) * bs
-            distinct[r.phase] = known_now
-        if check:
-            pool.check_invariants()
-        blocks.reverse()  # a finished request's blocks go back tail-first
-        pool.free_blocks(blocks)
-        if check:
-            pool.check_invariants()
-            assert pool.num_free_blocks() == usable  # one request at a time: everything is free again
-    return _Run(counters, peak, distinct)
+            distinct[r.phase] = pool.known_hashes()
+    return _Run(counters, pool.max_in_use, distinct)
 
 
 def _reason(name: str, c: list[int], bs: int, usable: int, distinct: int) -> str:
