@@ -93,3 +93,26 @@ def test_the_largest_block_size_is_still_planned() -> None:
 
     proc = run_kvplan(["fit", str(CONFIGS / "Qwen--Qwen2.5-7B"), "--gpu", "H100", "--block-size", "65536", "--json"])
     assert proc.returncode in (0, 1) and "at most" not in proc.stderr
+
+
+def test_serve_simulation_requests_are_bounded_at_once() -> None:
+    from tests.conftest import run_kvplan
+
+    start = time.perf_counter()
+    proc = run_kvplan(["simulate", "serve", "--num-requests", "10000000", "--num-gpu-blocks", "100"])
+    assert proc.returncode == 2 and time.perf_counter() - start < 10
+    assert "--num-requests: 10,000,000 is more than kvplan's serve simulation runs (at most 1,000,000" in proc.stderr
+
+
+def test_a_trace_beyond_the_serve_bound_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from kvplan.cli import simulate
+    from kvplan.cli.app import app
+
+    monkeypatch.setattr(simulate, "MAX_SERVE_REQUESTS", 3)
+    trace = tmp_path / "t.jsonl"
+    trace.write_text("".join(f'{{"timestamp": {i}, "prompt_len": 64, "output_len": 4}}\n' for i in range(5)))
+    result = CliRunner().invoke(app, ["simulate", "serve", "--trace", str(trace), "--num-gpu-blocks", "100"])
+    assert result.exit_code == 2
+    assert "the trace's requests: 5 is more than kvplan's serve simulation runs (at most 3" in result.output

@@ -33,7 +33,7 @@ def one_error_line(stderr: str) -> str:
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["simulate", "serve", "--num-requests", "100000000", "--num-gpu-blocks", "512"],
-     "num-requests 100,000,000 is more than kvplan simulates (at most 10,000,000)"),
+     "--num-requests: 100,000,000 is more than kvplan's serve simulation runs (at most 1,000,000"),
     (["simulate", "prefix", "--scenario", "zipf", "--num-requests", "100000000", "--num-gpu-blocks", "512"],
      "num-requests 100,000,000 is more than kvplan simulates (at most 10,000,000)"),
     (["simulate", "prefix", "--docs", "100000000", "--num-gpu-blocks", "512"],
