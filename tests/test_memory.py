@@ -127,3 +127,54 @@ def test_weights_estimate_starts_from_safetensors_bytes_when_given() -> None:
 def test_weights_estimate_says_when_the_mxfp4_layout_is_unknown() -> None:
     t = estimate_weights(load_fixture("openai--gpt-oss-20b"), tp=1, pp=1, arch="cdna3")
     assert "checkpoint layout assumed" in t.assumption
+
+
+def test_sampler_bytes_per_logit_by_version_band() -> None:
+    """0.8–0.10: FlashInfer's top-k/top-p path (14 B/logit); 0.11+: the V1 runner's 38.4 B/logit."""
+    from kvplan.vllm.memory.activation import sampler_bytes_per_logit
+
+    model = load_fixture("Qwen--Qwen2.5-7B")
+    for v in (VllmVersion(0, 8), VllmVersion(0, 9), VllmVersion(0, 10)):
+        t = estimate_activation(model, tp=1, max_num_batched_tokens=2048, max_num_seqs=256, version=v)
+        assert t.bytes == int(256 * 152_064 * 14.0) + 2048 * 3584 * 2
+        assert t.high_bytes > int(256 * 152_064 * 38.4)  # without FlashInfer: the native path
+    assert sampler_bytes_per_logit(VllmVersion(0, 11)) == sampler_bytes_per_logit(VllmVersion(0, 33)) == 38.4
+
+
+def test_estimated_terms_carry_a_range_and_measured_ones_do_not() -> None:
+    est = estimate_non_torch(tp=2, pp=1)
+    assert est.low_bytes < est.bytes < est.high_bytes
+    user = MemoryTerm("weights", 10 * GIB, "user", "given with --weights-memory")
+    assert user.low_bytes == user.bytes == user.high_bytes
+    b = memory_budget(cuda_total_bytes=80 * GIB, gpu_memory_utilization=0.9, weights=user,
+                      activation=term("activation", GIB), non_torch=est, cuda_graphs=term("cuda_graphs", 0))
+    low, high = b.available_kv_range
+    assert low == b.requested_bytes - 11 * GIB - est.high_bytes
+    assert high == b.requested_bytes - 11 * GIB - est.low_bytes
+    assert low < b.available_kv_bytes < high
+
+
+def test_fit_report_carries_ranges_and_the_range_verdict() -> None:
+    from dataclasses import replace as _replace
+
+    from kvplan.hardware.gpus import get_gpu
+    from kvplan.vllm.fit import plan_fit
+    from kvplan.vllm.settings import ServeSettings
+
+    model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
+    r = plan_fit(model, get_gpu("h100"), ServeSettings(max_model_len=8192), advise=False)
+    low, high = r.available_kv_range
+    assert low < r.available_kv_bytes < high
+    assert r.kv_cache_tokens_range[0] < r.kv_cache_tokens < r.kv_cache_tokens_range[1]
+    assert r.startup_range == "starts"
+    exact = plan_fit(model, get_gpu("h100"), ServeSettings(max_model_len=8192, kv_cache_memory_bytes=GIB),
+                     advise=False)
+    assert exact.available_kv_range == (GIB, GIB)
+    # 16.3 GiB of KV at the best estimate for one 131,072-token request (16 GiB): the pessimistic end of
+    # the range (measured weights, estimated activation/non-torch/graphs) falls below what it needs.
+    r = plan_fit(model, get_gpu("h100"), ServeSettings(max_model_len=131072), advise=False)
+    w = r.requested_bytes - r.activation_bytes - r.non_torch_bytes - r.cuda_graph_bytes - int(16.3 * GIB)
+    tight = plan_fit(model, get_gpu("h100"), _replace(ServeSettings(max_model_len=131072), weights_bytes=w),
+                     advise=False)
+    assert tight.fits and tight.startup_range == "starts only if the estimate is optimistic"
+    assert tight.available_kv_range[0] < 16 * GIB < tight.available_kv_range[1]

@@ -70,9 +70,18 @@ def _waterfall(r: FitReport) -> Table:
         t,
         Text(kv_label, style=style),
         Text(_gib(r.available_kv_bytes), style=style),
-        "exact, as given" if override else "what vLLM would log as 'Available KV cache memory'",
+        "exact, as given" if override else "what vLLM would log as 'Available KV cache memory'" + _range_text(r),
     )
     return t
+
+
+def _range_text(r: FitReport) -> str:
+    """The estimate's range (calibration residuals of the estimated terms), when it is not a point."""
+    low, high = r.available_kv_range
+    if low == high:
+        return ""
+    tokens_low, tokens_high = r.kv_cache_tokens_range
+    return f"; range {_gib(low)} … {_gib(high)} GiB, {tokens_low:,} … {tokens_high:,} tokens"
 
 
 def _bar(r: FitReport) -> Text:
@@ -152,11 +161,17 @@ def _verdict(r: FitReport) -> list[RenderableType]:
         lines.append(Text.assemble(("vLLM would log: ", "bold"), (r.log_line, "green")))
     for line in r.vllm_log:
         lines.append(Text(f"vLLM would also log: {line}", style="dim"))
-    if r.fits:
+    if r.fits and r.startup_range != "starts":
+        lines.append(Text(f"✓ vLLM starts with these settings, but {r.startup_range}: at the pessimistic end "
+                          "of the range it does not.", style="bold yellow"))
+    elif r.fits:
         lines.append(Text("✓ vLLM starts with these settings.", style="bold green"))
     else:
         lines.append(Text(f"✗ vLLM does not start ({r.startup}):", style="bold red"))
         lines.append(Text(r.error or "", style="red"))
+        if r.startup_range != "does not start":
+            lines.append(Text(f"  At the optimistic end of the range it would: it {r.startup_range}.",
+                              style="yellow"))
     p = r.preemption
     style = "yellow" if p.possible else "green"
     lines.append(Text.assemble(("Preemption: ", "bold"), (p.explanation, style)))

@@ -21,8 +21,10 @@ PerformanceMode = Literal["balanced", "interactivity", "throughput"]
 MambaCacheMode = Literal["align", "none"]
 
 LATEST_VLLM_VERSION = "0.33"
-# The V1 engine (v1/engine/core.py) is the only engine kvplan models; V0 was removed in 0.11.
-OLDEST_VLLM_VERSION = "0.10"
+# The V1 engine (v1/engine/core.py) is the only engine kvplan models. It became the default in 0.8
+# (VLLM_USE_V1=1, engine/arg_utils.py:_is_v1_supported_oracle falls back to V0 only for unsupported
+# features) and V0 was removed in 0.11, so 0.8 and 0.9 are planned as V1.
+OLDEST_VLLM_VERSION = "0.8"
 
 
 @dataclass(frozen=True, order=True)
@@ -62,6 +64,25 @@ def parse_vllm_version_unchecked(text: str) -> VllmVersion:
 
 
 LATEST = parse_vllm_version_unchecked(LATEST_VLLM_VERSION)
+
+# The release bands whose memory accounting differs (kvplan/vllm/memory/: each term says what differs).
+#   0.8–0.9   V1 engine by default; FlashInfer top-k/top-p sampler whenever importable; graphs after sizing
+#   0.10      same sampler and graph rules (the bands are kept apart: 0.10 is the release the logs show)
+#   0.11–0.14 V0 removed; V1 runner
+#   0.15–0.20 V1 runner; CUDA graphs still captured after the KV cache is sized
+#   0.21–0.33 CUDA-graph estimate subtracted (0.21); Model Runner V2 default from 0.29
+VERSION_BANDS: tuple[tuple[str, str], ...] = (
+    ("0.8", "0.8–0.9"), ("0.10", "0.10"), ("0.11", "0.11–0.14"), ("0.15", "0.15–0.20"), ("0.21", "0.21–0.33"),
+)
+
+
+def version_band(version: VllmVersion = LATEST) -> str:
+    """The band of releases `version` belongs to (VERSION_BANDS), e.g. "0.11–0.14"."""
+    band = VERSION_BANDS[0][1]
+    for start, name in VERSION_BANDS:
+        if version >= parse_vllm_version_unchecked(start):
+            band = name
+    return band
 
 # ---------------------------------------------------------------------------------------------
 # Memory budget

@@ -50,9 +50,9 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
     activation = (user_term("activation", s.activation_bytes, "--activation-memory")
                   if s.activation_bytes is not None
                   else estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
-                                           max_num_seqs=batch.max_num_seqs))
+                                           max_num_seqs=batch.max_num_seqs, version=r.version))
     non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None
-                 else estimate_non_torch(tp=s.tp, pp=s.pp))
+                 else estimate_non_torch(tp=s.tp, pp=s.pp, version=r.version))
     graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
               else estimate_cuda_graphs(num_layers_on_worker=max((len(w) for w in specs), default=0),
                                         max_num_seqs=batch.max_num_seqs,
@@ -68,6 +68,32 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp),
     )
+
+
+STARTS = "starts"
+STARTS_IF_OPTIMISTIC = "starts only if the estimate is optimistic"
+DOES_NOT_START = "does not start"
+
+
+def range_fields(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings, s: ServeSettings,
+                 spec_decode: SpecDecode | None = None) -> dict[str, object]:
+    """The report's ranges: the block plan and the startup verdict at the pessimistic and the optimistic
+    end of the available KV memory (MemoryBudget.available_kv_range). "starts" when even the pessimistic
+    end starts, "starts only if the estimate is optimistic" when only the optimistic end (or the best
+    estimate) does, "does not start" when not even the optimistic end does."""
+    low, high = budget.available_kv_range
+    ends = []
+    for available, pick in ((low, "high_bytes"), (high, "low_bytes")):
+        w = budget.weights
+        end = replace(budget, available_kv_bytes=available, weights=replace(w, bytes=getattr(w, pick)))
+        plan, _ = block_stage(specs, end, r, s, spec_decode)
+        ends.append((plan, startup_verdict(end, plan)[0] == "ok"))
+    (p_low, ok_low), (p_high, ok_high) = ends
+    verdict = STARTS if ok_low else STARTS_IF_OPTIMISTIC if ok_high else DOES_NOT_START
+    return {"available_kv_range": (low, high),
+            "kv_cache_tokens_range": (p_low.kv_cache_tokens, p_high.kv_cache_tokens),
+            "max_concurrency_range": (p_low.max_concurrency, p_high.max_concurrency),
+            "startup_range": verdict}
 
 
 def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings) -> MemoryTerm:
@@ -169,10 +195,6 @@ def _load_notes(s: ServeSettings, max_len: int, max_num_seqs: int) -> list[str]:
             f"--concurrency {s.concurrency} is above max_num_seqs {max_num_seqs}: the rest wait "
             "in the queue, so preemption is judged at max_num_seqs."
         )
-    if s.decode_context_parallel_size > 1:
-        notes.append(f"Decode context parallelism {s.decode_context_parallel_size}: each block id holds "
-                     f"block_size × {s.decode_context_parallel_size} tokens of a request, sharded over "
-                     f"{s.decode_context_parallel_size} ranks.")
     if s.data_parallel_size > 1:
         notes.append(f"{s.data_parallel_size} data-parallel replicas of {s.tp * s.pp} GPU(s), each its own KV pool "
                      "and its own requests: the figures above are one replica's.")
@@ -204,9 +226,6 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
         specs[-1].extend(draft_specs(specs[-1], model.num_layers, spec_decode))
     budget = memory_stage(model, gpu, s, r, specs)
     plan, plan_notes = block_stage(specs, budget, r, s, spec_decode)
-    if spec_decode is not None:
-        plan_notes.append(f"Speculative decoding ({spec_decode.method}, {spec_decode.num_speculative_tokens} "
-                          f"token(s)): {spec_decode.draft_layers} draft layer(s) share the KV cache.")
     plan, bs_source = _block_size_source(plan, s, r)
     startup, error = startup_verdict(budget, plan)
     max_len = plan.max_model_len
@@ -220,6 +239,7 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
                           block_size_source=bs_source,
                           notes=[*dtype_notes, *_budget_notes(s), *plan_notes,
                                  *_load_notes(s, max_len, r.batch.max_num_seqs)])
+    report = replace(report, **range_fields(specs, budget, r, s, spec_decode))  # type: ignore[arg-type]
     if advise and (not report.fits or preempt.possible):
         report = replace(report, advice=tuple(advise_fixes(
             model, s, report, lambda new: plan_fit(model, gpu, new, advise=False))))

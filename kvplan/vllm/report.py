@@ -80,3 +80,10 @@ class FitReport:
     vllm_log: tuple[str, ...]
     advice: tuple[Advice, ...] = ()
     notes: tuple[str, ...] = ()
+    # Ranges from the estimated terms' calibration residuals (vllm/memory/budget.py), (pessimistic,
+    # optimistic); a single point when every term is measured or --kv-cache-memory-bytes is given.
+    available_kv_range: tuple[int, int] = (0, 0)
+    kv_cache_tokens_range: tuple[int, int] = (0, 0)
+    max_concurrency_range: tuple[float, float] = (0.0, 0.0)
+    # starts | starts only if the estimate is optimistic | does not start
+    startup_range: str = "starts"

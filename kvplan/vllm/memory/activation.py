@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 from kvplan.model.spec import ModelSpec
-from kvplan.vllm.memory.budget import MemoryTerm
+from kvplan.vllm.defaults import LATEST, MODEL_RUNNER_V2_DEFAULT_SINCE, VllmVersion, version_band
+from kvplan.vllm.memory.budget import MemoryTerm, with_range
 
 # --- Activation peak of the profiling run ---------------------------------------------------------
 # v1/worker/gpu/model_runner.py:profile_run: a dummy forward over max_num_batched_tokens tokens, then on
@@ -10,8 +11,19 @@ from kvplan.vllm.memory.budget import MemoryTerm
 # (num_reqs = min(max_num_batched_tokens, max_num_seqs)), with full-vocabulary fp32 logits on every TP
 # rank. The sampler's top-k/top-p path (sort values + int64 indices, softmax, cumulative sum, masks)
 # holds about 9.6 fp32 copies of the logits at its peak: 38.4 bytes per logit, fitted on the llm-d H100
-# logs (Llama-3.1-8B 38.4, Qwen3-0.6B 38.3, Qwen3-32B 38.4, gpt-oss-20b/120b 38.3, Llama-3.3-70B 38.6).
+# logs (Llama-3.1-8B 38.4, Qwen3-0.6B 38.3, Qwen3-32B 38.4, gpt-oss-20b/120b 38.3, Llama-3.3-70B 38.6),
+# all vLLM 0.11 (calibration half: Llama-3.1-8B 38.4, gpt-oss-20b 38.3).
 SAMPLER_BYTES_PER_LOGIT = 38.4
+# vLLM 0.8–0.10 (v1/sample/ops/topk_topp_sampler.py:TopKTopPSampler.__init__): on CUDA with FlashInfer
+# importable and VLLM_USE_FLASHINFER_SAMPLER unset, `forward_cuda` → `flashinfer_sample` →
+# flashinfer.sampling.top_k_top_p_sampling_from_logits (the dummy run sets both top_k = vocab − 1 and
+# top_p = 0.9, v1/worker/gpu_model_runner.py:_dummy_sampler_run): the model-dtype logits (2 B), the fp32
+# copy v1/sample/sampler.py:Sampler.forward makes (4 B, temperature applied in place), FlashInfer's
+# top-k-masked logits (4 B) and their softmax (4 B) = 14 B per logit, no sort. The A100 0.10.1.1 logs
+# (dennislee, calibration half) print "Using FlashInfer for top-p & top-k sampling." and their
+# non-weight memory (0.57 GiB on one GPU for 256 rows × 152,064 vocab) leaves no room for 38.4.
+SAMPLER_BYTES_PER_LOGIT_FLASHINFER = 14.0
+SAMPLER_FLASHINFER_BEFORE = VllmVersion(0, 11)
 # The dummy run's hidden states (max_num_batched_tokens × hidden) stay allocated while the sampler runs.
 RETAINED_HIDDEN_COPIES = 1
 
@@ -41,31 +53,72 @@ def forward_activation_bytes(model: ModelSpec, *, tp: int, num_tokens: int) -> i
     return max(peaks)
 
 
-def sampler_activation_bytes(model: ModelSpec, *, num_reqs: int) -> int:
-    """Peak of the dummy sampler run: `num_reqs × vocab × SAMPLER_BYTES_PER_LOGIT` (see the constant)."""
-    return int(num_reqs * model.vocab_size * SAMPLER_BYTES_PER_LOGIT)
+def sampler_bytes_per_logit(version: VllmVersion = LATEST) -> float:
+    """Peak bytes per logit of the dummy sampler run as `version` runs it.
+
+    0.8–0.10: FlashInfer's top-k/top-p path (SAMPLER_BYTES_PER_LOGIT_FLASHINFER, 14 B). 0.11–0.28: the
+    V1 runner's sampler as measured on the vLLM 0.11 logs (SAMPLER_BYTES_PER_LOGIT, 38.4 B). 0.29+ (Model
+    Runner V2, v1/worker/gpu/model_runner.py:_dummy_sampler_run) runs the sampler twice — a default pass,
+    then one with SamplingParams.for_sampler_warmup (penalties, top-k/top-p, min-p, logprobs: the fp32
+    pipeline of v1/worker/gpu/sample/sampler.py) — and frees the first pass's buffers before the second:
+    the peak is the second pass, assumed to cost what the V1 runner's sampler does (no log in the corpus
+    measures an MRV2 activation peak).
+    """
+    return SAMPLER_BYTES_PER_LOGIT_FLASHINFER if version < SAMPLER_FLASHINFER_BEFORE else SAMPLER_BYTES_PER_LOGIT
 
 
-def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int) -> MemoryTerm:
+def sampler_activation_bytes(model: ModelSpec, *, num_reqs: int, version: VllmVersion = LATEST) -> int:
+    """Peak of the dummy sampler run: `num_reqs × vocab × sampler_bytes_per_logit(version)`."""
+    return int(num_reqs * model.vocab_size * sampler_bytes_per_logit(version))
+
+
+# Range of the activation term: its residual (log − kvplan) on the calibration half, relative to the
+# estimate. Direct ("peak activation" / "torch peak memory increase" lines): Llama-3.1-8B +0.0%,
+# gpt-oss-20b −0.4% (llm-d, 0.11). Implied by the non-weight remainder of the 0.10.1.1 A100 logs: within
+# what the non-torch range already covers. The low/high fractions below are those residuals widened to
+# the logs' 2-decimal rounding and to the spread the older sampler figures show (38.3–38.6 B/logit).
+ACTIVATION_RANGE = (-0.10, 0.10)
+
+
+def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
+                        version: VllmVersion = LATEST) -> MemoryTerm:
     """Torch peak above what stays allocated after vLLM's profiling run (`transient_peak_headroom`).
 
-    peak = max(forward intermediates over max_num_batched_tokens tokens, sampler over
-    min(max_num_batched_tokens, max_num_seqs) logits rows) + the retained hidden states.
+    Follows v1/worker/gpu_model_runner.py:profile_run (0.8–0.28) and v1/worker/gpu/model_runner.py:profile_run
+    (Model Runner V2, 0.29+): peak = max(forward intermediates over max_num_batched_tokens tokens
+    (forward_activation_bytes), sampler over min(max_num_batched_tokens, max_num_seqs) logits rows
+    (sampler_bytes_per_logit: by version)) + the retained hidden states. Assumes the dummy forward's peak
+    is one layer's widest intermediate (torch frees each layer's before the next), no encoder profile
+    (a multimodal model's vision encoder at its budget is not modelled) and the sampler on the last PP rank.
+    Range: ACTIVATION_RANGE.
     """
     num_reqs = min(max_num_batched_tokens, max_num_seqs)
     e = _ACT_BYTES.get(model.dtype, 2)
     forward = forward_activation_bytes(model, tp=tp, num_tokens=max_num_batched_tokens)
-    sampler = sampler_activation_bytes(model, num_reqs=num_reqs)
+    sampler = sampler_activation_bytes(model, num_reqs=num_reqs, version=version)
     hidden = RETAINED_HIDDEN_COPIES * max_num_batched_tokens * model.hidden_size * e
     total = max(forward, sampler) + hidden
+    per_logit = sampler_bytes_per_logit(version)
+    runner = "" if version >= MODEL_RUNNER_V2_DEFAULT_SINCE or per_logit != SAMPLER_BYTES_PER_LOGIT_FLASHINFER else (
+        ", FlashInfer top-k/top-p")
     which = (
-        f"sampler over {num_reqs:,} rows × {model.vocab_size:,} vocab × {SAMPLER_BYTES_PER_LOGIT} B"
+        f"sampler over {num_reqs:,} rows × {model.vocab_size:,} vocab × {per_logit:g} B "
+        f"(vLLM {version_band(version)}{runner})"
         if sampler >= forward
         else f"forward intermediates over {max_num_batched_tokens:,} tokens"
     )
-    return MemoryTerm(
+    term = MemoryTerm(
         "activation",
         total,
         "estimate",
         f"profiling-run peak: {which}, plus {max_num_batched_tokens:,} retained hidden states",
     )
+    lo, hi = ACTIVATION_RANGE
+    high = int(total * (1 + hi))
+    if per_logit == SAMPLER_BYTES_PER_LOGIT_FLASHINFER:
+        # FlashInfer importable is an assumption (a pip install without it falls back to the PyTorch-native
+        # path, "FlashInfer is not available. Falling back ..."): that path's peak is the high end. The
+        # calibration record vllm-23278 (H100, Aug 2025 build) implies it: 7.45 GiB of non-weight memory.
+        native = max(forward, int(num_reqs * model.vocab_size * SAMPLER_BYTES_PER_LOGIT)) + hidden
+        high = max(high, int(native * (1 + hi)))
+    return with_range(term, int(total * (1 + lo)), high)

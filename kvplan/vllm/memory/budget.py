@@ -7,12 +7,18 @@
 The subtracted terms are what vLLM *measures* at startup; kvplan *estimates* them from what
 determines them and says so. Each estimate is a named, calibrated formula with its assumption in
 words, and each can be replaced by a measured value (`--weights-memory`, `--activation-memory`,
-`--non-torch-memory`, `--cuda-graph-memory`). Calibration data: tests/fixtures/data/vllm-startup-logs.yaml
-(`benchmarks/accuracy.py` prints the errors). Pure: numbers in, numbers out.
+`--non-torch-memory`, `--cuda-graph-memory`). Calibration data: the calibration half of
+tests/fixtures/data/vllm-startup-logs.yaml and tests/fixtures/startup-logs/records.yaml
+(`benchmarks/accuracy.py` prints the errors, per half). Pure: numbers in, numbers out.
+
+Ranges. Every estimated term carries `low_bytes … high_bytes` around its best value, from the residuals
+(log − kvplan) of that term on the calibration half; a measured term (`source == "user"`) and an exact
+one have none (low = best = high). The available KV memory's range is requested − Σ high (pessimistic)
+… requested − Σ low (optimistic): the terms' errors are assumed to add up, which is conservative.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Literal
 
 from kvplan.units import GiB, format_gib_vllm
@@ -39,6 +45,23 @@ class MemoryTerm:
     bytes: int
     source: TermSource
     assumption: str
+    low: int | None = None  # the estimate's range (None: exact or measured, i.e. `bytes`)
+    high: int | None = None
+
+    @property
+    def low_bytes(self) -> int:
+        """The smallest value the calibration residuals allow (`bytes` for a measured or exact term)."""
+        return self.bytes if self.low is None else min(self.low, self.bytes)
+
+    @property
+    def high_bytes(self) -> int:
+        """The largest value the calibration residuals allow (`bytes` for a measured or exact term)."""
+        return self.bytes if self.high is None else max(self.high, self.bytes)
+
+
+def with_range(term: MemoryTerm, low: int, high: int) -> MemoryTerm:
+    """`term` with the range `low … high` (clamped to contain the best value and to stay ≥ 0)."""
+    return replace(term, low=max(0, min(low, term.bytes)), high=max(high, term.bytes))
 
 
 @dataclass(frozen=True)
@@ -60,6 +83,15 @@ class MemoryBudget:
     def terms(self) -> tuple[MemoryTerm, MemoryTerm, MemoryTerm, MemoryTerm]:
         """The subtracted terms in vLLM's order."""
         return (self.weights, self.activation, self.cuda_graphs, self.non_torch)
+
+    @property
+    def available_kv_range(self) -> tuple[int, int]:
+        """(pessimistic, optimistic) available KV memory: every term at its high, then at its low end.
+        Exact with --kv-cache-memory-bytes."""
+        if self.kv_cache_memory_bytes is not None:
+            return self.kv_cache_memory_bytes, self.kv_cache_memory_bytes
+        return (self.requested_bytes - sum(t.high_bytes for t in self.terms),
+                self.requested_bytes - sum(t.low_bytes for t in self.terms))
 
     @property
     def startup_ok(self) -> bool:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from kvplan.units import MiB
 from kvplan.vllm.defaults import LATEST, VllmVersion, cudagraph_count, cudagraph_estimate_subtracted
-from kvplan.vllm.memory.budget import MemoryTerm
+from kvplan.vllm.memory.budget import MemoryTerm, with_range
 
 # --- CUDA-graph estimate ----------------------------------------------------------------------------
 # v1/worker/gpu/cudagraph_utils.py:profile_cudagraph_memory captures the graphs into a throwaway pool and
@@ -11,6 +11,9 @@ from kvplan.vllm.memory.budget import MemoryTerm
 # one log that gives it with a known model and capture list (64-layer hybrid, 51 piecewise + 35 full
 # graphs, "CUDA-graph pool 0.52 GiB", vllm issue #52872): ≈ 0.1 MiB. Rough: ±50% is to be expected.
 CUDA_GRAPH_BYTES_PER_GRAPH_LAYER = round(0.1 * MiB)
+# No record of the calibration half that kvplan can plan prints "Estimated CUDA graph memory" with a
+# known model: the range is the formula's own stated uncertainty.
+CUDA_GRAPH_RANGE = (-0.5, 0.5)
 
 
 def estimate_cuda_graphs(
@@ -35,9 +38,11 @@ def estimate_cuda_graphs(
     piecewise, full = cudagraph_count(max_num_seqs, max_num_batched_tokens, arch)
     graphs = piecewise + full
     total = graphs * num_layers_on_worker * CUDA_GRAPH_BYTES_PER_GRAPH_LAYER
-    return MemoryTerm(
+    term = MemoryTerm(
         "cuda_graphs",
         total,
         "estimate",
         f"{piecewise} piecewise + {full} full graphs × {num_layers_on_worker} layers × 0.1 MiB (rough, ±50%)",
     )
+    lo, hi = CUDA_GRAPH_RANGE
+    return with_range(term, int(total * (1 + lo)), int(total * (1 + hi)))

@@ -2,29 +2,52 @@
 from __future__ import annotations
 
 from kvplan.units import GiB
-from kvplan.vllm.memory.budget import MemoryTerm
+from kvplan.vllm.defaults import LATEST, VllmVersion, version_band
+from kvplan.vllm.memory.budget import MemoryTerm, with_range
 
 # --- Non-torch memory growth during profiling --------------------------------------------------------
-# utils/mem_utils.py:memory_profiling charges what cudaMemGetInfo loses beyond torch's allocations
-# (attention workspaces, cuBLAS/NCCL buffers created lazily). llm-d H100 logs: 0.13–0.14 GiB on one GPU,
-# 0.54–0.55 GiB at TP=2 (NCCL connects lazily on the first collective). Larger TP/PP is assumed to cost
-# what TP=2 costs: no log with TP ≥ 4 states the value.
+# utils/mem_utils.py:memory_profiling (v1/worker/gpu_worker.py:determine_available_memory) charges what
+# cudaMemGetInfo loses beyond torch's allocations between the first snapshot and the end of the profiling
+# run: attention and cuBLAS workspaces, and with TP/PP > 1 the NCCL communicators' buffers and the custom
+# all-reduce IPC buffers (distributed/device_communicators/custom_all_reduce.py), which connect lazily on
+# the first collective of the dummy run.
+#
+# vLLM 0.11 and later — llm-d H100 logs, measured ("non-torch memory" line): 0.13–0.14 GiB on one GPU,
+# 0.54–0.55 GiB at TP=2 (calibration half: 0.13 on one GPU).
 NON_TORCH_BYTES_SINGLE_GPU = round(0.13 * GiB)
 NON_TORCH_BYTES_MULTI_GPU = round(0.54 * GiB)
+# vLLM 0.8–0.10 — implied by the A100 0.10.1.1 logs of the calibration half (requested − "Model loading
+# took" − "Available KV cache memory" − the FlashInfer sampler peak): 0.05 GiB on one GPU (Qwen2-7B,
+# utilization 0.25), 0.17 GiB at TP=2 over NVLink (the "~0.2 GiB" of the TP 2 logs). One calibration
+# record (2 × A100 40GB, TP=2) implies 1.02 GiB: a box whose NCCL/all-reduce set-up differs; it sets the
+# top of the multi-GPU range instead of the best value.
+NON_TORCH_BYTES_SINGLE_GPU_V010 = round(0.05 * GiB)
+NON_TORCH_BYTES_MULTI_GPU_V010 = round(0.17 * GiB)
+NON_TORCH_V011_SINCE = VllmVersion(0, 11)
+# Ranges (GiB, low … high) from the calibration residuals above, widened by the logs' 2-decimal rounding.
+# TP/PP > 1 beyond TP=2 is assumed to cost what TP=2 costs (no calibration log with TP ≥ 4 states it).
+NON_TORCH_RANGE_SINGLE_GIB = (0.02, 0.20)
+NON_TORCH_RANGE_MULTI_GIB = (0.10, 1.05)
 
 
-def estimate_non_torch(*, tp: int, pp: int) -> MemoryTerm:
-    """Non-torch memory that appears during profiling (NCCL lazy buffers, workspaces)."""
-    if tp * pp > 1:
-        return MemoryTerm(
-            "non_torch",
-            NON_TORCH_BYTES_MULTI_GPU,
-            "estimate",
-            "H100 logs at TP=2 (0.54 GiB: NCCL buffers created on first use); assumed for any TP×PP > 1",
-        )
-    return MemoryTerm(
-        "non_torch",
-        NON_TORCH_BYTES_SINGLE_GPU,
-        "estimate",
-        "H100 logs on one GPU (0.13 GiB: attention and cuBLAS workspaces)",
-    )
+def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST) -> MemoryTerm:
+    """Non-torch memory that appears during profiling (NCCL lazy buffers, workspaces), by version band and
+    TP×PP (utils/mem_utils.py:memory_profiling's `non_torch_increase`). Assumes one interconnect per band
+    (NVLink with custom all-reduce, as the calibration logs ran); a PCIe box without custom all-reduce
+    falls inside the range, not on the best value."""
+    multi = tp * pp > 1
+    old = version < NON_TORCH_V011_SINCE
+    band = version_band(version)
+    if multi:
+        value = NON_TORCH_BYTES_MULTI_GPU_V010 if old else NON_TORCH_BYTES_MULTI_GPU
+        where = ("A100 0.10.1.1 logs at TP=2, implied" if old
+                 else "H100 0.11 logs at TP=2, measured")
+        text = (f"vLLM {band}: {value / GiB:.2f} GiB ({where}: NCCL and custom all-reduce buffers created on "
+                "first use); assumed for any TP×PP > 1")
+        lo, hi = NON_TORCH_RANGE_MULTI_GIB
+    else:
+        value = NON_TORCH_BYTES_SINGLE_GPU_V010 if old else NON_TORCH_BYTES_SINGLE_GPU
+        where = "A100 0.10.1.1 logs, implied" if old else "H100 0.11 logs, measured"
+        text = f"vLLM {band}: {value / GiB:.2f} GiB on one GPU ({where}: attention and cuBLAS workspaces)"
+        lo, hi = NON_TORCH_RANGE_SINGLE_GIB
+    return with_range(MemoryTerm("non_torch", value, "estimate", text), round(lo * GiB), round(hi * GiB))
