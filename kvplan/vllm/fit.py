@@ -195,6 +195,10 @@ def _load_notes(s: ServeSettings, max_len: int, max_num_seqs: int) -> list[str]:
             f"--concurrency {s.concurrency} is above max_num_seqs {max_num_seqs}: the rest wait "
             "in the queue, so preemption is judged at max_num_seqs."
         )
+    if s.decode_context_parallel_size > 1:
+        notes.append(f"Decode context parallelism {s.decode_context_parallel_size}: each block id holds "
+                     f"block_size × {s.decode_context_parallel_size} tokens of a request, sharded over "
+                     f"{s.decode_context_parallel_size} ranks.")
     if s.data_parallel_size > 1:
         notes.append(f"{s.data_parallel_size} data-parallel replicas of {s.tp * s.pp} GPU(s), each its own KV pool "
                      "and its own requests: the figures above are one replica's.")
@@ -226,6 +230,9 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
         specs[-1].extend(draft_specs(specs[-1], model.num_layers, spec_decode))
     budget = memory_stage(model, gpu, s, r, specs)
     plan, plan_notes = block_stage(specs, budget, r, s, spec_decode)
+    if spec_decode is not None:
+        plan_notes.append(f"Speculative decoding ({spec_decode.method}, {spec_decode.num_speculative_tokens} "
+                          f"token(s)): {spec_decode.draft_layers} draft layer(s) share the KV cache.")
     plan, bs_source = _block_size_source(plan, s, r)
     startup, error = startup_verdict(budget, plan)
     max_len = plan.max_model_len
