@@ -92,11 +92,11 @@ def needs_custom_code(model: ModelSpec) -> bool:
     return model.custom_code and model.config_model_type not in _backend()["model_types"]
 
 
-def via_transformers_backend(architectures: Sequence[str], has_recurrent_layers: bool) -> bool:
+def via_transformers_backend(architectures: Sequence[str]) -> bool:
     """Outside the registry, vLLM falls back to its Transformers backend for a transformers class that
-    supports the attention interface; layers without attention (Mamba, linear attention) cannot dispatch
-    through it ("does not dispatch through the Transformers attention interface")."""
-    return bool(architectures) and architectures[0] in _backend()["compatible"] and not has_recurrent_layers
+    supports the attention interface (a model whose layers cannot all dispatch through it is then refused
+    while it is built: see serving_refusal)."""
+    return bool(architectures) and architectures[0] in _backend()["compatible"]
 
 
 def serving_refusal(model: ModelSpec, version: VllmVersion, *, allow_custom_code: bool = False) -> str | None:
@@ -117,7 +117,7 @@ def serving_refusal(model: ModelSpec, version: VllmVersion, *, allow_custom_code
     if model.custom_code and allow_custom_code and model.config_model_type not in _backend()["model_types"]:
         return None  # the repository's own model class: vLLM serves what it defines
     recurrent = [layer.index for layer in model.layers if layer.kind == "mamba"]
-    if via_transformers_backend(model.architectures, False) and not any(is_served(a, version)
+    if via_transformers_backend(model.architectures) and not any(is_served(a, version)
                                                                         for a in model.architectures):
         if recurrent:  # models/transformers/base.py: every layer must dispatch through the attention interface
             return (f"Layer {recurrent[0]} does not dispatch through the Transformers attention interface and vLLM "
@@ -127,24 +127,12 @@ def serving_refusal(model: ModelSpec, version: VllmVersion, *, allow_custom_code
     return not_served_reason(model.architectures, version)
 
 
-def serving_note(model: ModelSpec, version: VllmVersion) -> str | None:
-    """How vLLM would serve a model it serves other than natively."""
-    if not model.architectures or not known_version(version):
-        return None
-    if any(is_served(a, version) for a in model.architectures):
-        return None
-    if via_transformers_backend(model.architectures, any(layer.kind == "mamba" for layer in model.layers)):
-        return (f"{model.architectures[0]} is not in vLLM {version}'s registry: vLLM serves it through its "
-                "Transformers backend (model_impl auto)")
-    return None
-
-
 def explain_bad_config(exc: BadConfig, version: VllmVersion) -> KvplanError:
     """A config kvplan cannot read: when vLLM would refuse it anyway, vLLM's reason (the one a user needs)."""
     if not exc.architectures and str(exc).startswith("config.json has no model_type and no architectures"):
         return exc
     if exc.architectures and not any(is_served(a, version) for a in exc.architectures) and not \
-            via_transformers_backend(exc.architectures, False):
+            via_transformers_backend(exc.architectures):
         reason = not_served_reason(exc.architectures, version)
         if reason is not None:
             return NotServed(reason)
