@@ -387,7 +387,7 @@ def test_cli_table_lists_every_gpu() -> None:
     assert result.exit_code == 0, result.stderr
     for gpu_id in ("h100-sxm", "b200", "mi355x", "rtx-pro-6000"):
         assert gpu_id in result.stdout
-    assert "CUDA total GiB" in result.stdout and "79.19" in result.stdout and "989.4" in result.stdout
+    assert "CUDA GiB = cudaMemGetInfo total" in result.stdout and "79.19" in result.stdout and "989.4" in result.stdout
     assert result.stderr == ""
 
 

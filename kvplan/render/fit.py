@@ -43,8 +43,8 @@ def _gib(num_bytes: int) -> str:
 
 def _waterfall(r: FitReport) -> Table:
     t = Table(title="Memory per GPU", title_justify="left", show_header=True, box=None, pad_edge=False)
-    t.add_column("", no_wrap=True)
-    t.add_column("GiB", justify="right")
+    t.add_column("", overflow="fold")
+    t.add_column("GiB", justify="right", overflow="fold")
     t.add_column("how it is known")
     _row(t, "GPU memory (cudaMemGetInfo total)", _gib(r.cuda_total_bytes), r.gpu_name)
     override = r.kv_cache_memory_bytes_given
@@ -109,8 +109,8 @@ def _bar(r: FitReport) -> Text:
 
 def _kv_table(r: FitReport) -> Table:
     t = Table(title="KV cache", title_justify="left", box=None, show_header=False, pad_edge=False)
-    t.add_column("", no_wrap=True)
-    t.add_column("")
+    t.add_column("", overflow="fold")
+    t.add_column("", overflow="fold")
     _row(t, "KV dtype", f"{r.kv_cache_dtype} ({r.settings_sources.get('kv_cache_dtype', '')})")
     _row(t, "block size", f"{r.block_size} tokens ({r.block_size_source})")
     kinds: dict[tuple[str, int | None, int, int], list[int]] = {}
@@ -192,22 +192,33 @@ def _verdict(r: FitReport) -> list[RenderableType]:
 def _advice(r: FitReport) -> list[RenderableType]:
     if not r.advice:
         return []
-    t = Table(title="What fixes it (each re-planned)", title_justify="left")
-    t.add_column("change")
-    t.add_column("result")
-    t.add_column("blocks", justify="right")
-    t.add_column("KV tokens", justify="right")
-    t.add_column("concurrency", justify="right")
-    for a in r.advice:
-        _row(
-            t,
-            a.change,
-            f"{a.fixes}: {a.detail}",
-            f"{a.num_gpu_blocks:,}",
-            f"{a.kv_cache_tokens:,}",
-            f"{a.max_concurrency:.2f}×",
-        )
-    return [t]
+    from kvplan.render.layout import TableOrStack
+
+    title = "What fixes it (each re-planned)"
+    t = Table(title=title, title_justify="left")
+    # Flags and numbers keep their width while the result's words wrap; where even that is too wide the
+    # rows are stacked as text (TableOrStack): never cut into an ellipsis.
+    t.add_column("change", no_wrap=True)
+    t.add_column("result", ratio=1)
+    t.add_column("blocks", justify="right", no_wrap=True)
+    t.add_column("KV tokens", justify="right", no_wrap=True)
+    t.add_column("concurrency", justify="right", no_wrap=True)
+    rows = [(a.change, f"{a.fixes}: {a.detail}", f"{a.num_gpu_blocks:,}", f"{a.kv_cache_tokens:,}",
+             f"{a.max_concurrency:.2f}×") for a in r.advice]
+    for row in rows:
+        _row(t, *row)
+
+    def stacked() -> RenderableType:
+        from rich.padding import Padding
+
+        parts: list[RenderableType] = [Text(title, style="italic")]
+        for change, result, blocks, tokens, concurrency in rows:
+            parts.append(Text(change, style="bold"))
+            parts.append(Padding(Text(f"{result}; {blocks} blocks, {tokens} KV tokens, concurrency {concurrency}"),
+                                 (0, 0, 0, 2)))
+        return Group(*parts)
+
+    return [TableOrStack(t, stacked)]
 
 
 def render_fit(r: FitReport) -> Group:

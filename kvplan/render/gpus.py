@@ -33,40 +33,56 @@ def _ridge(spec: GpuSpec) -> tuple[str, bool]:
 
 
 def catalog_table(specs: Sequence[GpuSpec]) -> RenderableType:
-    """One row per GPU: memory, CUDA total, bandwidth, dense BF16/FP8/FP4 TFLOPS, BF16 ridge point."""
-    from rich.table import Table
+    """One row per GPU: memory, CUDA total, bandwidth, dense BF16/FP8/FP4 TFLOPS, BF16 ridge point.
 
-    table = Table(title="GPU catalog (dense tensor throughput, no sparsity)", title_justify="left")
-    table.add_column("id", no_wrap=True)
-    table.add_column("name", overflow="fold")
-    table.add_column("memory GB", justify="right")
-    table.add_column("CUDA total GiB", justify="right")
-    table.add_column("bandwidth TB/s", justify="right")
-    table.add_column("BF16 TFLOPS", justify="right")
-    table.add_column("FP8 TFLOPS", justify="right")
-    table.add_column("FP4 TFLOPS", justify="right")
-    table.add_column("ridge BF16 FLOP/B", justify="right")
+    The name sits under the id and numbers keep their width: at 80 columns (a pipe, a CI log) it is a
+    table; narrower, each GPU is stacked as lines of text (TableOrStack), so no number is ever cut."""
+    from rich.console import Group
+    from rich.padding import Padding
+    from rich.table import Table
+    from rich.text import Text
+
+    from kvplan.render.layout import TableOrStack
+
+    title = "GPU catalog (dense tensor throughput, no sparsity)"
+    table = Table(title=title, title_justify="left")
+    table.add_column("id / name", overflow="fold", ratio=1)
+    headers = ("memory\nGB", "CUDA\nGiB", "TB/s", "BF16\nTFLOPS", "FP8\nTFLOPS", "FP4\nTFLOPS", "ridge")
+    for header in headers:
+        table.add_column(header, justify="right", no_wrap=True)
     any_fallback = False
+    rows = []
     for spec in specs:
         ridge, fallback = _ridge(spec)
         any_fallback |= fallback
-        table.add_row(
-            spec.id,
-            spec.name,
-            f"{spec.memory_gb:g}",
-            f"{spec.cuda_total_bytes / _GIB:.2f}",
-            _tb_per_s(spec.memory_bandwidth_bytes_per_s),
-            _tflops(spec, "bf16"),
-            _tflops(spec, "fp8"),
-            _tflops(spec, "fp4"),
-            ridge,
-        )
-    notes = ["CUDA total = cudaMemGetInfo total, what --gpu-memory-utilization multiplies."]
+        figures = (f"{spec.memory_gb:g}", f"{spec.cuda_total_bytes / _GIB:.2f}",
+                   _tb_per_s(spec.memory_bandwidth_bytes_per_s), _tflops(spec, "bf16"), _tflops(spec, "fp8"),
+                   _tflops(spec, "fp4"), ridge)
+        rows.append((spec, figures))
+        ident = Text(spec.id, style="bold")
+        ident.append("\n" + spec.name, style="dim")
+        table.add_row(ident, *figures)
+    notes = ["CUDA GiB = cudaMemGetInfo total, what --gpu-memory-utilization multiplies. TB/s = memory "
+             "bandwidth. ridge = BF16 FLOP per byte of bandwidth."]
     if any_fallback:
         notes.append("* FP16 figure: the GPU has no BF16 tensor cores.")
     table.caption = " ".join(notes)
     table.caption_justify = "left"
-    return table
+
+    def stacked() -> RenderableType:
+        parts: list[RenderableType] = [Text(title, style="italic")]
+        labels = [h.replace("\n", " ") for h in headers]
+        for spec, figures in rows:
+            head = Text(spec.id, style="bold")
+            head.append(f"  {spec.name}", style="dim")
+            parts.append(head)
+            parts.append(Padding(Text(", ".join(f"{label} {value}" for label, value in zip(labels, figures,
+                                                                                           strict=True))),
+                                 (0, 0, 0, 2)))
+        parts.append(Text(" ".join(notes), style="dim"))
+        return Group(*parts)
+
+    return TableOrStack(table, stacked)
 
 
 def gpu_detail(spec: GpuSpec) -> RenderableType:
