@@ -245,10 +245,16 @@ def command(
     if num_gpus is not None:
         if num_gpus < 1:
             raise InvalidParameter(f"--num-gpus must be ≥ 1, got {num_gpus}")
-        if given["tensor_parallel_size"] is None:
+        implied_tp = given["tensor_parallel_size"] is None
+        if implied_tp:
             tp = max(1, num_gpus // pp)
         if tp * pp > num_gpus:
             raise InvalidParameter(f"-tp {tp} × -pp {pp} needs {tp * pp} GPUs, more than --num-gpus {num_gpus}")
+        if num_gpus % (tp * pp):
+            raise InvalidParameter(
+                f"--num-gpus {num_gpus} is not a multiple of -tp {tp} × -pp {pp} = {tp * pp}: each replica "
+                f"takes {tp * pp} GPUs", hint=f"give --num-gpus {num_gpus - num_gpus % (tp * pp)} or "
+                f"{num_gpus + tp * pp - num_gpus % (tp * pp)}, or a -tp that divides it")
         replicas = num_gpus // (tp * pp)
         from dataclasses import replace
 
@@ -256,6 +262,8 @@ def command(
 
     spec, stored = _load(model, str(given["revision"]) if given["revision"] else None, quiet=json_,
                          hf_overrides=json_option(given.get("hf_overrides"), "--hf-overrides"))
+    if num_gpus is not None and given["tensor_parallel_size"] is None:
+        _check_implied_tp(spec, settings.tp, num_gpus)
     if stored is not None and settings.weights_bytes is None:
         from dataclasses import replace
 
@@ -264,6 +272,18 @@ def command(
         _sweep(spec, settings, gpus_file, json_)
         return
     _single(spec, settings, gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file, json_)
+
+
+def _check_implied_tp(spec: Any, tp: int, num_gpus: int) -> None:
+    """A -tp that --num-gpus implied and vLLM would refuse is blamed on --num-gpus, the flag typed."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.model.parallel import check_tensor_parallel
+
+    try:
+        check_tensor_parallel(spec, tp)
+    except InvalidParameter as exc:
+        text = str(exc).replace(f"--tensor-parallel-size {tp} ", f"--num-gpus {num_gpus} implies -tp {tp}, which ", 1)
+        raise InvalidParameter(text, hint=exc.hint) from None
 
 
 def json_option(value: object, flag: str) -> dict[str, Any] | None:
