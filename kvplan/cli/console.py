@@ -48,7 +48,14 @@ def _console_class() -> type[Console]:
 
 
 def console(**kwargs: Any) -> Console:
-    """A Console whose output has no control character from the data it shows (see _console_class)."""
+    """A Console whose output has no control character from the data it shows (see _console_class).
+
+    NO_COLOR (no-color.org: "prevents the addition of ANSI color") turns off every ANSI style, bold and
+    italic included: Rich's own NO_COLOR handling drops only the colours."""
+    import os
+
+    if os.environ.get("NO_COLOR"):
+        kwargs.setdefault("color_system", None)
     return _console_class()(**kwargs)
 
 

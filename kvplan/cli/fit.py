@@ -452,6 +452,11 @@ def _single(
     from kvplan.units import parse_bytes
     from kvplan.vllm.fit import plan_fit
 
+    if gpu_bandwidth is not None and gpu_memory is None:
+        from kvplan.errors import InvalidParameter
+
+        raise InvalidParameter("--gpu-bandwidth describes a custom GPU: give --gpu-memory with it",
+                               hint="a catalog GPU keeps its datasheet bandwidth (kvplan gpus ID)")
     if gpu_memory is not None:
         chip = gpus.custom_gpu(gpu_memory, gpu_bandwidth, name=gpu or "custom")
     else:
