@@ -72,7 +72,8 @@ def command(
     gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     max_model_len: Annotated[
         str | None,
-        _vllm("Context length per request: 32768, 32k, 32K, or auto (default: model config).", "--max-model-len"),
+        _vllm("Context length per request: 32768, 32k (= 32,000), 32K (= 32,768, as vLLM reads them), or auto "
+              "(default: model config).", "--max-model-len"),
     ] = None,
     max_num_seqs: Annotated[
         int | None, _vllm("Running requests at most (default: by GPU memory: 1024 or 256).", "--max-num-seqs")

@@ -36,7 +36,8 @@ def command(
     revision: Revision = None,
     tensor_parallel_size: TensorParallel = 1,
     kv_cache_dtype: KvCacheDtype = "auto",
-    context: Annotated[str, typer.Option("--context", help="Tokens of context per decoding request (4096, 32k, 32K).")]
+    context: Annotated[str, typer.Option(
+        "--context", help="Tokens of context per decoding request (4096; 32k = 32,000, 32K = 32,768).")]
     = "4096",
     batch: Annotated[str, typer.Option("--batch", help="Comma-separated decode batch sizes (concurrent requests).")]
     = DEFAULT_BATCH_LIST,
