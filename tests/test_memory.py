@@ -117,6 +117,28 @@ def test_weights_estimate_is_the_loaded_bytes_and_names_what_loading_adds() -> N
     assert "marlin layout" in old.assumption and old.bytes > t.bytes
 
 
+def test_hopper_mxfp4_before_012_ranges_over_marlin_and_triton() -> None:
+    """vLLM 0.11.0 mxfp4.py:get_mxfp4_backend: Marlin without triton_kernels (not in the 0.11.0 wheel),
+    Triton with it (0.11.1+). llm-d's H100 gpt-oss-20b log (calibration half, "0.11"): 13.47 GiB loaded,
+    the Triton layout — inside the range, Marlin the best value."""
+    from kvplan.vllm.memory.weights import loaded_weights_bytes_per_gpu
+
+    model = load_fixture("openai--gpt-oss-20b")
+    t = estimate_weights(model, tp=1, pp=1, arch="hopper", version=VllmVersion(0, 11))
+    marlin = loaded_weights_bytes_per_gpu(model, arch="hopper", version=VllmVersion(0, 11))
+    triton = loaded_weights_bytes_per_gpu(model, arch="hopper", moe_backend="triton")
+    assert t.bytes == marlin and triton < marlin
+    assert t.low_bytes <= triton and "if triton_kernels is installed" in t.assumption
+    assert t.low_bytes <= 13.47 * GIB <= t.high_bytes
+    # 0.12+ (triton_kernels a dependency), another GPU, or a named --moe-backend: one layout, no widening.
+    for kwargs in ({"version": VllmVersion(0, 12)}, {"version": VllmVersion(0, 11), "moe_backend": "marlin"}):
+        one = estimate_weights(model, tp=1, pp=1, arch="hopper", **kwargs)  # type: ignore[arg-type]
+        assert "if triton_kernels is installed" not in one.assumption
+        assert one.low_bytes == int(one.bytes * 0.99)
+    assert "triton_kernels" not in estimate_weights(model, tp=1, pp=1, arch="ampere",
+                                                    version=VllmVersion(0, 11)).assumption
+
+
 def test_weights_estimate_starts_from_safetensors_bytes_when_given() -> None:
     model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
     t = estimate_weights(model, tp=2, pp=1, arch="hopper", total_bytes=16 * GIB)

@@ -41,6 +41,12 @@ _MARLIN_ARCHS = frozenset({"ampere", "ada", "hopper", "blackwell", "blackwell-rt
 # disables it below torch 2.8.1) first shipped in 0.11.1. kvplan versions are major.minor, so 0.11 is
 # read as 0.11.0; pass moe_backend="triton" for 0.11.1/0.11.2.
 MXFP4_TRITON_ON_HOPPER_SINCE = VllmVersion(0, 12)
+# Before that the Hopper kernel depends on the install, not on the version: vLLM 0.11.0's
+# model_executor/layers/quantization/mxfp4.py:get_mxfp4_backend returns MARLIN when
+# `not has_triton_kernels()` and TRITON otherwise (torch 2.8.0 is pinned, so the torch test passes), and
+# the 0.11.0 wheel's METADATA lists no triton_kernels; 0.11.1/0.11.2 (read as 0.11 here) depend on it. So
+# on Hopper before 0.12 the weights' range spans both layouts (Marlin best, Triton the low end): the
+# llm-d H100 logs of "0.11" (an image with triton_kernels) load the Triton layout.
 
 # MXFP4 blocks: 32 FP4 values share one E8M0 scale byte; two values per uint8 (mxfp4.py:create_weights).
 MXFP4_BLOCK = 32
@@ -126,6 +132,18 @@ def default_mxfp4_backend(arch: str | None, version: VllmVersion | None = None) 
     if arch in _MARLIN_ARCHS:
         return "marlin"
     return None
+
+
+def install_dependent_mxfp4_backends(arch: str | None, version: VllmVersion | None = None) -> tuple[MoeBackend, ...]:
+    """MXFP4 kernels vLLM picks on `arch` besides `default_mxfp4_backend` depending on what is installed.
+
+    Hopper before 0.12: Triton when `triton_kernels` is importable (mxfp4.py:get_mxfp4_backend), which
+    no 0.10/0.11.0 wheel installs and 0.11.1/0.11.2 do (see MXFP4_TRITON_ON_HOPPER_SINCE).
+    """
+    v = version or LATEST
+    if arch == "hopper" and v < MXFP4_TRITON_ON_HOPPER_SINCE:
+        return ("triton",)
+    return ()
 
 
 def mxfp4_expert_bytes(hidden: int, intermediate: int, backend: MoeBackend | None) -> int:
@@ -404,11 +422,18 @@ def estimate_weights(
     parts = [f"{a.name} {a.total_bytes / GiB:+.2f} GiB"
              for a in load_adjustments(model, tp=tp, arch=arch, version=version, moe_backend=moe_backend)
              if abs(a.total_bytes) >= MiB]
+    others: list[int] = []
     if model.quant is not None and model.quant.method == "mxfp4" and model.moe is not None:
         backend = moe_backend or default_mxfp4_backend(arch, version)
         if backend is None:
             parts.append(f"MXFP4 kernel layout unknown on {arch or 'this GPU'}: checkpoint layout assumed")
+        elif moe_backend is None:
+            for alt in install_dependent_mxfp4_backends(arch, version):
+                others.append(loaded_weights_bytes_per_gpu(model, tp=tp, pp=pp, arch=arch, version=version,
+                                                           moe_backend=alt, total_bytes=total_bytes))
+                parts.append(f"{alt} layout ({others[-1] / GiB:.2f} GiB) if triton_kernels is installed")
     detail = f"; {', '.join(parts)}" if parts else ""
     lo, hi = WEIGHTS_RANGE
-    return with_range(MemoryTerm("weights", value, "estimate", f"{base}, busiest GPU{detail}"),
-                      int(value * (1 + lo)), int(value * (1 + hi)))
+    low = min([int(value * (1 + lo))] + [int(o * (1 + lo)) for o in others])
+    high = max([int(value * (1 + hi))] + [int(o * (1 + hi)) for o in others])
+    return with_range(MemoryTerm("weights", value, "estimate", f"{base}, busiest GPU{detail}"), low, high)
