@@ -73,6 +73,29 @@ def _free_memory_candidates(settings: ServeSettings, report: FitReport) -> Itera
                "leave room for the CUDA context vLLM finds in use at startup")
 
 
+# Smaller scheduler limits vLLM's profiling run is sized by (its sampler peak scales with
+# min(max_num_batched_tokens, max_num_seqs), its forward peak with max_num_batched_tokens).
+ADVISED_MAX_NUM_SEQS = (512, 256, 128, 64, 32, 16, 8)
+ADVISED_MAX_NUM_BATCHED_TOKENS = (8192, 4096, 2048)
+
+
+def _profile_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
+    """2. A smaller profiling peak, when vLLM refuses for lack of KV memory: the largest max_num_seqs that
+    starts (the fewest requests given up), then a smaller max_num_batched_tokens, then no CUDA graphs."""
+    if report.fits or report.startup.startswith("OOM") or settings.kv_cache_memory_bytes is not None:
+        return
+    for seqs in ADVISED_MAX_NUM_SEQS:
+        if seqs < report.max_num_seqs:
+            yield (f"--max-num-seqs {seqs}", replace(settings, max_num_seqs=seqs),
+                   f"a smaller sampler peak in vLLM's profiling run; at most {seqs} requests at once")
+    for mnbt in ADVISED_MAX_NUM_BATCHED_TOKENS:
+        if mnbt < report.max_num_batched_tokens:
+            yield (f"--max-num-batched-tokens {mnbt}", replace(settings, max_num_batched_tokens=mnbt),
+                   f"a smaller forward peak; prefill in chunks of {mnbt:,} tokens")
+    if not settings.enforce_eager:
+        yield "--enforce-eager", replace(settings, enforce_eager=True), "no CUDA-graph memory; slower decode"
+
+
 def _fp8_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
     """2. An fp8 KV cache, unless it is one already."""
     if report.kv_cache_dtype not in FP8_KV_DTYPES:
@@ -115,11 +138,14 @@ def advise_fixes(
     model: ModelSpec, settings: ServeSettings, report: FitReport, replan: Callable[[ServeSettings], FitReport]
 ) -> list[Advice]:
     """Changes that fix a refusal or a preemption risk, each re-planned through `replan` (fit's pipeline) and kept
-    only when it actually fixes the problem: raise gpu_memory_utilization (≤ 0.98), fp8 KV cache,
-    more tensor parallelism, a shorter max_model_len, fewer max_num_seqs."""
+    only when it actually fixes the problem, ranked by what the user gives up, least first: more of the GPU
+    (gpu_memory_utilization ≤ 0.98), a smaller profiling peak (max_num_seqs, max_num_batched_tokens,
+    enforce-eager: throughput), an fp8 KV cache (precision), more tensor parallelism (GPUs), a shorter
+    max_model_len (context), fewer max_num_seqs against preemption."""
     kinds = (
         _utilization_candidates(settings, report, replan),
         _free_memory_candidates(settings, report),
+        _profile_candidates(settings, report),
         _fp8_candidates(settings, report),
         _tp_candidates(model, settings),
         _max_len_candidates(settings, report),
