@@ -131,7 +131,7 @@ def test_bad_requirements_say_line_and_key(tmp_path: Path, require: str, expecte
      ":5: deployments[0].vllm.max-model-len: given twice (also on line 5 as max_model_len)"),
     ("    vllm: {kv-cache-dtype: fp4}\n",
      ":5: deployments[0].vllm.kv-cache-dtype: must be one of auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2, "
-     "got 'fp4'"),
+     "fp8_ds_mla, nvfp4_ds_mla, nvfp4, nvfp4_4over6, got 'fp4'"),
     ("    vllm: {tensor-parallel-size: 2}\n    num_gpus: 4\n",
      ":6: deployments[0].num_gpus: 4 GPUs, but tensor-parallel-size 2 × pipeline-parallel-size 1 uses 2"),
     ("    vllm_cmd: vllm serve Qwen/Qwen2.5-7B --max-model-length 4096\n",

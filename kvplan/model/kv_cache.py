@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 
 CacheKind = Literal["full", "sliding_window", "chunked_local", "mla", "mamba"]
 
-# Bytes per element of each --kv-cache-dtype (utils/torch_utils.py:STR_DTYPE_TO_TORCH_DTYPE: fp8 → uint8).
+# Bytes per element of each --kv-cache-dtype (utils/torch_utils.py:STR_DTYPE_TO_TORCH_DTYPE: fp8, nvfp4 and the
+# DeepSeek `_ds_mla` layouts → uint8; nvfp4 packs two values a byte, see NVFP4_KV_DTYPES).
 KV_DTYPE_BYTES: dict[str, int] = {
     "float32": 4,
     "bfloat16": 2,
@@ -23,8 +24,29 @@ KV_DTYPE_BYTES: dict[str, int] = {
     "fp8": 1,
     "fp8_e4m3": 1,
     "fp8_e5m2": 1,
+    "fp8_ds_mla": 1,
+    "nvfp4_ds_mla": 1,
+    "nvfp4": 1,
+    "nvfp4_4over6": 1,
 }
-KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2")
+KV_CACHE_DTYPES = ("auto", "bfloat16", "float16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla", "nvfp4_ds_mla",
+                   "nvfp4", "nvfp4_4over6")
+# vLLM 0.33's NVFP4 KV cache (FlashInfer only): per head, K and V each hold head_size/2 bytes of packed fp4 values
+# and head_size/16 fp8 block scales (utils/torch_utils.py:nvfp4_kv_cache_full_dim,
+# v1/attention/backends/flashinfer.py:FlashInferBackend.customize_spec).
+NVFP4_KV_DTYPES = frozenset({"nvfp4", "nvfp4_4over6"})
+# DeepSeek sparse-attention (DSA) latent layouts: one opaque row per token (mla_attention.py
+# state_content_bytes): fp8_ds_mla 512 fp8 NoPE values + 4 fp32 scales + 64 bf16 RoPE values; nvfp4_ds_mla
+# NVFP4 NoPE + FP8 RoPE (SM100 only, v1/attention/backends/mla/flashmla_sparse.py).
+DS_MLA_BYTES = {"fp8_ds_mla": 656, "nvfp4_ds_mla": 352}
+NVFP4_MLA_REFUSAL = ("nvfp4 KV cache is not supported with MLA (Multi-head Latent Attention) backends. Please use a "
+                     "different --kv-cache-dtype (e.g., 'fp8', 'auto', or 'nvfp4_ds_mla' with a sparse MLA backend) "
+                     "for MLA models such as DeepSeek.")
+
+
+def nvfp4_kv_head_bytes(head_size: int) -> int:
+    """Bytes of one head's K (or V) per token in an NVFP4 cache (nvfp4_kv_cache_full_dim)."""
+    return head_size // 2 + head_size // 16
 
 
 @dataclass(frozen=True)
@@ -142,22 +164,29 @@ def recurrent_state_bytes(state: RecurrentState, tp: int) -> int:
 MAMBA_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
-# mla_attention.py: an fp8 KV cache on DeepSeek sparse attention is stored as `fp8_ds_mla`, 656 bytes per
-# token per layer (512 fp8 latent values, 4 fp32 scales, 64 bf16 rope values: state_content_bytes).
-FP8_DS_MLA_BYTES = 656
+FP8_DS_MLA_BYTES = DS_MLA_BYTES["fp8_ds_mla"]
 
 
-def _mla_specs(layer: int, head_size: int, indexer_head_size: int, ds_mla: bool, e: int) -> list[KVCacheSpec]:
+def _mla_specs(layer: int, head_size: int, indexer_head_size: int, ds_mla: str | None, e: int) -> list[KVCacheSpec]:
     """MLA's latent (whole on every rank), plus the DSA indexer's uint8 K cache when the model has one
-    (deepseek_v2.py:DeepseekV32IndexerCache.get_kv_cache_spec: MLAAttentionSpec, one head). A DSA latent is
-    `fp8_ds_mla` when the user asks for an fp8 cache (FLASHMLA_SPARSE); a checkpoint's own fp8 scheme keeps
-    the plain 576-byte fp8 latent (FLASHINFER_MLA_SPARSE_SM90) — both as vLLM 0.33's CUDA planner lays them."""
+    (deepseek_v2.py:DeepseekV32IndexerCache.get_kv_cache_spec: MLAAttentionSpec, one head). A DSA latent takes
+    the `ds_mla` layout (`fp8_ds_mla`, also what FLASHMLA_SPARSE makes of a user's `--kv-cache-dtype fp8`, or
+    `nvfp4_ds_mla`); a checkpoint's own fp8 scheme keeps the plain 576-byte fp8 latent
+    (FLASHINFER_MLA_SPARSE_SM90) — as vLLM 0.33's CUDA planner lays them (tests/fixtures/oracle-cuda/extra)."""
     if not indexer_head_size:
         return [KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=head_size, head_size_v=0, dtype_bytes=e)]
-    latent = (KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=FP8_DS_MLA_BYTES, dtype_bytes=1)
+    latent = (KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=DS_MLA_BYTES[ds_mla], dtype_bytes=1)
               if ds_mla else
               KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=head_size, head_size_v=0, dtype_bytes=e))
     return [latent, KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=indexer_head_size, dtype_bytes=1)]
+
+
+def _ds_mla_layout(kv_cache_dtype: str) -> str | None:
+    """The DSA latent layout a `--kv-cache-dtype` flag gives (mla_attention.py:
+    _canonicalize_sparse_mla_kv_cache_dtype: on FLASHMLA_SPARSE an fp8 flag is served as fp8_ds_mla)."""
+    if kv_cache_dtype in DS_MLA_BYTES:
+        return kv_cache_dtype
+    return "fp8_ds_mla" if kv_cache_dtype == "fp8" else None
 
 
 def kv_cache_specs(
@@ -207,12 +236,15 @@ def kv_cache_specs(
                 specs.append(KVCacheSpec(i, "mamba", state_bytes=recurrent_state_bytes(state, tp)))
             elif layer.kind == "mla":
                 specs.extend(_mla_specs(i, layer.head_size, layer.indexer_head_size,
-                                        kv_cache_dtype == "fp8", e))
+                                        _ds_mla_layout(kv_cache_dtype), e))
             else:
                 kind: CacheKind = layer.kind  # type: ignore[assignment]  # attention kinds only here
+                head_size, head_size_v = layer.head_size, layer.head_size_v
+                if dtype in NVFP4_KV_DTYPES:
+                    head_size, head_size_v = nvfp4_kv_head_bytes(head_size), nvfp4_kv_head_bytes(head_size_v)
                 specs.append(KVCacheSpec(
-                    i, kind, num_kv_heads=max(1, layer.num_kv_heads // tp), head_size=layer.head_size,
-                    head_size_v=layer.head_size_v, dtype_bytes=e, sliding_window=layer.sliding_window,
+                    i, kind, num_kv_heads=max(1, layer.num_kv_heads // tp), head_size=head_size,
+                    head_size_v=head_size_v, dtype_bytes=e, sliding_window=layer.sliding_window,
                     attention_chunk_size=layer.attention_chunk_size,
                 ))
         stages.append(specs)

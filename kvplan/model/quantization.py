@@ -24,6 +24,19 @@ def _is_modelopt(cfg: Mapping[str, Any]) -> bool:
         isinstance(inner, Mapping) and "modelopt_quant_config" in inner)
 
 
+# ModelOpt's kv_cache_quant_algo → vLLM's cache dtype (utils/torch_utils.py:MODELOPT_TO_VLLM_KV_CACHE_DTYPE_MAP:
+# fp8 → fp8_e4m3, kept as kvplan's "fp8" (the same byte a value); nvfp4 → nvfp4). Any other value: vLLM warns and
+# falls back to auto.
+_MODELOPT_KV = {"FP8": "fp8", "NVFP4": "nvfp4"}
+
+
+def _modelopt_kv_scheme(scheme: Any) -> str | None:
+    """A ModelOpt `kv_cache_scheme` object: 4-bit float is nvfp4 (get_kv_cache_quant_algo_string)."""
+    if isinstance(scheme, Mapping) and scheme.get("num_bits") == 4 and scheme.get("type") == "float":
+        return "nvfp4"
+    return None
+
+
 def quant_spec(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
     """Weight quantization and any declared KV scheme (vLLM resolve_kv_cache_dtype_string).
 
@@ -40,7 +53,7 @@ def quant_spec(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
             raise BadConfig(f"hf_quant_config.json: quant_algo {algo!r} is not understood by kvplan")
         return QuantSpec(method="modelopt_fp4" if algo == "NVFP4" else "modelopt_" + algo.lower(),
                          weight_bits=bits, group_size=quant_group(q.get("group_size"), "group_size"),
-                         kv_cache_dtype="fp8" if kv_algo == "FP8" else None,
+                         kv_cache_dtype=_MODELOPT_KV.get(kv_algo),
                          excluded=names(q.get("exclude_modules"), "hf_quant_config.json: exclude_modules"))
     if qc is None:
         return None
@@ -81,6 +94,6 @@ def quant_spec(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
         kv_algo = str(qc.get("kv_cache_quant_algo") or "").upper()
         return QuantSpec("modelopt_fp4" if "FP4" in algo else "modelopt_fp8", 4.0 if "FP4" in algo else 8.0,
                          group_size=quant_group(qc.get("group_size"), "group_size"),
-                         kv_cache_dtype="fp8" if kv_algo == "FP8" or kv else None,
+                         kv_cache_dtype=_MODELOPT_KV.get(kv_algo) or kv or _modelopt_kv_scheme(kv_scheme),
                          excluded=excluded)
     raise BadConfig(f"config.json: quantization method {method!r} is not understood by kvplan")

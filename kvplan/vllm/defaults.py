@@ -249,6 +249,11 @@ MLA_HYBRID_MIN_ALIGN = 128
 GDN_FLASHINFER_CHECKPOINT_ALIGNMENT = 64
 
 FP8_KV_DTYPES = frozenset({"fp8", "fp8_e4m3", "fp8_e5m2"})
+# Architectures where vLLM 0.33 serves an NVFP4 KV cache (v1/attention/backends/flashinfer.py:
+# FlashInferBackend.supports_kv_cache_dtype): SM10x through FlashInfer's TRTLLM kernels (nvfp4 and
+# nvfp4_4over6), SM8x/SM90/SM12x through its FA2 path (nvfp4 only; not at head size 64, not with sinks).
+NVFP4_TRTLLM_ARCHS = frozenset({"blackwell"})
+NVFP4_FA2_ARCHS = frozenset({"ampere", "ada", "hopper", "blackwell-rtx"})
 
 
 @dataclass(frozen=True)
@@ -263,6 +268,7 @@ class AttentionBackend:
 # v1/attention/backends/*: get_supported_kernel_block_sizes / get_preferred_block_size.
 _FLASH_ATTN = AttentionBackend("FLASH_ATTN", 16, 16)
 _FLASHINFER = AttentionBackend("FLASHINFER", 16, 16)
+FLASHINFER_BACKEND = _FLASHINFER  # the one backend with an NVFP4 KV cache
 _FLASH_ATTN_MLA = AttentionBackend("FLASH_ATTN_MLA", 16, 16)
 _FLASHMLA = AttentionBackend("FLASHMLA", 64, 64)
 _FLASHINFER_MLA = AttentionBackend("FLASHINFER_MLA", 32, 32)  # supports [32, 64]
@@ -306,14 +312,32 @@ def sparse_mla_backend(arch: str | None, *, kv_cache_dtype: str, checkpoint_kv: 
     FLASH_ATTN_MLA_SPARSE for a bf16 cache, FLASHMLA_SPARSE for `--kv-cache-dtype fp8`, and
     FLASHINFER_MLA_SPARSE_SM90 for a checkpoint's fp8 scheme; Blackwell FLASHMLA_SPARSE; None before SM90."""
     family = (arch or "").lower()
-    fp8 = kv_cache_dtype in FP8_KV_DTYPES
+    fp8 = kv_cache_dtype in FP8_KV_DTYPES or kv_cache_dtype == "fp8_ds_mla"
     if family == "hopper":
+        if kv_cache_dtype == "nvfp4_ds_mla":  # flashmla_sparse.py: SM100 only; no other sparse backend takes it
+            return None
         if fp8:
             return _FLASHINFER_MLA_SPARSE_SM90 if checkpoint_kv else _FLASHMLA_SPARSE
         return _FLASH_ATTN_MLA_SPARSE
     if family == "blackwell":
         return _FLASHMLA_SPARSE
     return None
+
+
+def nvfp4_kv_refusal(arch: str | None, kv_cache_dtype: str, head_sizes: set[int]) -> str | None:
+    """Why vLLM 0.33 finds no attention backend for an NVFP4 KV cache on this GPU, or None when FlashInfer
+    takes it (tests/fixtures/oracle-cuda/extra: Qwen2.5-7B on B200, H100 and A100; gpt-oss-20b and
+    opt-125m at head size 64 on H100 refused, on B200 served)."""
+    family = (arch or "").lower()
+    if family in NVFP4_TRTLLM_ARCHS:
+        return None
+    if family in NVFP4_FA2_ARCHS:
+        if kv_cache_dtype != "nvfp4":
+            return f"FLASHINFER serves {kv_cache_dtype} only on SM100 (its FA2 path takes plain nvfp4)"
+        if 64 in head_sizes:
+            return "FLASHINFER: fa2 prefill misreads an NVFP4 KV cache at head_size 64"
+        return None
+    return "only FLASHINFER has an NVFP4 KV cache, on SM80 and newer NVIDIA GPUs"
 
 
 def attention_backend(arch: str | None, *, mla: bool, kv_cache_dtype: str) -> AttentionBackend:

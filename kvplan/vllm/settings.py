@@ -8,7 +8,13 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
 from kvplan.errors import InvalidParameter, NotServed
-from kvplan.model.kv_cache import KV_CACHE_DTYPES, resolve_kv_cache_dtype
+from kvplan.model.kv_cache import (
+    DS_MLA_BYTES,
+    KV_CACHE_DTYPES,
+    NVFP4_KV_DTYPES,
+    NVFP4_MLA_REFUSAL,
+    resolve_kv_cache_dtype,
+)
 from kvplan.model.parallel import attention_free
 from kvplan.vllm import defaults as vd
 from kvplan.vllm.architectures import serving_refusal
@@ -64,6 +70,8 @@ class ServeSettings:
     mamba_ssm_cache_dtype: str = "auto"  # --mamba-ssm-cache-dtype: SSM state
     num_gpu_blocks_override: int | None = None  # --num-gpu-blocks-override: the block count, whatever the memory
     cpu_offload_bytes: int = 0  # --cpu-offload-gb: weights kept in CPU memory, per GPU
+    kv_offloading_size: float | None = None  # --kv-offloading-size: GiB of CPU memory for offloaded KV blocks
+    kv_offloading_backend: str = "native"  # --kv-offloading-backend: native (OffloadingConnector) | lmcache
     quantization: str | None = None  # --quantization: the checkpoint's method, or an online one (fp8)
     enable_lora: bool = False  # --enable-lora: adapter slots on every GPU
     max_loras: int = 1  # --max-loras (vLLM's default)
@@ -303,8 +311,35 @@ def _fp8_on_triton_refusal(model: ModelSpec, gpu: GpuLike, kv_dtype: str) -> str
             "SM89+. Re-run with --kv-cache-dtype bfloat16.")
 
 
+def _kv_dtype_refusal(model: ModelSpec, gpu: GpuLike, kv_dtype: str) -> None:
+    """vLLM 0.33's refusals of the NVFP4 and DeepSeek `_ds_mla` KV layouts: nvfp4 on MLA (config/vllm.py:
+    validate_nvfp4_kv_cache_with_mla), `_ds_mla` without DeepSeek sparse attention, nvfp4 where FlashInfer
+    cannot serve it (no other backend can), asymmetric K/V head sizes (FlashInferBackend.customize_spec)."""
+    sparse = any(layer.indexer_head_size for layer in model.layers)
+    if kv_dtype in NVFP4_KV_DTYPES and model.mla is not None:
+        raise InvalidParameter(NVFP4_MLA_REFUSAL)
+    if kv_dtype in DS_MLA_BYTES and not sparse:
+        raise NotServed(f"No valid attention backend found for cuda with kv_cache_dtype={kv_dtype}: only "
+                        "FLASHMLA_SPARSE takes it, for DeepSeek sparse attention (DSA) models",
+                        hint="use --kv-cache-dtype fp8 (or auto) for this model")
+    if kv_dtype == "nvfp4_ds_mla" and (gpu.arch or "") != "blackwell":
+        raise NotServed(f"No valid attention backend found for cuda with kv_cache_dtype=nvfp4_ds_mla on {gpu.name}: "
+                        "FLASHMLA_SPARSE only supports the nvfp4_ds_mla kv-cache dtype on SM100 (Blackwell)",
+                        hint="use --kv-cache-dtype fp8_ds_mla")
+    if kv_dtype in NVFP4_KV_DTYPES:
+        attention = [layer for layer in model.layers if layer.kind in ("full", "sliding_window", "chunked_local")]
+        if any(layer.head_size != layer.head_size_v for layer in attention):
+            raise NotServed("nvfp4 with asymmetric K/V head sizes not yet supported (vLLM's FlashInfer backend)")
+        why = vd.nvfp4_kv_refusal(gpu.arch, kv_dtype, {layer.head_size for layer in attention})
+        if why is not None:
+            raise NotServed(f"No valid attention backend found for cuda with kv_cache_dtype={kv_dtype} on "
+                            f"{gpu.name}: {why}", hint="use --kv-cache-dtype fp8")
+
+
 def _backend(model: ModelSpec, gpu: GpuLike, s: ServeSettings, kv_dtype: str) -> AttentionBackend:
-    """The attention backend (and so the block size) vLLM selects; DSA models have their own sparse ones."""
+    """The attention backend (and so the block size) vLLM selects; DSA models have their own sparse ones, an
+    NVFP4 cache has FlashInfer only."""
+    _kv_dtype_refusal(model, gpu, kv_dtype)
     if any(layer.indexer_head_size for layer in model.layers):
         sparse = vd.sparse_mla_backend(gpu.arch, kv_cache_dtype=kv_dtype, checkpoint_kv=s.kv_cache_dtype == "auto")
         if sparse is not None and kv_dtype in vd.FP8_KV_DTYPES and s.kv_cache_dtype == "auto" and \
@@ -313,6 +348,8 @@ def _backend(model: ModelSpec, gpu: GpuLike, s: ServeSettings, kv_dtype: str) ->
         if sparse is None:
             raise NotServed(vd.NO_SPARSE_MLA_BACKEND, hint=f"{gpu.name} is {gpu.arch or 'an unknown architecture'}")
         return sparse
+    if kv_dtype in NVFP4_KV_DTYPES:
+        return vd.FLASHINFER_BACKEND
     refusal = _fp8_on_triton_refusal(model, gpu, kv_dtype)
     if refusal is not None:
         raise NotServed(refusal)
