@@ -447,6 +447,8 @@ VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
     "mamba_ssm_cache_dtype": ("mamba_ssm_cache_dtype", _choice("auto", "float32", "bfloat16", "float16")),
     "num_gpu_blocks_override": ("num_gpu_blocks_override", _as_int),
     "cpu_offload_gb": ("cpu_offload_bytes", lambda v, w: int(_as_float(v, w) * 2**30)),
+    "kv_offloading_size": ("kv_offloading_size", lambda v, w: _as_float(v, w)),
+    "kv_offloading_backend": ("kv_offloading_backend", _choice("native", "lmcache")),
     "quantization": ("quantization", lambda v, w: str(v).strip().lower()),
     "enable_lora": ("enable_lora", _as_bool),
     "max_loras": ("max_loras", _as_int),
@@ -475,7 +477,6 @@ VLLM_IGNORED = frozenset({
 # Options that change memory or speed in ways kvplan does not model: a warning says the plan ignores them.
 VLLM_UNMODELLED: Mapping[str, str] = {
     "swap_space": "not modelled",
-    "kv_offloading_size": "KV offloading is not modelled",
     "kv_transfer_config": "KV transfer is not modelled",
     "compilation_config": "not modelled (CUDA graphs are estimated from max_num_seqs)",
     "hf_overrides": "not applied in plan files yet (kvplan fit --hf-overrides applies it)",

@@ -168,6 +168,11 @@ def command(
                                                          "--num-gpu-blocks-override")] = None,
     cpu_offload_gb: Annotated[str | None, _vllm("Weights kept in CPU memory per GPU, in GiB (default 0).",
                                                 "--cpu-offload-gb")] = None,
+    kv_offloading_size: Annotated[str | None, _vllm("CPU memory for offloaded KV blocks, in GiB (the total over "
+                                                    "the TP ranks): how many tokens the CPU tier holds.",
+                                                    "--kv-offloading-size")] = None,
+    kv_offloading_backend: Annotated[str | None, _vllm("KV offloading backend: native (vLLM's OffloadingConnector, "
+                                                       "default) or lmcache.", "--kv-offloading-backend")] = None,
     quantization: Annotated[str | None, _vllm("The checkpoint's quantization method, or fp8 to quantize a "
                                               "16-bit checkpoint at load.", "--quantization", "-q")] = None,
     enable_lora: Annotated[bool | None, _vllm("Reserve LoRA adapter slots on every GPU.", "--enable-lora")] = None,
@@ -210,6 +215,8 @@ def command(
         "mamba_ssm_cache_dtype": mamba_ssm_cache_dtype,
         "num_gpu_blocks_override": num_gpu_blocks_override,
         "cpu_offload_gb": cpu_offload_gb,
+        "kv_offloading_size": kv_offloading_size,
+        "kv_offloading_backend": kv_offloading_backend,
         "quantization": quantization,
         "enable_lora": enable_lora,
         "max_loras": max_loras,
@@ -415,11 +422,28 @@ def settings_from_flags(
         mamba_ssm_cache_dtype=str(given.get("mamba_ssm_cache_dtype") or "auto"),
         num_gpu_blocks_override=count("num_gpu_blocks_override", "--num-gpu-blocks-override"),
         cpu_offload_bytes=_gib(given.get("cpu_offload_gb"), "--cpu-offload-gb"),
+        kv_offloading_size=kv_offloading_gib(given.get("kv_offloading_size")),
+        kv_offloading_backend=str(given.get("kv_offloading_backend") or "native").lower(),
         quantization=str(given["quantization"]).lower() if given.get("quantization") else None,
         enable_lora=bool(given.get("enable_lora") or False),
         max_loras=count("max_loras", "--max-loras") or 1,
         max_lora_rank=count("max_lora_rank", "--max-lora-rank") or 16,
     )
+
+
+def kv_offloading_gib(value: object) -> float | None:
+    """vLLM's --kv-offloading-size: a positive number of GiB (config/cache.py: float), None when absent."""
+    if value is None:
+        return None
+    from kvplan.errors import InvalidParameter
+
+    try:
+        gib = float(str(value))
+    except ValueError:
+        raise InvalidParameter(f"--kv-offloading-size: cannot read {value!r} as a number of GiB") from None
+    if not 0 < gib <= 1 << 20:
+        raise InvalidParameter(f"--kv-offloading-size must be above 0 and at most {1 << 20} GiB, got {value}")
+    return gib
 
 
 def _gib(value: object, flag: str) -> int:

@@ -207,9 +207,12 @@ def prefix(
     kv_bytes_per_token: Annotated[int | None, typer.Option(
         "--kv-bytes-per-token", min=1, help="KV bytes per token (see `kvplan size`), to turn bytes into tokens.",
         rich_help_panel=OFFLOAD, show_default=False)] = None,
-    offload_chunk_tokens: Annotated[int, typer.Option(
-        "--offload-chunk-tokens", min=1, help="CPU tier granularity (LMCache chunk_size).",
-        rich_help_panel=OFFLOAD)] = 256,
+    kv_offloading_size: Annotated[str | None, typer.Option(
+        "--kv-offloading-size", help="vLLM's CPU tier: GiB of CPU memory for the OffloadingConnector (needs "
+        "--model/--gpu; tokens and chunk from fit's plan).", rich_help_panel=OFFLOAD, show_default=False)] = None,
+    offload_chunk_tokens: Annotated[int | None, typer.Option(
+        "--offload-chunk-tokens", min=1, help="CPU tier granularity (default: LMCache's chunk_size 256; with "
+        "--kv-offloading-size one GPU block).", rich_help_panel=OFFLOAD, show_default=False)] = None,
     load_ms_per_ktok: Annotated[float | None, typer.Option(
         "--load-ms-per-ktok", min=0.0, help="ms to load 1,000 tokens from CPU (default 1.75: the starting "
         "document's 8.5 ms for 4,864 tokens).", rich_help_panel=OFFLOAD, show_default=False)] = None,
@@ -262,10 +265,24 @@ def prefix(
         check_request_lengths((r.num_prompt_tokens + r.num_output_tokens for r in workload.requests),
                               pool.max_model_len)
 
-    if cpu_offload_tokens is not None and cpu_offload_bytes is not None:
-        raise InvalidParameter("give --cpu-offload-tokens or --cpu-offload-bytes, not both")
+    if sum(x is not None for x in (cpu_offload_tokens, cpu_offload_bytes, kv_offloading_size)) > 1:
+        raise InvalidParameter("give one of --cpu-offload-tokens, --cpu-offload-bytes, --kv-offloading-size")
     cpu_tokens = 0
-    if cpu_offload_tokens is not None:
+    if kv_offloading_size is not None:
+        if fitted is None:
+            raise InvalidParameter("--kv-offloading-size needs --model and --gpu: the CPU tier's tokens follow "
+                                   "the plan's bytes per block")
+        from dataclasses import replace
+
+        from kvplan.cli.fit import kv_offloading_gib
+        from kvplan.vllm.offload import deployment_tier
+
+        tier = deployment_tier(fitted[1], replace(fitted[3], kv_offloading_size=kv_offloading_gib(kv_offloading_size)),
+                               bytes_per_block=fitted[0].bytes_per_block, block_size=fitted[0].block_size)
+        cpu_tokens = tier.tokens or 0
+        if offload_chunk_tokens is None:
+            offload_chunk_tokens = fitted[0].block_size  # the OffloadingConnector's chunk: one GPU block
+    elif cpu_offload_tokens is not None:
         cpu_tokens = parse_count(cpu_offload_tokens, what="--cpu-offload-tokens")
     elif cpu_offload_bytes is not None:
         if kv_bytes_per_token is None:
@@ -273,7 +290,7 @@ def prefix(
                                    hint="with --model it comes from fit, for models with one KV-cache group")
         cpu_tokens = parse_bytes(cpu_offload_bytes, what="--cpu-offload-bytes") // kv_bytes_per_token
     offload = core.OffloadSettings(
-        cpu_tokens, offload_chunk_tokens,
+        cpu_tokens, core.LMCACHE_CHUNK_TOKENS if offload_chunk_tokens is None else offload_chunk_tokens,
         core.DEFAULT_LOAD_MS_PER_KTOK if load_ms_per_ktok is None else load_ms_per_ktok,
         core.DEFAULT_RECOMPUTE_MS_PER_KTOK if recompute_ms_per_ktok is None else recompute_ms_per_ktok)
     report = core.simulate_prefix(workload, num_gpu_blocks=blocks, block_size=block_size, offload=offload,

@@ -38,6 +38,8 @@ VALUE_FLAGS: dict[str, str] = {
     "--mamba-ssm-cache-dtype": "mamba_ssm_cache_dtype",
     "--num-gpu-blocks-override": "num_gpu_blocks_override",
     "--cpu-offload-gb": "cpu_offload_gb",
+    "--kv-offloading-size": "kv_offloading_size",
+    "--kv-offloading-backend": "kv_offloading_backend",
     "--quantization": "quantization",
     "--max-loras": "max_loras",
     "--max-lora-rank": "max_lora_rank",

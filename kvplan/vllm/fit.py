@@ -29,6 +29,7 @@ from kvplan.vllm.memory.cuda_graphs import estimate_cuda_graphs
 from kvplan.vllm.memory.lora import lora_bytes_per_gpu
 from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import estimate_weights
+from kvplan.vllm.offload import deployment_tier, tier_note
 from kvplan.vllm.quantization import apply_quantization
 from kvplan.vllm.report import FitReport, GroupSummary
 from kvplan.vllm.settings import GpuLike, ResolvedSettings, ServeSettings, resolve_settings, served_dtype
@@ -247,6 +248,9 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
                           notes=[*dtype_notes, *_budget_notes(s), *plan_notes,
                                  *_load_notes(s, max_len, r.batch.max_num_seqs)])
     report = replace(report, **range_fields(specs, budget, r, s, spec_decode))  # type: ignore[arg-type]
+    if s.kv_offloading_size is not None:
+        tier = deployment_tier(model, s, bytes_per_block=report.bytes_per_block, block_size=report.block_size)
+        report = replace(report, kv_offload=tier, notes=(*report.notes, tier_note(tier, s.data_parallel_size)))
     if advise and (not report.fits or preempt.possible):
         report = replace(report, advice=tuple(advise_fixes(
             model, s, report, lambda new: plan_fit(model, gpu, new, advise=False))))

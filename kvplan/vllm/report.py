@@ -8,6 +8,7 @@ from kvplan.vllm.verdicts import PreemptionVerdict
 
 if TYPE_CHECKING:
     from kvplan.vllm.memory.budget import MemoryTerm
+    from kvplan.vllm.offload import CpuTier
 
 @dataclass(frozen=True)
 class GroupSummary:
@@ -87,3 +88,5 @@ class FitReport:
     max_concurrency_range: tuple[float, float] = (0.0, 0.0)
     # starts | starts only if the estimate is optimistic | does not start
     startup_range: str = "starts"
+    # --kv-offloading-size: the CPU tier one engine gets (vllm/offload.py); None without it.
+    kv_offload: CpuTier | None = None
