@@ -268,14 +268,17 @@ def test_model_and_revision_can_come_from_the_command_line(tmp_path: Path) -> No
 
 def test_unmodelled_options_warn_and_unknown_harmless_ones_are_ignored(tmp_path: Path) -> None:
     path = write(tmp_path, plan_text(extra="    vllm_cmd: vllm serve m --swap-space 4 --port 8000 --my-plugin x\n"
-                                           "    vllm: {kv_offloading_size: 4}\n"))
-    warnings = load_plan(path).deployments[0].warnings
+                                           "    vllm: {kv_offloading_size: 4, limit_mm_per_prompt: 2}\n"))
+    deployment = load_plan(path).deployments[0]
     where = f"{tmp_path / 'plan.yaml'}"
-    assert warnings == (
-        f"{where}:5: deployments[0].vllm_cmd: --swap-space: not modelled; planned without it",
+    assert deployment.warnings == (
+        f"{where}:5: deployments[0].vllm_cmd: --swap-space: vLLM 0.33 has no --swap-space (V1 preempts by "
+        "recomputing; no GPU memory); planned without it",
         f"{where}:5: deployments[0].vllm_cmd: --my-plugin: ignored: kvplan does not know this vLLM option",
-        f"{where}:6: deployments[0].vllm.kv_offloading_size: KV offloading is not modelled; planned without it",
+        f"{where}:6: deployments[0].vllm.limit_mm_per_prompt: multimodal encoder memory (profiling run, encoder "
+        "cache) is not modelled; planned without it",
     )
+    assert deployment.settings.kv_offloading_size == 4.0  # modelled: the CPU tier
 
 
 def test_num_gpus_alone_sets_tensor_parallel_size(tmp_path: Path) -> None:

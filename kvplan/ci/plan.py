@@ -461,7 +461,14 @@ VLLM_ALIASES: Mapping[str, str] = {"tp": "tensor_parallel_size", "pp": "pipeline
 VLLM_NEGATED: Mapping[str, str] = {"no_enable_prefix_caching": "enable_prefix_caching",
                                    "no_enforce_eager": "enforce_eager"}
 # Options that do not change KV capacity or speed as kvplan models them: accepted and ignored, so a
-# real `vllm serve` line or --config file can be used as it is.
+# real `vllm serve` line or --config file can be used as it is. Checked against vLLM 0.33's EngineArgs and API
+# server arguments: the API server (host … middleware, api_server_count), logging and metrics (…log…,
+# otlp_traces_endpoint, enable_server_load_tracking), the tokenizer and chat templates, where the weights come
+# from (download_dir, load_format, code_revision, hf_token), sampling defaults (seed, generation_config,
+# override_generation_config, max_logprobs), the scheduling order (scheduling_policy), the worker process
+# (worker_cls, distributed_executor_backend: Ray or mp changes no KV memory), and enable_chunked_prefill
+# (always on in V1; max_num_batched_tokens is what counts). disable_log_requests,
+# disable_frontend_multiprocessing and hf_overrides_path are older vLLM's: 0.33 has none of them.
 VLLM_IGNORED = frozenset({
     "host", "port", "served_model_name", "api_key", "uvicorn_log_level", "disable_log_requests",
     "disable_log_stats", "enable_log_requests", "tokenizer", "tokenizer_mode",
@@ -471,16 +478,25 @@ VLLM_IGNORED = frozenset({
     "ssl_keyfile", "ssl_certfile", "ssl_ca_certs", "root_path", "middleware", "response_role", "max_logprobs",
     "disable_fastapi_docs", "enable_prompt_tokens_details", "otlp_traces_endpoint", "hf_token",
     "api_server_count", "enable_force_include_usage", "enable_server_load_tracking", "disable_frontend_multiprocessing",
-    "worker_cls", "distributed_executor_backend", "scheduling_policy", "enable_chunked_prefill", "async_scheduling",
+    "worker_cls", "distributed_executor_backend", "scheduling_policy", "enable_chunked_prefill",
     "override_generation_config", "hf_overrides_path", "log_config_file",
 })
 # Options that change memory or speed in ways kvplan does not model: a warning says the plan ignores them.
 VLLM_UNMODELLED: Mapping[str, str] = {
-    "swap_space": "not modelled",
-    "kv_transfer_config": "KV transfer is not modelled",
+    # V0's CPU swap space: vLLM 0.33's EngineArgs has no swap_space (its CLI rejects --swap-space); the V1
+    # engine preempts by recomputation, so it held no GPU memory on 0.8–0.10 either.
+    "swap_space": "vLLM 0.33 has no --swap-space (V1 preempts by recomputing; no GPU memory)",
+    # config/vllm.py: async scheduling keeps 2 batches in flight (max_in_flight_tokens = 2 × max_num_batched_tokens
+    # on 0.33), which sizes the blocks a sliding-window request holds; kvplan assumes vLLM's default (on).
+    "async_scheduling": "planned with vLLM's default (async scheduling on: 2 batches in flight)",
+    # A KV connector (NixlConnector, LMCache, MultiConnector, …) may pin GPU buffers of its own and turns the
+    # hybrid KV cache manager off when it does not support it (config/vllm.py); --kv-offloading-size is modelled.
+    "kv_transfer_config": "KV connectors' buffers and their effect on the hybrid KV cache manager are not modelled "
+                          "(--kv-offloading-size is)",
     "compilation_config": "not modelled (CUDA graphs are estimated from max_num_seqs)",
     "hf_overrides": "not applied in plan files yet (kvplan fit --hf-overrides applies it)",
-    "limit_mm_per_prompt": "multimodal encoder memory is not modelled",
+    # The multimodal encoder's profiling run and encoder cache are sized from these limits.
+    "limit_mm_per_prompt": "multimodal encoder memory (profiling run, encoder cache) is not modelled",
 }
 
 
