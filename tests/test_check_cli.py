@@ -310,7 +310,8 @@ def test_warnings_for_unmodelled_options_go_to_stderr(tmp_path: Path) -> None:
     result = invoke(str(plan), "--json")
     assert result.exit_code == 0
     json.loads(result.stdout)
-    assert result.stderr == f"warning: {plan}:11: deployments[0].vllm.swap-space: not modelled; planned without it\n"
+    assert result.stderr == (f"warning: {plan}:11: deployments[0].vllm.swap-space: vLLM 0.33 has no --swap-space (V1 "
+                             "preempts by recomputing; no GPU memory); planned without it\n")
 
 
 # --- the shipped example --------------------------------------------------------------------------------
