@@ -9,7 +9,7 @@ import pytest
 from kvplan.errors import InvalidParameter
 from kvplan.units import parse_bytes
 from kvplan.vllm.fit import plan_fit
-from kvplan.vllm.memory.cuda_graphs import CUDA_GRAPH_BYTES_PER_GRAPH_LAYER
+from kvplan.vllm.memory.cuda_graphs import CUDA_GRAPH_BYTES_PER_GRAPH_LAYER, CUDA_GRAPH_POOL_BASE_BYTES
 from kvplan.vllm.memory.non_torch import NON_TORCH_BYTES_SINGLE_GPU
 from kvplan.vllm.memory.weights import loaded_weights_bytes_per_gpu
 from kvplan.vllm.settings import ServeSettings
@@ -40,7 +40,7 @@ def test_default_budget_on_h100_is_vllms_formula() -> None:
     requested = math.ceil(H100.cuda_total_bytes * 0.92)
     weights = loaded_weights_bytes_per_gpu(model, arch="hopper")  # checkpoint + rope cache + vocab padding
     activation = int(1024 * 152_064 * 38.4) + 8192 * 3584 * 2
-    graphs = 102 * 28 * CUDA_GRAPH_BYTES_PER_GRAPH_LAYER
+    graphs = CUDA_GRAPH_POOL_BASE_BYTES + 102 * 28 * CUDA_GRAPH_BYTES_PER_GRAPH_LAYER
     assert (r.requested_bytes, r.weights_bytes, r.activation_bytes, r.cuda_graph_bytes) == (
         requested, weights, activation, graphs)
     assert r.available_kv_bytes == requested - weights - activation - graphs - NON_TORCH_BYTES_SINGLE_GPU

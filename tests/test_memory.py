@@ -85,10 +85,11 @@ def test_non_torch_single_and_multi_gpu() -> None:
 
 
 def test_cuda_graph_estimate_counts_graphs_times_layers() -> None:
-    """max_num_seqs 1024, MNBT 8192 on Hopper: capture sizes up to 512 → 51 piecewise + 51 full graphs."""
+    """max_num_seqs 1024, MNBT 8192 on Hopper: capture sizes up to 512 → 51 piecewise + 51 full graphs,
+    each 32 layers × 0.085 MiB, on a 64 MiB pool."""
     t = estimate_cuda_graphs(num_layers_on_worker=32, max_num_seqs=1024, max_num_batched_tokens=8192,
                                     arch="hopper", enforce_eager=False)
-    assert t.bytes == 102 * 32 * round(0.1 * MIB)
+    assert t.bytes == 64 * MIB + 102 * 32 * round(0.085 * MIB)
 
 
 def test_cuda_graphs_cost_nothing_with_enforce_eager_or_before_v021() -> None:
@@ -200,3 +201,62 @@ def test_fit_report_carries_ranges_and_the_range_verdict() -> None:
                      advise=False)
     assert tight.fits and tight.startup_range == "starts only if the estimate is optimistic"
     assert tight.available_kv_range[0] < 16 * GIB < tight.available_kv_range[1]
+
+
+def test_cuda_graph_estimate_pinned_on_the_logs_that_print_their_graphs() -> None:
+    """v1/worker/gpu/cudagraph_utils.py:profile_cudagraph_memory measures what was captured. Qwen3.6-27B
+    (64 layers) on 3090s: "PIECEWISE=3 (largest=16), FULL=2" → 0.09 GiB (club3090-434, calibration, one
+    of the two fitting points); "PIECEWISE=5 (largest=16)" → 0.13 GiB (club3090-104, validation): inside ±50%."""
+    from kvplan.vllm.memory.cuda_graphs import cuda_graph_bytes
+
+    assert round(cuda_graph_bytes(3, 2, 64) / GIB, 2) == 0.09
+    assert round(cuda_graph_bytes(51, 35, 64) / GIB, 2) == 0.52  # vllm#52872's pool
+    five = cuda_graph_bytes(5, 0, 64)
+    assert five * 0.5 <= 0.13 * GIB <= five * 1.5
+    # A FULL graph is at least 1 MiB (_extrapolate_full_graph_memory's _MIN_PER_GRAPH_BYTES).
+    assert cuda_graph_bytes(0, 10, 2) == 64 * MIB + 10 * MIB
+    assert cuda_graph_bytes(0, 0, 64) == 0
+
+
+def test_capture_sizes_follow_vllm_033_set_cudagraph_sizes() -> None:
+    from kvplan.vllm.memory.cuda_graphs import capture_sizes, compilation_settings, graph_counts
+
+    # The default ceiling 512 (1024 on SM100), min(max_num_seqs × 2, ceiling), capped by the batch.
+    assert len(capture_sizes(1024, 8192, "hopper")) == 51 and capture_sizes(1024, 8192, "hopper")[-1] == 512
+    assert capture_sizes(1024, 8192, "blackwell")[-1] == 1024
+    # max_num_seqs below the ceiling is appended (uniform decode), as is a batch cap inside it.
+    assert 100 in capture_sizes(100, 8192, "hopper") and capture_sizes(100, 8192, "hopper")[-1] == 200
+    assert capture_sizes(1024, 300, "hopper")[-1] == 300
+    # models/config.py: gpt-oss raises the maximum to 1024 unless the user set sizes or a maximum.
+    assert capture_sizes(256, 8192, "hopper", architecture="GptOssForCausalLM")[-1] == 1024
+    assert capture_sizes(256, 8192, "hopper")[-1] == 512
+    mine = compilation_settings({"cudagraph_capture_sizes": [1, 2, 4, 8, 16, 99999]})
+    assert capture_sizes(256, 8192, "hopper", mine, architecture="GptOssForCausalLM") == (1, 2, 4, 8, 16)
+    # Modes: FULL_AND_PIECEWISE (default) → every size piecewise + decode sizes full; PIECEWISE; FULL;
+    # FULL_DECODE_ONLY; NONE; a compilation mode other than VLLM_COMPILE makes FULL_AND_PIECEWISE FULL.
+    assert graph_counts(256, 8192, "hopper") == (51, 35)
+    for mode, counts in (("PIECEWISE", (51, 0)), ("FULL", (0, 51)), ("full_decode_only", (0, 35)), ("NONE", (0, 0))):
+        assert graph_counts(256, 8192, "hopper", compilation_settings({"cudagraph_mode": mode})) == counts
+    assert graph_counts(256, 8192, "hopper", compilation_settings({"mode": 0})) == (0, 51)  # → FULL
+
+
+def test_compilation_config_refusals_are_vllms() -> None:
+    from kvplan.errors import InvalidParameter
+    from kvplan.vllm.memory.cuda_graphs import compilation_settings
+
+    for bad, words in (({"cudagraph_mode": "SOMETIMES"}, "cudagraph_mode must be one of"),
+                       ({"cudagraph_capture_sizes": []}, "at least one element"),
+                       ({"cudagraph_capture_sizes": [1, 8], "max_cudagraph_capture_size": 16}, "should be consistent"),
+                       ({"max_cudagraph_capture_size": 0}, "whole number"),
+                       ({"mode": "FAST"}, "valid modes")):
+        with pytest.raises(InvalidParameter, match=words):
+            compilation_settings(bad)
+    assert compilation_settings({"pass_config": {}, "cudagraph_mode": "PIECEWISE"}).ignored_keys == ("pass_config",)
+
+
+def test_cudagraph_mode_none_costs_nothing() -> None:
+    from kvplan.vllm.memory.cuda_graphs import compilation_settings
+
+    t = estimate_cuda_graphs(num_layers_on_worker=32, max_num_seqs=1024, max_num_batched_tokens=8192, arch="hopper",
+                             enforce_eager=False, compilation=compilation_settings({"cudagraph_mode": "NONE"}))
+    assert (t.bytes, t.source) == (0, "none")

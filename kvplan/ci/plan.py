@@ -438,6 +438,7 @@ VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
     "disable_hybrid_kv_cache_manager": ("disable_hybrid_kv_cache_manager", _as_bool),
     "performance_mode": ("performance_mode", _choice("balanced", "interactivity", "throughput")),
     "speculative_config": ("speculative_config", _as_mapping),
+    "compilation_config": ("compilation_config", _as_mapping),
     "decode_context_parallel_size": ("decode_context_parallel_size", _as_int),
     "data_parallel_size": ("data_parallel_size", _as_int),
     "enable_expert_parallel": ("enable_expert_parallel", _as_bool),
@@ -457,7 +458,7 @@ VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
 # vLLM's short and negated spellings.
 VLLM_ALIASES: Mapping[str, str] = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size",
                                    "dp": "data_parallel_size", "dcp": "decode_context_parallel_size",
-                                   "kv_cache_memory": "kv_cache_memory_bytes"}
+                                   "kv_cache_memory": "kv_cache_memory_bytes", "cc": "compilation_config"}
 VLLM_NEGATED: Mapping[str, str] = {"no_enable_prefix_caching": "enable_prefix_caching",
                                    "no_enforce_eager": "enforce_eager"}
 # Options that do not change KV capacity or speed as kvplan models them: accepted and ignored, so a
@@ -493,7 +494,6 @@ VLLM_UNMODELLED: Mapping[str, str] = {
     # hybrid KV cache manager off when it does not support it (config/vllm.py); --kv-offloading-size is modelled.
     "kv_transfer_config": "KV connectors' buffers and their effect on the hybrid KV cache manager are not modelled "
                           "(--kv-offloading-size is)",
-    "compilation_config": "not modelled (CUDA graphs are estimated from max_num_seqs)",
     "hf_overrides": "not applied in plan files yet (kvplan fit --hf-overrides applies it)",
     # The multimodal encoder's profiling run and encoder cache are sized from these limits.
     "limit_mm_per_prompt": "multimodal encoder memory (profiling run, encoder cache) is not modelled",

@@ -158,6 +158,11 @@ def command(
         str | None, _vllm("Config overrides as JSON, e.g. a rope_scaling and max_position_embeddings.",
                           "--hf-overrides")
     ] = None,
+    compilation_config: Annotated[
+        str | None, _vllm("CUDA graphs as JSON: cudagraph_mode (NONE, PIECEWISE, FULL, FULL_DECODE_ONLY, "
+                          "FULL_AND_PIECEWISE), cudagraph_capture_sizes, max_cudagraph_capture_size.",
+                          "--compilation-config", "-cc")
+    ] = None,
     dtype: Annotated[str | None, _vllm("Model dtype: auto, bfloat16, float16/half, float32 (default auto).",
                                        "--dtype")] = None,
     mamba_cache_dtype: Annotated[str | None, _vllm("Hybrid models' conv-state dtype (default auto).",
@@ -209,6 +214,7 @@ def command(
         "data_parallel_size": data_parallel_size,
         "enable_expert_parallel": enable_expert_parallel,
         "hf_overrides": hf_overrides,
+        "compilation_config": compilation_config,
         "trust_remote_code": trust_remote_code,
         "dtype": dtype,
         "mamba_cache_dtype": mamba_cache_dtype,
@@ -414,6 +420,7 @@ def settings_from_flags(
         moe_backend=moe_backend,
         allow_custom_code=bool(given.get("trust_remote_code") or False),
         speculative_config=json_option(given.get("speculative_config"), "--speculative-config"),
+        compilation_config=json_option(given.get("compilation_config"), "--compilation-config"),
         decode_context_parallel_size=count("decode_context_parallel_size", "--decode-context-parallel-size") or 1,
         data_parallel_size=count("data_parallel_size", "--data-parallel-size") or 1,
         enable_expert_parallel=bool(given.get("enable_expert_parallel") or False),

@@ -33,6 +33,7 @@ VALUE_FLAGS: dict[str, str] = {
     "--decode-context-parallel-size": "decode_context_parallel_size",
     "--data-parallel-size": "data_parallel_size",
     "--hf-overrides": "hf_overrides",
+    "--compilation-config": "compilation_config",
     "--dtype": "dtype",
     "--mamba-cache-dtype": "mamba_cache_dtype",
     "--mamba-ssm-cache-dtype": "mamba_ssm_cache_dtype",
@@ -60,6 +61,7 @@ SHORT_FLAGS = {
     "-tp": "--tensor-parallel-size",
     "-pp": "--pipeline-parallel-size",
     "-dp": "--data-parallel-size",
+    "-cc": "--compilation-config",
     "-dcp": "--decode-context-parallel-size",
     "-q": "--quantization",
 }

@@ -25,7 +25,7 @@ from kvplan.vllm.block_plan import KVCachePlan, plan_kv_cache
 from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE
 from kvplan.vllm.memory.activation import estimate_activation
 from kvplan.vllm.memory.budget import MemoryBudget, MemoryTerm, memory_budget, startup_baseline_bytes, user_term
-from kvplan.vllm.memory.cuda_graphs import estimate_cuda_graphs
+from kvplan.vllm.memory.cuda_graphs import compilation_settings, estimate_cuda_graphs
 from kvplan.vllm.memory.lora import lora_bytes_per_gpu
 from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import estimate_weights
@@ -58,7 +58,9 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
               else estimate_cuda_graphs(num_layers_on_worker=max((len(w) for w in specs), default=0),
                                         max_num_seqs=batch.max_num_seqs,
                                         max_num_batched_tokens=batch.max_num_batched_tokens,
-                                        arch=gpu.arch, enforce_eager=s.enforce_eager, version=r.version))
+                                        arch=gpu.arch, enforce_eager=s.enforce_eager, version=r.version,
+                                        compilation=compilation_settings(s.compilation_config),
+                                        architecture=model.architectures[0] if model.architectures else None))
     return memory_budget(
         cuda_total_bytes=gpu.cuda_total_bytes,
         gpu_memory_utilization=r.gpu_memory_utilization,

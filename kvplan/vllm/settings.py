@@ -86,6 +86,8 @@ class ServeSettings:
     weights_total_bytes: int | None = None
     # MXFP4 MoE kernel whose weight layout to assume (weights.MOE_BACKENDS); None: vLLM's default for the GPU.
     moe_backend: MoeBackend | None = None
+    # --compilation-config / -cc (a JSON object): cudagraph_mode and capture sizes (memory/cuda_graphs.py).
+    compilation_config: Mapping[str, Any] | None = None
     # The load to judge preemption at (defaults: max_model_len, max_num_seqs).
     context: int | None = None
     concurrency: int | None = None
