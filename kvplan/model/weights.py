@@ -156,6 +156,16 @@ def count_parameters(model: ModelSpec) -> ParamCount:
             if model.intermediate_size:
                 mlp += _mlp_params(model, model.intermediate_size)
     norms += norm_size  # final norm
+    # Gemma-3n / Gemma-4 "E" models' per-layer embeddings (vLLM 0.33 model_executor/models/gemma4.py:
+    # Gemma4Model.__init__, gemma3n.py alike): embed_tokens_per_layer, vocab_size_per_layer_input ×
+    # (hidden_size_per_layer_input × num_hidden_layers), a projection hidden → that width and its norm;
+    # in every layer a gate (hidden → ple), a projection back (ple → hidden) and a norm.
+    ple = int(model.raw.get("hidden_size_per_layer_input") or 0)
+    if ple > 0:
+        total_ple = ple * model.num_layers
+        embedding += int(model.raw.get("vocab_size_per_layer_input") or v) * total_ple + h * total_ple + ple
+        mlp += model.num_layers * 2 * h * ple
+        norms += model.num_layers * h
     total = embedding + lm_head + attention + mlp + routed + norms
     active = total - routed + (moe.experts_per_token * per_expert * moe_layers if moe else 0)
     return ParamCount(total=total, embedding=embedding, lm_head=lm_head, attention=attention, mlp=mlp,

@@ -1,0 +1,30 @@
+"""Weights of today's checkpoints, pinned on vLLM 0.33's model code (model_executor/models/*.py)."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+from kvplan.model.hub import load_local
+from kvplan.model.weights import count_parameters
+from tests.conftest import CONFIGS
+
+CORPUS = CONFIGS.parent / "corpus" / "configs"
+GIB = 2**30
+
+
+def test_gemma_e_models_count_their_per_layer_embeddings() -> None:
+    """gemma4.py:Gemma4Model.__init__: embed_tokens_per_layer = VocabParallelEmbedding(
+    vocab_size_per_layer_input, hidden_size_per_layer_input × num_hidden_layers), plus the projection
+    hidden → that width, and per layer a gate and a projection back. E2B: 262,144 × 256 × 35 × 2 B =
+    4.375 GiB of per-layer embeddings; E4B: × 42 layers = 5.25 GiB (issue 12: "about 4.4 and 5.3 GiB")."""
+    for name, layers, hidden in (("google--gemma-4-E2B", 35, 1536), ("google--gemma-4-E4B", 42, 2560)):
+        model = load_local(str(CORPUS / name))
+        with_ple = count_parameters(model)
+        plain = count_parameters(replace(model, raw={k: v for k, v in model.raw.items()
+                                                     if k != "hidden_size_per_layer_input"}))
+        ple_table = 262_144 * 256 * layers
+        extra = ple_table + hidden * 256 * layers + 256 + layers * (2 * hidden * 256 + hidden)
+        assert with_ple.total - plain.total == extra
+        assert round(ple_table * 2 / GIB, 3) == {35: 4.375, 42: 5.25}[layers]
+    # A model without per-layer inputs (hidden_size_per_layer_input 0 or absent) is unchanged.
+    dense = load_local(str(CORPUS / "google--gemma-4-31B"))
+    assert not dense.raw.get("hidden_size_per_layer_input")
