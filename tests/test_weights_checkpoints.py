@@ -28,3 +28,19 @@ def test_gemma_e_models_count_their_per_layer_embeddings() -> None:
     # A model without per-layer inputs (hidden_size_per_layer_input 0 or absent) is unchanged.
     dense = load_local(str(CORPUS / "google--gemma-4-31B"))
     assert not dense.raw.get("hidden_size_per_layer_input")
+
+
+def test_compressed_tensors_int4_counts_its_group_scales() -> None:
+    """compressed_tensors_wNa16.py:create_weights: weight_packed (4 bits) plus weight_scale, one bf16 per
+    group of 32 (GroupQuantScaleParameter, params_dtype); symmetric, so no weight_zero_point. Kimi-K2.5's
+    routed experts: 4 + 16/32 = 4.5 bits a weight, 12.5% above the 4 bits counted before (issue 12: its
+    weights came out 14–16% low)."""
+    from kvplan.model.weights import quantized_bits_per_weight
+    from kvplan.vllm.memory.weights import estimate_weights
+
+    kimi = load_local(str(CORPUS / "moonshotai--Kimi-K2.5"))
+    assert kimi.quant is not None and (kimi.quant.method, kimi.quant.weight_bits, kimi.quant.group_size) == (
+        "compressed-tensors", 4.0, 32)
+    assert quantized_bits_per_weight(kimi) == 4.5
+    per_gpu = estimate_weights(kimi, tp=8, pp=1, arch="hopper").bytes / GIB
+    assert 67 < per_gpu < 68.5  # 60.2 GiB with 4-bit experts

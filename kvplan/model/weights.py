@@ -178,6 +178,7 @@ def quantized_bits_per_weight(model: ModelSpec) -> float:
 
     GPTQ/AWQ: an fp16 scale and a packed zero point per group (bits + (16 + bits) / group_size);
     NVFP4: an FP8 scale per 16 weights (4 + 8/16); MXFP4: an 8-bit scale per 32 (4 + 8/32);
+    compressed-tensors by group: a 16-bit scale per group (4 + 16/32 for Kimi-K2.5);
     FP8: per-tensor or 128×128-block scales, negligible (8).
     """
     q = model.quant
@@ -189,6 +190,11 @@ def quantized_bits_per_weight(model: ModelSpec) -> float:
         return 4.0 + 8.0 / (q.group_size or 16)
     if q.method == "mxfp4":
         return 4.0 + 8.0 / 32
+    if q.method == "compressed-tensors" and q.weight_bits < 8 and q.group_size and q.group_size > 0:
+        # pack-quantized INT4/INT8 by group (compressed_tensors_wNa16.py:create_weights, the WNA16 MoE
+        # method alike): weight_packed plus a weight_scale per group in the model dtype (bf16); a
+        # symmetric scheme (Kimi-K2.5: 4 bits, group 32 → 4.5 bits) has no zero point.
+        return q.weight_bits + 8.0 * FP_BYTES.get(model.dtype, 2) / q.group_size
     return q.weight_bits
 
 
