@@ -91,8 +91,9 @@ def test_bad_plans_say_file_line_and_key(tmp_path: Path, text: str, expected: st
 
 
 @pytest.mark.parametrize(("require", "expected"), [
-    ("starts: false", ":6: deployments[0].require.starts: expected `true`, got the boolean False (only "
-                      "`starts: true` is meaningful; remove the key to skip the check)"),
+    ("starts: false", ":6: deployments[0].require.starts: expected `true` or `pessimistic`, got the boolean "
+                      "False (`starts: true` judges kvplan's best estimate, `starts: pessimistic` the pessimistic "
+                      "end of its range; remove the key to skip the check)"),
     ("min_kv_tokens: lots", ":6: deployments[0].require.min_kv_tokens: cannot read 'lots' as a whole number "
                             "(examples: 4096, 32k, 32K)"),
     ("min_kv_tokens: 0", ":6: deployments[0].require.min_kv_tokens: must be ≥ 1, got 0"),

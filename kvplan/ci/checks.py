@@ -253,6 +253,15 @@ def _cannot_run(ctx: _Ctx, q: Requirement, *, required: float, unit: str, compar
 
 def _starts(ctx: _Ctx, q: Requirement) -> CheckResult:
     fit = ctx.fit
+    if q.pessimistic and fit.fits:
+        low, high = fit.available_kv_range
+        ok = fit.startup_range == "starts"
+        message = (f"vLLM starts even at the pessimistic end of the estimate ({low / 2**30:.2f} … "
+                   f"{high / 2**30:.2f} GiB of KV memory)" if ok else
+                   f"vLLM {fit.startup_range}: at the pessimistic end of the estimate only {low / 2**30:.2f} GiB "
+                   f"of KV memory (best {fit.available_kv_bytes / 2**30:.2f})")
+        return _result(q, passed=ok, comparison=">=", required="starts (pessimistic)",
+                       measured="starts" if ok else fit.startup_range, unit="", message=message)
     if fit.fits:
         message = f"vLLM starts: {fit.log_line}" if fit.log_line else "vLLM starts"
     else:
@@ -301,6 +310,11 @@ def _min_kv_tokens(ctx: _Ctx, q: Requirement) -> CheckResult:
     failed = _cannot_run(ctx, q, required=required, unit="tokens", comparison=">=")
     if failed:
         return failed
+    if q.pessimistic:
+        low = fit.kv_cache_tokens_range[0]
+        return _result(q, comparison=">=", required=required, measured=low, unit="tokens",
+                       message=f"GPU KV cache size at the pessimistic end of the estimate: {low:,} tokens (best "
+                               f"{fit.kv_cache_tokens:,}); required ≥ {_num(required)}")
     return _result(q, comparison=">=", required=required, measured=fit.kv_cache_tokens, unit="tokens",
                    message=f"GPU KV cache size: {fit.kv_cache_tokens:,} tokens ({fit.num_gpu_blocks:,} blocks of "
                            f"{fit.block_size}); required ≥ {_num(required)}")

@@ -289,6 +289,9 @@ class Requirement:
     batch: int | None = None
     concurrency: int | None = None
     workload: Workload | None = None
+    # `starts: pessimistic`, `min_kv_tokens: {value: …, estimate: pessimistic}`: judged at the pessimistic
+    # end of kvplan's range (every estimated term at its high end, vllm/memory/budget.py), not its best value.
+    pessimistic: bool = False
 
 
 @dataclass(frozen=True)
@@ -518,7 +521,7 @@ _REQUIREMENT_KEYS: Mapping[str, tuple[str, ...]] = {
     "starts": (),
     "min_concurrency": ("value", "context"),
     "no_preemption": ("concurrency", "context"),
-    "min_kv_tokens": ("value",),
+    "min_kv_tokens": ("value", "estimate"),
     "min_decode_throughput": ("value", "batch", "context"),
     "max_itl_ms": ("value", "batch", "context"),
     "max_p99_ttft_ms": ("value", "workload"),
@@ -961,9 +964,12 @@ def _requirement(c: _Checker, kind: str, spec: Any, path: Path_, workload: Workl
     base = Requirement(kind=kind, key=format_path(path), line=doc.line(path))  # type: ignore[arg-type]
     allowed = _REQUIREMENT_KEYS[kind]
     if kind == "starts":
+        if spec == "pessimistic":
+            return _with(base, pessimistic=True)
         if spec is not True:
-            raise doc.error(path, f"expected `true`, got {_kind(spec)}",
-                            hint="only `starts: true` is meaningful; remove the key to skip the check",
+            raise doc.error(path, f"expected `true` or `pessimistic`, got {_kind(spec)}",
+                            hint="`starts: true` judges kvplan's best estimate, `starts: pessimistic` the "
+                                 "pessimistic end of its range; remove the key to skip the check",
                             at_value=True)
         return base
     if kind == "no_preemption" and spec is True:
@@ -1006,6 +1012,10 @@ def _requirement_fields(c: _Checker, kind: str, spec: dict[str, Any], path: Path
     for key in ("context", "batch", "concurrency"):
         if key in spec:
             kw[key] = c.count(spec[key], at(key))
+    if "estimate" in spec:
+        if spec["estimate"] not in ("best", "pessimistic"):
+            raise doc.error(at("estimate"), f"must be best or pessimistic, got {spec['estimate']!r}", at_value=True)
+        kw["pessimistic"] = spec["estimate"] == "pessimistic"
     if kind == "max_p99_ttft_ms":
         if "workload" in spec:
             kw["workload"] = _workload(c, spec["workload"], at("workload"))

@@ -1,0 +1,49 @@
+"""`check` at the pessimistic end of kvplan's range (every estimated term at its high end): `starts:
+pessimistic` and `min_kv_tokens: {value: …, estimate: pessimistic}`."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kvplan.ci.checks import evaluate_deployment
+from kvplan.ci.plan import load_plan
+from kvplan.errors import ParseError
+from kvplan.hardware.gpus import get_gpu
+from tests.conftest import CONFIGS, load_fixture
+
+QWEN7 = str(CONFIGS / "Qwen--Qwen2.5-7B")
+
+
+def _evaluate(tmp_path: Path, require: str, util: float):  # type: ignore[no-untyped-def]
+    path = tmp_path / "plan.yaml"
+    path.write_text(f"deployments:\n  - name: chat\n    model: {QWEN7}\n    gpu: h100\n"
+                    f"    vllm: {{max-model-len: 4096, max-num-seqs: 8, gpu-memory-utilization: {util}}}\n"
+                    f"    require:\n      {require}\n", encoding="utf-8")
+    dep = load_plan(path).deployments[0]
+    return evaluate_deployment(dep, load_fixture("Qwen--Qwen2.5-7B"), get_gpu("h100"))
+
+
+def test_starts_pessimistic_fails_where_only_the_best_estimate_starts(tmp_path: Path) -> None:
+    # Util 0.2: 0.49 GiB of KV at the best estimate (one 4,096-token request needs 0.22), −0.14 at the
+    # pessimistic end. Util 0.205: +0.25 GiB even pessimistically.
+    best = _evaluate(tmp_path, "starts: true", 0.2).checks[0]
+    worst = _evaluate(tmp_path, "starts: pessimistic", 0.2).checks[0]
+    assert best.passed and not worst.passed
+    assert worst.measured == "starts only if the estimate is optimistic"
+    assert "pessimistic end of the estimate" in worst.message
+    assert _evaluate(tmp_path, "starts: pessimistic", 0.205).checks[0].passed
+
+
+def test_min_kv_tokens_can_be_judged_at_the_pessimistic_end(tmp_path: Path) -> None:
+    best = _evaluate(tmp_path, "min_kv_tokens: 140000", 0.3).checks[0]
+    worst = _evaluate(tmp_path, "min_kv_tokens: {value: 150000, estimate: pessimistic}", 0.3).checks[0]
+    assert best.passed and best.measured == 157_376
+    assert not worst.passed and worst.measured == 145_568  # the range's low end (kv_cache_tokens_range)
+
+
+def test_a_bad_estimate_value_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ParseError, match="must be best or pessimistic"):
+        _evaluate(tmp_path, "min_kv_tokens: {value: 1, estimate: worst}", 0.3)
+    with pytest.raises(ParseError, match="expected `true` or `pessimistic`"):
+        _evaluate(tmp_path, "starts: maybe", 0.3)
