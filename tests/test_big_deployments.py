@@ -125,3 +125,22 @@ def test_expert_parallel_splits_the_experts_over_tp_times_dp_ranks() -> None:
     assert plain["weights_bytes"] - ep["weights_bytes"] == experts // 2 - experts // 4
     assert plain["num_gpus"] == ep["num_gpus"] == 4
     assert ep["kv_cache_tokens"] > plain["kv_cache_tokens"]  # the memory the experts free goes to the KV cache
+
+
+def test_hf_overrides_in_a_plan_are_applied_to_the_model(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "deployments:\n"
+        "  - name: qwen3-128k\n"
+        f"    model: {CONFIGS / 'Qwen--Qwen3-30B-A3B'}\n"
+        "    gpu: h100\n"
+        "    vllm:\n"
+        "      max_model_len: 131072\n"
+        "      kv_cache_memory_bytes: 21474836480\n"
+        f"      hf_overrides: {YARN}\n"
+        "    measured: {weights_memory: 0}\n"
+        "    require:\n"
+        "      starts: true\n", encoding="utf-8")
+    result = runner.invoke(app, ["check", str(plan), "--json"])
+    assert result.exit_code == 0, result.output
+    assert "hf_overrides" not in result.stderr

@@ -313,6 +313,7 @@ class Deployment:
     vllm_options: Mapping[str, Any]  # the vLLM options given (canonical names), for reports
     requirements: tuple[Requirement, ...]
     warnings: tuple[str, ...] = ()  # options given but not modelled (said on stderr)
+    hf_overrides: Mapping[str, Any] | None = None  # vLLM's --hf-overrides, applied when the model is read
 
     def locate(self, exc: KvplanError, key: str | None = None) -> KvplanError:
         """`exc` with `plan:line: deployments[i].key:` in front of its message (same type, same hint)."""
@@ -497,7 +498,6 @@ VLLM_UNMODELLED: Mapping[str, str] = {
     # hybrid KV cache manager off when it does not support it (config/vllm.py); --kv-offloading-size is modelled.
     "kv_transfer_config": "KV connectors' buffers and their effect on the hybrid KV cache manager are not modelled "
                           "(--kv-offloading-size is)",
-    "hf_overrides": "not applied in plan files yet (kvplan fit --hf-overrides applies it)",
     # The multimodal encoder's profiling run and encoder cache are sized from these limits.
     "limit_mm_per_prompt": "multimodal encoder memory (profiling run, encoder cache) is not modelled",
 }
@@ -650,6 +650,7 @@ class _Options:
     model: tuple[str, Callable[[str], ParseError]] | None = None  # (value, makes an error located at it)
     revision: tuple[str, Callable[[str], ParseError]] | None = None
     warnings: list[str] = field(default_factory=list)
+    hf_overrides: Mapping[str, Any] | None = None  # applied to the model's config before it is read
 
     def take(self, doc: Doc, path: Path_, key: str, value: Any, *, strict: bool, flag: bool = False) -> None:
         """Validate one option and store it under its canonical name.
@@ -671,6 +672,9 @@ class _Options:
             if not text:
                 raise err(f"expected a non-empty string, got {_kind(value)}")
             setattr(self, name, (text, err))
+            return
+        if name == "hf_overrides":  # a change to the model's config, not a serving setting
+            self.hf_overrides = _convert_or(err, value, _as_mapping)
             return
         if name in VLLM_OPTIONS:
             self.values[name] = _convert_or(err, value, VLLM_OPTIONS[name][1])
@@ -840,7 +844,7 @@ def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployme
         name=name, plan=doc.where, key=format_path(path), line=doc.line(path),
         lines={k: doc.line((*path, k)) for k in d}, model=model, model_source=model_source, model_is_local=is_local,
         revision=revision, gpu=gpu, num_gpus=tp * pp, settings=settings, vllm_options=dict(opts.values),
-        requirements=requirements, warnings=tuple(opts.warnings),
+        requirements=requirements, warnings=tuple(opts.warnings), hf_overrides=opts.hf_overrides,
     )
 
 

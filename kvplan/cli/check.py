@@ -74,15 +74,16 @@ def _evaluate(plan: Plan, gpus_file: Path | None, *, quiet: bool) -> CheckReport
     from kvplan.hardware.gpus import get_gpu
     from kvplan.model.spec import ModelSpec
 
-    models: dict[tuple[str, str | None], ModelSpec] = {}
+    models: dict[tuple[str, str | None, str], ModelSpec] = {}
     results = []
     for dep in plan.deployments:
         for warning in dep.warnings:
             err().print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
         try:
-            key = (dep.model_source, dep.revision)
+            key = (dep.model_source, dep.revision, repr(sorted((dep.hf_overrides or {}).items())))
             if key not in models:
-                models[key] = load_model(dep.model_source, dep.revision, quiet=quiet)
+                models[key] = load_model(dep.model_source, dep.revision, quiet=quiet,
+                                         hf_overrides=dict(dep.hf_overrides) if dep.hf_overrides else None)
         except KvplanError as exc:
             raise dep.locate(exc, "model") from None
         try:
