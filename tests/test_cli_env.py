@@ -29,3 +29,9 @@ def test_gpu_bandwidth_alone_is_refused_not_ignored() -> None:
     result = CliRunner().invoke(app, ["fit", QWEN, "--gpu", "h100", "--gpu-bandwidth", "abc"])
     assert result.exit_code == 2
     assert "--gpu-bandwidth describes a custom GPU: give --gpu-memory with it" in result.output
+
+
+def test_shell_completion_is_on() -> None:
+    out = subprocess.run([sys.executable, "-m", "kvplan", "--show-completion", "bash"], capture_output=True,
+                         text=True, timeout=60, check=False)
+    assert out.returncode == 0 and "_kvplan_completion()" in out.stdout

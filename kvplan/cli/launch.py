@@ -133,6 +133,11 @@ def _types_highlighter() -> RegexHighlighter:
     return TypesHighlighter()
 
 
+# Typer's completion options (typer/main.py:get_install_completion_arguments), as it words them.
+INSTALL_HELP = "Install completion for the current shell."
+SHOW_HELP = "Show completion for the current shell, to copy it or customize the installation."
+
+
 def top_help() -> str:
     """`kvplan --help`, byte for byte what Typer prints for the `kvplan` group on this terminal."""
     console = _typer_console()
@@ -161,7 +166,8 @@ def _print_top_help(console: Console) -> None:
 
     options = Table(highlight=True, show_header=False, expand=True, box=None, show_lines=False, leading=0,
                     border_style=None, row_styles=None, pad_edge=False, padding=(0, 1))
-    for long, short, help_ in (("--version", "", VERSION_HELP), ("--help", "-h", HELP_OPTION_HELP)):
+    for long, short, help_ in (("--version", "", VERSION_HELP), ("--install-completion", "", INSTALL_HELP),
+                               ("--show-completion", "", SHOW_HELP), ("--help", "-h", HELP_OPTION_HELP)):
         options.add_row(hl(long), hl(short), hl(""), hl(""),
                         types_hl(Text(style="bold yellow", overflow="fold")),
                         Columns([rich_text(help_)]))
