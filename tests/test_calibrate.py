@@ -428,3 +428,14 @@ def test_calibrate_core_equals_the_cli(example: dict[str, Any]) -> None:
     data = to_data(report)
     for key in ("comparison", "overrides", "verified", "command", "settings"):
         assert data[key] == example[key], key
+
+
+def test_an_inconsistent_log_is_blamed_not_a_flag_the_user_never_gave() -> None:
+    """consumed (weights + non-torch) below the weights: a negative non-torch term is the log's fault."""
+    log = V033_LOG.replace("total consumed (from mem_get_info): 14.88GiB",
+                           "total consumed (from mem_get_info): 4.88GiB").replace(
+        "Actual usage is 14.88 GiB for consumed", "Actual usage is 4.88 GiB for consumed")
+    result = run("calibrate", "-", "--model", QWEN7B, "--gpu", "h100", stdin=log)
+    assert result.exit_code == 2
+    assert "the startup log's figures give a negative non-torch term" in result.stderr
+    assert "--non-torch-memory" not in result.stderr and "--weights-memory" not in result.stderr

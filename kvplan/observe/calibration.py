@@ -564,6 +564,18 @@ def _logged_chip(log: StartupLog, gpu: GpuSpec) -> tuple[GpuSpec, list[Override]
     return gpu, [], []
 
 
+def _check_log_terms(pinned: dict[str, int]) -> None:
+    """A term read or derived from the log that no server can have (a negative size: e.g. "consumed − weights"
+    below zero) is the log's inconsistency, said as such — not blamed on the flag it would become."""
+    from kvplan.errors import ParseError
+
+    term_of = {name: term for term, (_, name) in TERM_FLAGS.items()}
+    for name, value in pinned.items():
+        if value < 0:
+            raise ParseError(f"the startup log's figures give a negative {_TERM_WORDS[term_of[name]]} term "
+                             f"({value / GiB:.2f} GiB): the log is inconsistent (lines from more than one run?)")
+
+
 def _fit_budget(
     log: StartupLog, settings: ServeSettings, predicted: FitReport, chip: GpuSpec, graphs_subtracted: bool,
     v0_tokens: bool,
@@ -638,6 +650,7 @@ def calibrate(
     details += term_details
     # Verify: plan again with the overrides.
     pinned = {TERM_FLAGS[term][1]: budget.values[term] for term in TERM_FLAGS if term in budget.sources}
+    _check_log_terms(pinned)
     after = plan_fit(model, chip, replace(settings, **pinned), advise=False)  # type: ignore[arg-type]
     overrides = tuple(o.text for o in details)
     gflags = gpu_flags if gpu_flags is not None else ("--gpu", gpu.id)
