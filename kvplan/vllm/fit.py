@@ -23,6 +23,7 @@ from kvplan.vllm.advice import advise_fixes
 from kvplan.vllm.architectures import served_quantization_methods
 from kvplan.vllm.block_plan import KVCachePlan, plan_kv_cache
 from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE
+from kvplan.vllm.dtype import served_dtype
 from kvplan.vllm.memory.activation import estimate_activation
 from kvplan.vllm.memory.budget import MemoryBudget, MemoryTerm, memory_budget, startup_baseline_bytes, user_term
 from kvplan.vllm.memory.cuda_graphs import compilation_settings, estimate_cuda_graphs
@@ -32,7 +33,7 @@ from kvplan.vllm.memory.weights import estimate_weights
 from kvplan.vllm.offload import deployment_tier, tier_note
 from kvplan.vllm.quantization import apply_quantization
 from kvplan.vllm.report import FitReport, GroupSummary
-from kvplan.vllm.settings import GpuLike, ResolvedSettings, ServeSettings, resolve_settings, served_dtype
+from kvplan.vllm.settings import GpuLike, ResolvedSettings, ServeSettings, resolve_settings
 from kvplan.vllm.speculative import SpecDecode, draft_specs, resolve_speculative
 from kvplan.vllm.verdicts import PreemptionVerdict, preemption_verdict, startup_verdict
 

@@ -240,42 +240,6 @@ def check_model_served(model: ModelSpec, version: VllmVersion, *, allow_custom_c
         raise NotServed(GPTQ_ACT_ORDER_MESSAGE, hint=f"vLLM {version}; older releases served it")
 
 
-# config/model.py:_FLOAT16_NOT_SUPPORTED_MODELS ("Numerical instability").
-FLOAT16_UNSAFE_MODEL_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4"})
-# platforms/cuda.py:CudaPlatform.supported_dtypes: bfloat16 needs compute capability 8.0.
-_NO_BF16_ARCHS = frozenset({"volta", "turing"})
-
-
-DTYPES = {"auto": "auto", "bfloat16": "bfloat16", "float16": "float16", "half": "float16", "float32": "float32",
-          "float": "float32"}
-
-
-def served_dtype(model: ModelSpec, arch: str | None, requested: str = "auto") -> str:
-    """The dtype vLLM runs the model in on this GPU (config/model.py:_resolve_auto_dtype, _check_valid_dtype):
-    `--dtype auto` is the checkpoint's dtype if the GPU supports it (float32 checkpoints are downcast), else the
-    GPU's preferred one; before SM80 that is float16, or float32 for the float16-unsafe model types."""
-    if requested not in DTYPES:
-        raise InvalidParameter(f"--dtype must be one of {', '.join(DTYPES)}, got {requested!r}")
-    supported = ["float16", "float32"] if (arch or "") in _NO_BF16_ARCHS else ["bfloat16", "float16", "float32"]
-    unsafe = {model.model_type, model.config_model_type} & FLOAT16_UNSAFE_MODEL_TYPES
-    wanted = DTYPES[requested]
-    if wanted == "float16" and unsafe:
-        raise InvalidParameter(f"The model type {sorted(unsafe)[0]!r} does not support float16. Reason: Numerical "
-                               "instability. Please use bfloat16 or float32 instead.")
-    if wanted != "auto":
-        if wanted not in supported:  # platforms/cuda.py: bfloat16 needs compute capability 8.0
-            raise InvalidParameter(f"--dtype {wanted} is not supported on this GPU ({arch}): bfloat16 needs "
-                                   "compute capability 8.0", hint="use --dtype half, as vLLM suggests")
-        return wanted
-    if unsafe:
-        supported.remove("float16")
-    preferred = supported[0]
-    declared = model.config_dtype or "float32"
-    if declared == "float32":
-        return preferred
-    return declared if declared in supported else preferred
-
-
 # gemma4_mm.py:Gemma4ProcessingInfo.get_mm_max_tokens_per_item: a video is at most 32 frames of
 # 70 soft tokens + boi + eoi + ~6 timestamp tokens, the largest item of any modality.
 GEMMA4_VIDEO_ITEM_TOKENS = 32 * (70 + 2 + 6)
