@@ -65,6 +65,13 @@ def _settings(g: dict) -> ServeSettings | None:  # type: ignore[type-arg]
     if set(args) - set(ENGINE_ARGS) or inputs.get("block_size") or inputs.get("max_num_seqs"):
         return None  # flags kvplan does not model yet
     extra = {ENGINE_ARGS[k]: v for k, v in args.items() if ENGINE_ARGS[k]}
+    if isinstance(extra.get("speculative_config"), dict):  # an EAGLE draft's own config.json, read as the CLI does
+        from kvplan.cli.fit import load_speculative_draft
+
+        try:
+            extra["speculative_draft"] = load_speculative_draft(extra["speculative_config"])
+        except KvplanError:
+            pass  # no draft: plan_fit refuses the case with its reason, counted as kvplan's refusal
     return ServeSettings(**extra,  # type: ignore[arg-type]
         tp=inputs["tensor_parallel_size"], pp=inputs["pipeline_parallel_size"],
         kv_cache_dtype=inputs["kv_cache_dtype"], kv_cache_memory_bytes=inputs["kv_cache_memory_bytes"],

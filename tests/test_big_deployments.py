@@ -144,3 +144,28 @@ def test_hf_overrides_in_a_plan_are_applied_to_the_model(tmp_path) -> None:  # t
     result = runner.invoke(app, ["check", str(plan), "--json"])
     assert result.exit_code == 0, result.output
     assert "hf_overrides" not in result.stderr
+
+
+EAGLE3_DRAFT = CONFIGS.parent / "corpus" / "configs" / "nm-testing--EAGLE3-LLaMA3.1-Instruct-8B-converted"
+
+
+def test_eagle3_draft_joins_the_kv_cache_as_vllm_plans_it() -> None:
+    """Llama-3.1-8B + a speculators-format EAGLE-3 draft (one Llama layer, 8 KV heads × 128): 33 layers share
+    the 20 GiB (tests/fixtures/oracle-cuda/extra/…-eagle3x3.json, vLLM 0.33's planner with the draft built)."""
+    golden = json.loads((GOLDENS / "extra" / "meta-llama--Meta-Llama-3.1-8B__h100-mml8192-eagle3x3.json")
+                        .read_text())["plan"]["kv_cache_config"]
+    spec = json.dumps({"method": "eagle3", "model": str(EAGLE3_DRAFT), "num_speculative_tokens": 3})
+    r = _fit_json(str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"), "--max-model-len", "8192",
+                  "--kv-cache-memory-bytes", "21474836480", "--speculative-config", spec)
+    assert (r["num_gpu_blocks"], r["log_line"]) == (golden["num_blocks"], golden["log_line"]) == (
+        9929, "GPU KV cache size: 158,864 tokens, Maximum concurrency for 8,192 tokens per request: 19.39x")
+    pasted = _fit_json("--vllm-cmd", f"vllm serve {CONFIGS / 'meta-llama--Meta-Llama-3.1-8B'} --max-model-len 8192 "
+                                     f"--kv-cache-memory-bytes 21474836480 --speculative-config '{spec}'")
+    assert pasted["num_gpu_blocks"] == golden["num_blocks"]
+
+
+def test_eagle_needs_the_drafts_checkpoint() -> None:
+    result = runner.invoke(app, ["fit", str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"), "--gpu", "h100",
+                                 "--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 3}'])
+    assert result.exit_code == 2
+    assert "method 'eagle3' needs the draft's checkpoint" in result.output

@@ -141,7 +141,9 @@ def test_corpus_configs_are_all_sized_or_refused_with_a_reason() -> None:
                             # DeepSeek-V4's compressed attention is not modelled: refused, not guessed
                             "deepseek-ai--DeepSeek-V4-Flash", "deepseek-ai--DeepSeek-V4-Flash-Base",
                             "deepseek-ai--DeepSeek-V4-Pro", "deepseek-ai--DeepSeek-V4-Pro-Base",
-                            "mlx-community--DeepSeek-V4-Flash-4bit"}
+                            "mlx-community--DeepSeek-V4-Flash-4bit",
+                            # a speculators-format EAGLE-3 draft: read as --speculative-config's draft, not served alone
+                            "nm-testing--EAGLE3-LLaMA3.1-Instruct-8B-converted"}
 
 
 @pytest.mark.parametrize(("folder", "bytes_per_token", "state_bytes"), [

@@ -325,6 +325,26 @@ def _load(model: str, revision: str | None, *, quiet: bool,
     return spec, (weights.bytes if weights else None)
 
 
+def load_speculative_draft(config: dict[str, Any] | None) -> ModelSpec | None:
+    """The EAGLE / EAGLE-3 draft that `--speculative-config` names (`model`: a Hub id or a folder), parsed;
+    None when it names none. A speculators-format checkpoint is read as vLLM reads it (its layer config)."""
+    from kvplan.vllm.speculative import needs_draft_config, speculators_layer_config
+
+    if config is None or not needs_draft_config(config):
+        return None
+    from kvplan.cli.common import load_model
+    from kvplan.model import hub
+    from kvplan.model.config import parse_config
+
+    source = str(config["model"])
+    revision = config.get("revision") if hub.is_hub_id(source) and isinstance(config.get("revision"), str) else None
+    raw = hub.read_config(source, revision)
+    flat = speculators_layer_config(raw)
+    if flat is raw:
+        return load_model(source, revision, quiet=True)
+    return parse_config(flat, name=source)
+
+
 # vLLM 0.33's CacheConfig.block_size is any int > 0 (`Field(gt=0)`; the fixed BlockSize set of older
 # releases is gone): the attention backend's kernels then take 16–128 tokens, and hybrid models' Mamba
 # alignment raises the block to a few thousand. 65,536 (the simulator's MAX_BLOCK_SIZE) is far above both.
@@ -390,6 +410,7 @@ def settings_from_flags(
     moe_backend = given.get("moe_backend")
     if moe_backend is not None and moe_backend not in MOE_BACKENDS:
         raise InvalidParameter(f"--moe-backend must be one of {', '.join(MOE_BACKENDS)}, got {moe_backend!r}")
+    speculative = json_option(given.get("speculative_config"), "--speculative-config")
     return ServeSettings(
         tp=count("tensor_parallel_size", "--tensor-parallel-size") or 1,
         pp=count("pipeline_parallel_size", "--pipeline-parallel-size") or 1,
@@ -419,7 +440,8 @@ def settings_from_flags(
         concurrency=concurrency,
         moe_backend=moe_backend,
         allow_custom_code=bool(given.get("trust_remote_code") or False),
-        speculative_config=json_option(given.get("speculative_config"), "--speculative-config"),
+        speculative_config=speculative,
+        speculative_draft=load_speculative_draft(speculative),
         compilation_config=json_option(given.get("compilation_config"), "--compilation-config"),
         decode_context_parallel_size=count("decode_context_parallel_size", "--decode-context-parallel-size") or 1,
         data_parallel_size=count("data_parallel_size", "--data-parallel-size") or 1,

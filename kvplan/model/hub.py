@@ -97,6 +97,15 @@ def load_local(source: str, *, hf_overrides: Mapping[str, Any] | None = None) ->
     return parse_config(_read_json(cfg, str(cfg)), name=name, quant_config=quant, hf_overrides=hf_overrides)
 
 
+def read_config(source: str, revision: str | None = None) -> dict[str, Any]:
+    """The raw config.json of a Hub id (`revision` honoured), a local folder or a config.json path."""
+    if not is_hub_id(source):
+        path = Path(os.path.expanduser(source))
+        cfg = path / CONFIG_NAME if path.is_dir() else path
+        return _read_json(cfg, str(cfg))
+    return _read_json(_download(source, CONFIG_NAME, revision), f"{source}/{CONFIG_NAME}")
+
+
 def _hub_error(exc: Exception, repo_id: str, revision: str | None, filename: str) -> KvplanError:
     """One clear message per Hub failure (mapping as the hf CLI's CLI_ERROR_MAPPINGS)."""
     from huggingface_hub import errors as e

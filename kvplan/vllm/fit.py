@@ -227,11 +227,12 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
                                f"{dtype}")
         model = replace(model, dtype=dtype)
     r = resolve_settings(model, gpu, s)
-    spec_decode = resolve_speculative(model, s.speculative_config)
+    spec_decode = resolve_speculative(model, s.speculative_config, s.speculative_draft)
     specs = kv_cache_specs(model, tp=s.tp, pp=s.pp, kv_cache_dtype=r.kv_cache_dtype_flag,
                            mamba_cache_dtype=s.mamba_cache_dtype, mamba_ssm_cache_dtype=s.mamba_ssm_cache_dtype)
     if spec_decode is not None:
-        specs[-1].extend(draft_specs(specs[-1], model.num_layers, spec_decode))
+        specs[-1].extend(draft_specs(specs[-1], model.num_layers, spec_decode, tp=s.tp,
+                                     kv_cache_dtype=r.kv_cache_dtype_flag, dtype=model.dtype))
     budget = memory_stage(model, gpu, s, r, specs)
     plan, plan_notes = block_stage(specs, budget, r, s, spec_decode)
     if spec_decode is not None:
