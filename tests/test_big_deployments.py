@@ -169,3 +169,16 @@ def test_eagle_needs_the_drafts_checkpoint() -> None:
                                  "--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 3}'])
     assert result.exit_code == 2
     assert "method 'eagle3' needs the draft's checkpoint" in result.output
+
+
+def test_hf_overrides_update_nested_configs_and_replace_dicts_whole() -> None:
+    """config/model.py:_apply_dict_overrides: a nested PretrainedConfig is updated key by key; a dict-valued
+    parameter (rope_scaling, quantization_config) is replaced whole."""
+    from kvplan.model.config import apply_hf_overrides
+
+    config = {"text_config": {"a": 1, "b": 2}, "rope_scaling": {"factor": 2.0, "rope_type": "yarn"},
+              "quantization_config": {"quant_method": "fp8", "fmt": "e4m3"}}
+    out = apply_hf_overrides(config, {"text_config": {"a": 9}, "rope_scaling": {"factor": 4.0},
+                                      "quantization_config": {"quant_method": "fp8"}})
+    assert out == {"text_config": {"a": 9, "b": 2}, "rope_scaling": {"factor": 4.0},
+                   "quantization_config": {"quant_method": "fp8"}}

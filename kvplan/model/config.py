@@ -41,6 +41,11 @@ _ATTENTION_TYPES = frozenset({"full_attention", "attention", "global", "hybrid"}
 _SLIDING_TYPES = frozenset({"sliding_attention", "local", "sliding"})
 
 
+# Keys transformers loads as nested PretrainedConfig objects (quantization_config, a plain dict, is not one).
+_NESTED_CONFIGS = frozenset({"text_config", "vision_config", "audio_config", "thinker_config", "talker_config",
+                             "llm_config", "language_config"})
+
+
 def apply_hf_overrides(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """vLLM's `--hf-overrides` (config/model.py:ModelConfig._apply_dict_overrides): a key naming a nested
     config (`text_config`, `vision_config` …) is updated key by key; any other key, dicts such as
@@ -50,7 +55,7 @@ def apply_hf_overrides(config: Mapping[str, Any], overrides: Mapping[str, Any]) 
     out = dict(config)
     for key, value in overrides.items():
         current = out.get(key)
-        if str(key).endswith("_config") and isinstance(current, Mapping) and isinstance(value, Mapping):
+        if key in _NESTED_CONFIGS and isinstance(current, Mapping) and isinstance(value, Mapping):
             out[key] = apply_hf_overrides(current, value)
         else:
             out[key] = value
