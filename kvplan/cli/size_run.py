@@ -14,7 +14,7 @@ def size_report_for(model: str, revision: str | None = None, kv_cache_dtype: str
 
     from kvplan.cli.common import load_model_with_weights
     from kvplan.model.size import size_report
-    from kvplan.vllm.architectures import not_served_reason
+    from kvplan.vllm.architectures import serving_refusal
     from kvplan.vllm.defaults import LATEST
 
     spec, weights = load_model_with_weights(model, revision, quiet=quiet)
@@ -23,8 +23,8 @@ def size_report_for(model: str, revision: str | None = None, kv_cache_dtype: str
         weights_bytes=weights.bytes if weights else None,
         weights_source="safetensors metadata" if weights else "analytic parameter count",
     )
-    reason = not_served_reason(spec.architectures, LATEST)
-    if reason is not None:  # sized all the same: an older vLLM may serve it
+    reason = serving_refusal(spec, LATEST)  # the same reason `fit` stops with
+    if reason is not None:  # sized all the same: an older vLLM (or --trust-remote-code) may serve it
         report = replace(report, notes=(*report.notes, reason))
     return report
 
