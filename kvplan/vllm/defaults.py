@@ -278,7 +278,7 @@ _TRITON_MLA = AttentionBackend("TRITON_MLA", 16, 16)
 _FLASH_ATTN_MLA_SPARSE = AttentionBackend("FLASH_ATTN_MLA_SPARSE", 64, 64)
 _FLASHMLA_SPARSE = AttentionBackend("FLASHMLA_SPARSE", 64, 64)
 _FLASHINFER_MLA_SPARSE_SM90 = AttentionBackend("FLASHINFER_MLA_SPARSE_SM90", 64, 64)
-FLASHINFER_MLA_SPARSE = AttentionBackend("FLASHINFER_MLA_SPARSE", 64, 64)  # SM10x with a fp8 cache
+_FLASHINFER_MLA_SPARSE = AttentionBackend("FLASHINFER_MLA_SPARSE", 64, 64)  # SM10x with a checkpoint's fp8 cache
 # Multimodal prefix LMs (platforms/cuda.py:_get_backend_priorities, use_mm_prefix): SM10x puts
 # TRITON_FLASHINFER first (64-token blocks, as vLLM 0.33's planner sets them), SM90 TRITON_FLASH_ATTN, and
 # older GPUs fall through to TRITON_ATTN (the other backends do not support mm-prefix attention).
@@ -310,7 +310,8 @@ NO_SPARSE_MLA_BACKEND = ("No valid attention backend found for cuda with use_spa
 def sparse_mla_backend(arch: str | None, *, kv_cache_dtype: str, checkpoint_kv: bool) -> AttentionBackend | None:
     """The DSA backend vLLM 0.33 picks (checked against its CUDA planner, tests/fixtures/oracle-cuda): Hopper
     FLASH_ATTN_MLA_SPARSE for a bf16 cache, FLASHMLA_SPARSE for `--kv-cache-dtype fp8`, and
-    FLASHINFER_MLA_SPARSE_SM90 for a checkpoint's fp8 scheme; Blackwell FLASHMLA_SPARSE; None before SM90."""
+    FLASHINFER_MLA_SPARSE_SM90 for a checkpoint's fp8 scheme; Blackwell FLASHMLA_SPARSE, FLASHINFER_MLA_SPARSE for a
+    checkpoint's (or GLM-5's SM10x default) fp8 scheme; None before SM90."""
     family = (arch or "").lower()
     fp8 = kv_cache_dtype in FP8_KV_DTYPES or kv_cache_dtype == "fp8_ds_mla"
     if family == "hopper":
@@ -320,7 +321,7 @@ def sparse_mla_backend(arch: str | None, *, kv_cache_dtype: str, checkpoint_kv: 
             return _FLASHINFER_MLA_SPARSE_SM90 if checkpoint_kv else _FLASHMLA_SPARSE
         return _FLASH_ATTN_MLA_SPARSE
     if family == "blackwell":
-        return _FLASHMLA_SPARSE
+        return _FLASHINFER_MLA_SPARSE if fp8 and checkpoint_kv else _FLASHMLA_SPARSE
     return None
 
 

@@ -309,9 +309,6 @@ def _backend(model: ModelSpec, gpu: GpuLike, s: ServeSettings, kv_dtype: str) ->
     _kv_dtype_refusal(model, gpu, kv_dtype)
     if any(layer.indexer_head_size for layer in model.layers):
         sparse = vd.sparse_mla_backend(gpu.arch, kv_cache_dtype=kv_dtype, checkpoint_kv=s.kv_cache_dtype == "auto")
-        if sparse is not None and kv_dtype in vd.FP8_KV_DTYPES and s.kv_cache_dtype == "auto" and \
-                (gpu.arch or "") == "blackwell":
-            sparse = vd.FLASHINFER_MLA_SPARSE
         if sparse is None:
             raise NotServed(vd.NO_SPARSE_MLA_BACKEND, hint=f"{gpu.name} is {gpu.arch or 'an unknown architecture'}")
         return sparse
