@@ -25,11 +25,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from kvplan.cli.common import load_model  # noqa: E402
 from kvplan.errors import KvplanError  # noqa: E402
 from kvplan.hardware.gpus import get_gpu  # noqa: E402
-from kvplan.model.hub import load_local  # noqa: E402
-from kvplan.vllm.architectures import explain_bad_config  # noqa: E402
-from kvplan.vllm.defaults import LATEST  # noqa: E402
 from kvplan.vllm.fit import plan_fit  # noqa: E402
 from kvplan.vllm.settings import ServeSettings  # noqa: E402
 
@@ -114,16 +112,6 @@ def _same_reason(kvplan_message: str, vllm_message: str) -> bool:
     return head in vllm_message or vllm_message in kvplan_message
 
 
-def load_model_or_reason(path: str, hf_overrides: dict | None = None):  # type: ignore[no-untyped-def,type-arg]
-    """As the CLI loads a model: a config kvplan cannot read that vLLM would refuse fails with vLLM's reason."""
-    from kvplan.errors import BadConfig
-
-    try:
-        return load_local(path, hf_overrides=hf_overrides)
-    except BadConfig as exc:
-        raise explain_bad_config(exc, LATEST) from exc
-
-
 def classify(g: dict) -> Outcome | None:  # type: ignore[type-arg]
     """The class of one golden case; None for cases whose flags kvplan does not model yet."""
     s = _settings(g)
@@ -133,7 +121,8 @@ def classify(g: dict) -> Outcome | None:  # type: ignore[type-arg]
     family = str(g["model"].get("family") or "")
     case = str(g["case"])
     try:
-        model = load_model_or_reason(str(model_dir), (g["inputs"].get("engine_args") or {}).get("hf_overrides"))
+        # as the CLI loads it: a config vLLM would refuse anyway fails with vLLM's reason
+        model = load_model(str(model_dir), hf_overrides=(g["inputs"].get("engine_args") or {}).get("hf_overrides"))
         r = plan_fit(model, get_gpu(GPU_IDS[str(g["inputs"]["gpu"])]), s, advise=False)
     except KvplanError as exc:
         if g["status"] != "answered" and _same_reason(str(exc), _vllm_message(g)):
