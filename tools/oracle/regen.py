@@ -21,6 +21,9 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from golden_json import dumps, layer_index, ranges  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[2]
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
 OUT = ROOT / "tests" / "fixtures" / "oracle"
@@ -146,25 +149,6 @@ def _int_if_whole(x: float | int | None) -> float | int | None:
     return x
 
 
-def layer_index(name: str) -> int | None:
-    m = re.search(r"\.(\d+)\.", name)
-    return int(m.group(1)) if m else None
-
-
-def ranges(idx: list[int]) -> str:
-    """[0,1,2,5,7,8] -> "0-2,5,7-8" (layer indices, sorted, inclusive runs)."""
-    out: list[str] = []
-    s = sorted(idx)
-    i = 0
-    while i < len(s):
-        j = i
-        while j + 1 < len(s) and s[j + 1] == s[j] + 1:
-            j += 1
-        out.append(str(s[i]) if i == j else f"{s[i]}-{s[j]}")
-        i = j + 1
-    return ",".join(out)
-
-
 def layers_field(names: list[str]) -> str | list[str]:
     idx = [layer_index(n) for n in names]
     if all(i is not None for i in idx) and len(set(idx)) == len(idx):
@@ -178,25 +162,6 @@ def by_value(values: list) -> dict[str, str]:
     for i, v in enumerate(values):
         out.setdefault(str(v), []).append(i)
     return {k: ranges(v) for k, v in out.items()}
-
-
-def dumps(obj: object, level: int = 0) -> str:
-    """json.dumps(indent=1), but lists of scalars and [value, count] pairs stay on one line."""
-    pad, pad1 = " " * level, " " * (level + 1)
-    if isinstance(obj, dict):
-        if not obj:
-            return "{}"
-        items = [f"{pad1}{json.dumps(k)}: {dumps(v, level + 1)}" for k, v in obj.items()]
-        return "{\n" + ",\n".join(items) + "\n" + pad + "}"
-    if isinstance(obj, list):
-        if all(not isinstance(x, (dict, list)) for x in obj) or all(
-                isinstance(x, list) and all(not isinstance(y, (dict, list)) for y in x)
-                for x in obj) and len(json.dumps(obj)) <= 100:
-            return json.dumps(obj)
-        if not obj:
-            return "[]"
-        return "[\n" + ",\n".join(pad1 + dumps(x, level + 1) for x in obj) + "\n" + pad + "]"
-    return json.dumps(obj)
 
 
 SPEC_KEYS = ("spec", "block_size", "num_kv_heads", "head_size", "head_size_v", "dtype",
