@@ -45,6 +45,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from kvplan.errors import KvplanError, ParseError, close_matches
+from kvplan.model.kv_cache import KV_CACHE_DTYPES, MAMBA_CACHE_DTYPES
+from kvplan.vllm.defaults import PerformanceMode
+from kvplan.vllm.dtype import DTYPES
+from kvplan.vllm.offload import OFFLOADING_BACKENDS
 
 if TYPE_CHECKING:
     import yaml
@@ -420,12 +424,6 @@ def _choice(*choices: str) -> _Converter:
     return convert
 
 
-def _kv_dtypes() -> tuple[str, ...]:
-    from kvplan.model.kv_cache import KV_CACHE_DTYPES
-
-    return KV_CACHE_DTYPES
-
-
 # vLLM option → (ServeSettings field, converter). Names as `vllm serve --help` prints them.
 VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
     "tensor_parallel_size": ("tp", _as_int),
@@ -434,26 +432,26 @@ VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
     "max_model_len": ("max_model_len", _as_max_model_len),
     "max_num_seqs": ("max_num_seqs", _as_int),
     "max_num_batched_tokens": ("max_num_batched_tokens", _as_int),
-    "kv_cache_dtype": ("kv_cache_dtype", lambda v, w: _choice(*_kv_dtypes())(v, w)),
+    "kv_cache_dtype": ("kv_cache_dtype", _choice(*KV_CACHE_DTYPES)),
     "block_size": ("block_size", _as_int),
     "enforce_eager": ("enforce_eager", _as_bool),
     "kv_cache_memory_bytes": ("kv_cache_memory_bytes", _as_bytes),
     "enable_prefix_caching": ("enable_prefix_caching", _as_bool),
     "disable_hybrid_kv_cache_manager": ("disable_hybrid_kv_cache_manager", _as_bool),
-    "performance_mode": ("performance_mode", _choice("balanced", "interactivity", "throughput")),
+    "performance_mode": ("performance_mode", _choice(*get_args(PerformanceMode))),
     "speculative_config": ("speculative_config", _as_mapping),
     "compilation_config": ("compilation_config", _as_mapping),
     "decode_context_parallel_size": ("decode_context_parallel_size", _as_int),
     "data_parallel_size": ("data_parallel_size", _as_int),
     "enable_expert_parallel": ("enable_expert_parallel", _as_bool),
     "trust_remote_code": ("allow_custom_code", _as_bool),
-    "dtype": ("dtype", _choice("auto", "bfloat16", "float16", "half", "float32", "float")),
-    "mamba_cache_dtype": ("mamba_cache_dtype", _choice("auto", "float32", "bfloat16", "float16")),
-    "mamba_ssm_cache_dtype": ("mamba_ssm_cache_dtype", _choice("auto", "float32", "bfloat16", "float16")),
+    "dtype": ("dtype", _choice(*DTYPES)),
+    "mamba_cache_dtype": ("mamba_cache_dtype", _choice(*MAMBA_CACHE_DTYPES)),
+    "mamba_ssm_cache_dtype": ("mamba_ssm_cache_dtype", _choice(*MAMBA_CACHE_DTYPES)),
     "num_gpu_blocks_override": ("num_gpu_blocks_override", _as_int),
     "cpu_offload_gb": ("cpu_offload_bytes", lambda v, w: int(_as_float(v, w) * 2**30)),
     "kv_offloading_size": ("kv_offloading_size", lambda v, w: _as_float(v, w)),
-    "kv_offloading_backend": ("kv_offloading_backend", _choice("native", "lmcache")),
+    "kv_offloading_backend": ("kv_offloading_backend", _choice(*OFFLOADING_BACKENDS)),
     "quantization": ("quantization", lambda v, w: str(v).strip().lower()),
     "enable_lora": ("enable_lora", _as_bool),
     "max_loras": ("max_loras", _as_int),

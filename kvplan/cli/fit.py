@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, get_args
 
 import typer
 
@@ -372,6 +372,7 @@ def settings_from_flags(
     """
     from kvplan.errors import InvalidParameter
     from kvplan.units import parse_bytes, parse_count
+    from kvplan.vllm.defaults import PerformanceMode
     from kvplan.vllm.memory.weights import MOE_BACKENDS
     from kvplan.vllm.settings import ServeSettings
 
@@ -404,7 +405,7 @@ def settings_from_flags(
     if usage_ not in ("serve", "llm"):
         raise InvalidParameter(f"--usage must be serve or llm, got {usage!r}")
     perf = str(given.get("performance_mode") or "balanced")
-    if perf not in ("balanced", "interactivity", "throughput"):
+    if perf not in get_args(PerformanceMode):
         raise InvalidParameter(f"--performance-mode must be balanced, interactivity or throughput, got {perf!r}")
     kv_bytes = given.get("kv_cache_memory_bytes")
     moe_backend = given.get("moe_backend")
