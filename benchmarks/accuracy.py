@@ -58,6 +58,7 @@ from kvplan.vllm.settings import ServeSettings  # noqa: E402
 LOGS = ROOT / "tests" / "fixtures" / "data" / "vllm-startup-logs.yaml"
 NEW_LOGS = ROOT / "tests" / "fixtures" / "startup-logs" / "records.yaml"
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
+CORPUS = ROOT / "tests" / "fixtures" / "corpus" / "configs"  # real config.json files, sources in ../sources.yaml
 ROUNDING_GIB = 0.005  # the logs print GiB with 2 decimals
 FAMILIES = ("dense", "moe", "mla", "hybrid", "multimodal", "quantized")
 
@@ -97,6 +98,23 @@ TOKENS_ONLY = {"vllm-34076-5070ti-5090d-qwen3-coder-30b-fp8-pp2-failed",
 GEOMETRY_FROM_RECORD = {
     # "the doc verifies 28.20 GiB / 184,832 tokens = 163,840 B/token (40 layers x 8 KV heads x 128 x 2 x 2)"
     "mistralai/Mistral-Small-3.2-24B-Instruct-2506": [KVCacheSpec(i, "full", 8, 128, 128, 2) for i in range(40)],
+}
+# B needs the utilization the run used. These records' sources do not state it for the run: the llm-d doc
+# gives no detail section for its gpt-oss-120b row (the record's 0.9 is the doc's template) and the row's own
+# terms add up to 0.950 × 79.18 GiB, which vLLM's budget (requested = util × total) makes the utilization
+# that ran; vllm-23278's excerpt shows no serve line ("Utilization/max_model_len not in the stored excerpt").
+# Deriving it from the logged terms would feed the logged KV memory back into its own prediction: skipped.
+UTILIZATION_UNSTATED = {
+    "llmd-h100-gpt-oss-120b": "the source states no utilization for this row and its terms add up to 0.950, "
+                              "not the template's 0.9",
+    "vllm-23278-h100-gpt-oss-120b": "the excerpt shows no utilization or max_model_len",
+}
+# Records whose gap no modelled mechanism explains yet, printed with their row (not hidden, not tuned on).
+UNEXPLAINED = {
+    "llmd-h100-mistral-small-32-24b": (
+        "served with --config-format/--load-format mistral (params.json): its peak activation 2.12 GiB is "
+        "below the 4.7 GiB the sampler warm-up over 1,024 rows × 131,072 logits costs every other 0.11 run; "
+        "the weights' 0.82 GiB gap is the Pixtral vision tower"),
 }
 # vLLM release each V1 record ran, when the record does not say: llm-d's notes say image v0.11.0; the
 # two GitHub issues are dated Oct 2025 (0.11) and Aug 2025 (0.10); the myoceane blog ran 0.19.0 for both
@@ -139,6 +157,10 @@ class RowA:
     logged: str
     predicted: str
     exact: bool
+    # Below the range at TP/PP > 1: each worker logs its own available memory, but vLLM keeps the smallest
+    # rank's block count for all (v1/core/kv_cache_planning.py:get_kv_cache_configs, "Change the num_blocks
+    # of each rank to the smallest among all ranks"), so a count under the quoted rank's is consistent.
+    smallest_rank: bool = False
 
 
 @dataclass
@@ -183,11 +205,24 @@ def _gpu(rec: dict[str, Any]) -> GpuSpec | None:
     return None
 
 
+def _fixture(rec: dict[str, Any]) -> tuple[Path, str] | None:
+    """The config a record is planned with: a stand-in named above, else the same repo's config.json
+    from the fixtures or the corpus (`org/name` → `org--name`)."""
+    hit = FIXTURE_FOR_RECORD.get(rec["id"]) or FIXTURE_FOR_MODEL.get(rec.get("model") or "")
+    if hit is not None:
+        return CONFIGS / hit[0], hit[1]
+    name = str(rec.get("model") or "").replace("/", "--")
+    for root in (CONFIGS, CORPUS):
+        if "--" in name and (root / name / "config.json").is_file():
+            return root / name, "same checkpoint"
+    return None
+
+
 def _model(rec: dict[str, Any]) -> tuple[ModelSpec | None, str]:
-    hit = FIXTURE_FOR_RECORD.get(rec["id"]) or FIXTURE_FOR_MODEL.get(rec["model"])
+    hit = _fixture(rec)
     if hit is None:
-        return None, f"no fixture config for {rec['model']!r}"
-    return load_local(str(CONFIGS / hit[0])), hit[1]
+        return None, f"no fixture config for {rec.get('model')!r}"
+    return load_local(str(hit[0])), hit[1]
 
 
 def families(rec: dict[str, Any], model: ModelSpec) -> tuple[str, ...]:
@@ -220,10 +255,9 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
         return "no positive available KV memory in the log"
     if rec.get("num_gpu_blocks") is None and rec.get("kv_cache_tokens") is None and rec.get("kv_needed_gib") is None:
         return "the log gives no block, token or needed-memory count"
-    if rec.get("file") == NEW_LOGS.name and rec["id"] not in FIXTURE_FOR_RECORD and rec.get("model") not in (
-            FIXTURE_FOR_MODEL):
+    if rec.get("file") == NEW_LOGS.name and _fixture(rec) is None:
         return f"no fixture config for {rec.get('model')!r}"
-    model, _ = _model(rec) if rec.get("model") or rec["id"] in FIXTURE_FOR_RECORD else (None, "")
+    model, _ = _model(rec) if _fixture(rec) is not None else (None, "")
     if model is not None:
         specs = kv_cache_specs(model, tp=rec.get("tp") or 1)
     elif rec.get("model") in GEOMETRY_FROM_RECORD:
@@ -231,8 +265,8 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     else:
         return f"no fixture config or stated geometry for {rec.get('model')!r}"
     if model is not None and rec.get("file") == NEW_LOGS.name and rec["id"] not in TOKENS_ONLY and (
-            rec.get("speculative_config") or model.mla is not None):
-        return "speculative draft or MLA geometry not in the record"
+            rec.get("speculative_config")):
+        return "speculative draft not in the record"
     block = rec.get("block_size") or 16
     max_len = rec.get("max_model_len") or rec.get("max_concurrency_len") or (model.max_model_len if model else 0)
     version = _version(rec)
@@ -245,14 +279,17 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     lo = plan_kv_cache(specs, lo_b, block, max_len, in_flight)
     hi = plan_kv_cache(specs, hi_b, block, max_len, in_flight)
     mid = plan_kv_cache(specs, int(rec["available_kv_gib"] * GiB), block, max_len, in_flight)
+    ranks = (rec.get("tp") or 1) * (rec.get("pp") or 1) > 1
     if rec.get("num_gpu_blocks") is not None:
         logged = rec["num_gpu_blocks"]
         exact = lo.num_gpu_blocks <= logged <= hi.num_gpu_blocks
-        return RowA(rec["id"], f"{logged:,} blocks", f"{lo.num_gpu_blocks:,}–{hi.num_gpu_blocks:,} blocks", exact)
+        return RowA(rec["id"], f"{logged:,} blocks", f"{lo.num_gpu_blocks:,}–{hi.num_gpu_blocks:,} blocks", exact,
+                    ranks and logged < lo.num_gpu_blocks)
     if rec.get("kv_cache_tokens") is not None:
         logged = rec["kv_cache_tokens"]
         exact = lo.kv_cache_tokens <= logged <= hi.kv_cache_tokens
-        return RowA(rec["id"], f"{logged:,} tokens", f"{lo.kv_cache_tokens:,}–{hi.kv_cache_tokens:,} tokens", exact)
+        return RowA(rec["id"], f"{logged:,} tokens", f"{lo.kv_cache_tokens:,}–{hi.kv_cache_tokens:,} tokens", exact,
+                    ranks and logged < lo.kv_cache_tokens)
     needed = f"{mid.needed_bytes / GiB:.2f}"
     exact = needed == f"{rec['kv_needed_gib']:.2f}"
     logged_text = f"{rec['kv_needed_gib']:.2f} GiB needed"
@@ -290,6 +327,8 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
         return "the log gives no available KV memory"
     if rec["id"] in TOKENS_ONLY:
         return "block maths only (A): the memory settings are not all in the record"
+    if rec["id"] in UTILIZATION_UNSTATED:
+        return f"utilization unknown: {UTILIZATION_UNSTATED[rec['id']]}"
     version = _version(rec)
     if version is None:
         return "vLLM version unknown"
@@ -333,7 +372,8 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
         fixed = plan_fit(model, gpu, replace(settings, weights_bytes=int(rec["model_weights_gib"] * GiB)),
                          advise=False)
         with_weights = (fixed.available_kv_bytes / GiB - logged) / abs(logged) * 100
-    note = _moe_backend_note(rec, model, gpu, version, backend)
+    note = "; ".join(n for n in (_moe_backend_note(rec, model, gpu, version, backend),
+                                 UNEXPLAINED.get(rec["id"], "")) if n)
     # The log's own terms must add up to util × total (vLLM ≤ 0.20 subtracted no CUDA-graph estimate).
     keys = ("model_weights_gib", "activation_peak_gib", "non_torch_gib", "total_gpu_memory_gib")
     if all(rec.get(k) is not None for k in keys):
@@ -423,10 +463,12 @@ def main() -> int:
                 print(f"   skip {rec['id']}: {res}")
             continue
         rows_a.append(res)
-        print(f"   {'exact' if res.exact else 'MISS '}  {res.record:52} logged {res.logged:>32}   "
-              f"kvplan {res.predicted}")
+        status = "exact" if res.exact else "rank " if res.smallest_rank else "MISS "
+        print(f"   {status}  {res.record:52} logged {res.logged:>32}   kvplan {res.predicted}")
     exact = sum(r.exact for r in rows_a)
-    print(f"   → {exact}/{len(rows_a)} exact to the block\n")
+    rank = sum(r.smallest_rank for r in rows_a)
+    print(f"   → {exact}/{len(rows_a)} exact to the block; {rank} below the quoted rank's count (`rank`: vLLM keeps "
+          "the smallest rank's block count, v1/core/kv_cache_planning.py:get_kv_cache_configs)\n")
 
     print("B. Available KV memory predicted from GPU, model and settings (kvplan / log, GiB; range printed by fit)")
     rows_b: list[RowB] = []

@@ -26,12 +26,7 @@ def _benchmark() -> ModuleType:
 BENCH = _benchmark()
 GOLDENS = {str(g["case"]): g for g in BENCH.goldens()}
 # vLLM 0.33 rules kvplan does not model yet (each case stays pinned as different until it is modelled):
-KNOWN_DIFFERENCES = {
-    # Mistral3ForConditionalGeneration builds its language model from text_config (model_type mistral4), which
-    # names no architectures: vLLM stops with "No model architectures are specified" while building it
-    **{f"mistralai--Mistral-Small-4-119B-2603__{v}": "vLLM's build-time refusal of a text_config without "
-       "architectures" for v in ("a100", "b200", "h100", "h100-fp8", "h100-tp2")},
-}
+KNOWN_DIFFERENCES: dict[str, str] = {}
 
 
 def test_the_goldens_cover_the_fixture_and_corpus_configs_on_h100_b200_a100() -> None:

@@ -58,10 +58,13 @@ def test_startup_refusal_uses_vllms_message() -> None:
 
 
 def test_activation_is_the_sampler_peak_plus_retained_hidden_states() -> None:
-    """Llama-3.1-8B, H100 serve defaults: 1,024 logits rows × 128,256 vocab × 38.4 B + 8,192 × 4,096 × 2 B."""
+    """Llama-3.1-8B, H100 serve defaults, vLLM 0.11: 1,024 logits rows × 128,256 vocab × 38.4 B + 8,192 × 4,096
+    × 2 B; from 0.17 on the Triton top-k/top-p path's 20 B per logit."""
     model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
-    t = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024)
+    t = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024, version=VllmVersion(0, 11))
     assert t.bytes == int(1024 * 128_256 * 38.4) + 8192 * 4096 * 2 == 5_110_339_993
+    new = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024)
+    assert new.bytes == int(1024 * 128_256 * 20.0) + 8192 * 4096 * 2 and "Triton top-k/top-p" in new.assumption
     assert t.source == "estimate" and "sampler over 1,024 rows" in t.assumption
     # llm-d H100 log: "torch peak memory increase" 4.76 GiB (v0.11 serve defaults).
     assert abs(t.bytes / GIB - 4.76) < 0.05
@@ -70,7 +73,7 @@ def test_activation_is_the_sampler_peak_plus_retained_hidden_states() -> None:
 def test_activation_uses_min_of_tokens_and_seqs_for_sampler_rows() -> None:
     model = load_fixture("Qwen--Qwen2.5-1.5B")
     t = estimate_activation(model, tp=1, max_num_batched_tokens=2048, max_num_seqs=4)
-    assert t.bytes == max(int(4 * 151_936 * 38.4), 2048 * 3 * 8960 * 2) + 2048 * 1536 * 2
+    assert t.bytes == max(int(4 * 151_936 * 20.0), 2048 * 3 * 8960 * 2) + 2048 * 1536 * 2
 
 
 def test_forward_intermediates_win_for_tiny_batches_of_a_wide_mlp() -> None:
@@ -153,7 +156,8 @@ def test_weights_estimate_says_when_the_mxfp4_layout_is_unknown() -> None:
 
 
 def test_sampler_bytes_per_logit_by_version_band() -> None:
-    """0.8–0.10: FlashInfer's top-k/top-p path (14 B/logit); 0.11+: the V1 runner's 38.4 B/logit."""
+    """0.8–0.10: FlashInfer's top-k/top-p path (14 B/logit); 0.11–0.16: the sort-based 38.4 B/logit;
+    0.17+: the in-place Triton top-k/top-p kernel (20 B/logit)."""
     from kvplan.vllm.memory.activation import sampler_bytes_per_logit
 
     model = load_fixture("Qwen--Qwen2.5-7B")
@@ -161,7 +165,8 @@ def test_sampler_bytes_per_logit_by_version_band() -> None:
         t = estimate_activation(model, tp=1, max_num_batched_tokens=2048, max_num_seqs=256, version=v)
         assert t.bytes == int(256 * 152_064 * 14.0) + 2048 * 3584 * 2
         assert t.high_bytes > int(256 * 152_064 * 38.4)  # without FlashInfer: the native path
-    assert sampler_bytes_per_logit(VllmVersion(0, 11)) == sampler_bytes_per_logit(VllmVersion(0, 33)) == 38.4
+    assert sampler_bytes_per_logit(VllmVersion(0, 11)) == sampler_bytes_per_logit(VllmVersion(0, 16)) == 38.4
+    assert sampler_bytes_per_logit(VllmVersion(0, 17)) == sampler_bytes_per_logit(VllmVersion(0, 33)) == 20.0
 
 
 def test_estimated_terms_carry_a_range_and_measured_ones_do_not() -> None:

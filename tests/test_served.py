@@ -50,3 +50,24 @@ def test_an_unreadable_config_of_an_unserved_architecture_fails_with_vllms_reaso
     result = runner.invoke(app, ["size", str(CORPUS / "RWKV--rwkv-4-169m-pile")])
     assert result.exit_code == 2
     assert "Model architectures ['RwkvForCausalLM'] are not supported for now (vLLM 0.33" in result.output
+
+
+def test_a_text_config_vllm_cannot_name_a_class_for_is_refused_with_vllms_words() -> None:
+    # Mistral3ForConditionalGeneration builds its language model from text_config (model_type mistral4,
+    # no architectures): vLLM 0.33 stops with "No model architectures are specified"
+    # (tests/fixtures/oracle-cuda/mistralai--Mistral-Small-4-119B-2603__h100.json).
+    result = runner.invoke(app, ["fit", str(CORPUS / "mistralai--Mistral-Small-4-119B-2603"), "--gpu", "h100"])
+    assert result.exit_code == 2
+    assert "No model architectures are specified" in result.output and "`mistral4`" in result.output
+    # Mistral-Small-3.2's text_config (model_type mistral) is named by transformers: served.
+    ok = runner.invoke(app, ["fit", str(CORPUS / "mistralai--Mistral-Small-3.2-24B-Instruct-2506"), "--gpu", "h100",
+                             "--max-model-len", "16000"])
+    assert ok.exit_code in (0, 1), ok.output
+
+
+def test_size_gives_mistral_small_4_its_mla_latent_as_vllm_serves_it() -> None:
+    # kaito#2132 (vLLM, --config-format mistral): "To serve at least one request with the model's max seq len
+    # (1048576), 22.5 GiB KV cache is needed": 36 layers x (kv_lora_rank 256 + rope 64) x 2 B = 23,040 B/token.
+    result = runner.invoke(app, ["size", str(CORPUS / "mistralai--Mistral-Small-4-119B-2603"), "--json"])
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["kv_bytes_per_token"] == 23040

@@ -146,8 +146,18 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         mm_prefix_lm=mm_prefix_lm(top, data),
         custom_code=_custom_code(top),
         quant_method=_declared_quant_method(top.get("quantization_config") or c.get("quantization_config")),
+        unnamed_text_model_type=_unnamed_text_model_type(top),
         raw=data,
     )
+
+
+def _unnamed_text_model_type(top: Mapping[str, Any]) -> str:
+    """text_config's model_type when the nested config names no architectures (vLLM must then find a class
+    for it by model_type alone)."""
+    text = top.get("text_config")
+    if not isinstance(text, Mapping) or text.get("architectures") or not isinstance(text.get("model_type"), str):
+        return ""
+    return str(text["model_type"])[:128]
 
 
 def _custom_code(top: Mapping[str, Any]) -> bool:

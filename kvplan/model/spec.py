@@ -120,4 +120,5 @@ class ModelSpec:
     mm_prefix_lm: bool = False  # bidirectional attention over image tokens (vLLM's is_mm_prefix_lm)
     custom_code: bool = False  # config.json's auto_map names the repository's own config/model code
     quant_method: str | None = None  # quantization_config.quant_method as vLLM normalizes it
+    unnamed_text_model_type: str = ""  # a nested text_config's model_type when it names no architectures
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)

@@ -42,6 +42,8 @@ def _backend() -> dict[str, Any]:
     table: dict[str, Any] = json.loads(_packaged("transformers_backend.json"))
     table["compatible"] = frozenset(table["compatible"])
     table["model_types"] = frozenset(table["transformers_model_types"]) | frozenset(table["vllm_model_types"])
+    table["text_config_wrappers"] = frozenset(table["text_config_wrappers"])
+    table["causal_lm_model_types"] = frozenset(table["causal_lm_model_types"])
     return table
 
 
@@ -116,6 +118,10 @@ def serving_refusal(model: ModelSpec, version: VllmVersion, *, allow_custom_code
                 f"{', '.join(methods)})")
     if model.custom_code and allow_custom_code and model.config_model_type not in _backend()["model_types"]:
         return None  # the repository's own model class: vLLM serves what it defines
+    if (text_type := _unnamed_text_model(model)) is not None:
+        return (f"No model architectures are specified (vLLM {_backend()['vllm']} builds {model.architectures[0]}'s "
+                f"language model from text_config, whose model_type `{text_type}` names no causal-LM class in "
+                f"transformers {_backend()['transformers']})")
     recurrent = [layer.index for layer in model.layers if layer.kind == "mamba"]
     if via_transformers_backend(model.architectures) and not any(is_served(a, version)
                                                                         for a in model.architectures):
@@ -125,6 +131,16 @@ def serving_refusal(model: ModelSpec, version: VllmVersion, *, allow_custom_code
                     "its Transformers backend)")
         return None
     return not_served_reason(model.architectures, version)
+
+
+def _unnamed_text_model(model: ModelSpec) -> str | None:
+    """The text_config model_type vLLM cannot name a class for, when the wrapper builds its language model
+    from text_config alone (config/vllm.py:with_hf_config fills `architectures` only from transformers'
+    MODEL_FOR_CAUSAL_LM_MAPPING_NAMES; models/registry.py then raises "No model architectures are specified")."""
+    text_type = model.unnamed_text_model_type
+    if not text_type or not model.architectures or model.architectures[0] not in _backend()["text_config_wrappers"]:
+        return None  # named, or no nested text model
+    return None if text_type in _backend()["causal_lm_model_types"] else text_type
 
 
 def explain_bad_config(exc: BadConfig, version: VllmVersion) -> KvplanError:

@@ -15,7 +15,11 @@ from kvplan.model.spec import MLADims
 # (transformers_utils/model_arch_config_convertor.py: is_deepseek_mla).
 _MLA_MODEL_TYPES = frozenset(
     {"deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2", "kimi_linear", "glm_moe_dsa",
-     "longcat_flash", "pangu_ultra_moe", "mistral_large_3"}
+     "longcat_flash", "pangu_ultra_moe", "mistral_large_3",
+     # Mistral-Small-4: vLLM serves it from params.json (--config-format mistral), which
+     # transformers_utils/configs/mistral.py:_remap_mistral_mla_args turns into DeepSeek-V3's MLA; kaito#2132's
+     # log needs 22.5 GiB for 1,048,576 tokens = 36 layers x (256 + 64) x 2 B
+     "mistral4"}
 )
 # deepseek_v2.py:Indexer: `quant_block_size = 128`, one fp32 (4-byte) scale per block of the fp8 key.
 INDEXER_QUANT_BLOCK = 128

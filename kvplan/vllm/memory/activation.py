@@ -24,6 +24,20 @@ SAMPLER_BYTES_PER_LOGIT = 38.4
 # non-weight memory (0.57 GiB on one GPU for 256 rows × 152,064 vocab) leaves no room for 38.4.
 SAMPLER_BYTES_PER_LOGIT_FLASHINFER = 14.0
 SAMPLER_FLASHINFER_BEFORE = VllmVersion(0, 11)
+# vLLM 0.17+ (v1/sample/ops/topk_topp_sampler.py:apply_top_k_top_p, PR #33538; also Model Runner V2's
+# sampler, v1/worker/gpu/sample/states.py): from 8 rows on, top-k/top-p is a Triton kernel that masks the
+# fp32 logits in place with one [SMs, vocab] buffer — no sort. 0.16.0 still sorts; 0.17.0 ships
+# topk_topp_triton.py. The sort path was most of the 0.11 peak: PR #32558 measured the masking op alone at
+# 1.25 GB (PyTorch) against 384 MB (Triton) for 256 × 131,072 logits, 37.3 → 11.5 B/logit. What remains at
+# the peak is the penalties step of the dummy run (penalties 0.1, model_executor/layers/utils.py
+# apply_penalties): the model-dtype logits (2 B) and their fp32 copy (4 B), the prompt mask (1 B), the output
+# int64 bin counts (8 B) and mask (1 B), and a fp32 product (4 B) = 20 B per logit. An estimate from the
+# source: no calibration log measures a 0.17+ sampler peak.
+SAMPLER_BYTES_PER_LOGIT_TRITON = 20.0
+SAMPLER_TRITON_SINCE = VllmVersion(0, 17)
+# Its range: −10% as the other bands; +30% for what the count leaves out (allocator rounding, the sort
+# workspace PR #33538 still falls back to below 8 rows, penalty temporaries counted once).
+ACTIVATION_RANGE_TRITON = (-0.10, 0.30)
 # The dummy run's hidden states (max_num_batched_tokens × hidden) stay allocated while the sampler runs.
 RETAINED_HIDDEN_COPIES = 1
 
@@ -56,15 +70,17 @@ def forward_activation_bytes(model: ModelSpec, *, tp: int, num_tokens: int) -> i
 def sampler_bytes_per_logit(version: VllmVersion = LATEST) -> float:
     """Peak bytes per logit of the dummy sampler run as `version` runs it.
 
-    0.8–0.10: FlashInfer's top-k/top-p path (SAMPLER_BYTES_PER_LOGIT_FLASHINFER, 14 B). 0.11–0.28: the
-    V1 runner's sampler as measured on the vLLM 0.11 logs (SAMPLER_BYTES_PER_LOGIT, 38.4 B). 0.29+ (Model
-    Runner V2, v1/worker/gpu/model_runner.py:_dummy_sampler_run) runs the sampler twice — a default pass,
-    then one with SamplingParams.for_sampler_warmup (penalties, top-k/top-p, min-p, logprobs: the fp32
-    pipeline of v1/worker/gpu/sample/sampler.py) — and frees the first pass's buffers before the second:
-    the peak is the second pass, assumed to cost what the V1 runner's sampler does (no log in the corpus
-    measures an MRV2 activation peak).
+    0.8–0.10: FlashInfer's top-k/top-p path (SAMPLER_BYTES_PER_LOGIT_FLASHINFER, 14 B). 0.11–0.16: the
+    V1 runner's sort-based sampler as measured on the vLLM 0.11 logs (SAMPLER_BYTES_PER_LOGIT, 38.4 B).
+    0.17+: the in-place Triton top-k/top-p kernel (SAMPLER_BYTES_PER_LOGIT_TRITON, 20 B, from the source).
+    0.29+ (Model Runner V2, v1/worker/gpu/model_runner.py:_dummy_sampler_run) runs the sampler twice — a
+    default pass, then one with SamplingParams.for_sampler_warmup (penalties, top-k/top-p, min-p, logprobs)
+    — and frees the first pass's buffers before the second: the peak is the second pass, through the same
+    apply_top_k_top_p (no log in the corpus measures an MRV2 activation peak).
     """
-    return SAMPLER_BYTES_PER_LOGIT_FLASHINFER if version < SAMPLER_FLASHINFER_BEFORE else SAMPLER_BYTES_PER_LOGIT
+    if version < SAMPLER_FLASHINFER_BEFORE:
+        return SAMPLER_BYTES_PER_LOGIT_FLASHINFER
+    return SAMPLER_BYTES_PER_LOGIT if version < SAMPLER_TRITON_SINCE else SAMPLER_BYTES_PER_LOGIT_TRITON
 
 
 def sampler_activation_bytes(model: ModelSpec, *, num_reqs: int, version: VllmVersion = LATEST) -> int:
@@ -99,11 +115,11 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
     hidden = RETAINED_HIDDEN_COPIES * max_num_batched_tokens * model.hidden_size * e
     total = max(forward, sampler) + hidden
     per_logit = sampler_bytes_per_logit(version)
-    runner = "" if version >= MODEL_RUNNER_V2_DEFAULT_SINCE or per_logit != SAMPLER_BYTES_PER_LOGIT_FLASHINFER else (
-        ", FlashInfer top-k/top-p")
+    path = {SAMPLER_BYTES_PER_LOGIT_FLASHINFER: ", FlashInfer top-k/top-p",
+            SAMPLER_BYTES_PER_LOGIT_TRITON: ", Triton top-k/top-p"}.get(per_logit, "")
     which = (
         f"sampler over {num_reqs:,} rows × {model.vocab_size:,} vocab × {per_logit:g} B "
-        f"(vLLM {version_band(version)}{runner})"
+        f"(vLLM {version_band(version)}{path})"
         if sampler >= forward
         else f"forward intermediates over {max_num_batched_tokens:,} tokens"
     )
@@ -113,7 +129,8 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
         "estimate",
         f"profiling-run peak: {which}, plus {max_num_batched_tokens:,} retained hidden states",
     )
-    lo, hi = ACTIVATION_RANGE
+    triton_peak = per_logit == SAMPLER_BYTES_PER_LOGIT_TRITON and sampler >= forward
+    lo, hi = ACTIVATION_RANGE_TRITON if triton_peak else ACTIVATION_RANGE
     high = int(total * (1 + hi))
     if per_logit == SAMPLER_BYTES_PER_LOGIT_FLASHINFER:
         # FlashInfer importable is an assumption (a pip install without it falls back to the PyTorch-native
