@@ -23,9 +23,9 @@ REQUESTED = 76_526_653_539  # ceil(85,029,615,043 × 0.9)
 # max_position_embeddings 131,072 × head 128 × 2 B = 32 MiB. The vocabulary (152,064 = 2,376 × 64) needs
 # no padding to 64 rows.
 WEIGHTS = 7_615_616_512 * 2 + 131_072 * 128 * 2
-# Activation: sampler 1024 rows (max_num_seqs, H100 default) × 152,064 vocab × 20 B (0.17+ Triton top-k/top-p), plus 8192 retained
-# hidden states × 3584 × 2 B; non-torch 0.13 GiB (one GPU); CUDA graphs a 64 MiB pool + 51 piecewise + 51
-# full × 28 layers × round(0.085 MiB).
+# Activation: sampler 1024 rows (max_num_seqs, H100 default) × 152,064 vocab × 20 B (0.17+ Triton top-k/top-p),
+# plus 8192 retained hidden states × 3584 × 2 B; non-torch 0.13 GiB (one GPU); CUDA graphs a 64 MiB pool
+# + 51 piecewise + 51 full × 28 layers × round(0.085 MiB).
 ACTIVATION = int(1024 * 152_064 * 20.0) + 8192 * 3584 * 2
 NON_TORCH = round(0.13 * 2**30)
 CUDA_GRAPHS = 64 * 2**20 + (51 + 51) * 28 * round(0.085 * 2**20)

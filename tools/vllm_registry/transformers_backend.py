@@ -35,8 +35,8 @@ def main() -> None:
     import transformers
     import vllm
     from transformers.models.auto.configuration_auto import CONFIG_MAPPING_NAMES
-    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
     from transformers.models.auto.modeling_auto import MODEL_FOR_CAUSAL_LM_MAPPING_NAMES
+    from vllm.model_executor.layers.quantization import QUANTIZATION_METHODS
     from vllm.transformers_utils.config import _CONFIG_REGISTRY
 
     compatible = []

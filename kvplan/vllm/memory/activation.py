@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from kvplan.model.spec import ModelSpec
-from kvplan.vllm.defaults import LATEST, MODEL_RUNNER_V2_DEFAULT_SINCE, VllmVersion, version_band
+from kvplan.vllm.defaults import LATEST, VllmVersion, version_band
 from kvplan.vllm.memory.budget import MemoryTerm, with_range
 
 # --- Activation peak of the profiling run ---------------------------------------------------------
