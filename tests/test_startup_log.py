@@ -405,3 +405,21 @@ def test_request_lines_are_skipped_fast() -> None:
     assert log.available_kv_bytes == round(58.73 * GiB)
     # ~0.2 s here; without the prefilter ~2.4 s (every one of ~50 regexes on every line)
     assert time.perf_counter() - start < 1.5
+
+
+def test_a_hard_wrapped_non_default_args_dict_is_read_whole() -> None:
+    # dennislee22's committed log wraps at 129 columns inside the dict: "… 'model': 'Qwe" / "n2-7B-Instruct',
+    # 'max_model_len': 16384, 'gpu_memory_utilization': 0.25}".
+    raw = Path(__file__).parent / "fixtures" / "startup-logs" / "raw" / "dennislee-a100-qwen2-7b-util025.log"
+    log = parse_startup_log(raw.read_text(encoding="utf-8"))
+    assert (log.model, log.max_model_len, log.gpu_memory_utilization) == ("Qwen2-7B-Instruct", 16384, 0.25)
+    # An unclosed dict stops at the line bound instead of swallowing the log.
+    lines = ["INFO non-default args: {'max_model_len': 4096, 'model': 'x"] + ["y"] * 100 + [
+        "INFO Available KV cache memory: 1.50 GiB"]
+    assert parse_startup_log(lines).available_kv_bytes == round(1.5 * GiB)
+
+
+def test_the_0_19_logo_line_gives_the_version() -> None:
+    raw = Path(__file__).parent / "fixtures" / "startup-logs" / "raw" / "myoceane-a100-gpt-oss-20b-131k-util065.log"
+    assert parse_startup_log(raw.read_text(encoding="utf-8")).vllm_version == "0.19.0"
+    assert parse_startup_log(["INFO vLLM server version 0.21.1, serving model m"]).vllm_version == "0.21.1"

@@ -34,7 +34,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import shlex
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
@@ -209,6 +209,10 @@ _START = r"(?<![\d.-])"
 _RULES: Final[tuple[_Rule, ...]] = (
     # ---- versions and settings
     _r("api_server_version", "vLLM API server version", r"vLLM API server version v?(?P<vllm_version>\S+)"),
+    # entrypoints/utils.py:log_version_and_model (0.19+): "vLLM server version X, serving model M", or the
+    # logo, whose second line ends "▀▄▀ █  version X".
+    _r("server_version", ("vLLM server version", "▀▄▀ █"),
+       r"(?:vLLM server version|▀▄▀ █\s+version) v?(?P<vllm_version>\d+\.\d+[^\s,]*)"),
     _r("engine_config", "LLM engine",
        r"Initializing an? (?:(?P<engine_version>V\d) )?LLM engine"
        r" \(v(?P<vllm_version>[^)\s]+)\) with config:"),
@@ -425,6 +429,36 @@ def _apply(rule: _Rule, m: re.Match[str], fields: dict[str, Any]) -> None:
     fields.update(rule.fixed)
 
 
+# A terminal capture cuts vLLM's one-line `non-default args: {…}` at its width, mid-word (dennislee22's
+# committed A100 logs wrap at 129 columns: "… 'model': 'Qwe" / "n2-7B-Instruct', …"): the dict's lines are
+# joined back until its braces close, at most _WRAP_LIMIT lines. Other lines are read as they are.
+_WRAP_LIMIT: Final = 64
+_DICT_OPEN: Final = "non-default args: {"
+
+
+def _unwrapped(lines: Iterable[str]) -> Iterator[tuple[int, str]]:
+    """The lines with their numbers; a `non-default args: {` line whose braces do not close is joined
+    (without a separator: the cut falls mid-word) with the lines after it until they do."""
+    start, text, depth, parts = 0, "", 0, 0
+    for number, raw in enumerate(lines, start=1):
+        raw = raw.rstrip("\r\n")
+        if depth:
+            text, parts = text + raw, parts + 1
+            depth = max(0, depth + raw.count("{") - raw.count("}"))
+            if depth == 0 or parts >= _WRAP_LIMIT:
+                depth = 0
+                yield start, text
+            continue
+        if _DICT_OPEN in raw:
+            tail = raw.split(_DICT_OPEN, 1)[1]
+            if (depth := max(0, 1 + tail.count("{") - tail.count("}"))) > 0:
+                start, text, parts = number, raw, 1
+                continue
+        yield number, raw
+    if depth:
+        yield start, text
+
+
 def parse_startup_log(text: str | Iterable[str]) -> StartupLog:
     """Parse a vLLM startup log (V0 or V1, any prefix before the message) into a `StartupLog`.
 
@@ -434,7 +468,7 @@ def parse_startup_log(text: str | Iterable[str]) -> StartupLog:
     fields: dict[str, Any] = {}
     lines: list[LogLine] = []
     prefilter = _PREFILTER.search
-    for number, raw in enumerate(text.splitlines() if isinstance(text, str) else text, start=1):
+    for number, raw in _unwrapped(text.splitlines() if isinstance(text, str) else text):
         # Logs pasted into Markdown keep vLLM's text between `**` and backticks; colours are ANSI codes.
         line = _ANSI_RE.sub("", raw) if "\x1b" in raw else raw
         if "**" in line:
