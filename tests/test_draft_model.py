@@ -11,7 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli.app import app
-from tests.conftest import CONFIGS
+from tests.conftest import CONFIGS, json_out, run_kvplan
+from tests.hubserver import HubServer, Repo
 
 runner = CliRunner()
 EXTRA = CONFIGS.parent / "oracle-cuda" / "extra"
@@ -209,3 +210,27 @@ def test_a_draft_whose_architecture_vllm_does_not_serve_is_refused(tmp_path: Pat
     (tmp_path / "config.json").write_text(json.dumps({**config, "architectures": ["Qwen3FooForCausalLM"]}))
     spec = json.dumps({"model": str(tmp_path), "num_speculative_tokens": 3})
     assert "Model architectures ['Qwen3FooForCausalLM'] are not supported for now" in _refusal(QWEN3_8B, spec)
+
+
+def test_a_hub_draft_is_read_from_the_hub_in_fit_and_in_a_plan(hub: HubServer, hub_env: dict[str, str],
+                                                               tmp_path: Path) -> None:
+    """`model` as a Hub id: its config.json is fetched the way the target's is (never its code); a plan keeps
+    it a Hub id."""
+    hub.state.repos["Qwen/Qwen3-0.6B"] = Repo(files={"config.json": (DRAFT / "config.json").read_bytes()})
+    spec = json.dumps({"model": "Qwen/Qwen3-0.6B", "num_speculative_tokens": 3})
+    r = json_out(run_kvplan(["fit", str(QWEN3_8B), "--gpu", "h100", "--max-model-len", "8192",
+                             "--kv-cache-memory-bytes", KV_20GIB, "--speculative-config", spec, "--json"], env=hub_env))
+    assert _numbers(r) == _capacity("Qwen--Qwen3-8B__h100-mml8192-draftx3") == (5120, 81920, 10.0, 8192)
+    assert any(req.startswith(("GET /Qwen/Qwen3-0.6B/resolve/", "HEAD /Qwen/Qwen3-0.6B/resolve/"))
+               for req in hub.state.requests)
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(
+        "deployments:\n"
+        "  - name: qwen3-8b-draft\n"
+        f"    model: {QWEN3_8B}\n"
+        "    gpu: h100\n"
+        f"    vllm: {{max_model_len: 8192, kv_cache_memory_bytes: {KV_20GIB}, speculative_config: {spec}}}\n"
+        "    measured: {weights_memory: 0}\n"
+        "    require: {starts: true}\n", encoding="utf-8")
+    [dep] = json_out(run_kvplan(["check", str(plan), "--json"], env=hub_env))["deployments"]
+    assert dep["num_gpu_blocks"] == 5120
