@@ -164,6 +164,18 @@ def test_eagle3_draft_joins_the_kv_cache_as_vllm_plans_it() -> None:
     assert pasted["num_gpu_blocks"] == golden["num_blocks"]
 
 
+def test_an_eagle_drafts_own_kv_cache_dtype_applies_to_its_layers_only() -> None:
+    """config/speculative.py:apply_draft_overrides: `kv_cache_dtype` in the speculative config is the draft's."""
+    golden = json.loads((GOLDENS / "extra" / "meta-llama--Meta-Llama-3.1-8B__h100-mml8192-eagle3x3-dfp8.json")
+                        .read_text())["plan"]["kv_cache_config"]
+    spec = json.dumps({"method": "eagle3", "model": str(EAGLE3_DRAFT), "num_speculative_tokens": 3,
+                       "kv_cache_dtype": "fp8"})
+    r = _fit_json(str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"), "--max-model-len", "8192",
+                  "--kv-cache-memory-bytes", "21474836480", "--speculative-config", spec)
+    assert (r["num_gpu_blocks"], r["log_line"]) == (golden["num_blocks"], golden["log_line"]) == (
+        10082, "GPU KV cache size: 161,312 tokens, Maximum concurrency for 8,192 tokens per request: 19.69x")
+
+
 def test_eagle_needs_the_drafts_checkpoint() -> None:
     result = runner.invoke(app, ["fit", str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"), "--gpu", "h100",
                                  "--speculative-config", '{"method": "eagle3", "num_speculative_tokens": 3}'])

@@ -815,6 +815,17 @@ def _setting_fields(c: _Checker, d: dict[str, Any], path: Path_, opts: _Options)
     return fields
 
 
+def _draft_source(spec: Mapping[str, Any] | None, base_dir: Path) -> dict[str, Any]:
+    """A speculative draft named by a path, resolved like the deployment's `model` (relative to the plan's
+    folder when it exists there); the CLI loads it with the model."""
+    from kvplan.vllm.speculative import needs_draft_config
+
+    if spec is None or not needs_draft_config(spec) or not isinstance(spec.get("model"), str):
+        return {}
+    source, _ = resolve_model(spec["model"], base_dir)
+    return {"speculative_config": {**spec, "model": source}}
+
+
 def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployment:
     """Validate one deployment of a plan: its name, model, GPU, vLLM settings, workload and requirements."""
     from dataclasses import replace as dc_replace
@@ -832,6 +843,7 @@ def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployme
     model, model_source, is_local, revision = _model_and_revision(c, d, path, base_dir, opts)
     gpu = c.string(d["gpu"], (*path, "gpu"))
     fields = _setting_fields(c, d, path, opts)
+    fields.update(_draft_source(fields.get("speculative_config"), base_dir))
     tp, pp = int(fields.get("tp", 1)), int(fields.get("pp", 1))
     settings = dc_replace(ServeSettings(), **fields)
     workload = None

@@ -10,7 +10,7 @@ import typer
 
 if TYPE_CHECKING:
     from kvplan.ci.checks import CheckReport
-    from kvplan.ci.plan import Plan
+    from kvplan.ci.plan import Deployment, Plan
 
 NAME = "check"
 HELP = "Check a plan of deployments against capacity requirements (CI gate: exit 1 when one fails)."
@@ -90,8 +90,23 @@ def _evaluate(plan: Plan, gpus_file: Path | None, *, quiet: bool) -> CheckReport
             gpu = get_gpu(dep.gpu, gpus_file if gpus_file is not None else plan.gpus_file)
         except KvplanError as exc:
             raise dep.locate(exc, "gpu") from None
-        results.append(evaluate_deployment(dep, models[key], gpu))
+        results.append(evaluate_deployment(_with_draft(dep), models[key], gpu))
     return check_report(plan.path, results)
+
+
+def _with_draft(dep: Deployment) -> Deployment:
+    """The deployment with the speculative draft its `speculative_config` names loaded, as `fit` loads it."""
+    from dataclasses import replace
+
+    from kvplan.cli.fit import load_speculative_draft
+    from kvplan.errors import KvplanError
+
+    spec = dep.settings.speculative_config
+    try:
+        draft = load_speculative_draft(dict(spec) if spec is not None else None)
+    except KvplanError as exc:
+        raise dep.locate(exc, "vllm") from None
+    return dep if draft is None else replace(dep, settings=replace(dep.settings, speculative_draft=draft))
 
 
 def _emit(report: CheckReport, fmt: Format, output: str | None, repo_path: str) -> None:

@@ -326,8 +326,9 @@ def _load(model: str, revision: str | None, *, quiet: bool,
 
 
 def load_speculative_draft(config: dict[str, Any] | None) -> ModelSpec | None:
-    """The EAGLE / EAGLE-3 draft that `--speculative-config` names (`model`: a Hub id or a folder), parsed;
-    None when it names none. A speculators-format checkpoint is read as vLLM reads it (its layer config)."""
+    """The EAGLE / EAGLE-3 draft or the draft model that `--speculative-config` names (`model`: a Hub id or a
+    folder), parsed as the target is (never its code); None when it names none. A speculators-format
+    checkpoint is read as vLLM reads it (its layer config)."""
     from kvplan.vllm.speculative import needs_draft_config, speculators_layer_config
 
     if config is None or not needs_draft_config(config):

@@ -33,8 +33,8 @@ from kvplan.vllm.memory.weights import estimate_weights
 from kvplan.vllm.offload import deployment_tier, tier_note
 from kvplan.vllm.quantization import apply_quantization
 from kvplan.vllm.report import FitReport, GroupSummary
-from kvplan.vllm.settings import GpuLike, ResolvedSettings, ServeSettings, resolve_settings
-from kvplan.vllm.speculative import SpecDecode, draft_specs, resolve_speculative
+from kvplan.vllm.settings import GpuLike, ResolvedSettings, ServeSettings, check_model_served, resolve_settings
+from kvplan.vllm.speculative import DRAFT_MODEL, SpecDecode, draft_specs, own_draft_specs, resolve_speculative
 from kvplan.vllm.verdicts import PreemptionVerdict, preemption_verdict, startup_verdict
 
 if TYPE_CHECKING:
@@ -44,11 +44,15 @@ SpecsPerWorker = list[list[KVCacheSpec]]
 
 
 def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings,
-                 specs: SpecsPerWorker) -> MemoryBudget:
-    """Stage 3: the budget of the bounding worker (the last PP stage: it also runs the sampler). A term
-    the user measured (`--weights-memory` …) replaces kvplan's estimate of it."""
+                 specs: SpecsPerWorker, spec_decode: SpecDecode | None = None) -> MemoryBudget:
+    """Stage 3: the budget of the bounding worker (the last PP stage: it also runs the sampler and the
+    draft). A term the user measured (`--weights-memory` …) replaces kvplan's estimate of it."""
     batch = r.batch
-    weights = _weights_term(model, gpu, s, r)
+    weights = _weights_term(model, gpu, s, r, spec_decode)
+    # v1/worker/gpu/spec_decode/standalone_ar/speculator.py:capture is a no-op: a draft model runs eagerly.
+    eager_draft = spec_decode is not None and spec_decode.method == DRAFT_MODEL
+    graph_layers = max((sum(1 for x in w if not (eager_draft and x.layer >= model.num_layers)) for w in specs),
+                       default=0)
     activation = (user_term("activation", s.activation_bytes, "--activation-memory")
                   if s.activation_bytes is not None
                   else estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
@@ -56,7 +60,7 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
     non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None
                  else estimate_non_torch(tp=s.tp, pp=s.pp, version=r.version))
     graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
-              else estimate_cuda_graphs(num_layers_on_worker=max((len(w) for w in specs), default=0),
+              else estimate_cuda_graphs(num_layers_on_worker=graph_layers,
                                         max_num_seqs=batch.max_num_seqs,
                                         max_num_batched_tokens=batch.max_num_batched_tokens,
                                         arch=gpu.arch, enforce_eager=s.enforce_eager, version=r.version,
@@ -100,7 +104,8 @@ def range_fields(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSetting
             "startup_range": verdict}
 
 
-def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings) -> MemoryTerm:
+def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings,
+                  spec_decode: SpecDecode | None = None) -> MemoryTerm:
     """`--weights-memory`, else kvplan's loaded-weights estimate. When the config does not say enough to
     count the weights, `fit` stops with the reason, unless --kv-cache-memory-bytes makes them irrelevant to
     the KV cache (only the out-of-memory check needs them, and it is skipped)."""
@@ -109,6 +114,8 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     try:
         term = estimate_weights(model, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version,
                                 moe_backend=s.moe_backend, total_bytes=s.weights_total_bytes)
+        if spec_decode is not None and spec_decode.method == DRAFT_MODEL and spec_decode.draft is not None:
+            term = _draft_weights(term, replace(spec_decode.draft, dtype=model.dtype), gpu, s, r)
         if s.enable_lora:  # adapter slots are allocated while the model loads ("Model loading took")
             lora = lora_bytes_per_gpu(model, tp=s.tp, max_loras=s.max_loras, max_lora_rank=s.max_lora_rank)
             term = replace(term, bytes=term.bytes + lora, assumption=f"{term.assumption}; LoRA buffers for "
@@ -127,6 +134,19 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
         raise BadConfig(f"the weights cannot be estimated: {exc}",
                         hint="pass --weights-memory (vLLM's 'Model loading took X GiB'), or a Hub id whose "
                              "safetensors metadata gives the checkpoint's size") from exc
+
+
+def _draft_weights(term: MemoryTerm, draft: ModelSpec, gpu: GpuLike, s: ServeSettings,
+                   r: ResolvedSettings) -> MemoryTerm:
+    """A draft model's weights load inside the same "Model loading took" (v1/worker/gpu/model_runner.py:
+    load_model runs speculator.load_model under its DeviceMemoryProfiler), in the target's dtype (`draft`
+    comes in it), split like the target's by the worker's TP and PP groups
+    (standalone_ar/speculator.py:load_draft_model)."""
+    own = estimate_weights(draft, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version)
+    return replace(term, bytes=term.bytes + own.bytes, low=(term.low_bytes + own.low_bytes),
+                   high=(term.high_bytes + own.high_bytes),
+                   assumption=f"{term.assumption}; draft model {draft.name} +{own.bytes / GiB:.2f} GiB "
+                              "(parameters × stored bytes)")
 
 
 def _expert_parallel(model: ModelSpec, s: ServeSettings, term: MemoryTerm) -> MemoryTerm:
@@ -214,6 +234,31 @@ def _load_notes(s: ServeSettings, max_len: int, max_num_seqs: int) -> list[str]:
     return notes
 
 
+def _limit_to_draft(r: ResolvedSettings, spec: SpecDecode | None, *,
+                    allow_custom_code: bool = False) -> tuple[ResolvedSettings, list[str]]:
+    """The speculative draft's notes; a draft model shorter than the target lowers the target's max_model_len
+    (config/vllm.py:_limit_max_model_len_to_draft, Model Runner V2; after the scheduler's batch defaults)."""
+    if spec is None:
+        return r, []
+    notes = [f"Speculative decoding ({spec.method}, {spec.num_speculative_tokens} token(s)): "
+             f"{spec.draft_layers} draft layer(s) share the KV cache."]
+    if spec.method != DRAFT_MODEL or spec.draft is None:
+        return r, notes
+    # vLLM builds the draft from the registry like any model (config/speculative.py: ModelConfig(model=…)).
+    check_model_served(spec.draft, r.version, allow_custom_code=allow_custom_code)
+    # config/speculative.py:max_num_new_slots_for_drafting; config/vllm.py:num_lookahead_tokens.
+    notes.append(f"Draft model: the scheduler keeps 1 slot per scheduled request of max_num_batched_tokens for "
+                 f"the draft and allocates {spec.num_speculative_tokens} lookahead slot(s) per request; the draft "
+                 "runs without CUDA graphs.")
+    if spec.max_model_len is not None and spec.max_model_len < r.max_model_len:
+        notes.append(f"The draft model's max_model_len ({spec.max_model_len}) is smaller than the target model's "
+                     f"({r.max_model_len}) and the V2 model runner can't skip speculation for longer sequences; "
+                     f"reducing max_model_len to {spec.max_model_len}.")
+        sources = {**r.sources, "max_model_len": "the draft model's (vLLM's _limit_max_model_len_to_draft)"}
+        r = replace(r, max_model_len=spec.max_model_len, sources=sources)
+    return r, notes
+
+
 def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise: bool = True) -> FitReport:
     """Plan a `vllm serve` deployment: memory budget, KV blocks, tokens, concurrency, startup verdict,
     preemption verdict and (with `advise`) changes that fix what fails. Pure."""
@@ -227,17 +272,22 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
                                f"{dtype}")
         model = replace(model, dtype=dtype)
     r = resolve_settings(model, gpu, s)
-    spec_decode = resolve_speculative(model, s.speculative_config, s.speculative_draft)
+    spec_decode = resolve_speculative(model, s.speculative_config, s.speculative_draft, tp=s.tp,
+                                      max_model_len=r.max_model_len)
+    r, spec_notes = _limit_to_draft(r, spec_decode, allow_custom_code=s.allow_custom_code)
     specs = kv_cache_specs(model, tp=s.tp, pp=s.pp, kv_cache_dtype=r.kv_cache_dtype_flag,
                            mamba_cache_dtype=s.mamba_cache_dtype, mamba_ssm_cache_dtype=s.mamba_ssm_cache_dtype)
-    if spec_decode is not None:
+    if spec_decode is not None and spec_decode.method == DRAFT_MODEL:
+        own = own_draft_specs(model.num_layers, spec_decode, tp=s.tp, pp=s.pp,
+                              kv_cache_dtype=r.kv_cache_dtype_flag, dtype=model.dtype)
+        for stage, draft_stage in zip(specs, own, strict=True):
+            stage.extend(draft_stage)
+    elif spec_decode is not None:
         specs[-1].extend(draft_specs(specs[-1], model.num_layers, spec_decode, tp=s.tp,
                                      kv_cache_dtype=r.kv_cache_dtype_flag, dtype=model.dtype))
-    budget = memory_stage(model, gpu, s, r, specs)
+    budget = memory_stage(model, gpu, s, r, specs, spec_decode)
     plan, plan_notes = block_stage(specs, budget, r, s, spec_decode)
-    if spec_decode is not None:
-        plan_notes.append(f"Speculative decoding ({spec_decode.method}, {spec_decode.num_speculative_tokens} "
-                          f"token(s)): {spec_decode.draft_layers} draft layer(s) share the KV cache.")
+    plan_notes += spec_notes
     plan, bs_source = _block_size_source(plan, s, r)
     startup, error = startup_verdict(budget, plan)
     max_len = plan.max_model_len

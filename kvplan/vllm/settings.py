@@ -62,7 +62,7 @@ class ServeSettings:
     allow_custom_code: bool = False  # vLLM's --trust-remote-code (kvplan never runs the code either way)
     # Big deployments (vLLM's flags): a speculative draft, decode context parallelism, expert/data parallelism.
     speculative_config: Mapping[str, Any] | None = None  # --speculative-config, e.g. {"method": "mtp", …}
-    speculative_draft: ModelSpec | None = None  # the EAGLE / EAGLE-3 draft named by speculative_config's `model`
+    speculative_draft: ModelSpec | None = None  # the EAGLE / draft model named by speculative_config's `model`
     decode_context_parallel_size: int = 1  # --decode-context-parallel-size / -dcp
     enable_expert_parallel: bool = False  # --enable-expert-parallel: experts split over TP×DP ranks
     data_parallel_size: int = 1  # --data-parallel-size / -dp: independent replicas, each its own KV pool
