@@ -11,9 +11,11 @@ from kvplan.vllm.fit import plan_fit
 from kvplan.vllm.settings import GpuLike, ServeSettings
 
 if TYPE_CHECKING:
+    from kvplan.hardware.nodes import NodeShape
     from kvplan.model.spec import ModelSpec
 
-# Layouts searched: TP inside a node, PP across nodes, then data-parallel replicas for the load.
+# Layouts searched: TP inside a node (or the node shape's wider TP domain: an NVL72 NVLink domain, a linked
+# pair of DGX Sparks), PP across nodes, then data-parallel replicas for the load.
 SWEEP_TP_SIZES = (1, 2, 4, 8)
 SWEEP_PP_SIZES = (1, 2, 4)
 MAX_SWEEP_GPUS = 1024  # a layout needing more GPUs than this is not listed
@@ -80,13 +82,15 @@ def _reason(text: str) -> str:
     return text.split(" (")[0].split(": ")[0][:160]
 
 
-def _layouts(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, want: int, gpus_per_node: int,
+def _layouts(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, want: int, shape: NodeShape,
              failures: dict[str, list[str]]) -> list[SweepRow]:
-    """Every TP × PP layout of this GPU that starts, with the replicas the load needs."""
+    """Every TP × PP layout of this GPU that starts, with the replicas the load needs. TP stays inside the
+    shape's TP domain (a node, an NVL72 rack's NVLink domain, a linked pair of DGX Sparks)."""
+    gpus_per_node = shape.gpus_per_node
     out = []
     for pp in SWEEP_PP_SIZES:
         for tp in SWEEP_TP_SIZES:
-            if tp > gpus_per_node or model.num_attention_heads % tp or pp > model.num_layers:
+            if tp > shape.max_tp or model.num_attention_heads % tp or pp > model.num_layers:
                 continue
             where = f"{gpu.id} tp {tp} pp {pp}"
             try:
@@ -112,8 +116,9 @@ def _layouts(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, want: int,
 
 def sweep_gpus(model: ModelSpec, gpus: Iterable[GpuLike], settings: ServeSettings) -> SweepReport:
     """For each GPU kind, the layout with the fewest GPUs (then nodes) that starts and keeps `concurrency`
-    (default 1) requests of `context` (default max_model_len) resident without preemption: TP inside a node,
-    PP across nodes, data-parallel replicas for the rest; sorted by GPUs, then memory. The reasons the other
+    (default 1) requests of `context` (default max_model_len) resident without preemption: TP inside a node
+    (or its node shape's TP domain, kvplan/hardware/nodes.py), PP across nodes, data-parallel replicas for the
+    rest; sorted by GPUs, then memory. The reasons the other
     combinations fail are grouped in `reasons`."""
     from kvplan.hardware.nodes import node_shape
 
@@ -121,7 +126,7 @@ def sweep_gpus(model: ModelSpec, gpus: Iterable[GpuLike], settings: ServeSetting
     failures: dict[str, list[str]] = {}
     rows = []
     for gpu in gpus:
-        layouts = _layouts(model, gpu, settings, want, node_shape(gpu.id).gpus_per_node, failures)
+        layouts = _layouts(model, gpu, settings, want, node_shape(gpu.id), failures)
         if layouts:
             rows.append(min(layouts, key=lambda row: (row.num_gpus, row.nodes, row.pp, row.tp)))
     rows.sort(key=lambda row: (row.num_gpus, row.cuda_total_bytes, row.gpu))

@@ -1,0 +1,121 @@
+"""Grace-Blackwell parts: GB200 / GB300 in NVL72 racks and DGX Spark (GB10) — fits from their catalog
+figures, their node shapes, and how the "which GPUs to rent" sweep lays TP out on them."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli.app import app
+from kvplan.hardware.gpus import GPUS_FILE_ENV, get_gpu
+from kvplan.hardware.nodes import PCIE_SERVER, node_shape
+from kvplan.vllm.fit import plan_fit
+from kvplan.vllm.settings import ServeSettings
+from kvplan.vllm.sweep import _layouts, sweep_gpus
+from tests.conftest import load_fixture
+
+QWEN_7B_BLOCK_BYTES = 28 * 16 * 4 * 128 * 2 * 2  # layers × block × KV heads × head size × (K, V) × bf16
+
+
+@pytest.fixture(autouse=True)
+def _no_env_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv(GPUS_FILE_ENV, raising=False)
+
+
+# --------------------------------------------------------------------------- fits from the figures
+
+
+@pytest.mark.parametrize(("gpu_id", "requested", "blocks"), [
+    ("gb200", 182_069_247_135, 174_480),  # ceil(184.31 GiB × 0.92)
+    ("gb300", 273_138_445_190, 273_738),  # ceil(276.50 GiB × 0.92)
+])
+def test_nvl72_fit_is_the_b200_budget_on_a_larger_total(gpu_id: str, requested: int, blocks: int) -> None:
+    model, settings = load_fixture("Qwen--Qwen2.5-7B"), ServeSettings(max_model_len=32768)
+    gpu = get_gpu(gpu_id)
+    r, b200 = plan_fit(model, gpu, settings), plan_fit(model, get_gpu("b200"), settings)
+    assert r.requested_bytes == math.ceil(gpu.cuda_total_bytes * 0.92) == requested
+    # Same SM100-family rules as B200: every term but the total is the same.
+    terms = ("weights_bytes", "activation_bytes", "cuda_graph_bytes", "non_torch_bytes")
+    assert [getattr(r, t) for t in terms] == [getattr(b200, t) for t in terms]
+    assert r.available_kv_bytes == requested - sum(getattr(r, t) for t in terms)
+    assert r.bytes_per_block == QWEN_7B_BLOCK_BYTES == 917_504
+    assert r.num_gpu_blocks == r.available_kv_bytes // 917_504 == blocks
+    assert r.kv_cache_tokens == blocks * 16
+    assert (r.attention_backend, r.block_size) == ("FLASHINFER", 16)
+    assert (r.max_num_seqs, r.max_num_batched_tokens) == (1024, 16384)  # NVML ≥ 160 GiB tier
+    assert r.fits and r.startup == "ok"
+
+
+def test_dgx_spark_fit_uses_the_unified_total_and_vllms_small_gb10_tier() -> None:
+    model = load_fixture("Qwen--Qwen2.5-7B")
+    gpu = get_gpu("dgx-spark")
+    r = plan_fit(model, gpu, ServeSettings(max_model_len=32768))
+    assert r.gpu == "gb10" and r.cuda_total_bytes == 130_599_218_053  # 121.63 GiB
+    assert r.requested_bytes == math.ceil(gpu.cuda_total_bytes * 0.92) == 120_151_280_609
+    # 121.63 GiB is above the 70 GiB tier, but vLLM keeps cc 12.1 on the small one.
+    assert (r.max_num_seqs, r.max_num_batched_tokens) == (256, 2048)
+    # SM12x: FLASH_ATTN first (platforms/cuda.py:_get_backend_priorities), 16-token blocks.
+    assert (r.attention_backend, r.block_size) == ("FLASH_ATTN", 16)
+    assert r.available_kv_bytes == (r.requested_bytes - r.weights_bytes - r.activation_bytes - r.cuda_graph_bytes
+                                    - r.non_torch_bytes)
+    assert r.num_gpu_blocks == r.available_kv_bytes // 917_504 == 112_212
+    assert r.kv_cache_tokens == 112_212 * 16 == 1_795_392
+
+
+def test_mla_on_each_capability_takes_vllms_backend() -> None:
+    model = load_fixture("deepseek-ai--DeepSeek-V2-Lite")
+    backends = {g: plan_fit(model, get_gpu(g), ServeSettings(max_model_len=8192)) for g in ("gb200", "gb300", "gb10")}
+    assert {g: (r.attention_backend, r.block_size) for g, r in backends.items()} == {
+        "gb200": ("FLASHINFER_MLA", 32), "gb300": ("FLASHINFER_MLA", 32), "gb10": ("TRITON_MLA", 16)}
+
+
+def test_cli_fit_takes_the_new_gpus_by_id_alias_and_device_name() -> None:
+    runner = CliRunner()
+    for name, gpu_id in (("gb200", "gb200"), ("GB300 NVL72", "gb300"), ("NVIDIA GB10", "gb10")):
+        result = runner.invoke(app, ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", name,
+                                     "--max-model-len", "32768", "--json"])
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.stdout)
+        assert data["gpu"] == gpu_id and data["cuda_total_bytes"] == get_gpu(gpu_id).cuda_total_bytes
+
+
+# --------------------------------------------------------------------------- node shapes and the sweep
+
+
+def test_node_shapes_of_nvl72_and_dgx_spark() -> None:
+    for gpu_id in ("gb200", "gb300"):
+        shape = node_shape(gpu_id)
+        assert (shape.gpus_per_node, shape.tp_domain, shape.max_tp) == (4, 72, 72)
+        assert "MNNVL" in shape.tp_source
+    spark = node_shape("gb10")
+    assert (spark.gpus_per_node, spark.max_tp) == (1, 2)
+    # The other shapes keep TP inside the node.
+    assert (node_shape("b200").gpus_per_node, node_shape("b200").max_tp) == (8, 8)
+    assert (node_shape("gh200").max_tp, node_shape("l40s")) == (1, PCIE_SERVER)
+
+
+def test_sweep_runs_tp_across_nvl72_trays_and_counts_trays_as_nodes() -> None:
+    model = load_fixture("meta-llama--Meta-Llama-3.1-405B")
+    r = sweep_gpus(model, [get_gpu("gb200"), get_gpu("b200")], ServeSettings(max_model_len=8192))
+    rows = {row.gpu: row for row in r.rows}
+    gb200, b200 = rows["gb200"], rows["b200"]
+    # 756 GiB of weights need 8 GPUs: one TP group of 8 over two 4-GPU trays of one NVLink domain.
+    assert (gb200.tp, gb200.pp, gb200.replicas, gb200.num_gpus, gb200.nodes, gb200.gpus_per_node) == (8, 1, 1, 8, 2, 4)
+    assert (b200.tp, b200.pp, b200.num_gpus, b200.nodes, b200.gpus_per_node) == (8, 1, 8, 1, 8)
+    assert gb200.command == "vllm serve meta-llama--Meta-Llama-3.1-405B -tp 8 --max-model-len 8192"
+    assert gb200.num_gpu_blocks == 70_220 and gb200.requests_at_context == 137
+
+
+def test_sweep_keeps_dgx_spark_tp_within_a_linked_pair() -> None:
+    model = load_fixture("meta-llama--Meta-Llama-3.1-70B")
+    settings = ServeSettings(max_model_len=32768, concurrency=16)
+    failures: dict[str, list[str]] = {}
+    layouts = _layouts(model, get_gpu("gb10"), settings, 16, node_shape("gb10"), failures)
+    assert {row.tp for row in layouts} == {1, 2}  # 140 GiB of weights: never one box, never TP 4
+    assert all(row.nodes == row.num_gpus for row in layouts)  # one GPU per box
+    best = sweep_gpus(model, [get_gpu("gb10")], settings).rows[0]
+    assert (best.tp, best.pp, best.replicas, best.num_gpus, best.nodes) == (2, 1, 2, 4, 4)
+    assert best.command == "vllm serve meta-llama--Meta-Llama-3.1-70B -tp 2 -dp 2 --max-model-len 32768"
+    assert best.requests_at_context == 8 and best.kv_cache_tokens == 286_912
