@@ -72,9 +72,9 @@ _ARCH_BY_CAPABILITY: Mapping[tuple[int, int], str] = {
     (9, 0): "hopper",
 }
 _ARCH_BY_MAJOR: Mapping[int, str] = {
-    10: "blackwell",  # SM100/SM103 data-center Blackwell (B200, B300)
+    10: "blackwell",  # SM100/SM103 data-center Blackwell (B200, B300, GB200, GB300)
     11: "blackwell",  # SM110 (Thor)
-    12: "blackwell-rtx",  # SM120 GeForce / RTX PRO: no tcgen05, different attention kernels
+    12: "blackwell-rtx",  # SM120 GeForce / RTX PRO and SM121 GB10 (DGX Spark): no tcgen05, other attention kernels
 }
 # ROCm gfx targets -> AMD CDNA generation (ROCm GPU architecture specs).
 _ARCH_BY_GFX: Mapping[str, str] = {
