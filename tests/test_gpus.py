@@ -66,6 +66,8 @@ def test_every_packaged_figure_is_present_positive_and_sourced(catalog: dict[str
                    "compute_capability", *(f"flops.{d}" for d in spec.flops)]
         if spec.interconnect_bytes_per_s is not None:
             figures.append("interconnect_bytes_per_s")
+        if spec.integrated:
+            figures.append("integrated")
         for key in figures:
             assert len(spec.sources.get(key, "").strip()) > 10, f"{spec.id}: no source for {key}"
         assert set(spec.sources) == set(figures), f"{spec.id}: sources for figures it does not state"

@@ -50,7 +50,7 @@ def test_kv_cache_memory_bytes_replaces_the_profile_exactly() -> None:
 def test_startup_refusal_uses_vllms_message() -> None:
     b = memory_budget(cuda_total_bytes=85_029_158_912, gpu_memory_utilization=1.0, weights=term("weights", 0),
                       activation=term("activation", 0), non_torch=term("non_torch", 0),
-                      cuda_graphs=term("cuda_graphs", 0), startup_baseline=STARTUP_BASELINE_BYTES_SINGLE_GPU)
+                      cuda_graphs=term("cuda_graphs", 0), startup_baseline=(STARTUP_BASELINE_BYTES_SINGLE_GPU,) * 3)
     assert not b.startup_ok
     assert b.startup_error() == (
         "Free memory on device cuda:0 (78.58/79.19 GiB) on startup is less than desired GPU memory utilization "
@@ -106,7 +106,28 @@ def test_cuda_graphs_cost_nothing_with_enforce_eager_or_before_v021() -> None:
 
 @pytest.mark.parametrize(("tp", "pp", "expected"), [(1, 1, 0.61), (2, 1, 1.54), (1, 4, 1.54)])
 def test_startup_baseline(tp: int, pp: int, expected: float) -> None:
-    assert startup_baseline_bytes(tp=tp, pp=pp) == round(expected * GIB)
+    assert startup_baseline_bytes(tp=tp, pp=pp) == (round(expected * GIB),) * 3
+
+
+def test_dgx_spark_is_refused_at_0_92_as_its_logged_host_use_makes_vllm_refuse() -> None:
+    """GB10 shares memory with the host: vLLM compares util × 121.63 GiB with MemAvailable. A public log:
+    "Free memory on device cuda:0 (110.73/121.63 GiB) on startup is less than desired GPU memory utilization
+    (0.92, 111.9 GiB)" (code-index id 57784008357), fixed with 0.89."""
+    from kvplan.hardware.gpus import get_gpu
+    from kvplan.vllm.fit import STARTS_IF_OPTIMISTIC, plan_fit
+    from kvplan.vllm.settings import ServeSettings
+
+    model = load_fixture("Qwen--Qwen2.5-7B")
+    r = plan_fit(model, get_gpu("dgx-spark"), ServeSettings(max_model_len=8192), advise=False)
+    assert r.startup == "refuses: free memory"
+    assert r.error is not None and r.error.startswith(
+        "Free memory on device cuda:0 (110.73/121.63 GiB) on startup is less than desired GPU memory utilization "
+        "(0.92, 111.9 GiB)")
+    ok = plan_fit(model, get_gpu("dgx-spark"), ServeSettings(max_model_len=8192, gpu_memory_utilization=0.89),
+                  advise=False)
+    # 0.89 × 121.63 = 108.25 GiB: under the clean hosts' 110.73–111.18 GiB free, above a busy host's 101.28.
+    assert ok.startup == "ok" and ok.startup_range == STARTS_IF_OPTIMISTIC
+    assert startup_baseline_bytes(tp=1, pp=1, integrated=True)[2] == round((121.63 - 101.28) * GIB)
 
 
 def test_weights_estimate_is_the_loaded_bytes_and_names_what_loading_adds() -> None:

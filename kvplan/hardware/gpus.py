@@ -106,7 +106,7 @@ _ALLOWED_KEYS = frozenset(
     {
         "id", "name", "vendor", "aliases", "device_names", "memory_gb", "cuda_total_bytes",
         "nvml_total_bytes", "memory_bandwidth_bytes_per_s", "flops", "compute_capability",
-        "interconnect_bytes_per_s", "sources",
+        "interconnect_bytes_per_s", "sources", "integrated",
     }
 )
 # Keys every packaged entry must have (compute_capability may be null, but must be stated).
@@ -149,6 +149,9 @@ class GpuSpec:
     sources: Mapping[str, str] = field(hash=False)
     device_names: tuple[str, ...] = ()
     custom: bool = False
+    # Memory shared with the CPU (CUDA's device property is_integrated, e.g. GB10): vLLM then measures free
+    # memory as the host's MemAvailable (utils/mem_utils.py:MemorySnapshot.measure).
+    integrated: bool = False
 
     @property
     def capability(self) -> tuple[int, int] | None:
@@ -368,6 +371,8 @@ def _figure_keys(spec: GpuSpec) -> list[str]:
         keys.append("compute_capability")
     if spec.interconnect_bytes_per_s is not None:
         keys.append("interconnect_bytes_per_s")
+    if spec.integrated:
+        keys.append("integrated")
     return keys
 
 
@@ -435,6 +440,10 @@ def _figure_fields(raw: dict[Any, Any], *, where: str, gpu_id: str) -> dict[str,
         out["memory_gb"] = num("memory_gb")
     if "compute_capability" in raw:
         out["compute_capability"] = _capability(raw["compute_capability"], where=where, gpu_id=gpu_id)
+    if "integrated" in raw:
+        if not isinstance(raw["integrated"], bool):
+            raise _fail(where, gpu_id, f"integrated must be true or false, got {raw['integrated']!r}")
+        out["integrated"] = raw["integrated"]
     return out
 
 

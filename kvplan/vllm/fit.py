@@ -74,7 +74,7 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         non_torch=non_torch,
         cuda_graphs=graphs,
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
-        startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp),
+        startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp, integrated=getattr(gpu, "integrated", False)),
     )
 
 
@@ -91,9 +91,11 @@ def range_fields(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSetting
     estimate) does, "does not start" when not even the optimistic end does."""
     low, high = budget.available_kv_range
     ends = []
-    for available, pick in ((low, "high_bytes"), (high, "low_bytes")):
+    free = budget.startup_free_range or (budget.startup_free_bytes,) * 2
+    for available, pick, free_end in ((low, "high_bytes", free[0]), (high, "low_bytes", free[1])):
         w = budget.weights
-        end = replace(budget, available_kv_bytes=available, weights=replace(w, bytes=getattr(w, pick)))
+        end = replace(budget, available_kv_bytes=available, weights=replace(w, bytes=getattr(w, pick)),
+                      startup_free_bytes=free_end)
         plan, _ = block_stage(specs, end, r, s, spec_decode)
         ends.append((plan, startup_verdict(end, plan)[0] == "ok"))
     (p_low, ok_low), (p_high, ok_high) = ends

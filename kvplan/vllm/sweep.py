@@ -74,6 +74,8 @@ def _command(model: ModelSpec, settings: ServeSettings, tp: int, pp: int, replic
         parts.append(f"--max-model-len {settings.max_model_len if settings.max_model_len else context}")
     if settings.kv_cache_dtype != "auto":
         parts.append(f"--kv-cache-dtype {settings.kv_cache_dtype}")
+    if settings.gpu_memory_utilization is not None:  # the plan assumed it: the line must carry it
+        parts.append(f"--gpu-memory-utilization {settings.gpu_memory_utilization:g}")
     return " ".join(parts)
 
 

@@ -35,6 +35,13 @@ TermSource = Literal["estimate", "user", "not subtracted", "none"]
 # 78.57/79.18 GiB" on one GPU, "77.64/79.18 GiB" at TP=2.
 STARTUP_BASELINE_BYTES_SINGLE_GPU = round(0.61 * GiB)
 STARTUP_BASELINE_BYTES_MULTI_GPU = round(1.54 * GiB)
+# An integrated GPU (GB10) shares its memory with the host: vLLM's "free" is the OS's MemAvailable
+# (utils/mem_utils.py:MemorySnapshot.measure), so the host's own use counts. Public GB10 logs of
+# "Free memory on device (F/121.63 GiB) on startup": 111.18 on a clean host (code-index id 66380900772),
+# 110.73 ("the operating system held about 11 GiB", id 57784008357, refused at 0.92), 101.28 on a host running
+# k3s and other containers ("roughly 20 GiB", id 70104645611). (best, optimistic, pessimistic) in use:
+INTEGRATED_STARTUP_BASELINE_BYTES = (round((121.63 - 110.73) * GiB), round((121.63 - 111.18) * GiB),
+                                     round((121.63 - 101.28) * GiB))
 
 
 @dataclass(frozen=True)
@@ -78,6 +85,7 @@ class MemoryBudget:
     available_kv_bytes: int  # negative when the other terms exceed the request
     kv_cache_memory_bytes: int | None  # --kv-cache-memory-bytes, when it replaced the profile
     startup_free_bytes: int  # estimated free memory at vLLM's first snapshot
+    startup_free_range: tuple[int, int] | None = None  # (pessimistic, optimistic) when the host's use counts
 
     @property
     def terms(self) -> tuple[MemoryTerm, MemoryTerm, MemoryTerm, MemoryTerm]:
@@ -115,9 +123,13 @@ def user_term(name: str, value: int, flag: str) -> MemoryTerm:
     return MemoryTerm(name, value, "user", f"given with {flag}")
 
 
-def startup_baseline_bytes(*, tp: int, pp: int) -> int:
-    """Memory in use before vLLM's first snapshot (CUDA context, cuBLAS, NCCL)."""
-    return STARTUP_BASELINE_BYTES_MULTI_GPU if tp * pp > 1 else STARTUP_BASELINE_BYTES_SINGLE_GPU
+def startup_baseline_bytes(*, tp: int, pp: int, integrated: bool = False) -> tuple[int, int, int]:
+    """Memory in use before vLLM's first snapshot (CUDA context, cuBLAS, NCCL; on an integrated GPU the
+    host's own use): (best, optimistic, pessimistic)."""
+    if integrated:
+        return INTEGRATED_STARTUP_BASELINE_BYTES
+    best = STARTUP_BASELINE_BYTES_MULTI_GPU if tp * pp > 1 else STARTUP_BASELINE_BYTES_SINGLE_GPU
+    return best, best, best
 
 
 def memory_budget(
@@ -129,7 +141,7 @@ def memory_budget(
     non_torch: MemoryTerm,
     cuda_graphs: MemoryTerm,
     kv_cache_memory_bytes: int | None = None,
-    startup_baseline: int = STARTUP_BASELINE_BYTES_SINGLE_GPU,
+    startup_baseline: tuple[int, int, int] = (STARTUP_BASELINE_BYTES_SINGLE_GPU,) * 3,
 ) -> MemoryBudget:
     """Combine the terms as vLLM does (v1/worker/gpu_worker.py:determine_available_memory).
 
@@ -151,5 +163,7 @@ def memory_budget(
         cuda_graphs=cuda_graphs,
         available_kv_bytes=available,
         kv_cache_memory_bytes=kv_cache_memory_bytes,
-        startup_free_bytes=cuda_total_bytes - startup_baseline,
+        startup_free_bytes=cuda_total_bytes - startup_baseline[0],
+        startup_free_range=None if len(set(startup_baseline)) == 1 else (
+            cuda_total_bytes - startup_baseline[2], cuda_total_bytes - startup_baseline[1]),
     )
