@@ -126,3 +126,31 @@ def test_sweep_keeps_dgx_spark_tp_within_a_linked_pair() -> None:
     assert best.command == ("vllm serve meta-llama--Meta-Llama-3.1-70B -tp 2 -pp 2 --max-model-len 32768 "
                             "--gpu-memory-utilization 0.85")
     assert best.requests_at_context >= 8 and best.kv_cache_tokens == best.num_gpu_blocks * 16
+
+
+# --------------------------------------------------------------------------- sparse MLA on SM12x
+
+
+@pytest.mark.parametrize("gpu_id", ["rtx-pro-6000", "rtx-5090", "gb10"])
+def test_deepseek_sparse_attention_runs_on_sm12x_with_flashinfers_sm120_backend(gpu_id: str) -> None:
+    """vLLM 0.33 platforms/cuda.py gives SM12x MLA [TRITON_MLA, FLASHINFER_MLA_SPARSE_SM120]; the sparse one
+    takes DeepSeek-V3.2 (bf16, index_topk 2048), 64-token blocks, and serves the latent as fp8_ds_mla: 61 layers
+    × (656 B latent + 132 B indexer key) per token."""
+    from kvplan.model.hub import load_local
+
+    model = load_local("tests/fixtures/corpus/configs/deepseek-ai--DeepSeek-V3.2")
+    r = plan_fit(model, get_gpu(gpu_id), ServeSettings(tp=8, max_model_len=8192, kv_cache_memory_bytes=20 * 2**30),
+                 advise=False)
+    assert (r.attention_backend, r.block_size, r.kv_cache_dtype) == ("FLASHINFER_MLA_SPARSE_SM120", 64, "fp8_ds_mla")
+    assert r.bytes_per_block == 61 * (656 + 132) * 64
+    assert r.num_gpu_blocks == 20 * 2**30 // r.bytes_per_block
+
+
+def test_sm120_sparse_mla_refuses_a_float16_model_as_vllm_does() -> None:
+    from kvplan.errors import NotServed
+    from kvplan.model.hub import load_local
+
+    model = load_local("tests/fixtures/corpus/configs/deepseek-ai--DeepSeek-V3.2")
+    with pytest.raises(NotServed, match="FLASHINFER_MLA_SPARSE_SM120: dtype not supported"):
+        plan_fit(model, get_gpu("rtx-pro-6000"), ServeSettings(tp=8, dtype="float16", max_model_len=8192,
+                                                               kv_cache_memory_bytes=2**34), advise=False)

@@ -279,6 +279,13 @@ _FLASH_ATTN_MLA_SPARSE = AttentionBackend("FLASH_ATTN_MLA_SPARSE", 64, 64)
 _FLASHMLA_SPARSE = AttentionBackend("FLASHMLA_SPARSE", 64, 64)
 _FLASHINFER_MLA_SPARSE_SM90 = AttentionBackend("FLASHINFER_MLA_SPARSE_SM90", 64, 64)
 _FLASHINFER_MLA_SPARSE = AttentionBackend("FLASHINFER_MLA_SPARSE", 64, 64)  # SM10x with a checkpoint's fp8 cache
+# SM12x (RTX 50, RTX PRO 6000, GB10): platforms/cuda.py lists TRITON_MLA then FLASHINFER_MLA_SPARSE_SM120 for MLA;
+# the sparse one takes a bf16 model with index_topk 2048 and auto/fp8/fp8_e4m3/fp8_ds_mla, kernel blocks a
+# multiple of 64 (flashinfer_mla_sparse.py:FlashInferMLASparseSM120Backend), and serves the latent as fp8_ds_mla
+# (mla_attention.py:_canonicalize_sparse_mla_kv_cache_dtype).
+FLASHINFER_MLA_SPARSE_SM120 = AttentionBackend("FLASHINFER_MLA_SPARSE_SM120", 64, 64)
+SM120_SPARSE_KV_DTYPES = frozenset({"auto", "fp8", "fp8_e4m3", "fp8_ds_mla"})
+SM120_SPARSE_INDEX_TOPK = 2048
 # Multimodal prefix LMs (platforms/cuda.py:_get_backend_priorities, use_mm_prefix): SM10x puts
 # TRITON_FLASHINFER first (64-token blocks, as vLLM 0.33's planner sets them), SM90 TRITON_FLASH_ATTN, and
 # older GPUs fall through to TRITON_ATTN (the other backends do not support mm-prefix attention).
@@ -304,14 +311,14 @@ def mm_prefix_backend(arch: str | None) -> AttentionBackend:
 # GPUs below compute capability 8.9: no native fp8 (the catalog's `arch` names).
 PRE_SM89_ARCHS = frozenset({"ampere", "turing", "volta"})
 NO_SPARSE_MLA_BACKEND = ("No valid attention backend found for cuda with use_sparse=True: FlashMLA Sparse is only "
-                         "supported on Hopper and Blackwell DC devices")
+                         "supported on Hopper and Blackwell DC devices (and FlashInfer's SM120 sparse MLA on SM12x)")
 
 
 def sparse_mla_backend(arch: str | None, *, kv_cache_dtype: str, checkpoint_kv: bool) -> AttentionBackend | None:
     """The DSA backend vLLM 0.33 picks (checked against its CUDA planner, tests/fixtures/oracle-cuda): Hopper
     FLASH_ATTN_MLA_SPARSE for a bf16 cache, FLASHMLA_SPARSE for `--kv-cache-dtype fp8`, and
     FLASHINFER_MLA_SPARSE_SM90 for a checkpoint's fp8 scheme; Blackwell FLASHMLA_SPARSE, FLASHINFER_MLA_SPARSE for a
-    checkpoint's (or GLM-5's SM10x default) fp8 scheme; None before SM90."""
+    checkpoint's (or GLM-5's SM10x default) fp8 scheme; SM12x FLASHINFER_MLA_SPARSE_SM120; None otherwise."""
     family = (arch or "").lower()
     fp8 = kv_cache_dtype in FP8_KV_DTYPES or kv_cache_dtype == "fp8_ds_mla"
     if family == "hopper":
@@ -322,6 +329,8 @@ def sparse_mla_backend(arch: str | None, *, kv_cache_dtype: str, checkpoint_kv: 
         return _FLASH_ATTN_MLA_SPARSE
     if family == "blackwell":
         return _FLASHINFER_MLA_SPARSE if fp8 and checkpoint_kv else _FLASHMLA_SPARSE
+    if family == "blackwell-rtx" and (kv_cache_dtype in SM120_SPARSE_KV_DTYPES or checkpoint_kv):
+        return FLASHINFER_MLA_SPARSE_SM120
     return None
 
 

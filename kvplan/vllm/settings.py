@@ -303,6 +303,18 @@ def _kv_dtype_refusal(model: ModelSpec, gpu: GpuLike, kv_dtype: str) -> None:
                             f"{gpu.name}: {why}", hint="use --kv-cache-dtype fp8")
 
 
+def _sm120_sparse_refusal(model: ModelSpec) -> None:
+    """FlashInferMLASparseSM120Backend.supports_combination's refusals (flashinfer_mla_sparse.py)."""
+    topk = model.raw.get("index_topk")
+    if model.dtype != "bfloat16":
+        raise NotServed("No valid attention backend found for cuda with use_sparse=True: FLASHINFER_MLA_SPARSE_SM120: "
+                        "dtype not supported", hint="it serves bfloat16 models only: --dtype bfloat16")
+    if topk is None or int(topk) != vd.SM120_SPARSE_INDEX_TOPK:
+        got = "requires a model with index_topk config" if topk is None else f"requires index_topk=2048; got {topk}"
+        raise NotServed(f"No valid attention backend found for cuda with use_sparse=True: FLASHINFER_MLA_SPARSE_SM120 "
+                        f"{got}")
+
+
 def _backend(model: ModelSpec, gpu: GpuLike, s: ServeSettings, kv_dtype: str) -> AttentionBackend:
     """The attention backend (and so the block size) vLLM selects; DSA models have their own sparse ones, an
     NVFP4 cache has FlashInfer only."""
@@ -311,6 +323,8 @@ def _backend(model: ModelSpec, gpu: GpuLike, s: ServeSettings, kv_dtype: str) ->
         sparse = vd.sparse_mla_backend(gpu.arch, kv_cache_dtype=kv_dtype, checkpoint_kv=s.kv_cache_dtype == "auto")
         if sparse is None:
             raise NotServed(vd.NO_SPARSE_MLA_BACKEND, hint=f"{gpu.name} is {gpu.arch or 'an unknown architecture'}")
+        if sparse == vd.FLASHINFER_MLA_SPARSE_SM120:
+            _sm120_sparse_refusal(model)
         return sparse
     if kv_dtype in NVFP4_KV_DTYPES:
         return vd.FLASHINFER_BACKEND
@@ -346,6 +360,10 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     kv_flag = _model_kv_cache_dtype(model, gpu, s.kv_cache_dtype)
     kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
     backend = _backend(model, gpu, s, kv_dtype)
+    if backend == vd.FLASHINFER_MLA_SPARSE_SM120 and kv_flag != "fp8_ds_mla":
+        # mla_attention.py:_canonicalize_sparse_mla_kv_cache_dtype: the SM120 kernel reads fp8_ds_mla only
+        kv_flag = "fp8_ds_mla"
+        kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
     block_size, bs_source = _block_size(s, backend)
     # vLLM disables prefix caching for attention-free models (Mamba, Falcon-Mamba): one state per request.
     mode = vd.mamba_cache_mode(s.enable_prefix_caching and not attention_free(model))
