@@ -154,3 +154,15 @@ def test_sm120_sparse_mla_refuses_a_float16_model_as_vllm_does() -> None:
     with pytest.raises(NotServed, match="FLASHINFER_MLA_SPARSE_SM120: dtype not supported"):
         plan_fit(model, get_gpu("rtx-pro-6000"), ServeSettings(tp=8, dtype="float16", max_model_len=8192,
                                                                kv_cache_memory_bytes=2**34), advise=False)
+
+
+def test_gdn_checkpoints_align_to_flashinfers_64_tokens_on_sm90_sm10x_and_sm12x() -> None:
+    """_resolve_gdn_prefill_backend (vLLM 0.33): FlashInfer's GDN prefill on SM90, and on SM10x/SM12x when
+    linear_key_head_dim is 128 (CUDA 13 assumed); Triton (no alignment) elsewhere."""
+    from kvplan.vllm import defaults as vd
+
+    assert [vd.gdn_checkpoint_alignment(a) for a in ("hopper", "blackwell", "blackwell-rtx", "ada", "ampere")] == [
+        64, 64, 64, 1, 1]
+    assert vd.gdn_checkpoint_alignment("blackwell", head_k_dim=64) == 1
+    assert vd.gdn_checkpoint_alignment("hopper", head_k_dim=64) == 64
+    assert vd.prefill_checkpoint_blocks("gdn", "blackwell-rtx") == 1

@@ -311,7 +311,7 @@ def mm_prefix_backend(arch: str | None) -> AttentionBackend:
 # GPUs below compute capability 8.9: no native fp8 (the catalog's `arch` names).
 PRE_SM89_ARCHS = frozenset({"ampere", "turing", "volta"})
 NO_SPARSE_MLA_BACKEND = ("No valid attention backend found for cuda with use_sparse=True: FlashMLA Sparse is only "
-                         "supported on Hopper and Blackwell DC devices (and FlashInfer's SM120 sparse MLA on SM12x)")
+                         "supported on Hopper and Blackwell DC devices")
 
 
 def sparse_mla_backend(arch: str | None, *, kv_cache_dtype: str, checkpoint_kv: bool) -> AttentionBackend | None:
@@ -369,7 +369,10 @@ def attention_backend(arch: str | None, *, mla: bool, kv_cache_dtype: str) -> At
     return _TRITON_MLA if mla else _FLASH_ATTN
 
 
-def prefill_checkpoint_blocks(variant: str, arch: str | None) -> int:
+GDN_FLASHINFER_HEAD_K_DIM = 128  # the only linear_key_head_dim its SM10x/SM12x kernels take
+
+
+def prefill_checkpoint_blocks(variant: str, arch: str | None, head_k_dim: int = GDN_FLASHINFER_HEAD_K_DIM) -> int:
     """Extra Mamba blocks per request for prefill-state checkpoints in `align` mode
     (MambaSpec.num_prefill_checkpoint_blocks). Mamba2 kernels write chunk states: 1 (the vLLM 0.32
     oracle's granite-4.0-h and Nemotron-H specs). GDN: 1 with the FlashInfer prefill kernel (reference
@@ -378,14 +381,20 @@ def prefill_checkpoint_blocks(variant: str, arch: str | None) -> int:
     if variant == "mamba2":
         return 1
     if variant == "gdn":
-        return 1 if gdn_checkpoint_alignment(arch) > 1 else 0
+        return 1 if gdn_checkpoint_alignment(arch, head_k_dim) > 1 else 0
     return 0
 
 
-def gdn_checkpoint_alignment(arch: str | None) -> int:
-    """Token alignment of GDN state checkpoints in `align` mode: 64 with the FlashInfer GDN prefill
-    kernel (SM90/SM100), 1 with the Triton kernel used elsewhere (v1/attention/backends/gdn_attn.py)."""
-    return GDN_FLASHINFER_CHECKPOINT_ALIGNMENT if (arch or "").lower() in ("hopper", "blackwell") else 1
+def gdn_checkpoint_alignment(arch: str | None, head_k_dim: int = GDN_FLASHINFER_HEAD_K_DIM) -> int:
+    """Token alignment of GDN state checkpoints in `align` mode: 64 with the FlashInfer GDN prefill kernel,
+    1 with the Triton kernel (v1/attention/backends/gdn_attn.py). vLLM 0.33 picks FlashInfer
+    (model_executor/layers/mamba/gdn/qwen_gdn_linear_attn.py:_resolve_gdn_prefill_backend) on SM90 always,
+    on SM10x and SM12x when head_k_dim is 128 and the CUDA runtime is 13 or newer — assumed here, as the
+    CUDA oracle's faked platform reports it (cuda_runtime_major 13)."""
+    family = (arch or "").lower()
+    flashinfer = family == "hopper" or (family in ("blackwell", "blackwell-rtx")
+                                        and head_k_dim == GDN_FLASHINFER_HEAD_K_DIM)
+    return GDN_FLASHINFER_CHECKPOINT_ALIGNMENT if flashinfer else 1
 
 
 def mamba_cache_mode(enable_prefix_caching: bool) -> MambaCacheMode:

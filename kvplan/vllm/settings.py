@@ -218,9 +218,11 @@ def _mamba_alignment(model: ModelSpec, arch: str | None, mode: MambaCacheMode) -
     """(checkpoint alignment, prefill-checkpoint blocks) of the recurrent layers in align mode."""
     if mode != "align":
         return 1, 0
-    variants = {layer.state.variant for layer in model.layers if layer.state is not None}
-    alignment = vd.gdn_checkpoint_alignment(arch) if "gdn" in variants else 1
-    blocks = max((vd.prefill_checkpoint_blocks(v, arch) for v in variants), default=0)
+    states = [layer.state for layer in model.layers if layer.state is not None]
+    variants = {state.variant for state in states}
+    head_k = max((state.head_k_dim for state in states if state.variant == "gdn"), default=0)
+    alignment = vd.gdn_checkpoint_alignment(arch, head_k) if "gdn" in variants else 1
+    blocks = max((vd.prefill_checkpoint_blocks(v, arch, head_k) for v in variants), default=0)
     return alignment, blocks
 
 
