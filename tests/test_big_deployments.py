@@ -183,6 +183,23 @@ def test_eagle_needs_the_drafts_checkpoint() -> None:
     assert "method 'eagle3' needs the draft's checkpoint" in result.output
 
 
+def test_a_draft_without_num_speculative_tokens_or_n_predict_is_refused_as_vllm_does() -> None:
+    # config/speculative.py: "A speculative model was provided, but `num_speculative_tokens` was not provided"
+    result = runner.invoke(app, ["fit", str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"), "--gpu", "h100",
+                                 "--speculative-config", json.dumps({"method": "eagle3", "model": str(EAGLE3_DRAFT)})])
+    assert result.exit_code == 2
+    assert "`num_speculative_tokens` was not provided" in result.output
+
+
+def test_mtp_without_num_speculative_tokens_takes_the_checkpoints_mtp_layer_count() -> None:
+    from kvplan.model.hub import load_local
+    from kvplan.vllm.speculative import resolve_speculative
+
+    model = load_local(str(CONFIGS / "deepseek-ai--DeepSeek-V3"))  # num_nextn_predict_layers: 1
+    spec = resolve_speculative(model, {"method": "mtp"})
+    assert spec is not None and (spec.num_speculative_tokens, spec.draft_layers) == (1, 1)
+
+
 def test_hf_overrides_update_nested_configs_and_replace_dicts_whole() -> None:
     """config/model.py:_apply_dict_overrides: a nested PretrainedConfig is updated key by key; a dict-valued
     parameter (rope_scaling, quantization_config) is replaced whole."""

@@ -109,11 +109,15 @@ def speculators_layer_config(config: Mapping[str, Any]) -> Mapping[str, Any]:
     return flat
 
 
-def _tokens(config: Mapping[str, Any], method: str, draft: ModelSpec | None) -> int:
-    """num_speculative_tokens. A draft model without it takes the draft config's `n_predict`, else vLLM
-    refuses (config/speculative.py:SpeculativeConfig.__post_init__); the other methods default to 1."""
+def _tokens(config: Mapping[str, Any], method: str, draft: ModelSpec | None, mtp_layers: int) -> int:
+    """num_speculative_tokens. Without it vLLM takes the draft config's `n_predict` (an MTP draft's is the
+    checkpoint's MTP layer count) and refuses a draft that has none (config/speculative.py:
+    SpeculativeConfig.__post_init__, "A speculative model was provided, but `num_speculative_tokens` was not
+    provided")."""
     tokens = config.get("num_speculative_tokens")
-    if tokens is None and method == DRAFT_MODEL:
+    if tokens is None and method == "mtp":
+        tokens = mtp_layers or None
+    elif tokens is None and method in DRAFT_METHODS:
         tokens = draft.raw.get("n_predict") if draft is not None else None
         if tokens is None:
             raise InvalidParameter("--speculative-config: A speculative model was provided, but "
@@ -193,7 +197,7 @@ def resolve_speculative(model: ModelSpec, config: Mapping[str, Any] | None, draf
         raise InvalidParameter("--speculative-config: 'tensor_parallel_size' is not a valid argument in the "
                                "speculative_config. Please pass 'draft_tensor_parallel_size' instead.")
     method = speculative_method(config)
-    tokens = _tokens(config, method, draft)
+    tokens = _tokens(config, method, draft, _mtp_layers(model))
     if method == "mtp":
         layers = _mtp_layers(model)
         if not layers:
