@@ -83,6 +83,15 @@ def test_the_draft_counts_once_per_block_whatever_the_number_of_speculative_toke
     assert r["max_concurrency"] == 56976 / 8192 and [g["num_layers"] for g in r["groups"]] == [92]
 
 
+def test_preemption_counts_the_drafts_lookahead_slots() -> None:
+    """The scheduler allocates num_lookahead_tokens (= 3) slots past each request (config/vllm.py:
+    num_lookahead_tokens): a 8,192-token request holds 513 blocks of 16, so 5,119 usable blocks run 9 at once."""
+    r = _fit(str(QWEN3_8B), "--speculative-config", _spec(num_speculative_tokens=3), "--concurrency", "10")
+    p = r["preemption"]
+    assert (p["blocks_per_request"], p["max_requests_at_context"]) == (513, 5119 // 513)
+    assert "(+3 draft slots each)" in p["explanation"]
+
+
 def test_a_model_with_no_method_and_no_eagle_in_its_name_is_a_draft_model() -> None:
     spec = json.dumps({"model": str(DRAFT), "num_speculative_tokens": 5})
     r = _fit(str(QWEN3_8B), "--speculative-config", spec)

@@ -298,6 +298,8 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
         max_num_seqs=r.batch.max_num_seqs,
         context=min(s.context, max_len) if s.context is not None else None,
         concurrency=s.concurrency,
+        # config/vllm.py:num_lookahead_tokens: EAGLE, MTP and draft models reserve one slot per draft token
+        lookahead=spec_decode.num_speculative_tokens if spec_decode is not None else 0,
     )
     report = build_report(model, gpu, s, r, budget, plan, startup=startup, error=error, preemption=preempt,
                           block_size_source=bs_source,

@@ -59,24 +59,31 @@ class PreemptionVerdict:
 
 
 def preemption_verdict(
-    plan: KVCachePlan, *, max_num_seqs: int, context: int | None = None, concurrency: int | None = None
+    plan: KVCachePlan, *, max_num_seqs: int, context: int | None = None, concurrency: int | None = None,
+    lookahead: int = 0,
 ) -> PreemptionVerdict:
     """Preemption risk of `concurrency` (default max_num_seqs) requests of `context` (default
-    max_model_len) tokens, and where it begins along each axis."""
+    max_model_len) tokens, and where it begins along each axis. `lookahead`: the KV slots a speculative
+    draft reserves past each request's tokens (config/vllm.py:num_lookahead_tokens, passed to
+    kv_cache_manager.allocate_slots by the scheduler)."""
     ctx = context if context is not None else plan.max_model_len
     running = min(concurrency if concurrency is not None else max_num_seqs, max_num_seqs)
     usable = plan.usable_blocks
-    per_req = plan.request_blocks(ctx)
+
+    def blocks(tokens: int) -> int:
+        return plan.request_blocks(tokens + lookahead)
+
+    per_req = blocks(ctx)
     needed = running * per_req
     max_req = usable // per_req if per_req else max_num_seqs
     from_conc = max_req + 1 if max_req + 1 <= max_num_seqs else None
     # Shortest context at which `running` requests overflow (monotone in the context).
     from_ctx: int | None = None
-    if running * plan.request_blocks(plan.max_model_len) > usable:
+    if running * blocks(plan.max_model_len) > usable:
         lo, hi = 1, plan.max_model_len
         while lo < hi:
             mid = (lo + hi) // 2
-            if running * plan.request_blocks(mid) > usable:
+            if running * blocks(mid) > usable:
                 hi = mid
             else:
                 lo = mid + 1
@@ -86,7 +93,8 @@ def preemption_verdict(
         text = "vLLM would not start with these settings, so there is nothing to preempt."
     elif possible:
         text = (
-            f"{running:,} requests of {ctx:,} tokens need {needed:,} blocks but only {usable:,} are usable: "
+            f"{running:,} requests of {ctx:,} tokens{f' (+{lookahead} draft slots each)' if lookahead else ''} need "
+            f"{needed:,} blocks but only {usable:,} are usable: "
             f"preemption is possible from the {_ordinal(from_conc or running)} such request running at once."
         )
     else:
