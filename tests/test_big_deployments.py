@@ -4,6 +4,7 @@ tests/test_cuda_golden.py)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
@@ -211,3 +212,25 @@ def test_hf_overrides_update_nested_configs_and_replace_dicts_whole() -> None:
                                       "quantization_config": {"quant_method": "fp8"}})
     assert out == {"text_config": {"a": 9, "b": 2}, "rope_scaling": {"factor": 4.0},
                    "quantization_config": {"quant_method": "fp8"}}
+
+
+def test_no_async_scheduling_leaves_one_batch_in_flight_as_vllm_plans_it(tmp_path: Path) -> None:
+    """config/vllm.py:max_concurrent_batches: with async scheduling off, 1 (PP 1); vLLM 0.33's planner
+    (tests/fixtures/oracle-cuda/extra/openai--gpt-oss-20b__h100-mml8192-noasync.json) keeps the blocks."""
+    golden = json.loads((GOLDENS / "extra" / "openai--gpt-oss-20b__h100-mml8192-noasync.json").read_text())
+    assert golden["config"]["max_in_flight_tokens"] == 8192
+    kv = golden["plan"]["kv_cache_config"]
+    model = str(CONFIGS / "openai--gpt-oss-20b")
+    flags = ["--gpu", "h100", "--max-model-len", "8192", "--kv-cache-memory-bytes", "21474836480", "--json"]
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"deployments:\n  - name: a\n    model: {model}\n    gpu: h100\n"
+                    "    vllm_cmd: vllm serve x --no-async-scheduling --max-model-len 8192 "
+                    "--kv-cache-memory-bytes 21474836480\n    require:\n      starts: true\n", encoding="utf-8")
+    for args in (["fit", model, "--no-async-scheduling", *flags],
+                 ["fit", "--vllm-cmd", f"vllm serve {model} --no-async-scheduling", *flags]):
+        r = json.loads(runner.invoke(app, args).stdout)
+        assert (r["num_gpu_blocks"], r["kv_cache_tokens"], r["in_flight_tokens"]) == (
+            kv["num_blocks"], kv["kv_cache_size_tokens"], 8192)
+    from kvplan.ci.plan import load_plan
+
+    assert load_plan(plan).deployments[0].settings.async_scheduling is False

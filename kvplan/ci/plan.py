@@ -454,6 +454,7 @@ VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
     "kv_offloading_backend": ("kv_offloading_backend", _choice(*OFFLOADING_BACKENDS)),
     "quantization": ("quantization", lambda v, w: str(v).strip().lower()),
     "enable_lora": ("enable_lora", _as_bool),
+    "async_scheduling": ("async_scheduling", _as_bool),
     "max_loras": ("max_loras", _as_int),
     "max_lora_rank": ("max_lora_rank", _as_int),
 }
@@ -462,7 +463,7 @@ VLLM_ALIASES: Mapping[str, str] = {"tp": "tensor_parallel_size", "pp": "pipeline
                                    "dp": "data_parallel_size", "dcp": "decode_context_parallel_size",
                                    "kv_cache_memory": "kv_cache_memory_bytes", "cc": "compilation_config"}
 VLLM_NEGATED: Mapping[str, str] = {"no_enable_prefix_caching": "enable_prefix_caching",
-                                   "no_enforce_eager": "enforce_eager"}
+                                   "no_enforce_eager": "enforce_eager", "no_async_scheduling": "async_scheduling"}
 # Options that do not change KV capacity or speed as kvplan models them: accepted and ignored, so a
 # real `vllm serve` line or --config file can be used as it is. Checked against vLLM 0.33's EngineArgs and API
 # server arguments: the API server (host … middleware, api_server_count), logging and metrics (…log…,
@@ -489,9 +490,6 @@ VLLM_UNMODELLED: Mapping[str, str] = {
     # V0's CPU swap space: vLLM 0.33's EngineArgs has no swap_space (its CLI rejects --swap-space); the V1
     # engine preempts by recomputation, so it held no GPU memory on 0.8–0.10 either.
     "swap_space": "vLLM 0.33 has no --swap-space (V1 preempts by recomputing; no GPU memory)",
-    # config/vllm.py: async scheduling keeps 2 batches in flight (max_in_flight_tokens = 2 × max_num_batched_tokens
-    # on 0.33), which sizes the blocks a sliding-window request holds; kvplan assumes vLLM's default (on).
-    "async_scheduling": "planned with vLLM's default (async scheduling on: 2 batches in flight)",
     # A KV connector (NixlConnector, LMCache, MultiConnector, …) may pin GPU buffers of its own and turns the
     # hybrid KV cache manager off when it does not support it (config/vllm.py); --kv-offloading-size is modelled.
     "kv_transfer_config": "KV connectors' buffers and their effect on the hybrid KV cache manager are not modelled "

@@ -181,6 +181,11 @@ def command(
     quantization: Annotated[str | None, _vllm("The checkpoint's quantization method, or fp8 to quantize a "
                                               "16-bit checkpoint at load.", "--quantization", "-q")] = None,
     enable_lora: Annotated[bool | None, _vllm("Reserve LoRA adapter slots on every GPU.", "--enable-lora")] = None,
+    async_scheduling: Annotated[
+        bool | None,
+        _vllm("Async scheduling: two batches in flight (default: on where vLLM supports it).",
+              "--async-scheduling/--no-async-scheduling"),
+    ] = None,
     max_loras: Annotated[int | None, _vllm("LoRA adapters served at once (default 1).", "--max-loras")] = None,
     max_lora_rank: Annotated[int | None, _vllm("Largest LoRA rank (default 16).", "--max-lora-rank")] = None,
     trust_remote_code: Annotated[
@@ -225,6 +230,7 @@ def command(
         "kv_offloading_backend": kv_offloading_backend,
         "quantization": quantization,
         "enable_lora": enable_lora,
+        "async_scheduling": async_scheduling,
         "max_loras": max_loras,
         "max_lora_rank": max_lora_rank,
     }
@@ -457,6 +463,7 @@ def settings_from_flags(
         kv_offloading_backend=str(given.get("kv_offloading_backend") or "native").lower(),
         quantization=str(given["quantization"]).lower() if given.get("quantization") else None,
         enable_lora=bool(given.get("enable_lora") or False),
+        async_scheduling=None if given.get("async_scheduling") is None else bool(given["async_scheduling"]),
         max_loras=count("max_loras", "--max-loras") or 1,
         max_lora_rank=count("max_lora_rank", "--max-lora-rank") or 16,
     )

@@ -56,6 +56,8 @@ BOOL_FLAGS: dict[str, tuple[str, bool]] = {
     "--no-enable-expert-parallel": ("enable_expert_parallel", False),
     "--trust-remote-code": ("trust_remote_code", True),
     "--enable-lora": ("enable_lora", True),
+    "--async-scheduling": ("async_scheduling", True),
+    "--no-async-scheduling": ("async_scheduling", False),
 }
 SHORT_FLAGS = {
     "-tp": "--tensor-parallel-size",

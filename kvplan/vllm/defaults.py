@@ -147,12 +147,14 @@ def max_concurrent_batches(pp: int, version: VllmVersion = LATEST, *, async_sche
     return pp
 
 
-def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, version: VllmVersion = LATEST) -> int:
+def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, version: VllmVersion = LATEST, *,
+                         async_scheduling: bool = True) -> int:
     """`max_concurrent_batches × max_num_batched_tokens` (config/vllm.py:VllmConfig.max_in_flight_tokens).
 
-    Sliding-window and chunked-local layers reserve these tokens on top of the window per request.
+    Sliding-window and chunked-local layers reserve these tokens on top of the window per request;
+    `--no-async-scheduling` leaves one batch in flight per pipeline stage.
     """
-    return max_concurrent_batches(pp, version) * max_num_batched_tokens
+    return max_concurrent_batches(pp, version, async_scheduling=async_scheduling) * max_num_batched_tokens
 
 
 # ---------------------------------------------------------------------------------------------

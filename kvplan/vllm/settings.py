@@ -54,6 +54,7 @@ class ServeSettings:
     enforce_eager: bool = False
     kv_cache_memory_bytes: int | None = None
     enable_prefix_caching: bool = True
+    async_scheduling: bool | None = None  # None: vLLM's choice (on where supported)
     disable_hybrid_kv_cache_manager: bool | None = None
     performance_mode: PerformanceMode = "balanced"
     usage: Usage = "serve"
@@ -389,7 +390,8 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
         version=version, gpu_memory_utilization=util, max_model_len=max_len, auto_fit=s.max_model_len == -1,
         batch=batch, kv_cache_dtype=kv_dtype, kv_cache_dtype_flag=kv_flag, backend=backend, block_size=block_size,
         block_size_source=bs_source,
-        in_flight_tokens=vd.max_in_flight_tokens(batch.max_num_batched_tokens, s.pp, version),
+        in_flight_tokens=vd.max_in_flight_tokens(batch.max_num_batched_tokens, s.pp, version,
+                                                 async_scheduling=s.async_scheduling is not False),
         mamba_cache_mode=mode, mamba_checkpoint_alignment=alignment,
         mamba_prefill_checkpoint_blocks=checkpoint_blocks, disable_hybrid_kv_cache_manager=hma_off,
         sources=sources,

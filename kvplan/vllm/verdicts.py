@@ -58,6 +58,10 @@ class PreemptionVerdict:
     explanation: str
 
 
+def _draft_slots(lookahead: int) -> str:
+    return f" (+{lookahead} draft slot{'s' if lookahead > 1 else ''} each)" if lookahead else ""
+
+
 def preemption_verdict(
     plan: KVCachePlan, *, max_num_seqs: int, context: int | None = None, concurrency: int | None = None,
     lookahead: int = 0,
@@ -93,7 +97,7 @@ def preemption_verdict(
         text = "vLLM would not start with these settings, so there is nothing to preempt."
     elif possible:
         text = (
-            f"{running:,} requests of {ctx:,} tokens{f' (+{lookahead} draft slots each)' if lookahead else ''} need "
+            f"{running:,} requests of {ctx:,} tokens{_draft_slots(lookahead)} need "
             f"{needed:,} blocks but only {usable:,} are usable: "
             f"preemption is possible from the {_ordinal(from_conc or running)} such request running at once."
         )
