@@ -49,7 +49,7 @@ from kvplan.model.hub import load_local  # noqa: E402
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs  # noqa: E402
 from kvplan.units import GiB  # noqa: E402
 from kvplan.vllm.block_plan import plan_kv_cache  # noqa: E402
-from kvplan.vllm.defaults import parse_vllm_version, requested_memory  # noqa: E402
+from kvplan.vllm.defaults import KV_TOKENS_FROM_CONCURRENCY_SINCE, parse_vllm_version, requested_memory  # noqa: E402
 from kvplan.vllm.fit import plan_fit  # noqa: E402
 from kvplan.vllm.memory.weights import MOE_BACKENDS, MoeBackend, default_mxfp4_backend, estimate_weights  # noqa: E402
 from kvplan.vllm.report import FitReport  # noqa: E402
@@ -129,8 +129,8 @@ MOE_BACKEND_FOR_RECORD: dict[str, MoeBackend] = {
 }
 # GPU name in the record → catalog id. "A100 (variant not stated)" is the 80 GB part: the logged weights
 # plus the logged KV exceed what 40 GB × the logged utilization could hold.
-GPU_FOR_NAME = (("a100 40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100"), ("3090", "rtx-3090"),
-                ("l40s", "l40s"), ("t4", "t4"), ("4060", None))
+GPU_FOR_NAME = (("a100 40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100"), ("h200", "h200"),
+                ("3090", "rtx-3090"), ("l40s", "l40s"), ("t4", "t4"), ("gb10", "gb10"), ("4060", None))
 
 
 def split_of(record_id: str) -> str:
@@ -259,7 +259,7 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
         return f"no fixture config for {rec.get('model')!r}"
     model, _ = _model(rec) if _fixture(rec) is not None else (None, "")
     if model is not None:
-        specs = kv_cache_specs(model, tp=rec.get("tp") or 1)
+        specs = kv_cache_specs(model, tp=rec.get("tp") or 1, kv_cache_dtype=rec.get("kv_cache_dtype") or "auto")
     elif rec.get("model") in GEOMETRY_FROM_RECORD:
         specs = [GEOMETRY_FROM_RECORD[rec["model"]]]
     else:
@@ -276,9 +276,11 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
         in_flight *= 2  # async scheduling (0.12+): two batches in flight
     lo_b = int((rec["available_kv_gib"] - ROUNDING_GIB) * GiB)
     hi_b = int((rec["available_kv_gib"] + ROUNDING_GIB) * GiB)
-    lo = plan_kv_cache(specs, lo_b, block, max_len, in_flight)
-    hi = plan_kv_cache(specs, hi_b, block, max_len, in_flight)
-    mid = plan_kv_cache(specs, int(rec["available_kv_gib"] * GiB), block, max_len, in_flight)
+    by_groups = version is not None and parse_vllm_version(version) < KV_TOKENS_FROM_CONCURRENCY_SINCE
+    lo = plan_kv_cache(specs, lo_b, block, max_len, in_flight, tokens_per_group_block=by_groups)
+    hi = plan_kv_cache(specs, hi_b, block, max_len, in_flight, tokens_per_group_block=by_groups)
+    mid = plan_kv_cache(specs, int(rec["available_kv_gib"] * GiB), block, max_len, in_flight,
+                        tokens_per_group_block=by_groups)
     ranks = (rec.get("tp") or 1) * (rec.get("pp") or 1) > 1
     if rec.get("num_gpu_blocks") is not None:
         logged = rec["num_gpu_blocks"]

@@ -300,16 +300,21 @@ def _attention_free_plan(
 def _counted_plan(
     layout: _Layout, workers: Sequence[Sequence[KVCacheSpec]], avail: Sequence[int], max_model_len: int,
     in_flight_tokens: int, mamba_cache_mode: MambaCacheMode, num_blocks_override: int | None = None,
+    tokens_per_group_block: bool = False,
 ) -> KVCachePlan:
     """Steps 3–5: bytes per block per worker, the block count, the fit check and the capacity log line.
-    `--num-gpu-blocks-override` replaces the count (kv_cache_planning.py:may_override_num_blocks)."""
+    `--num-gpu-blocks-override` replaces the count (kv_cache_planning.py:may_override_num_blocks).
+    "GPU KV cache size" is max_concurrency × max_model_len since vLLM 0.21 (kv_cache_utils.py:
+    get_kv_cache_capacity); up to 0.20 `tokens_per_group_block`: num_blocks // groups × the smallest block
+    size (kv_cache_utils.py:_report_kv_cache_config), far fewer for a hybrid model's several groups."""
     bpb_workers = tuple(bytes_per_block(layout.groups, [s.layer for s in w]) for w in workers)
     num_blocks, bound = _num_blocks(avail, bpb_workers)
     if num_blocks_override is not None:
         num_blocks = num_blocks_override
     check = _fit_check(layout, avail, bpb_workers, bound, max_model_len, in_flight_tokens)
     concurrency = num_blocks / layout.blocks_per_request
-    tokens = int(concurrency * max_model_len)
+    tokens = (num_blocks // len(layout.groups) * min(g.block_size for g in layout.groups)
+              if tokens_per_group_block else int(concurrency * max_model_len))
     fits = check.refusal is None
     return KVCachePlan(
         block_size=layout.block_size,
@@ -353,6 +358,7 @@ def plan_kv_cache(
     num_speculative_blocks: int = 0,
     context_parallel: int = 1,
     num_blocks_override: int | None = None,
+    tokens_per_group_block: bool = False,
 ) -> KVCachePlan:
     """Blocks, tokens, concurrency and the fit verdict for KV memory given per worker (PP stage).
 
@@ -360,6 +366,7 @@ def plan_kv_cache(
     is applied here. `available_kv_bytes` is one value for every worker or one per worker.
     Mamba/GDN layers: `mamba_cache_mode` (align with prefix caching), the state-checkpoint token
     alignment and the extra checkpoint blocks of the GDN kernel (vllm_defaults.gdn_*).
+    `tokens_per_group_block`: count "GPU KV cache size" as vLLM ≤ 0.20 printed it (see _counted_plan).
     """
     workers, avail = _worker_budgets(specs_per_worker, available_kv_bytes, block_size, max_model_len)
     layout = _layout(
@@ -374,7 +381,7 @@ def plan_kv_cache(
     if context_parallel > 1:
         layout = _context_parallel_layout(layout, context_parallel, max_model_len, in_flight_tokens)
     return _counted_plan(layout, workers, avail, max_model_len, in_flight_tokens, mamba_cache_mode,
-                         num_blocks_override)
+                         num_blocks_override, tokens_per_group_block)
 
 
 def _context_parallel_layout(layout: _Layout, dcp: int, max_model_len: int, in_flight_tokens: int) -> _Layout:

@@ -147,6 +147,11 @@ def max_concurrent_batches(pp: int, version: VllmVersion = LATEST, *, async_sche
     return pp
 
 
+# v1/core/kv_cache_utils.py: "GPU KV cache size" became max_concurrency × max_model_len in 0.21
+# (get_kv_cache_capacity in 0.24); 0.20.0 still printed num_blocks // len(groups) × min_block_size.
+KV_TOKENS_FROM_CONCURRENCY_SINCE = VllmVersion(0, 21)
+
+
 def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, version: VllmVersion = LATEST, *,
                          async_scheduling: bool = True) -> int:
     """`max_concurrent_batches × max_num_batched_tokens` (config/vllm.py:VllmConfig.max_in_flight_tokens).
