@@ -100,7 +100,10 @@ def measure(commands: list[tuple[str, list[str]]], runs: int) -> dict[str, tuple
     alive = []
     results: dict[str, tuple[float, float] | None] = {}
     for name, cmd in commands:
-        if run_once(cmd)[2] in (0, 1):  # warm-up (page cache, .pyc); 1 = a failed check, still a run
+        # Warm-up (page cache, .pyc); exit 1 is a failed capacity check, still a run, unless it is a crash.
+        warm = subprocess.run(cmd, stdin=subprocess.DEVNULL, capture_output=True, text=True, env=CHILD_ENV,
+                              check=False)
+        if warm.returncode in (0, 1) and "Traceback (most recent call last)" not in warm.stderr:
             alive.append((name, cmd))
         else:
             results[name] = None
