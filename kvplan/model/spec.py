@@ -103,6 +103,7 @@ class TowerSpec:
     source: str  # the vLLM model file and class that builds it
     # Qwen3-VL deepstack: per-level buffers of max_num_batched_tokens × text hidden, built with the tower.
     deepstack_levels: int = 0
+    tokens_per_image: int = 0  # gemma-4: vision_config.default_output_length (an image's soft-token ceiling)
     loaded: bool = True
 
     @property

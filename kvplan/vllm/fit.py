@@ -30,10 +30,18 @@ from kvplan.vllm.memory.cuda_graphs import compilation_settings, estimate_cuda_g
 from kvplan.vllm.memory.lora import lora_bytes_per_gpu
 from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import estimate_weights
+from kvplan.vllm.multimodal import apply_mm_limits
 from kvplan.vllm.offload import deployment_tier, tier_note
 from kvplan.vllm.quantization import apply_quantization
 from kvplan.vllm.report import FitReport, GroupSummary
-from kvplan.vllm.settings import GpuLike, ResolvedSettings, ServeSettings, check_model_served, resolve_settings
+from kvplan.vllm.settings import (
+    GpuLike,
+    ResolvedSettings,
+    ServeSettings,
+    check_model_served,
+    mm_limits,
+    resolve_settings,
+)
 from kvplan.vllm.speculative import DRAFT_MODEL, SpecDecode, draft_specs, own_draft_specs, resolve_speculative
 from kvplan.vllm.verdicts import PreemptionVerdict, preemption_verdict, startup_verdict
 
@@ -115,7 +123,8 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
         return user_term("weights", s.weights_bytes, "--weights-memory")
     try:
         term = estimate_weights(model, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version,
-                                moe_backend=s.moe_backend, total_bytes=s.weights_total_bytes)
+                                moe_backend=s.moe_backend, total_bytes=s.weights_total_bytes,
+                                max_num_batched_tokens=r.batch.max_num_batched_tokens)
         if spec_decode is not None and spec_decode.method == DRAFT_MODEL and spec_decode.draft is not None:
             term = _draft_weights(term, replace(spec_decode.draft, dtype=model.dtype), gpu, s, r)
         if s.enable_lora:  # adapter slots are allocated while the model loads ("Model loading took")
@@ -274,6 +283,7 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
             dtype_notes.append(f"{gpu.name} has no {model.dtype}: vLLM runs the model (and an auto KV cache) in "
                                f"{dtype}")
         model = replace(model, dtype=dtype)
+    model, mm_notes = apply_mm_limits(model, mm_limits(s))
     r = resolve_settings(model, gpu, s)
     spec_decode = resolve_speculative(model, s.speculative_config, s.speculative_draft, tp=s.tp,
                                       max_model_len=r.max_model_len)
@@ -304,7 +314,7 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     )
     report = build_report(model, gpu, s, r, budget, plan, startup=startup, error=error, preemption=preempt,
                           block_size_source=bs_source,
-                          notes=[*dtype_notes, *_budget_notes(s), *plan_notes,
+                          notes=[*dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,
                                  *_load_notes(s, max_len, r.batch.max_num_seqs)])
     report = replace(report, **range_fields(specs, budget, r, s, spec_decode))  # type: ignore[arg-type]
     if s.kv_offloading_size is not None:

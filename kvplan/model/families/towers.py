@@ -34,7 +34,8 @@ def _gemma4_vision(v: Mapping[str, Any], text_hidden: int) -> TowerSpec:
     layer = attn + 3 * h * inter + 4 * h  # gated MLP; four RMSNorms
     patch = 3 * _int(v, "patch_size") ** 2 * h + 2 * _int(v, "position_embedding_size") * h  # input_proj, 2-D table
     return TowerSpec("vision tower + projector", VISION, layers * layer + patch + h * text_hidden, 0,
-                     "gemma4_mm.py:Gemma4ForConditionalGeneration (transformers Gemma4VisionModel)")
+                     "gemma4_mm.py:Gemma4ForConditionalGeneration (transformers Gemma4VisionModel)",
+                     tokens_per_image=_int(v, "default_output_length", 280))
 
 
 def _gemma4_audio(a: Mapping[str, Any], text_hidden: int) -> TowerSpec:
@@ -50,8 +51,9 @@ def _gemma4_audio(a: Mapping[str, Any], text_hidden: int) -> TowerSpec:
     attn = 5 * h * h + hd  # q, k, v, post, relative_k_proj; per_dim_scale
     lconv = 3 * h * h + h * k + 2 * h  # linear_start (h → 2h), linear_end, depthwise conv; two norms
     layer = 2 * ffn + attn + lconv + 3 * h
-    return TowerSpec("audio tower + projector", ("audio",), subsample + layers * layer + h * out + out + out * text_hidden,
-                     0, "gemma4_mm.py:Gemma4ForConditionalGeneration (transformers Gemma4AudioModel)")
+    params = subsample + layers * layer + h * out + out + out * text_hidden  # output_proj (+bias), embed_audio
+    return TowerSpec("audio tower + projector", ("audio",), params, 0,
+                     "gemma4_mm.py:Gemma4ForConditionalGeneration (transformers Gemma4AudioModel)")
 
 
 def _qwen3_vision(v: Mapping[str, Any]) -> TowerSpec:
