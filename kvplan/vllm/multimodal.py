@@ -78,49 +78,71 @@ class MmLimits:
         return bool(self.limits) or self.language_model_only
 
 
+_CLASSES = {"video": "VideoDummyOptions", "image": "ImageDummyOptions", "audio": "AudioDummyOptions"}
+
+
 def _refuse(text: str) -> InvalidParameter:
-    return InvalidParameter(f"{FLAG}: {text}", hint="vLLM's MultiModalConfig validation (config/multimodal.py)")
+    return InvalidParameter(text, hint=f"vLLM's {FLAG} validation (config/multimodal.py:MultiModalConfig)")
 
 
-def _option(modality: str, key: str, value: object) -> int:
-    """A count (≥ 0) or a size option (> 0), as pydantic checks them (BaseDummyOptions, Field ge/gt)."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise _refuse(f"{modality}.{key}: Input should be a valid integer, got {json.dumps(value)}")
+def _pydantic(field: str, message: str, kind: str, value: object) -> InvalidParameter:
+    """pydantic's ValidationError for MultiModalConfig, on one line."""
+    shown = repr(value) if not isinstance(value, str) else f"'{value}'"
+    return _refuse(f"1 validation error for MultiModalConfig: limit_per_prompt.{field}: {message} "
+                   f"[type={kind}, input_value={shown}, input_type={type(value).__name__}]")
+
+
+def _option(key: str, value: object) -> int:
+    """A count (≥ 0) or a size option (> 0), as pydantic checks them in lax mode (BaseDummyOptions.count:
+    Field(ge=0); num_frames / width / height / length: Field(gt=0); a bool is an int)."""
+    if isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if not isinstance(value, int):
+        if isinstance(value, float):
+            raise _pydantic(key, "Input should be a valid integer, got a number with a fractional part",
+                            "int_from_float", value)
+        raise _pydantic(key, "Input should be a valid integer", "int_type", value)
     if key == "count" and value < 0:
-        raise _refuse(f"{modality}.count: Input should be greater than or equal to 0, got {value}")
+        raise _pydantic(key, "Input should be greater than or equal to 0", "greater_than_equal", value)
     if key != "count" and value <= 0:
-        raise _refuse(f"{modality}.{key}: Input should be greater than 0, got {value}")
-    return value
+        raise _pydantic(key, "Input should be greater than 0", "greater_than", value)
+    return int(value)
+
+
+def _entry(name: str, entry: object) -> ModalityLimit:
+    """One modality's value: a count (the legacy form) or its options (MultiModalConfig._validate_limit_per_prompt:
+    `isinstance(v, int)` → {"count": v}, else `XDummyOptions(**v)`)."""
+    if isinstance(entry, int):
+        return ModalityLimit(count=_option("count", entry))
+    if not isinstance(entry, Mapping):
+        cls = _CLASSES.get(name, "BaseDummyOptions")
+        raise _refuse(f"vllm.config.multimodal.{cls}() argument after ** must be a mapping, not "
+                      f"{type(entry).__name__ if entry is not None else 'NoneType'}")
+    allowed = _OPTIONS.get(name, ("count",))
+    fields: dict[str, int] = {}
+    for key, v in entry.items():
+        if key in allowed:
+            fields[str(key)] = _option(str(key), v)
+        elif name in _OPTIONS:  # extra="forbid"; any other modality's options ignore unknown keys
+            raise _pydantic(str(key), "Unexpected keyword argument", "unexpected_keyword_argument", v)
+    return ModalityLimit(**fields)
 
 
 def parse_mm_limits(value: object) -> tuple[tuple[str, ModalityLimit], ...]:
-    """--limit-mm-per-prompt as vLLM reads it (MultiModalConfig._validate_limit_per_prompt): JSON text or a
+    """--limit-mm-per-prompt as vLLM 0.33 reads it: JSON text (engine/arg_utils.py: parse_type(json.loads)) or a
     mapping of modality → a count (the legacy form, {"image": 16}) or options ({"video": {"count": 1,
-    "num_frames": 32}}), both mixed. Raises InvalidParameter with vLLM's reason."""
+    "num_frames": 32}}), both mixed. Raises InvalidParameter with vLLM's own message, on one line (argparse's
+    "Value … cannot be converted" for text that is not JSON, without the function's address)."""
     if isinstance(value, str):
         try:
             value = json.loads(value)
-        except json.JSONDecodeError as exc:
-            raise InvalidParameter(f"{FLAG}: not valid JSON ({exc.msg} at character {exc.pos})",
-                                   hint='e.g. \'{"image": 0, "video": 0}\'') from None
+        except json.JSONDecodeError:
+            raise InvalidParameter(f"Value {value} cannot be converted to <function loads>.",
+                                   hint='give a JSON object, e.g. \'{"image": 0, "video": 0}\'') from None
     if not isinstance(value, Mapping):
-        raise _refuse(f"must be a JSON object of modality → count or options, got {json.dumps(value)}")
-    out: list[tuple[str, ModalityLimit]] = []
-    for modality, entry in value.items():
-        name = str(modality)
-        if not isinstance(entry, Mapping):
-            out.append((name, ModalityLimit(count=_option(name, "count", entry))))
-            continue
-        allowed = _OPTIONS.get(name, ("count",))
-        fields: dict[str, int] = {}
-        for key, v in entry.items():
-            if key not in allowed:
-                if name in _OPTIONS:  # extra="forbid"; other modalities' options ignore unknown keys
-                    raise _refuse(f"{name}.{key}: Unexpected keyword argument (allowed: {', '.join(allowed)})")
-                continue
-            fields[str(key)] = _option(name, str(key), v)
-        out.append((name, ModalityLimit(**fields)))
-    return tuple(out)
+        raise _refuse(f"'{type(value).__name__ if value is not None else 'NoneType'}' object has no attribute "
+                      "'items'")
+    return tuple((str(name), _entry(str(name), entry)) for name, entry in value.items())
 
 
 def text_only(model: ModelSpec, limits: MmLimits) -> bool:

@@ -346,6 +346,8 @@ def _backend(model: ModelSpec, gpu: GpuLike, s: ServeSettings, kv_dtype: str) ->
     backend = (vd.mm_prefix_backend(gpu.arch) if model.mm_prefix_lm and model.mla is None
                else vd.attention_backend(gpu.arch, mla=model.mla is not None, kv_cache_dtype=kv_dtype))
     widest = max((layer.head_size for layer in model.layers), default=0)
+    if backend.name == "FLASH_ATTN" and widest > vd.FA2_MAX_HEAD_SIZE and (gpu.arch or "") not in vd.FA4_ARCHS:
+        return vd.mm_prefix_backend(gpu.arch)  # TRITON_ATTN: FlashAttention 2 takes heads ≤ 256 (flash_attn.py)
     if (gpu.arch or "") == "hopper" and kv_dtype in vd.FP8_KV_DTYPES and widest >= vd.FP8_WIDE_HEAD_SIZE:
         return replace(backend, block_size=vd.FP8_WIDE_HEAD_BLOCK_SIZE)
     return backend
