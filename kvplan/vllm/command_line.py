@@ -155,8 +155,9 @@ def parse_vllm_command(text: str) -> VllmCommand:
                 ignored.append(word)
             continue
         flag, eq, inline = word.partition("=")
-        flag = _canonical(flag)
-        if flag.partition(".")[0] in DOTTED_FLAGS and "." in flag:
+        head, dot, keys = flag.partition(".")  # vLLM turns underscores into dashes before the first dot only
+        flag = _canonical(head) + dot + keys
+        if dot and _canonical(head) in DOTTED_FLAGS:
             if not eq and i >= len(words):
                 raise ParseError(f"--vllm-cmd: {flag} needs a value")
             value_text = inline if eq else words[i]
