@@ -247,3 +247,13 @@ def test_plan_files_take_the_limits(tmp_path: Path) -> None:
     dep = load_plan(plan).deployments[0]
     assert dep.settings.limit_mm_per_prompt == (("image", ModalityLimit(0)), ("video", ModalityLimit(0)))
     assert dep.warnings == ()
+
+
+def test_fit_json_lists_each_tower_with_its_bytes_per_gpu() -> None:
+    result = runner.invoke(app, ["fit", str(CORPUS / "google--gemma-4-E4B-it"), "--gpu", "h100", "--max-model-len",
+                                 "8192", "--limit-mm-per-prompt", '{"image": 0, "video": 0}', "--json"])
+    assert result.exit_code == 0, result.output
+    towers = json.loads(result.stdout)["towers"]
+    assert [(t["name"], t["loaded"], t["parameters"], t["bytes_per_gpu"]) for t in towers] == [
+        ("vision tower + projector", False, 169_330_688, 0),
+        ("audio tower + projector", True, 308_756_768, 308_756_768 * 2)]

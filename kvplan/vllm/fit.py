@@ -29,11 +29,11 @@ from kvplan.vllm.memory.budget import MemoryBudget, MemoryTerm, memory_budget, s
 from kvplan.vllm.memory.cuda_graphs import compilation_settings, estimate_cuda_graphs
 from kvplan.vllm.memory.lora import lora_bytes_per_gpu
 from kvplan.vllm.memory.non_torch import estimate_non_torch
-from kvplan.vllm.memory.weights import estimate_weights
+from kvplan.vllm.memory.weights import estimate_weights, tower_adjustments
 from kvplan.vllm.multimodal import apply_mm_limits
 from kvplan.vllm.offload import deployment_tier, tier_note
 from kvplan.vllm.quantization import apply_quantization
-from kvplan.vllm.report import FitReport, GroupSummary
+from kvplan.vllm.report import FitReport, GroupSummary, TowerSummary
 from kvplan.vllm.settings import (
     GpuLike,
     ResolvedSettings,
@@ -212,6 +212,14 @@ def _block_size_source(plan: KVCachePlan, s: ServeSettings, r: ResolvedSettings)
     return plan, r.block_size_source
 
 
+def _towers(model: ModelSpec, s: ServeSettings, r: ResolvedSettings) -> tuple[TowerSummary, ...]:
+    """The towers in the weights (memory/weights.py:tower_adjustments), one line each."""
+    adjustments = {a.name.split(" (")[0]: a.total_bytes
+                   for a in tower_adjustments(model, tp=s.tp, max_num_batched_tokens=r.batch.max_num_batched_tokens)}
+    return tuple(TowerSummary(t.name, t.modalities, t.loaded, t.params, adjustments.get(t.name, 0) if t.loaded else 0)
+                 for t in model.towers)
+
+
 def _budget_notes(s: ServeSettings) -> list[str]:
     if s.kv_cache_memory_bytes is not None:
         return ["--kv-cache-memory-bytes: vLLM skips the memory profile and ignores --gpu-memory-utilization."]
@@ -316,7 +324,8 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
                           block_size_source=bs_source,
                           notes=[*dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,
                                  *_load_notes(s, max_len, r.batch.max_num_seqs)])
-    report = replace(report, **range_fields(specs, budget, r, s, spec_decode))  # type: ignore[arg-type]
+    report = replace(report, **range_fields(specs, budget, r, s, spec_decode),  # type: ignore[arg-type]
+                     towers=_towers(model, s, r))
     if s.kv_offloading_size is not None:
         tier = deployment_tier(model, s, bytes_per_block=report.bytes_per_block, block_size=report.block_size)
         report = replace(report, kv_offload=tier, notes=(*report.notes, tier_note(tier, s.data_parallel_size)))
