@@ -257,3 +257,22 @@ def test_fit_json_lists_each_tower_with_its_bytes_per_gpu() -> None:
     assert [(t["name"], t["loaded"], t["parameters"], t["bytes_per_gpu"]) for t in towers] == [
         ("vision tower + projector", False, 169_330_688, 0),
         ("audio tower + projector", True, 308_756_768, 308_756_768 * 2)]
+
+
+@pytest.mark.parametrize(("limits", "items", "detail"), [
+    (None, 3, "encoder profile: 3 video item(s) × 2,240 embeddings held +0.04 GiB (estimate, +0.04 … +0.07 GiB)"),
+    ('{"image": 1, "video": 0}', 29, "encoder profile: 29 image item(s) × 280 embeddings held +0.04 GiB"),
+    ('{"image": 0, "video": 0}', 0, "no encoder profile (every multimodal limit is 0)"),
+])
+def test_gemma4_encoder_profile_holds_its_dummy_outputs_through_the_profiling_run(
+        limits: str | None, items: int, detail: str) -> None:
+    """8,192 tokens of budget: 8,192 // 2,496 = 3 videos of 32 frames × 70 embeddings, or 8,192 // 280 = 29 images,
+    each embedding 2,816 × 2 bytes (estimate: the encoder's own forward peak is not modelled)."""
+    s = ServeSettings(max_model_len=8192, limit_mm_per_prompt=parse_mm_limits(limits) if limits else ())
+    r = plan_fit(_model(GEMMA), get_gpu("h100-sxm"), s, advise=False)
+    activation = next(t for t in r.memory_terms if t.name == "activation")
+    bare = plan_fit(_model(GEMMA), get_gpu("h100-sxm"), ServeSettings(max_model_len=8192, language_model_only=True),
+                    advise=False)
+    embeds = {3: 3 * 2240, 29: 29 * 280, 0: 0}[items]
+    assert activation.bytes - next(t for t in bare.memory_terms if t.name == "activation").bytes == embeds * 2816 * 2
+    assert detail in activation.assumption

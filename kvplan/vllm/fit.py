@@ -30,7 +30,7 @@ from kvplan.vllm.memory.cuda_graphs import compilation_settings, estimate_cuda_g
 from kvplan.vllm.memory.lora import lora_bytes_per_gpu
 from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import estimate_weights, tower_adjustments
-from kvplan.vllm.multimodal import apply_mm_limits
+from kvplan.vllm.multimodal import apply_mm_limits, gemma4_encoder_profile, text_only
 from kvplan.vllm.offload import deployment_tier, tier_note
 from kvplan.vllm.quantization import apply_quantization
 from kvplan.vllm.report import FitReport, GroupSummary, TowerSummary
@@ -63,8 +63,9 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
                        default=0)
     activation = (user_term("activation", s.activation_bytes, "--activation-memory")
                   if s.activation_bytes is not None
-                  else estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
-                                           max_num_seqs=batch.max_num_seqs, version=r.version))
+                  else _with_encoder_profile(
+                      estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
+                                          max_num_seqs=batch.max_num_seqs, version=r.version), model, s, r))
     non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None
                  else estimate_non_torch(tp=s.tp, pp=s.pp, version=r.version))
     graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
@@ -84,6 +85,27 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp, integrated=getattr(gpu, "integrated", False)),
     )
+
+
+def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings) -> MemoryTerm:
+    """The activation peak with the multimodal encoder's profile (first PP stage; vllm/multimodal.py): gemma-4's
+    dummy encoder outputs are held through the profiling run (an estimate: the encoder's own forward peak is
+    not modelled, so the range reaches twice them); all limits 0 profile no encoder."""
+    if not model.mm_modalities:
+        return term
+    if text_only(model, mm_limits(s)):
+        return replace(term, assumption=f"{term.assumption}; no encoder profile (every multimodal limit is 0)")
+    if s.pp > 1:  # model_runner.py:profile_run profiles the encoder on the first stage; this budget is the last's
+        return term
+    enc = gemma4_encoder_profile(model, mm_limits(s), max_num_batched_tokens=r.batch.max_num_batched_tokens,
+                                 max_num_seqs=r.batch.max_num_seqs, max_model_len=r.max_model_len)
+    if enc is None:
+        return replace(term, assumption=f"{term.assumption}; the multimodal encoder's profile is not modelled")
+    extra = enc.retained_bytes
+    what = (f"; encoder profile: {enc.items} {enc.modality} item(s) × {enc.embeds_per_item:,} embeddings held "
+            f"+{extra / GiB:.2f} GiB (estimate, +{extra / GiB:.2f} … +{2 * extra / GiB:.2f} GiB)")
+    return replace(term, bytes=term.bytes + extra, assumption=term.assumption + what,
+                   low=term.low_bytes + extra, high=term.high_bytes + 2 * extra)
 
 
 STARTS = "starts"

@@ -190,3 +190,37 @@ def encoder_budget_refusal(model: ModelSpec, limits: MmLimits, max_num_batched_t
         return None
     return (f"Chunked MM input disabled but max_tokens_per_mm_item ({max(active)}) is larger than "
             f"max_num_batched_tokens ({max_num_batched_tokens}). Please increase max_num_batched_tokens.")
+
+
+@dataclass(frozen=True)
+class EncoderProfile:
+    """What vLLM's encoder profile keeps allocated through the profiling run (gemma-4, whose item sizes are known)."""
+
+    modality: str
+    items: int
+    embeds_per_item: int
+    retained_bytes: int  # the dummy encoder outputs, held in the encoder cache until the run ends
+
+
+def gemma4_encoder_profile(model: ModelSpec, limits: MmLimits, *, max_num_batched_tokens: int, max_num_seqs: int,
+                           max_model_len: int) -> EncoderProfile | None:
+    """v1/worker/gpu/mm/encoder_runner.py:profile_encoder_cache: the allowed modality with the most tokens per
+    item (MultiModalBudget.get_modality_with_max_tokens), max(1, min(budget // tokens, max_num_seqs × items per
+    prompt)) items of it (MultiModalBudget._get_max_items; chunked prefill on), encoded and kept in the encoder
+    cache while the language model's dummy run and the sampler run. The budget is
+    compute_mm_encoder_budget's: max(max_num_batched_tokens, the largest item). None: not gemma-4, or nothing
+    allowed."""
+    if model.config_model_type != "gemma4" or not any(t.loaded for t in model.towers):
+        return None
+    tokens = gemma4_item_tokens(model, limits)
+    active = {m: tokens[m] for m in model.mm_modalities if limits.count(m) > 0 and m in tokens}
+    if not active:
+        return None
+    modality, per_item = max(active.items(), key=lambda x: (x[1], x[0]))
+    budget = max(max_num_batched_tokens, max(active.values()))
+    per_prompt = max(1, min(limits.count(modality), max_model_len // per_item))
+    items = max(1, min(budget // per_item, max_num_seqs * per_prompt))
+    # embeddings per item: a video's frames × 70 soft tokens (its timestamps and boi/eoi are text), else the item
+    embeds = per_item // GEMMA4_VIDEO_FRAME_TOKENS * 70 if modality == "video" else per_item
+    elem = 4 if model.dtype == "float32" else 2
+    return EncoderProfile(modality, items, embeds, items * embeds * model.hidden_size * elem)
