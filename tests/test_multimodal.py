@@ -56,6 +56,7 @@ def _built(case: str) -> dict[str, int]:
     (QWEN, 576_388_336, None),
     ("Qwen--Qwen3-VL-2B-Instruct", 406_957_056, None),
     ("Qwen--Qwen3-VL-30B-A3B-Instruct", 538_631_408, None),
+    ("Qwen--Qwen2.5-VL-3B-Instruct", 668_684_288, None),
 ])
 def test_tower_parameters_equal_the_modules_vllm_builds(name: str, vision: int, audio: int | None) -> None:
     towers = {t.name: t.params for t in _model(name).towers}
@@ -72,6 +73,13 @@ def test_qwen3_vl_8b_counts_the_hubs_published_total() -> None:
     m = _model(QWEN)
     assert count_parameters(m).total + sum(t.params for t in m.towers) == 8_767_123_696
     assert count_parameters(m).total == _built(f"{QWEN}__h100-mml8192")["language_model"] == 8_190_735_360
+
+
+def test_qwen2_5_vl_3b_counts_its_published_total() -> None:
+    # MTEB's model meta for Qwen/Qwen2.5-VL-3B-Instruct: n_parameters=3754622976, n_embedding_parameters=311164928
+    m = _model("Qwen--Qwen2.5-VL-3B-Instruct")
+    assert count_parameters(m).total + m.towers[0].params == 3_754_622_976
+    assert count_parameters(m).total == _built("Qwen--Qwen2.5-VL-3B-Instruct__h100-mml8192")["language_model"]
 
 
 def test_qwen3_vl_tower_splits_its_parallel_linears_over_tp() -> None:

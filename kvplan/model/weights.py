@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from kvplan.model.spec import LayerSpec, ModelSpec, RecurrentState
 
 # Families whose attention projections carry biases (q, k, v [, o]).
-_QKV_BIAS = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "chatglm"})
+_QKV_BIAS = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "chatglm"})
 _ALL_ATTN_BIAS = frozenset({"gpt2", "opt", "gpt_oss"})
 _MLP_BIAS = frozenset({"gpt2", "opt"})
 _LAYERNORM_WITH_BIAS = frozenset({"gpt2", "opt", "falcon", "RefinedWeb", "RefinedWebModel", "cohere"})

@@ -2,9 +2,9 @@
 audio tower and projector, counted as vLLM 0.33's model classes build them (vLLM skips a tower whose
 modalities are all limited to 0: model_executor/models/interfaces.py:SupportsMultiModal._mark_tower_model).
 
-Pinned against vLLM's own modules built on the meta device (tests/fixtures/oracle-cuda/multimodal/) and
-published parameter totals in tests/test_multimodal.py. Families not listed here: no tower counted (the
-weights estimate says so).
+Gemma-4 (vision, audio), Qwen3-VL and Qwen2.5-VL are counted, pinned against vLLM's own modules built
+on the meta device (tests/fixtures/oracle-cuda/multimodal/) and published parameter totals in
+tests/test_multimodal.py. Families not listed here: no tower counted (the weights estimate says so).
 """
 from __future__ import annotations
 
@@ -77,6 +77,21 @@ def _qwen3_vision(v: Mapping[str, Any]) -> TowerSpec:
                      "qwen3_vl.py:Qwen3_VisionTransformer", deepstack_levels=deepstack)
 
 
+def _qwen25_vision(v: Mapping[str, Any]) -> TowerSpec:
+    """qwen2_5_vl.py:Qwen2_5_VisionTransformer: a bias-free Conv3d patch embedding, blocks of RMSNorm + QKV/proj
+    (biased) + a gated biased MLP (gate_up, down), and the patch merger (RMSNorm ln_q, two biased linears).
+    Column-parallel weights and biases and row-parallel weights split over TP; the rest is replicated."""
+    h, inter, depth = _int(v, "hidden_size"), _int(v, "intermediate_size"), _int(v, "depth")
+    p, t, ch = _int(v, "patch_size"), _int(v, "temporal_patch_size", 2), _int(v, "in_chans", 3)
+    out, m = _int(v, "out_hidden_size"), _int(v, "spatial_merge_size", 2)
+    merged = h * m * m
+    block_sharded = h * 3 * h + 3 * h + h * h + h * 2 * inter + 2 * inter + inter * h  # qkv, proj, gate_up, down
+    block_replicated = 2 * h + h + h  # two RMSNorms, proj and down biases
+    replicated = ch * t * p * p * h + depth * block_replicated + h + out  # patch, blocks, ln_q, fc2 bias
+    sharded = depth * block_sharded + merged * merged + merged + merged * out
+    return TowerSpec("vision tower + projector", VISION, replicated, sharded, "qwen2_5_vl.py:Qwen2_5_VisionTransformer")
+
+
 def multimodal_parts(top: Mapping[str, Any], text_hidden: int) -> tuple[tuple[str, ...], tuple[TowerSpec, ...]]:
     """(modalities vLLM's processor supports, towers kvplan counts) for the top-level config `top`."""
     model_type = str(top.get("model_type") or "")
@@ -91,9 +106,11 @@ def multimodal_parts(top: Mapping[str, Any], text_hidden: int) -> tuple[tuple[st
             return ("image", "video"), tuple(towers)
         if model_type in ("qwen3_vl", "qwen3_vl_moe") and isinstance(vision, Mapping):
             return VISION, (_qwen3_vision(vision),)  # qwen2_vl.py:Qwen2VLProcessingInfo.get_supported_mm_limits
+        if model_type == "qwen2_5_vl" and isinstance(vision, Mapping):
+            return VISION, (_qwen25_vision(vision),)
     except (KeyError, TypeError, ValueError):
         return (), ()
-    if model_type in ("qwen2_vl", "qwen2_5_vl", "glm4v", "glm4v_moe"):
+    if model_type in ("qwen2_vl", "glm4v", "glm4v_moe"):  # glm4_1v.py:Glm4vProcessingInfo: image, video
         return VISION, ()
     if model_type == "gemma3":
         return ("image",), ()  # gemma3_mm.py:Gemma3ProcessingInfo.get_supported_mm_limits
