@@ -57,12 +57,14 @@ def _built(case: str) -> dict[str, int]:
     ("Qwen--Qwen3-VL-2B-Instruct", 406_957_056, None),
     ("Qwen--Qwen3-VL-30B-A3B-Instruct", 538_631_408, None),
     ("Qwen--Qwen2.5-VL-3B-Instruct", 668_684_288, None),
+    ("google--gemma-3-4b-it", 419_816_304, None),  # vision_tower 416,866,032 + multi_modal_projector 2,950,272
 ])
 def test_tower_parameters_equal_the_modules_vllm_builds(name: str, vision: int, audio: int | None) -> None:
-    towers = {t.name: t.params for t in _model(name).towers}
-    built = _built(f"{name}__h100-mml8192")
-    assert towers["vision tower + projector"] == vision == (
-        built.get("vision_tower", 0) + built.get("embed_vision", 0) + built.get("visual", 0))
+    gemma3 = name == "google--gemma-3-4b-it"
+    towers = {t.name: t.params for t in (load_local(str(CONFIGS / name)) if gemma3 else _model(name)).towers}
+    built = _built(f"{name}__b200-mml8192" if gemma3 else f"{name}__h100-mml8192")
+    assert towers["vision tower + projector"] == vision == sum(
+        built.get(k, 0) for k in ("vision_tower", "embed_vision", "visual", "multi_modal_projector"))
     assert towers.get("audio tower + projector") == audio
     if audio is not None:
         assert audio == built["audio_tower"] + built["embed_audio"]
@@ -159,6 +161,8 @@ def test_gemma4_26b_a100_record_weights_with_the_tower() -> None:
     (f"{QWEN}__h100-mml8192", None, {}),
     (f"{QWEN}__h100-mml8192-image0-video0", '{"image": 0, "video": 0}', {}),
     ("google--gemma-4-E4B-it__h100-mml8192-image0-video0-audio0", '{"image": 0, "video": 0, "audio": 0}', {}),
+    ("google--gemma-3-4b-it__b200-mml8192", None, {}),
+    ("google--gemma-3-4b-it__b200-mml8192-image0", '{"image": 0}', {}),
 ])
 def test_kv_plan_under_the_limits_matches_vllms_planner(case: str, limits: str | None,
                                                         settings: dict[str, Any]) -> None:
@@ -166,7 +170,8 @@ def test_kv_plan_under_the_limits_matches_vllms_planner(case: str, limits: str |
     name, rest = case.split("__")
     s = ServeSettings(max_model_len=8192, kv_cache_memory_bytes=20 * GiB, weights_bytes=0,
                       limit_mm_per_prompt=parse_mm_limits(limits) if limits else (), **settings)
-    r = plan_fit(_model(name), get_gpu(GPUS[rest.split("-")[0]]), s, advise=False)
+    model = load_local(str(CONFIGS / name)) if name == "google--gemma-3-4b-it" else _model(name)
+    r = plan_fit(model, get_gpu(GPUS[rest.split("-")[0]]), s, advise=False)
     kv = g["plan"]["kv_cache_config"]
     assert (r.max_num_batched_tokens, r.attention_backend, r.block_size, r.num_gpu_blocks, r.kv_cache_tokens) == (
         g["config"]["max_num_batched_tokens"], *g["plan"]["attn_backends"], g["plan"]["block_size"],

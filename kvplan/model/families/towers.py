@@ -2,7 +2,7 @@
 audio tower and projector, counted as vLLM 0.33's model classes build them (vLLM skips a tower whose
 modalities are all limited to 0: model_executor/models/interfaces.py:SupportsMultiModal._mark_tower_model).
 
-Gemma-4 (vision, audio), Qwen3-VL and Qwen2.5-VL are counted, pinned against vLLM's own modules built
+Gemma-4 (vision, audio), Gemma-3, Qwen3-VL and Qwen2.5-VL are counted, pinned against vLLM's own modules built
 on the meta device (tests/fixtures/oracle-cuda/multimodal/) and published parameter totals in
 tests/test_multimodal.py. Families not listed here: no tower counted (the weights estimate says so).
 """
@@ -92,6 +92,22 @@ def _qwen25_vision(v: Mapping[str, Any]) -> TowerSpec:
     return TowerSpec("vision tower + projector", VISION, replicated, sharded, "qwen2_5_vl.py:Qwen2_5_VisionTransformer")
 
 
+def _gemma3_vision(v: Mapping[str, Any], text_hidden: int) -> TowerSpec:
+    """siglip.py:SiglipVisionModel as gemma3_mm.py:Gemma3ForConditionalGeneration builds it (no pooling head):
+    a biased patch Conv2d, learned positions for (image_size / patch_size)² patches, blocks of LayerNorm +
+    biased q/k/v/out + LayerNorm + biased fc1/fc2, the post LayerNorm; then Gemma3MultiModalProjector (a
+    vision hidden × text hidden nn.Parameter and a GemmaRMSNorm). Column-parallel weights and biases and
+    row-parallel weights split over TP; the rest is replicated."""
+    h, inter, layers = _int(v, "hidden_size"), _int(v, "intermediate_size"), _int(v, "num_hidden_layers")
+    p, ch = _int(v, "patch_size"), _int(v, "num_channels", 3)
+    patches = (_int(v, "image_size") // p) ** 2
+    block_sharded = h * 3 * h + 3 * h + h * h + h * inter + inter + inter * h  # qkv, out_proj, fc1, fc2
+    block_replicated = 4 * h + h + h  # two LayerNorms, out_proj and fc2 biases
+    replicated = ch * p * p * h + h + patches * h + layers * block_replicated + 2 * h + h * text_hidden + h
+    return TowerSpec("vision tower + projector", ("image",), replicated, layers * block_sharded,
+                     "gemma3_mm.py:Gemma3ForConditionalGeneration (siglip.py:SiglipVisionModel)")
+
+
 def multimodal_parts(top: Mapping[str, Any], text_hidden: int) -> tuple[tuple[str, ...], tuple[TowerSpec, ...]]:
     """(modalities vLLM's processor supports, towers kvplan counts) for the top-level config `top`."""
     model_type = str(top.get("model_type") or "")
@@ -112,6 +128,11 @@ def multimodal_parts(top: Mapping[str, Any], text_hidden: int) -> tuple[tuple[st
         return (), ()
     if model_type in ("qwen2_vl", "glm4v", "glm4v_moe"):  # glm4_1v.py:Glm4vProcessingInfo: image, video
         return VISION, ()
+    if model_type == "gemma3" and isinstance(vision, Mapping) and not vision.get("vision_use_head"):
+        try:  # gemma3_mm.py:Gemma3ProcessingInfo.get_supported_mm_limits: image only
+            return ("image",), (_gemma3_vision(vision, text_hidden),)
+        except (KeyError, TypeError, ValueError):
+            return ("image",), ()
     if model_type == "gemma3":
-        return ("image",), ()  # gemma3_mm.py:Gemma3ProcessingInfo.get_supported_mm_limits
+        return ("image",), ()
     return (), ()
