@@ -289,3 +289,12 @@ def test_gemma4_encoder_profile_holds_its_dummy_outputs_through_the_profiling_ru
     embeds = {3: 3 * 2240, 29: 29 * 280, 0: 0}[items]
     assert activation.bytes - next(t for t in bare.memory_terms if t.name == "activation").bytes == embeds * 2816 * 2
     assert detail in activation.assumption
+
+
+def test_mistral_small_3_2_pixtral_tower_as_vllm_builds_it() -> None:
+    """vision_tower 403,305,472 + multi_modal_projector 35,652,608; with it the llm-d H100 record's logged
+    'Model loading took 44.76 GiB' is met (tests/fixtures/startup-logs, llmd-h100-mistral-small-32-24b)."""
+    m = _model("mistralai--Mistral-Small-3.2-24B-Instruct-2506")
+    built = _built("mistralai--Mistral-Small-3.2-24B-Instruct-2506__h100-mml8192")
+    assert m.towers[0].params == built["vision_tower"] + built["multi_modal_projector"] == 438_958_080
+    assert round(estimate_weights(m, tp=1, pp=1, arch="hopper").bytes / GiB, 2) == 44.76

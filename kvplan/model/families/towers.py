@@ -2,9 +2,9 @@
 audio tower and projector, counted as vLLM 0.33's model classes build them (vLLM skips a tower whose
 modalities are all limited to 0: model_executor/models/interfaces.py:SupportsMultiModal._mark_tower_model).
 
-Gemma-4 (vision, audio), Gemma-3, Qwen3-VL and Qwen2.5-VL are counted, pinned against vLLM's own modules built
-on the meta device (tests/fixtures/oracle-cuda/multimodal/) and published parameter totals in
-tests/test_multimodal.py. Families not listed here: no tower counted (the weights estimate says so).
+Gemma-4 (vision, audio), Gemma-3, Mistral-3 (Pixtral), Qwen3-VL and Qwen2.5-VL are counted, pinned against
+vLLM's own modules built on the meta device (tests/fixtures/oracle-cuda/multimodal/) and published parameter
+totals in tests/test_multimodal.py. Families not listed here: no tower counted (the weights estimate says so).
 """
 from __future__ import annotations
 
@@ -108,6 +108,24 @@ def _gemma3_vision(v: Mapping[str, Any], text_hidden: int) -> TowerSpec:
                      "gemma3_mm.py:Gemma3ForConditionalGeneration (siglip.py:SiglipVisionModel)")
 
 
+def _pixtral_vision(v: Mapping[str, Any], top: Mapping[str, Any], text_hidden: int) -> TowerSpec:
+    """mistral3.py:Mistral3ForConditionalGeneration: pixtral.py:PixtralHFVisionModel (a bias-free patch Conv2d,
+    RMSNorm ln_pre, blocks of RMSNorm + bias-free QKV/o + RMSNorm + gated bias-free MLP) and
+    Mistral3MultiModalProjector (RMSNorm, the patch merger's nn.Linear of merge² × hidden → hidden, linear_1
+    hidden → text hidden, linear_2 text hidden → text hidden, biased when multimodal_projector_bias).
+    Parallel linears split over TP; the rest is replicated."""
+    h, inter, layers = _int(v, "hidden_size"), _int(v, "intermediate_size"), _int(v, "num_hidden_layers")
+    heads = _int(v, "num_attention_heads")
+    hd = _int(v, "head_dim", h // heads)
+    p, ch, m = _int(v, "patch_size"), _int(v, "num_channels", 3), _int(top, "spatial_merge_size", 2)
+    bias = bool(top.get("multimodal_projector_bias"))
+    block_sharded = h * 3 * heads * hd + heads * hd * h + h * 2 * inter + inter * h  # qkv, o, gate_up, down
+    replicated = ch * p * p * h + h + layers * 2 * h + h + m * m * h * h + (text_hidden if bias else 0)
+    sharded = layers * block_sharded + h * text_hidden + (text_hidden if bias else 0) + text_hidden * text_hidden
+    return TowerSpec("vision tower + projector", ("image",), replicated, sharded,
+                     "mistral3.py:Mistral3ForConditionalGeneration (pixtral.py:PixtralHFVisionModel)")
+
+
 def multimodal_parts(top: Mapping[str, Any], text_hidden: int) -> tuple[tuple[str, ...], tuple[TowerSpec, ...]]:
     """(modalities vLLM's processor supports, towers kvplan counts) for the top-level config `top`."""
     model_type = str(top.get("model_type") or "")
@@ -126,6 +144,11 @@ def multimodal_parts(top: Mapping[str, Any], text_hidden: int) -> tuple[tuple[st
             return VISION, (_qwen25_vision(vision),)
     except (KeyError, TypeError, ValueError):
         return (), ()
+    if model_type == "mistral3" and isinstance(vision, Mapping) and vision.get("model_type", "pixtral") == "pixtral":
+        try:  # mistral3.py:Mistral3ProcessingInfo.get_supported_mm_limits: image only
+            return ("image",), (_pixtral_vision(vision, top, text_hidden),)
+        except (KeyError, TypeError, ValueError):
+            return ("image",), ()
     if model_type in ("qwen2_vl", "glm4v", "glm4v_moe"):  # glm4_1v.py:Glm4vProcessingInfo: image, video
         return VISION, ()
     if model_type == "gemma3" and isinstance(vision, Mapping) and not vision.get("vision_use_head"):
