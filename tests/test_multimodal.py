@@ -298,3 +298,11 @@ def test_mistral_small_3_2_pixtral_tower_as_vllm_builds_it() -> None:
     built = _built("mistralai--Mistral-Small-3.2-24B-Instruct-2506__h100-mml8192")
     assert m.towers[0].params == built["vision_tower"] + built["multi_modal_projector"] == 438_958_080
     assert round(estimate_weights(m, tp=1, pp=1, arch="hopper").bytes / GiB, 2) == 44.76
+
+
+def test_size_notes_the_towers_the_language_model_count_leaves_out() -> None:
+    result = runner.invoke(app, ["size", str(CORPUS / QWEN), "--json"])
+    assert result.exit_code == 0, result.output
+    notes = json.loads(result.stdout)["notes"]
+    assert "vision tower + projector (image, video): 576,388,336 parameters (1.07 GiB) in the checkpoint besides " \
+           "these weights; vLLM loads it unless --limit-mm-per-prompt sets its modalities to 0" in notes
