@@ -306,3 +306,11 @@ def test_size_notes_the_towers_the_language_model_count_leaves_out() -> None:
     notes = json.loads(result.stdout)["notes"]
     assert "vision tower + projector (image, video): 576,388,336 parameters (1.07 GiB) in the checkpoint besides " \
            "these weights; vLLM loads it unless --limit-mm-per-prompt sets its modalities to 0" in notes
+
+
+def test_limits_on_a_model_kvplan_knows_no_modalities_of_say_so() -> None:
+    model = load_local(str(CONFIGS / "Qwen--Qwen2.5-7B"))
+    applied, notes = apply_mm_limits(model, MmLimits(language_model_only=True))
+    assert applied is model
+    assert notes == ["--limit-mm-per-prompt / --language-model-only: not applied: kvplan does not know "
+                     "Qwen2ForCausalLM's modalities (a text model ignores them)"]

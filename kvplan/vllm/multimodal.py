@@ -154,7 +154,10 @@ def apply_mm_limits(model: ModelSpec, limits: MmLimits) -> tuple[ModelSpec, list
     """The model as vLLM builds it under these limits: towers marked loaded or skipped, and a text-only
     model no longer a multimodal prefix LM. Returns the notes to report."""
     if not model.mm_modalities:
-        return model, []
+        note = (f"--limit-mm-per-prompt / --language-model-only: not applied: kvplan does not know "
+                f"{model.architectures[0] if model.architectures else model.name}'s modalities (a text model "
+                "ignores them)")
+        return model, [note] if limits.given else []
     towers = tuple(replace(t, loaded=any(limits.count(m) > 0 for m in t.modalities)) for t in model.towers)
     notes = [f"{t.name} ({', '.join(t.modalities)}) not loaded: --limit-mm-per-prompt is 0 for "
              f"{'them' if len(t.modalities) > 1 else 'it'}" for t in towers if not t.loaded]
