@@ -161,6 +161,7 @@ def test_gemma4_26b_a100_record_weights_with_the_tower() -> None:
     (f"{QWEN}__h100-mml8192", None, {}),
     (f"{QWEN}__h100-mml8192-image0-video0", '{"image": 0, "video": 0}', {}),
     ("google--gemma-4-E4B-it__h100-mml8192-image0-video0-audio0", '{"image": 0, "video": 0, "audio": 0}', {}),
+    (f"{GEMMA}__b200-mml8192-image0-video0-mm-embeds", '{"image": 0, "video": 0}', {"enable_mm_embeds": True}),
     ("google--gemma-3-4b-it__b200-mml8192", None, {}),
     ("google--gemma-3-4b-it__b200-mml8192-image0", '{"image": 0}', {}),
 ])
@@ -314,3 +315,12 @@ def test_limits_on_a_model_kvplan_knows_no_modalities_of_say_so() -> None:
     assert applied is model
     assert notes == ["--limit-mm-per-prompt / --language-model-only: not applied: kvplan does not know "
                      "Qwen2ForCausalLM's modalities (a text model ignores them)"]
+
+
+def test_precomputed_embeddings_keep_a_model_with_limits_0_multimodal_without_its_tower() -> None:
+    built = _golden(f"{GEMMA}__b200-mml8192-image0-video0-mm-embeds")["mm_oracle"]
+    assert built["config"]["is_mm_prefix_lm"] is True and built["models"][-1]["children"]["vision_tower"] == 0
+    applied, notes = apply_mm_limits(_model(GEMMA), MmLimits(parse_mm_limits('{"image": 0, "video": 0}'),
+                                                            enable_mm_embeds=True))
+    assert applied.mm_prefix_lm and not any(t.loaded for t in applied.towers)
+    assert parse_vllm_command("vllm serve m --enable-mm-embeds").options == {"enable_mm_embeds": True}

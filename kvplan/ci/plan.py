@@ -466,6 +466,7 @@ VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
     "max_lora_rank": ("max_lora_rank", _as_int),
     "limit_mm_per_prompt": ("limit_mm_per_prompt", lambda v, w: _mm_limits(v)),
     "language_model_only": ("language_model_only", _as_bool),
+    "enable_mm_embeds": ("enable_mm_embeds", _as_bool),
 }
 # vLLM's short and negated spellings.
 VLLM_ALIASES: Mapping[str, str] = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size",
@@ -473,7 +474,8 @@ VLLM_ALIASES: Mapping[str, str] = {"tp": "tensor_parallel_size", "pp": "pipeline
                                    "kv_cache_memory": "kv_cache_memory_bytes", "cc": "compilation_config"}
 VLLM_NEGATED: Mapping[str, str] = {"no_enable_prefix_caching": "enable_prefix_caching",
                                    "no_enforce_eager": "enforce_eager", "no_async_scheduling": "async_scheduling",
-                                   "no_language_model_only": "language_model_only"}
+                                   "no_language_model_only": "language_model_only",
+                                   "no_enable_mm_embeds": "enable_mm_embeds"}
 # Options that do not change KV capacity or speed as kvplan models them: accepted and ignored, so a
 # real `vllm serve` line or --config file can be used as it is. Checked against vLLM 0.33's EngineArgs and API
 # server arguments: the API server (host … middleware, api_server_count), logging and metrics (…log…,

@@ -196,6 +196,10 @@ def command(
     language_model_only: Annotated[
         bool | None, _vllm("Every multimodal limit 0: text-only, no vision/audio tower.", "--language-model-only")
     ] = None,
+    enable_mm_embeds: Annotated[
+        bool | None, _vllm("Accept precomputed multimodal embeddings: a modality limited to 0 still takes them, so "
+                           "the model stays multimodal (its tower is not loaded).", "--enable-mm-embeds")
+    ] = None,
     trust_remote_code: Annotated[
         bool | None, _vllm("Accept a repository whose config needs its own code (kvplan still runs none of it).",
                            "--trust-remote-code")
@@ -243,6 +247,7 @@ def command(
         "max_lora_rank": max_lora_rank,
         "limit_mm_per_prompt": limit_mm_per_prompt,
         "language_model_only": language_model_only,
+        "enable_mm_embeds": enable_mm_embeds,
     }
     if vllm_cmd is not None:
         from kvplan.vllm.command_line import parse_vllm_command
@@ -478,6 +483,7 @@ def settings_from_flags(
         max_lora_rank=count("max_lora_rank", "--max-lora-rank") or 16,
         limit_mm_per_prompt=mm_limits_option(given.get("limit_mm_per_prompt")),
         language_model_only=bool(given.get("language_model_only") or False),
+        enable_mm_embeds=bool(given.get("enable_mm_embeds") or False),
     )
 
 

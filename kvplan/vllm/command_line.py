@@ -62,6 +62,8 @@ BOOL_FLAGS: dict[str, tuple[str, bool]] = {
     "--no-async-scheduling": ("async_scheduling", False),
     "--language-model-only": ("language_model_only", True),
     "--no-language-model-only": ("language_model_only", False),
+    "--enable-mm-embeds": ("enable_mm_embeds", True),
+    "--no-enable-mm-embeds": ("enable_mm_embeds", False),
 }
 # vLLM's dotted spelling of a JSON option (utils/argparse_utils.py:FlexibleArgumentParser.parse_args):
 # `--limit-mm-per-prompt.image 0 --limit-mm-per-prompt.video.num_frames=8` is merged into one JSON object.

@@ -99,6 +99,9 @@ def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
         return term
     enc = gemma4_encoder_profile(model, mm_limits(s), max_num_batched_tokens=r.batch.max_num_batched_tokens,
                                  max_num_seqs=r.batch.max_num_seqs, max_model_len=r.max_model_len)
+    if enc is None and not any(mm_limits(s).count(m) > 0 for m in model.mm_modalities):
+        return replace(term, assumption=f"{term.assumption}; no encoder profile (embedding-only: every multimodal "
+                                        "limit is 0)")  # encoder_runner.py:profile_encoder_cache
     if enc is None:
         return replace(term, assumption=f"{term.assumption}; the multimodal encoder's profile is not modelled")
     extra = enc.retained_bytes

@@ -62,6 +62,7 @@ class MmLimits:
 
     limits: tuple[tuple[str, ModalityLimit], ...] = ()
     language_model_only: bool = False
+    enable_mm_embeds: bool = False  # --enable-mm-embeds: precomputed embeddings of a modality limited to 0
 
     def get(self, modality: str) -> ModalityLimit | None:
         return dict(self.limits).get(modality)
@@ -76,6 +77,11 @@ class MmLimits:
     @property
     def given(self) -> bool:
         return bool(self.limits) or self.language_model_only
+
+    def active(self, modalities: tuple[str, ...]) -> tuple[str, ...]:
+        """The modalities the encoder budget covers (multimodal/encoder_budget.py:MultiModalBudget): those whose
+        limit is above 0 (the tower's), plus, with --enable-mm-embeds, those at 0 (embedding-only)."""
+        return tuple(m for m in modalities if self.count(m) > 0 or self.enable_mm_embeds)
 
 
 _CLASSES = {"video": "VideoDummyOptions", "image": "ImageDummyOptions", "audio": "AudioDummyOptions"}
@@ -146,8 +152,10 @@ def parse_mm_limits(value: object) -> tuple[tuple[str, ModalityLimit], ...]:
 
 
 def text_only(model: ModelSpec, limits: MmLimits) -> bool:
-    """Every modality the model supports limited to 0: vLLM runs it as a language model."""
-    return bool(model.mm_modalities) and all(limits.count(m) == 0 for m in model.mm_modalities)
+    """Every modality the model supports limited to 0, and no --enable-mm-embeds: vLLM runs it as a language
+    model (config/model.py:ModelConfig._supports_multimodal_inputs)."""
+    return (bool(model.mm_modalities) and not limits.enable_mm_embeds
+            and all(limits.count(m) == 0 for m in model.mm_modalities))
 
 
 def apply_mm_limits(model: ModelSpec, limits: MmLimits) -> tuple[ModelSpec, list[str]]:
@@ -188,7 +196,7 @@ def encoder_budget_refusal(model: ModelSpec, limits: MmLimits, max_num_batched_t
     if not model.mm_prefix_lm or model.config_model_type != "gemma4":
         return None
     tokens = gemma4_item_tokens(model, limits)
-    active = [tokens[m] for m in model.mm_modalities if limits.count(m) > 0 and m in tokens]
+    active = [tokens[m] for m in limits.active(model.mm_modalities) if m in tokens]
     if not active or max(active) <= max_num_batched_tokens:
         return None
     return (f"Chunked MM input disabled but max_tokens_per_mm_item ({max(active)}) is larger than "

@@ -82,6 +82,7 @@ class ServeSettings:
     # --limit-mm-per-prompt (parsed: multimodal.parse_mm_limits) and --language-model-only (multimodal.py).
     limit_mm_per_prompt: tuple[tuple[str, ModalityLimit], ...] = ()
     language_model_only: bool = False
+    enable_mm_embeds: bool = False  # --enable-mm-embeds
     # Measured values that replace kvplan's estimates (bytes per GPU).
     weights_bytes: int | None = None
     activation_bytes: int | None = None
@@ -250,7 +251,7 @@ def check_model_served(model: ModelSpec, version: VllmVersion, *, allow_custom_c
 
 def mm_limits(s: ServeSettings) -> MmLimits:
     """The multimodal limits the settings give (vLLM's defaults when none)."""
-    return MmLimits(s.limit_mm_per_prompt, s.language_model_only)
+    return MmLimits(s.limit_mm_per_prompt, s.language_model_only, s.enable_mm_embeds)
 
 
 def _mm_prefix_batch_floor(model: ModelSpec, batch: BatchSettings, limits: MmLimits, *,
