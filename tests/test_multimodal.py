@@ -324,3 +324,14 @@ def test_precomputed_embeddings_keep_a_model_with_limits_0_multimodal_without_it
                                                             enable_mm_embeds=True))
     assert applied.mm_prefix_lm and not any(t.loaded for t in applied.towers)
     assert parse_vllm_command("vllm serve m --enable-mm-embeds").options == {"enable_mm_embeds": True}
+
+
+def test_fit_of_gemma4_on_a100_skips_advice_vllm_would_refuse() -> None:
+    """Advice re-plans candidates; an fp8 KV cache on A100's Triton backend (the prefix-LM's) is refused by
+    vLLM, so it is not advice, and fit still answers."""
+    result = runner.invoke(app, ["fit", str(CONFIGS / "google--gemma-4-26B-A4B"), "--gpu", "a100-80gb-sxm",
+                                 "--max-model-len", "8192", "--enforce-eager", "--gpu-memory-utilization", "0.9",
+                                 "--json"])
+    assert result.exit_code == 0, result.output
+    r = json.loads(result.stdout)
+    assert r["attention_backend"] == "TRITON_ATTN" and not any("fp8" in a["change"] for a in r["advice"])
