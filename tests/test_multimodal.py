@@ -84,6 +84,14 @@ def test_qwen2_5_vl_3b_counts_its_published_total() -> None:
     assert count_parameters(m).total == _built("Qwen--Qwen2.5-VL-3B-Instruct__h100-mml8192")["language_model"]
 
 
+def test_gemma4_tower_is_replicated_on_every_tp_rank() -> None:
+    built = _built(f"{GEMMA}__h100-mml8192-tp2")
+    t = _model(GEMMA).towers[0]
+    assert (t.replicated_params, t.sharded_params) == (built["vision_tower"] + built["embed_vision"], 0)
+    w1 = estimate_weights(_model(GEMMA), tp=2, pp=1, arch="hopper")
+    assert "vision tower + projector (image, video) +1.07 GiB" in w1.assumption
+
+
 def test_qwen3_vl_tower_splits_its_parallel_linears_over_tp() -> None:
     t = _model(QWEN).towers[0]
     assert t.replicated_params + -(-t.sharded_params // 2) == _built(f"{QWEN}__h100-mml8192-tp2")["visual"] \
