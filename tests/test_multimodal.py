@@ -58,6 +58,7 @@ def _built(case: str) -> dict[str, int]:
     ("Qwen--Qwen3-VL-30B-A3B-Instruct", 538_631_408, None),
     ("Qwen--Qwen2.5-VL-3B-Instruct", 668_684_288, None),
     ("google--gemma-3-4b-it", 419_816_304, None),  # vision_tower 416,866,032 + multi_modal_projector 2,950,272
+    ("zai-org--GLM-4.5V", 858_681_856, None),
 ])
 def test_tower_parameters_equal_the_modules_vllm_builds(name: str, vision: int, audio: int | None) -> None:
     gemma3 = name == "google--gemma-3-4b-it"

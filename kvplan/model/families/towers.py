@@ -2,9 +2,10 @@
 audio tower and projector, counted as vLLM 0.33's model classes build them (vLLM skips a tower whose
 modalities are all limited to 0: model_executor/models/interfaces.py:SupportsMultiModal._mark_tower_model).
 
-Gemma-4 (vision, audio), Gemma-3, Mistral-3 (Pixtral), Qwen3-VL and Qwen2.5-VL are counted, pinned against
-vLLM's own modules built on the meta device (tests/fixtures/oracle-cuda/multimodal/) and published parameter
-totals in tests/test_multimodal.py. Families not listed here: no tower counted (the weights estimate says so).
+Gemma-4 (vision, audio), Gemma-3, Mistral-3 (Pixtral), GLM-4.xV, Qwen3-VL and Qwen2.5-VL are counted, pinned
+against vLLM's own modules built on the meta device (tests/fixtures/oracle-cuda/multimodal/) and published
+parameter totals in tests/test_multimodal.py. Families not listed here: no tower counted (the weights estimate
+says so).
 """
 from __future__ import annotations
 
@@ -126,6 +127,24 @@ def _pixtral_vision(v: Mapping[str, Any], top: Mapping[str, Any], text_hidden: i
                      "mistral3.py:Mistral3ForConditionalGeneration (pixtral.py:PixtralHFVisionModel)")
 
 
+def _glm4v_vision(v: Mapping[str, Any]) -> TowerSpec:
+    """glm4_1v.py:Glm4vVisionTransformer: a biased Conv3d patch embedding, learned positions for
+    (image_size / patch_size)² patches, blocks of RMSNorm + bias-free QKV/proj + a gated bias-free MLP of
+    out_hidden_size, the post RMSNorms, a biased Conv2d downsample (merge × merge) to out_hidden_size and
+    Glm4vPatchMerger (proj, LayerNorm, gate_up to intermediate_size, down; bias-free). Parallel linears split
+    over TP; convolutions, norms and positions are replicated."""
+    h, depth, out, inter = _int(v, "hidden_size"), _int(v, "depth"), _int(v, "out_hidden_size"), _int(
+        v, "intermediate_size")
+    p, t, ch, m = (_int(v, "patch_size"), _int(v, "temporal_patch_size", 2), _int(v, "in_channels", 3),
+                   _int(v, "spatial_merge_size", 2))
+    positions = (_int(v, "image_size") // p) ** 2
+    block_sharded = h * 3 * h + h * h + h * 2 * out + out * h  # qkv, proj, gate_up, down
+    replicated = (ch * t * p * p * h + h + positions * h + depth * 2 * h + 2 * h + h * out * m * m + out
+                  + 2 * out)  # patch, positions, block norms, post norms, downsample, merger LayerNorm
+    sharded = depth * block_sharded + out * out + out * 2 * inter + inter * out
+    return TowerSpec("vision tower + projector", VISION, replicated, sharded, "glm4_1v.py:Glm4vVisionTransformer")
+
+
 def multimodal_parts(top: Mapping[str, Any], text_hidden: int) -> tuple[tuple[str, ...], tuple[TowerSpec, ...]]:
     """(modalities vLLM's processor supports, towers kvplan counts) for the top-level config `top`."""
     model_type = str(top.get("model_type") or "")
@@ -149,7 +168,12 @@ def multimodal_parts(top: Mapping[str, Any], text_hidden: int) -> tuple[tuple[st
             return ("image",), (_pixtral_vision(vision, top, text_hidden),)
         except (KeyError, TypeError, ValueError):
             return ("image",), ()
-    if model_type in ("qwen2_vl", "glm4v", "glm4v_moe"):  # glm4_1v.py:Glm4vProcessingInfo: image, video
+    if model_type in ("glm4v", "glm4v_moe") and isinstance(vision, Mapping):
+        try:  # glm4_1v.py:Glm4vProcessingInfo.get_supported_mm_limits: image, video
+            return VISION, (_glm4v_vision(vision),)
+        except (KeyError, TypeError, ValueError):
+            return VISION, ()
+    if model_type == "qwen2_vl":
         return VISION, ()
     if model_type == "gemma3" and isinstance(vision, Mapping) and not vision.get("vision_use_head"):
         try:  # gemma3_mm.py:Gemma3ProcessingInfo.get_supported_mm_limits: image only

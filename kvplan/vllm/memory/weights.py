@@ -438,8 +438,8 @@ def _tower_notes(model: ModelSpec, from_metadata: bool) -> list[str]:
                                                    if from_metadata else "")
              for t in model.towers if not t.loaded]
     if model.mm_modalities and not model.towers and not from_metadata:
-        notes.append("the multimodal encoder tower is not counted (kvplan counts gemma-3/4, Mistral-3, Qwen2.5-VL and "
-                     "Qwen3-VL towers)")
+        notes.append("the multimodal encoder tower is not counted (kvplan counts gemma-3/4, Mistral-3, GLM-4.xV, "
+                     "Qwen2.5-VL and Qwen3-VL towers)")
     return notes
 
 
