@@ -113,8 +113,8 @@ UTILIZATION_UNSTATED = {
 UNEXPLAINED = {
     "llmd-h100-mistral-small-32-24b": (
         "served with --config-format/--load-format mistral (params.json): its peak activation 2.12 GiB is "
-        "below the 4.7 GiB the sampler warm-up over 1,024 rows × 131,072 logits costs every other 0.11 run; "
-        "the weights' 0.82 GiB gap is the Pixtral vision tower"),
+        "below the 4.7 GiB the sampler warm-up over 1,024 rows × 131,072 logits costs every other 0.11 run "
+        "(its weights match once the Pixtral vision tower is counted)"),
 }
 # vLLM release each V1 record ran, when the record does not say: llm-d's notes say image v0.11.0; the
 # two GitHub issues are dated Oct 2025 (0.11) and Aug 2025 (0.10); the myoceane blog ran 0.19.0 for both

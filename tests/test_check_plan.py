@@ -9,6 +9,7 @@ import pytest
 
 from kvplan.ci.plan import MAX_NODES, load_plan, parse_yaml
 from kvplan.errors import ParseError
+from kvplan.vllm.multimodal import ModalityLimit
 from tests.conftest import CONFIGS
 
 QWEN7 = str(CONFIGS / "Qwen--Qwen2.5-7B")
@@ -269,17 +270,16 @@ def test_model_and_revision_can_come_from_the_command_line(tmp_path: Path) -> No
 
 def test_unmodelled_options_warn_and_unknown_harmless_ones_are_ignored(tmp_path: Path) -> None:
     path = write(tmp_path, plan_text(extra="    vllm_cmd: vllm serve m --swap-space 4 --port 8000 --my-plugin x\n"
-                                           "    vllm: {kv_offloading_size: 4, limit_mm_per_prompt: 2}\n"))
+                                           "    vllm: {kv_offloading_size: 4, limit_mm_per_prompt: {image: 2}}\n"))
     deployment = load_plan(path).deployments[0]
     where = f"{tmp_path / 'plan.yaml'}"
     assert deployment.warnings == (
         f"{where}:5: deployments[0].vllm_cmd: --swap-space: vLLM 0.33 has no --swap-space (V1 preempts by "
         "recomputing; no GPU memory); planned without it",
         f"{where}:5: deployments[0].vllm_cmd: --my-plugin: ignored: kvplan does not know this vLLM option",
-        f"{where}:6: deployments[0].vllm.limit_mm_per_prompt: multimodal encoder memory (profiling run, encoder "
-        "cache) is not modelled; planned without it",
     )
     assert deployment.settings.kv_offloading_size == 4.0  # modelled: the CPU tier
+    assert deployment.settings.limit_mm_per_prompt == (("image", ModalityLimit(count=2)),)  # modelled: the towers
 
 
 def test_num_gpus_alone_sets_tensor_parallel_size(tmp_path: Path) -> None:

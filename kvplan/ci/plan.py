@@ -414,6 +414,13 @@ def _as_mapping(value: Any, what: str) -> Mapping[str, Any]:
     return dict(value)
 
 
+def _mm_limits(value: Any) -> Any:
+    """--limit-mm-per-prompt: a mapping in the plan, or its JSON text (vllm/multimodal.py:parse_mm_limits)."""
+    from kvplan.vllm.multimodal import parse_mm_limits
+
+    return parse_mm_limits(value)
+
+
 def _choice(*choices: str) -> _Converter:
     def convert(value: Any, what: str) -> str:
         text = str(value).strip().lower() if not isinstance(value, bool) else ""
@@ -457,13 +464,18 @@ VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
     "async_scheduling": ("async_scheduling", _as_bool),
     "max_loras": ("max_loras", _as_int),
     "max_lora_rank": ("max_lora_rank", _as_int),
+    "limit_mm_per_prompt": ("limit_mm_per_prompt", lambda v, w: _mm_limits(v)),
+    "language_model_only": ("language_model_only", _as_bool),
+    "enable_mm_embeds": ("enable_mm_embeds", _as_bool),
 }
 # vLLM's short and negated spellings.
 VLLM_ALIASES: Mapping[str, str] = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size",
                                    "dp": "data_parallel_size", "dcp": "decode_context_parallel_size",
                                    "kv_cache_memory": "kv_cache_memory_bytes", "cc": "compilation_config"}
 VLLM_NEGATED: Mapping[str, str] = {"no_enable_prefix_caching": "enable_prefix_caching",
-                                   "no_enforce_eager": "enforce_eager", "no_async_scheduling": "async_scheduling"}
+                                   "no_enforce_eager": "enforce_eager", "no_async_scheduling": "async_scheduling",
+                                   "no_language_model_only": "language_model_only",
+                                   "no_enable_mm_embeds": "enable_mm_embeds"}
 # Options that do not change KV capacity or speed as kvplan models them: accepted and ignored, so a
 # real `vllm serve` line or --config file can be used as it is. Checked against vLLM 0.33's EngineArgs and API
 # server arguments: the API server (host … middleware, api_server_count), logging and metrics (…log…,
@@ -494,8 +506,6 @@ VLLM_UNMODELLED: Mapping[str, str] = {
     # hybrid KV cache manager off when it does not support it (config/vllm.py); --kv-offloading-size is modelled.
     "kv_transfer_config": "KV connectors' buffers and their effect on the hybrid KV cache manager are not modelled "
                           "(--kv-offloading-size is)",
-    # The multimodal encoder's profiling run and encoder cache are sized from these limits.
-    "limit_mm_per_prompt": "multimodal encoder memory (profiling run, encoder cache) is not modelled",
 }
 
 

@@ -188,6 +188,18 @@ def command(
     ] = None,
     max_loras: Annotated[int | None, _vllm("LoRA adapters served at once (default 1).", "--max-loras")] = None,
     max_lora_rank: Annotated[int | None, _vllm("Largest LoRA rank (default 16).", "--max-lora-rank")] = None,
+    limit_mm_per_prompt: Annotated[
+        str | None, _vllm('Multimodal items per prompt as JSON, e.g. \'{"image": 0, "video": 0}\' (0 for every '
+                          "modality: text-only, the vision tower is not loaded) (default: 999 each).",
+                          "--limit-mm-per-prompt")
+    ] = None,
+    language_model_only: Annotated[
+        bool | None, _vllm("Every multimodal limit 0: text-only, no vision/audio tower.", "--language-model-only")
+    ] = None,
+    enable_mm_embeds: Annotated[
+        bool | None, _vllm("Accept precomputed multimodal embeddings: a modality limited to 0 still takes them, so "
+                           "the model stays multimodal (its tower is not loaded).", "--enable-mm-embeds")
+    ] = None,
     trust_remote_code: Annotated[
         bool | None, _vllm("Accept a repository whose config needs its own code (kvplan still runs none of it).",
                            "--trust-remote-code")
@@ -233,6 +245,9 @@ def command(
         "async_scheduling": async_scheduling,
         "max_loras": max_loras,
         "max_lora_rank": max_lora_rank,
+        "limit_mm_per_prompt": limit_mm_per_prompt,
+        "language_model_only": language_model_only,
+        "enable_mm_embeds": enable_mm_embeds,
     }
     if vllm_cmd is not None:
         from kvplan.vllm.command_line import parse_vllm_command
@@ -466,7 +481,23 @@ def settings_from_flags(
         async_scheduling=None if given.get("async_scheduling") is None else bool(given["async_scheduling"]),
         max_loras=count("max_loras", "--max-loras") or 1,
         max_lora_rank=count("max_lora_rank", "--max-lora-rank") or 16,
+        limit_mm_per_prompt=mm_limits_option(given.get("limit_mm_per_prompt")),
+        language_model_only=bool(given.get("language_model_only") or False),
+        enable_mm_embeds=bool(given.get("enable_mm_embeds") or False),
     )
+
+
+def mm_limits_option(value: object) -> tuple[tuple[str, Any], ...]:
+    """--limit-mm-per-prompt (JSON text, or a mapping from a plan file), read as vLLM reads it."""
+    if value is None:
+        return ()
+    from kvplan.errors import InvalidParameter
+    from kvplan.vllm.multimodal import parse_mm_limits
+
+    try:
+        return parse_mm_limits(value)
+    except InvalidParameter as exc:
+        raise InvalidParameter(f"--limit-mm-per-prompt: {exc}", hint=exc.hint) from None
 
 
 def kv_offloading_gib(value: object) -> float | None:

@@ -17,6 +17,7 @@ from typing import Any
 from kvplan.errors import BadConfig
 from kvplan.model.families import attention, classic, heterogeneous, mla, moe, recurrent
 from kvplan.model.families.text_config import mm_prefix_lm, text_config
+from kvplan.model.families.towers import multimodal_parts
 from kvplan.model.quantization import quant_spec
 from kvplan.model.reader import ConfigReader, check_rope_factor, model_length, names, positive_int
 from kvplan.model.spec import LayerKind, LayerSpec, MLADims, ModelSpec, MoESpec, QuantSpec, RecurrentState
@@ -119,6 +120,7 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
     geometry = _Geometry(heads, kv_heads, head_size, mla_dims, dtype, mla.indexer_head_size(c, mla_dims))
     layers, notes = _layers(c, model_type, types, geometry, weights.moe_layers, blocks)
     tie = top.get("tie_word_embeddings", data.get("tie_word_embeddings"))
+    modalities, towers = multimodal_parts(top, hidden)
     return ModelSpec(
         name=name,
         model_type=model_type,
@@ -147,6 +149,8 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         custom_code=_custom_code(top),
         quant_method=_declared_quant_method(top.get("quantization_config") or c.get("quantization_config")),
         unnamed_text_model_type=_unnamed_text_model_type(top),
+        mm_modalities=modalities,
+        towers=towers,
         raw=data,
     )
 

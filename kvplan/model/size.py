@@ -167,5 +167,19 @@ def size_report(
         num_parameters=params,
         max_model_len=model.max_model_len,
         per_request=tuple(ContextCost(n, request_kv_bytes(worst, n)) for n in context_points(model.max_model_len)),
-        notes=model.notes,
+        notes=(*model.notes, *_tower_notes(model, analytic=weights_bytes is None)),
     )
+
+
+def _tower_notes(model: ModelSpec, *, analytic: bool) -> tuple[str, ...]:
+    """Multimodal towers the analytic count leaves out of the language model's weights (a safetensors total
+    includes them); vLLM loads each unless --limit-mm-per-prompt sets its modalities to 0 (`kvplan fit`)."""
+    if not analytic:
+        return ()
+    from kvplan.model.weights import FP_BYTES
+    from kvplan.units import GiB
+
+    elem = FP_BYTES.get(model.dtype, 2)
+    return tuple(f"{t.name} ({', '.join(t.modalities)}): {t.params:,} parameters ({t.params * elem / GiB:.2f} GiB) "
+                 "in the checkpoint besides these weights; vLLM loads it unless --limit-mm-per-prompt sets its "
+                 "modalities to 0" for t in model.towers)

@@ -91,6 +91,28 @@ class QuantSpec:
 
 
 @dataclass(frozen=True)
+class TowerSpec:
+    """A multimodal encoder tower with its projector, as vLLM builds it (kvplan.model.families.towers).
+
+    vLLM skips a tower when the limits of all its modalities are 0 (`loaded` False then)."""
+
+    name: str  # "vision tower + projector", "audio tower + projector"
+    modalities: tuple[str, ...]  # the modalities it encodes (vLLM's _mark_tower_model set)
+    replicated_params: int  # on every TP rank (replicated linears, embeddings, norms)
+    sharded_params: int  # split over the TP ranks (column/row-parallel linears)
+    source: str  # the vLLM model file and class that builds it
+    # Qwen3-VL deepstack: per-level buffers of max_num_batched_tokens × text hidden, built with the tower.
+    deepstack_levels: int = 0
+    tokens_per_image: int = 0  # gemma-4: vision_config.default_output_length (an image's soft-token ceiling)
+    loaded: bool = True
+
+    @property
+    def params(self) -> int:
+        """All its parameters (what the checkpoint stores)."""
+        return self.replicated_params + self.sharded_params
+
+
+@dataclass(frozen=True)
 class ModelSpec:
     """What kvplan needs from a model's config.json, resolved the way vLLM resolves it."""
 
@@ -121,4 +143,8 @@ class ModelSpec:
     custom_code: bool = False  # config.json's auto_map names the repository's own config/model code
     quant_method: str | None = None  # quantization_config.quant_method as vLLM normalizes it
     unnamed_text_model_type: str = ""  # a nested text_config's model_type when it names no architectures
+    # Multimodal models: the modalities vLLM's processor supports (get_supported_mm_limits) and the encoder
+    # towers whose parameters kvplan counts; () for text models and towers kvplan does not count.
+    mm_modalities: tuple[str, ...] = ()
+    towers: tuple[TowerSpec, ...] = ()
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)

@@ -18,12 +18,12 @@ from dataclasses import dataclass
 from kvplan.model.spec import LayerSpec, ModelSpec, RecurrentState
 
 # Families whose attention projections carry biases (q, k, v [, o]).
-_QKV_BIAS = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "chatglm"})
+_QKV_BIAS = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "chatglm"})
 _ALL_ATTN_BIAS = frozenset({"gpt2", "opt", "gpt_oss"})
 _MLP_BIAS = frozenset({"gpt2", "opt"})
 _LAYERNORM_WITH_BIAS = frozenset({"gpt2", "opt", "falcon", "RefinedWeb", "RefinedWebModel", "cohere"})
-_QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "gemma3", "gemma3_text", "llama4_text", "gemma4_text",
-                      "granitemoehybrid_qknorm"})
+_QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl_text", "qwen3_vl_moe_text", "gemma3", "gemma3_text",
+                      "llama4_text", "gemma4_text", "granitemoehybrid_qknorm"})
 # Learned absolute position embeddings: rows = max positions (+2 for OPT's offset, modeling_opt.py).
 _LEARNED_POSITIONS = {"gpt2": 0, "opt": 2}
 FP_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from kvplan.errors import InvalidParameter
+from kvplan.errors import InvalidParameter, NotServed
 from kvplan.vllm.defaults import FP8_KV_DTYPES
 from kvplan.vllm.report import Advice, FitReport
 from kvplan.vllm.settings import ServeSettings
@@ -36,7 +36,7 @@ def _first_fix(report: FitReport, replan: Callable[[ServeSettings], FitReport],
     for change, new, detail in candidates:
         try:
             after = replan(new)
-        except InvalidParameter:
+        except (InvalidParameter, NotServed):  # vLLM would refuse this change (e.g. fp8 on a pre-SM89 Triton backend)
             continue
         if _problem_solved(report, after):
             return Advice(change, fixes, after.num_gpu_blocks, after.kv_cache_tokens, after.max_concurrency, detail)

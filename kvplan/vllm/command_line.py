@@ -8,6 +8,7 @@ plan are ignored and reported back, so the caller can say so on stderr.
 
 from __future__ import annotations
 
+import json
 import shlex
 from dataclasses import dataclass, field
 
@@ -44,6 +45,7 @@ VALUE_FLAGS: dict[str, str] = {
     "--quantization": "quantization",
     "--max-loras": "max_loras",
     "--max-lora-rank": "max_lora_rank",
+    "--limit-mm-per-prompt": "limit_mm_per_prompt",
 }
 BOOL_FLAGS: dict[str, tuple[str, bool]] = {
     "--enforce-eager": ("enforce_eager", True),
@@ -58,7 +60,14 @@ BOOL_FLAGS: dict[str, tuple[str, bool]] = {
     "--enable-lora": ("enable_lora", True),
     "--async-scheduling": ("async_scheduling", True),
     "--no-async-scheduling": ("async_scheduling", False),
+    "--language-model-only": ("language_model_only", True),
+    "--no-language-model-only": ("language_model_only", False),
+    "--enable-mm-embeds": ("enable_mm_embeds", True),
+    "--no-enable-mm-embeds": ("enable_mm_embeds", False),
 }
+# vLLM's dotted spelling of a JSON option (utils/argparse_utils.py:FlexibleArgumentParser.parse_args):
+# `--limit-mm-per-prompt.image 0 --limit-mm-per-prompt.video.num_frames=8` is merged into one JSON object.
+DOTTED_FLAGS = frozenset({"--limit-mm-per-prompt"})
 SHORT_FLAGS = {
     "-tp": "--tensor-parallel-size",
     "-pp": "--pipeline-parallel-size",
@@ -136,6 +145,7 @@ def parse_vllm_command(text: str) -> VllmCommand:
     model: str | None = None
     options: dict[str, str | bool] = {}
     ignored: list[str] = []
+    dotted: dict[str, dict[str, object]] = {}
     i = 0
     while i < len(words):
         word = words[i]
@@ -147,7 +157,15 @@ def parse_vllm_command(text: str) -> VllmCommand:
                 ignored.append(word)
             continue
         flag, eq, inline = word.partition("=")
-        flag = _canonical(flag)
+        head, dot, keys = flag.partition(".")  # vLLM turns underscores into dashes before the first dot only
+        flag = _canonical(head) + dot + keys
+        if dot and _canonical(head) in DOTTED_FLAGS:
+            if not eq and i >= len(words):
+                raise ParseError(f"--vllm-cmd: {flag} needs a value")
+            value_text = inline if eq else words[i]
+            i += 0 if eq else 1
+            _merge_dotted(dotted, flag, value_text)
+            continue
         if flag in BOOL_FLAGS:
             name, value = BOOL_FLAGS[flag]
             options[name] = value if not eq else inline.lower() not in ("0", "false", "no")
@@ -175,4 +193,22 @@ def parse_vllm_command(text: str) -> VllmCommand:
             i += 1
         else:
             ignored.append(flag)
+    for flag, merged in dotted.items():  # vLLM appends them as JSON after the other arguments: they win
+        options[VALUE_FLAGS[flag]] = json.dumps(merged)
     return VllmCommand(model, options, tuple(ignored))
+
+
+def _merge_dotted(dotted: dict[str, dict[str, object]], flag: str, value_text: str) -> None:
+    """One `--flag.key[.key…] value`: the value as JSON when it is JSON, else the text."""
+    name, *keys = flag.split(".")
+    try:
+        value: object = json.loads(value_text)
+    except json.JSONDecodeError:
+        value = value_text
+    node = dotted.setdefault(name, {})
+    for key in keys[:-1]:
+        child = node.get(key)
+        if not isinstance(child, dict):
+            child = node[key] = {}
+        node = child
+    node[keys[-1]] = value

@@ -305,6 +305,13 @@ FP8_WIDE_HEAD_SIZE = 512
 FP8_WIDE_HEAD_BLOCK_SIZE = 64
 
 
+# v1/attention/backends/flash_attn.py:FlashAttentionBackend.supports_head_size: heads ≤ 256, or ≤ 512 where
+# FlashAttention 4 runs (SM90/SM10x); elsewhere (Ampere, Ada) a wider head falls through vLLM's priority list to
+# TRITON_ATTN (tests/fixtures/oracle-cuda/multimodal: text-only gemma-4 on L40S).
+FA2_MAX_HEAD_SIZE = 256
+FA4_ARCHS = frozenset({"hopper", "blackwell"})
+
+
 def mm_prefix_backend(arch: str | None) -> AttentionBackend:
     """The backend of a multimodal prefix LM on this GPU."""
     family = (arch or "").lower()

@@ -29,11 +29,19 @@ from kvplan.vllm.memory.budget import MemoryBudget, MemoryTerm, memory_budget, s
 from kvplan.vllm.memory.cuda_graphs import compilation_settings, estimate_cuda_graphs
 from kvplan.vllm.memory.lora import lora_bytes_per_gpu
 from kvplan.vllm.memory.non_torch import estimate_non_torch
-from kvplan.vllm.memory.weights import estimate_weights
+from kvplan.vllm.memory.weights import estimate_weights, tower_adjustments
+from kvplan.vllm.multimodal import apply_mm_limits, gemma4_encoder_profile, text_only
 from kvplan.vllm.offload import deployment_tier, tier_note
 from kvplan.vllm.quantization import apply_quantization
-from kvplan.vllm.report import FitReport, GroupSummary
-from kvplan.vllm.settings import GpuLike, ResolvedSettings, ServeSettings, check_model_served, resolve_settings
+from kvplan.vllm.report import FitReport, GroupSummary, TowerSummary
+from kvplan.vllm.settings import (
+    GpuLike,
+    ResolvedSettings,
+    ServeSettings,
+    check_model_served,
+    mm_limits,
+    resolve_settings,
+)
 from kvplan.vllm.speculative import DRAFT_MODEL, SpecDecode, draft_specs, own_draft_specs, resolve_speculative
 from kvplan.vllm.verdicts import PreemptionVerdict, preemption_verdict, startup_verdict
 
@@ -55,8 +63,9 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
                        default=0)
     activation = (user_term("activation", s.activation_bytes, "--activation-memory")
                   if s.activation_bytes is not None
-                  else estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
-                                           max_num_seqs=batch.max_num_seqs, version=r.version))
+                  else _with_encoder_profile(
+                      estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
+                                          max_num_seqs=batch.max_num_seqs, version=r.version), model, s, r))
     non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None
                  else estimate_non_torch(tp=s.tp, pp=s.pp, version=r.version))
     graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
@@ -76,6 +85,30 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp, integrated=getattr(gpu, "integrated", False)),
     )
+
+
+def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings) -> MemoryTerm:
+    """The activation peak with the multimodal encoder's profile (first PP stage; vllm/multimodal.py): gemma-4's
+    dummy encoder outputs are held through the profiling run (an estimate: the encoder's own forward peak is
+    not modelled, so the range reaches twice them); all limits 0 profile no encoder."""
+    if not model.mm_modalities:
+        return term
+    if text_only(model, mm_limits(s)):
+        return replace(term, assumption=f"{term.assumption}; no encoder profile (every multimodal limit is 0)")
+    if s.pp > 1:  # model_runner.py:profile_run profiles the encoder on the first stage; this budget is the last's
+        return term
+    enc = gemma4_encoder_profile(model, mm_limits(s), max_num_batched_tokens=r.batch.max_num_batched_tokens,
+                                 max_num_seqs=r.batch.max_num_seqs, max_model_len=r.max_model_len)
+    if enc is None and not any(mm_limits(s).count(m) > 0 for m in model.mm_modalities):
+        return replace(term, assumption=f"{term.assumption}; no encoder profile (embedding-only: every multimodal "
+                                        "limit is 0)")  # encoder_runner.py:profile_encoder_cache
+    if enc is None:
+        return replace(term, assumption=f"{term.assumption}; the multimodal encoder's profile is not modelled")
+    extra = enc.retained_bytes
+    what = (f"; encoder profile: {enc.items} {enc.modality} item(s) × {enc.embeds_per_item:,} embeddings held "
+            f"+{extra / GiB:.2f} GiB (estimate, +{extra / GiB:.2f} … +{2 * extra / GiB:.2f} GiB)")
+    return replace(term, bytes=term.bytes + extra, assumption=term.assumption + what,
+                   low=term.low_bytes + extra, high=term.high_bytes + 2 * extra)
 
 
 STARTS = "starts"
@@ -115,7 +148,8 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
         return user_term("weights", s.weights_bytes, "--weights-memory")
     try:
         term = estimate_weights(model, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version,
-                                moe_backend=s.moe_backend, total_bytes=s.weights_total_bytes)
+                                moe_backend=s.moe_backend, total_bytes=s.weights_total_bytes,
+                                max_num_batched_tokens=r.batch.max_num_batched_tokens)
         if spec_decode is not None and spec_decode.method == DRAFT_MODEL and spec_decode.draft is not None:
             term = _draft_weights(term, replace(spec_decode.draft, dtype=model.dtype), gpu, s, r)
         if s.enable_lora:  # adapter slots are allocated while the model loads ("Model loading took")
@@ -203,6 +237,14 @@ def _block_size_source(plan: KVCachePlan, s: ServeSettings, r: ResolvedSettings)
     return plan, r.block_size_source
 
 
+def _towers(model: ModelSpec, s: ServeSettings, r: ResolvedSettings) -> tuple[TowerSummary, ...]:
+    """The towers in the weights (memory/weights.py:tower_adjustments), one line each."""
+    adjustments = {a.name.split(" (")[0]: a.total_bytes
+                   for a in tower_adjustments(model, tp=s.tp, max_num_batched_tokens=r.batch.max_num_batched_tokens)}
+    return tuple(TowerSummary(t.name, t.modalities, t.loaded, t.params, adjustments.get(t.name, 0) if t.loaded else 0)
+                 for t in model.towers)
+
+
 def _budget_notes(s: ServeSettings) -> list[str]:
     if s.kv_cache_memory_bytes is not None:
         return ["--kv-cache-memory-bytes: vLLM skips the memory profile and ignores --gpu-memory-utilization."]
@@ -274,6 +316,7 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
             dtype_notes.append(f"{gpu.name} has no {model.dtype}: vLLM runs the model (and an auto KV cache) in "
                                f"{dtype}")
         model = replace(model, dtype=dtype)
+    model, mm_notes = apply_mm_limits(model, mm_limits(s))
     r = resolve_settings(model, gpu, s)
     spec_decode = resolve_speculative(model, s.speculative_config, s.speculative_draft, tp=s.tp,
                                       max_model_len=r.max_model_len)
@@ -304,9 +347,10 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     )
     report = build_report(model, gpu, s, r, budget, plan, startup=startup, error=error, preemption=preempt,
                           block_size_source=bs_source,
-                          notes=[*dtype_notes, *_budget_notes(s), *plan_notes,
+                          notes=[*dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,
                                  *_load_notes(s, max_len, r.batch.max_num_seqs)])
-    report = replace(report, **range_fields(specs, budget, r, s, spec_decode))  # type: ignore[arg-type]
+    report = replace(report, **range_fields(specs, budget, r, s, spec_decode),  # type: ignore[arg-type]
+                     towers=_towers(model, s, r))
     if s.kv_offloading_size is not None:
         tier = deployment_tier(model, s, bytes_per_block=report.bytes_per_block, block_size=report.block_size)
         report = replace(report, kv_offload=tier, notes=(*report.notes, tier_note(tier, s.data_parallel_size)))

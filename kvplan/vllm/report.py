@@ -24,6 +24,17 @@ class GroupSummary:
 
 
 @dataclass(frozen=True)
+class TowerSummary:
+    """A multimodal encoder tower (vision / audio, with its projector), for reports: in the weights when loaded."""
+
+    name: str
+    modalities: tuple[str, ...]
+    loaded: bool  # False: --limit-mm-per-prompt is 0 for all its modalities, vLLM does not build it
+    parameters: int
+    bytes_per_gpu: int  # on the first pipeline stage's GPU (0 when not loaded)
+
+
+@dataclass(frozen=True)
 class Advice:
     """One change that fixes the problem, checked by re-planning with it."""
 
@@ -90,3 +101,5 @@ class FitReport:
     startup_range: str = "starts"
     # --kv-offloading-size: the CPU tier one engine gets (vllm/offload.py); None without it.
     kv_offload: CpuTier | None = None
+    # Multimodal models: the towers kvplan counts, loaded or skipped by the limits (part of weights_bytes).
+    towers: tuple[TowerSummary, ...] = ()

@@ -19,6 +19,7 @@ from kvplan.model.parallel import attention_free
 from kvplan.vllm import defaults as vd
 from kvplan.vllm.architectures import serving_refusal
 from kvplan.vllm.defaults import AttentionBackend, BatchSettings, MambaCacheMode, PerformanceMode, Usage, VllmVersion
+from kvplan.vllm.multimodal import MmLimits, ModalityLimit, encoder_budget_refusal, gemma4_item_tokens
 
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
@@ -78,6 +79,10 @@ class ServeSettings:
     enable_lora: bool = False  # --enable-lora: adapter slots on every GPU
     max_loras: int = 1  # --max-loras (vLLM's default)
     max_lora_rank: int = 16  # --max-lora-rank (vLLM's default)
+    # --limit-mm-per-prompt (parsed: multimodal.parse_mm_limits) and --language-model-only (multimodal.py).
+    limit_mm_per_prompt: tuple[tuple[str, ModalityLimit], ...] = ()
+    language_model_only: bool = False
+    enable_mm_embeds: bool = False  # --enable-mm-embeds
     # Measured values that replace kvplan's estimates (bytes per GPU).
     weights_bytes: int | None = None
     activation_bytes: int | None = None
@@ -244,21 +249,26 @@ def check_model_served(model: ModelSpec, version: VllmVersion, *, allow_custom_c
         raise NotServed(GPTQ_ACT_ORDER_MESSAGE, hint=f"vLLM {version}; older releases served it")
 
 
-# gemma4_mm.py:Gemma4ProcessingInfo.get_mm_max_tokens_per_item: a video is at most 32 frames of
-# 70 soft tokens + boi + eoi + ~6 timestamp tokens, the largest item of any modality.
-GEMMA4_VIDEO_ITEM_TOKENS = 32 * (70 + 2 + 6)
+def mm_limits(s: ServeSettings) -> MmLimits:
+    """The multimodal limits the settings give (vLLM's defaults when none)."""
+    return MmLimits(s.limit_mm_per_prompt, s.language_model_only, s.enable_mm_embeds)
 
 
-def _mm_prefix_batch_floor(model: ModelSpec, batch: BatchSettings, *, user_set: bool) -> BatchSettings:
+def _mm_prefix_batch_floor(model: ModelSpec, batch: BatchSettings, limits: MmLimits, *,
+                           user_set: bool) -> BatchSettings:
     """A multimodal prefix LM prefills an item atomically, so vLLM raises the default max_num_batched_tokens to
-    the largest item (engine/arg_utils.py:_set_default_max_num_seqs_and_batched_tokens_args). Only Gemma-4
-    states that bound without running its processor; other models keep the default."""
+    the largest item of any *supported* modality, whatever its limit (engine/arg_utils.py:
+    _set_default_max_num_seqs_and_batched_tokens_args, _get_min_mm_batched_tokens); a text-only model (every
+    limit 0) is no prefix LM. Only Gemma-4 states that bound without running its processor; other models keep
+    the default."""
     if user_set or not model.mm_prefix_lm or model.config_model_type != "gemma4":
         return batch
-    if batch.max_num_batched_tokens >= GEMMA4_VIDEO_ITEM_TOKENS:
+    tokens = gemma4_item_tokens(model, limits)
+    modality = max(tokens, key=tokens.__getitem__)
+    if batch.max_num_batched_tokens >= tokens[modality]:
         return batch
-    return replace(batch, max_num_batched_tokens=GEMMA4_VIDEO_ITEM_TOKENS,
-                   mnbt_source=f"raised to {GEMMA4_VIDEO_ITEM_TOKENS:,} so one video fits a batch (prefix-LM)")
+    return replace(batch, max_num_batched_tokens=tokens[modality],
+                   mnbt_source=f"raised to {tokens[modality]:,} to accommodate '{modality}' input (prefix-LM)")
 
 
 def _model_kv_cache_dtype(model: ModelSpec, gpu: GpuLike, flag: str) -> str:
@@ -337,6 +347,8 @@ def _backend(model: ModelSpec, gpu: GpuLike, s: ServeSettings, kv_dtype: str) ->
     backend = (vd.mm_prefix_backend(gpu.arch) if model.mm_prefix_lm and model.mla is None
                else vd.attention_backend(gpu.arch, mla=model.mla is not None, kv_cache_dtype=kv_dtype))
     widest = max((layer.head_size for layer in model.layers), default=0)
+    if backend.name == "FLASH_ATTN" and widest > vd.FA2_MAX_HEAD_SIZE and (gpu.arch or "") not in vd.FA4_ARCHS:
+        return vd.mm_prefix_backend(gpu.arch)  # TRITON_ATTN: FlashAttention 2 takes heads ≤ 256 (flash_attn.py)
     if (gpu.arch or "") == "hopper" and kv_dtype in vd.FP8_KV_DTYPES and widest >= vd.FP8_WIDE_HEAD_SIZE:
         return replace(backend, block_size=vd.FP8_WIDE_HEAD_BLOCK_SIZE)
     return backend
@@ -359,7 +371,12 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
         max_num_batched_tokens=s.max_num_batched_tokens,
         performance_mode=s.performance_mode,
     )
-    batch = _mm_prefix_batch_floor(model, batch, user_set=s.max_num_batched_tokens is not None)
+    limits = mm_limits(s)
+    batch = _mm_prefix_batch_floor(model, batch, limits, user_set=s.max_num_batched_tokens is not None)
+    refusal = encoder_budget_refusal(model, limits, batch.max_num_batched_tokens)
+    if refusal is not None:
+        raise InvalidParameter(refusal, hint="vLLM's encoder budget (compute_mm_encoder_budget); or limit that "
+                                             "modality with --limit-mm-per-prompt")
     kv_flag = _model_kv_cache_dtype(model, gpu, s.kv_cache_dtype)
     kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
     backend = _backend(model, gpu, s, kv_dtype)

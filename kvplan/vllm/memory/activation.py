@@ -104,8 +104,8 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
     (Model Runner V2, 0.29+): peak = max(forward intermediates over max_num_batched_tokens tokens
     (forward_activation_bytes), sampler over min(max_num_batched_tokens, max_num_seqs) logits rows
     (sampler_bytes_per_logit: by version)) + the retained hidden states. Assumes the dummy forward's peak
-    is one layer's widest intermediate (torch frees each layer's before the next), no encoder profile
-    (a multimodal model's vision encoder at its budget is not modelled) and the sampler on the last PP rank.
+    is one layer's widest intermediate (torch frees each layer's before the next) and the sampler on the last
+    PP rank; a multimodal encoder's profile is added by fit (vllm/multimodal.py:gemma4_encoder_profile).
     Range: ACTIVATION_RANGE.
     """
     num_reqs = min(max_num_batched_tokens, max_num_seqs)

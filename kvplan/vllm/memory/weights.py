@@ -332,6 +332,34 @@ def _fp8_scale_adjustment(model: ModelSpec, tp: int) -> LoadAdjustment | None:
     return LoadAdjustment(what, src, layers_bytes=scales * FP32_BYTES)
 
 
+def checkpoint_tower_bytes(model: ModelSpec) -> int:
+    """Stored bytes of every counted tower, loaded or not (a checkpoint's safetensors total includes them),
+    in the model dtype (vision towers stay unquantized in the checkpoints kvplan has seen)."""
+    return sum(t.params for t in model.towers) * FP_BYTES.get(model.dtype, 2)
+
+
+def tower_adjustments(model: ModelSpec, *, tp: int = 1,
+                      max_num_batched_tokens: int | None = None) -> tuple[LoadAdjustment, ...]:
+    """The towers vLLM builds (SupportsMultiModal._mark_tower_model: on the first pipeline stage only under
+    the V2 model runner, skipped when their modalities are all limited to 0): replicated parameters in full
+    on every TP rank, parallel linears split; Qwen3-VL's deepstack buffers (qwen3_vl.py:
+    Qwen3VLForConditionalGeneration.__init__: one max_num_batched_tokens × text-hidden tensor per level,
+    allocated on the GPU with the model)."""
+    elem = FP_BYTES.get(model.dtype, 2)
+    out: list[LoadAdjustment] = []
+    for t in model.towers:
+        if not t.loaded:
+            continue
+        per_rank = t.replicated_params + -(-t.sharded_params // tp)
+        out.append(LoadAdjustment(f"{t.name} ({', '.join(t.modalities)})", t.source, first_stage_bytes=per_rank * elem))
+        if t.deepstack_levels and max_num_batched_tokens:
+            out.append(LoadAdjustment(
+                f"deepstack buffers ({t.deepstack_levels} × {max_num_batched_tokens:,} tokens)",
+                "qwen3_vl.py:Qwen3VLForConditionalGeneration.__init__ (deepstack_input_embeds)",
+                first_stage_bytes=t.deepstack_levels * max_num_batched_tokens * model.hidden_size * elem))
+    return tuple(out)
+
+
 def load_adjustments(
     model: ModelSpec,
     *,
@@ -339,14 +367,15 @@ def load_adjustments(
     arch: str | None = None,
     version: VllmVersion | None = None,
     moe_backend: MoeBackend | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> tuple[LoadAdjustment, ...]:
-    """What vLLM allocates on one GPU beyond the checkpoint's stored share, one named term each.
+    """What vLLM allocates on one GPU beyond the checkpoint's stored language-model share, one named term each.
 
     `arch` ("hopper", "blackwell", "ampere", ...) selects kernel layouts; None means unknown, and only
-    the GPU-independent terms (rotary cache, vocabulary padding, FP8 scales) apply. `moe_backend`
+    the GPU-independent terms (rotary cache, vocabulary padding, FP8 scales, towers) apply. `moe_backend`
     overrides the MXFP4 kernel (vLLM's --moe-backend); default: `default_mxfp4_backend(arch, version)`.
     """
-    out: list[LoadAdjustment] = []
+    out: list[LoadAdjustment] = list(tower_adjustments(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens))
     rope = rope_cache_bytes(model)
     if rope:
         out.append(LoadAdjustment("rotary cos/sin cache", "rotary_embedding/base.py:RotaryEmbedding.__init__",
@@ -376,15 +405,19 @@ def loaded_weights_bytes_per_gpu(
     version: VllmVersion | None = None,
     moe_backend: MoeBackend | None = None,
     total_bytes: int | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> int:
     """What vLLM's "Model loading took X GiB" reports on the busiest GPU.
 
-    The stored share (`weights_bytes_per_gpu`, or `total_bytes` from safetensors metadata, split the
-    same way) plus `load_adjustments` on that pipeline stage.
+    The stored share (`weights_bytes_per_gpu`, or `total_bytes` from safetensors metadata less the towers,
+    split the same way) plus `load_adjustments` on that pipeline stage (the towers vLLM builds among them).
     """
     from kvplan.model.parallel import pp_layer_ranges
 
-    adjustments = load_adjustments(model, tp=tp, arch=arch, version=version, moe_backend=moe_backend)
+    adjustments = load_adjustments(model, tp=tp, arch=arch, version=version, moe_backend=moe_backend,
+                                   max_num_batched_tokens=max_num_batched_tokens)
+    if total_bytes is not None:
+        total_bytes = max(0, total_bytes - checkpoint_tower_bytes(model))
     if pp == 1:
         return weights_bytes_per_gpu(model, tp=tp, total_bytes=total_bytes) + sum(a.total_bytes for a in adjustments)
     ranges = pp_layer_ranges(model.num_layers, pp)
@@ -399,6 +432,17 @@ def loaded_weights_bytes_per_gpu(
     return worst
 
 
+def _tower_notes(model: ModelSpec, from_metadata: bool) -> list[str]:
+    """What the weights say about towers kvplan does not add: skipped by the limits, or not counted."""
+    notes = [f"{t.name} not loaded (limits 0)" + (f" −{t.params * FP_BYTES.get(model.dtype, 2) / GiB:.2f} GiB"
+                                                   if from_metadata else "")
+             for t in model.towers if not t.loaded]
+    if model.mm_modalities and not model.towers and not from_metadata:
+        notes.append("the multimodal encoder tower is not counted (kvplan counts gemma-3/4, Mistral-3, GLM-4.xV, "
+                     "Qwen2.5-VL and Qwen3-VL towers)")
+    return notes
+
+
 def estimate_weights(
     model: ModelSpec,
     *,
@@ -408,20 +452,23 @@ def estimate_weights(
     version: VllmVersion = LATEST,
     moe_backend: MoeBackend | None = None,
     total_bytes: int | None = None,
+    max_num_batched_tokens: int | None = None,
 ) -> MemoryTerm:
     """What vLLM's "Model loading took X GiB" will report on the busiest GPU.
 
     The checkpoint's stored share (from `total_bytes`, the safetensors metadata, when given) plus what
-    loading adds on this GPU architecture: kernel layouts (MXFP4 MoE, GPTQ on Marlin), the rotary
-    cos/sin cache, vocabulary padding, FP8 scales (load_adjustments).
+    loading adds on this GPU architecture: the multimodal towers vLLM builds, kernel layouts (MXFP4 MoE,
+    GPTQ on Marlin), the rotary cos/sin cache, vocabulary padding, FP8 scales (load_adjustments).
     """
     value = loaded_weights_bytes_per_gpu(model, tp=tp, pp=pp, arch=arch, version=version, moe_backend=moe_backend,
-                                         total_bytes=total_bytes)
+                                         total_bytes=total_bytes, max_num_batched_tokens=max_num_batched_tokens)
     base = ("checkpoint size from safetensors metadata" if total_bytes is not None
             else "parameters × stored bytes (quantized layers at their bits)")
     parts = [f"{a.name} {a.total_bytes / GiB:+.2f} GiB"
-             for a in load_adjustments(model, tp=tp, arch=arch, version=version, moe_backend=moe_backend)
+             for a in load_adjustments(model, tp=tp, arch=arch, version=version, moe_backend=moe_backend,
+                                       max_num_batched_tokens=max_num_batched_tokens)
              if abs(a.total_bytes) >= MiB]
+    parts += _tower_notes(model, total_bytes is not None)
     others: list[int] = []
     if model.quant is not None and model.quant.method == "mxfp4" and model.moe is not None:
         backend = moe_backend or default_mxfp4_backend(arch, version)
