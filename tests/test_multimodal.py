@@ -148,9 +148,22 @@ def test_qwen3_vl_deepstack_buffers_are_allocated_with_the_tower() -> None:
 
 
 def test_gemma4_26b_a100_record_weights_with_the_tower() -> None:
-    """myoceane-a100-gemma-4-26b-a4b-131k-eager (validation) logs 48.50 GiB; kvplan said 46.15 without the tower."""
+    """myoceane-a100-gemma-4-26b-a4b-131k-eager (validation) logs 48.50 GiB; kvplan said 46.15 without the tower
+    and 47.22 without the dense MLP each MoE layer keeps beside its experts."""
     w = estimate_weights(_model(GEMMA), tp=1, pp=1, arch="ampere")
-    assert round(w.bytes / GiB, 2) == 47.22
+    assert round(w.bytes / GiB, 2) == 48.22
+
+
+def test_gemma4_moe_language_model_count_is_what_vllm_builds() -> None:
+    """vLLM 0.33 builds Gemma4ForCausalLM with 25,247,559,680 parameters (mm_oracle's meta-built count,
+    tests/fixtures/oracle-cuda/multimodal/google--gemma-4-26B-A4B-it__h100-mml8192.json): the dense MLP, the
+    router's scales and the MoE block's norms included; 168,960 (0.0007%) are left uncounted."""
+    from kvplan.model.weights import count_parameters
+
+    golden = json.loads((GOLDENS / "google--gemma-4-26B-A4B-it__h100-mml8192.json").read_text())
+    built = golden["mm_oracle"]["models"][0]["total"]
+    assert built == 25_247_559_680
+    assert built - count_parameters(_model(GEMMA)).total == 168_960
 
 
 # --- The KV plan: vLLM's planner with the limits ----------------------------------------------------------

@@ -145,6 +145,9 @@ def count_parameters(model: ModelSpec) -> ParamCount:
                 per_expert += 2 * moe.expert_intermediate_size + h  # expert biases (modeling_gpt_oss.py)
             routed += moe.num_experts * per_expert
             router = h * moe.num_experts + (moe.num_experts if model.model_type == "gpt_oss" else 0)
+            if model.model_type == "gemma4_text":  # gemma4.py:Gemma4Router scale (h), per_expert_scale (E);
+                router += h + moe.num_experts   # the MoE block's three extra RMSNorms
+                norms += 3 * h
             shared = _mlp_params(model, moe.shared_intermediate_size) if moe.shared_intermediate_size else 0
             if moe.shared_intermediate_size and model.model_type in {"qwen2_moe", "qwen3_next"}:
                 shared += h  # shared_expert_gate

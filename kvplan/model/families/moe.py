@@ -29,6 +29,10 @@ def moe_spec(c: ConfigReader) -> MoESpec | None:
             shared = n_shared * width
         elif str(c.get("model_type", "")).startswith("llama4"):
             shared = c.num("intermediate_size")  # Llama-4: one always-on shared expert (modeling_llama4.py)
+        elif str(c.get("model_type", "")).startswith("gemma4"):
+            # Gemma-4 MoE layers keep their dense MLP (intermediate_size) beside the experts, summed into the
+            # output (vLLM 0.33 gemma4.py:Gemma4DecoderLayer builds self.mlp and, in parallel, the experts).
+            shared = c.num("intermediate_size")
     return MoESpec(num_experts=num, experts_per_token=k, expert_intermediate_size=width,
                    shared_intermediate_size=shared or 0)
 
