@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Literal, get_args
 
 from kvplan.errors import KvplanError, ParseError, close_matches
 from kvplan.model.kv_cache import KV_CACHE_DTYPES, MAMBA_CACHE_DTYPES
+from kvplan.vllm.command_line import VLLM_IGNORED, VLLM_UNMODELLED
 from kvplan.vllm.defaults import PerformanceMode
 from kvplan.vllm.dtype import DTYPES
 from kvplan.vllm.offload import OFFLOADING_BACKENDS
@@ -471,44 +472,12 @@ VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
 # vLLM's short and negated spellings.
 VLLM_ALIASES: Mapping[str, str] = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size",
                                    "dp": "data_parallel_size", "dcp": "decode_context_parallel_size",
+                                   "pcp": "prefill_context_parallel_size",
                                    "kv_cache_memory": "kv_cache_memory_bytes", "cc": "compilation_config"}
 VLLM_NEGATED: Mapping[str, str] = {"no_enable_prefix_caching": "enable_prefix_caching",
                                    "no_enforce_eager": "enforce_eager", "no_async_scheduling": "async_scheduling",
                                    "no_language_model_only": "language_model_only",
                                    "no_enable_mm_embeds": "enable_mm_embeds"}
-# Options that do not change KV capacity or speed as kvplan models them: accepted and ignored, so a
-# real `vllm serve` line or --config file can be used as it is. Checked against vLLM 0.33's EngineArgs and API
-# server arguments: the API server (host … middleware, api_server_count), logging and metrics (…log…,
-# otlp_traces_endpoint, enable_server_load_tracking), the tokenizer and chat templates, where the weights come
-# from (download_dir, load_format, code_revision, hf_token), sampling defaults (seed, generation_config,
-# override_generation_config, max_logprobs), the scheduling order (scheduling_policy), the worker process
-# (worker_cls, distributed_executor_backend: Ray or mp changes no KV memory), and enable_chunked_prefill
-# (always on in V1; max_num_batched_tokens is what counts). disable_log_requests,
-# disable_frontend_multiprocessing and hf_overrides_path are older vLLM's: 0.33 has none of them.
-VLLM_IGNORED = frozenset({
-    "host", "port", "served_model_name", "api_key", "uvicorn_log_level", "disable_log_requests",
-    "disable_log_stats", "enable_log_requests", "tokenizer", "tokenizer_mode",
-    "tokenizer_revision", "code_revision", "download_dir", "load_format", "seed", "chat_template",
-    "chat_template_content_format", "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser",
-    "generation_config", "disable_uvicorn_access_log", "allowed_origins", "allowed_methods", "allowed_headers",
-    "ssl_keyfile", "ssl_certfile", "ssl_ca_certs", "root_path", "middleware", "response_role", "max_logprobs",
-    "disable_fastapi_docs", "enable_prompt_tokens_details", "otlp_traces_endpoint", "hf_token",
-    "api_server_count", "enable_force_include_usage", "enable_server_load_tracking", "disable_frontend_multiprocessing",
-    "worker_cls", "distributed_executor_backend", "scheduling_policy", "enable_chunked_prefill",
-    "override_generation_config", "hf_overrides_path", "log_config_file",
-})
-# Options that change memory or speed in ways kvplan does not model: a warning says the plan ignores them.
-VLLM_UNMODELLED: Mapping[str, str] = {
-    # V0's CPU swap space: vLLM 0.33's EngineArgs has no swap_space (its CLI rejects --swap-space); the V1
-    # engine preempts by recomputation, so it held no GPU memory on 0.8–0.10 either.
-    "swap_space": "vLLM 0.33 has no --swap-space (V1 preempts by recomputing; no GPU memory)",
-    # A KV connector (NixlConnector, LMCache, MultiConnector, …) may pin GPU buffers of its own and turns the
-    # hybrid KV cache manager off when it does not support it (config/vllm.py); --kv-offloading-size is modelled.
-    "kv_transfer_config": "KV connectors' buffers and their effect on the hybrid KV cache manager are not modelled "
-                          "(--kv-offloading-size is)",
-}
-
-
 # =================================================================================================
 # Loading and validating
 # =================================================================================================

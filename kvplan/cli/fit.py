@@ -254,9 +254,15 @@ def command(
 
         parsed = parse_vllm_command(vllm_cmd)
         if parsed.ignored and not json_:
-            err().print(
-                f"Note: ignored vLLM flags that do not change the KV plan: {' '.join(parsed.ignored)}", markup=False
-            )
+            from kvplan.vllm.command_line import classify_ignored
+
+            ignored, unmodelled, unknown = classify_ignored(parsed.ignored)
+            for label, words in (("ignored vLLM flags that do not change the KV plan", ignored),
+                                 ("vLLM flags kvplan does not know, ignored (they may change memory)", unknown)):
+                if words:
+                    err().print(f"Note: {label}: {' '.join(words)}", markup=False)
+            for line in unmodelled:
+                err().print(f"Warning: not modelled: {line}", markup=False)
         for key, value in parsed.options.items():
             if given.get(key) is None:
                 given[key] = value

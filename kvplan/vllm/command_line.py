@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import shlex
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kvplan.errors import ParseError
@@ -74,6 +75,7 @@ SHORT_FLAGS = {
     "-dp": "--data-parallel-size",
     "-cc": "--compilation-config",
     "-dcp": "--decode-context-parallel-size",
+    "-pcp": "--prefill-context-parallel-size",
     "-q": "--quantization",
 }
 # vLLM boolean flags that take no value and do not affect the plan (so they must not swallow the next word).
@@ -107,6 +109,45 @@ REDACTED = "***"
 _PROGRAMS = ("vllm", "python", "python3")
 
 
+# Options that do not change KV capacity or speed as kvplan models them: accepted and ignored, so a
+# real `vllm serve` line or --config file can be used as it is. Checked against vLLM 0.33's EngineArgs and API
+# server arguments: the API server (host … middleware, api_server_count), logging and metrics (…log…,
+# otlp_traces_endpoint, enable_server_load_tracking), the tokenizer and chat templates, where the weights come
+# from (download_dir, load_format, code_revision, hf_token), sampling defaults (seed, generation_config,
+# override_generation_config, max_logprobs), the scheduling order (scheduling_policy), the worker process
+# (worker_cls, distributed_executor_backend: Ray or mp changes no KV memory), and enable_chunked_prefill
+# (always on in V1; max_num_batched_tokens is what counts). disable_log_requests,
+# disable_frontend_multiprocessing and hf_overrides_path are older vLLM's: 0.33 has none of them.
+VLLM_IGNORED = frozenset({
+    "host", "port", "served_model_name", "api_key", "uvicorn_log_level", "disable_log_requests",
+    "disable_log_stats", "enable_log_requests", "tokenizer", "tokenizer_mode",
+    "tokenizer_revision", "code_revision", "download_dir", "load_format", "seed", "chat_template",
+    "chat_template_content_format", "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser",
+    "generation_config", "disable_uvicorn_access_log", "allowed_origins", "allowed_methods", "allowed_headers",
+    "ssl_keyfile", "ssl_certfile", "ssl_ca_certs", "root_path", "middleware", "response_role", "max_logprobs",
+    "disable_fastapi_docs", "enable_prompt_tokens_details", "otlp_traces_endpoint", "hf_token",
+    "api_server_count", "enable_force_include_usage", "enable_server_load_tracking", "disable_frontend_multiprocessing",
+    "worker_cls", "distributed_executor_backend", "scheduling_policy", "enable_chunked_prefill",
+    "override_generation_config", "hf_overrides_path", "log_config_file",
+})
+# Options that change memory or speed in ways kvplan does not model: a warning says the plan ignores them.
+VLLM_UNMODELLED: Mapping[str, str] = {
+    # V0's CPU swap space: vLLM 0.33's EngineArgs has no swap_space (its CLI rejects --swap-space); the V1
+    # engine preempts by recomputation, so it held no GPU memory on 0.8–0.10 either.
+    "swap_space": "vLLM 0.33 has no --swap-space (V1 preempts by recomputing; no GPU memory)",
+    # A KV connector (NixlConnector, LMCache, MultiConnector, …) may pin GPU buffers of its own and turns the
+    # hybrid KV cache manager off when it does not support it (config/vllm.py); --kv-offloading-size is modelled.
+    "kv_transfer_config": "KV connectors' buffers and their effect on the hybrid KV cache manager are not modelled "
+                          "(--kv-offloading-size is)",
+    # config/parallel.py: PCP (MLA models, Model Runner V2) multiplies the GPUs of a replica (world size
+    # tp × pp × pcp); alone it replicates the KV cache ("PCP-only execution replicates the KV cache"), with DCP
+    # over it (dcp in {1, pcp, tp × pcp}) it shards it. No oracle golden could be made (its faked platform has
+    # no multi-rank world for PCP).
+    "prefill_context_parallel_size": "prefill context parallelism is not modelled: kvplan plans one PCP rank "
+                                     "(PCP alone replicates the KV cache; the GPUs per replica are tp × pp × pcp)",
+}
+
+
 @dataclass(frozen=True)
 class VllmCommand:
     """What a pasted vLLM command says about the deployment."""
@@ -114,6 +155,22 @@ class VllmCommand:
     model: str | None
     options: dict[str, str | bool] = field(default_factory=dict)
     ignored: tuple[str, ...] = ()  # flags (with values) that do not change the KV plan
+
+
+def classify_ignored(words: Iterable[str]) -> tuple[list[str], list[str], list[str]]:
+    """A command's unused flags as (truly ignored: no memory effect, changes memory but not modelled — with
+    the reason —, unknown to kvplan)."""
+    ignored, unmodelled, unknown = [], [], []
+    for word in words:
+        flag = word.split("=", 1)[0].split(" ", 1)[0]
+        name = _canonical(flag)[2:].replace("-", "_") if flag.startswith("-") else ""
+        if name in VLLM_UNMODELLED:
+            unmodelled.append(f"{word}: {VLLM_UNMODELLED[name]}")
+        elif name in VLLM_IGNORED or flag in IGNORED_BOOL_FLAGS:
+            ignored.append(word)
+        else:
+            unknown.append(word)
+    return ignored, unmodelled, unknown
 
 
 def _canonical(flag: str) -> str:
