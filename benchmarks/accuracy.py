@@ -91,9 +91,18 @@ FIXTURE_FOR_RECORD = {
         "Qwen--Qwen3-8B", "the 36.0 GiB needed for 262,144 tokens is Qwen3-VL-8B's text geometry, Qwen3-8B's "
                           "(36 layers × 8 KV heads × 128)"),
 }
+# Kimi-K2-Thinking's config is not in the corpus; Kimi-K2-Instruct's has the same DeepseekV3 MLA geometry (61
+# layers, kv_lora_rank 512 + rope 64: 1,152 B per token per layer, whole on every TP rank): block maths only.
+_KIMI_K2 = ("moonshotai--Kimi-K2-Instruct", "Kimi-K2-Thinking is Kimi-K2's architecture (61 MLA layers, latent "
+                                            "512 + 64) with INT4 experts: the same KV geometry")
+FIXTURE_FOR_RECORD.update({"recipes-kimi-k2-thinking-8gpu-tp8": _KIMI_K2,
+                           "recipes-kimi-k2-thinking-8gpu-tp8-dcp8": _KIMI_K2})
+# Decode context parallelism of records whose launch line the source shows ("--decode-context-parallel-size 8").
+DCP_FOR_RECORD = {"recipes-kimi-k2-thinking-8gpu-tp8-dcp8": 8}
 # Block maths only: heterogeneous GPUs (the per-worker memory differs) or settings the excerpt lacks.
 TOKENS_ONLY = {"vllm-34076-5070ti-5090d-qwen3-coder-30b-fp8-pp2-failed",
-               "xinference-4926-qwen3-vl-instruct-262k-failed"}
+               "xinference-4926-qwen3-vl-instruct-262k-failed", *(r for r, f in FIXTURE_FOR_RECORD.items()
+                                                                  if f is _KIMI_K2)}
 # Records whose model has no fixture config but whose own notes state the KV geometry (check A only).
 GEOMETRY_FROM_RECORD = {
     # "the doc verifies 28.20 GiB / 184,832 tokens = 163,840 B/token (40 layers x 8 KV heads x 128 x 2 x 2)"
@@ -210,7 +219,7 @@ def _fixture(rec: dict[str, Any]) -> tuple[Path, str] | None:
     from the fixtures or the corpus (`org/name` → `org--name`)."""
     hit = FIXTURE_FOR_RECORD.get(rec["id"]) or FIXTURE_FOR_MODEL.get(rec.get("model") or "")
     if hit is not None:
-        return CONFIGS / hit[0], hit[1]
+        return (CONFIGS / hit[0] if (CONFIGS / hit[0]).is_dir() else CORPUS / hit[0]), hit[1]
     name = str(rec.get("model") or "").replace("/", "--")
     for root in (CONFIGS, CORPUS):
         if "--" in name and (root / name / "config.json").is_file():
@@ -277,10 +286,11 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     lo_b = int((rec["available_kv_gib"] - ROUNDING_GIB) * GiB)
     hi_b = int((rec["available_kv_gib"] + ROUNDING_GIB) * GiB)
     by_groups = version is not None and parse_vllm_version(version) < KV_TOKENS_FROM_CONCURRENCY_SINCE
-    lo = plan_kv_cache(specs, lo_b, block, max_len, in_flight, tokens_per_group_block=by_groups)
-    hi = plan_kv_cache(specs, hi_b, block, max_len, in_flight, tokens_per_group_block=by_groups)
+    cp = DCP_FOR_RECORD.get(rec["id"], 1)
+    lo = plan_kv_cache(specs, lo_b, block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp)
+    hi = plan_kv_cache(specs, hi_b, block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp)
     mid = plan_kv_cache(specs, int(rec["available_kv_gib"] * GiB), block, max_len, in_flight,
-                        tokens_per_group_block=by_groups)
+                        tokens_per_group_block=by_groups, context_parallel=cp)
     ranks = (rec.get("tp") or 1) * (rec.get("pp") or 1) > 1
     if rec.get("num_gpu_blocks") is not None:
         logged = rec["num_gpu_blocks"]

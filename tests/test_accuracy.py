@@ -52,7 +52,7 @@ def test_every_logged_block_or_token_count_is_reproduced_exactly() -> None:
     assert len(rows) >= 15
     # At TP > 1 the log may quote a rank with more memory than the smallest one, whose count vLLM keeps.
     assert all(r.exact or r.smallest_rank for r in rows), [r for r in rows if not r.exact]
-    assert sum(r.exact for r in rows) >= 14
+    assert sum(r.exact for r in rows) >= 21  # incl. MLA Kimi-K2 at TP 8 and with DCP 8, hybrid granite on 0.19
 
 
 @pytest.mark.parametrize("record", ["vllm-34076-5070ti-5090d-qwen3-coder-30b-fp8-pp2-failed",
