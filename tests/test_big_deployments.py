@@ -4,6 +4,7 @@ tests/test_cuda_golden.py)."""
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -234,3 +235,20 @@ def test_no_async_scheduling_leaves_one_batch_in_flight_as_vllm_plans_it(tmp_pat
     from kvplan.ci.plan import load_plan
 
     assert load_plan(plan).deployments[0].settings.async_scheduling is False
+
+
+def test_mtp_loads_the_checkpoints_mtp_modules_on_every_gpu() -> None:
+    """vLLM skips the MTP layer's weights unless MTP speculation is on (deepseek_mtp.py builds it then): on
+    DeepSeek-V3 at TP 8 one module (a MoE decoder layer + eh_proj, embedding and head shared) is ~1.36 GiB a GPU."""
+    from kvplan.hardware.gpus import get_gpu
+    from kvplan.model.hub import load_local
+    from kvplan.model.weights import mtp_module_stored_bytes
+    from kvplan.vllm.fit import plan_fit
+    from kvplan.vllm.settings import ServeSettings
+
+    model = load_local(str(CONFIGS / "deepseek-ai--DeepSeek-V3"))
+    base = ServeSettings(tp=8, max_model_len=8192)
+    plain = plan_fit(model, get_gpu("h200"), base, advise=False)
+    mtp = plan_fit(model, get_gpu("h200"), replace(base, speculative_config={"method": "mtp"}), advise=False)
+    assert mtp.weights_bytes - plain.weights_bytes == -(-mtp_module_stored_bytes(model) // 8)
+    assert round((mtp.weights_bytes - plain.weights_bytes) / 2**30, 2) == 1.36

@@ -13,7 +13,7 @@ builds at init (see "Loaded bytes" below).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from kvplan.model.spec import LayerSpec, ModelSpec, RecurrentState
 
@@ -225,6 +225,21 @@ def stored_weights_bytes(model: ModelSpec, params: ParamCount | None = None) -> 
         quantized = p.routed_experts - _expert_bias_params(model, p)
     keep = p.total - quantized
     return int(keep * full + quantized * bits / 8)
+
+
+def mtp_module_stored_bytes(model: ModelSpec) -> int:
+    """Stored bytes of one MTP module as vLLM 0.33 builds it (deepseek_mtp.py:DeepSeekMultiTokenPredictorLayer;
+    Qwen3-Next, GLM-4.5 and MiMo alike): a decoder layer like the model's last full-attention (or MLA) layer,
+    its enorm / hnorm and the shared head's norm, and eh_proj (2·hidden → hidden, the model dtype). Its
+    embedding and LM head are the target's (spec_decode/eagle/utils.py:load_eagle_model shares them). vLLM
+    skips these weights unless MTP speculation is on. An estimate: no log measures them."""
+    layer = next((x for x in reversed(model.layers) if x.kind in ("full", "mla")), model.layers[-1])
+    one = replace(model, layers=(layer,), num_layers=1)
+    p = count_parameters(one)
+    full = FP_BYTES.get(model.dtype, 2)
+    h = model.hidden_size
+    block = stored_weights_bytes(one, p) - (p.embedding + p.lm_head) * full
+    return int(block + (2 * h * h + 3 * h) * full)
 
 
 def routed_expert_bytes(model: ModelSpec) -> int:

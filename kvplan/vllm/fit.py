@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.errors import BadConfig
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs
-from kvplan.model.weights import routed_expert_bytes
+from kvplan.model.weights import mtp_module_stored_bytes, routed_expert_bytes
 from kvplan.units import GiB
 from kvplan.vllm.advice import advise_fixes
 from kvplan.vllm.architectures import served_quantization_methods
@@ -152,6 +152,8 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                                 max_num_batched_tokens=r.batch.max_num_batched_tokens)
         if spec_decode is not None and spec_decode.method == DRAFT_MODEL and spec_decode.draft is not None:
             term = _draft_weights(term, replace(spec_decode.draft, dtype=model.dtype), gpu, s, r)
+        if spec_decode is not None and spec_decode.method == "mtp" and s.weights_total_bytes is None:
+            term = _mtp_weights(term, model, spec_decode, s)
         if s.enable_lora:  # adapter slots are allocated while the model loads ("Model loading took")
             lora = lora_bytes_per_gpu(model, tp=s.tp, max_loras=s.max_loras, max_lora_rank=s.max_lora_rank)
             term = replace(term, bytes=term.bytes + lora, assumption=f"{term.assumption}; LoRA buffers for "
@@ -183,6 +185,16 @@ def _draft_weights(term: MemoryTerm, draft: ModelSpec, gpu: GpuLike, s: ServeSet
                    high=(term.high_bytes + own.high_bytes),
                    assumption=f"{term.assumption}; draft model {draft.name} +{own.bytes / GiB:.2f} GiB "
                               "(parameters × stored bytes)")
+
+
+def _mtp_weights(term: MemoryTerm, model: ModelSpec, spec: SpecDecode, s: ServeSettings) -> MemoryTerm:
+    """MTP speculation loads the checkpoint's MTP modules (skipped otherwise) on the last pipeline stage, split
+    over its TP ranks, inside "Model loading took" (model_weights.mtp_module_stored_bytes: an estimate). With
+    a Hub safetensors total the modules are already in it."""
+    extra = -(-spec.draft_layers * mtp_module_stored_bytes(model) // s.tp)
+    return replace(term, bytes=term.bytes + extra, low=term.low_bytes + extra, high=term.high_bytes + extra,
+                   assumption=f"{term.assumption}; {spec.draft_layers} MTP module(s) +{extra / GiB:.2f} GiB "
+                              "(a decoder layer + eh_proj each; estimate)")
 
 
 def _expert_parallel(model: ModelSpec, s: ServeSettings, term: MemoryTerm) -> MemoryTerm:
