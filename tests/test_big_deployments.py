@@ -252,3 +252,19 @@ def test_mtp_loads_the_checkpoints_mtp_modules_on_every_gpu() -> None:
     mtp = plan_fit(model, get_gpu("h200"), replace(base, speculative_config={"method": "mtp"}), advise=False)
     assert mtp.weights_bytes - plain.weights_bytes == -(-mtp_module_stored_bytes(model) // 8)
     assert round((mtp.weights_bytes - plain.weights_bytes) / 2**30, 2) == 1.36
+
+
+def test_a_hub_safetensors_total_holds_the_mtp_modules_which_load_only_with_mtp() -> None:
+    from kvplan.hardware.gpus import get_gpu
+    from kvplan.model.hub import load_local
+    from kvplan.model.weights import mtp_module_stored_bytes
+    from kvplan.vllm.fit import plan_fit
+    from kvplan.vllm.settings import ServeSettings
+
+    model = load_local(str(CONFIGS / "deepseek-ai--DeepSeek-V3"))
+    base = ServeSettings(tp=8, max_model_len=8192, weights_total_bytes=700 * 10**9)
+    plain = plan_fit(model, get_gpu("h200"), base, advise=False)
+    mtp = plan_fit(model, get_gpu("h200"), replace(base, speculative_config={"method": "mtp"}), advise=False)
+    assert mtp.weights_bytes - plain.weights_bytes == -(-mtp_module_stored_bytes(model) // 8)
+    assert "not loaded without MTP speculation" in next(t.assumption for t in plain.memory_terms
+                                                         if t.name == "weights")

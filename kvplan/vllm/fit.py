@@ -42,7 +42,14 @@ from kvplan.vllm.settings import (
     mm_limits,
     resolve_settings,
 )
-from kvplan.vllm.speculative import DRAFT_MODEL, SpecDecode, draft_specs, own_draft_specs, resolve_speculative
+from kvplan.vllm.speculative import (
+    DRAFT_MODEL,
+    SpecDecode,
+    draft_specs,
+    mtp_layers,
+    own_draft_specs,
+    resolve_speculative,
+)
 from kvplan.vllm.verdicts import PreemptionVerdict, preemption_verdict, startup_verdict
 
 if TYPE_CHECKING:
@@ -152,8 +159,7 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                                 max_num_batched_tokens=r.batch.max_num_batched_tokens)
         if spec_decode is not None and spec_decode.method == DRAFT_MODEL and spec_decode.draft is not None:
             term = _draft_weights(term, replace(spec_decode.draft, dtype=model.dtype), gpu, s, r)
-        if spec_decode is not None and spec_decode.method == "mtp" and s.weights_total_bytes is None:
-            term = _mtp_weights(term, model, spec_decode, s)
+        term = _mtp_weights(term, model, spec_decode, s)
         if s.enable_lora:  # adapter slots are allocated while the model loads ("Model loading took")
             lora = lora_bytes_per_gpu(model, tp=s.tp, max_loras=s.max_loras, max_lora_rank=s.max_lora_rank)
             term = replace(term, bytes=term.bytes + lora, assumption=f"{term.assumption}; LoRA buffers for "
@@ -187,14 +193,20 @@ def _draft_weights(term: MemoryTerm, draft: ModelSpec, gpu: GpuLike, s: ServeSet
                               "(parameters × stored bytes)")
 
 
-def _mtp_weights(term: MemoryTerm, model: ModelSpec, spec: SpecDecode, s: ServeSettings) -> MemoryTerm:
-    """MTP speculation loads the checkpoint's MTP modules (skipped otherwise) on the last pipeline stage, split
-    over its TP ranks, inside "Model loading took" (model_weights.mtp_module_stored_bytes: an estimate). With
-    a Hub safetensors total the modules are already in it."""
-    extra = -(-spec.draft_layers * mtp_module_stored_bytes(model) // s.tp)
-    return replace(term, bytes=term.bytes + extra, low=term.low_bytes + extra, high=term.high_bytes + extra,
-                   assumption=f"{term.assumption}; {spec.draft_layers} MTP module(s) +{extra / GiB:.2f} GiB "
-                              "(a decoder layer + eh_proj each; estimate)")
+def _mtp_weights(term: MemoryTerm, model: ModelSpec, spec: SpecDecode | None, s: ServeSettings) -> MemoryTerm:
+    """The checkpoint's MTP modules load only with MTP speculation (vLLM skips their weights otherwise), on the
+    last pipeline stage, split over its TP ranks (model/weights.py:mtp_module_stored_bytes: an estimate). The
+    analytic count leaves them out, so MTP adds them; a Hub safetensors total holds them, so without MTP they
+    come off it."""
+    layers = mtp_layers(model)
+    on = spec is not None and spec.method == "mtp"
+    if not layers or on == (s.weights_total_bytes is not None):
+        return term
+    delta = -(-layers * mtp_module_stored_bytes(model) // s.tp) * (1 if on else -1)
+    what = (f"{layers} MTP module(s) {delta / GiB:+.2f} GiB (a decoder layer + eh_proj each; estimate)" if on else
+            f"the checkpoint's {layers} MTP module(s), not loaded without MTP speculation, {delta / GiB:+.2f} GiB")
+    return replace(term, bytes=term.bytes + delta, low=term.low_bytes + delta, high=term.high_bytes + delta,
+                   assumption=f"{term.assumption}; {what}")
 
 
 def _expert_parallel(model: ModelSpec, s: ServeSettings, term: MemoryTerm) -> MemoryTerm:

@@ -59,7 +59,8 @@ class SpecDecode:
 _MTP_DEFAULT_LAYERS = {"qwen3_next": 1}
 
 
-def _mtp_layers(model: ModelSpec) -> int:
+def mtp_layers(model: ModelSpec) -> int:
+    """The checkpoint's MTP layers (0: none)."""
     for key in _MTP_LAYER_KEYS:
         v = model.raw.get(key)
         if isinstance(v, int) and not isinstance(v, bool) and v > 0:
@@ -197,9 +198,9 @@ def resolve_speculative(model: ModelSpec, config: Mapping[str, Any] | None, draf
         raise InvalidParameter("--speculative-config: 'tensor_parallel_size' is not a valid argument in the "
                                "speculative_config. Please pass 'draft_tensor_parallel_size' instead.")
     method = speculative_method(config)
-    tokens = _tokens(config, method, draft, _mtp_layers(model))
+    tokens = _tokens(config, method, draft, mtp_layers(model))
     if method == "mtp":
-        layers = _mtp_layers(model)
+        layers = mtp_layers(model)
         if not layers:
             raise InvalidParameter(f"--speculative-config method {method!r}: {model.name} has no MTP layers "
                                    f"({' / '.join(_MTP_LAYER_KEYS)} in config.json)")
