@@ -268,3 +268,22 @@ def test_a_hub_safetensors_total_holds_the_mtp_modules_which_load_only_with_mtp(
     assert mtp.weights_bytes - plain.weights_bytes == -(-mtp_module_stored_bytes(model) // 8)
     assert "not loaded without MTP speculation" in next(t.assumption for t in plain.memory_terms
                                                          if t.name == "weights")
+
+
+def test_an_eagle3_head_loads_its_layer_fc_and_own_lm_head_on_every_gpu() -> None:
+    """llama_eagle3.py for the Llama-3.1-8B EAGLE-3 head (hidden 4,096, 32/8 heads × 128, intermediate 14,336,
+    draft_vocab_size 32,000): q/k/v from 2·hidden 50,331,648 + o 16,777,216 + MLP 176,160,768 + 3 norms
+    12,288, fc 3 × 4,096 → 4,096 50,331,648 + norm 4,096, LM head 131,072,000; the embedding (525,336,576) is
+    the target's, or the head's own at the estimate's high end."""
+    from kvplan.model.config import parse_config
+    from kvplan.model.hub import load_local
+    from kvplan.vllm.speculative import eagle_head_params, resolve_speculative, speculators_layer_config
+
+    target = load_local(str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"))
+    raw = json.loads((EAGLE3_DRAFT / "config.json").read_text())
+    draft = parse_config(speculators_layer_config(raw), name="eagle3")
+    spec = resolve_speculative(target, {"method": "eagle3", "model": str(EAGLE3_DRAFT), "num_speculative_tokens": 3},
+                               draft)
+    assert spec is not None and spec.draft is not None
+    assert eagle_head_params(spec.draft, spec, target) == (
+        50_331_648 + 16_777_216 + 176_160_768 + 12_288 + 50_331_648 + 4_096 + 131_072_000, 525_336_576)

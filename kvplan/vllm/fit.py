@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.errors import BadConfig
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs
-from kvplan.model.weights import mtp_module_stored_bytes, routed_expert_bytes
+from kvplan.model.weights import FP_BYTES, mtp_module_stored_bytes, routed_expert_bytes
 from kvplan.units import GiB
 from kvplan.vllm.advice import advise_fixes
 from kvplan.vllm.architectures import served_quantization_methods
@@ -44,8 +44,10 @@ from kvplan.vllm.settings import (
 )
 from kvplan.vllm.speculative import (
     DRAFT_MODEL,
+    EAGLE_METHODS,
     SpecDecode,
     draft_specs,
+    eagle_head_params,
     mtp_layers,
     own_draft_specs,
     resolve_speculative,
@@ -160,6 +162,8 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
         if spec_decode is not None and spec_decode.method == DRAFT_MODEL and spec_decode.draft is not None:
             term = _draft_weights(term, replace(spec_decode.draft, dtype=model.dtype), gpu, s, r)
         term = _mtp_weights(term, model, spec_decode, s)
+        if spec_decode is not None and spec_decode.method in EAGLE_METHODS and spec_decode.draft is not None:
+            term = _eagle_weights(term, model, spec_decode, s)
         if s.enable_lora:  # adapter slots are allocated while the model loads ("Model loading took")
             lora = lora_bytes_per_gpu(model, tp=s.tp, max_loras=s.max_loras, max_lora_rank=s.max_lora_rank)
             term = replace(term, bytes=term.bytes + lora, assumption=f"{term.assumption}; LoRA buffers for "
@@ -191,6 +195,19 @@ def _draft_weights(term: MemoryTerm, draft: ModelSpec, gpu: GpuLike, s: ServeSet
                    high=(term.high_bytes + own.high_bytes),
                    assumption=f"{term.assumption}; draft model {draft.name} +{own.bytes / GiB:.2f} GiB "
                               "(parameters × stored bytes)")
+
+
+def _eagle_weights(term: MemoryTerm, model: ModelSpec, spec: SpecDecode, s: ServeSettings) -> MemoryTerm:
+    """An EAGLE head loads inside "Model loading took", in the target's dtype, split over the TP ranks of the
+    last stage (speculative.eagle_head_params: an estimate; its high end keeps an embedding of its own)."""
+    assert spec.draft is not None
+    params, embed = eagle_head_params(spec.draft, spec, model)
+    e = FP_BYTES.get(model.dtype, 2)
+    extra, own_embed = -(-params * e // s.tp), -(-embed * e // s.tp)
+    return replace(term, bytes=term.bytes + extra, low=term.low_bytes + extra,
+                   high=term.high_bytes + extra + own_embed,
+                   assumption=f"{term.assumption}; {spec.method} head +{extra / GiB:.2f} GiB (embedding shared "
+                              f"with the target; +{own_embed / GiB:.2f} GiB if the head keeps its own; estimate)")
 
 
 def _mtp_weights(term: MemoryTerm, model: ModelSpec, spec: SpecDecode | None, s: ServeSettings) -> MemoryTerm:

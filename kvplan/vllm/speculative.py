@@ -245,3 +245,30 @@ def own_draft_specs(num_layers: int, spec: SpecDecode, *, tp: int, pp: int, kv_c
     draft = spec.draft if dtype is None else replace(spec.draft, dtype=dtype)
     stages = kv_cache_specs(draft, tp=tp, pp=pp, kv_cache_dtype=spec.kv_cache_dtype or kv_cache_dtype)
     return [[replace(s, layer=num_layers + s.layer) for s in own] for own in stages]
+
+
+def eagle_head_params(draft: ModelSpec, spec: SpecDecode, target: ModelSpec) -> tuple[int, int]:
+    """(parameters vLLM keeps for an EAGLE / EAGLE-3 head, and the embedding it may keep too).
+
+    As model_executor/models/llama_eagle3.py builds EAGLE-3: its decoder layers (the first one's q/k/v read
+    2·hidden: the embedding and the target's hidden state, plus a hidden_norm), the fc from the target's
+    aux hidden states (3 × target hidden → hidden, eagle_aux_hidden_state_layer_ids default) and the final
+    norm, and an LM head of `draft_vocab_size` rows of its own; llama_eagle.py's EAGLE: plain layers and an
+    fc of 2·hidden → hidden, the target's LM head. spec_decode/eagle/utils.py:load_eagle_model then shares the
+    target's embedding (and LM head when the shapes match), and "Model loading took" counts live tensors
+    only (platforms/cuda.py:get_current_memory_usage: max_memory_allocated): whether the checkpoint carries
+    its own embedding is not in config.json — the second figure is that embedding, the estimate's high end."""
+    h, hd = draft.hidden_size, draft.head_size
+    eagle3 = spec.method == "eagle3"
+    total = 0
+    for i in range(draft.num_layers):
+        qkv_in = 2 * h if (eagle3 and i == 0) else h
+        total += qkv_in * (draft.num_attention_heads + 2 * draft.num_kv_heads) * hd
+        total += draft.num_attention_heads * hd * h + 3 * h * draft.intermediate_size
+        total += (3 if (eagle3 and i == 0) else 2) * h
+    total += (3 * target.hidden_size if eagle3 else 2 * h) * h + h
+    draft_vocab = int(draft.raw.get("draft_vocab_size") or 0)
+    if eagle3 and draft_vocab and draft_vocab != target.vocab_size:
+        total += draft_vocab * h
+    return total, draft.vocab_size * h
+
