@@ -287,3 +287,33 @@ def test_an_eagle3_head_loads_its_layer_fc_and_own_lm_head_on_every_gpu() -> Non
     assert spec is not None and spec.draft is not None
     assert eagle_head_params(spec.draft, spec, target) == (
         50_331_648 + 16_777_216 + 176_160_768 + 12_288 + 50_331_648 + 4_096 + 131_072_000, 525_336_576)
+
+
+def test_prefill_context_parallelism_adds_gpus_and_keeps_or_shards_the_kv_as_vllm_does() -> None:
+    """config/parallel.py: PCP alone replicates the KV cache (each PCP rank has the single-rank plan); DCP over
+    the PCP axis shards it (block_size × dcp tokens per block id); DCP must be 1, pcp or tp × pcp; only MLA
+    backends implement PCP."""
+    from kvplan.errors import InvalidParameter, NotServed
+    from kvplan.hardware.gpus import get_gpu
+    from kvplan.model.hub import load_local
+    from kvplan.vllm.fit import plan_fit
+    from kvplan.vllm.settings import ServeSettings
+
+    mla = load_local(str(CONFIGS / "deepseek-ai--DeepSeek-V2-Lite"))
+    base = ServeSettings(max_model_len=8192, kv_cache_memory_bytes=20 * 2**30)
+    one = plan_fit(mla, get_gpu("h100"), base, advise=False)
+    pcp = plan_fit(mla, get_gpu("h100"), replace(base, prefill_context_parallel_size=2), advise=False)
+    assert (pcp.num_gpus, pcp.num_gpu_blocks, pcp.kv_cache_tokens) == (2, one.num_gpu_blocks, one.kv_cache_tokens)
+    sharded = plan_fit(mla, get_gpu("h100"), replace(base, prefill_context_parallel_size=2,
+                                                     decode_context_parallel_size=2), advise=False)
+    assert sharded.num_gpu_blocks == one.num_gpu_blocks and sharded.kv_cache_tokens == 2 * one.kv_cache_tokens
+    with pytest.raises(InvalidParameter, match="valid DCP sizes are \\[1, 2\\]"):
+        plan_fit(mla, get_gpu("h100"), replace(base, prefill_context_parallel_size=2,
+                                               decode_context_parallel_size=4), advise=False)
+    with pytest.raises(NotServed, match="PCP not supported"):
+        plan_fit(load_local(str(CONFIGS / "Qwen--Qwen2.5-7B")), get_gpu("h100"),
+                 replace(base, prefill_context_parallel_size=2), advise=False)
+    r = json.loads(runner.invoke(app, ["fit", "--vllm-cmd", f"vllm serve {CONFIGS / 'deepseek-ai--DeepSeek-V2-Lite'} "
+                                       "-pcp 2 --max-model-len 8192 --kv-cache-memory-bytes 21474836480",
+                                       "--gpu", "h100", "--json"]).stdout)
+    assert (r["num_gpus"], r["num_gpu_blocks"]) == (2, one.num_gpu_blocks)

@@ -450,6 +450,7 @@ VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
     "speculative_config": ("speculative_config", _as_mapping),
     "compilation_config": ("compilation_config", _as_mapping),
     "decode_context_parallel_size": ("decode_context_parallel_size", _as_int),
+    "prefill_context_parallel_size": ("prefill_context_parallel_size", _as_int),
     "data_parallel_size": ("data_parallel_size", _as_int),
     "enable_expert_parallel": ("enable_expert_parallel", _as_bool),
     "trust_remote_code": ("allow_custom_code", _as_bool),

@@ -147,6 +147,10 @@ def command(
         int | None, _vllm("Shard each request's KV over this many TP ranks (default 1).",
                           "--decode-context-parallel-size", "-dcp")
     ] = None,
+    prefill_context_parallel_size: Annotated[
+        int | None, _vllm("Prefill context parallelism: more GPUs per replica, MLA models (default 1).",
+                          "--prefill-context-parallel-size", "-pcp")
+    ] = None,
     data_parallel_size: Annotated[
         int | None, _vllm("Independent replicas, each its own KV pool (default 1).", "--data-parallel-size", "-dp")
     ] = None,
@@ -228,6 +232,7 @@ def command(
         "moe_backend": moe_backend,
         "speculative_config": speculative_config,
         "decode_context_parallel_size": decode_context_parallel_size,
+        "prefill_context_parallel_size": prefill_context_parallel_size,
         "data_parallel_size": data_parallel_size,
         "enable_expert_parallel": enable_expert_parallel,
         "hf_overrides": hf_overrides,
@@ -473,6 +478,7 @@ def settings_from_flags(
         speculative_draft=load_speculative_draft(speculative),
         compilation_config=json_option(given.get("compilation_config"), "--compilation-config"),
         decode_context_parallel_size=count("decode_context_parallel_size", "--decode-context-parallel-size") or 1,
+        prefill_context_parallel_size=count("prefill_context_parallel_size", "--prefill-context-parallel-size") or 1,
         data_parallel_size=count("data_parallel_size", "--data-parallel-size") or 1,
         enable_expert_parallel=bool(given.get("enable_expert_parallel") or False),
         dtype=str(given.get("dtype") or "auto").lower(),

@@ -33,6 +33,7 @@ VALUE_FLAGS: dict[str, str] = {
     "--performance-mode": "performance_mode",
     "--speculative-config": "speculative_config",
     "--decode-context-parallel-size": "decode_context_parallel_size",
+    "--prefill-context-parallel-size": "prefill_context_parallel_size",
     "--data-parallel-size": "data_parallel_size",
     "--hf-overrides": "hf_overrides",
     "--compilation-config": "compilation_config",
@@ -139,12 +140,6 @@ VLLM_UNMODELLED: Mapping[str, str] = {
     # hybrid KV cache manager off when it does not support it (config/vllm.py); --kv-offloading-size is modelled.
     "kv_transfer_config": "KV connectors' buffers and their effect on the hybrid KV cache manager are not modelled "
                           "(--kv-offloading-size is)",
-    # config/parallel.py: PCP (MLA models, Model Runner V2) multiplies the GPUs of a replica (world size
-    # tp × pp × pcp); alone it replicates the KV cache ("PCP-only execution replicates the KV cache"), with DCP
-    # over it (dcp in {1, pcp, tp × pcp}) it shards it. No oracle golden could be made (its faked platform has
-    # no multi-rank world for PCP).
-    "prefill_context_parallel_size": "prefill context parallelism is not modelled: kvplan plans one PCP rank "
-                                     "(PCP alone replicates the KV cache; the GPUs per replica are tp × pp × pcp)",
 }
 
 

@@ -309,6 +309,13 @@ def _load_notes(s: ServeSettings, max_len: int, max_num_seqs: int) -> list[str]:
         notes.append(f"Decode context parallelism {s.decode_context_parallel_size}: each block id holds "
                      f"block_size × {s.decode_context_parallel_size} tokens of a request, sharded over "
                      f"{s.decode_context_parallel_size} ranks.")
+    if s.prefill_context_parallel_size > 1:
+        pcp = s.prefill_context_parallel_size
+        notes.append(f"Prefill context parallelism {pcp}: {s.tp * s.pp * pcp} GPUs per replica (tp × pp × pcp), each "
+                     "with the plan above: "
+                     + ("PCP alone replicates the KV cache (config/parallel.py: pcp_shard_decode_requests)."
+                        if s.decode_context_parallel_size == 1 else
+                        f"DCP {s.decode_context_parallel_size} shards each request's KV over the PCP ranks."))
     if s.data_parallel_size > 1:
         notes.append(f"{s.data_parallel_size} data-parallel replicas of {s.tp * s.pp} GPU(s), each its own KV pool "
                      "and its own requests: the figures above are one replica's.")
@@ -413,7 +420,7 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         gpu_name=gpu.name,
         tp=s.tp,
         pp=s.pp,
-        num_gpus=s.tp * s.pp * s.data_parallel_size,
+        num_gpus=s.tp * s.pp * s.prefill_context_parallel_size * s.data_parallel_size,
         vllm_version=str(r.version),
         gpu_memory_utilization=r.gpu_memory_utilization,
         cuda_total_bytes=gpu.cuda_total_bytes,

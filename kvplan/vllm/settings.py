@@ -66,6 +66,7 @@ class ServeSettings:
     speculative_config: Mapping[str, Any] | None = None  # --speculative-config, e.g. {"method": "mtp", …}
     speculative_draft: ModelSpec | None = None  # the EAGLE / draft model named by speculative_config's `model`
     decode_context_parallel_size: int = 1  # --decode-context-parallel-size / -dcp
+    prefill_context_parallel_size: int = 1  # --prefill-context-parallel-size / -pcp
     enable_expert_parallel: bool = False  # --enable-expert-parallel: experts split over TP×DP ranks
     data_parallel_size: int = 1  # --data-parallel-size / -dp: independent replicas, each its own KV pool
     dtype: str = "auto"  # --dtype: the model (and `auto` KV cache) dtype
@@ -113,10 +114,14 @@ def _validate_lora(s: ServeSettings) -> None:
 
 def _validate_parallel(model: ModelSpec, s: ServeSettings) -> None:
     """vLLM's checks of decode context and data parallelism (config/parallel.py, config/vllm.py)."""
-    dcp = s.decode_context_parallel_size
-    for flag, value in (("--decode-context-parallel-size", dcp), ("--data-parallel-size", s.data_parallel_size)):
+    dcp, pcp = s.decode_context_parallel_size, s.prefill_context_parallel_size
+    for flag, value in (("--decode-context-parallel-size", dcp), ("--data-parallel-size", s.data_parallel_size),
+                        ("--prefill-context-parallel-size", pcp)):
         if value < 1 or value > MAX_PARALLEL_SIZE:
             raise InvalidParameter(f"{flag} must be 1–{MAX_PARALLEL_SIZE}, got {value}")
+    if pcp > 1:
+        _validate_prefill_context_parallel(model, s.tp, pcp, dcp)
+        return
     if s.tp % dcp:
         raise InvalidParameter(f"--tensor-parallel-size {s.tp} must be divisible by --decode-context-parallel-size "
                                f"{dcp}", hint="vLLM shards each request's KV over dcp ranks of the TP group")
@@ -124,6 +129,18 @@ def _validate_parallel(model: ModelSpec, s: ServeSettings) -> None:
         raise InvalidParameter(f"--decode-context-parallel-size {dcp} needs --tensor-parallel-size above the "
                                f"{model.num_kv_heads} KV heads for a non-MLA model",
                                hint="DCP reuses the ranks that would otherwise replicate KV heads")
+
+
+def _validate_prefill_context_parallel(model: ModelSpec, tp: int, pcp: int, dcp: int) -> None:
+    """config/parallel.py: with PCP, DCP is 1, the PCP axis or the whole TP × PCP axis; only MLA attention
+    implements PCP (v1/attention/backend.py: MLAAttentionImpl.supports_pcp; the others "PCP not supported")."""
+    if dcp not in (1, pcp, tp * pcp):
+        raise InvalidParameter("When PCP is enabled, DCP must be disabled, span the PCP axis, or span the full TP x "
+                               f"PCP axis. Got TP={tp}, PCP={pcp}, DCP={dcp}; valid DCP sizes are "
+                               f"{sorted({1, pcp, tp * pcp})}.")
+    if model.mla is None:
+        raise NotServed("No valid attention backend found for cuda with use_pcp=True: PCP not supported (only the "
+                        "MLA attention backends implement prefill context parallelism)")
 
 
 # Far above any real deployment (a GB300 NVL72 domain has 72 GPUs); bounds every count derived from them.
