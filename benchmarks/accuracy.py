@@ -243,7 +243,7 @@ def families(rec: dict[str, Any], model: ModelSpec) -> tuple[str, ...]:
         tags.append("mla")
     if any(layer.kind in ("mamba", "linear_attention", "gdn") for layer in model.layers):
         tags.append("hybrid")
-    if "multimodal" in str(rec.get("family") or "") or model.raw.get("vision_config") is not None:
+    if "multimodal" in str(rec.get("family") or "") or model.mm_modalities:
         tags.append("multimodal")
     if not tags or tags == ["multimodal"]:
         tags.insert(0, "dense")
