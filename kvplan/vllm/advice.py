@@ -70,7 +70,8 @@ def _free_memory_candidates(settings: ServeSettings, report: FitReport) -> Itera
     top = math.ceil(report.gpu_memory_utilization * 100) - 1
     for pct in range(top, MIN_ADVISED_UTILIZATION_PCT - 1, -1):
         yield (f"--gpu-memory-utilization {pct / 100:.2f}", replace(settings, gpu_memory_utilization=pct / 100),
-               "leave room for the CUDA context vLLM finds in use at startup")
+               "leave room for what vLLM finds in use at startup (the CUDA context; on a unified-memory GPU such "
+               "as DGX Spark, the host's own use)")
 
 
 # Smaller scheduler limits vLLM's profiling run is sized by (its sampler peak scales with
