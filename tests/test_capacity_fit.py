@@ -39,7 +39,8 @@ def test_default_budget_on_h100_is_vllms_formula() -> None:
     r = plan_fit(model, H100, ServeSettings(max_model_len=32768))
     requested = math.ceil(H100.cuda_total_bytes * 0.92)
     weights = loaded_weights_bytes_per_gpu(model, arch="hopper")  # checkpoint + rope cache + vocab padding
-    activation = int(1024 * 152_064 * 20.0) + 8192 * 3584 * 2  # vLLM 0.17+: Triton top-k/top-p sampler
+    # vLLM 0.17+: Triton top-k/top-p sampler; Model Runner V2 (0.29+): the persistent penalty state
+    activation = int(1024 * 152_064 * 20.0) + 8192 * 3584 * 2 + int(1024 * 152_064 * (4 + 4 / 32))
     graphs = CUDA_GRAPH_POOL_BASE_BYTES + 102 * 28 * CUDA_GRAPH_BYTES_PER_GRAPH_LAYER
     assert (r.requested_bytes, r.weights_bytes, r.activation_bytes, r.cuda_graph_bytes) == (
         requested, weights, activation, graphs)

@@ -24,15 +24,15 @@ REQUESTED = 76_526_653_539  # ceil(85,029,615,043 × 0.9)
 # no padding to 64 rows.
 WEIGHTS = 7_615_616_512 * 2 + 131_072 * 128 * 2
 # Activation: sampler 1024 rows (max_num_seqs, H100 default) × 152,064 vocab × 20 B (0.17+ Triton top-k/top-p),
-# plus 8192 retained hidden states × 3584 × 2 B; non-torch 0.13 GiB (one GPU); CUDA graphs a 64 MiB pool
-# + 51 piecewise + 51 full × 28 layers × round(0.085 MiB).
-ACTIVATION = int(1024 * 152_064 * 20.0) + 8192 * 3584 * 2
+# plus 8192 retained hidden states × 3584 × 2 B and Model Runner V2's penalty state (1024 × 152,064 × 4.125 B);
+# non-torch 0.13 GiB (one GPU); CUDA graphs a 64 MiB pool + 51 piecewise + 51 full × 28 layers × round(0.085 MiB).
+ACTIVATION = int(1024 * 152_064 * 20.0) + 8192 * 3584 * 2 + int(1024 * 152_064 * (4 + 4 / 32))
 NON_TORCH = round(0.13 * 2**30)
 CUDA_GRAPHS = 64 * 2**20 + (51 + 51) * 28 * round(0.085 * 2**20)
-PREDICTED_AVAILABLE = REQUESTED - WEIGHTS - ACTIVATION - NON_TORCH - CUDA_GRAPHS  # 57,627,627,382
+PREDICTED_AVAILABLE = REQUESTED - WEIGHTS - ACTIVATION - NON_TORCH - CUDA_GRAPHS  # 56,985,309,046
 # A bf16 block is 28 layers × 16 tokens × (K, V) × 4 KV heads × 128 × 2 B = 917,504 B.
 BLOCK_BYTES = 917_504
-PREDICTED_BLOCKS = PREDICTED_AVAILABLE // BLOCK_BYTES  # 62,809
+PREDICTED_BLOCKS = PREDICTED_AVAILABLE // BLOCK_BYTES  # 62,109
 
 server = test_diagnose_cli.server  # the same 127.0.0.1 metrics-server fixture
 
@@ -52,10 +52,10 @@ def test_prediction_pinned() -> None:
     report = plan_fit(load_fixture("Qwen--Qwen2.5-7B"), get_gpu("h100"),
                       ServeSettings(gpu_memory_utilization=0.9, block_size=16), advise=False)
     assert (report.weights_bytes, report.activation_bytes, report.non_torch_bytes, report.cuda_graph_bytes) == (
-        WEIGHTS, ACTIVATION, NON_TORCH, CUDA_GRAPHS) == (15_264_787_456, 3_172_990_976, 139_586_437, 321_661_288)
+        WEIGHTS, ACTIVATION, NON_TORCH, CUDA_GRAPHS) == (15_264_787_456, 3_815_309_312, 139_586_437, 321_661_288)
     assert (report.available_kv_bytes, report.bytes_per_block) == (PREDICTED_AVAILABLE, BLOCK_BYTES)
-    assert PREDICTED_AVAILABLE == 57_627_627_382
-    assert report.num_gpu_blocks == PREDICTED_BLOCKS == 62_809
+    assert PREDICTED_AVAILABLE == 56_985_309_046
+    assert report.num_gpu_blocks == PREDICTED_BLOCKS == 62_109
 
 
 def test_server_with_the_predicted_blocks_matches(server: MetricsServer) -> None:
@@ -64,11 +64,11 @@ def test_server_with_the_predicted_blocks_matches(server: MetricsServer) -> None
     finding = plan_finding(data)
     assert (finding["code"], finding["severity"]) == ("plan_matches", "info")
     assert (finding["model_name"], finding["engine"]) == ("Qwen/Qwen2.5-7B", "0")
-    assert finding["evidence"]["observed_tokens"] == finding["evidence"]["predicted_tokens"] == 62_809 * 16
+    assert finding["evidence"]["observed_tokens"] == finding["evidence"]["predicted_tokens"] == 62_109 * 16
     assert finding["evidence"]["relative_difference"] == 0
     [plan] = data["plan"]
     assert (plan["observed_num_gpu_blocks"], plan["predicted_num_gpu_blocks"], plan["predicted_block_size"]) == (
-        62_809, 62_809, 16)
+        62_109, 62_109, 16)
     # the settings the plan took from the server's cache_config_info
     assert plan["settings"] == {"gpu_memory_utilization": "0.9", "cache_dtype": "auto", "block_size": "16",
                                 "enable_prefix_caching": "True"}
@@ -76,26 +76,26 @@ def test_server_with_the_predicted_blocks_matches(server: MetricsServer) -> None
 
 
 def test_server_with_20_percent_fewer_blocks_is_a_mismatch(server: MetricsServer) -> None:
-    observed = PREDICTED_BLOCKS * 8 // 10  # 50,247
+    observed = PREDICTED_BLOCKS * 8 // 10  # 49,687
     url = serve_blocks(server, observed)
     data = run_json(url, "--plan", QWEN7B, "--gpu", "h100")
     finding = plan_finding(data)
     assert (finding["code"], finding["severity"]) == ("plan_mismatch", "warning")
     ev = finding["evidence"]
-    assert (ev["observed_num_gpu_blocks"], ev["predicted_num_gpu_blocks"]) == (50_247, 62_809)
-    assert (ev["observed_tokens"], ev["predicted_tokens"]) == (50_247 * 16, 62_809 * 16)
-    assert ev["relative_difference"] == pytest.approx((50_247 - 62_809) / 50_247)  # -25.0% of the server's
+    assert (ev["observed_num_gpu_blocks"], ev["predicted_num_gpu_blocks"]) == (49_687, 62_109)
+    assert (ev["observed_tokens"], ev["predicted_tokens"]) == (49_687 * 16, 62_109 * 16)
+    assert ev["relative_difference"] == pytest.approx((49_687 - 62_109) / 49_687)  # -25.0% of the server's
     assert "-25.0% of the server's" in finding["message"] and "beyond 2%" in finding["message"]
     assert any("kvplan calibrate" in a for a in finding["actions"])
     text = " ".join(run(url, "--plan", QWEN7B, "--gpu", "h100").stdout.split())
-    assert "WARNING plan_mismatch: server: 50,247 blocks × 16 = 803,952 tokens; plan: 62,809 × 16 = 1,004,944" in text
+    assert "WARNING plan_mismatch: server: 49,687 blocks × 16 = 794,992 tokens; plan: 62,109 × 16 = 993,744" in text
 
 
 def test_the_servers_cache_settings_drive_the_prediction(server: MetricsServer) -> None:
     # fp8 KV halves the block (458,752 B): twice the blocks from the same memory.
     url = serve_blocks(server, 2 * PREDICTED_BLOCKS, cache_dtype="fp8")
     data = run_json(url, "--plan", QWEN7B, "--gpu", "h100", "--kv-cache-dtype", "auto")
-    assert data["plan"][0]["predicted_num_gpu_blocks"] == PREDICTED_AVAILABLE // (BLOCK_BYTES // 2) == 125_618
+    assert data["plan"][0]["predicted_num_gpu_blocks"] == PREDICTED_AVAILABLE // (BLOCK_BYTES // 2) == 124_218
     assert plan_finding(data)["code"] == "plan_matches"
     # utilization 0.5 on the server: 0.4 × total (34 GB) less KV, far fewer blocks than at 0.9.
     url = serve_blocks(server, PREDICTED_BLOCKS, gpu_memory_utilization="0.5")

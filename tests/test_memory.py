@@ -59,12 +59,15 @@ def test_startup_refusal_uses_vllms_message() -> None:
 
 def test_activation_is_the_sampler_peak_plus_retained_hidden_states() -> None:
     """Llama-3.1-8B, H100 serve defaults, vLLM 0.11: 1,024 logits rows × 128,256 vocab × 38.4 B + 8,192 × 4,096
-    × 2 B; from 0.17 on the Triton top-k/top-p path's 20 B per logit."""
+    × 2 B; from 0.17 on the Triton top-k/top-p path's 20 B per logit; from 0.29 (Model Runner V2) the sampler's
+    persistent penalty state, 1,024 × 128,256 × (4 + 4/32) B."""
     model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
     t = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024, version=VllmVersion(0, 11))
     assert t.bytes == int(1024 * 128_256 * 38.4) + 8192 * 4096 * 2 == 5_110_339_993
+    v028 = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024, version=VllmVersion(0, 28))
+    assert v028.bytes == int(1024 * 128_256 * 20.0) + 8192 * 4096 * 2 and "Triton top-k/top-p" in v028.assumption
     new = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024)
-    assert new.bytes == int(1024 * 128_256 * 20.0) + 8192 * 4096 * 2 and "Triton top-k/top-p" in new.assumption
+    assert new.bytes == v028.bytes + int(1024 * 128_256 * (4 + 4 / 32)) and "penalty state" in new.assumption
     assert t.source == "estimate" and "sampler over 1,024 rows" in t.assumption
     # llm-d H100 log: "torch peak memory increase" 4.76 GiB (v0.11 serve defaults).
     assert abs(t.bytes / GIB - 4.76) < 0.05
@@ -72,7 +75,7 @@ def test_activation_is_the_sampler_peak_plus_retained_hidden_states() -> None:
 
 def test_activation_uses_min_of_tokens_and_seqs_for_sampler_rows() -> None:
     model = load_fixture("Qwen--Qwen2.5-1.5B")
-    t = estimate_activation(model, tp=1, max_num_batched_tokens=2048, max_num_seqs=4)
+    t = estimate_activation(model, tp=1, max_num_batched_tokens=2048, max_num_seqs=4, version=VllmVersion(0, 28))
     assert t.bytes == max(int(4 * 151_936 * 20.0), 2048 * 3 * 8960 * 2) + 2048 * 1536 * 2
 
 
