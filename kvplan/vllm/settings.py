@@ -339,8 +339,8 @@ def _sm120_sparse_refusal(model: ModelSpec) -> None:
     if model.dtype != "bfloat16":
         raise NotServed("No valid attention backend found for cuda with use_sparse=True: FLASHINFER_MLA_SPARSE_SM120: "
                         "dtype not supported", hint="it serves bfloat16 models only: --dtype bfloat16")
-    if topk is None or int(topk) != vd.SM120_SPARSE_INDEX_TOPK:
-        got = "requires a model with index_topk config" if topk is None else f"requires index_topk=2048; got {topk}"
+    if topk is None or isinstance(topk, bool) or topk != vd.SM120_SPARSE_INDEX_TOPK:  # any JSON value
+        got = "requires a model with index_topk config" if topk is None else f"requires index_topk=2048; got {topk!r}"
         raise NotServed(f"No valid attention backend found for cuda with use_sparse=True: FLASHINFER_MLA_SPARSE_SM120 "
                         f"{got}")
 
