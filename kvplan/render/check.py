@@ -95,8 +95,11 @@ def fmt_result(c: CheckResult) -> str:
 def summary_line(r: CheckReport) -> str:
     """`All 8 requirements hold.` or `2 of 8 requirements fail.`"""
     if r.passed:
-        return f"All {r.num_requirements} requirement{'s' if r.num_requirements != 1 else ''} hold."
-    return f"{r.num_failed} of {r.num_requirements} requirement{'s' if r.num_requirements != 1 else ''} fail."
+        return ("The requirement holds." if r.num_requirements == 1 else
+                f"All {r.num_requirements} requirements hold.")
+    if r.num_requirements == 1:
+        return "The requirement fails."
+    return f"{r.num_failed} of {r.num_requirements} requirements fail."
 
 
 def render_check(r: CheckReport) -> Group:
