@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -317,3 +318,36 @@ def test_prefill_context_parallelism_adds_gpus_and_keeps_or_shards_the_kv_as_vll
                                        "-pcp 2 --max-model-len 8192 --kv-cache-memory-bytes 21474836480",
                                        "--gpu", "h100", "--json"]).stdout)
     assert (r["num_gpus"], r["num_gpu_blocks"]) == (2, one.num_gpu_blocks)
+
+
+def test_a_kv_connector_without_hma_support_turns_the_hybrid_manager_off_as_vllm_does() -> None:
+    """config/vllm.py: LMCacheConnectorV1 does not implement SupportsHMA, so gpt-oss-20b's sliding-window layers
+    are cached as full attention (vLLM 0.33's planner: oracle-cuda/extra/…-lmcache.json); NixlConnector keeps the
+    hybrid manager (the plain plan)."""
+    golden = json.loads((GOLDENS / "extra" / "openai--gpt-oss-20b__h100-mml8192-lmcache.json").read_text())
+    kv = golden["plan"]["kv_cache_config"]
+    model = str(CONFIGS / "openai--gpt-oss-20b")
+    flags = ["--gpu", "h100", "--max-model-len", "8192", "--kv-cache-memory-bytes", "21474836480", "--json"]
+
+    def plan(connector: str) -> dict[str, Any]:
+        spec = json.dumps({"kv_connector": connector, "kv_role": "kv_both"})
+        result = runner.invoke(app, ["fit", model, "--kv-transfer-config", spec, *flags])
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+    lmcache = plan("LMCacheConnectorV1")
+    assert (lmcache["num_gpu_blocks"], lmcache["kv_cache_tokens"], lmcache["max_concurrency"]) == (
+        kv["num_blocks"], kv["kv_cache_size_tokens"], kv["max_concurrency"]) == (27306, 436896, 53.33203125)
+    plain = json.loads(runner.invoke(app, ["fit", model, *flags]).stdout)
+    assert plan("NixlConnector")["num_gpu_blocks"] == plain["num_gpu_blocks"] != 27306
+    bad = runner.invoke(app, ["fit", model, "--kv-transfer-config", '{"kv_connector": "NoSuch"}', *flags])
+    assert bad.exit_code == 2 and "Unsupported connector type: NoSuch" in bad.output
+
+
+def test_a_mamba_hybrid_without_the_hybrid_manager_is_refused_as_vllm_does() -> None:
+    golden = json.loads((GOLDENS / "extra" / "ibm-granite--granite-4.0-h-small__h100-mml8192-nohma.json").read_text())
+    assert golden["plan"]["kv_cache_config"]["error"] == (
+        "ValueError: Failed to promote local KV cache specs to one unified type.")
+    result = runner.invoke(app, ["fit", "--vllm-cmd", f"vllm serve {CONFIGS / 'ibm-granite--granite-4.0-h-small'} "
+                                 "--disable-hybrid-kv-cache-manager --max-model-len 8192", "--gpu", "h100"])
+    assert result.exit_code == 2 and "Failed to promote local KV cache specs to one unified type." in result.output

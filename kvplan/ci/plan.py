@@ -449,6 +449,7 @@ VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
     "performance_mode": ("performance_mode", _choice(*get_args(PerformanceMode))),
     "speculative_config": ("speculative_config", _as_mapping),
     "compilation_config": ("compilation_config", _as_mapping),
+    "kv_transfer_config": ("kv_transfer_config", _as_mapping),
     "decode_context_parallel_size": ("decode_context_parallel_size", _as_int),
     "prefill_context_parallel_size": ("prefill_context_parallel_size", _as_int),
     "data_parallel_size": ("data_parallel_size", _as_int),

@@ -143,6 +143,10 @@ def command(
         str | None, _vllm('Speculative decoding as JSON, e.g. \'{"method": "mtp", "num_speculative_tokens": 1}\'.',
                           "--speculative-config")
     ] = None,
+    kv_transfer_config: Annotated[
+        str | None, _vllm('A KV connector as JSON, e.g. \'{"kv_connector": "NixlConnector", "kv_role": "kv_both"}\' '
+                          "(one without hybrid-manager support turns it off).", "--kv-transfer-config")
+    ] = None,
     decode_context_parallel_size: Annotated[
         int | None, _vllm("Shard each request's KV over this many TP ranks (default 1).",
                           "--decode-context-parallel-size", "-dcp")
@@ -231,6 +235,7 @@ def command(
         "revision": revision,
         "moe_backend": moe_backend,
         "speculative_config": speculative_config,
+        "kv_transfer_config": kv_transfer_config,
         "decode_context_parallel_size": decode_context_parallel_size,
         "prefill_context_parallel_size": prefill_context_parallel_size,
         "data_parallel_size": data_parallel_size,
@@ -475,6 +480,7 @@ def settings_from_flags(
         moe_backend=moe_backend,
         allow_custom_code=bool(given.get("trust_remote_code") or False),
         speculative_config=speculative,
+        kv_transfer_config=json_option(given.get("kv_transfer_config"), "--kv-transfer-config"),
         speculative_draft=load_speculative_draft(speculative),
         compilation_config=json_option(given.get("compilation_config"), "--compilation-config"),
         decode_context_parallel_size=count("decode_context_parallel_size", "--decode-context-parallel-size") or 1,

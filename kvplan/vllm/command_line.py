@@ -37,6 +37,7 @@ VALUE_FLAGS: dict[str, str] = {
     "--data-parallel-size": "data_parallel_size",
     "--hf-overrides": "hf_overrides",
     "--compilation-config": "compilation_config",
+    "--kv-transfer-config": "kv_transfer_config",
     "--dtype": "dtype",
     "--mamba-cache-dtype": "mamba_cache_dtype",
     "--mamba-ssm-cache-dtype": "mamba_ssm_cache_dtype",
@@ -136,10 +137,6 @@ VLLM_UNMODELLED: Mapping[str, str] = {
     # V0's CPU swap space: vLLM 0.33's EngineArgs has no swap_space (its CLI rejects --swap-space); the V1
     # engine preempts by recomputation, so it held no GPU memory on 0.8–0.10 either.
     "swap_space": "vLLM 0.33 has no --swap-space (V1 preempts by recomputing; no GPU memory)",
-    # A KV connector (NixlConnector, LMCache, MultiConnector, …) may pin GPU buffers of its own and turns the
-    # hybrid KV cache manager off when it does not support it (config/vllm.py); --kv-offloading-size is modelled.
-    "kv_transfer_config": "KV connectors' buffers and their effect on the hybrid KV cache manager are not modelled "
-                          "(--kv-offloading-size is)",
 }
 
 

@@ -309,6 +309,10 @@ def _load_notes(s: ServeSettings, max_len: int, max_num_seqs: int) -> list[str]:
         notes.append(f"Decode context parallelism {s.decode_context_parallel_size}: each block id holds "
                      f"block_size × {s.decode_context_parallel_size} tokens of a request, sharded over "
                      f"{s.decode_context_parallel_size} ranks.")
+    if s.kv_transfer_config is not None:
+        notes.append(f"KV connector {str(s.kv_transfer_config.get('kv_connector'))[:80]}: planned with the hybrid KV "
+                     "cache manager as vLLM leaves it for this connector; the connector's own GPU buffers are not "
+                     "modelled.")
     if s.prefill_context_parallel_size > 1:
         pcp = s.prefill_context_parallel_size
         notes.append(f"Prefill context parallelism {pcp}: {s.tp * s.pp * pcp} GPUs per replica (tp × pp × pcp), each "

@@ -10,6 +10,7 @@ import math
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
+from kvplan.errors import NotServed
 from kvplan.model.kv_cache import CacheKind, KVCacheSpec
 from kvplan.units import cdiv
 from kvplan.vllm.defaults import (
@@ -248,6 +249,21 @@ def _split_buckets(
     return groups
 
 
+HMA_OFF_REFUSAL = "Failed to promote local KV cache specs to one unified type."
+
+
+def _check_one_type(kinds: Iterable[str]) -> None:
+    """Without the hybrid manager every layer must end as one spec type once sliding-window and chunked-local
+    layers are promoted to full attention (kv_cache_planning.py:unify_hybrid_kv_cache_specs raises otherwise):
+    Mamba/GDN state next to attention cannot be."""
+    kinds = set(kinds)
+    promoted = {"full" if k in ("sliding_window", "chunked_local") and "full" in kinds else k for k in kinds}
+    if len(promoted) > 1:
+        raise NotServed(HMA_OFF_REFUSAL, hint="the hybrid KV cache manager is off (--disable-hybrid-kv-cache-manager "
+                                              "or a KV connector without HMA support); this model's "
+                                              f"{' and '.join(sorted(promoted))} layers need it")
+
+
 def build_groups(
     specs: Sequence[KVCacheSpec],
     block_size: int,
@@ -268,6 +284,8 @@ def build_groups(
     kinds = {s.kind for s in specs}
     hybrid_attention = len(kinds & {"sliding_window", "chunked_local"}) > 0 and len(kinds) > 1
     promote = disable_hybrid_kv_cache_manager and hybrid_attention
+    if disable_hybrid_kv_cache_manager:
+        _check_one_type(kinds)
     if promote:
         warnings.append(
             "Hybrid KV cache manager is disabled for this hybrid model: sliding-window and "

@@ -56,6 +56,7 @@ class ServeSettings:
     kv_cache_memory_bytes: int | None = None
     enable_prefix_caching: bool = True
     async_scheduling: bool | None = None  # None: vLLM's choice (on where supported)
+    kv_transfer_config: Mapping[str, Any] | None = None  # --kv-transfer-config: a KV connector
     disable_hybrid_kv_cache_manager: bool | None = None
     performance_mode: PerformanceMode = "balanced"
     usage: Usage = "serve"
@@ -333,6 +334,15 @@ def _kv_dtype_refusal(model: ModelSpec, gpu: GpuLike, kv_dtype: str) -> None:
                             f"{gpu.name}: {why}", hint="use --kv-cache-dtype fp8")
 
 
+def _connector_turns_hma_off(s: ServeSettings) -> bool:
+    """A KV connector without SupportsHMA turns the hybrid manager off (vllm/kv_connectors.py)."""
+    if s.kv_transfer_config is None:
+        return False
+    from kvplan.vllm.kv_connectors import connector_supports_hma
+
+    return connector_supports_hma(s.kv_transfer_config) is False
+
+
 def _sm120_sparse_refusal(model: ModelSpec) -> None:
     """FlashInferMLASparseSM120Backend.supports_combination's refusals (flashinfer_mla_sparse.py)."""
     topk = model.raw.get("index_topk")
@@ -407,7 +417,7 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     alignment, checkpoint_blocks = _mamba_alignment(model, gpu.arch, mode)
     has_chunked = any(layer.kind == "chunked_local" for layer in model.layers)
     hma_off = (s.disable_hybrid_kv_cache_manager if s.disable_hybrid_kv_cache_manager is not None
-               else vd.hybrid_manager_disabled_by_default(has_chunked, version))
+               else vd.hybrid_manager_disabled_by_default(has_chunked, version) or _connector_turns_hma_off(s))
     kv_source = ("--kv-cache-dtype" if s.kv_cache_dtype != "auto" else
                  f"auto: vLLM's default for {model.architectures[0]} on {gpu.arch}" if kv_flag != "auto"
                  else ("auto: checkpoint's KV scheme" if model.quant and model.quant.kv_cache_dtype
