@@ -351,3 +351,23 @@ def test_a_mamba_hybrid_without_the_hybrid_manager_is_refused_as_vllm_does() -> 
     result = runner.invoke(app, ["fit", "--vllm-cmd", f"vllm serve {CONFIGS / 'ibm-granite--granite-4.0-h-small'} "
                                  "--disable-hybrid-kv-cache-manager --max-model-len 8192", "--gpu", "h100"])
     assert result.exit_code == 2 and "Failed to promote local KV cache specs to one unified type." in result.output
+
+
+def test_lora_and_offload_move_the_weights_range_with_the_estimate() -> None:
+    """A term added to (or taken off) the weights estimate moves its whole range, not only its best value."""
+    from kvplan.hardware.gpus import get_gpu
+    from kvplan.model.hub import load_local
+    from kvplan.vllm.fit import plan_fit
+    from kvplan.vllm.settings import ServeSettings
+
+    model = load_local(str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"))
+    base = ServeSettings(max_model_len=8192)
+
+    def weights(s: ServeSettings) -> Any:
+        return next(t for t in plan_fit(model, get_gpu("h100"), s, advise=False).memory_terms if t.name == "weights")
+
+    plain, lora = weights(base), weights(replace(base, enable_lora=True))
+    added = lora.bytes - plain.bytes
+    assert added > 0 and (lora.low_bytes - plain.low_bytes, lora.high_bytes - plain.high_bytes) == (added, added)
+    offload = weights(replace(base, cpu_offload_bytes=2**30))
+    assert (plain.bytes - offload.bytes, plain.high_bytes - offload.high_bytes) == (2**30, 2**30)

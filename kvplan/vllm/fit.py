@@ -25,7 +25,14 @@ from kvplan.vllm.block_plan import KVCachePlan, plan_kv_cache
 from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, KV_TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.vllm.dtype import served_dtype
 from kvplan.vllm.memory.activation import estimate_activation
-from kvplan.vllm.memory.budget import MemoryBudget, MemoryTerm, memory_budget, startup_baseline_bytes, user_term
+from kvplan.vllm.memory.budget import (
+    MemoryBudget,
+    MemoryTerm,
+    memory_budget,
+    shifted,
+    startup_baseline_bytes,
+    user_term,
+)
 from kvplan.vllm.memory.cuda_graphs import compilation_settings, estimate_cuda_graphs
 from kvplan.vllm.memory.lora import lora_bytes_per_gpu
 from kvplan.vllm.memory.non_torch import estimate_non_torch
@@ -102,22 +109,22 @@ def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
     not modelled, so the range reaches twice them); all limits 0 profile no encoder."""
     if not model.mm_modalities:
         return term
-    if text_only(model, mm_limits(s)):
+    limits = mm_limits(s)
+    if text_only(model, limits):
         return replace(term, assumption=f"{term.assumption}; no encoder profile (every multimodal limit is 0)")
     if s.pp > 1:  # model_runner.py:profile_run profiles the encoder on the first stage; this budget is the last's
         return term
-    enc = gemma4_encoder_profile(model, mm_limits(s), max_num_batched_tokens=r.batch.max_num_batched_tokens,
+    enc = gemma4_encoder_profile(model, limits, max_num_batched_tokens=r.batch.max_num_batched_tokens,
                                  max_num_seqs=r.batch.max_num_seqs, max_model_len=r.max_model_len)
-    if enc is None and not any(mm_limits(s).count(m) > 0 for m in model.mm_modalities):
+    if enc is None and not any(limits.count(m) > 0 for m in model.mm_modalities):
         return replace(term, assumption=f"{term.assumption}; no encoder profile (embedding-only: every multimodal "
                                         "limit is 0)")  # encoder_runner.py:profile_encoder_cache
     if enc is None:
         return replace(term, assumption=f"{term.assumption}; the multimodal encoder's profile is not modelled")
     extra = enc.retained_bytes
-    what = (f"; encoder profile: {enc.items} {enc.modality} item(s) × {enc.embeds_per_item:,} embeddings held "
-            f"+{extra / GiB:.2f} GiB (estimate, +{extra / GiB:.2f} … +{2 * extra / GiB:.2f} GiB)")
-    return replace(term, bytes=term.bytes + extra, assumption=term.assumption + what,
-                   low=term.low_bytes + extra, high=term.high_bytes + 2 * extra)
+    return shifted(term, extra, f"encoder profile: {enc.items} {enc.modality} item(s) × {enc.embeds_per_item:,} "
+                   f"embeddings held +{extra / GiB:.2f} GiB (estimate, +{extra / GiB:.2f} … +{2 * extra / GiB:.2f} "
+                   "GiB)", low_delta=extra, high_delta=2 * extra)
 
 
 STARTS = "starts"
@@ -166,14 +173,13 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
             term = _eagle_weights(term, model, spec_decode, s)
         if s.enable_lora:  # adapter slots are allocated while the model loads ("Model loading took")
             lora = lora_bytes_per_gpu(model, tp=s.tp, max_loras=s.max_loras, max_lora_rank=s.max_lora_rank)
-            term = replace(term, bytes=term.bytes + lora, assumption=f"{term.assumption}; LoRA buffers for "
-                           f"{s.max_loras} adapter(s) of rank {s.max_lora_rank} +{lora / GiB:.2f} GiB (estimate)")
+            term = shifted(term, lora, f"LoRA buffers for {s.max_loras} adapter(s) of rank {s.max_lora_rank} "
+                                       f"+{lora / GiB:.2f} GiB (estimate)")
         if s.enable_expert_parallel and s.data_parallel_size > 1 and model.moe is not None:
             term = _expert_parallel(model, s, term)
         if s.cpu_offload_bytes:  # model_loader/utils.py: parameters are placed in CPU memory up to this budget
-            kept = max(0, term.bytes - s.cpu_offload_bytes)
-            term = replace(term, bytes=kept, assumption=f"{term.assumption}; --cpu-offload-gb keeps "
-                                                        f"{(term.bytes - kept) / GiB:.2f} GiB in CPU memory")
+            moved = min(term.bytes, s.cpu_offload_bytes)
+            term = shifted(term, -moved, f"--cpu-offload-gb keeps {moved / GiB:.2f} GiB in CPU memory")
         return term
     except BadConfig as exc:
         if s.kv_cache_memory_bytes is not None:
@@ -191,10 +197,8 @@ def _draft_weights(term: MemoryTerm, draft: ModelSpec, gpu: GpuLike, s: ServeSet
     comes in it), split like the target's by the worker's TP and PP groups
     (standalone_ar/speculator.py:load_draft_model)."""
     own = estimate_weights(draft, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version)
-    return replace(term, bytes=term.bytes + own.bytes, low=(term.low_bytes + own.low_bytes),
-                   high=(term.high_bytes + own.high_bytes),
-                   assumption=f"{term.assumption}; draft model {draft.name} +{own.bytes / GiB:.2f} GiB "
-                              "(parameters × stored bytes)")
+    return shifted(term, own.bytes, f"draft model {draft.name} +{own.bytes / GiB:.2f} GiB (parameters × stored "
+                                    "bytes)", low_delta=own.low_bytes, high_delta=own.high_bytes)
 
 
 def _eagle_weights(term: MemoryTerm, model: ModelSpec, spec: SpecDecode, s: ServeSettings) -> MemoryTerm:
@@ -204,10 +208,9 @@ def _eagle_weights(term: MemoryTerm, model: ModelSpec, spec: SpecDecode, s: Serv
     params, embed = eagle_head_params(spec.draft, spec, model)
     e = FP_BYTES.get(model.dtype, 2)
     extra, own_embed = -(-params * e // s.tp), -(-embed * e // s.tp)
-    return replace(term, bytes=term.bytes + extra, low=term.low_bytes + extra,
-                   high=term.high_bytes + extra + own_embed,
-                   assumption=f"{term.assumption}; {spec.method} head +{extra / GiB:.2f} GiB (embedding shared "
-                              f"with the target; +{own_embed / GiB:.2f} GiB if the head keeps its own; estimate)")
+    return shifted(term, extra, f"{spec.method} head +{extra / GiB:.2f} GiB (embedding shared with the target; "
+                                f"+{own_embed / GiB:.2f} GiB if the head keeps its own; estimate)",
+                   low_delta=extra, high_delta=extra + own_embed)
 
 
 def _mtp_weights(term: MemoryTerm, model: ModelSpec, spec: SpecDecode | None, s: ServeSettings) -> MemoryTerm:
@@ -222,8 +225,7 @@ def _mtp_weights(term: MemoryTerm, model: ModelSpec, spec: SpecDecode | None, s:
     delta = -(-layers * mtp_module_stored_bytes(model) // s.tp) * (1 if on else -1)
     what = (f"{layers} MTP module(s) {delta / GiB:+.2f} GiB (a decoder layer + eh_proj each; estimate)" if on else
             f"the checkpoint's {layers} MTP module(s), not loaded without MTP speculation, {delta / GiB:+.2f} GiB")
-    return replace(term, bytes=term.bytes + delta, low=term.low_bytes + delta, high=term.high_bytes + delta,
-                   assumption=f"{term.assumption}; {what}")
+    return shifted(term, delta, what, low_delta=delta, high_delta=delta)
 
 
 def _expert_parallel(model: ModelSpec, s: ServeSettings, term: MemoryTerm) -> MemoryTerm:
@@ -232,8 +234,7 @@ def _expert_parallel(model: ModelSpec, s: ServeSettings, term: MemoryTerm) -> Me
     ranks = s.tp * s.data_parallel_size
     experts = routed_expert_bytes(model)
     saved = experts // s.tp - experts // ranks
-    return replace(term, bytes=term.bytes - saved,
-                   assumption=f"{term.assumption}; experts split over {ranks} EP ranks -{saved / GiB:.2f} GiB")
+    return shifted(term, -saved, f"experts split over {ranks} EP ranks -{saved / GiB:.2f} GiB")
 
 
 def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings, s: ServeSettings,
@@ -321,7 +322,8 @@ def _load_notes(s: ServeSettings, max_len: int, max_num_seqs: int) -> list[str]:
                         if s.decode_context_parallel_size == 1 else
                         f"DCP {s.decode_context_parallel_size} shards each request's KV over the PCP ranks."))
     if s.data_parallel_size > 1:
-        notes.append(f"{s.data_parallel_size} data-parallel replicas of {s.tp * s.pp} GPU(s), each its own KV pool "
+        per_replica = s.tp * s.pp * s.prefill_context_parallel_size
+        notes.append(f"{s.data_parallel_size} data-parallel replicas of {per_replica} GPU(s), each its own KV pool "
                      "and its own requests: the figures above are one replica's.")
     if s.pp > 1:
         notes.append(

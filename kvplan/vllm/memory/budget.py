@@ -66,6 +66,18 @@ class MemoryTerm:
         return self.bytes if self.high is None else max(self.high, self.bytes)
 
 
+def shifted(term: MemoryTerm, delta: int, note: str, *, low_delta: int | None = None,
+            high_delta: int | None = None) -> MemoryTerm:
+    """`term` with `delta` bytes more (fewer when negative) and its range moved with it — by `low_delta` /
+    `high_delta` at an end when that differs (a part with a range of its own) — and `note` appended to its
+    assumption. A term without a range keeps none unless an end moves differently. Stays ≥ 0."""
+    def end(current: int | None, edge: int, moved: int | None) -> int | None:
+        return None if current is None and moved is None else max(0, edge + (delta if moved is None else moved))
+
+    return replace(term, bytes=max(0, term.bytes + delta), low=end(term.low, term.low_bytes, low_delta),
+                   high=end(term.high, term.high_bytes, high_delta), assumption=f"{term.assumption}; {note}")
+
+
 def with_range(term: MemoryTerm, low: int, high: int) -> MemoryTerm:
     """`term` with the range `low … high` (clamped to contain the best value and to stay ≥ 0)."""
     return replace(term, low=max(0, min(low, term.bytes)), high=max(high, term.bytes))
