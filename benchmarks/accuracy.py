@@ -367,8 +367,13 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
                       ("non_torch", "non_torch_gib")):
         if rec.get(key) is not None:
             value = (weights.bytes if name == "weights" else terms[name].bytes) / GiB
-            parts.append(f"{name} {value:.2f}/{rec[key]:.2f}")
-            residuals[name] = rec[key] - value
+            seen = rec[key]
+            if name == "activation" and "GiB for consumed memory" in str(rec.get("log_excerpt")):
+                # 0.27+ prints the transient peak plus the CUDA-graph estimate as "peak activation"
+                # (v1/worker/gpu_worker.py:determine_available_memory); the captured size stands in for it.
+                seen -= rec.get("cuda_graph_gib") or 0.0
+            parts.append(f"{name} {value:.2f}/{seen:.2f}")
+            residuals[name] = seen - value
     graphs_logged = rec.get("cuda_graph_gib")
     if graphs_logged is not None and "Estimated CUDA graph memory" in str(rec.get("notes")) and terms[
             "cuda_graphs"].source == "estimate":

@@ -257,7 +257,7 @@ V033_LOG = "\n".join([
     "difference: 0.22 GiB (95.7%).",
     "(EngineCore pid=2) INFO [gpu_worker.py:955] Free memory on device (78.84/79.19 GiB) on startup. Desired GPU "
     "memory utilization is (0.9, 71.27 GiB). Actual usage is 14.88 GiB for consumed memory (weights + non-torch), "
-    "1.44 GiB for peak activation, and 0.45 GiB for CUDAGraph memory. Current kv cache memory in use is 54.72 GiB.",
+    "1.67 GiB for peak activation, and 0.45 GiB for CUDAGraph memory. Current kv cache memory in use is 54.72 GiB.",
 ])
 
 
@@ -278,6 +278,23 @@ def test_a_complete_033_log_pins_every_term_and_absorbs_only_rounding() -> None:
     assert (v["ok"], v["num_gpu_blocks"], v["kv_cache_tokens"]) == (True, 64_038, 1_024_608)
     assert data["notes"] == []
     assert fit_from(data["command"])["kv_cache_tokens"] == 1_024_608
+
+
+V031_LOG = ROOT / "tests" / "fixtures" / "startup-logs" / "raw" / "ghlog-a100-80gb-llama31-8b-instruct-v0310.log"
+
+
+def test_a_031_logs_peak_activation_holds_the_graph_estimate_and_consumed_the_penalty_state() -> None:
+    """A real vLLM 0.31 log (A100 80GB, Llama-3.1-8B, serve defaults): "15.26 GiB for consumed memory (weights +
+    non-torch), 1.44 GiB for peak activation, and 0.23 GiB for CUDAGraph memory", available 56.21 GiB =
+    72.91 − 15.26 − 1.44. Since 0.27 the peak activation includes the graph estimate, so the activation is
+    1.44 − 0.23 (read twice before, the overrides lost 0.23 GiB); the consumed memory holds Model Runner V2's
+    penalty state (256 slots × 128,256 × 4.125 B = 0.13 GiB) beside 0.13 of non-torch growth, as kvplan does."""
+    data = calibrate_json(str(V031_LOG), "--model", LLAMA, "--gpu", "a100-80gb")
+    t = terms(data)
+    assert (t["activation_peak"]["observed"], t["activation_peak"]["source"]) == (
+        g(1.44) - g(0.23), "peak activation − graphs")
+    assert data["verified"]["ok"] and data["verified"]["kv_cache_tokens"] == 460_496
+    assert round(t["non_torch"]["observed"] / GiB, 2) == round(t["non_torch"]["predicted"] / GiB, 2) == 0.26
 
 
 def test_a_log_whose_tokens_contradict_its_kv_memory_is_flagged_not_forced() -> None:

@@ -39,12 +39,14 @@ def test_default_budget_on_h100_is_vllms_formula() -> None:
     r = plan_fit(model, H100, ServeSettings(max_model_len=32768))
     requested = math.ceil(H100.cuda_total_bytes * 0.92)
     weights = loaded_weights_bytes_per_gpu(model, arch="hopper")  # checkpoint + rope cache + vocab padding
-    # vLLM 0.17+: Triton top-k/top-p sampler; Model Runner V2 (0.29+): the persistent penalty state
-    activation = int(1024 * 152_064 * 20.0) + 8192 * 3584 * 2 + int(1024 * 152_064 * (4 + 4 / 32))
+    # vLLM 0.17+: Triton top-k/top-p sampler; Model Runner V2 (0.29+): the persistent penalty state, which
+    # vLLM counts in the consumed memory beside the non-torch growth
+    activation = int(1024 * 152_064 * 20.0) + 8192 * 3584 * 2
+    non_torch = NON_TORCH_BYTES_SINGLE_GPU + int(1024 * 152_064 * (4 + 4 / 32))
     graphs = CUDA_GRAPH_POOL_BASE_BYTES + 102 * 28 * CUDA_GRAPH_BYTES_PER_GRAPH_LAYER
-    assert (r.requested_bytes, r.weights_bytes, r.activation_bytes, r.cuda_graph_bytes) == (
-        requested, weights, activation, graphs)
-    assert r.available_kv_bytes == requested - weights - activation - graphs - NON_TORCH_BYTES_SINGLE_GPU
+    assert (r.requested_bytes, r.weights_bytes, r.activation_bytes, r.cuda_graph_bytes, r.non_torch_bytes) == (
+        requested, weights, activation, graphs, non_torch)
+    assert r.available_kv_bytes == requested - weights - activation - graphs - non_torch
     assert r.bytes_per_block == 28 * 16 * 4 * 256 * 2 == 917_504
     assert r.num_gpu_blocks == r.available_kv_bytes // 917_504
     assert (r.max_num_seqs, r.max_num_batched_tokens, r.in_flight_tokens) == (1024, 8192, 16384)

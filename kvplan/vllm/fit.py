@@ -24,7 +24,7 @@ from kvplan.vllm.architectures import served_quantization_methods
 from kvplan.vllm.block_plan import KVCachePlan, plan_kv_cache
 from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, KV_TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.vllm.dtype import served_dtype
-from kvplan.vllm.memory.activation import estimate_activation
+from kvplan.vllm.memory.activation import estimate_activation, penalty_state_bytes
 from kvplan.vllm.memory.budget import (
     MemoryBudget,
     MemoryTerm,
@@ -83,7 +83,7 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
                       estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
                                           max_num_seqs=batch.max_num_seqs, version=r.version), model, s, r))
     non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None
-                 else estimate_non_torch(tp=s.tp, pp=s.pp, version=r.version))
+                 else _with_penalty_state(estimate_non_torch(tp=s.tp, pp=s.pp, version=r.version), model, r))
     graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
               else estimate_cuda_graphs(num_layers_on_worker=graph_layers,
                                         max_num_seqs=batch.max_num_seqs,
@@ -101,6 +101,16 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp, integrated=getattr(gpu, "integrated", False)),
     )
+
+
+def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings) -> MemoryTerm:
+    """Non-torch growth plus Model Runner V2's penalty state: torch tensors, but vLLM counts them where it
+    counts non-torch growth, in "consumed memory (weights + non-torch)" (memory/activation.py)."""
+    penalties = penalty_state_bytes(model, max_num_seqs=r.batch.max_num_seqs, version=r.version)
+    if not penalties:
+        return term
+    return shifted(term, penalties, f"plus Model Runner V2's penalty state for {r.batch.max_num_seqs:,} requests "
+                                    f"({penalties / GiB:.2f} GiB)")
 
 
 def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings) -> MemoryTerm:

@@ -95,6 +95,10 @@ class StartupLog:
     consumed_memory_bytes: int | None = None  # free_init − free_after_profile (weights + non-torch)
     non_torch_bytes: int | None = None
     activation_peak_bytes: int | None = None  # torch peak above what stays allocated
+    # vLLM 0.27+ "… GiB for consumed memory (weights + non-torch), X GiB for peak activation": X is the
+    # transient peak plus the CUDA-graph estimate it subtracts (v1/worker/gpu_worker.py:
+    # determine_available_memory, peak_activation_memory = transient_peak_headroom + cudagraph estimate).
+    activation_with_graphs_bytes: int | None = None
     peak_torch_bytes: int | None = None  # V0 peak_torch_memory (weights included)
     non_kv_cache_bytes: int | None = None  # "Total non KV cache memory"
     free_after_profile_bytes: int | None = None
@@ -280,7 +284,10 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _r("usage_consumed", "GiB for consumed memory",
        rf"{_START}(?P<consumed_memory_bytes>{_N}) GiB for consumed memory"),
     _r("usage_activation", "GiB for peak activation",
-       rf"{_START}(?P<activation_peak_bytes>{_N}) GiB for peak activation"),
+       rf"GiB for weight, (?P<activation_peak_bytes>{_N}) GiB for peak activation"),
+    _r("usage_activation_graphs", "GiB for peak activation",
+       rf"GiB for consumed memory \(weights \+ non-torch\), (?P<activation_with_graphs_bytes>{_N}) GiB for peak"
+       r" activation"),
     _r("usage_non_torch", "GiB for non-torch memory", rf"{_START}(?P<non_torch_bytes>{_N}) GiB for non-torch memory"),
     _r("usage_cuda_graph", "GiB for CUDAGraph memory", rf"{_START}(?P<cuda_graph_bytes>{_N}) GiB for CUDAGraph memory"),
     _r("kv_memory_fit", "--kv-cache-memory=",

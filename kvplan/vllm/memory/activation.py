@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 from kvplan.model.spec import ModelSpec
-from kvplan.units import GiB
 from kvplan.vllm.defaults import LATEST, MODEL_RUNNER_V2_DEFAULT_SINCE, VllmVersion, version_band
 from kvplan.vllm.memory.budget import MemoryTerm, with_range
 
@@ -42,7 +41,9 @@ ACTIVATION_RANGE_TRITON = (-0.10, 0.30)
 # Model Runner V2 (0.29+) builds its sampler after the weights are measured, and its PenaltiesState keeps
 # output_bin_counts (int32, [max_num_reqs, vocab]) and prompt_bin_mask (int32, [max_num_reqs, vocab / 32]) for
 # good (v1/worker/gpu/sample/penalties.py, "can be very large, taking up GBs"): in vLLM's total_consumed
-# (utils/mem_utils.py:memory_profiling) though neither weights nor the profiling peak. 4 + 4/32 B per slot.
+# (utils/mem_utils.py:memory_profiling, "consumed memory (weights + non-torch)") though neither weights nor
+# the profiling peak. 4 + 4/32 B per slot. The 0.31 A100 log (ghlog-a100-80gb-llama31-8b-instruct-v0310)
+# shows it: consumed 15.26 GiB = 15.00 weights + 0.13 non-torch + 0.13 for 256 slots × 128,256.
 PENALTY_STATE_BYTES_PER_SLOT = 4 + 4 / 32
 # The dummy run's hidden states (max_num_batched_tokens × hidden) stay allocated while the sampler runs.
 RETAINED_HIDDEN_COPIES = 1
@@ -89,6 +90,14 @@ def sampler_bytes_per_logit(version: VllmVersion = LATEST) -> float:
     return SAMPLER_BYTES_PER_LOGIT if version < SAMPLER_TRITON_SINCE else SAMPLER_BYTES_PER_LOGIT_TRITON
 
 
+def penalty_state_bytes(model: ModelSpec, *, max_num_seqs: int, version: VllmVersion = LATEST) -> int:
+    """Model Runner V2's persistent penalty state (PENALTY_STATE_BYTES_PER_SLOT per request slot × vocab), 0
+    before it (0.29+, MODEL_RUNNER_V2_DEFAULT_SINCE)."""
+    if version < MODEL_RUNNER_V2_DEFAULT_SINCE:
+        return 0
+    return int(max_num_seqs * model.vocab_size * PENALTY_STATE_BYTES_PER_SLOT)
+
+
 def sampler_activation_bytes(model: ModelSpec, *, num_reqs: int, version: VllmVersion = LATEST) -> int:
     """Peak of the dummy sampler run: `num_reqs × vocab × sampler_bytes_per_logit(version)`."""
     return int(num_reqs * model.vocab_size * sampler_bytes_per_logit(version))
@@ -109,8 +118,8 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
     Follows v1/worker/gpu_model_runner.py:profile_run (0.8–0.28) and v1/worker/gpu/model_runner.py:profile_run
     (Model Runner V2, 0.29+): peak = max(forward intermediates over max_num_batched_tokens tokens
     (forward_activation_bytes), sampler over min(max_num_batched_tokens, max_num_seqs) logits rows
-    (sampler_bytes_per_logit: by version)) + the retained hidden states (+ Model Runner V2's persistent penalty
-    state, PENALTY_STATE_BYTES_PER_SLOT). Assumes the dummy forward's peak
+    (sampler_bytes_per_logit: by version)) + the retained hidden states. Model Runner V2's persistent penalty
+    state is not a peak: fit counts it with the consumed memory (penalty_state_bytes). Assumes the dummy forward's peak
     is one layer's widest intermediate (torch frees each layer's before the next) and the sampler on the last
     PP rank; a multimodal encoder's profile is added by fit (vllm/multimodal.py:gemma4_encoder_profile).
     Range: ACTIVATION_RANGE.
@@ -120,10 +129,7 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
     forward = forward_activation_bytes(model, tp=tp, num_tokens=max_num_batched_tokens)
     sampler = sampler_activation_bytes(model, num_reqs=num_reqs, version=version)
     hidden = RETAINED_HIDDEN_COPIES * max_num_batched_tokens * model.hidden_size * e
-    penalties = (int(max_num_seqs * model.vocab_size * PENALTY_STATE_BYTES_PER_SLOT)
-                 if version >= MODEL_RUNNER_V2_DEFAULT_SINCE else 0)
     peak = max(forward, sampler) + hidden
-    total = peak + penalties
     per_logit = sampler_bytes_per_logit(version)
     path = {SAMPLER_BYTES_PER_LOGIT_FLASHINFER: ", FlashInfer top-k/top-p",
             SAMPLER_BYTES_PER_LOGIT_TRITON: ", Triton top-k/top-p"}.get(per_logit, "")
@@ -133,14 +139,8 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
         if sampler >= forward
         else f"forward intermediates over {max_num_batched_tokens:,} tokens"
     )
-    term = MemoryTerm(
-        "activation",
-        total,
-        "estimate",
-        f"profiling-run peak: {which}, plus {max_num_batched_tokens:,} retained hidden states"
-        + (f", plus Model Runner V2's penalty state for {max_num_seqs:,} requests ({penalties / GiB:.2f} GiB)"
-           if penalties else ""),
-    )
+    term = MemoryTerm("activation", peak, "estimate",
+                      f"profiling-run peak: {which}, plus {max_num_batched_tokens:,} retained hidden states")
     triton_peak = per_logit == SAMPLER_BYTES_PER_LOGIT_TRITON and sampler >= forward
     lo, hi = ACTIVATION_RANGE_TRITON if triton_peak else ACTIVATION_RANGE
     high = int(peak * (1 + hi))
@@ -150,4 +150,4 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
         # calibration record vllm-23278 (H100, Aug 2025 build) implies it: 7.45 GiB of non-weight memory.
         native = max(forward, int(num_reqs * model.vocab_size * SAMPLER_BYTES_PER_LOGIT)) + hidden
         high = max(high, int(native * (1 + hi)))
-    return with_range(term, int(peak * (1 + lo)) + penalties, high + penalties)
+    return with_range(term, int(peak * (1 + lo)), high)
