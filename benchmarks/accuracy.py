@@ -97,12 +97,20 @@ _KIMI_K2 = ("moonshotai--Kimi-K2-Instruct", "Kimi-K2-Thinking is Kimi-K2's archi
                                             "512 + 64) with INT4 experts: the same KV geometry")
 FIXTURE_FOR_RECORD.update({"recipes-kimi-k2-thinking-8gpu-tp8": _KIMI_K2,
                            "recipes-kimi-k2-thinking-8gpu-tp8-dcp8": _KIMI_K2})
+# TechxGenus/DeepSeek-V2-Lite-Chat-AWQ: no config.json of the AWQ checkpoint is held. The source states its KV
+# fields equal the DeepSeek-V2-Lite-Chat snapshot (akiyax/kvcache-lab experiments/models.yaml:
+# "量化不改变 KV 形状，KV 相关字段与 config 快照完全一致"; docs/mla-verification.md: "kv_lora_rank: 512、
+# qk_rope_head_dim: 64、num_hidden_layers: 27"): block maths only, the AWQ weights are not the stand-in's.
+_DSV2_LITE_AWQ = ("deepseek-ai--DeepSeek-V2-Lite-Chat", "the AWQ checkpoint's KV fields equal DeepSeek-V2-Lite-Chat's "
+                                                      "(27 MLA layers, latent 512 + rope 64), as its source states")
+FIXTURE_FOR_RECORD.update({"kvcachelab-rtx4080-deepseek-v2-lite-chat-awq-util080": _DSV2_LITE_AWQ,
+                           "kvcachelab-rtx4080-deepseek-v2-lite-chat-awq-util085-failed": _DSV2_LITE_AWQ})
 # Decode context parallelism of records whose launch line the source shows ("--decode-context-parallel-size 8").
 DCP_FOR_RECORD = {"recipes-kimi-k2-thinking-8gpu-tp8-dcp8": 8}
 # Block maths only: heterogeneous GPUs (the per-worker memory differs) or settings the excerpt lacks.
 TOKENS_ONLY = {"vllm-34076-5070ti-5090d-qwen3-coder-30b-fp8-pp2-failed",
                "xinference-4926-qwen3-vl-instruct-262k-failed", *(r for r, f in FIXTURE_FOR_RECORD.items()
-                                                                  if f is _KIMI_K2)}
+                                                                  if f in (_KIMI_K2, _DSV2_LITE_AWQ))}
 # Records whose model has no fixture config but whose own notes state the KV geometry (check A only).
 GEOMETRY_FROM_RECORD = {
     # "the doc verifies 28.20 GiB / 184,832 tokens = 163,840 B/token (40 layers x 8 KV heads x 128 x 2 x 2)"
