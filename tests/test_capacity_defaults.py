@@ -38,8 +38,11 @@ def test_post_adjustments_only_touch_unset_values() -> None:
 
 
 @pytest.mark.parametrize(("version", "util", "cg"), [("0.33", 0.92, True), ("0.22.1", 0.92, True),
-                                                     ("0.21", 0.9, True), ("0.11.0", 0.9, False)])
+                                                     ("0.20.0", 0.92, True), ("0.19.1", 0.9, False),
+                                                     ("0.11.0", 0.9, False)])
 def test_version_rules(version: str, util: float, cg: bool) -> None:
+    """Read in the wheels: config/cache.py's default 0.9 → 0.92 and envs.py's
+    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS "0" → "1" both change between 0.19.0 and 0.20.0."""
     v = vd.parse_vllm_version(version)
     assert vd.default_gpu_memory_utilization(v) == util
     assert vd.cudagraph_estimate_subtracted(v) is cg

@@ -220,7 +220,7 @@ def _observed(log: StartupLog, *, graphs_subtracted: bool) -> dict[str, tuple[Nu
     if log.non_kv_cache_bytes is not None and log.consumed_memory_bytes is not None:
         put("activation_peak", log.non_kv_cache_bytes - log.consumed_memory_bytes, "non-KV − consumed")
     # The estimate is what vLLM subtracts before sizing KV (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1);
-    # without it the captured size stands in, but only where graphs are subtracted at all (vLLM ≥ 0.21).
+    # without it the captured size stands in, but only where graphs are subtracted at all (vLLM ≥ 0.20).
     put("cuda_graph", log.cuda_graph_estimate_bytes, "log: estimate")
     if graphs_subtracted:
         put("cuda_graph", log.cuda_graph_bytes, "log: captured size")
@@ -238,7 +238,7 @@ def observed_terms(log: StartupLog, *, graphs_subtracted: bool = True) -> dict[s
     Terms logged only in sums are derived: non-torch = consumed − weights (0.33 logs), activation =
     peak torch − weights (V0) or non-KV − consumed. The CUDA-graph term is the profiler's estimate when
     logged (what vLLM subtracts before sizing KV), else the captured graph memory, unless
-    `graphs_subtracted` is False (vLLM < 0.21 captured graphs after sizing the cache).
+    `graphs_subtracted` is False (vLLM < 0.20 captured graphs after sizing the cache).
     """
     return {term: value for term, (value, _) in _observed(log, graphs_subtracted=graphs_subtracted).items()}
 

@@ -88,16 +88,18 @@ def version_band(version: VllmVersion = LATEST) -> str:
 # Memory budget
 # ---------------------------------------------------------------------------------------------
 
-# config/cache.py:CacheConfig.gpu_memory_utilization = 0.92 in 0.33; it was 0.9 for years before
-# (0.9 in every llm-d v0.11 log of tests/fixtures/data/vllm-startup-logs.yaml). The release that
-# switched (0.22) is taken from the project brief; no changelog line was found to confirm it.
+# config/cache.py:CacheConfig.gpu_memory_utilization (EngineArgs takes it): Field(default=0.9) up to
+# 0.19.0, 0.92 from 0.20.0 (read in both wheels; 0.9 in every llm-d v0.11 log of
+# tests/fixtures/data/vllm-startup-logs.yaml).
 GPU_MEMORY_UTILIZATION_DEFAULT = 0.92
 GPU_MEMORY_UTILIZATION_DEFAULT_BEFORE = 0.9
-GPU_MEMORY_UTILIZATION_092_SINCE = VllmVersion(0, 22)
+GPU_MEMORY_UTILIZATION_092_SINCE = VllmVersion(0, 20)
 
-# envs.py:VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to "1"; vLLM's own log line says
-# "CUDA graph memory profiling is enabled (default since v0.21.0)" (v1/worker/gpu_worker.py).
-CUDAGRAPH_ESTIMATE_SUBTRACTED_SINCE = VllmVersion(0, 21)
+# envs.py:VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS defaults to "0" in 0.18.0 and 0.19.0 (whose workers
+# log "In v0.19, CUDA graph memory profiling will be enabled by default"), "1" from 0.20.0 — although
+# 0.20.0's own line says "CUDA graph memory profiling is enabled (default since v0.21.0)"
+# (v1/worker/gpu_worker.py): the source wins.
+CUDAGRAPH_ESTIMATE_SUBTRACTED_SINCE = VllmVersion(0, 20)
 
 # Async scheduling on by default for generate models (config/vllm.py post-init), PR #27614
 # (released in 0.12). Before that one batch was in flight: the gpt-oss-120b record

@@ -189,7 +189,7 @@ def estimate_cuda_graphs(
     compilation: CompilationSettings | None = None,
     architecture: str | None = None,
 ) -> MemoryTerm:
-    """CUDA-graph memory vLLM subtracts before sizing the cache (since v0.21; 0 with --enforce-eager or
+    """CUDA-graph memory vLLM subtracts before sizing the cache (since v0.20; 0 with --enforce-eager or
     cudagraph_mode NONE)."""
     if enforce_eager:
         return MemoryTerm("cuda_graphs", 0, "none", "--enforce-eager: no CUDA graphs are captured")
@@ -201,7 +201,7 @@ def estimate_cuda_graphs(
             "cuda_graphs",
             0,
             "not subtracted",
-            f"vLLM {version} captures graphs after sizing the cache (estimate subtracted since 0.21)",
+            f"vLLM {version} captures graphs after sizing the cache (estimate subtracted since 0.20)",
         )
     piecewise, full = graph_counts(max_num_seqs, max_num_batched_tokens, arch, c, architecture=architecture)
     total = cuda_graph_bytes(piecewise, full, num_layers_on_worker)
