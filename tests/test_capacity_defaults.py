@@ -48,11 +48,14 @@ def test_version_rules(version: str, util: float, cg: bool) -> None:
     assert vd.cudagraph_estimate_subtracted(v) is cg
 
 
-@pytest.mark.parametrize(("version", "pp", "batches"), [("0.33", 1, 2), ("0.33", 2, 3), ("0.20", 1, 2),
-                                                        ("0.20", 2, 2), ("0.11", 1, 1), ("0.11", 4, 4)])
-def test_in_flight_batches(version: str, pp: int, batches: int) -> None:
+@pytest.mark.parametrize(("version", "v2", "pp", "batches"), [
+    ("0.33", True, 1, 2), ("0.33", True, 2, 3), ("0.20", False, 1, 2), ("0.20", False, 2, 2),
+    ("0.25", True, 2, 3), ("0.11", False, 1, 1), ("0.11", False, 4, 4)])
+def test_in_flight_batches(version: str, v2: bool, pp: int, batches: int) -> None:
+    """config/vllm.py:max_concurrent_batches: pp + 1 with async scheduling on Model Runner V2, 2 on the V1
+    runner at PP 1, pp otherwise (and before async scheduling, 0.12)."""
     v = vd.parse_vllm_version(version)
-    assert vd.max_in_flight_tokens(8192, pp, v) == batches * 8192
+    assert vd.max_in_flight_tokens(8192, pp, v, model_runner_v2=v2) == batches * 8192
 
 
 @pytest.mark.parametrize("text", ["0.7", "1.2", "banana", "0.34"])

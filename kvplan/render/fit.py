@@ -149,6 +149,7 @@ def _kv_table(r: FitReport) -> Table:
         f"max_num_seqs {r.max_num_seqs:,}, max_num_batched_tokens {r.max_num_batched_tokens:,} "
         f"({r.in_flight_tokens:,} tokens in flight)",
     )
+    _row(t, "model runner", r.settings_sources.get("model_runner", r.model_runner))
     had = "" if r.fits else " (had it started)"
     _row(t, "KV tokens", f"{r.kv_cache_tokens:,}{had}")
     _row(t, "max concurrency", f"{r.max_concurrency:.2f}× requests of {r.max_model_len:,} tokens{had}")

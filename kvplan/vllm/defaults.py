@@ -106,9 +106,12 @@ CUDAGRAPH_ESTIMATE_SUBTRACTED_SINCE = VllmVersion(0, 20)
 # vllm-27508 (`--max-num-batched-tokens 1024`, "4.54 GiB KV cache is needed") matches 1 × MNBT.
 ASYNC_SCHEDULING_DEFAULT_SINCE = VllmVersion(0, 12)
 
-# Model Runner V2 default since 0.29 (release notes, quoted in the starting document):
-# with async scheduling it keeps pp_size + 1 batches in flight (config/vllm.py:max_concurrent_batches).
-MODEL_RUNNER_V2_DEFAULT_SINCE = VllmVersion(0, 29)
+# Model Runner V2 keeps its sampler's penalty state (memory/activation.py) in what vLLM's profiler counts
+# from 0.27, when utils/mem_utils.py:memory_profiling began to measure the consumed memory with
+# cudaMemGetInfo ("total_consumed"); up to 0.26 non-KV was weights + torch peak increase + non-torch growth,
+# which misses a tensor allocated between the weights and the profiling run. Which runner vLLM picks is
+# vllm/model_runner.py's.
+TOTAL_CONSUMED_SINCE = VllmVersion(0, 27)
 
 
 # Hybrid KV cache manager with chunked-local attention (Llama-4): vLLM PR #21761 (0.10) turned it off by
@@ -135,14 +138,15 @@ def cudagraph_estimate_subtracted(version: VllmVersion = LATEST) -> bool:
     return version >= CUDAGRAPH_ESTIMATE_SUBTRACTED_SINCE
 
 
-def max_concurrent_batches(pp: int, version: VllmVersion = LATEST, *, async_scheduling: bool = True) -> int:
+def max_concurrent_batches(pp: int, version: VllmVersion = LATEST, *, async_scheduling: bool = True,
+                           model_runner_v2: bool = True) -> int:
     """Batches in flight at once (config/vllm.py:VllmConfig.max_concurrent_batches).
 
     `pp + 1` with async scheduling on Model Runner V2, 2 with async on the V1 runner at PP=1,
     `pp` otherwise.
     """
     async_on = async_scheduling and version >= ASYNC_SCHEDULING_DEFAULT_SINCE
-    if async_on and version >= MODEL_RUNNER_V2_DEFAULT_SINCE:
+    if async_on and model_runner_v2:
         return pp + 1
     if async_on and pp == 1:
         return 2
@@ -155,13 +159,14 @@ KV_TOKENS_FROM_CONCURRENCY_SINCE = VllmVersion(0, 21)
 
 
 def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, version: VllmVersion = LATEST, *,
-                         async_scheduling: bool = True) -> int:
+                         async_scheduling: bool = True, model_runner_v2: bool = True) -> int:
     """`max_concurrent_batches × max_num_batched_tokens` (config/vllm.py:VllmConfig.max_in_flight_tokens).
 
     Sliding-window and chunked-local layers reserve these tokens on top of the window per request;
     `--no-async-scheduling` leaves one batch in flight per pipeline stage.
     """
-    return max_concurrent_batches(pp, version, async_scheduling=async_scheduling) * max_num_batched_tokens
+    return max_concurrent_batches(pp, version, async_scheduling=async_scheduling,
+                                  model_runner_v2=model_runner_v2) * max_num_batched_tokens
 
 
 # ---------------------------------------------------------------------------------------------

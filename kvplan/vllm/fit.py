@@ -106,7 +106,8 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
 def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings) -> MemoryTerm:
     """Non-torch growth plus Model Runner V2's penalty state: torch tensors, but vLLM counts them where it
     counts non-torch growth, in "consumed memory (weights + non-torch)" (memory/activation.py)."""
-    penalties = penalty_state_bytes(model, max_num_seqs=r.batch.max_num_seqs, version=r.version)
+    penalties = penalty_state_bytes(model, max_num_seqs=r.batch.max_num_seqs, version=r.version,
+                                    model_runner_v2=r.model_runner.v2)
     if not penalties:
         return term
     return shifted(term, penalties, f"plus Model Runner V2's penalty state for {r.batch.max_num_seqs:,} requests "
@@ -457,6 +458,7 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         max_num_seqs=r.batch.max_num_seqs,
         max_num_batched_tokens=r.batch.max_num_batched_tokens,
         in_flight_tokens=r.in_flight_tokens,
+        model_runner=r.model_runner.name,
         max_concurrency=plan.max_concurrency,
         fits=fits,
         startup=startup,

@@ -76,6 +76,7 @@ class FitReport:
     max_num_seqs: int
     max_num_batched_tokens: int
     in_flight_tokens: int
+    model_runner: str  # "V1" or "V2" (vllm/model_runner.py; why: settings_sources["model_runner"])
     max_concurrency: float
     fits: bool
     startup: str  # ok | refuses: no KV memory | refuses: max_model_len | refuses: free memory | OOM …

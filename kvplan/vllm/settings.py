@@ -19,7 +19,9 @@ from kvplan.model.parallel import attention_free
 from kvplan.vllm import defaults as vd
 from kvplan.vllm.architectures import serving_refusal
 from kvplan.vllm.defaults import AttentionBackend, BatchSettings, MambaCacheMode, PerformanceMode, Usage, VllmVersion
+from kvplan.vllm.model_runner import ModelRunner, model_runner
 from kvplan.vllm.multimodal import MmLimits, ModalityLimit, encoder_budget_refusal, gemma4_item_tokens
+from kvplan.vllm.speculative import speculative_method
 
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
@@ -214,6 +216,7 @@ class ResolvedSettings:
     block_size: int  # before hybrid alignment
     block_size_source: str
     in_flight_tokens: int
+    model_runner: ModelRunner
     mamba_cache_mode: MambaCacheMode
     mamba_checkpoint_alignment: int
     mamba_prefill_checkpoint_blocks: int
@@ -430,12 +433,18 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
         "max_num_seqs": batch.seqs_source,
         "kv_cache_dtype": kv_source,
     }
+    runner = model_runner(model, version, quantized=model.quant is not None,
+                          speculative_method=speculative_method(s.speculative_config) if s.speculative_config
+                          else None, pp=s.pp, pcp=s.prefill_context_parallel_size)
+    sources["model_runner"] = runner.reason
     return ResolvedSettings(
         version=version, gpu_memory_utilization=util, max_model_len=max_len, auto_fit=s.max_model_len == -1,
         batch=batch, kv_cache_dtype=kv_dtype, kv_cache_dtype_flag=kv_flag, backend=backend, block_size=block_size,
         block_size_source=bs_source,
         in_flight_tokens=vd.max_in_flight_tokens(batch.max_num_batched_tokens, s.pp, version,
-                                                 async_scheduling=s.async_scheduling is not False),
+                                                 async_scheduling=s.async_scheduling is not False,
+                                                 model_runner_v2=runner.v2),
+        model_runner=runner,
         mamba_cache_mode=mode, mamba_checkpoint_alignment=alignment,
         mamba_prefill_checkpoint_blocks=checkpoint_blocks, disable_hybrid_kv_cache_manager=hma_off,
         sources=sources,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from kvplan.model.spec import ModelSpec
-from kvplan.vllm.defaults import LATEST, MODEL_RUNNER_V2_DEFAULT_SINCE, VllmVersion, version_band
+from kvplan.vllm.defaults import LATEST, TOTAL_CONSUMED_SINCE, VllmVersion, version_band
 from kvplan.vllm.memory.budget import MemoryTerm, with_range
 
 # --- Activation peak of the profiling run ---------------------------------------------------------
@@ -90,10 +90,12 @@ def sampler_bytes_per_logit(version: VllmVersion = LATEST) -> float:
     return SAMPLER_BYTES_PER_LOGIT if version < SAMPLER_TRITON_SINCE else SAMPLER_BYTES_PER_LOGIT_TRITON
 
 
-def penalty_state_bytes(model: ModelSpec, *, max_num_seqs: int, version: VllmVersion = LATEST) -> int:
-    """Model Runner V2's persistent penalty state (PENALTY_STATE_BYTES_PER_SLOT per request slot × vocab), 0
-    before it (0.29+, MODEL_RUNNER_V2_DEFAULT_SINCE)."""
-    if version < MODEL_RUNNER_V2_DEFAULT_SINCE:
+def penalty_state_bytes(model: ModelSpec, *, max_num_seqs: int, version: VllmVersion = LATEST,
+                        model_runner_v2: bool = True) -> int:
+    """Model Runner V2's persistent penalty state (PENALTY_STATE_BYTES_PER_SLOT per request slot × vocab) as
+    vLLM's profiler counts it: 0 on the V1 runner, and before 0.27 (TOTAL_CONSUMED_SINCE), whose profiler
+    did not see it."""
+    if not model_runner_v2 or version < TOTAL_CONSUMED_SINCE:
         return 0
     return int(max_num_seqs * model.vocab_size * PENALTY_STATE_BYTES_PER_SLOT)
 
