@@ -50,12 +50,23 @@ def test_version_rules(version: str, util: float, cg: bool) -> None:
 
 @pytest.mark.parametrize(("version", "v2", "pp", "batches"), [
     ("0.33", True, 1, 2), ("0.33", True, 2, 3), ("0.20", False, 1, 2), ("0.20", False, 2, 2),
-    ("0.25", True, 2, 3), ("0.11", False, 1, 1), ("0.11", False, 4, 4)])
+    ("0.25", True, 2, 3), ("0.13", False, 1, 1), ("0.11", False, 4, 4)])
 def test_in_flight_batches(version: str, v2: bool, pp: int, batches: int) -> None:
     """config/vllm.py:max_concurrent_batches: pp + 1 with async scheduling on Model Runner V2, 2 on the V1
-    runner at PP 1, pp otherwise (and before async scheduling, 0.12)."""
+    runner at PP 1, pp otherwise — and async scheduling is on by default from 0.14 (EngineArgs took
+    SchedulerConfig's False up to 0.13)."""
     v = vd.parse_vllm_version(version)
-    assert vd.max_in_flight_tokens(8192, pp, v, model_runner_v2=v2) == batches * 8192
+    async_on, _ = vd.async_scheduling_default(v)
+    assert vd.max_in_flight_tokens(8192, pp, async_scheduling=async_on, model_runner_v2=v2) == batches * 8192
+
+
+@pytest.mark.parametrize(("version", "method", "mamba", "on"), [
+    ("0.13", None, "none", False), ("0.14", None, "none", True), ("0.27", "draft_model", "none", False),
+    ("0.28", "draft_model", "none", True), ("0.16", None, "align", False), ("0.17", None, "align", True)])
+def test_async_scheduling_default_by_release(version: str, method: str | None, mamba: str, on: bool) -> None:
+    """config/vllm.py's `async_scheduling is None` branch, read in the 0.12–0.33 wheels."""
+    assert vd.async_scheduling_default(vd.parse_vllm_version(version), speculative_method=method,
+                                       mamba_cache_mode=mamba)[0] is on
 
 
 @pytest.mark.parametrize("text", ["0.7", "1.2", "banana", "0.34"])

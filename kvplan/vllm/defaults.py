@@ -101,10 +101,28 @@ GPU_MEMORY_UTILIZATION_092_SINCE = VllmVersion(0, 20)
 # (v1/worker/gpu_worker.py): the source wins.
 CUDAGRAPH_ESTIMATE_SUBTRACTED_SINCE = VllmVersion(0, 20)
 
-# Async scheduling on by default for generate models (config/vllm.py post-init), PR #27614
-# (released in 0.12). Before that one batch was in flight: the gpt-oss-120b record
-# vllm-27508 (`--max-num-batched-tokens 1024`, "4.54 GiB KV cache is needed") matches 1 × MNBT.
-ASYNC_SCHEDULING_DEFAULT_SINCE = VllmVersion(0, 12)
+# Async scheduling by default (config/vllm.py:VllmConfig.__post_init__, `async_scheduling is None`): EngineArgs
+# took config/scheduler.py's default False up to 0.13.0 and None (on unless incompatible) from 0.14.0, read in
+# the wheels. Before, one batch was in flight: the gpt-oss-120b record vllm-27508 (Oct 2025,
+# `--max-num-batched-tokens 1024`, "4.54 GiB KV cache is needed") matches 1 × MNBT. Of the incompatibilities
+# kvplan models: a separate draft model turns it off until 0.28 (0.14–0.27 allow only EAGLE-type methods),
+# 0.16 turns it off for a Mamba cache in align mode, and from 0.31 the V1 runner with PP > 1 runs without it
+# (the same batches in flight as with it).
+ASYNC_SCHEDULING_DEFAULT_SINCE = VllmVersion(0, 14)
+ASYNC_WITH_DRAFT_MODEL_SINCE = VllmVersion(0, 28)
+ASYNC_OFF_FOR_MAMBA_ALIGN = VllmVersion(0, 16)
+
+
+def async_scheduling_default(version: VllmVersion, *, speculative_method: str | None = None,
+                             mamba_cache_mode: str = "none") -> tuple[bool, str]:
+    """Whether vLLM turns async scheduling on when `--async-scheduling` is not given, and why."""
+    if version < ASYNC_SCHEDULING_DEFAULT_SINCE:
+        return False, f"vLLM {version}: off by default (on by default from {ASYNC_SCHEDULING_DEFAULT_SINCE})"
+    if speculative_method == "draft_model" and version < ASYNC_WITH_DRAFT_MODEL_SINCE:
+        return False, f"vLLM {version}: off with draft_model speculative decoding"
+    if version == ASYNC_OFF_FOR_MAMBA_ALIGN and mamba_cache_mode != "none":
+        return False, f"vLLM {version}: off with a Mamba cache in {mamba_cache_mode} mode"
+    return True, f"vLLM {version}: on by default"
 
 # Model Runner V2 keeps its sampler's penalty state (memory/activation.py) in what vLLM's profiler counts
 # from 0.27, when utils/mem_utils.py:memory_profiling began to measure the consumed memory with
@@ -138,17 +156,15 @@ def cudagraph_estimate_subtracted(version: VllmVersion = LATEST) -> bool:
     return version >= CUDAGRAPH_ESTIMATE_SUBTRACTED_SINCE
 
 
-def max_concurrent_batches(pp: int, version: VllmVersion = LATEST, *, async_scheduling: bool = True,
-                           model_runner_v2: bool = True) -> int:
+def max_concurrent_batches(pp: int, *, async_scheduling: bool = True, model_runner_v2: bool = True) -> int:
     """Batches in flight at once (config/vllm.py:VllmConfig.max_concurrent_batches).
 
     `pp + 1` with async scheduling on Model Runner V2, 2 with async on the V1 runner at PP=1,
     `pp` otherwise.
     """
-    async_on = async_scheduling and version >= ASYNC_SCHEDULING_DEFAULT_SINCE
-    if async_on and model_runner_v2:
+    if async_scheduling and model_runner_v2:
         return pp + 1
-    if async_on and pp == 1:
+    if async_scheduling and pp == 1:
         return 2
     return pp
 
@@ -158,14 +174,14 @@ def max_concurrent_batches(pp: int, version: VllmVersion = LATEST, *, async_sche
 KV_TOKENS_FROM_CONCURRENCY_SINCE = VllmVersion(0, 21)
 
 
-def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, version: VllmVersion = LATEST, *,
-                         async_scheduling: bool = True, model_runner_v2: bool = True) -> int:
+def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, *, async_scheduling: bool = True,
+                         model_runner_v2: bool = True) -> int:
     """`max_concurrent_batches × max_num_batched_tokens` (config/vllm.py:VllmConfig.max_in_flight_tokens).
 
     Sliding-window and chunked-local layers reserve these tokens on top of the window per request;
     `--no-async-scheduling` leaves one batch in flight per pipeline stage.
     """
-    return max_concurrent_batches(pp, version, async_scheduling=async_scheduling,
+    return max_concurrent_batches(pp, async_scheduling=async_scheduling,
                                   model_runner_v2=model_runner_v2) * max_num_batched_tokens
 
 

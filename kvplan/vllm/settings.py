@@ -433,16 +433,23 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
         "max_num_seqs": batch.seqs_source,
         "kv_cache_dtype": kv_source,
     }
-    runner = model_runner(model, version, quantized=model.quant is not None,
-                          speculative_method=speculative_method(s.speculative_config) if s.speculative_config
-                          else None, pp=s.pp, pcp=s.prefill_context_parallel_size)
+    method = speculative_method(s.speculative_config) if s.speculative_config else None
+    runner = model_runner(model, version, quantized=model.quant is not None, speculative_method=method, pp=s.pp,
+                          pcp=s.prefill_context_parallel_size)
     sources["model_runner"] = runner.reason
+    if s.async_scheduling is None:
+        # vLLM sets a Mamba cache mode only for models with Mamba layers (models/config.py)
+        recurrent = any(layer.kind == "mamba" for layer in model.layers)
+        async_on, sources["async_scheduling"] = vd.async_scheduling_default(
+            version, speculative_method=method, mamba_cache_mode=mode if recurrent else "none")
+    else:
+        async_on = s.async_scheduling
+        sources["async_scheduling"] = "--async-scheduling" if async_on else "--no-async-scheduling"
     return ResolvedSettings(
         version=version, gpu_memory_utilization=util, max_model_len=max_len, auto_fit=s.max_model_len == -1,
         batch=batch, kv_cache_dtype=kv_dtype, kv_cache_dtype_flag=kv_flag, backend=backend, block_size=block_size,
         block_size_source=bs_source,
-        in_flight_tokens=vd.max_in_flight_tokens(batch.max_num_batched_tokens, s.pp, version,
-                                                 async_scheduling=s.async_scheduling is not False,
+        in_flight_tokens=vd.max_in_flight_tokens(batch.max_num_batched_tokens, s.pp, async_scheduling=async_on,
                                                  model_runner_v2=runner.v2),
         model_runner=runner,
         mamba_cache_mode=mode, mamba_checkpoint_alignment=alignment,
