@@ -180,7 +180,7 @@ def test_user_block_size_above_the_alignment_is_kept() -> None:
 
 
 def test_llama4_chunked_attention_keeps_its_own_groups_unless_the_hybrid_manager_is_off() -> None:
-    """vLLM ≥ 0.23 keeps the hybrid manager on for chunked-local attention (the vLLM 0.32 oracle agrees);
+    """vLLM ≥ 0.14 keeps the hybrid manager on for chunked-local attention (the vLLM 0.32 oracle agrees);
     with it off (older vLLM, or --disable-hybrid-kv-cache-manager) every layer is cached as full."""
     model = load_fixture("unsloth--Llama-4-Scout-17B-16E-Instruct")
     kept = plan_kv_cache(kv_cache_specs(model), SIXTY_GIB, 16, 131_072, H100_SERVE_IN_FLIGHT)

@@ -98,3 +98,15 @@ def test_cudagraph_capture_sizes_default_list() -> None:
 def test_gdn_checkpoint_alignment_depends_on_the_kernel() -> None:
     assert vd.gdn_checkpoint_alignment("hopper") == 64
     assert vd.gdn_checkpoint_alignment("ampere") == 1
+
+
+@pytest.mark.parametrize(("version", "method", "off"), [
+    ("0.13", None, True), ("0.14", None, False), ("0.33", None, False), ("0.33", "eagle3", True),
+    ("0.33", "mtp", True), ("0.33", "draft_model", False)])
+def test_chunked_local_attention_and_the_hybrid_manager(version: str, method: str | None, off: bool) -> None:
+    """config/vllm.py: chunked-local models turn the hybrid manager off with an EAGLE-type draft, and before
+    0.14 unless VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (its default: "0" to 0.13.0, "1" from
+    0.14.0)."""
+    v = vd.parse_vllm_version(version)
+    assert vd.hybrid_manager_disabled_by_default(True, v, speculative_method=method) is off
+    assert not vd.hybrid_manager_disabled_by_default(False, v, speculative_method=method)

@@ -132,16 +132,22 @@ def async_scheduling_default(version: VllmVersion, *, speculative_method: str | 
 TOTAL_CONSUMED_SINCE = VllmVersion(0, 27)
 
 
-# Hybrid KV cache manager with chunked-local attention (Llama-4): vLLM PR #21761 (0.10) turned it off by
-# default (envs.py:VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE="0"); PR #29627 flipped that default
-# to "1" (on ROCm the change is reported between 0.22 and 0.23, vllm PR #46553, closed unmerged). The vLLM
-# 0.32 oracle keeps chunked-local groups (Llama-4-Scout golden: "482.25 GiB KV cache is needed").
-CHUNKED_LOCAL_HYBRID_MANAGER_SINCE = VllmVersion(0, 23)
+# Hybrid KV cache manager with chunked-local attention (Llama-4), config/vllm.py:VllmConfig.__post_init__:
+# turned off for chunked-local models with an EAGLE-type draft (SpeculativeConfig.use_eagle: EAGLE, EAGLE-3,
+# MTP, DFlash) in every release read (0.13–0.33), and otherwise unless
+# envs.py:VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE, whose default is "0" in 0.10–0.13 (PR #21761)
+# and "1" from 0.14.0 (read in the wheels). The vLLM 0.32 oracle keeps chunked-local groups (Llama-4-Scout
+# golden: "482.25 GiB KV cache is needed").
+CHUNKED_LOCAL_HYBRID_MANAGER_SINCE = VllmVersion(0, 14)
+EAGLE_TYPE_METHODS = frozenset({"eagle", "eagle3", "mtp", "dflash", "dspark"})
 
 
-def hybrid_manager_disabled_by_default(has_chunked_local: bool, version: VllmVersion = LATEST) -> bool:
+def hybrid_manager_disabled_by_default(has_chunked_local: bool, version: VllmVersion = LATEST, *,
+                                       speculative_method: str | None = None) -> bool:
     """Whether vLLM turns the hybrid KV cache manager off on its own (config/vllm.py post-init)."""
-    return has_chunked_local and version < CHUNKED_LOCAL_HYBRID_MANAGER_SINCE
+    if not has_chunked_local:
+        return False
+    return speculative_method in EAGLE_TYPE_METHODS or version < CHUNKED_LOCAL_HYBRID_MANAGER_SINCE
 
 
 def default_gpu_memory_utilization(version: VllmVersion = LATEST) -> float:

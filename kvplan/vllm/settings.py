@@ -419,8 +419,10 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     mode = vd.mamba_cache_mode(s.enable_prefix_caching and not attention_free(model))
     alignment, checkpoint_blocks = _mamba_alignment(model, gpu.arch, mode)
     has_chunked = any(layer.kind == "chunked_local" for layer in model.layers)
+    method = speculative_method(s.speculative_config) if s.speculative_config else None
     hma_off = (s.disable_hybrid_kv_cache_manager if s.disable_hybrid_kv_cache_manager is not None
-               else vd.hybrid_manager_disabled_by_default(has_chunked, version) or _connector_turns_hma_off(s))
+               else vd.hybrid_manager_disabled_by_default(has_chunked, version, speculative_method=method)
+               or _connector_turns_hma_off(s))
     kv_source = ("--kv-cache-dtype" if s.kv_cache_dtype != "auto" else
                  f"auto: vLLM's default for {model.architectures[0]} on {gpu.arch}" if kv_flag != "auto"
                  else ("auto: checkpoint's KV scheme" if model.quant and model.quant.kv_cache_dtype
@@ -433,7 +435,6 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
         "max_num_seqs": batch.seqs_source,
         "kv_cache_dtype": kv_source,
     }
-    method = speculative_method(s.speculative_config) if s.speculative_config else None
     runner = model_runner(model, version, quantized=model.quant is not None, speculative_method=method, pp=s.pp,
                           pcp=s.prefill_context_parallel_size)
     sources["model_runner"] = runner.reason
