@@ -294,3 +294,35 @@ def test_cudagraph_mode_none_costs_nothing() -> None:
     t = estimate_cuda_graphs(num_layers_on_worker=32, max_num_seqs=1024, max_num_batched_tokens=8192, arch="hopper",
                              enforce_eager=False, compilation=compilation_settings({"cudagraph_mode": "NONE"}))
     assert (t.bytes, t.source) == (0, "none")
+
+
+def _gb10_record(record_id: str) -> dict[str, float]:
+    import yaml
+
+    from tests.conftest import CONFIGS
+
+    path = CONFIGS.parent / "startup-logs" / "records.yaml"
+    return next(r for r in yaml.safe_load(path.read_text())["records"] if r["id"] == record_id)
+
+
+@pytest.mark.parametrize(("record_id", "vocab", "hidden", "growth_gib"), [
+    ("guardkit-gb10-qwen2.5-14b-fp8-dynamic-util015-failed", 152_064, 5120, 2.78),
+    ("guardkit-gb10-nemotron-3-nano-4b-fp8-util005-failed", 131_072, 3136, 2.34),
+])
+def test_integrated_gpu_host_growth_is_what_the_calibration_gb10_logs_leave(
+        record_id: str, vocab: int, hidden: int, growth_gib: float) -> None:
+    """On an integrated GPU vLLM's free memory is the OS's MemAvailable, so the host's growth during start-up
+    lands in non-torch: two calibration-half GB10 logs (vLLM 0.13) leave 2.78 and 2.34 GiB once weights, KV,
+    kvplan's activation (256 rows × vocab × 38.4 B + 2,048 hidden states) and 0.13 GiB are taken away."""
+    from kvplan.hardware.gpus import get_gpu
+
+    rec = _gb10_record(record_id)
+    gb10 = get_gpu("gb10")
+    requested = requested_memory(gb10.cuda_total_bytes, rec["gpu_memory_utilization"]) / GIB
+    activation = (256 * vocab * 38.4 + 2048 * hidden * 2) / GIB
+    rest = requested - rec["model_weights_gib"] - rec["available_kv_gib"]
+    assert round(rest - activation - 0.13, 2) == growth_gib
+    t = estimate_non_torch(tp=1, pp=1, version=VllmVersion(0, 13), integrated=True)
+    assert t.bytes == round(0.13 * GIB) + round((2.78 + 2.34) / 2 * GIB)
+    assert (t.low_bytes, t.high_bytes) == (round(0.02 * GIB), round(0.20 * GIB) + round(2.80 * GIB))
+    assert estimate_non_torch(tp=1, pp=1, version=VllmVersion(0, 13)).bytes == round(0.13 * GIB)

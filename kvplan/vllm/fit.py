@@ -83,7 +83,8 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
                       estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
                                           max_num_seqs=batch.max_num_seqs, version=r.version), model, s, r))
     non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None
-                 else _with_penalty_state(estimate_non_torch(tp=s.tp, pp=s.pp, version=r.version), model, r))
+                 else _with_penalty_state(estimate_non_torch(tp=s.tp, pp=s.pp, version=r.version,
+                                                             integrated=getattr(gpu, "integrated", False)), model, r))
     graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
               else estimate_cuda_graphs(num_layers_on_worker=graph_layers,
                                         max_num_seqs=batch.max_num_seqs,

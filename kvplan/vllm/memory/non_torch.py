@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from kvplan.units import GiB
 from kvplan.vllm.defaults import LATEST, VllmVersion, version_band
-from kvplan.vllm.memory.budget import MemoryTerm, with_range
+from kvplan.vllm.memory.budget import MemoryTerm, shifted, with_range
 
 # --- Non-torch memory growth during profiling --------------------------------------------------------
 # utils/mem_utils.py:memory_profiling (v1/worker/gpu_worker.py:determine_available_memory) charges what
@@ -29,12 +29,27 @@ NON_TORCH_V011_SINCE = VllmVersion(0, 11)
 NON_TORCH_RANGE_SINGLE_GIB = (0.02, 0.20)
 NON_TORCH_RANGE_MULTI_GIB = (0.10, 1.05)
 
+# Integrated GPUs (DGX Spark's GB10, Jetson): utils/mem_utils.py:MemorySnapshot.measure takes free memory from
+# psutil's MemAvailable, so the non-torch growth also holds what the host side of the engine gains between
+# the first snapshot and the end of profiling (its Python heap, torch.compile's workers, …): an estimate.
+# Calibration half, GB10, vLLM 0.13.0 (NVIDIA 26.01): ceil(121.63 GiB × utilization) − "Model loading took" −
+# "Available KV cache memory" − the activation kvplan counts (256 rows × vocabulary × 38.4 B + 2,048 hidden
+# states; the sampler dominates) − 0.13 GiB:
+#   guardkit Qwen2.5-14B-Instruct-FP8-dynamic, 0.15: 18.245 − 15.223 + 1.30 − 1.412 − 0.13 = 2.78 GiB
+#     (vocabulary 152,064, hidden 5,120: Qwen2.5-14B's config as quoted in public index file 30247352769)
+#   guardkit Nemotron-3-Nano-4B-FP8, 0.05: 6.082 − 4.905 + 2.51 − 1.212 − 0.13 = 2.34 GiB (vocabulary 131,072,
+#     as every Nemotron-H / Nemotron-Nano config of the corpus; hidden 3,136 from the model card)
+# Best: their mean. Range: 0 (a host that gains nothing; the two logs only bound the top) … 2.80 GiB.
+INTEGRATED_HOST_GROWTH_BYTES = round(2.56 * GiB)
+INTEGRATED_HOST_GROWTH_RANGE_GIB = (0.0, 2.80)
 
-def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST) -> MemoryTerm:
+
+def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integrated: bool = False) -> MemoryTerm:
     """Non-torch memory that appears during profiling (NCCL lazy buffers, workspaces), by version band and
     TP×PP (utils/mem_utils.py:memory_profiling's `non_torch_increase`). Assumes one interconnect per band
     (NVLink with custom all-reduce, as the calibration logs ran); a PCIe box without custom all-reduce
-    falls inside the range, not on the best value."""
+    falls inside the range, not on the best value. On an `integrated` GPU the host's growth joins it
+    (INTEGRATED_HOST_GROWTH_BYTES)."""
     multi = tp * pp > 1
     old = version < NON_TORCH_V011_SINCE
     band = version_band(version)
@@ -50,4 +65,11 @@ def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST) -> Me
         where = "A100 0.10.1.1 logs, implied" if old else "H100 0.11 logs, measured"
         text = f"vLLM {band}: {value / GiB:.2f} GiB on one GPU ({where}: attention and cuBLAS workspaces)"
         lo, hi = NON_TORCH_RANGE_SINGLE_GIB
-    return with_range(MemoryTerm("non_torch", value, "estimate", text), round(lo * GiB), round(hi * GiB))
+    term = with_range(MemoryTerm("non_torch", value, "estimate", text), round(lo * GiB), round(hi * GiB))
+    if not integrated:
+        return term
+    low, high = INTEGRATED_HOST_GROWTH_RANGE_GIB
+    return shifted(term, INTEGRATED_HOST_GROWTH_BYTES,
+                   f"plus the host's growth on an integrated GPU, {INTEGRATED_HOST_GROWTH_BYTES / GiB:.2f} GiB (free "
+                   f"memory is the OS's MemAvailable; GB10 logs, estimate {low:.2f} … {high:.2f} GiB)",
+                   low_delta=round(low * GiB), high_delta=round(high * GiB))
