@@ -49,7 +49,12 @@ from kvplan.model.hub import load_local  # noqa: E402
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs  # noqa: E402
 from kvplan.units import GiB  # noqa: E402
 from kvplan.vllm.block_plan import plan_kv_cache  # noqa: E402
-from kvplan.vllm.defaults import KV_TOKENS_FROM_CONCURRENCY_SINCE, parse_vllm_version, requested_memory  # noqa: E402
+from kvplan.vllm.defaults import (  # noqa: E402
+    KV_TOKENS_FROM_CONCURRENCY_SINCE,
+    async_scheduling_default,
+    parse_vllm_version,
+    requested_memory,
+)
 from kvplan.vllm.fit import plan_fit  # noqa: E402
 from kvplan.vllm.memory.weights import MOE_BACKENDS, MoeBackend, default_mxfp4_backend, estimate_weights  # noqa: E402
 from kvplan.vllm.report import FitReport  # noqa: E402
@@ -105,12 +110,19 @@ _DSV2_LITE_AWQ = ("deepseek-ai--DeepSeek-V2-Lite-Chat", "the AWQ checkpoint's KV
                                                       "(27 MLA layers, latent 512 + rope 64), as its source states")
 FIXTURE_FOR_RECORD.update({"kvcachelab-rtx4080-deepseek-v2-lite-chat-awq-util080": _DSV2_LITE_AWQ,
                            "kvcachelab-rtx4080-deepseek-v2-lite-chat-awq-util085-failed": _DSV2_LITE_AWQ})
+# cyankiwi/Mistral-Small-4-119B-2603-AWQ-4bit: an AWQ (WNA16) quantization of Mistral-Small-4-119B-2603 (its
+# name; the log resolves PixtralForConditionalGeneration and serves TRITON_MLA): the KV geometry is the base
+# checkpoint's (36 MLA layers, latent 256 + rope 64); block maths only, the weights are not the stand-in's.
+_MISTRAL_SMALL_4_AWQ = ("mistralai--Mistral-Small-4-119B-2603", "an AWQ quantization of Mistral-Small-4-119B-2603 "
+                                                               "keeps its MLA KV geometry")
+FIXTURE_FOR_RECORD["ghlog-2xsm89-mistral-small-4-119b-awq-tp2-util082"] = _MISTRAL_SMALL_4_AWQ
 # Decode context parallelism of records whose launch line the source shows ("--decode-context-parallel-size 8").
 DCP_FOR_RECORD = {"recipes-kimi-k2-thinking-8gpu-tp8-dcp8": 8}
 # Block maths only: heterogeneous GPUs (the per-worker memory differs) or settings the excerpt lacks.
 TOKENS_ONLY = {"vllm-34076-5070ti-5090d-qwen3-coder-30b-fp8-pp2-failed",
                "xinference-4926-qwen3-vl-instruct-262k-failed", *(r for r, f in FIXTURE_FOR_RECORD.items()
-                                                                  if f in (_KIMI_K2, _DSV2_LITE_AWQ))}
+                                                                  if f in (_KIMI_K2, _DSV2_LITE_AWQ,
+                                                                           _MISTRAL_SMALL_4_AWQ))}
 # Records whose model has no fixture config but whose own notes state the KV geometry (check A only).
 GEOMETRY_FROM_RECORD = {
     # "the doc verifies 28.20 GiB / 184,832 tokens = 163,840 B/token (40 layers x 8 KV heads x 128 x 2 x 2)"
@@ -287,10 +299,9 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     block = rec.get("block_size") or 16
     max_len = rec.get("max_model_len") or rec.get("max_concurrency_len") or (model.max_model_len if model else 0)
     version = _version(rec)
-    old = version is None or parse_vllm_version(version) < parse_vllm_version("0.12")
     in_flight = _mnbt(rec) or 8192
-    if not old:
-        in_flight *= 2  # async scheduling (0.12+): two batches in flight
+    if version is not None and async_scheduling_default(parse_vllm_version(version))[0]:
+        in_flight *= 2  # async scheduling (0.14+): two batches in flight
     lo_b = int((rec["available_kv_gib"] - ROUNDING_GIB) * GiB)
     hi_b = int((rec["available_kv_gib"] + ROUNDING_GIB) * GiB)
     by_groups = version is not None and parse_vllm_version(version) < KV_TOKENS_FROM_CONCURRENCY_SINCE

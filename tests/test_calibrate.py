@@ -456,3 +456,14 @@ def test_an_inconsistent_log_is_blamed_not_a_flag_the_user_never_gave() -> None:
     assert result.exit_code == 2
     assert "the startup log's figures give a negative non-torch term" in result.stderr
     assert "--non-torch-memory" not in result.stderr and "--weights-memory" not in result.stderr
+
+
+@pytest.mark.parametrize("banner", ["0.0.0", "0.1.dev20800+g569215ca8.d20260914"])
+def test_a_source_builds_placeholder_version_is_not_read_as_an_old_release(banner: str) -> None:
+    """Source builds print 0.0.0 or setuptools-scm's 0.1.devN (two real logs in the corpus): not vLLM 0.0/0.1,
+    so the rules stay the newest (or --vllm-version's), with a note."""
+    log = (f"(APIServer pid=1) INFO [api_server.py:1839] vLLM API server version {banner}\n"
+           "(EngineCore pid=2) INFO [gpu_worker.py:298] Available KV cache memory: 54.72 GiB")
+    data = calibrate_json("-", "--model", QWEN7B, "--gpu", "h100", stdin=log)
+    assert "vllm_version" not in data["settings_from_log"]
+    assert any("source build's placeholder" in n for n in data["notes"])

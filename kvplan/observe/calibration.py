@@ -315,6 +315,11 @@ def _rules_version(log: StartupLog, flag_version: str | None) -> tuple[str | Non
             return flag_version, f"The log's vLLM version {log.vllm_version!r} is not a release number: ignored."
         return flag_version, None
     version = vd.VllmVersion(int(m.group(1)), int(m.group(2)))
+    if version <= vd.VllmVersion(0, 1):
+        # A source build without its release tag: the banner says 0.0.0, or setuptools-scm's 0.1.devN+g<sha>
+        # (real logs of both: tests/fixtures/startup-logs ghlog-2xsm89-mistral-small-4-…, sparkdocker-388-…).
+        return flag_version, (f"The log's vLLM version {log.vllm_version!r} is a source build's placeholder, not a "
+                              "release: ignored (pass --vllm-version for its release's rules).")
     if version < oldest:
         return vd.OLDEST_VLLM_VERSION, (
             f"vLLM {log.vllm_version} is older than the rules kvplan models: compared with its oldest "
