@@ -80,10 +80,12 @@ def sampler_bytes_per_logit(version: VllmVersion = LATEST) -> float:
     0.8–0.10: FlashInfer's top-k/top-p path (SAMPLER_BYTES_PER_LOGIT_FLASHINFER, 14 B). 0.11–0.16: the
     V1 runner's sort-based sampler as measured on the vLLM 0.11 logs (SAMPLER_BYTES_PER_LOGIT, 38.4 B).
     0.17+: the in-place Triton top-k/top-p kernel (SAMPLER_BYTES_PER_LOGIT_TRITON, 20 B, from the source).
-    0.29+ (Model Runner V2, v1/worker/gpu/model_runner.py:_dummy_sampler_run) runs the sampler twice — a
-    default pass, then one with SamplingParams.for_sampler_warmup (penalties, top-k/top-p, min-p, logprobs)
-    — and frees the first pass's buffers before the second: the peak is the second pass, through the same
-    apply_top_k_top_p (no log in the corpus measures an MRV2 activation peak).
+    Model Runner V2 (v1/worker/gpu/model_runner.py:_dummy_sampler_run) samples its dummy requests with their
+    default state (greedy, no processing) up to 0.32 — 0.33 adds a second pass with
+    SamplingParams.for_sampler_warmup (penalties, top-k/top-p, min-p, logprobs) after freeing the first — and
+    its sampler (v1/worker/gpu/sample/) works in place; the same per-logit figure stands for it, an estimate:
+    the one MRV2 log in the corpus (vLLM 0.31, A100, Llama-3.1-8B) shows a transient peak of 1.21 GiB where this
+    counts 0.62, unexplained.
     """
     if version < SAMPLER_FLASHINFER_BEFORE:
         return SAMPLER_BYTES_PER_LOGIT_FLASHINFER
