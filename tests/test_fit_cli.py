@@ -147,6 +147,33 @@ def test_missing_model_is_an_error(runner: CliRunner) -> None:
     assert result.exit_code == 2 and "a model is needed" in result.stderr
 
 
+def test_long_max_model_len_needs_1_or_true_as_vllm_reads_it(runner: CliRunner) -> None:
+    """envs.py: VLLM_ALLOW_LONG_MAX_MODEL_LEN is on for "1" or "true" only ("0" kept it on before)."""
+    result = runner.invoke(app, ["fit", QWEN_1_5B, "--gpu-memory", "80GiB", "--max-model-len", "262144", "--json"],
+                           env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "0"})
+    assert result.exit_code == 2 and "VLLM_ALLOW_LONG_MAX_MODEL_LEN=1" in result.stderr
+
+
+@pytest.mark.parametrize(("env", "runner_name", "in_flight"), [
+    ({"VLLM_USE_V2_MODEL_RUNNER": "0"}, "V1", 2 * 8192), ({}, "V2", 3 * 8192)])
+def test_vllms_model_runner_variable_decides_the_runner(runner: CliRunner, env: dict[str, str], runner_name: str,
+                                                        in_flight: int) -> None:
+    result = runner.invoke(app, ["fit", QWEN_1_5B, "--gpu", "h100", "--pipeline-parallel-size", "2", "--json"],
+                           env=env)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["model_runner"], data["in_flight_tokens"]) == (runner_name, in_flight)
+
+
+def test_vllms_graph_estimate_variable_0_subtracts_no_graphs(runner: CliRunner) -> None:
+    result = runner.invoke(app, ["fit", QWEN_1_5B, "--gpu", "h100", "--json"],
+                           env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"})
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["cuda_graph_bytes"] == 0
+    bad = runner.invoke(app, ["fit", QWEN_1_5B, "--gpu", "h100"], env={"VLLM_USE_V2_MODEL_RUNNER": "yes"})
+    assert bad.exit_code == 2 and "VLLM_USE_V2_MODEL_RUNNER='yes': vLLM reads it as an integer" in bad.stderr
+
+
 def test_long_max_model_len_allowed_with_vllms_environment_variable(runner: CliRunner) -> None:
     result = runner.invoke(app, ["fit", QWEN_1_5B, "--gpu-memory", "80GiB", "--max-model-len", "262144", "--json"],
                            env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})

@@ -111,7 +111,7 @@ def command(
         "enable_prefix_caching": enable_prefix_caching,
     }
     flags = settings_from_flags(given, usage, vllm_version, weights_memory, activation_memory, non_torch_memory,
-                                cuda_graph_memory, None, None, allow_long=False)
+                                cuda_graph_memory, None, None)
     names = frozenset(_GIVEN_FIELDS.get(k, k) for k, v in given.items() if v is not None)
     names |= {"vllm_version"} if vllm_version is not None else frozenset()
 

@@ -138,7 +138,7 @@ def _with_plan(report: DiagnoseReport, plan: str, args: dict[str, Any], *, quiet
 
     base = settings_from_flags(args, None, args["vllm_version"], args["weights_memory"],
                                args["activation_memory"], args["non_torch_memory"], args["cuda_graph_memory"],
-                               None, None, allow_long=False)
+                               None, None)
     spec, weights = load_model_with_weights(plan, args["revision"], quiet=quiet)
     if weights is not None and base.weights_bytes is None:
         base = replace(base, weights_total_bytes=weights.bytes)

@@ -21,6 +21,7 @@ from kvplan.cli.options import (
 
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
+    from kvplan.vllm.environment import VllmEnvironment
     from kvplan.vllm.settings import ServeSettings
 
 NAME = "fit"
@@ -40,7 +41,6 @@ Exit status: 0 vLLM starts; 1 it would not start (a capacity verdict, as in `kvp
 """
 
 # vLLM lets --max-model-len exceed the model's maximum when this is set (vllm/envs.py); fit and simulate read it.
-ENV_ALLOW_LONG = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 
 
 def _opt(help_: str, *names: str) -> Any:
@@ -219,6 +219,7 @@ def command(
 
     from kvplan.cli.console import err
     from kvplan.errors import InvalidParameter
+    from kvplan.vllm.environment import vllm_environment
 
     given: dict[str, object] = {
         "tensor_parallel_size": tensor_parallel_size,
@@ -290,7 +291,7 @@ def command(
         cuda_graph_memory,
         context,
         concurrency,
-        allow_long=bool(os.environ.get(ENV_ALLOW_LONG)),
+        env=vllm_environment(os.environ),
     )
     tp, pp = settings.tp, settings.pp
     if num_gpus is not None:
@@ -401,13 +402,17 @@ def settings_from_flags(
     context: str | None,
     concurrency: int | None,
     *,
-    allow_long: bool,
+    env: VllmEnvironment | None = None,
 ) -> ServeSettings:
     """Turn flag texts (from the command line or a pasted vLLM command) into ServeSettings.
 
     `given` maps vLLM option names (`max_model_len`, `tensor_parallel_size`, …) to their texts; shared by
-    `kvplan fit`, `calibrate`, `diagnose --plan` and `simulate`. Raises InvalidParameter on a bad value.
+    `kvplan fit`, `calibrate`, `diagnose --plan` and `simulate`; `env` is vLLM's environment as
+    vllm/environment.py reads it (None: all unset). Raises InvalidParameter on a bad value.
     """
+    from kvplan.vllm.environment import VllmEnvironment
+
+    env = env or VllmEnvironment()
     from kvplan.errors import InvalidParameter
     from kvplan.units import parse_bytes, parse_count
     from kvplan.vllm.defaults import PerformanceMode
@@ -470,7 +475,9 @@ def settings_from_flags(
         performance_mode=perf,  # type: ignore[arg-type]
         usage=usage_,  # type: ignore[arg-type]
         vllm_version=vllm_version,
-        allow_long_max_model_len=allow_long,
+        allow_long_max_model_len=env.allow_long_max_model_len,
+        use_v2_model_runner=env.use_v2_model_runner,
+        estimate_cudagraphs=env.estimate_cudagraphs,
         weights_bytes=size(weights_memory, "--weights-memory"),
         activation_bytes=size(activation_memory, "--activation-memory"),
         non_torch_bytes=size(non_torch_memory, "--non-torch-memory"),

@@ -119,13 +119,14 @@ def _fit_pool(
         raise InvalidParameter("give the pool size as one of --num-gpu-blocks, --kv-tokens, or --model with --gpu, "
                                "not several")
     from kvplan.cli.common import load_model_with_weights
-    from kvplan.cli.fit import ENV_ALLOW_LONG, settings_from_flags
+    from kvplan.cli.fit import settings_from_flags
     from kvplan.hardware.gpus import get_gpu
     from kvplan.sim.sizing import fitted_pool
+    from kvplan.vllm.environment import vllm_environment
     from kvplan.vllm.fit import plan_fit
 
     settings = settings_from_flags(given, None, None, None, None, None, None, None, None,
-                                   allow_long=bool(os.environ.get(ENV_ALLOW_LONG)))
+                                   env=vllm_environment(os.environ))
     gpus_file = given.get("gpus_file")
     chip = get_gpu(gpu, str(gpus_file) if gpus_file else None)
     revision = given.get("revision")

@@ -91,7 +91,8 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
                                         max_num_batched_tokens=batch.max_num_batched_tokens,
                                         arch=gpu.arch, enforce_eager=s.enforce_eager, version=r.version,
                                         compilation=compilation_settings(s.compilation_config),
-                                        architecture=model.architectures[0] if model.architectures else None))
+                                        architecture=model.architectures[0] if model.architectures else None,
+                                        subtracted=s.estimate_cudagraphs))
     return memory_budget(
         cuda_total_bytes=gpu.cuda_total_bytes,
         gpu_memory_utilization=r.gpu_memory_utilization,

@@ -75,10 +75,12 @@ def _default_model(model: ModelSpec, version: VllmVersion, quantized: bool) -> s
 
 
 def model_runner(model: ModelSpec, version: VllmVersion, *, quantized: bool, speculative_method: str | None = None,
-                 pp: int = 1, pcp: int = 1) -> ModelRunner:
+                 pp: int = 1, pcp: int = 1, env: bool | None = None) -> ModelRunner:
     """The runner config/vllm.py:VllmConfig.use_v2_model_runner picks for `model` on `version` (module
-    docstring), with VLLM_USE_V2_MODEL_RUNNER unset. `quantized`: vLLM's ModelConfig.is_quantized (a
-    checkpoint scheme or --quantization)."""
+    docstring); `env` is VLLM_USE_V2_MODEL_RUNNER (None: unset), which decides alone. `quantized`: vLLM's
+    ModelConfig.is_quantized (a checkpoint scheme or --quantization)."""
+    if env is not None:
+        return ModelRunner(env, f"VLLM_USE_V2_MODEL_RUNNER={int(env)}")
     if version < V2_FIRST_DEFAULT:
         return ModelRunner(False, f"vLLM {version}: the V1 runner unless VLLM_USE_V2_MODEL_RUNNER=1")
     if pcp > 1 and version >= VllmVersion(0, 28):

@@ -64,6 +64,8 @@ class ServeSettings:
     usage: Usage = "serve"
     vllm_version: str | None = None
     allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN
+    use_v2_model_runner: bool | None = None  # VLLM_USE_V2_MODEL_RUNNER (None: vLLM's choice, vllm/model_runner.py)
+    estimate_cudagraphs: bool | None = None  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (None: the version's default)
     allow_custom_code: bool = False  # vLLM's --trust-remote-code (kvplan never runs the code either way)
     # Big deployments (vLLM's flags): a speculative draft, decode context parallelism, expert/data parallelism.
     speculative_config: Mapping[str, Any] | None = None  # --speculative-config, e.g. {"method": "mtp", …}
@@ -436,7 +438,7 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
         "kv_cache_dtype": kv_source,
     }
     runner = model_runner(model, version, quantized=model.quant is not None, speculative_method=method, pp=s.pp,
-                          pcp=s.prefill_context_parallel_size)
+                          pcp=s.prefill_context_parallel_size, env=s.use_v2_model_runner)
     sources["model_runner"] = runner.reason
     if s.async_scheduling is None:
         # vLLM sets a Mamba cache mode only for models with Mamba layers (models/config.py)

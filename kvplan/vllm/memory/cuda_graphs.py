@@ -188,15 +188,19 @@ def estimate_cuda_graphs(
     version: VllmVersion = LATEST,
     compilation: CompilationSettings | None = None,
     architecture: str | None = None,
+    subtracted: bool | None = None,
 ) -> MemoryTerm:
-    """CUDA-graph memory vLLM subtracts before sizing the cache (since v0.20; 0 with --enforce-eager or
-    cudagraph_mode NONE)."""
+    """CUDA-graph memory vLLM subtracts before sizing the cache (since v0.20, or as `subtracted` says:
+    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; 0 with --enforce-eager or cudagraph_mode NONE)."""
     if enforce_eager:
         return MemoryTerm("cuda_graphs", 0, "none", "--enforce-eager: no CUDA graphs are captured")
     c = compilation or CompilationSettings()
     if c.effective_mode() == "NONE":
         return MemoryTerm("cuda_graphs", 0, "none", "cudagraph_mode NONE: no CUDA graphs are captured")
-    if not cudagraph_estimate_subtracted(version):
+    if subtracted is False:
+        return MemoryTerm("cuda_graphs", 0, "not subtracted",
+                          "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: graphs are captured after sizing the cache")
+    if subtracted is None and not cudagraph_estimate_subtracted(version):
         return MemoryTerm(
             "cuda_graphs",
             0,

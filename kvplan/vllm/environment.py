@@ -1,0 +1,42 @@
+"""vLLM's environment variables that change the KV-cache budget, read as vllm/envs.py reads them. Pure: the
+CLI passes `os.environ`."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from kvplan.errors import InvalidParameter
+
+ALLOW_LONG_MAX_MODEL_LEN = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
+USE_V2_MODEL_RUNNER = "VLLM_USE_V2_MODEL_RUNNER"
+MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+
+
+@dataclass(frozen=True)
+class VllmEnvironment:
+    """The variables kvplan models; None: unset (vLLM's default applies)."""
+
+    allow_long_max_model_len: bool = False
+    use_v2_model_runner: bool | None = None
+    estimate_cudagraphs: bool | None = None
+
+
+def _int_flag(env: Mapping[str, str], name: str) -> bool | None:
+    # envs.py: maybe_convert_bool / bool(int(os.getenv(name, default))): an integer, any other text fails
+    text = env.get(name)
+    if text is None:
+        return None
+    try:
+        return bool(int(text))
+    except ValueError:
+        raise InvalidParameter(f"{name}={text!r}: vLLM reads it as an integer (0 or 1)") from None
+
+
+def vllm_environment(env: Mapping[str, str]) -> VllmEnvironment:
+    """The modelled variables of `env`. VLLM_ALLOW_LONG_MAX_MODEL_LEN is on for "1" or "true" (any case,
+    spaces stripped); the 0/1 variables must be integers, as vLLM's int() demands."""
+    return VllmEnvironment(
+        allow_long_max_model_len=env.get(ALLOW_LONG_MAX_MODEL_LEN, "0").strip().lower() in ("1", "true"),
+        use_v2_model_runner=_int_flag(env, USE_V2_MODEL_RUNNER),
+        estimate_cudagraphs=_int_flag(env, MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS),
+    )
