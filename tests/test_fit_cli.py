@@ -179,3 +179,13 @@ def test_long_max_model_len_allowed_with_vllms_environment_variable(runner: CliR
                            env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["max_model_len"] == 262_144
+
+
+def test_a_pasted_commands_vllm_variables_count_and_other_assignments_are_dropped(runner: CliRunner) -> None:
+    cmd = (f"HF_TOKEN=hf_secret VLLM_USE_V2_MODEL_RUNNER=0 vllm serve {QWEN_1_5B} --pipeline-parallel-size 2 "
+           "--max-model-len 4096")
+    result = runner.invoke(app, ["fit", "--gpu", "h100", "--vllm-cmd", cmd, "--json"])
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert (data["model_runner"], data["settings_sources"]["model_runner"]) == ("V1", "VLLM_USE_V2_MODEL_RUNNER=0")
+    assert "hf_secret" not in result.stdout + result.stderr

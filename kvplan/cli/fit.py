@@ -260,10 +260,12 @@ def command(
         "language_model_only": language_model_only,
         "enable_mm_embeds": enable_mm_embeds,
     }
+    pasted_env: dict[str, str] = {}
     if vllm_cmd is not None:
         from kvplan.vllm.command_line import parse_vllm_command
 
         parsed = parse_vllm_command(vllm_cmd)
+        pasted_env = parsed.env  # the server's `VLLM_…=` words win over this shell's
         if parsed.ignored and not json_:
             from kvplan.vllm.command_line import classify_ignored
 
@@ -291,7 +293,7 @@ def command(
         cuda_graph_memory,
         context,
         concurrency,
-        env=vllm_environment(os.environ),
+        env=vllm_environment({**os.environ, **pasted_env}),
     )
     tp, pp = settings.tp, settings.pp
     if num_gpus is not None:

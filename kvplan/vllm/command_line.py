@@ -147,6 +147,7 @@ class VllmCommand:
     model: str | None
     options: dict[str, str | bool] = field(default_factory=dict)
     ignored: tuple[str, ...] = ()  # flags (with values) that do not change the KV plan
+    env: dict[str, str] = field(default_factory=dict)  # leading `VLLM_…=value` words (others, e.g. tokens, dropped)
 
 
 def classify_ignored(words: Iterable[str]) -> tuple[list[str], list[str], list[str]]:
@@ -182,9 +183,13 @@ def parse_vllm_command(text: str) -> VllmCommand:
         words = shlex.split(text.replace("\\\n", " "))
     except ValueError as exc:
         raise ParseError(f"--vllm-cmd: cannot split the command line: {exc}") from None
-    # Skip environment assignments and the program / sub-command.
+    # Environment assignments (vLLM's own variables are kept, anything else — a token — is dropped), then the
+    # program / sub-command.
+    env: dict[str, str] = {}
     while words and "=" in words[0] and not words[0].startswith("-"):
-        words.pop(0)
+        name, _, value = words.pop(0).partition("=")
+        if name.startswith("VLLM_"):
+            env[name] = value
     if words and words[0].rsplit("/", 1)[-1] in _PROGRAMS:
         prog = words.pop(0).rsplit("/", 1)[-1]
         if prog.startswith("python") and words[:1] == ["-m"]:
@@ -244,7 +249,7 @@ def parse_vllm_command(text: str) -> VllmCommand:
             ignored.append(flag)
     for flag, merged in dotted.items():  # vLLM appends them as JSON after the other arguments: they win
         options[VALUE_FLAGS[flag]] = json.dumps(merged)
-    return VllmCommand(model, options, tuple(ignored))
+    return VllmCommand(model, options, tuple(ignored), env)
 
 
 def _merge_dotted(dotted: dict[str, dict[str, object]], flag: str, value_text: str) -> None:
