@@ -187,9 +187,9 @@ def parse_vllm_command(text: str) -> VllmCommand:
     # program / sub-command.
     env: dict[str, str] = {}
     while words and "=" in words[0] and not words[0].startswith("-"):
-        name, _, value = words.pop(0).partition("=")
-        if name.startswith("VLLM_"):
-            env[name] = value
+        variable, _, setting = words.pop(0).partition("=")
+        if variable.startswith("VLLM_"):
+            env[variable] = setting
     if words and words[0].rsplit("/", 1)[-1] in _PROGRAMS:
         prog = words.pop(0).rsplit("/", 1)[-1]
         if prog.startswith("python") and words[:1] == ["-m"]:
