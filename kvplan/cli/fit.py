@@ -40,8 +40,6 @@ Exit status: 0 vLLM starts; 1 it would not start (a capacity verdict, as in `kvp
 --gpu, no catalog GPU serves the model; 2 bad input.
 """
 
-# vLLM lets --max-model-len exceed the model's maximum when this is set (vllm/envs.py); fit and simulate read it.
-
 
 def _opt(help_: str, *names: str) -> Any:
     return typer.Option(*names, help=help_, show_default=False)
@@ -412,14 +410,14 @@ def settings_from_flags(
     `kvplan fit`, `calibrate`, `diagnose --plan` and `simulate`; `env` is vLLM's environment as
     vllm/environment.py reads it (None: all unset). Raises InvalidParameter on a bad value.
     """
-    from kvplan.vllm.environment import VllmEnvironment
-
-    env = env or VllmEnvironment()
     from kvplan.errors import InvalidParameter
     from kvplan.units import parse_bytes, parse_count
     from kvplan.vllm.defaults import PerformanceMode
+    from kvplan.vllm.environment import VllmEnvironment
     from kvplan.vllm.memory.weights import MOE_BACKENDS
     from kvplan.vllm.settings import ServeSettings
+
+    env = env or VllmEnvironment()
 
     def count(name: str, flag: str, maximum: int | None = None, bound: str = "") -> int | None:
         value = given.get(name)

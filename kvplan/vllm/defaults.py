@@ -124,6 +124,7 @@ def async_scheduling_default(version: VllmVersion, *, speculative_method: str | 
         return False, f"vLLM {version}: off with a Mamba cache in {mamba_cache_mode} mode"
     return True, f"vLLM {version}: on by default"
 
+
 # Model Runner V2 keeps its sampler's penalty state (memory/activation.py) in what vLLM's profiler counts
 # from 0.27, when utils/mem_utils.py:memory_profiling began to measure the consumed memory with
 # cudaMemGetInfo ("total_consumed"); up to 0.26 non-KV was weights + torch peak increase + non-torch growth,

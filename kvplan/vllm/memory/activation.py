@@ -38,7 +38,7 @@ SAMPLER_TRITON_SINCE = VllmVersion(0, 17)
 # Its range: −10% as the other bands; +30% for what the count leaves out (allocator rounding, the sort
 # workspace PR #33538 still falls back to below 8 rows, penalty temporaries counted once).
 ACTIVATION_RANGE_TRITON = (-0.10, 0.30)
-# Model Runner V2 (0.29+) builds its sampler after the weights are measured, and its PenaltiesState keeps
+# Model Runner V2 (vllm/model_runner.py) builds its sampler after the weights are measured, and its PenaltiesState keeps
 # output_bin_counts (int32, [max_num_reqs, vocab]) and prompt_bin_mask (int32, [max_num_reqs, vocab / 32]) for
 # good (v1/worker/gpu/sample/penalties.py, "can be very large, taking up GBs"): in vLLM's total_consumed
 # (utils/mem_utils.py:memory_profiling, "consumed memory (weights + non-torch)") though neither weights nor
@@ -119,8 +119,8 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
                         version: VllmVersion = LATEST) -> MemoryTerm:
     """Torch peak above what stays allocated after vLLM's profiling run (`transient_peak_headroom`).
 
-    Follows v1/worker/gpu_model_runner.py:profile_run (0.8–0.28) and v1/worker/gpu/model_runner.py:profile_run
-    (Model Runner V2, 0.29+): peak = max(forward intermediates over max_num_batched_tokens tokens
+    Follows v1/worker/gpu_model_runner.py:profile_run (the V1 runner) and v1/worker/gpu/model_runner.py:profile_run
+    (Model Runner V2): peak = max(forward intermediates over max_num_batched_tokens tokens
     (forward_activation_bytes), sampler over min(max_num_batched_tokens, max_num_seqs) logits rows
     (sampler_bytes_per_logit: by version)) + the retained hidden states. Model Runner V2's persistent penalty
     state is not a peak: fit counts it with the consumed memory (penalty_state_bytes). Assumes the dummy forward's peak
