@@ -24,6 +24,13 @@ def test_batch_defaults_by_nvml_tier(nvml: int, name: str, usage: vd.Usage, mnbt
     assert (d.max_num_batched_tokens, d.max_num_seqs) == (mnbt, seqs)
 
 
+def test_the_160_gib_tier_starts_in_0_28() -> None:
+    """engine/arg_utils.py:get_batch_defaults: 0.27.0 has no ≥ 160 GiB tier, 0.28.0 does (the wheels)."""
+    old = vd.batch_defaults(B200, "NVIDIA B200", "serve", vd.parse_vllm_version("0.27"))
+    new = vd.batch_defaults(B200, "NVIDIA B200", "serve", vd.parse_vllm_version("0.28"))
+    assert (old.max_num_batched_tokens, new.max_num_batched_tokens) == (8192, 16384)
+
+
 def test_post_adjustments_only_touch_unset_values() -> None:
     d = vd.BatchDefaults(8192, 1024, "t")
     # MNBT capped at max_num_seqs × max_model_len when the user set neither MNBT nor... only seqs.

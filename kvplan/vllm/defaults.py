@@ -196,8 +196,12 @@ def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, *, async_scheduli
 # Batch defaults: max_num_seqs and max_num_batched_tokens
 # ---------------------------------------------------------------------------------------------
 
-# engine/arg_utils.py:EngineArgs.get_batch_defaults — NVML total memory tiers.
+# engine/arg_utils.py:EngineArgs.get_batch_defaults — NVML total memory tiers. The ≥ 160 GiB tier first
+# appears in 0.28.0 (0.27.0 has only the 70 GiB one: read in the wheels). GB10 stays on the small tier in
+# every release: up to 0.32 because NVML cannot read its memory (platforms/cuda.py: the query raises, the
+# except branch takes 0), from 0.33 by its explicit capability-12.1 test.
 BIG_GPU_NVML_BYTES = 160 * GiB  # B200/B300, MI300X…
+BIG_GPU_TIER_SINCE = VllmVersion(0, 28)
 LARGE_GPU_NVML_BYTES = 70 * GiB  # H100, H200, H20, GH200 (not A100, not GB10)
 
 
@@ -210,16 +214,17 @@ class BatchDefaults:
     tier: str
 
 
-def batch_defaults(nvml_total_bytes: int, device_name: str, usage: Usage = "serve") -> BatchDefaults:
+def batch_defaults(nvml_total_bytes: int, device_name: str, usage: Usage = "serve",
+                   version: VllmVersion = LATEST) -> BatchDefaults:
     """Defaults by NVML memory tier, device name and entry point (engine/arg_utils.py:get_batch_defaults).
 
     | tier                                   | LLM class     | vllm serve    |
-    | NVML ≥ 160 GiB                         | 16384 / 1024  | 16384 / 1024  |
+    | NVML ≥ 160 GiB (vLLM 0.28+)            | 16384 / 1024  | 16384 / 1024  |
     | ≥ 70 GiB, not A100, not GB10           | 16384 / 1024  |  8192 / 1024  |
     | other CUDA GPUs                        |  8192 / 256   |  2048 / 256   |
     """
     name = device_name.lower()
-    if nvml_total_bytes >= BIG_GPU_NVML_BYTES:
+    if nvml_total_bytes >= BIG_GPU_NVML_BYTES and version >= BIG_GPU_TIER_SINCE:
         return BatchDefaults(16384, 1024, "NVML total ≥ 160 GiB")
     if nvml_total_bytes >= LARGE_GPU_NVML_BYTES and "a100" not in name and "gb10" not in name:
         mnbt = 16384 if usage == "llm" else 8192

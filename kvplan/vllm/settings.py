@@ -397,7 +397,7 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     util = s.gpu_memory_utilization if s.gpu_memory_utilization is not None else vd.default_gpu_memory_utilization(
         version)
     batch = vd.resolve_batch_settings(
-        vd.batch_defaults(gpu.nvml_total_bytes, gpu.name, s.usage),
+        vd.batch_defaults(gpu.nvml_total_bytes, gpu.name, s.usage, version),
         max_model_len=max_len,
         max_num_seqs=s.max_num_seqs,
         max_num_batched_tokens=s.max_num_batched_tokens,
