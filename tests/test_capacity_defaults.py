@@ -117,3 +117,17 @@ def test_chunked_local_attention_and_the_hybrid_manager(version: str, method: st
     v = vd.parse_vllm_version(version)
     assert vd.hybrid_manager_disabled_by_default(True, v, speculative_method=method) is off
     assert not vd.hybrid_manager_disabled_by_default(False, v, speculative_method=method)
+
+
+def test_performance_mode_is_refused_before_0_17() -> None:
+    """vLLM 0.16.0's EngineArgs has no --performance-mode (0.17.0 does: the wheels)."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.hardware.gpus import get_gpu
+    from kvplan.vllm.settings import ServeSettings, resolve_settings
+    from tests.conftest import load_fixture
+
+    model = load_fixture("Qwen--Qwen2.5-1.5B")
+    with pytest.raises(InvalidParameter, match="vLLM 0.16 has no such flag"):
+        resolve_settings(model, get_gpu("h100"), ServeSettings(vllm_version="0.16", performance_mode="throughput"))
+    r = resolve_settings(model, get_gpu("h100"), ServeSettings(vllm_version="0.17", performance_mode="throughput"))
+    assert r.batch.max_num_seqs == 2048

@@ -243,6 +243,10 @@ class BatchSettings:
     seqs_source: str
 
 
+# engine/arg_utils.py: --performance-mode (balanced / interactivity / throughput) first appears in 0.17.0.
+PERFORMANCE_MODE_SINCE = VllmVersion(0, 17)
+
+
 def resolve_batch_settings(
     defaults: BatchDefaults,
     *,

@@ -393,6 +393,9 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     validate_settings(model, s)
     _validate_parallel(model, s)
     _validate_lora(s)
+    if s.performance_mode != "balanced" and version < vd.PERFORMANCE_MODE_SINCE:
+        raise InvalidParameter(f"--performance-mode: vLLM {version} has no such flag (it appears in "
+                               f"{vd.PERFORMANCE_MODE_SINCE})", hint="set --max-num-seqs / --max-num-batched-tokens")
     max_len, len_source = _max_model_len(model, s)
     util = s.gpu_memory_utilization if s.gpu_memory_utilization is not None else vd.default_gpu_memory_utilization(
         version)
