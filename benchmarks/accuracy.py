@@ -59,6 +59,7 @@ from kvplan.vllm.fit import plan_fit  # noqa: E402
 from kvplan.vllm.memory.weights import MOE_BACKENDS, MoeBackend, default_mxfp4_backend, estimate_weights  # noqa: E402
 from kvplan.vllm.report import FitReport  # noqa: E402
 from kvplan.vllm.settings import ServeSettings  # noqa: E402
+from kvplan.vllm.startup_log import parse_startup_log  # noqa: E402
 
 LOGS = ROOT / "tests" / "fixtures" / "data" / "vllm-startup-logs.yaml"
 NEW_LOGS = ROOT / "tests" / "fixtures" / "startup-logs" / "records.yaml"
@@ -333,6 +334,12 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     return RowA(rec["id"], logged_text, predicted_text, exact)
 
 
+def _raw_log(rec: dict[str, Any]) -> str:
+    """The record's raw log (raw/<id>.log), else its excerpt."""
+    raw = NEW_LOGS.parent / "raw" / f"{rec['id']}.log"
+    return raw.read_text(encoding="utf-8") if raw.is_file() else str(rec.get("log_excerpt") or "")
+
+
 def settings_of(rec: dict[str, Any], version: str) -> ServeSettings:
     """The `vllm serve` flags the record states (the rest: vLLM's defaults for its version)."""
     kv = rec.get("kv_cache_dtype") or "auto"
@@ -347,6 +354,8 @@ def settings_of(rec: dict[str, Any], version: str) -> ServeSettings:
         enforce_eager=bool(rec.get("enforce_eager")),
         vllm_version=version,
         kv_cache_memory_bytes=None,
+        # the log's own sampler line ("FlashInfer is not available. Falling back …"), as calibrate reads it
+        flashinfer_sampler=parse_startup_log(_raw_log(rec)).flashinfer_sampler,
     )
 
 

@@ -76,8 +76,12 @@ def terms(data: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def fit_from(command: str) -> dict[str, Any]:
     """Run the `kvplan fit …` command calibrate printed, with --json."""
     argv = shlex.split(command)
+    env = {}
+    while argv and "=" in argv[0]:  # leading vLLM variables, as a shell would set them
+        name, _, value = argv.pop(0).partition("=")
+        env[name] = value
     assert argv[:2] == ["kvplan", "fit"]
-    result = run(*argv[1:], "--json")
+    result = CliRunner().invoke(app, [*argv[1:], "--json"], env=env, catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
     data: dict[str, Any] = json.loads(result.stdout)
     return data

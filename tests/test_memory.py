@@ -326,3 +326,30 @@ def test_integrated_gpu_host_growth_is_what_the_calibration_gb10_logs_leave(
     assert t.bytes == round(0.13 * GIB) + round((2.78 + 2.34) / 2 * GIB)
     assert (t.low_bytes, t.high_bytes) == (round(0.02 * GIB), round(0.20 * GIB) + round(2.80 * GIB))
     assert estimate_non_torch(tp=1, pp=1, version=VllmVersion(0, 13)).bytes == round(0.13 * GIB)
+
+
+@pytest.mark.parametrize(("version", "flashinfer", "per_logit"), [
+    ("0.10", None, 14.0), ("0.10", False, 38.4), ("0.11", True, 14.0), ("0.16", None, 38.4), ("0.17", None, 20.0),
+    ("0.17", True, 14.0), ("0.33", False, 20.0)])
+def test_the_sampler_path_follows_vllm_use_flashinfer_sampler(version: str, flashinfer: bool | None,
+                                                               per_logit: float) -> None:
+    """v1/sample/ops/topk_topp_sampler.py: FlashInfer's path when asked (or, up to 0.11, when importable), the
+    PyTorch path (sort up to 0.16, Triton from 0.17) when it is not there or VLLM_USE_FLASHINFER_SAMPLER=0."""
+    from kvplan.vllm.defaults import parse_vllm_version
+    from kvplan.vllm.memory.activation import sampler_bytes_per_logit
+
+    assert sampler_bytes_per_logit(parse_vllm_version(version), flashinfer) == per_logit
+
+
+def test_a_native_sampler_log_is_planned_with_its_sampler() -> None:
+    """The Qwen3-Next 2 × H200 log (vLLM 0.10.2, calibration half) says "FlashInfer is not available. Falling back
+    to the PyTorch-native implementation": 1,024 rows × 151,936 × 38.4 B, its logged 5.58 GiB of peak activation."""
+    from kvplan.vllm.startup_log import parse_startup_log
+    from tests.conftest import CONFIGS
+
+    raw = CONFIGS.parent / "startup-logs" / "raw" / "ghlog-2xh200-qwen3-next-80b-a3b-instruct-tp2-v0102.log"
+    assert parse_startup_log(raw.read_text()).flashinfer_sampler is False
+    model = load_fixture("Qwen--Qwen3-Next-80B-A3B-Instruct")
+    t = estimate_activation(model, tp=2, max_num_batched_tokens=8192, max_num_seqs=1024, version=VllmVersion(0, 10),
+                            flashinfer_sampler=False)
+    assert round(t.bytes / GIB, 2) == 5.60 and "38.4 B" in t.assumption

@@ -295,6 +295,7 @@ _LOG_SETTINGS: Final[Mapping[str, str]] = {
     "block_size": "block_size",
     "enforce_eager": "enforce_eager",
     "enable_prefix_caching": "enable_prefix_caching",
+    "flashinfer_sampler": "flashinfer_sampler",
 }
 
 
@@ -373,6 +374,15 @@ _FLAG_NAMES: Final[Mapping[str, str]] = {
 
 def _flag_name(name: str) -> str:
     return _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+
+
+def fit_environment(settings: ServeSettings) -> tuple[str, ...]:
+    """vLLM environment assignments that give these settings (before `kvplan fit`, as before `vllm serve`)."""
+    from kvplan.vllm.environment import USE_FLASHINFER_SAMPLER
+
+    if settings.flashinfer_sampler is None:
+        return ()
+    return (f"{USE_FLASHINFER_SAMPLER}={int(settings.flashinfer_sampler)}",)
 
 
 def fit_flags(settings: ServeSettings) -> tuple[str, ...]:
@@ -680,7 +690,8 @@ def calibrate(
         settings=settings,
         settings_from_log=from_log,
         override_details=tuple(details),
-        command=" ".join(["kvplan fit", shlex.quote(model_source), *gflags, *fit_flags(settings), *overrides]),
+        command=" ".join([*fit_environment(settings), "kvplan fit", shlex.quote(model_source), *gflags,
+                          *fit_flags(settings), *overrides]),
         verified=_verify(log, after, target, v0_tokens, blocks) if target is not None else None,
         notes=(*setting_notes, *chip_notes, *budget_notes, *term_notes),
     )

@@ -50,6 +50,7 @@ SECTIONS: Final[tuple[tuple[str, tuple[Row, ...]], ...]] = (
         ("block_size", "block_size", _int), ("enforce_eager", "enforce_eager", _plain),
         ("enable_prefix_caching", "enable_prefix_caching", _plain), ("max_num_seqs", "max_num_seqs", _int),
         ("max_num_batched_tokens", "max_num_batched_tokens", _int),
+        ("FlashInfer top-k/top-p sampler", "flashinfer_sampler", _plain),
     )),
     ("Memory budget (per GPU)", (
         ("total GPU memory", "total_gpu_memory_bytes", _gib), ("free at start", "free_at_init_bytes", _gib),

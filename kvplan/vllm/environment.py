@@ -10,6 +10,7 @@ from kvplan.errors import InvalidParameter
 ALLOW_LONG_MAX_MODEL_LEN = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 USE_V2_MODEL_RUNNER = "VLLM_USE_V2_MODEL_RUNNER"
 MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
+USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"
 
 
 @dataclass(frozen=True)
@@ -19,6 +20,7 @@ class VllmEnvironment:
     allow_long_max_model_len: bool = False
     use_v2_model_runner: bool | None = None
     estimate_cudagraphs: bool | None = None
+    use_flashinfer_sampler: bool | None = None
 
 
 def _int_flag(env: Mapping[str, str], name: str) -> bool | None:
@@ -39,4 +41,5 @@ def vllm_environment(env: Mapping[str, str]) -> VllmEnvironment:
         allow_long_max_model_len=env.get(ALLOW_LONG_MAX_MODEL_LEN, "0").strip().lower() in ("1", "true"),
         use_v2_model_runner=_int_flag(env, USE_V2_MODEL_RUNNER),
         estimate_cudagraphs=_int_flag(env, MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS),
+        use_flashinfer_sampler=_int_flag(env, USE_FLASHINFER_SAMPLER),
     )

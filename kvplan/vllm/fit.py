@@ -81,7 +81,8 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
                   if s.activation_bytes is not None
                   else _with_encoder_profile(
                       estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
-                                          max_num_seqs=batch.max_num_seqs, version=r.version), model, s, r))
+                                          max_num_seqs=batch.max_num_seqs, version=r.version,
+                                          flashinfer_sampler=s.flashinfer_sampler), model, s, r))
     non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None
                  else _with_penalty_state(estimate_non_torch(tp=s.tp, pp=s.pp, version=r.version,
                                                              integrated=getattr(gpu, "integrated", False)), model, r))

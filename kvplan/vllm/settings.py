@@ -66,6 +66,7 @@ class ServeSettings:
     allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN
     use_v2_model_runner: bool | None = None  # VLLM_USE_V2_MODEL_RUNNER (None: vLLM's choice, vllm/model_runner.py)
     estimate_cudagraphs: bool | None = None  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (None: the version's default)
+    flashinfer_sampler: bool | None = None  # VLLM_USE_FLASHINFER_SAMPLER, or FlashInfer missing (False); None: default
     allow_custom_code: bool = False  # vLLM's --trust-remote-code (kvplan never runs the code either way)
     # Big deployments (vLLM's flags): a speculative draft, decode context parallelism, expert/data parallelism.
     speculative_config: Mapping[str, Any] | None = None  # --speculative-config, e.g. {"method": "mtp", …}

@@ -84,6 +84,9 @@ class StartupLog:
     quantization: str | None = None
     enforce_eager: bool | None = None
     enable_prefix_caching: bool | None = None
+    # v1/sample/ops/topk_topp_sampler.py: "Using FlashInfer for top-p & top-k sampling." (True) or
+    # "FlashInfer is not available. Falling back to the PyTorch-native implementation …" (False)
+    flashinfer_sampler: bool | None = None
     max_num_seqs: int | None = None
     max_num_batched_tokens: int | None = None
     # The memory budget (per worker).
@@ -273,6 +276,12 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _r("free_on_device", "Free memory on device",
        rf"Free memory on device(?: [^\s(]{{1,64}})?\s*[:(]?\s*(?P<free_at_init_bytes>{_N})/"
        rf"(?P<total_gpu_memory_bytes>{_N}) GiB"),
+    _r("flashinfer_sampler", "Using FlashInfer for top-p & top-k sampling",
+       r"Using FlashInfer for top-p & top-k sampling", flashinfer_sampler=True),
+    _r("native_sampler", ("FlashInfer is not available", "FlashInfer is available, but it is not enabled"),
+       r"topk_topp_sampler\S*\s+FlashInfer is (?:not available|available, but it is not enabled)"
+       r"|FlashInfer is (?:not available|available, but it is not enabled)\. Falling back to the PyTorch-native",
+       flashinfer_sampler=False),
     _r("desired_util", "desired gpu memory utilization ",
        rf"desired GPU memory utilization (?:is )?\((?P<gpu_memory_utilization>{_N}),"
        rf" (?P<requested_memory_bytes>{_N}) GiB\)",

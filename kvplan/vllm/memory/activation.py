@@ -74,8 +74,17 @@ def forward_activation_bytes(model: ModelSpec, *, tp: int, num_tokens: int) -> i
     return max(peaks)
 
 
-def sampler_bytes_per_logit(version: VllmVersion = LATEST) -> float:
-    """Peak bytes per logit of the dummy sampler run as `version` runs it.
+# Which path samples (v1/sample/ops/topk_topp_sampler.py:TopKTopPSampler.__init__, read in the wheels): up to
+# 0.11 FlashInfer whenever it is importable and VLLM_USE_FLASHINFER_SAMPLER is not 0, from 0.12 only with
+# VLLM_USE_FLASHINFER_SAMPLER=1. kvplan's version defaults below keep what the logs measured (0.11: the sort
+# path, llm-d's five H100 logs); `flashinfer` True / False overrides them (the variable, or a log that says
+# "FlashInfer is not available. Falling back to the PyTorch-native implementation").
+SAMPLER_FLASHINFER_OPT_IN_SINCE = VllmVersion(0, 12)
+
+
+def sampler_bytes_per_logit(version: VllmVersion = LATEST, flashinfer: bool | None = None) -> float:
+    """Peak bytes per logit of the dummy sampler run as `version` runs it (`flashinfer`: the path forced by
+    VLLM_USE_FLASHINFER_SAMPLER or a missing FlashInfer; None: the version's default).
 
     0.8–0.10: FlashInfer's top-k/top-p path (SAMPLER_BYTES_PER_LOGIT_FLASHINFER, 14 B). 0.11–0.16: the
     V1 runner's sort-based sampler as measured on the vLLM 0.11 logs (SAMPLER_BYTES_PER_LOGIT, 38.4 B).
@@ -87,9 +96,12 @@ def sampler_bytes_per_logit(version: VllmVersion = LATEST) -> float:
     the one MRV2 log in the corpus (vLLM 0.31, A100, Llama-3.1-8B) shows a transient peak of 1.21 GiB where this
     counts 0.62, unexplained.
     """
+    native = SAMPLER_BYTES_PER_LOGIT if version < SAMPLER_TRITON_SINCE else SAMPLER_BYTES_PER_LOGIT_TRITON
+    if flashinfer is not None:
+        return SAMPLER_BYTES_PER_LOGIT_FLASHINFER if flashinfer else native
     if version < SAMPLER_FLASHINFER_BEFORE:
         return SAMPLER_BYTES_PER_LOGIT_FLASHINFER
-    return SAMPLER_BYTES_PER_LOGIT if version < SAMPLER_TRITON_SINCE else SAMPLER_BYTES_PER_LOGIT_TRITON
+    return native
 
 
 def penalty_state_bytes(model: ModelSpec, *, max_num_seqs: int, version: VllmVersion = LATEST,
@@ -102,9 +114,10 @@ def penalty_state_bytes(model: ModelSpec, *, max_num_seqs: int, version: VllmVer
     return int(max_num_seqs * model.vocab_size * PENALTY_STATE_BYTES_PER_SLOT)
 
 
-def sampler_activation_bytes(model: ModelSpec, *, num_reqs: int, version: VllmVersion = LATEST) -> int:
-    """Peak of the dummy sampler run: `num_reqs × vocab × sampler_bytes_per_logit(version)`."""
-    return int(num_reqs * model.vocab_size * sampler_bytes_per_logit(version))
+def sampler_activation_bytes(model: ModelSpec, *, num_reqs: int, version: VllmVersion = LATEST,
+                             flashinfer: bool | None = None) -> int:
+    """Peak of the dummy sampler run: `num_reqs × vocab × sampler_bytes_per_logit(version, flashinfer)`."""
+    return int(num_reqs * model.vocab_size * sampler_bytes_per_logit(version, flashinfer))
 
 
 # Range of the activation term: its residual (log − kvplan) on the calibration half, relative to the
@@ -116,7 +129,7 @@ ACTIVATION_RANGE = (-0.10, 0.10)
 
 
 def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
-                        version: VllmVersion = LATEST) -> MemoryTerm:
+                        version: VllmVersion = LATEST, flashinfer_sampler: bool | None = None) -> MemoryTerm:
     """Torch peak above what stays allocated after vLLM's profiling run (`transient_peak_headroom`).
 
     Follows v1/worker/gpu_model_runner.py:profile_run (the V1 runner) and v1/worker/gpu/model_runner.py:profile_run
@@ -131,10 +144,10 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
     num_reqs = min(max_num_batched_tokens, max_num_seqs)
     e = _ACT_BYTES.get(model.dtype, 2)
     forward = forward_activation_bytes(model, tp=tp, num_tokens=max_num_batched_tokens)
-    sampler = sampler_activation_bytes(model, num_reqs=num_reqs, version=version)
+    sampler = sampler_activation_bytes(model, num_reqs=num_reqs, version=version, flashinfer=flashinfer_sampler)
     hidden = RETAINED_HIDDEN_COPIES * max_num_batched_tokens * model.hidden_size * e
     peak = max(forward, sampler) + hidden
-    per_logit = sampler_bytes_per_logit(version)
+    per_logit = sampler_bytes_per_logit(version, flashinfer_sampler)
     path = {SAMPLER_BYTES_PER_LOGIT_FLASHINFER: ", FlashInfer top-k/top-p",
             SAMPLER_BYTES_PER_LOGIT_TRITON: ", Triton top-k/top-p"}.get(per_logit, "")
     which = (
@@ -148,7 +161,7 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
     triton_peak = per_logit == SAMPLER_BYTES_PER_LOGIT_TRITON and sampler >= forward
     lo, hi = ACTIVATION_RANGE_TRITON if triton_peak else ACTIVATION_RANGE
     high = int(peak * (1 + hi))
-    if per_logit == SAMPLER_BYTES_PER_LOGIT_FLASHINFER:
+    if per_logit == SAMPLER_BYTES_PER_LOGIT_FLASHINFER and flashinfer_sampler is None:
         # FlashInfer importable is an assumption (a pip install without it falls back to the PyTorch-native
         # path, "FlashInfer is not available. Falling back ..."): that path's peak is the high end. The
         # calibration record vllm-23278 (H100, Aug 2025 build) implies it: 7.45 GiB of non-weight memory.
