@@ -131,3 +131,17 @@ def test_performance_mode_is_refused_before_0_17() -> None:
         resolve_settings(model, get_gpu("h100"), ServeSettings(vllm_version="0.16", performance_mode="throughput"))
     r = resolve_settings(model, get_gpu("h100"), ServeSettings(vllm_version="0.17", performance_mode="throughput"))
     assert r.batch.max_num_seqs == 2048
+
+
+@pytest.mark.parametrize(("env", "expected"), [
+    ({}, (False, None, None, None)),
+    ({"VLLM_ALLOW_LONG_MAX_MODEL_LEN": " TRUE "}, (True, None, None, None)),
+    ({"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "0", "VLLM_USE_V2_MODEL_RUNNER": "0"}, (False, False, None, None)),
+    ({"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "1", "VLLM_USE_FLASHINFER_SAMPLER": "0"}, (False, None, True, False)),
+])
+def test_vllm_environment_is_read_as_envs_py_reads_it(env: dict[str, str], expected: tuple[object, ...]) -> None:
+    from kvplan.vllm.environment import vllm_environment
+
+    e = vllm_environment(env)
+    got = (e.allow_long_max_model_len, e.use_v2_model_runner, e.estimate_cudagraphs, e.use_flashinfer_sampler)
+    assert got == expected
