@@ -387,6 +387,22 @@ def _backend(model: ModelSpec, gpu: GpuLike, s: ServeSettings, kv_dtype: str) ->
     return backend
 
 
+def _runner_and_async(model: ModelSpec, s: ServeSettings, version: VllmVersion, method: str | None,
+                      mode: MambaCacheMode) -> tuple[ModelRunner, bool, str, str]:
+    """The model runner vLLM builds and whether async scheduling is on, each with why (vllm/model_runner.py,
+    defaults.async_scheduling_default)."""
+    runner = model_runner(model, version, quantized=model.quant is not None, speculative_method=method, pp=s.pp,
+                          pcp=s.prefill_context_parallel_size, env=s.use_v2_model_runner)
+    if s.async_scheduling is not None:
+        return runner, s.async_scheduling, runner.reason, (
+            "--async-scheduling" if s.async_scheduling else "--no-async-scheduling")
+    # vLLM sets a Mamba cache mode only for models with Mamba layers (models/config.py)
+    recurrent = any(layer.kind == "mamba" for layer in model.layers)
+    async_on, why = vd.async_scheduling_default(version, speculative_method=method,
+                                                mamba_cache_mode=mode if recurrent else "none")
+    return runner, async_on, runner.reason, why
+
+
 def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> ResolvedSettings:
     """Stage 1 of `fit`: check the settings as vLLM does, then resolve each to vLLM's value."""
     version = vd.parse_vllm_version(s.vllm_version or vd.LATEST_VLLM_VERSION)
@@ -441,17 +457,8 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
         "max_num_seqs": batch.seqs_source,
         "kv_cache_dtype": kv_source,
     }
-    runner = model_runner(model, version, quantized=model.quant is not None, speculative_method=method, pp=s.pp,
-                          pcp=s.prefill_context_parallel_size, env=s.use_v2_model_runner)
-    sources["model_runner"] = runner.reason
-    if s.async_scheduling is None:
-        # vLLM sets a Mamba cache mode only for models with Mamba layers (models/config.py)
-        recurrent = any(layer.kind == "mamba" for layer in model.layers)
-        async_on, sources["async_scheduling"] = vd.async_scheduling_default(
-            version, speculative_method=method, mamba_cache_mode=mode if recurrent else "none")
-    else:
-        async_on = s.async_scheduling
-        sources["async_scheduling"] = "--async-scheduling" if async_on else "--no-async-scheduling"
+    runner, async_on, sources["model_runner"], sources["async_scheduling"] = _runner_and_async(
+        model, s, version, method, mode)
     return ResolvedSettings(
         version=version, gpu_memory_utilization=util, max_model_len=max_len, auto_fit=s.max_model_len == -1,
         batch=batch, kv_cache_dtype=kv_dtype, kv_cache_dtype_flag=kv_flag, backend=backend, block_size=block_size,
