@@ -89,7 +89,9 @@ def test_unsupported_versions_are_refused(text: str) -> None:
      ("blackwell", False, "fp8", "FLASHINFER", 16), ("ampere", True, "bfloat16", "TRITON_MLA", 16)],
 )
 def test_attention_backend_block_size(arch: str, mla: bool, dtype: str, name: str, block: int) -> None:
-    b = vd.attention_backend(arch, mla=mla, kv_cache_dtype=dtype)
+    from kvplan.vllm.backends import attention_backend
+
+    b = attention_backend(arch, mla=mla, kv_cache_dtype=dtype)
     assert (b.name, b.block_size) == (name, block)
 
 

@@ -7,7 +7,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvplan.errors import InvalidParameter, NotServed
-from kvplan.vllm.defaults import FP8_KV_DTYPES
+from kvplan.vllm.backends import FP8_KV_DTYPES
 from kvplan.vllm.report import Advice, FitReport
 from kvplan.vllm.settings import ServeSettings
 

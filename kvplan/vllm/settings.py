@@ -9,16 +9,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from kvplan.errors import InvalidParameter, NotServed
 from kvplan.model.kv_cache import (
-    DS_MLA_BYTES,
     KV_CACHE_DTYPES,
-    NVFP4_KV_DTYPES,
-    NVFP4_MLA_REFUSAL,
     resolve_kv_cache_dtype,
 )
 from kvplan.model.parallel import attention_free
 from kvplan.vllm import defaults as vd
 from kvplan.vllm.architectures import serving_refusal
-from kvplan.vllm.defaults import AttentionBackend, BatchSettings, MambaCacheMode, PerformanceMode, Usage, VllmVersion
+from kvplan.vllm.backends import FLASHINFER_MLA_SPARSE_SM120, AttentionBackend, select_backend
+from kvplan.vllm.defaults import BatchSettings, MambaCacheMode, PerformanceMode, Usage, VllmVersion
 from kvplan.vllm.model_runner import ModelRunner, model_runner
 from kvplan.vllm.multimodal import MmLimits, ModalityLimit, encoder_budget_refusal, gemma4_item_tokens
 from kvplan.vllm.speculative import speculative_method
@@ -303,43 +301,6 @@ def _model_kv_cache_dtype(model: ModelSpec, gpu: GpuLike, flag: str) -> str:
     return flag
 
 
-def _fp8_on_triton_refusal(model: ModelSpec, gpu: GpuLike, kv_dtype: str) -> str | None:
-    """Before SM89, MLA runs on TRITON_MLA and multimodal prefix LMs on TRITON_ATTN, which have no fp8 cache
-    (v1/attention/backends/mla/triton_mla.py, triton_attn.py)."""
-    if kv_dtype not in vd.FP8_KV_DTYPES or (gpu.arch or "") not in vd.PRE_SM89_ARCHS:
-        return None
-    if model.mla is None and not model.mm_prefix_lm:
-        return None
-    which = "Triton MLA" if model.mla is not None else "Triton attention"
-    return (f"FP8 KV cache is not supported by the {which} backend on {gpu.name}; native FP8 (fp8e4nv) requires "
-            "SM89+. Re-run with --kv-cache-dtype bfloat16.")
-
-
-def _kv_dtype_refusal(model: ModelSpec, gpu: GpuLike, kv_dtype: str) -> None:
-    """vLLM 0.33's refusals of the NVFP4 and DeepSeek `_ds_mla` KV layouts: nvfp4 on MLA (config/vllm.py:
-    validate_nvfp4_kv_cache_with_mla), `_ds_mla` without DeepSeek sparse attention, nvfp4 where FlashInfer
-    cannot serve it (no other backend can), asymmetric K/V head sizes (FlashInferBackend.customize_spec)."""
-    sparse = any(layer.indexer_head_size for layer in model.layers)
-    if kv_dtype in NVFP4_KV_DTYPES and model.mla is not None:
-        raise InvalidParameter(NVFP4_MLA_REFUSAL)
-    if kv_dtype in DS_MLA_BYTES and not sparse:
-        raise NotServed(f"No valid attention backend found for cuda with kv_cache_dtype={kv_dtype}: only "
-                        "FLASHMLA_SPARSE takes it, for DeepSeek sparse attention (DSA) models",
-                        hint="use --kv-cache-dtype fp8 (or auto) for this model")
-    if kv_dtype == "nvfp4_ds_mla" and (gpu.arch or "") != "blackwell":
-        raise NotServed(f"No valid attention backend found for cuda with kv_cache_dtype=nvfp4_ds_mla on {gpu.name}: "
-                        "FLASHMLA_SPARSE only supports the nvfp4_ds_mla kv-cache dtype on SM100 (Blackwell)",
-                        hint="use --kv-cache-dtype fp8_ds_mla")
-    if kv_dtype in NVFP4_KV_DTYPES:
-        attention = [layer for layer in model.layers if layer.kind in ("full", "sliding_window", "chunked_local")]
-        if any(layer.head_size != layer.head_size_v for layer in attention):
-            raise NotServed("nvfp4 with asymmetric K/V head sizes not yet supported (vLLM's FlashInfer backend)")
-        why = vd.nvfp4_kv_refusal(gpu.arch, kv_dtype, {layer.head_size for layer in attention})
-        if why is not None:
-            raise NotServed(f"No valid attention backend found for cuda with kv_cache_dtype={kv_dtype} on "
-                            f"{gpu.name}: {why}", hint="use --kv-cache-dtype fp8")
-
-
 def _connector_turns_hma_off(s: ServeSettings) -> bool:
     """A KV connector without SupportsHMA turns the hybrid manager off (vllm/kv_connectors.py)."""
     if s.kv_transfer_config is None:
@@ -347,44 +308,6 @@ def _connector_turns_hma_off(s: ServeSettings) -> bool:
     from kvplan.vllm.kv_connectors import connector_supports_hma
 
     return connector_supports_hma(s.kv_transfer_config) is False
-
-
-def _sm120_sparse_refusal(model: ModelSpec) -> None:
-    """FlashInferMLASparseSM120Backend.supports_combination's refusals (flashinfer_mla_sparse.py)."""
-    topk = model.raw.get("index_topk")
-    if model.dtype != "bfloat16":
-        raise NotServed("No valid attention backend found for cuda with use_sparse=True: FLASHINFER_MLA_SPARSE_SM120: "
-                        "dtype not supported", hint="it serves bfloat16 models only: --dtype bfloat16")
-    if topk is None or isinstance(topk, bool) or topk != vd.SM120_SPARSE_INDEX_TOPK:  # any JSON value
-        got = "requires a model with index_topk config" if topk is None else f"requires index_topk=2048; got {topk!r}"
-        raise NotServed(f"No valid attention backend found for cuda with use_sparse=True: FLASHINFER_MLA_SPARSE_SM120 "
-                        f"{got}")
-
-
-def _backend(model: ModelSpec, gpu: GpuLike, s: ServeSettings, kv_dtype: str) -> AttentionBackend:
-    """The attention backend (and so the block size) vLLM selects; DSA models have their own sparse ones, an
-    NVFP4 cache has FlashInfer only."""
-    _kv_dtype_refusal(model, gpu, kv_dtype)
-    if any(layer.indexer_head_size for layer in model.layers):
-        sparse = vd.sparse_mla_backend(gpu.arch, kv_cache_dtype=kv_dtype, checkpoint_kv=s.kv_cache_dtype == "auto")
-        if sparse is None:
-            raise NotServed(vd.NO_SPARSE_MLA_BACKEND, hint=f"{gpu.name} is {gpu.arch or 'an unknown architecture'}")
-        if sparse == vd.FLASHINFER_MLA_SPARSE_SM120:
-            _sm120_sparse_refusal(model)
-        return sparse
-    if kv_dtype in NVFP4_KV_DTYPES:
-        return vd.FLASHINFER_BACKEND
-    refusal = _fp8_on_triton_refusal(model, gpu, kv_dtype)
-    if refusal is not None:
-        raise NotServed(refusal)
-    backend = (vd.mm_prefix_backend(gpu.arch) if model.mm_prefix_lm and model.mla is None
-               else vd.attention_backend(gpu.arch, mla=model.mla is not None, kv_cache_dtype=kv_dtype))
-    widest = max((layer.head_size for layer in model.layers), default=0)
-    if backend.name == "FLASH_ATTN" and widest > vd.FA2_MAX_HEAD_SIZE and (gpu.arch or "") not in vd.FA4_ARCHS:
-        return vd.mm_prefix_backend(gpu.arch)  # TRITON_ATTN: FlashAttention 2 takes heads ≤ 256 (flash_attn.py)
-    if (gpu.arch or "") == "hopper" and kv_dtype in vd.FP8_KV_DTYPES and widest >= vd.FP8_WIDE_HEAD_SIZE:
-        return replace(backend, block_size=vd.FP8_WIDE_HEAD_BLOCK_SIZE)
-    return backend
 
 
 def _runner_and_async(model: ModelSpec, s: ServeSettings, version: VllmVersion, method: str | None,
@@ -431,8 +354,8 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
                                              "modality with --limit-mm-per-prompt")
     kv_flag = _model_kv_cache_dtype(model, gpu, s.kv_cache_dtype)
     kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
-    backend = _backend(model, gpu, s, kv_dtype)
-    if backend == vd.FLASHINFER_MLA_SPARSE_SM120 and kv_flag != "fp8_ds_mla":
+    backend = select_backend(model, gpu, kv_dtype, checkpoint_kv=s.kv_cache_dtype == "auto")
+    if backend == FLASHINFER_MLA_SPARSE_SM120 and kv_flag != "fp8_ds_mla":
         # mla_attention.py:_canonicalize_sparse_mla_kv_cache_dtype: the SM120 kernel reads fp8_ds_mla only
         kv_flag = "fp8_ds_mla"
         kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
