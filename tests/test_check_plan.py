@@ -333,3 +333,17 @@ def test_big_deployment_options_in_a_plan_reach_the_settings(tmp_path: Path) -> 
         ("half", 2, 2, True)
     assert (s.num_gpu_blocks_override, s.cpu_offload_bytes) == (1000, 2 * 2**30)
     assert s.speculative_config == {"method": "mtp", "num_speculative_tokens": 2}
+
+
+def test_a_deployments_vllm_environment_comes_from_env_and_the_command_line(tmp_path: Path) -> None:
+    """`env:` (names and values as in a shell) over the `vllm_cmd` line's leading `VLLM_…=` words; a token
+    assignment on that line is dropped unread."""
+    extra = ('    vllm_cmd: "HF_TOKEN=hf_x VLLM_USE_V2_MODEL_RUNNER=0 VLLM_USE_FLASHINFER_SAMPLER=1 vllm serve m"\n'
+             "    env: {VLLM_USE_V2_MODEL_RUNNER: 1, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS: '0'}\n")
+    s = load_plan(write(tmp_path, plan_text(extra=extra))).deployments[0].settings
+    assert (s.use_v2_model_runner, s.estimate_cudagraphs, s.flashinfer_sampler) == (True, False, True)
+    message = error_of(tmp_path, plan_text(extra="    env: {VLLM_USE_V2_MODEL_RUNNER: 'yes'}\n"))
+    assert message.endswith(
+        "plan.yaml:5: deployments[0].env: VLLM_USE_V2_MODEL_RUNNER='yes': vLLM reads it as an integer (0 or 1)")
+    assert "a value is a string or an integer" in error_of(
+        tmp_path, plan_text(extra="    env: {VLLM_USE_V2_MODEL_RUNNER: true}\n"))

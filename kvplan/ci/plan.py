@@ -22,6 +22,7 @@ Shape (keys may be spelled with `-` or `_`)::
         vllm_cmd: "vllm serve … --max-model-len 32768"   # or a pasted command line
         vllm_config: serve.yaml           # or vLLM's --config file
         vllm_version: "0.33"
+        env: {VLLM_USE_V2_MODEL_RUNNER: "0"}  # vLLM's environment variables (as `kvplan fit` reads them)
         measured: {weights-memory: 14.3GiB}  # replaces kvplan's estimate (as `kvplan fit` flags)
         workload: {num_requests: 200, request_rate: 4, prompt_len: 2048, output_len: 256}
         require:
@@ -486,7 +487,7 @@ VLLM_NEGATED: Mapping[str, str] = {"no_enable_prefix_caching": "enable_prefix_ca
 
 _TOP_KEYS = ("version", "gpus_file", "deployments")
 _DEPLOYMENT_KEYS = ("name", "model", "revision", "gpu", "num_gpus", "vllm", "vllm_cmd", "vllm_config",
-                    "vllm_version", "measured", "workload", "require")
+                    "vllm_version", "env", "measured", "workload", "require")
 _MEASURED = {  # the `kvplan fit` flags that replace an estimate with a measured value
     "weights_memory": "weights_bytes", "activation_memory": "activation_bytes",
     "non_torch_memory": "non_torch_bytes", "cuda_graph_memory": "cuda_graph_bytes",
@@ -624,6 +625,7 @@ class _Options:
     order (later sources override earlier ones, as in vLLM), plus the model/revision they name."""
 
     values: dict[str, Any] = field(default_factory=dict)
+    env: dict[str, str] = field(default_factory=dict)  # the command line's leading `VLLM_…=` words
     model: tuple[str, Callable[[str], ParseError]] | None = None  # (value, makes an error located at it)
     revision: tuple[str, Callable[[str], ParseError]] | None = None
     warnings: list[str] = field(default_factory=list)
@@ -715,6 +717,7 @@ def _take_vllm_cmd(c: _Checker, d: dict[str, Any], path: Path_, opts: _Options) 
     doc = c.doc
     cmd_path = (*path, "vllm_cmd")
     command = _parse_vllm_cmd(c.string(d["vllm_cmd"], cmd_path), doc, cmd_path)
+    opts.env.update(command.env)
     if command.model is not None:
         opts.take(doc, cmd_path, "model", command.model, strict=False, flag=True)
     for key, value in command.options.items():
@@ -805,6 +808,29 @@ def _draft_source(spec: Mapping[str, Any] | None, base_dir: Path) -> dict[str, A
     return {"speculative_config": {**spec, "model": source}}
 
 
+def _environment_fields(c: _Checker, d: dict[str, Any], path: Path_, opts: _Options) -> dict[str, Any]:
+    """vLLM's environment for the deployment: the command line's `VLLM_…=` words, then the plan's `env:`
+    mapping over them (names and values as strings, read as vllm/environment.py reads them)."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.vllm.environment import vllm_environment
+
+    env = dict(opts.env)
+    if d.get("env") is not None:
+        epath = (*path, "env")
+        for key, value in c.mapping(d["env"], epath, "a mapping of vLLM environment variables").items():
+            if not isinstance(value, (str, int)) or isinstance(value, bool):
+                raise c.doc.error((*epath, key), "a value is a string or an integer, as in a shell", at_value=True)
+            env[c.doc.spelled.get((*epath, key)) or str(key)] = str(value)  # the name as written: plan keys are folded
+    if not env:
+        return {}
+    try:
+        e = vllm_environment(env)
+    except InvalidParameter as exc:
+        raise c.doc.error((*path, "env") if d.get("env") is not None else (*path, "vllm_cmd"), str(exc)) from None
+    return {"allow_long_max_model_len": e.allow_long_max_model_len, "use_v2_model_runner": e.use_v2_model_runner,
+            "estimate_cudagraphs": e.estimate_cudagraphs, "flashinfer_sampler": e.use_flashinfer_sampler}
+
+
 def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployment:
     """Validate one deployment of a plan: its name, model, GPU, vLLM settings, workload and requirements."""
     from dataclasses import replace as dc_replace
@@ -823,6 +849,7 @@ def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployme
     gpu = c.string(d["gpu"], (*path, "gpu"))
     fields = _setting_fields(c, d, path, opts)
     fields.update(_draft_source(fields.get("speculative_config"), base_dir))
+    fields.update(_environment_fields(c, d, path, opts))
     tp, pp = int(fields.get("tp", 1)), int(fields.get("pp", 1))
     settings = dc_replace(ServeSettings(), **fields)
     workload = None
