@@ -16,6 +16,7 @@ from kvplan.model.parallel import attention_free
 from kvplan.vllm import defaults as vd
 from kvplan.vllm.architectures import serving_refusal
 from kvplan.vllm.backends import FLASHINFER_MLA_SPARSE_SM120, AttentionBackend, select_backend
+from kvplan.vllm.backends import GpuLike as BackendGpu
 from kvplan.vllm.defaults import BatchSettings, MambaCacheMode, PerformanceMode, Usage, VllmVersion
 from kvplan.vllm.model_runner import ModelRunner, model_runner
 from kvplan.vllm.multimodal import MmLimits, ModalityLimit, encoder_budget_refusal, gemma4_item_tokens
@@ -25,19 +26,16 @@ if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
     from kvplan.vllm.memory.weights import MoeBackend
 
-class GpuLike(Protocol):
-    """What planning needs from a GPU (kvplan.hardware.gpus.GpuSpec has it)."""
+class GpuLike(BackendGpu, Protocol):
+    """What planning needs from a GPU (kvplan.hardware.gpus.GpuSpec has it): a backend's name and arch, plus
+    its id and memory totals."""
 
     @property
     def id(self) -> str: ...
     @property
-    def name(self) -> str: ...
-    @property
     def cuda_total_bytes(self) -> int: ...
     @property
     def nvml_total_bytes(self) -> int: ...
-    @property
-    def arch(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
