@@ -55,3 +55,11 @@ def test_the_runner_decides_batches_in_flight_and_the_penalty_state() -> None:
     penalties = int(1024 * 128_256 * 4.125)
     assert fit("0.27").non_torch_bytes - fit("0.26").non_torch_bytes == penalties
     assert "Model Runner V2 is the default for LlamaForCausalLM" in fit("0.25").settings_sources["model_runner"]
+
+
+def test_a_config_without_architectures_still_gets_a_runner_and_a_reason() -> None:
+    from dataclasses import replace
+
+    model = replace(load_fixture("Qwen--Qwen2.5-7B"), architectures=())
+    runner = model_runner(model, parse_vllm_version("0.25"), quantized=False)
+    assert runner.v2 and runner.reason.endswith("the default for qwen2")

@@ -99,4 +99,5 @@ def model_runner(model: ModelSpec, version: VllmVersion, *, quantized: bool, spe
                                   f"{speculative_method!r}" + (" with pipeline parallelism" if pp > 1 else ""))
     if version >= V2_DEFAULT_FOR_ALL:
         return ModelRunner(True, f"vLLM {version}: Model Runner V2 is the default")
-    return ModelRunner(True, f"vLLM {version}: Model Runner V2 is the default for {model.architectures[0]}")
+    arch = model.architectures[0] if model.architectures else model.model_type
+    return ModelRunner(True, f"vLLM {version}: Model Runner V2 is the default for {arch}")
