@@ -36,7 +36,7 @@ from kvplan.vllm.memory.budget import (
 from kvplan.vllm.memory.cuda_graphs import compilation_settings, estimate_cuda_graphs
 from kvplan.vllm.memory.lora import lora_bytes_per_gpu
 from kvplan.vllm.memory.non_torch import estimate_non_torch
-from kvplan.vllm.memory.weights import estimate_weights, tower_adjustments
+from kvplan.vllm.memory.weights import estimate_weights, tower_bytes_per_gpu
 from kvplan.vllm.multimodal import apply_mm_limits, gemma4_encoder_profile, text_only
 from kvplan.vllm.offload import deployment_tier, tier_note
 from kvplan.vllm.quantization import apply_quantization
@@ -83,9 +83,10 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
                       estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
                                           max_num_seqs=batch.max_num_seqs, version=r.version,
                                           flashinfer_sampler=s.flashinfer_sampler), model, s, r))
+    integrated = getattr(gpu, "integrated", False)
     non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None
                  else _with_penalty_state(estimate_non_torch(tp=s.tp, pp=s.pp, version=r.version,
-                                                             integrated=getattr(gpu, "integrated", False)), model, r))
+                                                             integrated=integrated), model, r))
     graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
               else estimate_cuda_graphs(num_layers_on_worker=graph_layers,
                                         max_num_seqs=batch.max_num_seqs,
@@ -102,7 +103,7 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         non_torch=non_torch,
         cuda_graphs=graphs,
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
-        startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp, integrated=getattr(gpu, "integrated", False)),
+        startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp, integrated=integrated),
     )
 
 
@@ -293,12 +294,10 @@ def _block_size_source(plan: KVCachePlan, s: ServeSettings, r: ResolvedSettings)
     return plan, r.block_size_source
 
 
-def _towers(model: ModelSpec, s: ServeSettings, r: ResolvedSettings) -> tuple[TowerSummary, ...]:
-    """The towers in the weights (memory/weights.py:tower_adjustments), one line each."""
-    adjustments = {a.name.split(" (")[0]: a.total_bytes
-                   for a in tower_adjustments(model, tp=s.tp, max_num_batched_tokens=r.batch.max_num_batched_tokens)}
-    return tuple(TowerSummary(t.name, t.modalities, t.loaded, t.params, adjustments.get(t.name, 0) if t.loaded else 0)
-                 for t in model.towers)
+def _towers(model: ModelSpec, s: ServeSettings) -> tuple[TowerSummary, ...]:
+    """The towers in the weights (memory/weights.py:tower_bytes_per_gpu), one line each."""
+    return tuple(TowerSummary(t.name, t.modalities, t.loaded, t.params,
+                              tower_bytes_per_gpu(model, t, tp=s.tp) if t.loaded else 0) for t in model.towers)
 
 
 def _budget_notes(s: ServeSettings) -> list[str]:
@@ -418,7 +417,7 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
                           notes=[*dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,
                                  *_load_notes(s, max_len, r.batch.max_num_seqs)])
     report = replace(report, **range_fields(specs, budget, r, s, spec_decode),  # type: ignore[arg-type]
-                     towers=_towers(model, s, r))
+                     towers=_towers(model, s))
     if s.kv_offloading_size is not None:
         tier = deployment_tier(model, s, bytes_per_block=report.bytes_per_block, block_size=report.block_size)
         report = replace(report, kv_offload=tier, notes=(*report.notes, tier_note(tier, s.data_parallel_size)))

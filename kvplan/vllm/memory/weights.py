@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from kvplan.model.spec import ModelSpec
+from kvplan.model.spec import ModelSpec, TowerSpec
 from kvplan.model.weights import FP_BYTES, count_parameters, stage_stored_bytes, weights_bytes_per_gpu
 from kvplan.units import GiB, MiB
 from kvplan.vllm.defaults import LATEST, VllmVersion
@@ -338,6 +338,12 @@ def checkpoint_tower_bytes(model: ModelSpec) -> int:
     return sum(t.params for t in model.towers) * FP_BYTES.get(model.dtype, 2)
 
 
+def tower_bytes_per_gpu(model: ModelSpec, tower: TowerSpec, *, tp: int = 1) -> int:
+    """A tower's loaded bytes on one TP rank of the first stage: replicated parameters in full, parallel
+    linears split, in the model dtype."""
+    return (tower.replicated_params + -(-tower.sharded_params // tp)) * FP_BYTES.get(model.dtype, 2)
+
+
 def tower_adjustments(model: ModelSpec, *, tp: int = 1,
                       max_num_batched_tokens: int | None = None) -> tuple[LoadAdjustment, ...]:
     """The towers vLLM builds (SupportsMultiModal._mark_tower_model: on the first pipeline stage only under
@@ -350,8 +356,8 @@ def tower_adjustments(model: ModelSpec, *, tp: int = 1,
     for t in model.towers:
         if not t.loaded:
             continue
-        per_rank = t.replicated_params + -(-t.sharded_params // tp)
-        out.append(LoadAdjustment(f"{t.name} ({', '.join(t.modalities)})", t.source, first_stage_bytes=per_rank * elem))
+        out.append(LoadAdjustment(f"{t.name} ({', '.join(t.modalities)})", t.source,
+                                  first_stage_bytes=tower_bytes_per_gpu(model, t, tp=tp)))
         if t.deepstack_levels and max_num_batched_tokens:
             out.append(LoadAdjustment(
                 f"deepstack buffers ({t.deepstack_levels} × {max_num_batched_tokens:,} tokens)",
