@@ -824,11 +824,9 @@ def _environment_fields(c: _Checker, d: dict[str, Any], path: Path_, opts: _Opti
     if not env:
         return {}
     try:
-        e = vllm_environment(env)
+        return vllm_environment(env).settings()
     except InvalidParameter as exc:
         raise c.doc.error((*path, "env") if d.get("env") is not None else (*path, "vllm_cmd"), str(exc)) from None
-    return {"allow_long_max_model_len": e.allow_long_max_model_len, "use_v2_model_runner": e.use_v2_model_runner,
-            "estimate_cudagraphs": e.estimate_cudagraphs, "flashinfer_sampler": e.use_flashinfer_sampler}
 
 
 def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployment:

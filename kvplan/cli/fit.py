@@ -475,10 +475,7 @@ def settings_from_flags(
         performance_mode=perf,  # type: ignore[arg-type]
         usage=usage_,  # type: ignore[arg-type]
         vllm_version=vllm_version,
-        allow_long_max_model_len=env.allow_long_max_model_len,
-        use_v2_model_runner=env.use_v2_model_runner,
-        estimate_cudagraphs=env.estimate_cudagraphs,
-        flashinfer_sampler=env.use_flashinfer_sampler,
+        **env.settings(),
         weights_bytes=size(weights_memory, "--weights-memory"),
         activation_bytes=size(activation_memory, "--activation-memory"),
         non_torch_bytes=size(non_torch_memory, "--non-torch-memory"),

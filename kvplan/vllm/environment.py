@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from kvplan.errors import InvalidParameter
 
@@ -21,6 +22,12 @@ class VllmEnvironment:
     use_v2_model_runner: bool | None = None
     estimate_cudagraphs: bool | None = None
     use_flashinfer_sampler: bool | None = None
+
+    def settings(self) -> dict[str, Any]:
+        """The ServeSettings fields these variables set (`fit`, `simulate` and plan files all pass them on)."""
+        return {"allow_long_max_model_len": self.allow_long_max_model_len,
+                "use_v2_model_runner": self.use_v2_model_runner, "estimate_cudagraphs": self.estimate_cudagraphs,
+                "flashinfer_sampler": self.use_flashinfer_sampler}
 
 
 def _int_flag(env: Mapping[str, str], name: str) -> bool | None:
