@@ -79,7 +79,6 @@ def forward_activation_bytes(model: ModelSpec, *, tp: int, num_tokens: int) -> i
 # VLLM_USE_FLASHINFER_SAMPLER=1. kvplan's version defaults below keep what the logs measured (0.11: the sort
 # path, llm-d's five H100 logs); `flashinfer` True / False overrides them (the variable, or a log that says
 # "FlashInfer is not available. Falling back to the PyTorch-native implementation").
-SAMPLER_FLASHINFER_OPT_IN_SINCE = VllmVersion(0, 12)
 
 
 def sampler_bytes_per_logit(version: VllmVersion = LATEST, flashinfer: bool | None = None) -> float:
@@ -165,6 +164,7 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
         # FlashInfer importable is an assumption (a pip install without it falls back to the PyTorch-native
         # path, "FlashInfer is not available. Falling back ..."): that path's peak is the high end. The
         # calibration record vllm-23278 (H100, Aug 2025 build) implies it: 7.45 GiB of non-weight memory.
-        native = max(forward, int(num_reqs * model.vocab_size * SAMPLER_BYTES_PER_LOGIT)) + hidden
+        native = max(forward, sampler_activation_bytes(model, num_reqs=num_reqs, version=version,
+                                                       flashinfer=False)) + hidden
         high = max(high, int(native * (1 + hi)))
     return with_range(term, int(peak * (1 + lo)), high)
