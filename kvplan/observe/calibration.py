@@ -203,12 +203,13 @@ def _observed(log: StartupLog, *, graphs_subtracted: bool) -> dict[str, tuple[Nu
     if log.consumed_memory_bytes is not None and weights is not None:
         # 0.33 logs only "total consumed (weights + non-torch)": the non-torch growth is the rest.
         put("non_torch", log.consumed_memory_bytes - weights, "consumed − weights")
+    headroom = (None if log.non_kv_cache_bytes is None or log.consumed_memory_bytes is None
+                else log.non_kv_cache_bytes - log.consumed_memory_bytes)  # 0.27+: non-KV = consumed + headroom
     if log.activation_with_graphs_bytes is not None:
         # 0.27+: the logged peak activation holds the CUDA-graph estimate (gpu_worker.py:
         # determine_available_memory); the transient peak is non-KV − consumed, else the logged peak less
         # the estimate, else less the captured size (what the estimate approximates).
-        if log.non_kv_cache_bytes is not None and log.consumed_memory_bytes is not None:
-            put("activation_peak", log.non_kv_cache_bytes - log.consumed_memory_bytes, "non-KV − consumed")
+        put("activation_peak", headroom, "non-KV − consumed")
         if log.cuda_graph_estimate_bytes is not None:
             put("activation_peak", log.activation_with_graphs_bytes - log.cuda_graph_estimate_bytes,
                 "peak activation − graph estimate")
@@ -217,8 +218,7 @@ def _observed(log: StartupLog, *, graphs_subtracted: bool) -> dict[str, tuple[Nu
     put("activation_peak", log.activation_peak_bytes)
     if log.peak_torch_bytes is not None and weights is not None:
         put("activation_peak", log.peak_torch_bytes - weights, "peak torch − weights")
-    if log.non_kv_cache_bytes is not None and log.consumed_memory_bytes is not None:
-        put("activation_peak", log.non_kv_cache_bytes - log.consumed_memory_bytes, "non-KV − consumed")
+    put("activation_peak", headroom, "non-KV − consumed")
     # The estimate is what vLLM subtracts before sizing KV (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1);
     # without it the captured size stands in, but only where graphs are subtracted at all (vLLM ≥ 0.20).
     put("cuda_graph", log.cuda_graph_estimate_bytes, "log: estimate")
