@@ -23,6 +23,12 @@ def pp_layer_ranges(num_layers: int, pp: int) -> list[range]:
     return out
 
 
+def has_recurrent_layers(model: ModelSpec) -> bool:
+    """Some layer keeps a recurrent state (Mamba, GDN, short conv, linear attention): what vLLM's Mamba cache
+    mode applies to, and a hybrid when attention layers sit beside it."""
+    return any(layer.kind == "mamba" for layer in model.layers)
+
+
 def attention_free(model: ModelSpec) -> bool:
     """No layer attends (Mamba, Falcon-Mamba): vLLM's `is_attention_free`."""
     return not any(layer.kind not in ("mamba", "mlp_only", "kv_shared") for layer in model.layers)

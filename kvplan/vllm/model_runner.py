@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kvplan.model.parallel import attention_free
+from kvplan.model.parallel import attention_free, has_recurrent_layers
 from kvplan.model.spec import ModelSpec
 from kvplan.vllm.defaults import VllmVersion
 
@@ -66,7 +66,7 @@ def _default_model(model: ModelSpec, version: VllmVersion, quantized: bool) -> s
         return "MoE and quantized models are not on it by default" if listed else "architecture not on its list"
     if version < VllmVersion(0, 25):
         return None if listed else "architecture not on its default list"
-    hybrid = any(layer.kind == "mamba" for layer in model.layers)
+    hybrid = has_recurrent_layers(model)
     if attention_free(model):
         return "attention-free models stay on V1"
     if hybrid and (version < VllmVersion(0, 27) or not listed):

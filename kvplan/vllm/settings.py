@@ -12,7 +12,7 @@ from kvplan.model.kv_cache import (
     KV_CACHE_DTYPES,
     resolve_kv_cache_dtype,
 )
-from kvplan.model.parallel import attention_free
+from kvplan.model.parallel import attention_free, has_recurrent_layers
 from kvplan.vllm import defaults as vd
 from kvplan.vllm.architectures import serving_refusal
 from kvplan.vllm.backends import FLASHINFER_MLA_SPARSE_SM120, AttentionBackend, select_backend
@@ -318,9 +318,8 @@ def _runner_and_async(model: ModelSpec, s: ServeSettings, version: VllmVersion, 
         return runner, s.async_scheduling, runner.reason, (
             "--async-scheduling" if s.async_scheduling else "--no-async-scheduling")
     # vLLM sets a Mamba cache mode only for models with Mamba layers (models/config.py)
-    recurrent = any(layer.kind == "mamba" for layer in model.layers)
     async_on, why = vd.async_scheduling_default(version, speculative_method=method,
-                                                mamba_cache_mode=mode if recurrent else "none")
+                                                mamba_cache_mode=mode if has_recurrent_layers(model) else "none")
     return runner, async_on, runner.reason, why
 
 
