@@ -275,7 +275,7 @@ def prefix(
                                    "the plan's bytes per block")
         from dataclasses import replace
 
-        from kvplan.cli.fit import kv_offloading_gib
+        from kvplan.vllm.engine_args import kv_offloading_gib
         from kvplan.vllm.offload import deployment_tier
 
         tier = deployment_tier(fitted[1], replace(fitted[3], kv_offloading_size=kv_offloading_gib(kv_offloading_size)),
