@@ -67,6 +67,7 @@ class EngineArg:
     fit_option: bool = True  # `kvplan fit` has a Typer option of this name
     dotted: bool = False  # vLLM's `--flag.key value` spelling is read (utils/argparse_utils.py)
     secret: bool = False  # its value never reaches a note or a report
+    removed: bool = False  # an older vLLM's flag that 0.33's CLI no longer has (still read, so old lines work)
 
     @property
     def flag(self) -> str:
@@ -155,7 +156,7 @@ ENGINE_ARGS: tuple[EngineArg, ...] = (
     # --- not modelled: changes memory or speed in a way kvplan does not model ------------------------------
     # V0's CPU swap space: vLLM 0.33's EngineArgs has no swap_space (its CLI rejects --swap-space); the V1
     # engine preempts by recomputation, so it held no GPU memory on 0.8–0.10 either.
-    EngineArg("swap_space", "cache", "text", effect="unmodelled", fit_option=False,
+    EngineArg("swap_space", "cache", "text", effect="unmodelled", fit_option=False, removed=True,
               note="vLLM 0.33 has no --swap-space (V1 preempts by recomputing; no GPU memory)"),
     # --- ignored: no effect on KV capacity or speed as kvplan models them ------------------------------------
     # So a real `vllm serve` line or --config file can be used as it is. Checked against vLLM 0.33's EngineArgs
@@ -168,7 +169,7 @@ ENGINE_ARGS: tuple[EngineArg, ...] = (
     # disable_frontend_multiprocessing and hf_overrides_path are older vLLM's: 0.33 has none of them.
     _ignored("host", "frontend"), _ignored("port", "frontend"), _ignored("served_model_name", "model"),
     _ignored("api_key", "frontend", secret=True), _ignored("uvicorn_log_level", "frontend"),
-    _flag("disable_log_requests", "frontend"), _flag("disable_log_stats", "engine"),
+    _ignored("disable_log_requests", "frontend", "bool", removed=True), _flag("disable_log_stats", "engine"),
     _flag("enable_log_requests", "engine"), _ignored("tokenizer", "model"), _ignored("tokenizer_mode", "model"),
     _ignored("tokenizer_revision", "model"), _ignored("code_revision", "model"), _ignored("download_dir", "load"),
     _ignored("load_format", "load"), _ignored("seed", "model"), _ignored("chat_template", "frontend"),
@@ -182,10 +183,11 @@ ENGINE_ARGS: tuple[EngineArg, ...] = (
     _flag("disable_fastapi_docs", "frontend"), _flag("enable_prompt_tokens_details", "frontend"),
     _ignored("otlp_traces_endpoint", "observability"), _ignored("hf_token", "model", secret=True),
     _ignored("api_server_count", "frontend"), _flag("enable_force_include_usage", "frontend"),
-    _flag("enable_server_load_tracking", "frontend"), _flag("disable_frontend_multiprocessing", "frontend"),
+    _flag("enable_server_load_tracking", "frontend"), _ignored("disable_frontend_multiprocessing", "frontend", "bool",
+                                                                                removed=True),
     _ignored("worker_cls", "parallel"), _ignored("distributed_executor_backend", "parallel"),
     _ignored("scheduling_policy", "scheduler"), _flag("enable_chunked_prefill", "scheduler"),
-    _ignored("override_generation_config", "model"), _ignored("hf_overrides_path", "model"),
+    _ignored("override_generation_config", "model"), _ignored("hf_overrides_path", "model", removed=True),
     _ignored("log_config_file", "observability"),
     _flag("disable_custom_all_reduce", "parallel"), _flag("headless", "frontend"),
     _flag("enable_sleep_mode", "model"), _flag("enable_request_id_headers", "frontend"),
