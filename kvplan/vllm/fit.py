@@ -85,8 +85,8 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
                                           flashinfer_sampler=s.flashinfer_sampler), model, s, r))
     integrated = getattr(gpu, "integrated", False)
     non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None
-                 else _with_penalty_state(estimate_non_torch(tp=s.tp, pp=s.pp, version=r.version,
-                                                             integrated=integrated), model, r))
+                 else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, s), pp=s.pp, version=r.version,
+                                                             integrated=integrated, arch=gpu.arch), model, r))
     graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
               else estimate_cuda_graphs(num_layers_on_worker=graph_layers,
                                         max_num_seqs=batch.max_num_seqs,
@@ -105,6 +105,14 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp, integrated=integrated),
     )
+
+
+def _moe_group(model: ModelSpec, s: ServeSettings) -> int:
+    """The GPUs one worker's collectives span: TP, or TP × DP for a MoE with data parallelism, whose expert
+    layers dispatch and combine over the DP group (layers/fused_moe: dp_size > 1), with or without EP. A V1
+    log (Qwen3-30B-A3B, TP 1 × DP 2 with EP, vllm#30942) prints 0.61 GiB of non-torch growth, where one GPU
+    shows 0.02–0.26."""
+    return s.tp * (s.data_parallel_size if model.moe is not None else 1)
 
 
 def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings) -> MemoryTerm:
