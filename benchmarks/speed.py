@@ -20,12 +20,12 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from kvplan.hardware import speed_model as sm  # noqa: E402
-from tests.measured_speeds import MeasuredPoint, calibration_fit, load_points  # noqa: E402
+from tests.measured_speeds import MeasuredPoint, calibration_fit, load_points, skipped_points  # noqa: E402
 
 
 def bound_s(obs: sm.Observation) -> float:
     """The physical bound: the rated roofs and the ring's bandwidth, nothing else."""
-    return sum(s.count * (max(s.memory_s, s.compute_s) + s.comm_s) for s in obs.steps)
+    return sum(s.count * (max(s.memory_s + s.kv_s, s.compute_s) + s.comm_s) for s in obs.steps)
 
 
 def report(points: Sequence[MeasuredPoint], cal: sm.SpeedCalibration) -> list[str]:
@@ -65,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.fit:
         print(fitted)
     print("\n".join(report(points, cal)))
+    for pid, why in skipped_points():
+        print(f"not modelled: {pid}: {why}")
     return 0
 
 

@@ -13,10 +13,12 @@ Everything here is per GPU (one tensor-parallel rank). Pure: numbers in, frozen 
 
 Modelled: weight reads (MoE: only the experts the step's tokens are expected to hit), KV-cache
 reads (sliding windows and chunked-local attention capped, MLA's latent, recurrent state),
-linear and attention FLOPs, the ring all-reduce of activations under TP.
-Not modelled: kernel launch and scheduling overhead, sampling, activations' HBM traffic,
-all-reduce latency, pipeline parallelism, speculative decoding, expert parallelism, load imbalance
-between experts, and CUDA-graph padding of the batch.
+linear and attention FLOPs, the ring all-reduce of activations under TP. With a speed calibration
+(speed_model.py) a roof also carries the efficiencies a GPU class reaches and the per-step overheads
+(per layer, per MoE layer, per all-reduce, per step, before a first token), fitted on measured runs;
+`Roof.rated()` is the physical bound.
+Not modelled: activations' HBM traffic, pipeline parallelism, speculative decoding, expert and
+attention data parallelism, load imbalance between experts, and CUDA-graph padding of the batch.
 """
 from __future__ import annotations
 
@@ -95,6 +97,7 @@ class Roof:
     flops_dtype: str  # bf16 | fp16 | fp8 | fp4
     bandwidth_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY
     compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY
+    kv_bandwidth_efficiency: float | None = None  # KV/state reads' share of the bandwidth (None: as weights)
     interconnect_bytes_per_s: float | None = None  # per GPU, one direction; None = not modelled
     arch: str = "unknown"  # GPU class (GpuSpec.arch): what the speed model's efficiencies are fitted per
     link: LinkKind | None = None  # what TP all-reduces travel over
@@ -123,7 +126,13 @@ class Roof:
 
     def rated(self) -> Roof:
         """The physical bound: rated bandwidth and peak FLOP/s, no overheads. No measurement beats it."""
-        return dataclasses.replace(self, bandwidth_efficiency=1.0, compute_efficiency=1.0, overheads=None)
+        return dataclasses.replace(self, bandwidth_efficiency=1.0, compute_efficiency=1.0, kv_bandwidth_efficiency=None,
+                                   overheads=None)
+
+    @property
+    def kv_efficiency(self) -> float:
+        """The share of rated bandwidth that KV and recurrent-state reads reach."""
+        return self.bandwidth_efficiency if self.kv_bandwidth_efficiency is None else self.kv_bandwidth_efficiency
 
 
 @dataclass(frozen=True)
@@ -397,7 +406,8 @@ def step_time(cost: StepCost, roof: Roof, tp: int = 1, *, first_token: bool = Fa
         overhead = roof.overheads.time_s(layers=cost.layers, moe_layers=cost.moe_layers,
                                          all_reduces=cost.all_reduces, first_token=first_token)
     return StepTime(
-        memory_s=cost.bytes / (roof.bandwidth_bytes_per_s * roof.bandwidth_efficiency),
+        memory_s=(cost.weight_bytes / roof.bandwidth_efficiency
+                  + (cost.kv_bytes + cost.state_bytes) / roof.kv_efficiency) / roof.bandwidth_bytes_per_s,
         compute_s=cost.flops / (roof.peak_flops * roof.compute_efficiency),
         comm_s=comm,
         overhead_s=overhead,
@@ -664,6 +674,7 @@ class RooflineReport:
     bandwidth_bytes_per_s: float
     peak_flops: float
     bandwidth_efficiency: float
+    kv_bandwidth_efficiency: float | None  # KV reads' share (None: as the weights')
     compute_efficiency: float
     ridge_point: float  # rated FLOP/byte for compute_dtype
     effective_ridge_point: float  # after the efficiencies
@@ -762,6 +773,7 @@ def roofline(
         bandwidth_bytes_per_s=roof.bandwidth_bytes_per_s,
         peak_flops=roof.peak_flops,
         bandwidth_efficiency=roof.bandwidth_efficiency,
+        kv_bandwidth_efficiency=roof.kv_bandwidth_efficiency,
         compute_efficiency=roof.compute_efficiency,
         ridge_point=roof.ridge_point,
         effective_ridge_point=roof.effective_ridge_point,
@@ -965,9 +977,10 @@ def roof_from_gpu(
     flops = gpu.resolve_flops(flops_dtype)
     link = gpu.interconnect_bytes_per_s
     kind: LinkKind = "nvlink" if link and node_shape(gpu.id) is not PCIE_SERVER else "pcie"
-    overheads, how = None, ""
+    overheads, how, kv_efficiency = None, "", None
     if calibration is not None:
         bw, fl, overheads, how = calibration.for_gpu(gpu.arch, kind)
+        kv_efficiency = calibration.kv_efficiency(gpu.arch) if bandwidth_efficiency is None else None
         bandwidth_efficiency = bw if bandwidth_efficiency is None else bandwidth_efficiency
         compute_efficiency = fl if compute_efficiency is None else compute_efficiency
     return Roof(
@@ -977,6 +990,7 @@ def roof_from_gpu(
         flops_dtype=flops.dtype,
         bandwidth_efficiency=DEFAULT_BANDWIDTH_EFFICIENCY if bandwidth_efficiency is None else bandwidth_efficiency,
         compute_efficiency=DEFAULT_COMPUTE_EFFICIENCY if compute_efficiency is None else compute_efficiency,
+        kv_bandwidth_efficiency=kv_efficiency,
         interconnect_bytes_per_s=link / INTERCONNECT_DIRECTIONS if link else None,
         arch=gpu.arch,
         link=kind,
@@ -1002,10 +1016,8 @@ def deployment_roofline(
 # --- measured speeds as the speed model sees them ---------------------------------------------------
 
 # What a published figure measures (tests/fixtures/data/roofline-measured.yaml's `compare`).
-MeasuredKind = Literal["per_request_tok_s", "itl_ms", "tpot_ms", "ttft_ms", "static_batch_e2e_ms",
-                       "static_batch_out_tok_s"]
 MEASURED_KINDS: tuple[str, ...] = ("per_request_tok_s", "itl_ms", "tpot_ms", "ttft_ms", "static_batch_e2e_ms",
-                                   "static_batch_out_tok_s")
+                                   "static_batch_out_tok_s", "static_batch_out_tok_s_per_gpu", "prefill_tok_s_per_gpu")
 
 
 def batch_prefill_cost(costs: ModelCosts, batch: int, prompt: int) -> StepCost:
@@ -1026,14 +1038,16 @@ def batch_prefill_cost(costs: ModelCosts, batch: int, prompt: int) -> StepCost:
 
 def measured_observation(
     point_id: str, costs: ModelCosts, roof: Roof, *, kind: str, value: float, batch: int, context: int,
-    prompt: int | None = None, output: int | None = None,
+    prompt: int | None = None, output: int | None = None, gpus: int = 1,
 ) -> Observation:
     """A published measurement as the steps it spans (speed_model.Observation), from its settings.
 
     per_request_tok_s / itl_ms / tpot_ms: one decode step of `batch` requests at `context` (1 ÷ tok/s,
     ms ÷ 1000). ttft_ms: the prefill of `batch` prompts of `prompt` tokens, first token included.
     static_batch_*: that prefill, then `output − 1` decode steps at `context` (the mean context over the
-    run): the first output token comes out of the prefill.
+    run): the first output token comes out of the prefill; `_per_gpu` figures are over `gpus` GPUs.
+    prefill_tok_s_per_gpu: `batch` prompts (+ their one output token) prefilled as one step, per GPU — an
+    approximation of a serving run that chunks them.
     """
     if kind not in MEASURED_KINDS:
         raise InvalidParameter(f"unknown measured figure {kind!r}; expected one of {', '.join(MEASURED_KINDS)}")
@@ -1043,7 +1057,9 @@ def measured_observation(
 
     def shape(cost: StepCost, count: float = 1.0) -> StepShape:
         t = step_time(cost, rated, costs.tp)
-        return StepShape(t.memory_s, t.compute_s, t.comm_s, cost.layers, cost.moe_layers, cost.all_reduces, count)
+        weights_s = cost.weight_bytes / rated.bandwidth_bytes_per_s
+        return StepShape(weights_s, t.compute_s, t.comm_s, cost.layers, cost.moe_layers, cost.all_reduces, count,
+                         kv_s=t.memory_s - weights_s)
 
     decode = step_cost(costs, decode_reqs=batch, decode_context=context)
     if kind in ("per_request_tok_s", "itl_ms", "tpot_ms"):
@@ -1054,9 +1070,13 @@ def measured_observation(
     steps = [shape(batch_prefill_cost(costs, batch, prompt))]
     if kind == "ttft_ms":
         return Observation(point_id, roof.arch, roof.link, tuple(steps), True, value / 1e3)
+    if kind == "prefill_tok_s_per_gpu":
+        seconds = batch * (prompt + (output or 0)) / (value * gpus)
+        return Observation(point_id, roof.arch, roof.link, tuple(steps), True, seconds)
     if output is None or output < 1:
         raise InvalidParameter(f"{point_id}: {kind} needs the output length")
     if output > 1:
         steps.append(shape(decode, output - 1))
-    seconds = value / 1e3 if kind == "static_batch_e2e_ms" else batch * output / value
+    per_gpu = gpus if kind == "static_batch_out_tok_s_per_gpu" else 1
+    seconds = value / 1e3 if kind == "static_batch_e2e_ms" else batch * output / (value * per_gpu)
     return Observation(point_id, roof.arch, roof.link, tuple(steps), True, seconds)

@@ -47,7 +47,9 @@ def render_roofline(r: RooflineReport, *, chart_width: int = 56, chart_height: i
     head = [
         Text.assemble((r.model, "bold"), f" on {r.gpu} · TP {r.tp} · decode at {r.context:,} tokens"),
         Text(
-            f"Roofs per GPU: HBM {r.bandwidth_bytes_per_s / 1e12:.2f} TB/s × {r.bandwidth_efficiency:.2f}; "
+            f"Roofs per GPU: HBM {r.bandwidth_bytes_per_s / 1e12:.2f} TB/s × {r.bandwidth_efficiency:.2f}"
+            + (f" (weights), × {r.kv_bandwidth_efficiency:.2f} (KV)" if r.kv_bandwidth_efficiency is not None else "")
+            + "; "
             f"{dt} {r.peak_flops / 1e12:,.1f} TFLOP/s × {r.compute_efficiency:.2f} ({r.compute_dtype_reason})"
         ),
         Text(
@@ -138,7 +140,7 @@ def _speed_model_lines(r: RooflineReport) -> list[Text]:
     o = r.overheads
     if o is None:
         return [Text("Times are the roofs alone at these efficiencies (no per-step overheads)", style="dim")]
-    parts = [f"{o.step_s * 1e3:,.2f} ms per step"]
+    parts = [f"{o.step_s * 1e3:,.2f} ms per step"] if o.step_s else []
     if o.layer_s:
         parts.append(f"{o.layer_s * 1e6:,.1f} µs per layer")
     if o.moe_layer_s and any(p.expected_experts is not None for p in r.batches):
@@ -148,7 +150,8 @@ def _speed_model_lines(r: RooflineReport) -> list[Text]:
     if o.request_s:
         parts.append(f"{o.request_s * 1e3:,.2f} ms before a first token")
     return [
-        Text(f"Predicted = roofs at the efficiencies above + {', '.join(parts)}; range ×{o.ratio_low:.2f}–"
+        Text(f"Predicted = roofs at the efficiencies above + {', '.join(parts) or 'no overheads'}; range "
+             f"×{o.ratio_low:.2f}–"
              f"×{o.ratio_high:.2f} (measured ÷ predicted where calibrated)"),
         Text(f"Speed model: {r.speed_model}; bound = rated HBM and FLOP/s, no overheads (nothing runs faster)",
              style="dim"),
