@@ -56,11 +56,11 @@ def command(
         "--max-concurrency", help="Requests of --context tokens the KV cache holds, if measured "
         "(default: computed as `kvplan fit` does).", show_default=False)] = None,
     bandwidth_efficiency: Annotated[float | None, typer.Option(
-        "--bandwidth-efficiency", help="Share of rated HBM bandwidth reached (default: 0.70, starting "
-        "document §1).", show_default=False)] = None,
+        "--bandwidth-efficiency", help="Share of rated HBM bandwidth reached (default: the speed model's, "
+        "fitted per GPU class on measured runs).", show_default=False)] = None,
     compute_efficiency: Annotated[float | None, typer.Option(
-        "--compute-efficiency", help="Share of dense peak FLOP/s reached (default: 0.76, Pope et al. 2022).",
-        show_default=False)] = None,
+        "--compute-efficiency", help="Share of dense peak FLOP/s reached (default: the speed model's, fitted "
+        "per GPU class on measured runs).", show_default=False)] = None,
     gpus_file: Annotated[Path | None, typer.Option(
         "--gpus-file", help="YAML file of GPUs to add or override (default: $KVPLAN_GPUS_FILE).",
         show_default=False)] = None,
@@ -80,13 +80,10 @@ def command(
     prompt_tokens = parse_count(prompt, what="--prompt", minimum=1) if prompt is not None else max(ctx, 1)
     spec_gpu = get_gpu(gpu, gpus_file)
     spec, weights = load_model_with_weights(model, revision, quiet=json_)
-    costs = rl.model_costs(spec, tp=tensor_parallel_size, kv_cache_dtype=kv_cache_dtype,
-                           gpu_flops=spec_gpu.flops, weights_bytes=weights.bytes if weights else None)
-    roof = rl.roof_from_gpu(
-        spec_gpu, costs.compute_dtype,
-        bandwidth_efficiency=rl.DEFAULT_BANDWIDTH_EFFICIENCY if bandwidth_efficiency is None else bandwidth_efficiency,
-        compute_efficiency=rl.DEFAULT_COMPUTE_EFFICIENCY if compute_efficiency is None else compute_efficiency,
-    )
+    costs, roof = rl.deployment_roofline(
+        spec, spec_gpu, tp=tensor_parallel_size, kv_cache_dtype=kv_cache_dtype,
+        weights_bytes=weights.bytes if weights else None, bandwidth_efficiency=bandwidth_efficiency,
+        compute_efficiency=compute_efficiency)
     if ctx > spec.max_model_len:
         err().print(f"warning: --context {ctx:,} exceeds the model's max_model_len {spec.max_model_len:,}")
     fit = _fit(spec, spec_gpu, tp=tensor_parallel_size, kv_cache_dtype=kv_cache_dtype, context=ctx,
