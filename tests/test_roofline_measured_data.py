@@ -22,16 +22,19 @@ CONFIG_ROOTS = (ROOT / "tests" / "fixtures" / "configs", ROOT / "tests" / "fixtu
 CLASSES = {"dense-decode", "moe-decode", "high-batch", "prefill"}
 COMPARES = {
     "per_request_tok_s", "itl_ms", "ttft_ms", "tpot_ms", "static_batch_e2e_ms", "static_batch_out_tok_s",
-    "static_batch_out_tok_s_per_gpu", "output_tok_s",
+    "static_batch_out_tok_s_per_gpu", "output_tok_s", "prefill_tok_s_per_gpu",
 }
 # The unit a published figure may carry for each `compare` (static_batch_e2e_ms: published in s or ms).
 UNITS = {
     "per_request_tok_s": {"tok/s"}, "itl_ms": {"ms"}, "ttft_ms": {"ms"}, "tpot_ms": {"ms"},
     "static_batch_e2e_ms": {"ms", "s"}, "static_batch_out_tok_s": {"tok/s"},
     "static_batch_out_tok_s_per_gpu": {"tok/s/GPU"}, "output_tok_s": {"tok/s"},
+    "prefill_tok_s_per_gpu": {"tok/s/GPU"},
 }
 REQUIRED_INPUTS = ("config", "gpu", "tp", "batch", "context", "compare")
-OPTIONAL_INPUTS = {"prompt", "output_tokens", "quantization", "kv_cache_dtype", "ep", "dp_attention", "speculative"}
+OPTIONAL_INPUTS = {
+    "prompt", "output_tokens", "quantization", "kv_cache_dtype", "ep", "dp", "dp_attention", "speculative",
+}
 # The shared file's 17 points (../shared/data/roofline-measured.yaml), in order.
 SHARED_IDS = [
     "gptfast-llama2-7b-a100-tp1", "gptfast-llama2-7b-a100-tp2", "gptfast-llama2-7b-a100-tp4",
@@ -105,7 +108,7 @@ def _input_errors(point: dict[str, Any], gpu_ids: set[str]) -> list[str]:
         errors.append(f"config {inputs['config']} is not a fixture folder holding config.json")
     if inputs["gpu"] not in gpu_ids:
         errors.append(f"gpu {inputs['gpu']!r} is not a catalog id")
-    for key in ("tp", "batch", "context", "prompt", "output_tokens", "ep"):
+    for key in ("tp", "batch", "context", "prompt", "output_tokens", "ep", "dp"):
         if key in inputs and not _positive_int(inputs[key]):
             errors.append(f"kvplan_inputs.{key} {inputs[key]!r}")
     compare = inputs["compare"]
@@ -144,8 +147,8 @@ def test_point_ids_are_unique() -> None:
 def test_the_shared_points_come_first_unchanged_in_order_and_more_were_added() -> None:
     points = _points()
     assert [p["id"] for p in points[:17]] == SHARED_IDS
-    # 17 shared + 38 added by issue 21's data helper; a truncated file fails here.
-    assert len(points) == 55
+    # 17 shared + 57 added by issue 21's data helper; a truncated file fails here.
+    assert len(points) == 74
 
 
 def test_every_compare_in_use_is_defined_in_the_header() -> None:
