@@ -42,6 +42,10 @@ NOT_MODELLED = {
     "speculative": "speculative decoding (draft cost and acceptance)",
     "dp": "data-parallel replicas",
 }
+UNMODELLED_FIGURES = {
+    "prefill_tok_s_per_gpu": "a prefill-only serving run (concurrent prompts chunked by the scheduler)",
+    "output_tok_s": "a serving run's throughput (continuous batching over the run)",
+}
 
 
 def load_points(path: Path = DATA) -> list[MeasuredPoint]:
@@ -59,6 +63,8 @@ def _load(path: Path) -> list[tuple[MeasuredPoint | None, tuple[str, str]]]:
     for p in yaml.safe_load(path.read_text(encoding="utf-8"))["points"]:
         k = p["kvplan_inputs"]
         unmodelled = [why for key, why in NOT_MODELLED.items() if k.get(key) not in (None, False, 1)]
+        if k["compare"] in UNMODELLED_FIGURES:
+            unmodelled.append(UNMODELLED_FIGURES[k["compare"]])
         if unmodelled:
             out.append((None, (p["id"], "; ".join(unmodelled))))
             continue

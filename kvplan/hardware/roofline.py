@@ -1017,7 +1017,7 @@ def deployment_roofline(
 
 # What a published figure measures (tests/fixtures/data/roofline-measured.yaml's `compare`).
 MEASURED_KINDS: tuple[str, ...] = ("per_request_tok_s", "itl_ms", "tpot_ms", "ttft_ms", "static_batch_e2e_ms",
-                                   "static_batch_out_tok_s", "static_batch_out_tok_s_per_gpu", "prefill_tok_s_per_gpu")
+                                   "static_batch_out_tok_s", "static_batch_out_tok_s_per_gpu")
 
 
 def batch_prefill_cost(costs: ModelCosts, batch: int, prompt: int) -> StepCost:
@@ -1046,8 +1046,6 @@ def measured_observation(
     ms ÷ 1000). ttft_ms: the prefill of `batch` prompts of `prompt` tokens, first token included.
     static_batch_*: that prefill, then `output − 1` decode steps at `context` (the mean context over the
     run): the first output token comes out of the prefill; `_per_gpu` figures are over `gpus` GPUs.
-    prefill_tok_s_per_gpu: `batch` prompts (+ their one output token) prefilled as one step, per GPU — an
-    approximation of a serving run that chunks them.
     """
     if kind not in MEASURED_KINDS:
         raise InvalidParameter(f"unknown measured figure {kind!r}; expected one of {', '.join(MEASURED_KINDS)}")
@@ -1070,9 +1068,6 @@ def measured_observation(
     steps = [shape(batch_prefill_cost(costs, batch, prompt))]
     if kind == "ttft_ms":
         return Observation(point_id, roof.arch, roof.link, tuple(steps), True, value / 1e3)
-    if kind == "prefill_tok_s_per_gpu":
-        seconds = batch * (prompt + (output or 0)) / (value * gpus)
-        return Observation(point_id, roof.arch, roof.link, tuple(steps), True, seconds)
     if output is None or output < 1:
         raise InvalidParameter(f"{point_id}: {kind} needs the output length")
     if output > 1:
