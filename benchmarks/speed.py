@@ -2,6 +2,7 @@
 
     python benchmarks/speed.py            predicted vs measured per point and per class, both halves
     python benchmarks/speed.py --fit      refit on the calibration half, print the fit and use it
+    python benchmarks/speed.py --write    refit and write the fit into kvplan/hardware/speed_model.py (CALIBRATION)
 
 Every point belongs to a half by the sha256 of its id (odd → validation), as the startup-log corpus does
 (benchmarks/accuracy.py); the speed model (kvplan/hardware/speed_model.py) is fitted on the calibration half
@@ -55,15 +56,39 @@ def report(points: Sequence[MeasuredPoint], cal: sm.SpeedCalibration) -> list[st
     return lines
 
 
+def calibration_source(c: sm.SpeedCalibration) -> str:
+    """The fit as the Python literal speed_model.py ships (its last statement)."""
+    o = c.overheads
+    ids = "".join(f"        {i!r},\n" for i in c.fitted_on)
+    return (f"CALIBRATION = SpeedCalibration(\n"
+            f"    bandwidth_efficiency={dict(c.bandwidth_efficiency)!r},\n"
+            f"    compute_efficiency={dict(c.compute_efficiency)!r},\n"
+            f"    allreduce_s={dict(c.allreduce_s)!r},\n"
+            f"    overheads=StepOverheads(layer_s={o.layer_s!r}, moe_layer_s={o.moe_layer_s!r}, step_s={o.step_s!r},\n"
+            f"                            request_s={o.request_s!r}, ratio_low={o.ratio_low!r}, "
+            f"ratio_high={o.ratio_high!r},\n"
+            f'                            source="fitted on published measurements '
+            f'(tests/fixtures/data/roofline-measured.yaml)"),\n'
+            f"    fitted_on=(\n{ids}    ),\n"
+            f"    kv_bandwidth_efficiency={dict(c.kv_bandwidth_efficiency)!r},\n"
+            f")\n").replace("'", '"')
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--fit", action="store_true", help="print the calibration fitted on the calibration half")
+    parser.add_argument("--write", action="store_true", help="write that fit into kvplan/hardware/speed_model.py")
     args = parser.parse_args(argv)
     points = load_points()
     fitted = calibration_fit(points)
-    cal = fitted if args.fit else sm.CALIBRATION
+    cal = fitted if args.fit or args.write else sm.CALIBRATION
     if args.fit:
-        print(fitted)
+        print(calibration_source(fitted))
+    if args.write:
+        path = ROOT / "kvplan" / "hardware" / "speed_model.py"
+        text = path.read_text(encoding="utf-8")
+        path.write_text(text[:text.index("CALIBRATION = SpeedCalibration(")] + calibration_source(fitted),
+                        encoding="utf-8")
     print("\n".join(report(points, cal)))
     for pid, why in skipped_points():
         print(f"not modelled: {pid}: {why}")

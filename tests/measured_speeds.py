@@ -37,15 +37,29 @@ class MeasuredPoint:
 
 # Settings the speed model does not model yet: points that use them are listed, not fitted or scored.
 NOT_MODELLED = {
-    "dp_attention": "attention data parallelism (each rank its own requests and KV)",
-    "ep": "expert parallelism (experts whole on EP ranks, all-to-all dispatch)",
     "speculative": "speculative decoding (draft cost and acceptance)",
-    "dp": "data-parallel replicas",
 }
 UNMODELLED_FIGURES = {
     "prefill_tok_s_per_gpu": "a prefill-only serving run (concurrent prompts chunked by the scheduler)",
-    "output_tok_s": "a serving run's throughput (continuous batching over the run)",
 }
+
+
+def _parallel(k: dict[str, object]) -> tuple[int, int, bool] | str:
+    """(tp, dp, expert_parallel) as kvplan plans the point, or why it cannot.
+
+    Attention data parallelism is vLLM's `-dp N --enable-expert-parallel` (attention TP 1 on each of N ranks);
+    TensorRT-LLM writes it `tp N, ep N, enable_attention_dp` (the file's `dp_attention`). EP inside a TP group
+    smaller than it (TensorRT-LLM's `tp 8, ep 2`) is not a vLLM layout.
+    """
+    tp, dp, ep = int(str(k["tp"])), int(str(k.get("dp") or 1)), int(str(k.get("ep") or 1))
+    if k.get("dp_attention"):
+        ranks = tp * dp
+        if ep != ranks:
+            return f"attention DP over {ranks} ranks with EP {ep}"
+        return 1, ranks, True
+    if ep > 1 and ep != tp * dp:
+        return f"EP {ep} inside TP {tp} (TensorRT-LLM's hybrid MoE parallelism)"
+    return tp, dp, ep > 1
 
 
 def load_points(path: Path = DATA) -> list[MeasuredPoint]:
@@ -65,20 +79,30 @@ def _load(path: Path) -> list[tuple[MeasuredPoint | None, tuple[str, str]]]:
         unmodelled = [why for key, why in NOT_MODELLED.items() if k.get(key) not in (None, False, 1)]
         if k["compare"] in UNMODELLED_FIGURES:
             unmodelled.append(UNMODELLED_FIGURES[k["compare"]])
-        if unmodelled:
+        layout = _parallel(k)
+        if isinstance(layout, str):
+            unmodelled.append(layout)
+        if unmodelled or isinstance(layout, str):
             out.append((None, (p["id"], "; ".join(unmodelled))))
             continue
+        tp, dp, ep = layout
         gpu = get_gpu(k["gpu"])
         model = apply_quantization(load_model(str(ROOT / k["config"])), k.get("quantization"),
                                    served_quantization_methods())
-        costs = rl.model_costs(model, tp=k["tp"], kv_cache_dtype=k.get("kv_cache_dtype", "auto"), gpu_flops=gpu.flops)
+        costs = rl.model_costs(model, tp=tp, kv_cache_dtype=k.get("kv_cache_dtype", "auto"), gpu_flops=gpu.flops,
+                               dp=dp, expert_parallel=ep)
         value = float(p["measured"]["value"])
         if k["compare"].endswith("_ms") and p["measured"].get("unit") == "s":  # published in seconds
             value *= 1000
+        kind, batch = k["compare"], k["batch"]
+        if kind == "output_tok_s":
+            # A serving run's output tokens/s over all GPUs, as one rank's static batch of its share of the
+            # requests (each prefilled once, then decoded): the same work, scheduled differently.
+            kind, batch, value = "static_batch_out_tok_s", -(-batch // dp), value / dp
         obs = rl.measured_observation(
-            p["id"], costs, rl.roof_from_gpu(gpu, costs.compute_dtype), kind=k["compare"], value=value,
-            batch=k["batch"], context=k["context"], prompt=k.get("prompt"),
-            output=k.get("output_tokens"), gpus=k["tp"])
+            p["id"], costs, rl.roof_from_gpu(gpu, costs.compute_dtype), kind=kind, value=value,
+            batch=batch, context=k["context"], prompt=k.get("prompt"),
+            output=k.get("output_tokens"), gpus=tp)
         out.append((MeasuredPoint(p["id"], p["class"], split_of(p["id"]), obs), (p["id"], "")))
     return out
 

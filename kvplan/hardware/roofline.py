@@ -224,6 +224,8 @@ class ModelCosts:
     num_experts: int = 0
     experts_per_token: int = 0
     expert_bytes: int = 0  # one routed expert of one MoE layer, on this GPU
+    ep: int = 1  # expert-parallel ranks (--enable-expert-parallel: TP × DP): each holds E ÷ ep experts, whole
+    dp: int = 1  # data-parallel ranks, each its own requests, whose tokens every MoE layer serves under EP
     attention: tuple[AttentionLayerCost, ...] = ()
     state_bytes_per_request: int = 0  # recurrent state on this GPU, all layers
     compute_dtype: str = "bf16"
@@ -245,6 +247,16 @@ class ModelCosts:
     @property
     def is_moe(self) -> bool:
         return self.num_moe_layers > 0
+
+    @property
+    def local_experts(self) -> int:
+        """Routed experts of one MoE layer on this GPU (all of them, TP-split, without EP)."""
+        return -(-self.num_experts // self.ep)
+
+    def moe_tokens(self, num_tokens: int) -> int:
+        """Tokens one MoE layer of this GPU serves when this rank steps `num_tokens`: under EP with DP every
+        rank's (the DP ranks step together, layers/fused_moe: the all-gather before the experts)."""
+        return num_tokens * (self.dp if self.ep > 1 else 1)
 
 
 # --- the formulas -------------------------------------------------------------------------------
@@ -275,12 +287,16 @@ def expected_experts_hit(num_experts: int, experts_per_token: int, num_tokens: i
 
 
 def weight_bytes_read(costs: ModelCosts, num_tokens: int) -> int:
-    """Weight bytes a step over `num_tokens` tokens reads: all dense weights, the experts it hits."""
+    """Weight bytes a step over `num_tokens` tokens reads: all dense weights, the experts it hits.
+
+    Under EP this GPU holds `local_experts` of the E; each is hit with the probability any expert is
+    (expected_experts_hit ÷ E) by the tokens its MoE layers serve (`moe_tokens`).
+    """
     read = costs.weight_bytes - costs.unread_weight_bytes
     if costs.is_moe:
-        missed = costs.num_experts - expected_experts_hit(
-            costs.num_experts, costs.experts_per_token, num_tokens
-        )
+        n = costs.moe_tokens(num_tokens)
+        hit = expected_experts_hit(costs.num_experts, costs.experts_per_token, n) / costs.num_experts
+        missed = costs.local_experts * (1.0 - hit)
         read -= round(missed * costs.expert_bytes * costs.num_moe_layers)
     return max(read, 0)
 
@@ -298,7 +314,8 @@ class StepCost:
     allreduce_bytes: int  # payload of all the step's all-reduces (0 without TP)
     layers: int = 0  # transformer layers the step runs (each a group of kernels)
     moe_layers: int = 0
-    all_reduces: int = 0  # TP all-reduces (0 without TP)
+    all_reduces: int = 0  # collectives: TP all-reduces, and under EP with DP the MoE all-gathers/reduce-scatters
+    gather_bytes: int = 0  # what this GPU receives in the EP all-gathers and sends in the reduce-scatters
 
     @property
     def bytes(self) -> int:
@@ -372,10 +389,11 @@ def step_cost(
             kv += n * a.kv_bytes_per_token  # write the new tokens' K/V
     requests = decode_reqs + (1 if prefill_tokens else 0)
     state = requests * costs.state_bytes_per_request * STATE_TRAFFIC_FACTOR
-    allreduce = 0
-    all_reduces = ALL_REDUCES_PER_LAYER * costs.num_layers if costs.tp > 1 and n else 0
-    if all_reduces:
-        allreduce = all_reduces * n * costs.hidden_size * ACTIVATION_BYTES
+    all_reduces, gathers = collectives(costs) if n else (0, 0)
+    allreduce = all_reduces * n * costs.hidden_size * ACTIVATION_BYTES
+    # allgather_reducescatter (vLLM's default all2all_backend, config/parallel.py): each MoE layer gathers every
+    # DP rank's hidden states and scatters the sums back; this GPU moves (ep − 1)/ep of them each way.
+    gather = round(gathers * costs.moe_tokens(n) * costs.hidden_size * ACTIVATION_BYTES * (costs.ep - 1) / costs.ep)
     return StepCost(
         num_tokens=n,
         weight_bytes=weight_bytes_read(costs, n) if n else 0,
@@ -386,8 +404,22 @@ def step_cost(
         allreduce_bytes=allreduce,
         layers=costs.num_layers if n else 0,
         moe_layers=costs.num_moe_layers if n else 0,
-        all_reduces=all_reduces,
+        all_reduces=all_reduces + gathers,
+        gather_bytes=gather,
     )
+
+
+def collectives(costs: ModelCosts) -> tuple[int, int]:
+    """(TP all-reduces, EP all-gathers + reduce-scatters) of one step.
+
+    Megatron-style TP: one all-reduce after attention and one after each MLP / MoE block. Under EP with DP
+    the MoE block's all-reduce becomes an all-gather before the experts and a reduce-scatter after them
+    (fused_moe's allgather_reducescatter); with EP inside the TP group alone it stays an all-reduce.
+    """
+    gathered = costs.ep > 1 and costs.dp > 1
+    moe_ar = 0 if gathered else costs.num_moe_layers
+    all_reduces = (costs.num_layers + (costs.num_layers - costs.num_moe_layers) + moe_ar) if costs.tp > 1 else 0
+    return all_reduces, (2 * costs.num_moe_layers if gathered else 0)
 
 
 def step_time(cost: StepCost, roof: Roof, tp: int = 1, *, first_token: bool = False) -> StepTime:
@@ -401,6 +433,8 @@ def step_time(cost: StepCost, roof: Roof, tp: int = 1, *, first_token: bool = Fa
     if tp > 1 and roof.interconnect_bytes_per_s and cost.allreduce_bytes:
         ring = RING_ALLREDUCE_FACTOR_NUM * (tp - 1) / tp
         comm = ring * cost.allreduce_bytes / roof.interconnect_bytes_per_s
+    if roof.interconnect_bytes_per_s and cost.gather_bytes:
+        comm += cost.gather_bytes / roof.interconnect_bytes_per_s
     overhead = 0.0
     if roof.overheads is not None and cost.num_tokens:
         overhead = roof.overheads.time_s(layers=cost.layers, moe_layers=cost.moe_layers,
@@ -669,6 +703,8 @@ class RooflineReport:
     model: str
     gpu: str
     tp: int
+    dp: int  # data-parallel ranks: batches, tokens/s and the KV capacity are one rank's
+    ep: int  # expert-parallel ranks (1: experts TP-split)
     compute_dtype: str
     compute_dtype_reason: str
     bandwidth_bytes_per_s: float
@@ -768,6 +804,8 @@ def roofline(
         model=costs.name,
         gpu=roof.gpu,
         tp=costs.tp,
+        dp=costs.dp,
+        ep=costs.ep,
         compute_dtype=roof.flops_dtype,
         compute_dtype_reason=costs.compute_dtype_reason,
         bandwidth_bytes_per_s=roof.bandwidth_bytes_per_s,
@@ -899,8 +937,15 @@ def model_costs(
     kv_cache_dtype: str = "auto",
     gpu_flops: Mapping[str, float] | None = None,
     weights_bytes: int | None = None,
+    dp: int = 1,
+    expert_parallel: bool = False,
 ) -> ModelCosts:
-    """Per-GPU costs of `model` under tensor parallelism `tp` (no pipeline parallelism).
+    """Per-GPU costs of `model` under tensor parallelism `tp` (no pipeline parallelism), on one of `dp`
+    data-parallel ranks (each its own requests and KV cache).
+
+    `expert_parallel` (vLLM --enable-expert-parallel): the routed experts are spread whole over the
+    TP × DP ranks (layers/fused_moe/layer.py: ep_size = tp × dp), so each GPU holds E ÷ (tp × dp) of
+    them and its MoE layers serve every DP rank's tokens.
 
     Parameters by role come from count_parameters, KV per layer from kv.kv_cache_specs.
     `weights_bytes`: stored bytes of the whole model when known (safetensors metadata), else the
@@ -913,15 +958,23 @@ def model_costs(
     from kvplan.model.kv_cache import kv_cache_specs
     from kvplan.model.weights import (
         count_parameters,
+        expert_parallel_bytes_saved,
         quantized_bits_per_weight,
         stored_weights_bytes,
         weights_bytes_per_gpu,
     )
 
+    if dp < 1:
+        raise InvalidParameter(f"data-parallel-size must be ≥ 1, got {dp}")
+
     specs = kv_cache_specs(model, tp=tp, pp=1, kv_cache_dtype=kv_cache_dtype)[0]
     params = count_parameters(model)
     total_bytes = weights_bytes if weights_bytes is not None else stored_weights_bytes(model, params)
     per_gpu = weights_bytes_per_gpu(model, tp=tp, pp=1, total_bytes=total_bytes)
+    moe = model.moe
+    ep = tp * dp if expert_parallel and moe is not None else 1
+    if ep > 1:
+        per_gpu -= expert_parallel_bytes_saved(model, tp=tp, ep=ep)
     full_bytes = _MODEL_DTYPE_BYTES.get(model.dtype, 2)
     lm_head = model.vocab_size * model.hidden_size
     matmul = params.active - params.embedding - params.norms - params.lm_head + lm_head
@@ -929,13 +982,12 @@ def model_costs(
     unread = 0 if model.tie_word_embeddings else params.embedding * full_bytes // tp
     # weights_bytes keeps routed experts at the quantized width whenever a scheme is declared.
     expert_bits = quantized_bits_per_weight(model) if model.quant else 8.0 * full_bytes
-    expert_bytes = round(params.params_per_expert * expert_bits / 8 / tp)
+    expert_bytes = round(params.params_per_expert * expert_bits / 8 / (1 if ep > 1 else tp))
     dtype, reason = select_compute_dtype(model, gpu_flops or {})
     attention, state = _layer_costs(model, specs, tp, full_bytes)
     notes: list[str] = []
     if any(layer.kind == "kv_shared" for layer in model.layers):
         notes.append("KV-sharing layers are costed as full attention over the shared cache")
-    moe = model.moe
     return ModelCosts(
         name=model.name,
         weight_bytes=per_gpu,
@@ -948,6 +1000,8 @@ def model_costs(
         num_experts=moe.num_experts if moe is not None else 0,
         experts_per_token=moe.experts_per_token if moe is not None else 0,
         expert_bytes=expert_bytes if moe is not None else 0,
+        ep=ep,
+        dp=dp,
         attention=attention,
         state_bytes_per_request=state,
         compute_dtype=dtype,
@@ -1001,13 +1055,15 @@ def roof_from_gpu(
 
 def deployment_roofline(
     model: ModelSpec, gpu: GpuSpec, *, tp: int = 1, kv_cache_dtype: str = "auto", weights_bytes: int | None = None,
-    bandwidth_efficiency: float | None = None, compute_efficiency: float | None = None,
+    bandwidth_efficiency: float | None = None, compute_efficiency: float | None = None, dp: int = 1,
+    expert_parallel: bool = False,
 ) -> tuple[ModelCosts, Roof]:
     """The model's per-GPU costs and the predicting roof (speed_model.CALIBRATION) on `gpu`: what `roofline`,
     `simulate serve` and `check` all time steps with. An efficiency given here replaces the fitted one."""
     from kvplan.hardware.speed_model import CALIBRATION
 
-    costs = model_costs(model, tp=tp, kv_cache_dtype=kv_cache_dtype, gpu_flops=gpu.flops, weights_bytes=weights_bytes)
+    costs = model_costs(model, tp=tp, kv_cache_dtype=kv_cache_dtype, gpu_flops=gpu.flops, weights_bytes=weights_bytes,
+                        dp=dp, expert_parallel=expert_parallel)
     roof = roof_from_gpu(gpu, costs.compute_dtype, bandwidth_efficiency=bandwidth_efficiency,
                          compute_efficiency=compute_efficiency, calibration=CALIBRATION)
     return costs, roof

@@ -258,11 +258,11 @@ def rounded(cal: SpeedCalibration, digits: int = 3) -> SpeedCalibration:
 # The shipped calibration: `fit_speed_model` on the calibration half of tests/fixtures/data/roofline-measured.yaml
 # at 3 significant figures (benchmarks/speed.py --fit prints it; tests/test_speed_model.py refits and compares).
 CALIBRATION = SpeedCalibration(
-    bandwidth_efficiency={"ampere": 0.719, "hopper": 0.649},
-    compute_efficiency={"ampere": 0.675, "hopper": 0.532},
-    allreduce_s={"nvlink": 3.98e-05},
-    overheads=StepOverheads(layer_s=4.42e-05, moe_layer_s=5.08e-06, step_s=0.0,
-                            request_s=0.00249, ratio_low=0.597, ratio_high=2.12,
+    bandwidth_efficiency={"ampere": 0.699, "hopper": 0.542},
+    compute_efficiency={"ampere": 0.675, "hopper": 0.526},
+    allreduce_s={"nvlink": 5.49e-05},
+    overheads=StepOverheads(layer_s=8.34e-06, moe_layer_s=6.26e-06, step_s=0.0,
+                            request_s=0.00302, ratio_low=0.615, ratio_high=2.05,
                             source="fitted on published measurements (tests/fixtures/data/roofline-measured.yaml)"),
     fitted_on=(
         "gptfast-llama2-7b-a100-tp1",
@@ -282,6 +282,7 @@ CALIBRATION = SpeedCalibration(
         "vllm-blog-fp8kv-gptoss-20b-h100-c8-kvbf16",
         "vllm-blog-fp8kv-gptoss-20b-h100-c8-kvfp8",
         "inferencex-dsr1-0528-h200-sglang-tp8-c64",
+        "trtllm-dsr1-fp8-h200-tp8-ep8-adp-c1024",
         "vllm-issue16300-qwq32b-a100-tp2-b16",
         "vllm-issue16300-qwq32b-a100-tp4-b16",
         "vllm-issue16300-qwq32b-a100-tp8-b16",
@@ -298,5 +299,5 @@ CALIBRATION = SpeedCalibration(
         "nemo-llama2-7b-h100-tp2-b8-128-20",
         "nemo-llama2-7b-h100-tp4-b8-128-20",
     ),
-    kv_bandwidth_efficiency={"ampere": 0.552, "hopper": 0.458},
+    kv_bandwidth_efficiency={"ampere": 0.538, "hopper": 0.451},
 )

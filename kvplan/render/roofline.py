@@ -45,7 +45,8 @@ def render_roofline(r: RooflineReport, *, chart_width: int = 56, chart_height: i
     """Summary of the roofs, the decode table over batches, the chart, prefill and notes."""
     dt = r.compute_dtype.upper()
     head = [
-        Text.assemble((r.model, "bold"), f" on {r.gpu} · TP {r.tp} · decode at {r.context:,} tokens"),
+        Text.assemble((r.model, "bold"), f" on {r.gpu} · TP {r.tp}", _parallel(r),
+                      f" · decode at {r.context:,} tokens"),
         Text(
             f"Roofs per GPU: HBM {r.bandwidth_bytes_per_s / 1e12:.2f} TB/s × {r.bandwidth_efficiency:.2f}"
             + (f" (weights), × {r.kv_bandwidth_efficiency:.2f} (KV)" if r.kv_bandwidth_efficiency is not None else "")
@@ -57,8 +58,7 @@ def render_roofline(r: RooflineReport, *, chart_width: int = 56, chart_height: i
             "efficiencies"
             + "".join(f"; {k.upper()} {v:,.0f}" for k, v in r.ridge_points.items() if k != r.compute_dtype)
         ),
-        Text(f"Per GPU: weights {human_bytes(r.weight_bytes)} read each step, KV {r.kv_bytes_per_token:,} "
-             "bytes/token"),
+        Text(f"Per GPU: weights {human_bytes(r.weight_bytes)}, KV {r.kv_bytes_per_token:,} bytes/token"),
         *_speed_model_lines(r),
     ]
     t = _decode_table(r)
@@ -100,6 +100,12 @@ def render_roofline(r: RooflineReport, *, chart_width: int = 56, chart_height: i
     tail = [Text(f"TP communication: {r.communication}", style="dim")]
     tail += [Text(f"note: {n}", style="dim") for n in r.notes]
     return Group(*head, t, *caps, chart, *prefill, *tail)
+
+
+def _parallel(r: RooflineReport) -> str:
+    """DP and EP, when used: batches are then per DP rank, each its own requests and KV cache."""
+    parts = ([f" · DP {r.dp} (batch and tok/s per rank)"] if r.dp > 1 else []) + ([f" · EP {r.ep}"] if r.ep > 1 else [])
+    return "".join(parts)
 
 
 def _decode_table(r: RooflineReport) -> RenderableType:
