@@ -854,7 +854,7 @@ def select_compute_dtype(model: ModelSpec, gpu_flops: Mapping[str, float]) -> tu
     if q is None:
         return base, "model dtype " + model.dtype
     method = q.method.lower()
-    ct = _ct_w8a8_type(model) if method == "compressed-tensors" else None
+    ct = q.w8a8 if method == "compressed-tensors" else None
     if ct == "int" and "int8" in gpu_flops:
         return "int8", f"{q.method} INT8 weights and activations (W8A8) on INT8 tensor cores"
     fp8 = method in _FP8_COMPUTE_METHODS or ct == "float"
@@ -867,25 +867,6 @@ def select_compute_dtype(model: ModelSpec, gpu_flops: Mapping[str, float]) -> tu
             return "fp4", f"{q.method} weights (W4A4) on FP4 tensor cores"
         return base, f"{q.method} weights but no FP4 tensor cores: weight-only (Marlin), {base} compute"
     return base, f"{q.method} is weight-only: {base} compute"
-
-
-def _ct_w8a8_type(model: ModelSpec) -> str | None:
-    """compressed-tensors W8A8: "float" (CompressedTensorsW8A8Fp8) or "int" (W8A8Int8), else None.
-
-    Both need 8-bit weights and quantized input activations in a config group.
-    """
-    qc = model.raw.get("quantization_config") if isinstance(model.raw, Mapping) else None
-    groups = qc.get("config_groups") if isinstance(qc, Mapping) else None
-    if not isinstance(groups, Mapping):
-        return None
-    for group in groups.values():
-        if not isinstance(group, Mapping):
-            continue
-        w, a = group.get("weights"), group.get("input_activations")
-        if isinstance(w, Mapping) and w.get("num_bits") == 8 and isinstance(a, Mapping):
-            kind = w.get("type")
-            return str(kind) if kind in ("float", "int") else None
-    return None
 
 
 def _attention_layer_cost(model: ModelSpec, layer: LayerSpec, spec: KVCacheSpec | None, tp: int,
