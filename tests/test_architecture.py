@@ -1,7 +1,7 @@
 """The package's architecture, pinned by static analysis of kvplan/ (no module is imported).
 
 * no import cycle among kvplan modules, counting every import anywhere in a module;
-* imports point one way: base < model < hardware < vllm < sim < observe < ci < render < cli;
+* imports point one way: base < model < hardware < vllm < sglang < sim < observe < ci < render < cli;
 * no function over 80 lines outside kvplan/cli/ (whose commands are long Typer option lists);
 * typer, rich and huggingface_hub stay at the edges: huggingface_hub in kvplan/model/hub.py only,
   rich in kvplan/render/ and kvplan/cli/, typer in kvplan/cli/.
@@ -20,6 +20,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("model", ("kvplan.model",)),
     ("hardware", ("kvplan.hardware",)),
     ("vllm", ("kvplan.vllm",)),
+    ("sglang", ("kvplan.sglang",)),
     ("sim", ("kvplan.sim",)),
     ("observe", ("kvplan.observe",)),
     ("ci", ("kvplan.ci",)),

@@ -1,0 +1,90 @@
+"""Rich rendering of an SglangFit (`kvplan fit --engine sglang`); renderers never compute."""
+
+from __future__ import annotations
+
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from kvplan.sglang.fit import SglangFit
+from kvplan.units import GiB
+
+
+def _row(table: Table, *cells: str) -> None:
+    table.add_row(*(Text(c) for c in cells))
+
+
+def _table(title: str) -> Table:
+    t = Table(title=title, title_justify="left", show_header=False, box=None, pad_edge=False)
+    t.add_column("", overflow="fold")
+    t.add_column("", justify="right", overflow="fold")
+    t.add_column("", overflow="fold")
+    return t
+
+
+def _defaults(r: SglangFit) -> Table:
+    d = r.defaults
+    t = _table(f"SGLang {r.sglang_version} server arguments (SGLang's rules, not vLLM's)")
+    mib = "unknown" if d.gpu_memory_mib is None else f"{d.gpu_memory_mib:,} MiB"
+    _row(t, "GPU memory (nvidia-smi memory.total)", mib, r.gpu_name)
+    reserved = "" if d.reserved_mib is None else f"reserved {d.reserved_mib:,.0f} MiB; "
+    _row(t, "mem_fraction_static", f"{d.mem_fraction_static:g}", reserved + d.mem_fraction_source)
+    _row(t, "chunked_prefill_size", f"{d.chunked_prefill_size:,}",
+         f"÷ attention DP {d.attn_dp_size}" if d.attn_dp_size > 1 else "by GPU memory tier")
+    _row(t, "decode CUDA graphs max_bs", f"{d.decode_graph_max_bs}", f"{d.decode_graph_sizes} batch sizes")
+    _row(t, "prefill CUDA graphs", d.prefill_graph,
+         f"up to {d.prefill_graph_max_bs:,} tokens, {d.prefill_graph_sizes} sizes" if d.prefill_graph != "disabled"
+         else "")
+    _row(t, "attention backend", d.attention_backend, "")
+    _row(t, "page size", f"{d.page_size}", "tokens per page")
+    _row(t, "KV cache dtype", r.kv_cache_dtype, "")
+    _row(t, "context_len", f"{r.context_len:,}", "")
+    return t
+
+
+def _memory(r: SglangFit) -> Table:
+    f, b = r.free_memory, r.budget
+    t = _table("Memory per GPU (tightest rank), GiB")
+    _row(t, "free before weights (pre_model_load_memory)", f"{f.pre_gib:.2f}",
+         f"{f.source}: {f.pre_range[0]:.2f} … {f.pre_range[1]:.2f}")
+    _row(t, "weights", f"{r.weights_bytes / GiB:.2f}", "estimate (kvplan's loaded-weights estimate)")
+    _row(t, "free after weights (avail)", f"{f.avail_gib:.2f}",
+         f"{f.source}: {f.avail_range[0]:.2f} … {f.avail_range[1]:.2f}")
+    _row(t, "− pre × (1 − mem_fraction_static)", f"{b.slack_gib:.2f}", "slack for graphs and activations")
+    if b.budget_bytes is not None:
+        _row(t, "= KV budget", f"{b.budget_bytes / GiB:.2f}", "_profile_available_bytes")
+    return t
+
+
+def _pool(r: SglangFit) -> list[RenderableType]:
+    g, p = r.geometry, r.pool
+    t = _table("KV pool")
+    _row(t, "bytes per token per GPU", f"{g.cell_bytes:,}",
+         f"{g.kind.upper()}: {g.layers} layers × {g.kv_heads} heads × {g.head_dim}"
+         + (f"+{g.v_head_dim}" if g.v_head_dim else "") + f" × {g.element_bytes} B")
+    if p is not None:
+        rng = r.max_total_num_tokens_range
+        _row(t, "max_total_num_tokens", f"{p.max_total_num_tokens:,}",
+             f"range {rng[0]:,} … {rng[1]:,}" if rng else "from the given memory")
+        _row(t, "max_running_requests", f"{p.max_running_requests:,}", "per attention-DP worker")
+        if r.attn_dp_size > 1:
+            _row(t, f"× {r.attn_dp_size} attention-DP workers", f"{r.total_tokens:,}",
+                 f"tokens; {r.total_running_requests:,} requests")
+        _row(t, "full-context requests at once", f"{r.requests_at_context:,}", f"at {r.context_len:,} tokens each")
+    out: list[RenderableType] = [t]
+    if p is not None:
+        out.append(Text("SGLang would print:\n  " + p.log_line + "\n  " + p.banner, style="dim"))
+    return out
+
+
+def render_sglang_fit(r: SglangFit) -> Group:
+    """The tables of `kvplan fit --engine sglang`."""
+    verdict = (Text(f"✓ SGLang starts: {r.max_total_num_tokens:,} tokens in the pool", style="green") if r.fits
+               else Text(f"✗ SGLang refuses to start: {r.startup}", style="red"))
+    parts: list[RenderableType] = [
+        Text(f"{r.model} on {r.num_gpus} × {r.gpu_name} (TP {r.tp}, PP {r.pp}, DP {r.dp}"
+             + (", attention DP" if r.attn_dp_size > 1 else "") + f") — engine: SGLang {r.sglang_version}",
+             style="bold"),
+        _defaults(r), Text(""), _memory(r), Text(""), *_pool(r), Text(""), verdict]
+    parts += [Text(f"Note: {n}", style="dim") for n in r.notes]
+    return Group(*parts)

@@ -1,0 +1,84 @@
+"""The KV byte budget SGLang 0.5.23 sizes from, and its startup refusal (paths relative to `sglang/srt/`).
+
+`mem_cache/kv_cache_configurator.py:KVCacheConfigurator._profile_available_bytes`:
+
+    pre    = free GiB at distributed/bootstrap.py:measure_pre_model_load_memory (min over ranks)
+    avail  = free GiB after the weights load (utils/common.py:get_available_gpu_memory, min over ranks)
+    rest   = avail − pre × (1 − mem_fraction_static) − multimodal reservation
+    budget = int(rest × 2**30)               rest ≤ 0: "Loaded weights leave no GPU memory …"
+
+SGLang *measures* pre and avail; kvplan estimates them (`estimate_free_memory`): pre = the cudaMemGetInfo
+total less the memory in use at the baseline (CUDA context, NCCL), avail = pre less the weights per GPU
+(kvplan's loaded-weights estimate, `kvplan.vllm.memory.weights.estimate_weights`), each with a range.
+Pure: numbers in, numbers out.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+GiB = 1 << 30
+
+# Memory in use at SGLang's "Memory baseline" (CUDA context, cuBLAS, NCCL / custom all-reduce buffers),
+# an estimate from the public logs of tests/fixtures/sglang/startup-logs.yaml on H200 (cudaMemGetInfo total
+# 139.72 GiB, the catalog's): one GPU, "Load weight begin" ≈ 131.08 + 8.13 = 139.21 GiB free → 0.51 GiB
+# (sglang PR #4826); TP 8, 137.29 GiB → 2.43 GiB (PR #11716) and 137.90 GiB → 1.82 GiB (InferenceX #2128).
+# (best, low, high) in GiB; one log for one GPU, so its range is a guess of ±0.2 GiB.
+BASELINE_GIB_SINGLE = (0.51, 0.31, 0.71)
+BASELINE_GIB_MULTI = (2.13, 1.82, 2.43)
+# mem_cache/kv_cache_configurator.py:mm_runtime_reservation_gb: SGLANG_VLM_CACHE_SIZE_MB (100) for a
+# multimodal model (+ SGLANG_MM_FEATURE_CACHE_MB with a cuda_ipc / cuda_vmm feature transport, not the default).
+MM_RESERVATION_GIB = 100 / 1024
+
+
+@dataclass(frozen=True)
+class FreeMemory:
+    """Free memory before and after the weights load on the tightest rank, GiB (best, low, high)."""
+
+    pre_gib: float
+    avail_gib: float
+    pre_range: tuple[float, float]
+    avail_range: tuple[float, float]
+    source: str  # "estimate" or "given"
+
+
+def estimate_free_memory(*, cuda_total_bytes: int, weights_bytes: int, weights_range: tuple[int, int],
+                         world: int) -> FreeMemory:
+    """kvplan's estimate of SGLang's two measurements: pre = total − baseline, avail = pre − weights."""
+    best, low, high = BASELINE_GIB_MULTI if world > 1 else BASELINE_GIB_SINGLE
+    total = cuda_total_bytes / GiB
+    w, w_lo, w_hi = weights_bytes / GiB, weights_range[0] / GiB, weights_range[1] / GiB
+    pre = total - best
+    return FreeMemory(pre, pre - w, (total - high, total - low), (total - high - w_hi, total - low - w_lo),
+                      "estimate")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """What _profile_available_bytes returns (budget_bytes), or its refusal."""
+
+    budget_bytes: int | None
+    slack_gib: float
+    refusal: str | None
+    minimum_fraction: float  # 1 − avail / pre
+
+
+def refusal_text(mem_fraction_static: float, avail_gib: float, pre_gib: float) -> str:
+    """The ValueError _profile_available_bytes raises, verbatim (minimum printed with 4 decimals, the
+    suggestion ceil(minimum × 1000) / 1000 with 3)."""
+    minimum = 1 - avail_gib / pre_gib
+    suggested = math.ceil(minimum * 1000) / 1000
+    return (f"Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static="
+            f"{mem_fraction_static}. Raise --mem-fraction-static above {suggested:.3f} (minimum viable = 1 - "
+            f"available/pre = {minimum:.4f}). If using speculative decoding, draft weights are now counted.")
+
+
+def profile_budget(*, avail_gib: float, pre_gib: float, mem_fraction_static: float,
+                   multimodal: bool = False) -> Budget:
+    """KVCacheConfigurator._profile_available_bytes (no Mamba state, post-capture sizing off)."""
+    slack = pre_gib * (1 - mem_fraction_static)
+    rest = avail_gib - slack - (MM_RESERVATION_GIB if multimodal else 0.0)
+    minimum = 1 - avail_gib / pre_gib
+    if rest <= 0:
+        return Budget(None, slack, refusal_text(mem_fraction_static, avail_gib, pre_gib), minimum)
+    return Budget(int(rest * (1 << 30)), slack, None, minimum)

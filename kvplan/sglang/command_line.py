@@ -1,0 +1,88 @@
+"""Read a pasted `python -m sglang.launch_server --model-path M --flag …` line (or `sglang serve …`).
+
+Pure: a string in, an `SglangCommand` out. Flags resolve as SGLang's argparse parser resolves them
+(engine_args.resolve_flag: exact names, aliases, unique prefixes such as `--tp`); values stay strings;
+flags that do not change the KV plan are returned in `ignored` so the caller can say so.
+"""
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from kvplan.errors import ParseError
+from kvplan.sglang.engine_args import MODELLED, UNMODELLED, resolve_flag
+
+_PROGRAMS = ("python", "python3", "sglang")
+_SECRET_ENDINGS = ("key", "token", "secret", "password")  # --api-key, --admin-api-key: never echoed
+REDACTED = "***"
+_MODULES = ("sglang.launch_server", "sglang.entrypoints.http_server", "sglang.serve")
+
+
+@dataclass(frozen=True)
+class SglangCommand:
+    """What a pasted SGLang command says: options by SGLang `dest`, values as typed."""
+
+    model: str | None
+    options: dict[str, str | bool] = field(default_factory=dict)
+    ignored: tuple[str, ...] = ()  # flags that do not change the KV plan
+    unmodelled: tuple[str, ...] = ()  # "flag: why" for flags that change memory in ways not modelled
+    env: dict[str, str] = field(default_factory=dict)  # leading SGLANG_…= words
+
+
+def parse_sglang_command(text: str) -> SglangCommand:
+    """Parse `[ENV=v …] python -m sglang.launch_server --model-path M --tp 8 …` or `sglang serve …`."""
+    try:
+        words = shlex.split(text.replace("\\\n", " "))
+    except ValueError as exc:
+        raise ParseError(f"--sglang-cmd: cannot split the command line: {exc}") from None
+    env: dict[str, str] = {}
+    while words and "=" in words[0] and not words[0].startswith("-"):
+        variable, _, setting = words.pop(0).partition("=")
+        if variable.startswith("SGLANG_"):
+            env[variable] = setting
+    if words and words[0].rsplit("/", 1)[-1] in _PROGRAMS:
+        prog = words.pop(0).rsplit("/", 1)[-1]
+        if prog.startswith("python") and words[:1] == ["-m"] and len(words) > 1:
+            if words[1] not in _MODULES:
+                raise ParseError(f"--sglang-cmd: python -m {words[1]} is not an SGLang server",
+                                 hint="paste `python -m sglang.launch_server --model-path M …`")
+            words = words[2:]
+        elif words[:1] == ["serve"]:
+            words.pop(0)
+    model: str | None = None
+    options: dict[str, str | bool] = {}
+    ignored: list[str] = []
+    unmodelled: list[str] = []
+    i = 0
+    while i < len(words):
+        word = words[i]
+        i += 1
+        if not word.startswith("--"):
+            ignored.append(word)
+            continue
+        flag, eq, inline = word.partition("=")
+        found = resolve_flag(flag)
+        if found is None:
+            raise ParseError(f"--sglang-cmd: unrecognized arguments: {flag}",
+                             hint="SGLang 0.5.23's launch_server would refuse it too")
+        dest, takes_value = found
+        value: str | bool = True
+        if takes_value:
+            if eq:
+                value = inline
+            elif i < len(words):
+                value = words[i]
+                i += 1
+            else:
+                raise ParseError(f"--sglang-cmd: argument {flag}: expected one argument")
+        if dest == "model_path":
+            model = str(value)
+        elif dest in MODELLED:
+            options[dest] = value
+        elif dest in UNMODELLED:
+            unmodelled.append(f"{flag}: {UNMODELLED[dest]}")
+        elif not takes_value:
+            ignored.append(flag)
+        else:
+            ignored.append(f"{flag} {REDACTED if dest.endswith(_SECRET_ENDINGS) else value}")
+    return SglangCommand(model, options, tuple(ignored), tuple(unmodelled), env)

@@ -1,0 +1,262 @@
+"""The server-argument defaults SGLang 0.5.23 resolves for a deployment (paths relative to `sglang/srt/`).
+
+Order as `arg_groups/pipeline.py:run_resolution_pipeline` runs them: the GPU-memory tier
+(`arg_groups/memory_hook.py:handle_gpu_memory_settings`) sets `chunked_prefill_size` and the decode
+CUDA-graph `max_bs`, then `mem_fraction_static` from them; later `arg_groups/attention_hook.py` scales the
+fraction by 0.85 for `aiter` with a context over 8192, and `arg_groups/parallel_hook.py:
+handle_data_parallelism` divides the chunk by the attention-DP size (after the fraction was computed).
+Pure: numbers in, numbers out.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from kvplan.errors import InvalidParameter
+
+Platform = Literal["cuda", "hip"]
+
+# arg_groups/fields/schedule.py: max_prefill_tokens default.
+MAX_PREFILL_TOKENS_DEFAULT = 16384
+# memory_hook.py:handle_gpu_memory_settings: the fraction when the GPU's memory is unknown.
+UNKNOWN_GPU_FRACTION = 0.95
+# attention_hook.py:handle_attention_backend_compatibility: aiter with context_len > 8192.
+AITER_LONG_CONTEXT = 8192
+AITER_FRACTION_SCALE = 0.85
+
+
+@dataclass(frozen=True)
+class GpuTier:
+    """One row of handle_gpu_memory_settings' capacity table (`gpu_mem` in MiB, below `below_mib`)."""
+
+    below_mib: float
+    chunked_prefill_size: int
+    max_bs_small_tp: int  # tp < 4
+    max_bs_large_tp: int  # tp >= 4
+
+
+# memory_hook.py:handle_gpu_memory_settings, in its order (comments there: T4/4080; A10/4090/5090;
+# A100-40/L40; H100/A100-80; H20/H200; B200/MI300).
+GPU_TIERS: tuple[GpuTier, ...] = (
+    GpuTier(20 * 1024, 2048, 8, 8),
+    GpuTier(35 * 1024, 4096, 48, 160),
+    GpuTier(60 * 1024, 4096, 32, 160),
+    GpuTier(90 * 1024, 8192, 256, 512),
+    GpuTier(160 * 1024, 8192, 256, 512),
+    GpuTier(float("inf"), 16384, 512, 512),
+)
+UNKNOWN_TIER = GpuTier(float("inf"), 4096, 160, 160)  # gpu_mem None
+
+
+def gpu_tier(gpu_mem_mib: int | None) -> GpuTier:
+    """The capacity row for a GPU of `gpu_mem_mib` MiB (nvidia-smi memory.total / rocminfo; None: unknown)."""
+    if gpu_mem_mib is None:
+        return UNKNOWN_TIER
+    return next(t for t in GPU_TIERS if gpu_mem_mib < t.below_mib)
+
+
+def decode_graph_batch_sizes(max_bs: int, *, speculative: bool = False) -> list[int]:
+    """arg_groups/cuda_graph_hook.py:generate_decode_cuda_graph_batch_sizes (no --disable-cuda-graph-padding)."""
+    if speculative:
+        sizes = (list(range(1, 9)) + list(range(10, 33, 2)) + list(range(40, 65, 4)) + list(range(72, 257, 8))
+                 + list(range(272, max_bs + 1, 16)))
+    else:
+        sizes = [1, 2, 4, 8, 12] + list(range(16, 257, 8)) + list(range(272, 512, 16)) + list(
+            range(512, max_bs + 1, 32))
+    sizes = [s for s in sizes if s <= max_bs]
+    if max_bs not in sizes:
+        sizes.append(max_bs)
+    return sizes
+
+
+def prefill_graph_batch_sizes(max_tokens: int) -> list[int]:
+    """arg_groups/cuda_graph_hook.py:generate_prefill_cuda_graph_batch_sizes (token buckets)."""
+    sizes = (list(range(4, 33, 4)) + list(range(48, 257, 16)) + list(range(288, 513, 32))
+             + list(range(576, 1025, 64)) + list(range(1280, 4097, 256)) + list(range(4608, max_tokens + 1, 512)))
+    return [s for s in sizes if s <= max_tokens]
+
+
+@dataclass(frozen=True)
+class SglangDeployment:
+    """A deployment as SGLang's flags give it (None: SGLang's default)."""
+
+    tp: int = 1
+    pp: int = 1
+    dp: int = 1  # --dp-size: replicas, or attention-DP groups with --enable-dp-attention
+    enable_dp_attention: bool = False
+    ep: int = 1
+    mem_fraction_static: float | None = None
+    chunked_prefill_size: int | None = None
+    max_prefill_tokens: int = MAX_PREFILL_TOKENS_DEFAULT
+    max_running_requests: int | None = None
+    max_total_tokens: int | None = None
+    page_size: int | None = None
+    kv_cache_dtype: str = "auto"
+    context_length: int | None = None
+    attention_backend: str | None = None
+    cuda_graph_max_bs: int | None = None
+    disable_cuda_graph: bool = False
+    speculative_algorithm: str | None = None
+    trust_remote_code: bool = False
+
+    @property
+    def attn_dp_size(self) -> int:
+        """Attention-DP groups (arg_groups/parallel_hook.py:handle_deprecated_dp_attention: --dp N
+        --enable-dp-attention becomes attn_dp_size N, dp_size 1)."""
+        return self.dp if self.enable_dp_attention else 1
+
+    @property
+    def replicas(self) -> int:
+        """Independent copies of the model (--dp-size without attention DP)."""
+        return 1 if self.enable_dp_attention else self.dp
+
+    @property
+    def attn_tp_size(self) -> int:
+        """runtime_context.py:derive_attn_tp_size: tp / attn_dp (attn_cp 1)."""
+        return self.tp // self.attn_dp_size
+
+
+def check_deployment(dep: SglangDeployment) -> None:
+    """Refuse what SGLang refuses about the parallel layout (arg_groups/parallel_hook.py), in its words."""
+    for name, value in (("--tp-size", dep.tp), ("--pp-size", dep.pp), ("--dp-size", dep.dp), ("--ep-size", dep.ep)):
+        if value < 1:
+            raise InvalidParameter(f"{name} must be ≥ 1, got {value}")
+    if dep.enable_dp_attention and dep.tp % dep.dp:
+        raise InvalidParameter(f"--tp-size {dep.tp} is not divisible by the attention-DP size {dep.dp}",
+                               hint="SGLang needs tp_size % attn_dp_size == 0 (attention TP = tp / dp)")
+    if dep.mem_fraction_static is not None and not 0 < dep.mem_fraction_static < 1:
+        raise InvalidParameter(f"--mem-fraction-static must be in (0, 1), got {dep.mem_fraction_static}")
+    if dep.page_size is not None and dep.page_size < 1:
+        raise InvalidParameter(f"--page-size must be ≥ 1, got {dep.page_size}")
+
+
+@dataclass(frozen=True)
+class ServerDefaults:
+    """What ServerArgs.resolve_once() makes of a deployment (the fields the KV plan depends on)."""
+
+    gpu_memory_mib: int | None
+    platform: str
+    mem_fraction_static: float
+    mem_fraction_source: str  # "given" or the rule that computed it
+    reserved_mib: float | None  # handle_gpu_memory_settings' reserved_mem (None: fraction given)
+    chunked_prefill_size: int  # after the attention-DP division
+    max_prefill_tokens: int
+    decode_graph_max_bs: int
+    decode_graph_sizes: int
+    prefill_graph: str  # "breakable" or "disabled"
+    prefill_graph_max_bs: int
+    prefill_graph_sizes: int
+    attention_backend: str
+    page_size: int
+    attn_dp_size: int
+    attn_tp_size: int
+    schedule_conservativeness: float
+
+
+def default_attention_backend(*, platform: Platform, sm_major: int | None, use_mla: bool, kv_heads: int,
+                              tp: int, asymmetric_kv: bool = False, attention_sinks: bool = False) -> str:
+    """arg_groups/model_override_base.py:get_default_attn_backend (no speculative decoding, CUDA ≥ 12.3)."""
+    hopper, sm100 = platform == "cuda" and sm_major == 9, platform == "cuda" and sm_major == 10
+    if not use_mla:
+        if hopper:
+            return "fa3"
+        if sm100:
+            return "fa4" if asymmetric_kv else "trtllm_mha"
+        if platform == "hip":
+            return "aiter"
+        return "triton" if attention_sinks else "flashinfer"
+    if hopper:
+        return "fa3"
+    if sm100:
+        return "flashinfer"
+    if platform == "hip":
+        # get_num_kv_heads(tp_size): MLA configs give their attention heads as KV heads.
+        heads = max(1, kv_heads // tp)
+        return "aiter" if heads in (16, 128) else "triton"
+    return "triton"
+
+
+def default_page_size(backend: str, given: int | None) -> int:
+    """arg_groups/overrides.py:_page_size_default (1 on CUDA and HIP) and the backend constraints of
+    arg_groups/attention_hook.py: trtllm_mha keeps 16/32/64/128, else 64 (_trtllm_mha_page_constraint)."""
+    if backend == "trtllm_mha":
+        return given if given in (16, 32, 64, 128) else 64
+    return 1 if given is None else given
+
+
+def reserve_for_graph_mb(*, decode_graphs: bool, decode_max_bs: int, attn_dp_size: int, prefill_graphs: bool,
+                         prefill_sizes: int, use_mla: bool) -> float:
+    """arg_groups/memory_hook.py:reserve_for_graph_mb (not PD-disaggregated, no DeepEP)."""
+    reserved = 0.0
+    if decode_graphs:
+        reserved += decode_max_bs * 2
+    if attn_dp_size > 1:
+        reserved += decode_max_bs * attn_dp_size * 3
+        if decode_max_bs > 300:
+            reserved += decode_max_bs * attn_dp_size * 1.5
+    if prefill_graphs:
+        reserved += 1.5 * 1024 if use_mla else prefill_sizes * 8
+    return reserved
+
+
+def mem_fraction_from_reserve(gpu_mem_mib: int | None, *, chunk: int, tp: int, pp: int,
+                              graph_mb: float) -> tuple[float, float | None]:
+    """handle_gpu_memory_settings' mem_fraction_static and reserved_mem (MiB) when the flag is not given:
+    512 + 1.5 × max(chunk, 2048) + tp·pp/8 × 1024 + graphs, at least 10240 on a GPU over 60 GiB."""
+    if gpu_mem_mib is None:
+        return UNKNOWN_GPU_FRACTION, None
+    reserved = 512 + max(chunk, 2048) * 1.5 + tp * pp / 8 * 1024 + graph_mb
+    if gpu_mem_mib > 60 * 1024:
+        reserved = max(reserved, 10 * 1024)
+    return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3), reserved
+
+
+def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform: Platform, sm_major: int | None,
+                     use_mla: bool, kv_heads: int, context_len: int, llama2_path: bool = False) -> ServerDefaults:
+    """The resolved server arguments of one deployment (see the module docstring for the order)."""
+    tier = gpu_tier(gpu_mem_mib)
+    chunk = dep.chunked_prefill_size if dep.chunked_prefill_size is not None else tier.chunked_prefill_size
+    max_bs = dep.cuda_graph_max_bs
+    if max_bs is None:
+        max_bs = tier.max_bs_small_tp if dep.tp < 4 else tier.max_bs_large_tp
+        if dep.max_running_requests is not None and max_bs > dep.max_running_requests:
+            max_bs = dep.max_running_requests
+    decode_sizes = decode_graph_batch_sizes(max_bs, speculative=dep.speculative_algorithm is not None)
+    # model_executor/cuda_graph_config.py:default_prefill_backend: breakable on CUDA, disabled elsewhere.
+    prefill_on = platform == "cuda" and not dep.disable_cuda_graph
+    prefill_max = min(8192, chunk) if use_mla else chunk
+    if dep.pp > 1:
+        prefill_max = min(prefill_max, 8192)  # memory_hook.py: _DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS
+    if dep.max_total_tokens is not None:
+        prefill_max = min(prefill_max, dep.max_total_tokens)
+    if llama2_path:
+        prefill_max = min(prefill_max, 4096)  # "For Llama2 series models, max_bs is limited to 4096."
+    prefill_sizes = prefill_graph_batch_sizes(prefill_max)
+    backend = dep.attention_backend or default_attention_backend(
+        platform=platform, sm_major=sm_major, use_mla=use_mla, kv_heads=kv_heads, tp=dep.tp)
+    if dep.mem_fraction_static is not None:
+        fraction, source, reserved = dep.mem_fraction_static, "given", None
+    else:
+        graph_mb = reserve_for_graph_mb(decode_graphs=not dep.disable_cuda_graph, decode_max_bs=max_bs,
+                                        attn_dp_size=dep.attn_dp_size, prefill_graphs=prefill_on,
+                                        prefill_sizes=len(prefill_sizes), use_mla=use_mla)
+        fraction, reserved = mem_fraction_from_reserve(gpu_mem_mib, chunk=chunk, tp=dep.tp, pp=dep.pp,
+                                                       graph_mb=graph_mb)
+        source = "memory_hook.py:handle_gpu_memory_settings"
+    if backend == "aiter" and context_len > AITER_LONG_CONTEXT:
+        fraction *= AITER_FRACTION_SCALE  # also a given value (SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION unset)
+        source += " × 0.85 (aiter, context > 8192: attention_hook.py)"
+    attn_dp = dep.attn_dp_size
+    if attn_dp > 1:
+        # parallel_hook.py:handle_data_parallelism; prefill graphs re-derived from the divided chunk.
+        chunk //= attn_dp
+        prefill_sizes = prefill_graph_batch_sizes(min(prefill_max, chunk))
+        prefill_max = min(prefill_max, chunk)
+    return ServerDefaults(
+        gpu_memory_mib=gpu_mem_mib, platform=platform, mem_fraction_static=fraction, mem_fraction_source=source,
+        reserved_mib=reserved, chunked_prefill_size=chunk, max_prefill_tokens=dep.max_prefill_tokens,
+        decode_graph_max_bs=max_bs, decode_graph_sizes=len(decode_sizes),
+        prefill_graph="breakable" if prefill_on else "disabled", prefill_graph_max_bs=prefill_max,
+        prefill_graph_sizes=len(prefill_sizes), attention_backend=backend,
+        page_size=default_page_size(backend, dep.page_size), attn_dp_size=attn_dp, attn_tp_size=dep.attn_tp_size,
+        schedule_conservativeness=0.3 if attn_dp > 1 else 1.0)

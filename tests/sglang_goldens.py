@@ -1,0 +1,122 @@
+"""kvplan's SGLang rules replayed on the SGLang oracle's goldens (shared by the tests and the coverage count).
+
+Each golden case gives the free memory before / after the weights that SGLang's `_profile_available_bytes`
+was fed (`pre_gib`, `avail_gib`); kvplan resolves the same deployment and sizes the pool from the same
+figures, so every number must agree exactly.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kvplan.errors import InvalidParameter
+from kvplan.hardware.gpus import get_gpu
+from kvplan.model.config import parse_config
+from kvplan.sglang.budget import FreeMemory
+from kvplan.sglang.defaults import SglangDeployment
+from kvplan.sglang.fit import SglangFit, plan_sglang_fit
+
+FIXTURES = Path(__file__).parent / "fixtures"
+GOLDENS = FIXTURES / "sglang" / "oracle-goldens.json"
+GPU_IDS = {"h100": "h100-sxm", "h200": "h200", "b200": "b200", "a100-80": "a100-80gb-sxm"}
+
+
+def load_cases(path: Path = GOLDENS) -> list[dict[str, Any]]:
+    """The golden cases, as tools/sglang_oracle/regen.py wrote them."""
+    cases: list[dict[str, Any]] = json.loads(path.read_text())["cases"]
+    return cases
+
+
+def deployment(case: dict[str, Any]) -> SglangDeployment:
+    """The SglangDeployment of a case's oracle flags."""
+    flags = list(case["flags"])
+    kw: dict[str, Any] = {"tp": case["tp"]}
+    names = {"--kv-cache-dtype": ("kv_cache_dtype", str), "--mem-fraction-static": ("mem_fraction_static", float),
+             "--max-running-requests": ("max_running_requests", int), "--context-length": ("context_length", int),
+             "--page-size": ("page_size", int), "--chunked-prefill-size": ("chunked_prefill_size", int),
+             "--dp": ("dp", int)}
+    i = 0
+    while i < len(flags):
+        if flags[i] == "--enable-dp-attention":
+            kw["enable_dp_attention"] = True
+            i += 1
+            continue
+        field, cast = names[flags[i]]
+        kw[field] = cast(flags[i + 1])
+        i += 2
+    return SglangDeployment(**kw)
+
+
+def model_spec(name: str) -> Any:
+    """The case's model, parsed from the committed config."""
+    for base in ("corpus/configs", "configs"):
+        path = FIXTURES / base / name / "config.json"
+        if path.exists():
+            return parse_config(json.loads(path.read_text()), name=name)
+    raise FileNotFoundError(name)
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """One case: kvplan's plan (or its refusal) next to the oracle's figures."""
+
+    case: dict[str, Any]
+    fit: SglangFit | None
+    refusal: str | None
+
+    @property
+    def mismatches(self) -> list[str]:
+        """Every figure where kvplan and SGLang differ ([] when exact or honestly refused)."""
+        c, f = self.case, self.fit
+        if "error" in c:  # the oracle could not run it: kvplan must refuse too
+            return [] if self.refusal else [f"oracle error {c['error'][:60]!r} but kvplan planned"]
+        if f is None:
+            return []  # refused by kvplan (counted apart)
+        r, p, d = c["resolved"], c["pool"], f.defaults
+        out = []
+        mine = {"mem_fraction_static": d.mem_fraction_static, "chunked_prefill_size": d.chunked_prefill_size,
+                "max_prefill_tokens": d.max_prefill_tokens, "page_size": d.page_size,
+                "attention_backend": d.attention_backend, "attn_dp_size": d.attn_dp_size,
+                "schedule_conservativeness": d.schedule_conservativeness, "decode_max_bs": d.decode_graph_max_bs,
+                "decode_num_bs": d.decode_graph_sizes, "prefill_backend": d.prefill_graph,
+                "prefill_max_bs": d.prefill_graph_max_bs, "prefill_num_bs": d.prefill_graph_sizes}
+        for k, v in mine.items():
+            want = r[k]
+            if k == "prefill_max_bs" and r["prefill_backend"] == "disabled":
+                continue
+            if (round(v, 6) if isinstance(v, float) else v) != (round(want, 6) if isinstance(want, float) else want):
+                out.append(f"{k}: kvplan {v!r} sglang {want!r}")
+        if p.get("cell_size_bytes") != f.geometry.cell_bytes:
+            out.append(f"cell: kvplan {f.geometry.cell_bytes} sglang {p.get('cell_size_bytes')}")
+        if p.get("context_len") != f.context_len:
+            out.append(f"context_len: kvplan {f.context_len} sglang {p.get('context_len')}")
+        if "refusal" in p:
+            if f.startup != p["refusal"]:
+                out.append(f"refusal: kvplan {f.startup[:90]!r} sglang {p['refusal'][:90]!r}")
+            return out
+        if f.budget.budget_bytes != p.get("profiled_budget_bytes"):
+            out.append(f"budget: kvplan {f.budget.budget_bytes} sglang {p.get('profiled_budget_bytes')}")
+        if f.pool is None:
+            return [*out, f"kvplan did not start ({f.startup[:80]}) but SGLang did"]
+        for k, v in (("max_total_num_tokens", f.pool.max_total_num_tokens),
+                     ("max_running_requests", f.pool.max_running_requests)):
+            if p.get(k) != v:
+                out.append(f"{k}: kvplan {v} sglang {p.get(k)}")
+        if p.get("log") and p["log"][0] != f.pool.log_line:
+            out.append(f"log: kvplan {f.pool.log_line!r} sglang {p['log'][0]!r}")
+        return out
+
+
+def replay(case: dict[str, Any]) -> Outcome:
+    """kvplan's SGLang plan for one golden case, fed the case's free-memory figures."""
+    spec = model_spec(case["model"])
+    chip = get_gpu(GPU_IDS[case["gpu"]])
+    measured = FreeMemory(case["pre_gib"], case["avail_gib"], (case["pre_gib"],) * 2, (case["avail_gib"],) * 2,
+                          "given")
+    try:
+        fit = plan_sglang_fit(spec, chip, deployment(case), weights_bytes=0, weights_range=(0, 0), measured=measured)
+    except InvalidParameter as exc:
+        return Outcome(case, None, str(exc))
+    return Outcome(case, fit, None)

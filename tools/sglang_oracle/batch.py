@@ -1,0 +1,58 @@
+#!/usr/bin/env python3
+"""Run SGLang 0.5.23's own sizing (the sglang-oracle's code) over many cases in one process per GPU.
+
+Runs inside the sglang-oracle venv (its setup_venv.sh); SGLang is imported once, after the GPU is faked,
+so one process serves one GPU. Each case is the oracle's argument list (sglang_oracle.py's options);
+the output is one JSON object per case, as sglang_oracle.py prints it.
+
+    VENV/bin/python tools/sglang_oracle/batch.py ORACLE_DIR CASES.json GPU OUT.json
+
+CASES.json: [{"id": ..., "model_dir": ..., "args": ["--tp", "8", ...]}, ...] (tools/sglang_oracle/regen.py).
+Stdlib + the oracle only.
+"""
+from __future__ import annotations
+
+import json
+import logging
+import os
+import sys
+import time
+
+
+def main() -> int:
+    oracle_dir, cases_path, gpu, out_path = sys.argv[1:5]
+    sys.path.insert(0, oracle_dir)
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
+    import fake_gpu
+    import sgl_stubs
+    import sglang_oracle as so
+
+    sgl_stubs.install()
+    fake_gpu.install(gpu, world=8)
+    import sglang
+
+    cases = [c for c in json.load(open(cases_path)) if c["gpu"] == gpu]
+    results = []
+    for i, case in enumerate(cases):
+        t0 = time.time()
+        a = so.parse_args([case["model_dir"], "--gpu", gpu, *case["args"]])
+        kw = so.server_kwargs(a)
+        result = {"id": case["id"], "sglang_version": sglang.__version__, "args": case["args"]}
+        try:
+            sa, _view, resolved = so.resolve(a, kw)
+            result["resolved"] = resolved
+            result["pool"] = so.pool(a, sa)
+        except BaseException as e:  # SGLang's own refusal text, or what the oracle cannot run
+            result["error"] = f"{type(e).__name__}: {e}"[:400]
+        result["seconds"] = round(time.time() - t0, 1)
+        results.append(result)
+        print(f"[{i + 1}/{len(cases)}] {case['id']} {result.get('error', '')[:80]}", file=sys.stderr, flush=True)
+    with open(out_path, "w") as f:
+        json.dump(results, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
