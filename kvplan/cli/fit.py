@@ -6,6 +6,19 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from kvplan.cli.fit_sglang import (
+    ChunkedPrefillSizeOpt,
+    ContextLengthOpt,
+    EnableDpAttentionOpt,
+    EngineOpt,
+    MaxRunningRequestsOpt,
+    MaxTotalTokensOpt,
+    MemFractionStaticOpt,
+    PageSizeOpt,
+    SglangCmdOpt,
+    SglDpOpt,
+    SglTpOpt,
+)
 from kvplan.cli.options import (
     DEPLOYMENT_PANEL,
     EnforceEagerOpt,
@@ -36,7 +49,9 @@ EPILOG = """Examples:
 
   kvplan fit tests/fixtures/configs/Qwen--Qwen2.5-1.5B --gpu l4 --max-model-len 8192 --json
 
-Exit status: 0 vLLM starts; 1 it would not start (a capacity verdict, as in `kvplan check`), or, without
+  kvplan fit deepseek-ai/DeepSeek-V3 --gpu h200 --engine sglang --tp 8 --dp 8 --enable-dp-attention
+
+Exit status: 0 vLLM (or SGLang, with --engine sglang) starts; 1 it would not start (a capacity verdict, as in `kvplan check`), or, without
 --gpu, no catalog GPU serves the model; 2 bad input.
 """
 
@@ -214,9 +229,26 @@ def command(
         bool | None, _vllm("Accept a repository whose config needs its own code (kvplan still runs none of it).",
                            "--trust-remote-code/--no-trust-remote-code")
     ] = None,
+    engine: EngineOpt = None,
+    sglang_cmd: SglangCmdOpt = None,
+    mem_fraction_static: MemFractionStaticOpt = None,
+    chunked_prefill_size: ChunkedPrefillSizeOpt = None,
+    max_running_requests: MaxRunningRequestsOpt = None,
+    max_total_tokens: MaxTotalTokensOpt = None,
+    page_size: PageSizeOpt = None,
+    sgl_tp: SglTpOpt = None,
+    sgl_dp: SglDpOpt = None,
+    enable_dp_attention: EnableDpAttentionOpt = None,
+    context_length: ContextLengthOpt = None,
     json_: JsonFlag = False,
 ) -> None:
-    """vLLM's memory budget, KV blocks, concurrency and startup verdict."""
+    """vLLM's memory budget, KV blocks, concurrency and startup verdict (SGLang's with --engine sglang)."""
+    flags = dict(locals())
+    from kvplan.cli.fit_sglang import run_sglang_fit, wants_sglang
+
+    if wants_sglang(flags):
+        run_sglang_fit(flags)
+        return
     import os
 
     from kvplan.cli.console import err

@@ -1,0 +1,166 @@
+"""`kvplan fit --engine sglang`: SGLang 0.5.23's defaults, KV pool and startup verdict for one deployment.
+
+The options are SGLang's flags (declared here, used by kvplan/cli/fit.py); a pasted
+`python -m sglang.launch_server …` line (`--sglang-cmd`) is read by kvplan/sglang/command_line.py.
+"""
+from __future__ import annotations
+
+from typing import Annotated, Any
+
+import typer
+
+SGLANG_PANEL = "Deployment (SGLang's flags, with --engine sglang)"
+
+
+def _sgl(help_: str, *names: str) -> Any:
+    return typer.Option(*names, help=help_, show_default=False, rich_help_panel=SGLANG_PANEL)
+
+
+EngineOpt = Annotated[str | None, typer.Option(
+    "--engine", help="Whose rules: vllm (default) or sglang (SGLang 0.5.23).", show_default=False)]
+SglangCmdOpt = Annotated[str | None, _sgl("A whole `python -m sglang.launch_server --model-path M …` line, quoted "
+                                          "(implies --engine sglang).", "--sglang-cmd")]
+MemFractionStaticOpt = Annotated[float | None, _sgl(
+    "(weights + KV pool) / free memory (default: SGLang's, from the GPU's memory).", "--mem-fraction-static")]
+ChunkedPrefillSizeOpt = Annotated[int | None, _sgl("Tokens per prefill chunk (default: by GPU memory).",
+                                                   "--chunked-prefill-size")]
+MaxRunningRequestsOpt = Annotated[int | None, _sgl("Running requests at most (default: from the pool).",
+                                                   "--max-running-requests")]
+MaxTotalTokensOpt = Annotated[int | None, _sgl("Cap on the pool's tokens.", "--max-total-tokens")]
+PageSizeOpt = Annotated[int | None, _sgl("Tokens per page (default 1; 64 with trtllm_mha).", "--page-size")]
+SglTpOpt = Annotated[int | None, _sgl("Tensor parallel size (SGLang's --tp-size).", "--tp", "--tp-size")]
+SglDpOpt = Annotated[int | None, _sgl("Data-parallel size (SGLang's --dp-size): replicas, or attention-DP groups "
+                                      "with --enable-dp-attention.", "--dp", "--dp-size")]
+EnableDpAttentionOpt = Annotated[bool | None, _sgl("Attention data parallelism over --dp groups.",
+                                                   "--enable-dp-attention")]
+ContextLengthOpt = Annotated[int | None, _sgl("Context length (default: the model's).", "--context-length")]
+
+# fit's options that mean something only under vLLM's rules (refused with --engine sglang, not ignored).
+_SHARED = frozenset({"model", "gpu", "gpus_file", "gpu_total_bytes", "kv_cache_dtype", "revision", "weights_memory",
+                     "trust_remote_code", "json_", "engine", "sglang_cmd", "mem_fraction_static",
+                     "chunked_prefill_size", "max_running_requests", "max_total_tokens", "page_size", "sgl_tp",
+                     "sgl_dp", "enable_dp_attention", "context_length"})
+SGLANG_ONLY = ("mem_fraction_static", "chunked_prefill_size", "max_running_requests", "max_total_tokens",
+               "page_size", "sgl_tp", "sgl_dp", "enable_dp_attention", "context_length", "sglang_cmd")
+
+
+def wants_sglang(params: dict[str, Any]) -> bool:
+    """Whether fit runs SGLang's rules; an SGLang flag without them is refused."""
+    from kvplan.errors import InvalidParameter
+
+    engine = (params.get("engine") or "vllm").lower()
+    if engine not in ("vllm", "sglang"):
+        raise InvalidParameter(f"--engine must be vllm or sglang, got {params.get('engine')!r}")
+    if params.get("sglang_cmd") is not None:
+        return True
+    if engine == "vllm":
+        given = [n for n in SGLANG_ONLY if params.get(n) is not None]
+        if given:
+            flag = "--" + given[0].removeprefix("sgl_").replace("_", "-")
+            raise InvalidParameter(f"{flag} is an SGLang flag", hint="add --engine sglang")
+    return engine == "sglang"
+
+
+def _deployment(params: dict[str, Any], pasted: dict[str, str | bool]) -> Any:
+    from kvplan.errors import InvalidParameter
+    from kvplan.sglang.defaults import SglangDeployment
+
+    fields: dict[str, Any] = {}
+
+    def take(field: str, typed: Any, dest: str, cast: Any) -> None:
+        value = typed if typed is not None else pasted.get(dest)
+        if value is None:
+            return
+        try:
+            fields[field] = cast(value)
+        except (TypeError, ValueError):
+            raise InvalidParameter(f"--{dest.replace('_', '-')}: invalid value {value!r}") from None
+
+    take("tp", params.get("sgl_tp"), "tp_size", int)
+    take("pp", None, "pp_size", int)
+    take("dp", params.get("sgl_dp"), "dp_size", int)
+    take("ep", None, "ep_size", int)
+    take("enable_dp_attention", params.get("enable_dp_attention"), "enable_dp_attention", bool)
+    take("mem_fraction_static", params.get("mem_fraction_static"), "mem_fraction_static", float)
+    take("chunked_prefill_size", params.get("chunked_prefill_size"), "chunked_prefill_size", int)
+    take("max_prefill_tokens", None, "max_prefill_tokens", int)
+    take("max_running_requests", params.get("max_running_requests"), "max_running_requests", int)
+    take("max_total_tokens", params.get("max_total_tokens"), "max_total_tokens", int)
+    take("page_size", params.get("page_size"), "page_size", int)
+    take("kv_cache_dtype", params.get("kv_cache_dtype"), "kv_cache_dtype", str)
+    take("context_length", params.get("context_length"), "context_length", int)
+    take("attention_backend", None, "attention_backend", str)
+    take("cuda_graph_max_bs", None, "cuda_graph_max_bs_decode", int)
+    take("disable_cuda_graph", None, "disable_cuda_graph", bool)
+    take("speculative_algorithm", None, "speculative_algorithm", str)
+    take("trust_remote_code", params.get("trust_remote_code"), "trust_remote_code", bool)
+    attn_dp = pasted.get("attn_dp_size")
+    if attn_dp is not None:  # the new spelling of --dp N --enable-dp-attention
+        fields.update(dp=int(attn_dp), enable_dp_attention=True)
+    return SglangDeployment(**fields)
+
+
+def run_sglang_fit(params: dict[str, Any]) -> None:
+    """Plan one deployment with SGLang's rules and print it (exit 1 when SGLang would not start)."""
+    from kvplan.cli.console import err, out, print_json
+    from kvplan.errors import InvalidParameter
+
+    refused = [n for n, v in params.items() if n not in _SHARED and v not in (None, False)]
+    if refused:
+        flag = "--" + refused[0].replace("_", "-")
+        raise InvalidParameter(f"{flag} is a vLLM flag: --engine sglang plans with SGLang's flags",
+                               hint="see `kvplan fit --help`, Deployment (SGLang's flags)")
+    pasted: dict[str, str | bool] = {}
+    model = params.get("model")
+    json_ = bool(params.get("json_"))
+    if params.get("sglang_cmd") is not None:
+        from kvplan.sglang.command_line import parse_sglang_command
+
+        cmd = parse_sglang_command(str(params["sglang_cmd"]))
+        pasted = cmd.options
+        model = model or cmd.model
+        if not json_:
+            if cmd.ignored:
+                err().print(f"Note: ignored SGLang flags that do not change the KV plan: {' '.join(cmd.ignored)}",
+                            markup=False)
+            for line in cmd.unmodelled:
+                err().print(f"Warning: not modelled: {line}", markup=False)
+    if not model:
+        raise InvalidParameter('a model is needed: kvplan fit MODEL --engine sglang (or --sglang-cmd '
+                               '"python -m sglang.launch_server --model-path MODEL …")')
+    if params.get("gpu") is None:
+        raise InvalidParameter("--engine sglang needs --gpu (the GPU sweep is vLLM's only, for now)")
+    report = _plan(str(model), params, _deployment(params, pasted), quiet=json_)
+    if json_:
+        from kvplan.render.json import dumps
+
+        print_json(dumps("fit-sglang", report))
+    else:
+        from kvplan.render.sglang_fit import render_sglang_fit
+
+        out().print(render_sglang_fit(report))
+    if not report.fits:
+        from kvplan.cli.exit_codes import EXIT_CHECK_FAILED
+
+        raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _plan(model: str, params: dict[str, Any], dep: Any, *, quiet: bool) -> Any:
+    from kvplan.cli.common import load_model_with_weights
+    from kvplan.hardware import gpus
+    from kvplan.sglang.fit import plan_sglang_fit
+    from kvplan.units import parse_bytes
+    from kvplan.vllm.memory.weights import estimate_weights
+
+    spec, stored = load_model_with_weights(model, params.get("revision"), quiet=quiet)
+    chip = gpus.get_gpu(str(params["gpu"]), params.get("gpus_file"))
+    if params.get("gpu_total_bytes") is not None:
+        chip = chip.with_cuda_total(parse_bytes(params["gpu_total_bytes"], what="--gpu-total-bytes"))
+    if params.get("weights_memory") is not None:
+        w = parse_bytes(params["weights_memory"], what="--weights-memory")
+        low, high = w, w
+    else:
+        term = estimate_weights(spec, tp=dep.tp, pp=dep.pp, arch=chip.arch,
+                                total_bytes=stored.bytes if stored else None)
+        w, low, high = term.bytes, term.low_bytes, term.high_bytes
+    return plan_sglang_fit(spec, chip, dep, weights_bytes=w, weights_range=(low, high))
