@@ -51,8 +51,8 @@ EPILOG = """Examples:
 
   kvplan fit deepseek-ai/DeepSeek-V3 --gpu h200 --engine sglang --tp 8 --dp 8 --enable-dp-attention
 
-Exit status: 0 vLLM (or SGLang, with --engine sglang) starts; 1 it would not start (a capacity verdict, as in `kvplan check`), or, without
---gpu, no catalog GPU serves the model; 2 bad input.
+Exit status: 0 vLLM (SGLang, with --engine sglang) starts; 1 it would not start (a capacity verdict, as in
+`kvplan check`), or, without --gpu, no catalog GPU serves the model; 2 bad input.
 """
 
 
