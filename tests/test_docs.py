@@ -106,6 +106,7 @@ JSON_EXAMPLES = {
     "size": ["size", "tests/fixtures/configs/Qwen--Qwen2.5-7B"],
     "fit": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100"],
     "fit-sweep": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B"],
+    "fit-sglang": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100", "--engine", "sglang"],
     "roofline": ["roofline", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100"],
     "gpus": ["gpus"],
     "diagnose": ["diagnose", "examples/metrics.prom"],

@@ -133,6 +133,10 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         token_range = (lo, hi)
     tokens = pool.max_total_num_tokens if pool else 0
     reqs = pool.max_running_requests if pool else 0
+    if defaults.attn_dp_size > 1 and measured is None:
+        notes.append(f"weights are estimated as {dep.tp} tensor-parallel shards; under attention DP SGLang splits "
+                     f"the attention weights over attention-TP {defaults.attn_tp_size} only (more per GPU), "
+                     "not counted here")
     notes.append("the CUDA graphs, activations and request table must fit in the slack pre × (1 − "
                  f"mem_fraction_static) = {budget.slack_gib:.2f} GiB: SGLang's heuristic, not checked here")
     return SglangFit(

@@ -1,0 +1,178 @@
+"""SGLang 0.5.23's rules (kvplan/sglang/) pinned to SGLang's own code (the oracle's goldens) and to public logs."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kvplan.errors import InvalidParameter, ParseError
+from kvplan.hardware.gpus import get_gpu
+from kvplan.model.config import parse_config
+from kvplan.sglang.budget import FreeMemory, profile_budget, refusal_text
+from kvplan.sglang.command_line import parse_sglang_command
+from kvplan.sglang.defaults import SglangDeployment, decode_graph_batch_sizes, prefill_graph_batch_sizes
+from kvplan.sglang.fit import plan_sglang_fit
+from kvplan.sglang.pool import geometry, kv_dtype_name, size_pool
+
+sys.path.insert(0, str(Path(__file__).parent))
+import sglang_goldens  # noqa: E402
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LOGS = yaml.safe_load((FIXTURES / "sglang" / "startup-logs.yaml").read_text())
+CASES = sglang_goldens.load_cases()
+
+
+def _spec(rel: str) -> object:
+    path = FIXTURES / rel / "config.json"
+    return parse_config(json.loads(path.read_text()), name=path.parent.name)
+
+
+@pytest.mark.parametrize("case", CASES, ids=[c["id"] for c in CASES])
+def test_every_oracle_case_is_exact_or_refused(case: dict[str, object]) -> None:
+    outcome = sglang_goldens.replay(case)
+    assert outcome.mismatches == []
+
+
+def test_golden_counts_exact_refused_wrong() -> None:
+    counts: Counter[str] = Counter()
+    for case in CASES:
+        o = sglang_goldens.replay(case)
+        counts["wrong" if o.mismatches else "refused" if o.fit is None else "exact"] += 1
+    assert counts["wrong"] == 0
+    assert counts["exact"] >= 0.9 * len(CASES)
+    # The refusals are the pools this slice does not model, each refused with its reason.
+    refused = {c["model"] for c in CASES if sglang_goldens.replay(c).fit is None}
+    assert refused <= {"Qwen--Qwen3-Next-80B-A3B-Instruct-FP8", "deepseek-ai--DeepSeek-V3.2", "openbmb--MiniCPM3-4B"}
+
+
+def test_goldens_cover_gpus_tp_and_attention_dp() -> None:
+    assert {c["gpu"] for c in CASES} == {"h100", "h200", "b200", "a100-80"}
+    assert {c["tp"] for c in CASES} == {1, 2, 4, 8}
+    assert any("--enable-dp-attention" in c["flags"] for c in CASES)
+    assert any("refusal" in c.get("pool", {}) for c in CASES)  # SGLang's startup refusal is pinned too
+
+
+@pytest.mark.parametrize("log", LOGS["pool_logs"], ids=[f"row{x['row']}" for x in LOGS["pool_logs"]])
+def test_public_logs_token_count_and_kv_sizes(log: dict[str, object]) -> None:
+    spec = _spec(str(log["config"]))
+    geo = geometry(spec, attn_tp=int(str(log["tp"])), kv_dtype=kv_dtype_name("auto", spec))
+    n, page = int(str(log["tokens"])), int(str(log["page_size"]))
+    for budget in (n * geo.cell_bytes, (n + page) * geo.cell_bytes - 1):  # the interval the log's N implies
+        pool = size_pool(geo, budget, page_size=page, context_len=40960)
+        assert pool.max_total_num_tokens == n
+        assert round(pool.k_bytes / 2**30, 2) == log["k_gb"]
+        assert round(pool.v_bytes / 2**30, 2) == log["v_gb"]
+        assert f"#tokens: {n}, K size: {log['k_gb']:.2f} GB, V size: {log['v_gb']:.2f} GB" in pool.log_line
+
+
+def test_public_refusal_log_minimum_fraction() -> None:
+    log = LOGS["refusal_logs"][0]
+    b = profile_budget(avail_gib=log["avail_gib"], pre_gib=log["pre_gib"],
+                       mem_fraction_static=log["mem_fraction_static"])
+    assert b.budget_bytes is None and b.refusal is not None
+    assert abs(b.minimum_fraction - log["minimum_fraction"]) < 0.001
+    assert b.refusal.startswith("Loaded weights leave no GPU memory for the KV cache under "
+                                "--mem-fraction-static=0.88. Raise --mem-fraction-static above 0.912 (minimum "
+                                "viable = 1 - available/pre = 0.9112).")
+
+
+def test_refusal_text_is_sglangs() -> None:
+    assert refusal_text(0.83, 10.0, 80.0) == (
+        "Loaded weights leave no GPU memory for the KV cache under --mem-fraction-static=0.83. Raise "
+        "--mem-fraction-static above 0.875 (minimum viable = 1 - available/pre = 0.8750). If using speculative "
+        "decoding, draft weights are now counted.")
+
+
+@pytest.mark.parametrize(("gpu", "config", "dep", "fraction"), [
+    # The oracle's recorded runs (shared sglang-oracle results/*.json), SGLang 0.5.23.
+    ("h100-sxm", "configs/Qwen--Qwen2.5-7B", SglangDeployment(tp=1), 0.83),
+    ("h100-sxm", "configs/Qwen--Qwen2.5-7B", SglangDeployment(tp=8), 0.812),
+    ("h200", "configs/deepseek-ai--DeepSeek-V3", SglangDeployment(tp=8), 0.886),
+    ("h200", "configs/deepseek-ai--DeepSeek-V3", SglangDeployment(tp=8, dp=8, enable_dp_attention=True), 0.758),
+    ("mi300x", "configs/Qwen--Qwen2.5-7B", SglangDeployment(tp=1), 0.73695),  # 0.867 × 0.85 (aiter, ctx > 8192)
+    ("mi355x", "configs/Qwen--Qwen2.5-7B", SglangDeployment(tp=1), 0.77435),  # 0.911 × 0.85
+])
+def test_mem_fraction_static_matches_the_oracle_runs(gpu: str, config: str, dep: SglangDeployment,
+                                                      fraction: float) -> None:
+    fit = plan_sglang_fit(_spec(config), get_gpu(gpu), dep, weights_bytes=0, weights_range=(0, 0),  # type: ignore[arg-type]
+                          measured=FreeMemory(70.0, 60.0, (70.0, 70.0), (60.0, 60.0), "given"))
+    assert fit.defaults.mem_fraction_static == pytest.approx(fraction, abs=1e-9)
+
+
+def test_oracle_run_qwen_h100_pool_at_60e9_bytes() -> None:
+    # results/qwen2.5-7b_h100_tp1.json: 1,046,316 tokens, 4087 requests, K 27.94 GB
+    spec = _spec("configs/Qwen--Qwen2.5-7B")
+    pool = size_pool(geometry(spec, attn_tp=1, kv_dtype="bfloat16"), 60_000_000_000, page_size=1,  # type: ignore[arg-type]
+                     context_len=131072)
+    assert (pool.max_total_num_tokens, pool.max_running_requests) == (1046316, 4087)
+    assert pool.log_line == ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1046316, K size: 27.94 GB, "
+                             "V size: 27.94 GB")
+
+
+def test_graph_batch_size_lists() -> None:
+    assert len(decode_graph_batch_sizes(256)) == 36 and len(decode_graph_batch_sizes(512)) == 52
+    assert len(prefill_graph_batch_sizes(8192)) == 58 and len(prefill_graph_batch_sizes(16384)) == 74
+
+
+def test_pasted_launch_server_line_reads_sglang_flags() -> None:
+    cmd = parse_sglang_command("SGLANG_X=1 HF_TOKEN=hf_abc python -m sglang.launch_server --model-path "
+                               "deepseek-ai/DeepSeek-V3 --tp 8 --dp=8 --enable-dp-attention --mem-fraction-static 0.8 "
+                               "--api-key sk-secret --host 0.0.0.0 --trust-remote-code")
+    assert cmd.model == "deepseek-ai/DeepSeek-V3"
+    assert cmd.options == {"tp_size": "8", "dp_size": "8", "enable_dp_attention": True, "mem_fraction_static": "0.8"}
+    assert "--api-key ***" in cmd.ignored and "sk-secret" not in " ".join(cmd.ignored)
+    assert cmd.env == {"SGLANG_X": "1"}
+
+
+def test_pasted_line_refuses_what_argparse_refuses() -> None:
+    with pytest.raises(ParseError, match="ambiguous option: --pp could match"):
+        parse_sglang_command("python -m sglang.launch_server --model-path m --pp 2")
+    with pytest.raises(ParseError, match="ambiguous option: --cuda-graph-max-bs"):
+        parse_sglang_command("python -m sglang.launch_server --model-path m --cuda-graph-max-bs 128")
+    with pytest.raises(ParseError, match="unrecognized arguments: --max-model-len"):
+        parse_sglang_command("python -m sglang.launch_server --model-path m --max-model-len 4096")
+
+
+def test_unmodelled_pools_are_refused_with_the_reason() -> None:
+    spec = _spec("configs/Qwen--Qwen3-Next-80B-A3B-Instruct")
+    with pytest.raises(InvalidParameter, match="Mamba"):
+        plan_sglang_fit(spec, get_gpu("h100"), SglangDeployment(tp=4), weights_bytes=0,  # type: ignore[arg-type]
+                        weights_range=(0, 0))
+
+
+def _kvplan(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kvplan", *args], capture_output=True, text=True, check=False)
+
+
+def test_cli_fit_engine_sglang_json_kind_and_engine() -> None:
+    r = _kvplan("fit", str(FIXTURES / "configs/Qwen--Qwen2.5-7B"), "--gpu", "h100", "--engine", "sglang", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "fit-sglang" and doc["engine"] == "sglang" and doc["sglang_version"] == "0.5.23"
+    assert doc["defaults"]["mem_fraction_static"] == 0.83
+    assert doc["pool"]["log_line"].startswith("KV Cache is allocated. dtype: torch.bfloat16, #tokens: ")
+
+
+def test_cli_says_which_engine_and_refuses_mixed_flags() -> None:
+    r = _kvplan("fit", "--sglang-cmd", f"python -m sglang.launch_server --model-path "
+                f"{FIXTURES / 'configs/Qwen--Qwen2.5-7B'} --tp 2 --context-length 8192", "--gpu", "h100")
+    assert r.returncode == 0, r.stderr
+    assert "engine: SGLang 0.5.23" in " ".join(r.stdout.split())
+    r = _kvplan("fit", str(FIXTURES / "configs/Qwen--Qwen2.5-7B"), "--gpu", "h100", "--mem-fraction-static", "0.8")
+    assert r.returncode == 2 and "Error: --mem-fraction-static is an SGLang flag" in r.stderr
+    r = _kvplan("fit", str(FIXTURES / "configs/Qwen--Qwen2.5-7B"), "--gpu", "h100", "--engine", "sglang",
+                "--max-model-len", "4096")
+    assert r.returncode == 2 and "--max-model-len is a vLLM flag" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_startup_refusal_is_exit_1() -> None:
+    r = _kvplan("fit", str(FIXTURES / "configs/meta-llama--Meta-Llama-3.1-70B"), "--gpu", "h100", "--engine",
+                "sglang", "--json")
+    assert r.returncode == 1
+    doc = json.loads(r.stdout)
+    assert doc["fits"] is False and doc["startup"].startswith("Loaded weights leave no GPU memory for the KV cache")
