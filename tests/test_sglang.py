@@ -176,3 +176,16 @@ def test_cli_startup_refusal_is_exit_1() -> None:
     assert r.returncode == 1
     doc = json.loads(r.stdout)
     assert doc["fits"] is False and doc["startup"].startswith("Loaded weights leave no GPU memory for the KV cache")
+
+
+def test_public_log_row3_end_to_end_within_the_estimated_range() -> None:
+    # sglang PR #11716: Llama-3.x-70B on 8 × H200, SGLang's defaults, logged #tokens 2,795,207. The whole chain
+    # (fraction 0.893, kvplan's weights and baseline estimates, budget, pool) lands within 0.5% and its range
+    # holds the log. Not independent of the baseline: its multi-GPU high end (2.43 GiB) is this log's.
+    log = next(x for x in LOGS["pool_logs"] if x["row"] == 3)
+    r = _kvplan("fit", str(FIXTURES / str(log["config"])), "--gpu", "h200", "--engine", "sglang", "--tp", "8", "--json")
+    doc = json.loads(r.stdout)
+    assert doc["defaults"]["mem_fraction_static"] == 0.893
+    low, high = doc["max_total_num_tokens_range"]
+    assert low <= log["tokens"] <= high
+    assert abs(doc["max_total_num_tokens"] / log["tokens"] - 1) < 0.005

@@ -176,11 +176,34 @@ def default_attention_backend(*, platform: Platform, sm_major: int | None, use_m
     return "triton"
 
 
+# arg_groups/model_overrides/deepseek_v2.py:_deepseek_family_overrides registers these; without DSA, on SM100
+# it sets attention_backend trtllm_mla when no backend is given.
+DEEPSEEK_FAMILY = frozenset({
+    "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "KimiK25ForConditionalGeneration", "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM", "Glm5NextForConditionalGeneration", "HYV4ForCausalLM",
+    "HYV4ForCausalLMNextN", "LongcatFlashForCausalLM", "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM",
+})
+
+
+def model_attention_backend(architecture: str, *, platform: Platform, sm_major: int | None) -> str | None:
+    """A model override's backend when none is given (None: get_default_attn_backend decides)."""
+    if architecture in DEEPSEEK_FAMILY and platform == "cuda" and sm_major == 10:
+        return "trtllm_mla"  # model_overrides/deepseek_v2.py:_deepseek_family_overrides (DeepSeek V3/R1/V3.1)
+    if architecture == "Olmo2ForCausalLM":  # model_overrides/olmo2.py:_olmo2_overrides
+        if platform == "cuda" and sm_major == 10:
+            return "trtllm_mha"
+        return "fa3" if platform == "cuda" and (sm_major or 0) >= 8 else "triton"
+    return None
+
+
 def default_page_size(backend: str, given: int | None) -> int:
     """arg_groups/overrides.py:_page_size_default (1 on CUDA and HIP) and the backend constraints of
-    arg_groups/attention_hook.py: trtllm_mha keeps 16/32/64/128, else 64 (_trtllm_mha_page_constraint)."""
+    arg_groups/attention_hook.py: trtllm_mha keeps 16/32/64/128, else 64 (_trtllm_mha_page_constraint);
+    trtllm_mla keeps 32/64, else 64 (overrides.py:_mla_backend_page_constraints)."""
     if backend == "trtllm_mha":
         return given if given in (16, 32, 64, 128) else 64
+    if backend == "trtllm_mla":
+        return given if given in (32, 64) else 64
     return 1 if given is None else given
 
 
@@ -212,7 +235,8 @@ def mem_fraction_from_reserve(gpu_mem_mib: int | None, *, chunk: int, tp: int, p
 
 
 def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform: Platform, sm_major: int | None,
-                     use_mla: bool, kv_heads: int, context_len: int, llama2_path: bool = False) -> ServerDefaults:
+                     use_mla: bool, kv_heads: int, context_len: int, llama2_path: bool = False,
+                     architecture: str = "") -> ServerDefaults:
     """The resolved server arguments of one deployment (see the module docstring for the order)."""
     tier = gpu_tier(gpu_mem_mib)
     chunk = dep.chunked_prefill_size if dep.chunked_prefill_size is not None else tier.chunked_prefill_size
@@ -232,8 +256,9 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     if llama2_path:
         prefill_max = min(prefill_max, 4096)  # "For Llama2 series models, max_bs is limited to 4096."
     prefill_sizes = prefill_graph_batch_sizes(prefill_max)
-    backend = dep.attention_backend or default_attention_backend(
-        platform=platform, sm_major=sm_major, use_mla=use_mla, kv_heads=kv_heads, tp=dep.tp)
+    backend = (dep.attention_backend or model_attention_backend(architecture, platform=platform, sm_major=sm_major)
+               or default_attention_backend(platform=platform, sm_major=sm_major, use_mla=use_mla, kv_heads=kv_heads,
+                                            tp=dep.tp))
     if dep.mem_fraction_static is not None:
         fraction, source, reserved = dep.mem_fraction_static, "given", None
     else:
@@ -246,17 +271,22 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     if backend == "aiter" and context_len > AITER_LONG_CONTEXT:
         fraction *= AITER_FRACTION_SCALE  # also a given value (SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION unset)
         source += " × 0.85 (aiter, context > 8192: attention_hook.py)"
+    prefill_kept = prefill_on
+    if backend == "trtllm_mla" and dep.attention_backend is None:
+        # cuda_graph_hook.py:_disable_prefill_cuda_graph_for_deepseek_trtllm_mla, after the fraction was set.
+        prefill_kept = False
     attn_dp = dep.attn_dp_size
     if attn_dp > 1:
         # parallel_hook.py:handle_data_parallelism; prefill graphs re-derived from the divided chunk.
         chunk //= attn_dp
+    if attn_dp > 1 and prefill_kept:
         prefill_sizes = prefill_graph_batch_sizes(min(prefill_max, chunk))
         prefill_max = min(prefill_max, chunk)
     return ServerDefaults(
         gpu_memory_mib=gpu_mem_mib, platform=platform, mem_fraction_static=fraction, mem_fraction_source=source,
         reserved_mib=reserved, chunked_prefill_size=chunk, max_prefill_tokens=dep.max_prefill_tokens,
         decode_graph_max_bs=max_bs, decode_graph_sizes=len(decode_sizes),
-        prefill_graph="breakable" if prefill_on else "disabled", prefill_graph_max_bs=prefill_max,
+        prefill_graph="breakable" if prefill_kept else "disabled", prefill_graph_max_bs=prefill_max,
         prefill_graph_sizes=len(prefill_sizes), attention_backend=backend,
         page_size=default_page_size(backend, dep.page_size), attn_dp_size=attn_dp, attn_tp_size=dep.attn_tp_size,
         schedule_conservativeness=0.3 if attn_dp > 1 else 1.0)

@@ -101,7 +101,8 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     ctx = context_length(spec, dep.context_length)
     defaults = resolve_defaults(dep, gpu_mem_mib=gpu_memory_mib(chip), platform=platform,  # type: ignore[arg-type]
                                 sm_major=sm, use_mla=use_mla, kv_heads=spec.num_kv_heads, context_len=ctx,
-                                llama2_path="llama-2" in spec.name.lower())
+                                llama2_path="llama-2" in spec.name.lower(),
+                                architecture=spec.architectures[0] if spec.architectures else "")
     kv_dtype = kv_dtype_name(dep.kv_cache_dtype, spec)
     geo = geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype)
     world = dep.tp * dep.pp
