@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 from kvplan.errors import InvalidParameter
 from kvplan.hardware.gpus import get_gpu
-from kvplan.model.config import parse_config
+from kvplan.model.hub import load_local
 from kvplan.sglang.budget import FreeMemory
 from kvplan.sglang.defaults import SglangDeployment
 from kvplan.sglang.fit import SglangFit, plan_sglang_fit
@@ -49,12 +50,13 @@ def deployment(case: dict[str, Any]) -> SglangDeployment:
     return SglangDeployment(**kw)
 
 
+@cache
 def model_spec(name: str) -> Any:
-    """The case's model, parsed from the committed config."""
+    """The case's model, read from the committed config (with its hf_quant_config.json) as the CLI reads it."""
     for base in ("corpus/configs", "configs"):
-        path = FIXTURES / base / name / "config.json"
-        if path.exists():
-            return parse_config(json.loads(path.read_text()), name=name)
+        path = FIXTURES / base / name
+        if (path / "config.json").exists():
+            return load_local(str(path))
     raise FileNotFoundError(name)
 
 

@@ -3,9 +3,10 @@
 
     . /work/venv/bin/activate; export PYTHONPATH=$PWD
     python tools/sglang_oracle/regen.py --oracle /work/shared/tools/sglang-oracle \
-        --venv /work/oracle/sglang/venv [--gpus h100,h200,b200,a100-80]
+        --venv /work/oracle/sglang/venv --corpus [--gpus h100,h200,b200,a100-80]
 
-1. For each case (MODELS × GPU × TP 1/2/4/8, attention DP at TP 8, a few flag variants) it writes the
+1. For each case (MODELS × GPU × TP 1/2/4/8, with --corpus every other corpus config at TP 1 and 8;
+   attention DP at TP 8; a few flag variants) it writes the
    free memory SGLang would measure before and after the weights (kvplan's estimate: the inputs
    `--avail-gib` / `--pre-gib`, recorded with the case; the goldens pin SGLang's arithmetic on them, not
    the estimate).
@@ -61,26 +62,42 @@ def model_dir(name: str) -> Path:
 
 def case_inputs(name: str, gpu: str, tp: int, world: int) -> dict[str, float] | None:
     """kvplan's estimate of (avail, pre) GiB for the case, or None where it cannot estimate the weights."""
+    from kvplan.errors import KvplanError
     from kvplan.hardware.gpus import get_gpu
-    from kvplan.model.config import parse_config
+    from kvplan.model.hub import load_local
     from kvplan.sglang.budget import estimate_free_memory
     from kvplan.vllm.memory.weights import estimate_weights
 
-    spec = parse_config(json.loads((model_dir(name) / "config.json").read_text()), name=name)
+    try:
+        spec = load_local(str(model_dir(name)))
+    except KvplanError:
+        return None  # kvplan cannot read the config at all: no SGLang case
     if spec.weights_unknown:
         return None
     chip = get_gpu(GPUS[gpu])
-    w = estimate_weights(spec, tp=tp, pp=1, arch=chip.arch)
+    try:
+        w = estimate_weights(spec, tp=tp, pp=1, arch=chip.arch)
+    except KvplanError:
+        return None
     free = estimate_free_memory(cuda_total_bytes=chip.cuda_total_bytes, weights_bytes=w.bytes,
                                 weights_range=(w.low_bytes, w.high_bytes), world=world)
     return {"avail_gib": round(free.avail_gib, 4), "pre_gib": round(free.pre_gib, 4)}
 
 
-def build_cases(gpus: list[str]) -> list[dict[str, object]]:
+def corpus_models() -> list[str]:
+    """Every corpus config (tests/fixtures/corpus/configs) not already in MODELS: sized at TP 1 and 8."""
+    names = sorted(p.parent.name for p in (ROOT / "tests/fixtures/corpus/configs").glob("*/config.json"))
+    return [n for n in names if n not in MODELS]
+
+
+def build_cases(gpus: list[str], corpus: bool = False) -> list[dict[str, object]]:
     cases: list[dict[str, object]] = []
+    plan = [(name, (1, 2, 4, 8)) for name in MODELS]
+    if corpus:
+        plan += [(name, (1, 8)) for name in corpus_models()]
     for gpu in gpus:
-        for name in MODELS:
-            for tp in (1, 2, 4, 8):
+        for name, tps in plan:
+            for tp in tps:
                 flag_sets = [[]] + ([["--dp", "8", "--enable-dp-attention"]] if tp == 8 else [])
                 flag_sets += VARIANTS.get((name, tp), [])
                 for flags in flag_sets:
@@ -127,9 +144,10 @@ def main() -> int:
     ap.add_argument("--oracle", required=True)
     ap.add_argument("--venv", required=True)
     ap.add_argument("--gpus", default=",".join(GPUS))
+    ap.add_argument("--corpus", action="store_true", help="also every other corpus config at TP 1 and 8")
     a = ap.parse_args()
     gpus = a.gpus.split(",")
-    cases = build_cases(gpus)
+    cases = build_cases(gpus, corpus=a.corpus)
     by_id = {c["id"]: c for c in cases}
     old = json.loads(OUT.read_text())["cases"] if OUT.exists() else []
     kept = [c for c in old if c["gpu"] not in gpus]
