@@ -36,7 +36,7 @@ def report(points: Sequence[MeasuredPoint], cal: sm.SpeedCalibration) -> list[st
     for p in points:
         o = p.observation
         pred = sm.predict_s(o, cal)
-        _, _, over, _ = cal.for_gpu(o.arch, o.link)
+        _, _, over, _ = cal.for_gpu(o.arch, o.link, o.engine)
         lo, hi = pred * over.ratio_low, pred * over.ratio_high
         err = (pred - o.measured_s) / o.measured_s
         inside = lo <= o.measured_s <= hi
@@ -60,6 +60,10 @@ def calibration_source(c: sm.SpeedCalibration) -> str:
     """The fit as the Python literal speed_model.py ships (its last statement)."""
     o = c.overheads
     ids = "".join(f"        {i!r},\n" for i in c.fitted_on)
+    engines = "".join(
+        f"        {e!r}: StepOverheads(layer_s={v.layer_s!r}, moe_layer_s={v.moe_layer_s!r}, "
+        f"allreduce_s={v.allreduce_s!r},\n                          step_s={v.step_s!r}, request_s={v.request_s!r}, "
+        f"ratio_low={v.ratio_low!r}, ratio_high={v.ratio_high!r}),\n" for e, v in c.engine_overheads.items())
     return (f"CALIBRATION = SpeedCalibration(\n"
             f"    bandwidth_efficiency={dict(c.bandwidth_efficiency)!r},\n"
             f"    compute_efficiency={dict(c.compute_efficiency)!r},\n"
@@ -71,6 +75,7 @@ def calibration_source(c: sm.SpeedCalibration) -> str:
             f'(tests/fixtures/data/roofline-measured.yaml)"),\n'
             f"    fitted_on=(\n{ids}    ),\n"
             f"    kv_bandwidth_efficiency={dict(c.kv_bandwidth_efficiency)!r},\n"
+            f"    engine_overheads={{\n{engines}    }},\n"
             f")\n").replace("'", '"')
 
 
