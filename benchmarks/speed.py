@@ -32,6 +32,7 @@ def bound_s(obs: sm.Observation) -> float:
 def report(points: Sequence[MeasuredPoint], cal: sm.SpeedCalibration) -> list[str]:
     lines = [f"{'point':44} {'half':5} {'bound':>9} {'pred':>9} {'range':>19} {'meas':>9} {'err':>7}  in"]
     errors: dict[tuple[str, str], list[float]] = {}
+    inside_range: dict[str, list[bool]] = {}
     beaten = 0
     for p in points:
         o = p.observation
@@ -43,6 +44,8 @@ def report(points: Sequence[MeasuredPoint], cal: sm.SpeedCalibration) -> list[st
         beaten += o.measured_s < bound_s(o)
         errors.setdefault((p.half, p.cls), []).append(err)
         errors.setdefault((p.half, "all"), []).append(err)
+        errors.setdefault((p.half, "engine " + o.engine), []).append(err)
+        inside_range.setdefault(p.half, []).append(inside)
         lines.append(f"{p.id:44} {p.half[:5]:5} {bound_s(o) * 1e3:9.2f} {pred * 1e3:9.2f} "
                      f"{lo * 1e3:9.2f}…{hi * 1e3:<9.2f} {o.measured_s * 1e3:9.2f} {err:+7.1%}  "
                      f"{'yes' if inside else 'NO'}")
@@ -52,6 +55,8 @@ def report(points: Sequence[MeasuredPoint], cal: sm.SpeedCalibration) -> list[st
         a = [abs(e) for e in errs]
         lines.append(f"{half:12} {cls:14} {len(errs):6} {statistics.median(a):13.1%} {max(a):10.1%} "
                      f"{statistics.median(errs):+14.1%}")
+    for half, flags in sorted(inside_range.items()):
+        lines.append(f"{half}: measured inside the predicted range on {sum(flags)} of {len(flags)}")
     lines.append(f"measured points faster than the physical bound: {beaten} of {len(points)}")
     return lines
 
