@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from kvplan.errors import BadConfig
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs
-from kvplan.model.weights import FP_BYTES, mtp_module_stored_bytes, routed_expert_bytes
+from kvplan.model.weights import FP_BYTES, expert_parallel_bytes_saved, mtp_module_stored_bytes
 from kvplan.units import GiB
 from kvplan.vllm.advice import advise_fixes
 from kvplan.vllm.architectures import served_quantization_methods
@@ -281,8 +281,7 @@ def _expert_parallel(model: ModelSpec, s: ServeSettings, term: MemoryTerm) -> Me
     """--enable-expert-parallel with DP: the routed experts are split over TP × DP ranks instead of each DP
     replica holding its TP share of all of them (layers/fused_moe/layer.py: ep_size = tp × dp, expert_map)."""
     ranks = s.tp * s.data_parallel_size
-    experts = routed_expert_bytes(model)
-    saved = experts // s.tp - experts // ranks
+    saved = expert_parallel_bytes_saved(model, tp=s.tp, ep=ranks)
     return shifted(term, -saved, f"experts split over {ranks} EP ranks -{saved / GiB:.2f} GiB")
 
 
