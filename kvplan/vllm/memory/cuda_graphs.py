@@ -260,7 +260,10 @@ def estimate_cuda_graphs(
         "estimate",
         f"{c.effective_mode()}: {piecewise} piecewise + {full} full graphs, vLLM's estimate extrapolates "
         f"{extrapolated_graphs(piecewise, full)} of them × ({CUDA_GRAPH_BYTES_PER_GRAPH / MiB:.0f} MiB{moe}) "
-        f"+ {CUDA_GRAPH_FIRST_CAPTURE_BYTES / MiB:.0f} MiB first capture (fitted on vLLM's logged estimates)",
+        f"+ {CUDA_GRAPH_FIRST_CAPTURE_BYTES / MiB:.0f} MiB first capture (fitted on vLLM's logged estimates)"
+        + ("; vLLM's extrapolation has reached tens of GiB for large MoE models on Blackwell (vllm#45178, #53013), "
+           "beyond this range: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 or fewer capture sizes bound it"
+           if moe_layers_on_worker and (arch or "").lower() == "blackwell" else ""),
     )
     return with_range(term, cuda_graph_bytes(piecewise, full, moe_layers=m, tp=tp, end="low"),
                       cuda_graph_bytes(piecewise, full, moe_layers=m, tp=tp, end="high"))
