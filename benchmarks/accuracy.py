@@ -66,7 +66,8 @@ NEW_LOGS = ROOT / "tests" / "fixtures" / "startup-logs" / "records.yaml"
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
 CORPUS = ROOT / "tests" / "fixtures" / "corpus" / "configs"  # real config.json files, sources in ../sources.yaml
 ROUNDING_GIB = 0.005  # the logs print GiB with 2 decimals
-FAMILIES = ("dense", "moe", "mla", "hybrid", "multimodal", "quantized")
+FAMILIES = ("dense", "moe", "moe_tp2+", "mla", "hybrid", "multimodal", "quantized", "pp")
+# moe_tp2+: MoE records at TP ≥ 2 (the big deployments of issue 20); pp: PP > 1 (per-stage budgets).
 
 # Record model → fixture config with the same architecture (and why it stands in).
 FIXTURE_FOR_MODEL = {
@@ -260,6 +261,8 @@ def families(rec: dict[str, Any], model: ModelSpec) -> tuple[str, ...]:
     tags = []
     if model.moe is not None:
         tags.append("moe")
+        if int(rec.get("tp") or 1) >= 2:
+            tags.append("moe_tp2+")
     if model.mla is not None:
         tags.append("mla")
     if any(layer.kind in ("mamba", "linear_attention", "gdn") for layer in model.layers):
@@ -270,6 +273,8 @@ def families(rec: dict[str, Any], model: ModelSpec) -> tuple[str, ...]:
         tags.insert(0, "dense")
     if model.quant is not None:
         tags.append("quantized")
+    if int(rec.get("pp") or 1) > 1:
+        tags.append("pp")
     return tuple(tags)
 
 

@@ -85,11 +85,6 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     """One worker's budget: PP stage `stage`, or the only one (None)."""
     batch = r.batch
     weights = _weights_term(model, gpu, s, r, spec_decode, stage)
-    # v1/worker/gpu/spec_decode/standalone_ar/speculator.py:capture is a no-op: a draft model runs eagerly.
-    eager_draft = spec_decode is not None and spec_decode.method == DRAFT_MODEL
-    workers = specs if stage is None else [specs[stage]]
-    graph_layers = max((sum(1 for x in w if not (eager_draft and x.layer >= model.num_layers)) for w in workers),
-                       default=0)
     last = stage is None or stage == s.pp - 1
     activation = (user_term("activation", s.activation_bytes, "--activation-memory")
                   if s.activation_bytes is not None
@@ -103,7 +98,7 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                  else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, s), pp=s.pp, version=r.version,
                                                              integrated=integrated, arch=gpu.arch), model, r))
     graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
-              else estimate_cuda_graphs(num_layers_on_worker=graph_layers,
+              else estimate_cuda_graphs(moe_layers_on_worker=_moe_layers_on_worker(model, s, stage), tp=s.tp,
                                         max_num_seqs=batch.max_num_seqs,
                                         max_num_batched_tokens=batch.max_num_batched_tokens,
                                         arch=gpu.arch, enforce_eager=s.enforce_eager, version=r.version,
@@ -120,6 +115,16 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp, integrated=integrated),
     )
+
+
+def _moe_layers_on_worker(model: ModelSpec, s: ServeSettings, stage: int | None) -> int:
+    """The target model's MoE layers on the worker (the busiest PP stage when `stage` is None): the part of
+    vLLM's CUDA-graph estimate that grows per layer (memory/cuda_graphs.py). A draft runs eagerly or is small."""
+    from kvplan.model.parallel import pp_layer_ranges
+
+    ranges = pp_layer_ranges(model.num_layers, s.pp)
+    counts = [sum(1 for i in r if i < len(model.layers) and model.layers[i].moe) for r in ranges]
+    return max(counts, default=0) if stage is None else counts[stage]
 
 
 def _moe_group(model: ModelSpec, s: ServeSettings) -> int:
