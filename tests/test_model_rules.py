@@ -18,7 +18,8 @@ from kvplan.model.size import size_report
 from kvplan.vllm.architectures import serving_refusal, transformers_backend_refusal
 from kvplan.vllm.backends import mm_prefix_backend
 from kvplan.vllm.defaults import VllmVersion
-from tests.conftest import CONFIGS
+from tests.conftest import CONFIGS, json_out, run_kvplan
+from tests.hubserver import HubServer, Repo
 
 CORPUS = CONFIGS.parent / "corpus" / "configs"
 runner = CliRunner()
@@ -142,3 +143,31 @@ def test_params_json_beside_config_json_says_what_vllm_would_take_instead(tmp_pa
     (tmp_path / "consolidated.safetensors").write_bytes(b"")
     assert load_local(str(tmp_path)).notes[-1].startswith("vLLM 0.33 reads params.json for this checkpoint, not "
                                                           "config.json")
+
+
+def test_a_hub_repository_with_params_json_gets_the_note(hub: HubServer, hub_env: dict[str, str]) -> None:
+    """On the Hub kvplan fetches params.json beside config.json (as it does hf_quant_config.json)."""
+    hub.state.repos["mistralai/Pixtral-12B-both"] = Repo(files={
+        "config.json": (CORPUS / "mistral-community--pixtral-12b" / "config.json").read_bytes(),
+        "params.json": (CORPUS / "mistralai--Pixtral-12B-2409" / "params.json").read_bytes()})
+    data = json_out(run_kvplan(["size", "mistralai/Pixtral-12B-both", "--json"], hub_env))
+    assert any(n.startswith("params.json is here too: vLLM 0.33 reads it instead of config.json") and
+               "max_position_embeddings 131072" in n for n in data["notes"])
+
+
+@pytest.mark.parametrize(("case", "gpu"), [("google--gemma-3-4b-it__b200-hd128", "b200"),
+                                           ("google--gemma-3-4b-it__h100-hd128", "h100-sxm")])
+def test_the_mm_prefix_fall_through_names_vllms_backend(case: str, gpu: str) -> None:
+    """vLLM 0.33's planner on gemma-3-4b-it with text_config.head_dim 128 (tests/fixtures/oracle-cuda): the
+    backend's name, block size and blocks, as kvplan plans them."""
+    from kvplan.hardware.gpus import get_gpu
+    from kvplan.vllm.fit import plan_fit
+    from kvplan.vllm.settings import ServeSettings
+
+    g = json.loads((CONFIGS.parent / "oracle-cuda" / f"{case}.json").read_text())
+    model = load_local(str(CONFIGS / "google--gemma-3-4b-it"), hf_overrides={"text_config": {"head_dim": 128}})
+    r = plan_fit(model, get_gpu(gpu), ServeSettings(kv_cache_memory_bytes=g["inputs"]["kv_cache_memory_bytes"],
+                                                    weights_bytes=0), advise=False)
+    assert ([r.attention_backend], r.block_size, r.num_gpu_blocks, r.log_line) == (
+        g["resolved"]["attn_backends"], g["resolved"]["block_size"], g["kv_cache"]["num_blocks"],
+        g["kv_cache"]["log_line"])

@@ -236,11 +236,21 @@ def load_model(source: str, revision: str | None = None, *,
         if revision:
             raise BadConfig("--revision applies to Hub models, not local paths")
         return load_local(source, hf_overrides=hf_overrides)
+    from kvplan.model import mistral_format
+
     cfg = _download(source, CONFIG_NAME, revision)
     quant_path = _optional_download(source, QUANT_CONFIG_NAME, revision)
     quant = _read_json(quant_path, QUANT_CONFIG_NAME) if quant_path else None
-    return parse_config(_read_json(cfg, f"{source}/{CONFIG_NAME}"), name=source, quant_config=quant,
+    spec = parse_config(_read_json(cfg, f"{source}/{CONFIG_NAME}"), name=source, quant_config=quant,
                         hf_overrides=hf_overrides)
+    params_path = _optional_download(source, mistral_format.PARAMS_NAME, revision)
+    if params_path is None:
+        return spec
+    # whether consolidated*.safetensors is there too would take a listing of the repository: the note says when
+    # vLLM reads params.json instead
+    note = mistral_format.params_json_note(_read_json(params_path, f"{source}/{mistral_format.PARAMS_NAME}"), spec,
+                                           vllm_reads_it=False)
+    return replace(spec, notes=(*spec.notes, note))
 
 
 def safetensors_weights(repo_id: str, revision: str | None = None) -> WeightsInfo | None:

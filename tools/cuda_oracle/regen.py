@@ -149,13 +149,12 @@ def extra_cases() -> list[Case]:
     # Issue 22: a DeepSeek-V2 config with zero qk_nope_head_dim / qk_rope_head_dim is built as plain MHA
     # (deepseek_v2.py:DeepseekV2DecoderLayer, DeepseekAttention). DeepSeek-OCR's language model is one, but its
     # vLLM class needs the tokenizer, which the fixture folder has not; DeepSeek-V2-Lite's own config gets the
-    # zero dims instead, without (`kv_lora_rank` null: use_mla off) and with its latent rank.
-    v2l = "deepseek-ai--DeepSeek-V2-Lite"
-    for suffix, more in (("mha", {"kv_lora_rank": None}), ("mha-latent", {})):
-        cases.append(Case(v2l, f"h100-{suffix}", "h100",
-                          ea("hf_overrides", {"qk_nope_head_dim": 0, "qk_rope_head_dim": 0, **more}),
-                          why="DeepSeek-V2 with qk_nope_head_dim = qk_rope_head_dim = 0 (hf_overrides): "
-                              "DeepseekAttention", set="extra"))
+    # zero dims instead (its kv_lora_rank kept: transformers 5.19's strict DeepseekV2Config refuses a null one,
+    # which only vLLM's DeepseekVLV2TextConfig allows).
+    cases.append(Case("deepseek-ai--DeepSeek-V2-Lite", "h100-mha-latent", "h100",
+                      ea("hf_overrides", {"qk_nope_head_dim": 0, "qk_rope_head_dim": 0}),
+                      why="DeepSeek-V2 with qk_nope_head_dim = qk_rope_head_dim = 0 (hf_overrides): "
+                          "DeepseekAttention", set="extra"))
     return cases
 
 
