@@ -26,9 +26,11 @@ INDEXER_QUANT_BLOCK = 128
 INDEXER_SCALE_BYTES = 4
 
 
-# Text model types built by models/deepseek_v2.py:DeepseekV2DecoderLayer (DeepseekForCausalLM / V2 / V3, and the
-# DeepSeek-VL2 / -OCR language models: transformers_utils/configs/deepseek_vl2.py:DeepseekVLV2TextConfig).
-_DEEPSEEK_DECODER_TYPES = frozenset({"deepseek", "deepseek_v2", "deepseek_v3"})
+# Text model types whose layers models/deepseek_v2.py:DeepseekV2DecoderLayer builds: DeepseekForCausalLM / V2 / V3
+# (Kimi-K2 is a DeepseekV3ForCausalLM), GlmMoeDsaForCausalLM and MistralLarge3ForCausalLM (subclasses), and the
+# DeepSeek-VL2 / -OCR language models (transformers_utils/configs/deepseek_vl2.py:DeepseekVLV2TextConfig).
+_DEEPSEEK_DECODER_TYPES = frozenset({"deepseek", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm_moe_dsa",
+                                     "mistral_large_3"})
 
 
 def deepseek_mha(c: ConfigReader, model_type: str) -> bool:
