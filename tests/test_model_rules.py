@@ -171,3 +171,12 @@ def test_the_mm_prefix_fall_through_names_vllms_backend(case: str, gpu: str) -> 
     assert ([r.attention_backend], r.block_size, r.num_gpu_blocks, r.log_line) == (
         g["resolved"]["attn_backends"], g["resolved"]["block_size"], g["kv_cache"]["num_blocks"],
         g["kv_cache"]["log_line"])
+
+
+def test_a_broken_params_json_fails_only_where_vllm_would_read_it(tmp_path: Path) -> None:
+    shutil.copy(CORPUS / "mistral-community--pixtral-12b" / "config.json", tmp_path / "config.json")
+    (tmp_path / "params.json").write_text("{not json")
+    assert load_local(str(tmp_path)).num_layers == 40  # no consolidated weights: vLLM reads config.json
+    (tmp_path / "consolidated.safetensors").write_bytes(b"")
+    with pytest.raises(BadConfig, match="params.json is not valid JSON"):
+        load_local(str(tmp_path))

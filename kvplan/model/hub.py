@@ -104,8 +104,13 @@ def load_local(source: str, *, hf_overrides: Mapping[str, Any] | None = None) ->
         return spec
     # repo_utils.py:is_mistral_model_repo: vLLM reads params.json when consolidated*.safetensors is there
     reads_params = any(folder.glob(mistral_format.CONSOLIDATED_GLOB))
-    note = mistral_format.params_json_note(_read_json(params_path, str(params_path)), spec,
-                                           vllm_reads_it=reads_params)
+    try:
+        params = _read_json(params_path, str(params_path))
+    except BadConfig:
+        if reads_params:  # the file vLLM would read is broken: say so
+            raise
+        return spec  # a broken params.json vLLM does not read changes nothing
+    note = mistral_format.params_json_note(params, spec, vllm_reads_it=reads_params)
     return replace(spec, notes=(*spec.notes, note))
 
 
@@ -248,8 +253,11 @@ def load_model(source: str, revision: str | None = None, *,
         return spec
     # whether consolidated*.safetensors is there too would take a listing of the repository: the note says when
     # vLLM reads params.json instead
-    note = mistral_format.params_json_note(_read_json(params_path, f"{source}/{mistral_format.PARAMS_NAME}"), spec,
-                                           vllm_reads_it=False)
+    try:
+        params = _read_json(params_path, f"{source}/{mistral_format.PARAMS_NAME}")
+    except BadConfig:
+        return spec  # whether vLLM reads it is not known here (no listing): kvplan plans from config.json
+    note = mistral_format.params_json_note(params, spec, vllm_reads_it=False)
     return replace(spec, notes=(*spec.notes, note))
 
 
