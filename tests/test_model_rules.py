@@ -81,7 +81,8 @@ def test_qwen2_audio_text_config_takes_qwen2config_defaults_and_says_so() -> Non
     spec = load_local(str(CORPUS / "Qwen--Qwen2-Audio-7B-Instruct"))
     assert (spec.num_layers, spec.num_attention_heads, spec.num_kv_heads, spec.head_size) == (32, 32, 32, 128)
     assert size_report(spec).kv_bytes_per_token == 524_288
-    assert any("num_hidden_layers=32" in n and "`qwen2` config class (transformers 5.19.0" in n for n in spec.notes)
+    assert any("num_hidden_layers=32" in n and "`qwen2` config class (transformers 5.19.0" in n
+               for n in spec.config_notes)
 
 
 def test_a_key_the_text_config_sets_is_never_replaced_by_a_default() -> None:
@@ -136,12 +137,12 @@ def test_params_json_beside_config_json_says_what_vllm_would_take_instead(tmp_pa
     is_mistral_model_repo), so its max_model_len is not the one config.json gives."""
     shutil.copy(CORPUS / "mistral-community--pixtral-12b" / "config.json", tmp_path / "config.json")
     shutil.copy(CORPUS / "mistralai--Pixtral-12B-2409" / "params.json", tmp_path / "params.json")
-    note = load_local(str(tmp_path)).notes[-1]
+    note = load_local(str(tmp_path)).config_notes[-1]
     assert note.startswith("params.json is here too: vLLM 0.33 reads it instead of config.json when "
                            "consolidated*.safetensors is beside it")
     assert "max_position_embeddings 131072 (kvplan's max_model_len: 1024000)" in note
     (tmp_path / "consolidated.safetensors").write_bytes(b"")
-    assert load_local(str(tmp_path)).notes[-1].startswith("vLLM 0.33 reads params.json for this checkpoint, not "
+    assert load_local(str(tmp_path)).config_notes[-1].startswith("vLLM 0.33 reads params.json for this checkpoint, not "
                                                           "config.json")
 
 
@@ -180,3 +181,11 @@ def test_a_broken_params_json_fails_only_where_vllm_would_read_it(tmp_path: Path
     (tmp_path / "consolidated.safetensors").write_bytes(b"")
     with pytest.raises(BadConfig, match="params.json is not valid JSON"):
         load_local(str(tmp_path))
+
+
+def test_fit_says_which_defaults_it_planned_with() -> None:
+    """`fit` shows the same note as `size`: the plan rests on Qwen2Config's defaults."""
+    result = runner.invoke(app, ["fit", str(CORPUS / "Qwen--Qwen2-Audio-7B-Instruct"), "--gpu", "h100", "--json"])
+    assert result.exit_code in (0, 1)
+    notes = json.loads(result.output)["notes"]
+    assert any(n.startswith("text_config leaves hidden_size=4096") for n in notes)

@@ -123,8 +123,6 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
     weights = _weights_part(c, top, model_type, hidden, num_layers, types, quant_config, blocks)
     geometry = _Geometry(heads, kv_heads, head_size, mla_dims, dtype, mla.indexer_head_size(c, mla_dims), plain_mha)
     layers, notes = _layers(c, model_type, types, geometry, weights.moe_layers, blocks)
-    if defaults_note:
-        notes.insert(0, defaults_note)
     tie = top.get("tie_word_embeddings", data.get("tie_word_embeddings"))
     modalities, towers = multimodal_parts(top, hidden)
     return ModelSpec(
@@ -148,6 +146,7 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         quant=weights.quant,
         max_model_len_source=max_len_src,
         notes=tuple(notes),
+        config_notes=(defaults_note,) if defaults_note else (),
         weights_unknown=weights.unknown,
         config_model_type=str(top.get("model_type") or "")[:128],
         config_dtype=_config_dtype(data, top),

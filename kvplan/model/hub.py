@@ -111,7 +111,7 @@ def load_local(source: str, *, hf_overrides: Mapping[str, Any] | None = None) ->
             raise
         return spec  # a broken params.json vLLM does not read changes nothing
     note = mistral_format.params_json_note(params, spec, vllm_reads_it=reads_params)
-    return replace(spec, notes=(*spec.notes, note))
+    return replace(spec, config_notes=(*spec.config_notes, note))
 
 
 def read_config(source: str, revision: str | None = None) -> dict[str, Any]:
@@ -258,7 +258,7 @@ def load_model(source: str, revision: str | None = None, *,
     except BadConfig:
         return spec  # whether vLLM reads it is not known here (no listing): kvplan plans from config.json
     note = mistral_format.params_json_note(params, spec, vllm_reads_it=False)
-    return replace(spec, notes=(*spec.notes, note))
+    return replace(spec, config_notes=(*spec.config_notes, note))
 
 
 def safetensors_weights(repo_id: str, revision: str | None = None) -> WeightsInfo | None:
