@@ -90,7 +90,7 @@ def parse_config(
 def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any] | None) -> ModelSpec:
     """parse_config's stages: the language model's config, layer geometry, then the weights-only part."""
     top = config
-    data, model_type = text_config(config)
+    data, model_type, defaults_note = text_config(config)
     if not model_type and not top.get("architectures"):
         # transformers' AutoConfig (and so vLLM) needs one of them: "Unrecognized model … Should have a
         # `model_type` key in its config.json" (e.g. mamba_ssm's native Mamba-2 configs).
@@ -113,11 +113,15 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         raise BadConfig(f"config.json: num_attention_heads ({heads}) is not a multiple of the KV heads ({kv_heads})")
     mla.refuse_unmodelled(c, model_type)
     mla_dims = mla.mla_dims(c, model_type)
-    head_size = _head_size(c, hidden, heads) if has_attention else 0
+    plain_mha = mla.deepseek_mha(c, model_type)
+    if plain_mha:  # DeepseekAttention: self.head_dim = hidden_size // self.total_num_heads
+        head_size = hidden // heads
+    else:
+        head_size = _head_size(c, hidden, heads) if has_attention else 0
     dtype = _model_dtype(data, top)
     max_len, max_len_src = _max_model_len(data, model_type)
     weights = _weights_part(c, top, model_type, hidden, num_layers, types, quant_config, blocks)
-    geometry = _Geometry(heads, kv_heads, head_size, mla_dims, dtype, mla.indexer_head_size(c, mla_dims))
+    geometry = _Geometry(heads, kv_heads, head_size, mla_dims, dtype, mla.indexer_head_size(c, mla_dims), plain_mha)
     layers, notes = _layers(c, model_type, types, geometry, weights.moe_layers, blocks)
     tie = top.get("tie_word_embeddings", data.get("tie_word_embeddings"))
     modalities, towers = multimodal_parts(top, hidden)
@@ -142,6 +146,7 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         quant=weights.quant,
         max_model_len_source=max_len_src,
         notes=tuple(notes),
+        config_notes=(defaults_note,) if defaults_note else (),
         weights_unknown=weights.unknown,
         config_model_type=str(top.get("model_type") or "")[:128],
         config_dtype=_config_dtype(data, top),
@@ -189,6 +194,7 @@ class _Geometry:
     mla: MLADims | None
     dtype: str
     indexer_head_size: int
+    deepseek_mha: bool = False  # DeepseekAttention: V as wide as K, whatever v_head_dim says
 
 
 @dataclass(frozen=True)
@@ -325,7 +331,7 @@ def _attention_layer(c: ConfigReader, model_type: str, i: int, t: str, g: _Geome
     n = c.num(*classic.LAYER_KEYS, what="num_hidden_layers")
     if t in _ATTENTION_TYPES:
         h, d = layer_kv or g.kv_heads, g.head_size
-        dv = c.opt_int("v_head_dim") or d  # MiMo-V2: V heads narrower than K
+        dv = d if g.deepseek_mha else (c.opt_int("v_head_dim") or d)  # MiMo-V2: V heads narrower than K
         global_kv, global_hd = c.opt_int("num_global_key_value_heads"), c.opt_int("global_head_dim")
         if global_kv or global_hd:  # Gemma-4: global layers have their own KV heads and head size
             h, d = global_kv or g.kv_heads, global_hd or g.head_size
@@ -351,4 +357,7 @@ def _attention_layer(c: ConfigReader, model_type: str, i: int, t: str, g: _Geome
         dv = c.opt_int("swa_v_head_dim") or d
         return LayerSpec(i, "sliding_window", num_kv_heads=h, head_size=d, head_size_v=dv, sliding_window=window,
                          num_attention_heads=c.opt_int("swa_num_attention_heads") or g.heads, moe=is_moe)
-    raise BadConfig(f"config.json: layer type {t!r} (layer {i}) is not understood by kvplan")
+    exc = BadConfig(f"config.json: layer type {t!r} (layer {i}) is not understood by kvplan")
+    if t == "recurrent":  # RecurrentGemma's RG-LRU block: no attention module
+        exc.layer_without_attention = i
+    raise exc

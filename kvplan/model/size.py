@@ -167,7 +167,7 @@ def size_report(
         num_parameters=params,
         max_model_len=model.max_model_len,
         per_request=tuple(ContextCost(n, request_kv_bytes(worst, n)) for n in context_points(model.max_model_len)),
-        notes=(*model.notes, *_tower_notes(model, analytic=weights_bytes is None)),
+        notes=(*model.config_notes, *model.notes, *_tower_notes(model, analytic=weights_bytes is None)),
     )
 
 

@@ -139,6 +139,9 @@ class ModelSpec:
     quant: QuantSpec | None = None
     max_model_len_source: str = ""
     notes: tuple[str, ...] = ()
+    # How the config was read where vLLM reads it otherwise than config.json spells it (transformers class defaults
+    # for keys a text sub-config leaves out; a params.json beside it): shown by `size` and `fit` alike.
+    config_notes: tuple[str, ...] = ()
     weights_unknown: str | None = None  # why the analytic weight count cannot be made (the KV cache can)
     config_model_type: str = ""  # the top-level config's model_type (what transformers' AutoConfig reads)
     config_dtype: str = ""  # the checkpoint's own dtype (torch_dtype), "" when it states none

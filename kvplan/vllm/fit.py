@@ -487,7 +487,7 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     )
     report = build_report(model, gpu, s, r, budget, plan, startup=startup, error=error, preemption=preempt,
                           block_size_source=bs_source,
-                          notes=[*dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,
+                          notes=[*model.config_notes, *dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,
                                  *_load_notes(s, max_len, r.batch.max_num_seqs)])
     report = replace(report, **range_fields(specs, budget, r, s, spec_decode),  # type: ignore[arg-type]
                      towers=_towers(model, s), pp_stages=_stages(specs, budget, plan),

@@ -137,6 +137,24 @@ def extra_cases() -> list[Case]:
                       set="extra"))
     cases.append(Case(q30, "h100-tp2-ep", "h100", ("--tp", "2") + ea("enable_expert_parallel", True),
                       why="expert parallel on, TP2 (EP does not change the KV plan)", set="extra"))
+    # Issue 22: a multimodal prefix LM whose head size the composite backends (TRITON_FLASHINFER on SM10x,
+    # TRITON_FLASH_ATTN on SM90: head_sizes 256, 512) refuse; no real gemma-3 config with 128-wide heads
+    # (gemma-3-27b) was found in the indexed sources, so gemma-3-4b-it's own config gets head_dim 128.
+    g3 = "google--gemma-3-4b-it"
+    for gpu in ("b200", "h100"):
+        cases.append(Case(g3, f"{gpu}-hd128", gpu, ea("hf_overrides", {"text_config": {"head_dim": 128}}),
+                          why="mm-prefix LM with head_dim 128 (hf_overrides): the composite backend refuses "
+                              "that head size, vLLM takes the next backend of its priority list",
+                          set="extra"))
+    # Issue 22: a DeepSeek-V2 config with zero qk_nope_head_dim / qk_rope_head_dim is built as plain MHA
+    # (deepseek_v2.py:DeepseekV2DecoderLayer, DeepseekAttention). DeepSeek-OCR's language model is one, but its
+    # vLLM class needs the tokenizer, which the fixture folder has not; DeepSeek-V2-Lite's own config gets the
+    # zero dims instead (its kv_lora_rank kept: transformers 5.19's strict DeepseekV2Config refuses a null one,
+    # which only vLLM's DeepseekVLV2TextConfig allows).
+    cases.append(Case("deepseek-ai--DeepSeek-V2-Lite", "h100-mha-latent", "h100",
+                      ea("hf_overrides", {"qk_nope_head_dim": 0, "qk_rope_head_dim": 0}),
+                      why="DeepSeek-V2 with qk_nope_head_dim = qk_rope_head_dim = 0 (hf_overrides): "
+                          "DeepseekAttention", set="extra"))
     return cases
 
 
