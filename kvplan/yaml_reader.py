@@ -25,16 +25,17 @@ MAX_DEPTH = 40
 # memory or time (a 9-level "billion laughs" would expand to 10⁹ nodes).
 MAX_NODES = 20_000
 
+# Patterns as text, compiled by re on first use (the packaged GPU catalog, read on every `fit`, needs none).
 # What the depth scan stops at: brackets, quotes, comments, line ends.
-_SPECIAL = re.compile(r"[\[\]{}'\"#\n]")
+_SPECIAL = r"[\[\]{}'\"#\n]"
 # A quote opens a quoted scalar only where a scalar starts (a plain scalar may hold an apostrophe: don't).
 _SCALAR_START = frozenset(" \t\n[{,:-?")
-_INDENT = re.compile(r"^ *(?=[^ \n])", re.MULTILINE)
-_DASH_RUN = re.compile(r"^ *(?:-[ \t]+)+", re.MULTILINE)
+_INDENT = r"(?m)^ *(?=[^ \n])"
+_DASH_RUN = r"(?m)^ *(?:-[ \t]+)+"
 # A line's compact nested sequences: `- - x`.
-_DASHES = re.compile(r"(?:-[ \t]+)+")
+_DASHES = r"(?:-[ \t]+)+"
 # A block scalar's header (`key: |`, `- >-`, `|2+`): its lines are text, not structure.
-_BLOCK_SCALAR = re.compile(r"(?:^|[\s:-])[|>][0-9+-]*\s*(?:#.*)?$")
+_BLOCK_SCALAR = r"(?:^|[\s:-])[|>][0-9+-]*\s*(?:#.*)?$"
 
 
 def nesting_depth(text: str, limit: int = 2 * MAX_DEPTH) -> tuple[int, int]:
@@ -61,11 +62,11 @@ def nesting_depth(text: str, limit: int = 2 * MAX_DEPTH) -> tuple[int, int]:
                 indents.pop()
             if not indents or indents[-1] < indent:
                 indents.append(indent)
-            dashes = m.group(0).count("-") if (m := _DASHES.match(stripped)) else 0
+            dashes = m.group(0).count("-") if (m := re.match(_DASHES, stripped)) else 0
             block = 2 * (len(indents) + dashes)
             if block > deepest:
                 deepest, deepest_line = block, number
-            if _BLOCK_SCALAR.search(line):
+            if re.search(_BLOCK_SCALAR, line):
                 block_scalar_indent = indent
         flow, peak = _flow_depth(line, flow, limit)
         if block + peak > deepest:
@@ -79,7 +80,8 @@ def _flow_depth(line: str, flow: int, limit: int) -> tuple[int, int]:
     """The open flow brackets after `line` and the most open on it, given `flow` open before it (quoted
     scalars and comments skipped; a quoted scalar not closed on its line is taken to run to the line's end)."""
     pos, peak = 0, flow
-    while (m := _SPECIAL.search(line, pos)) is not None:
+    special = re.compile(_SPECIAL)  # re's cache: compiled once per process, on first use
+    while (m := special.search(line, pos)) is not None:
         char, pos = m.group(0), m.end()
         before = line[m.start() - 1] if m.start() else "\n"
         if char in "[{":
@@ -113,8 +115,8 @@ def _quote_end(line: str, pos: int, quote: str) -> int:
 def _quick_bound(text: str) -> int:
     """A cheaper, looser upper bound than nesting_depth's (C-speed scans only): every distinct indentation
     and the longest run of compact dashes twice, plus every bracket."""
-    indents = len(set(_INDENT.findall(text)))
-    dashes = max((run.count("-") for run in _DASH_RUN.findall(text)), default=0)
+    indents = len(set(re.findall(_INDENT, text)))
+    dashes = max((run.count("-") for run in re.findall(_DASH_RUN, text)), default=0)
     return 2 * (indents + dashes) + text.count("[") + text.count("{")
 
 
