@@ -88,6 +88,9 @@ class QuantSpec:
     kv_cache_dtype: str | None = None  # KV scheme the checkpoint declares (vLLM uses it under `auto`)
     excluded: tuple[str, ...] = ()  # module name patterns kept unquantized
     act_order: bool = False  # GPTQ desc_act with groups (not per channel): a dynamic activation order
+    # compressed-tensors W8A8 (8-bit weights and input activations): "float" (FP8) or "int" (INT8), else None;
+    # vLLM then runs the matmuls on FP8 / INT8 tensor cores (CompressedTensorsW8A8Fp8 / W8A8Int8).
+    w8a8: str | None = None
 
 
 @dataclass(frozen=True)

@@ -249,6 +249,13 @@ def routed_expert_bytes(model: ModelSpec) -> int:
     return int((p.routed_experts - _expert_bias_params(model, p)) * bits / 8)
 
 
+def expert_parallel_bytes_saved(model: ModelSpec, *, tp: int, ep: int) -> int:
+    """Bytes per GPU expert parallelism saves: the routed experts over `ep` ranks instead of their TP share
+    on every rank (vLLM layers/fused_moe/layer.py: ep_size = tp × dp and the expert_map)."""
+    experts = routed_expert_bytes(model)
+    return experts // tp - experts // ep
+
+
 def weights_bytes_per_gpu(model: ModelSpec, *, tp: int = 1, pp: int = 1, total_bytes: int | None = None) -> int:
     """Weights on the busiest GPU: the largest pipeline stage's share, split evenly over TP ranks.
 
