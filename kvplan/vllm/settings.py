@@ -15,7 +15,7 @@ from kvplan.model.kv_cache import (
 from kvplan.model.parallel import attention_free, has_recurrent_layers
 from kvplan.vllm import defaults as vd
 from kvplan.vllm.architectures import serving_refusal
-from kvplan.vllm.backends import FLASHINFER_MLA_SPARSE_SM120, AttentionBackend, select_backend
+from kvplan.vllm.backends import FLASHINFER_MLA_SPARSE_SM120, AttentionBackend, dsv4_backend, select_backend
 from kvplan.vllm.backends import GpuLike as BackendGpu
 from kvplan.vllm.defaults import BatchSettings, MambaCacheMode, PerformanceMode, Usage, VllmVersion
 from kvplan.vllm.model_runner import ModelRunner, model_runner
@@ -350,8 +350,13 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
         raise InvalidParameter(refusal, hint="vLLM's encoder budget (compute_mm_encoder_budget); or limit that "
                                              "modality with --limit-mm-per-prompt")
     kv_flag = _model_kv_cache_dtype(model, gpu, s.kv_cache_dtype)
-    kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
-    backend = select_backend(model, gpu, kv_dtype, checkpoint_kv=s.kv_cache_dtype == "auto")
+    if model.dsv4 is not None:
+        backend = dsv4_backend(gpu, kv_flag)
+        kv_flag = "fp8_ds_mla"  # attention.py:_resolve_dsv4_kv_cache_dtype: auto and every fp8 flag
+        kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
+    else:
+        kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
+        backend = select_backend(model, gpu, kv_dtype, checkpoint_kv=s.kv_cache_dtype == "auto")
     if backend == FLASHINFER_MLA_SPARSE_SM120 and kv_flag != "fp8_ds_mla":
         # mla_attention.py:_canonicalize_sparse_mla_kv_cache_dtype: the SM120 kernel reads fp8_ds_mla only
         kv_flag = "fp8_ds_mla"
