@@ -50,7 +50,9 @@ from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs  # noqa: E402
 from kvplan.units import GiB  # noqa: E402
 from kvplan.vllm.block_plan import plan_kv_cache  # noqa: E402
 from kvplan.vllm.defaults import (  # noqa: E402
+    DSV4_PACKED_GROUPS_SINCE,
     KV_TOKENS_FROM_CONCURRENCY_SINCE,
+    WINDOW_RESERVES_IN_FLIGHT_SINCE,
     async_scheduling_default,
     parse_vllm_version,
     requested_memory,
@@ -301,8 +303,9 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     max_len = rec.get("max_model_len") or rec.get("max_concurrency_len") or (model.max_model_len if model else 0)
     version = _version(rec)
     in_flight = _mnbt(rec) or 8192
-    if version is not None and async_scheduling_default(parse_vllm_version(version))[0]:
-        in_flight *= 2  # async scheduling (0.14+): two batches in flight
+    if version is not None and async_scheduling_default(parse_vllm_version(version))[0] and (
+            parse_vllm_version(version) >= WINDOW_RESERVES_IN_FLIGHT_SINCE):
+        in_flight *= 2  # async scheduling (0.14+): two batches in flight, which windows reserve since 0.26
     lo_b = int((rec["available_kv_gib"] - ROUNDING_GIB) * GiB)
     hi_b = int((rec["available_kv_gib"] + ROUNDING_GIB) * GiB)
     by_groups = version is not None and parse_vllm_version(version) < KV_TOKENS_FROM_CONCURRENCY_SINCE

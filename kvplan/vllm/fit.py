@@ -22,7 +22,7 @@ from kvplan.units import GiB
 from kvplan.vllm.advice import advise_fixes
 from kvplan.vllm.architectures import served_quantization_methods
 from kvplan.vllm.block_plan import KVCachePlan, plan_kv_cache
-from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, KV_TOKENS_FROM_CONCURRENCY_SINCE
+from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, DSV4_PACKED_GROUPS_SINCE, KV_TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.vllm.dtype import served_dtype
 from kvplan.vllm.memory.activation import estimate_activation, penalty_state_bytes
 from kvplan.vllm.memory.budget import (
@@ -270,6 +270,7 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
             context_parallel=s.decode_context_parallel_size,
             num_blocks_override=s.num_gpu_blocks_override,
             tokens_per_group_block=r.version < KV_TOKENS_FROM_CONCURRENCY_SINCE,
+            dsv4_layer_tuples=r.version < DSV4_PACKED_GROUPS_SINCE,
         )
 
     notes: list[str] = []

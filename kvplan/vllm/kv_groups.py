@@ -153,6 +153,7 @@ class GroupingResult:
     groups: tuple[KVCacheGroup, ...]
     warnings: tuple[str, ...]
     hma_disabled: bool
+    tuples: LayerTupleLayout | None = None  # vLLM ≤ 0.28's DeepSeek-V4 accounting
 
 
 def _promote(spec: KVCacheSpec) -> CacheKind:
@@ -342,6 +343,71 @@ def packed_groups(slots: Sequence[_Slot]) -> list[KVCacheGroup]:
     return groups
 
 
+@dataclass(frozen=True)
+class LayerTupleLayout:
+    """vLLM ≤ 0.28's own DeepSeek-V4 layout (v1/core/kv_cache_utils.py: group_and_unify_kv_cache_specs,
+    _get_kv_cache_groups_uniform_groups, _get_kv_cache_config_deepseek_v4, get_max_concurrency_for_kv_cache_config
+    and _max_memory_usage_bytes_from_groups, checked in 0.23, 0.25 and 0.28; 0.29 packs pages instead).
+
+    One group holds every MLA layer (compressed latents and indexer caches: a "layer tuple" is one layer of each
+    of its page sizes); the sliding-window caches are bucketed by (block size, window), each page padded up to the
+    nearest full-group page, and split into groups of `num_tuples` tuples (_approximate_gcd of the tuple counts,
+    at least the full group's). A block then holds, for each page size, as many pages as the most any group has."""
+
+    groups: tuple[KVCacheGroup, ...]  # the full MLA group first
+    bytes_per_block: int  # Σ over page sizes of page × the most slots of it in one group
+    tuple_bytes: int  # Σ of the full group's distinct pages (one layer tuple)
+    num_tuples: int  # the most layer tuples in one group (get_num_layer_tuples: the commonest page's count)
+
+    def _pages(self, tokens: int, in_flight_tokens: int) -> list[int]:
+        return [g.blocks_per_request(tokens, in_flight_tokens, 0) for g in self.groups]
+
+    def blocks_per_request(self, tokens: int, in_flight_tokens: int) -> int:
+        """get_max_concurrency_for_kv_cache_config: Σ over groups of pages × the group's page bytes, in blocks
+        of the full group's page bytes (rounded up)."""
+        per_req = sum(p * sum(g.pages()) for p, g in zip(self._pages(tokens, in_flight_tokens), self.groups,
+                                                          strict=True))
+        return cdiv(per_req, sum(self.groups[0].pages()))
+
+    def needed_bytes(self, tokens: int, in_flight_tokens: int) -> int:
+        """_max_memory_usage_bytes_from_groups (all groups UniformTypeKVCacheSpecs): Σ over groups of
+        num_tuples × the group's pages × one tuple's bytes."""
+        return sum(self.num_tuples * p * self.tuple_bytes for p in self._pages(tokens, in_flight_tokens))
+
+
+def _commonest_count(pages: Sequence[int]) -> int:
+    return max(pages.count(p) for p in set(pages))
+
+
+def layer_tuple_layout(slots: Sequence[_Slot]) -> LayerTupleLayout:
+    """vLLM ≤ 0.28's DeepSeek-V4 groups (see LayerTupleLayout)."""
+    full = [sl for sl in slots if sl.kind == "mla"]
+    swa: dict[tuple[int, int | None], list[_Slot]] = {}
+    for sl in slots:
+        if sl.kind == "sliding_window":
+            swa.setdefault((sl.block_size, sl.spec.sliding_window), []).append(sl)
+    full_pages = sorted({sl.page for sl in full})
+    counts = [_commonest_count([sl.page for sl in full])] + [_commonest_count([sl.page for sl in b])
+                                                             for b in swa.values()]
+    n_tuples = approximate_gcd(counts, counts[0])
+    groups = [_bucket_group(full)]
+    for bucket in swa.values():
+        by_size: dict[int, list[_Slot]] = {}
+        for sl in bucket:  # pad to the nearest larger page of the full group
+            padded = min((p for p in full_pages if p >= sl.page), default=sl.page)
+            by_size.setdefault(padded, []).append(replace(sl, page=padded))
+        per_size = len(next(iter(by_size.values())))
+        n = cdiv(per_size, n_tuples)
+        tuples = list(zip(*by_size.values(), strict=False))
+        groups.extend(_bucket_group([sl for t in tuples[i::n] for sl in t]) for i in range(n))
+    slots_of: dict[int, int] = {}
+    for g in groups:
+        for page in set(g.pages()):
+            slots_of[page] = max(slots_of.get(page, 0), g.pages().count(page))
+    return LayerTupleLayout(tuple(groups), sum(p * k for p, k in slots_of.items()), sum(full_pages),
+                            max(_commonest_count(list(g.pages())) for g in groups))
+
+
 HMA_OFF_REFUSAL = "Failed to promote local KV cache specs to one unified type."
 
 
@@ -364,13 +430,15 @@ def build_groups(
     mamba_page_padded_bytes: int | None = None,
     disable_hybrid_kv_cache_manager: bool = False,
     sliding_window_block_size: int | None = None,
+    dsv4_layer_tuples: bool = False,
 ) -> GroupingResult:
     """Group every layer of every worker (kv_cache_planning.py:get_kv_cache_groups).
 
     With the hybrid manager disabled, sliding-window and chunked-local layers of a hybrid model are cached
     as full attention (unify_hybrid_kv_cache_specs). `sliding_window_block_size` is the kernel block of
     sliding-window layers when it differs from `block_size` (`_largest_kernel_block_within`: 32 on vLLM's
-    CPU platform; CUDA keeps the primary block size).
+    CPU platform; CUDA keeps the primary block size). `dsv4_layer_tuples`: DeepSeek-V4 grouped as vLLM ≤ 0.28
+    did (LayerTupleLayout), instead of 0.29's packed groups.
     """
     specs = sorted(specs, key=lambda s: s.layer)
     warnings: list[str] = []
@@ -391,6 +459,9 @@ def build_groups(
     if uniform is not None:
         return GroupingResult((uniform,), tuple(warnings), promote)
     if any(s.block_outermost for s in specs) and len({sl.page for sl in slots}) > 1:
+        if dsv4_layer_tuples:  # vLLM ≤ 0.28 (`dsv4_layer_tuples`): its DeepSeek-V4-only layout
+            tuples = layer_tuple_layout(slots)
+            return GroupingResult(tuples.groups, tuple(warnings), promote, tuples)
         return GroupingResult(tuple(packed_groups(slots)), tuple(warnings), promote)
     unified, max_page = _unify_page_size(slots)
     buckets: dict[tuple[object, ...], list[_Slot]] = {}
