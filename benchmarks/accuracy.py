@@ -310,10 +310,13 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     hi_b = int((rec["available_kv_gib"] + ROUNDING_GIB) * GiB)
     by_groups = version is not None and parse_vllm_version(version) < KV_TOKENS_FROM_CONCURRENCY_SINCE
     cp = DCP_FOR_RECORD.get(rec["id"], 1)
-    lo = plan_kv_cache(specs, lo_b, block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp)
-    hi = plan_kv_cache(specs, hi_b, block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp)
+    tuples = version is not None and parse_vllm_version(version) < DSV4_PACKED_GROUPS_SINCE  # DeepSeek-V4 ≤ 0.28
+    lo = plan_kv_cache(specs, lo_b, block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp,
+                       dsv4_layer_tuples=tuples)
+    hi = plan_kv_cache(specs, hi_b, block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp,
+                       dsv4_layer_tuples=tuples)
     mid = plan_kv_cache(specs, int(rec["available_kv_gib"] * GiB), block, max_len, in_flight,
-                        tokens_per_group_block=by_groups, context_parallel=cp)
+                        tokens_per_group_block=by_groups, context_parallel=cp, dsv4_layer_tuples=tuples)
     ranks = (rec.get("tp") or 1) * (rec.get("pp") or 1) > 1
     if rec.get("num_gpu_blocks") is not None:
         logged = rec["num_gpu_blocks"]
