@@ -206,22 +206,19 @@ def _sm120_sparse_refusal(model: ModelSpec) -> None:
 
 # DeepSeek-V4 (models/deepseek_v4/nvidia/model.py:_select_dsv4_attn_cls): every CUDA arch but SM12x runs
 # DeepseekV4FlashMLAAttention, whose backend FLASHMLA_SPARSE_DSV4 takes 256-token blocks only
-# (sparse_mla.py:DeepseekV4SparseMLABackend.get_supported_kernel_block_sizes) on SM90 and SM100
-# (supports_compute_capability: major in [9, 10]). SM12x takes DeepseekV4FlashInferSM120Attention, whose plain
-# bf16 / fp8 rows kvplan does not model.
+# (sparse_mla.py:DeepseekV4SparseMLABackend.get_supported_kernel_block_sizes). The class is picked directly, not
+# through the backend selector, so the backend's supports_compute_capability (9.x, 10.x) is never asked: vLLM 0.33's
+# planner lays the same cache out on an A100 (tests/fixtures/oracle-cuda: DeepSeek-V4 __a100 answered; FlashMLA's
+# kernels themselves are SM90+). SM12x takes DeepseekV4FlashInferSM120Attention, whose plain bf16 / fp8 rows
+# kvplan does not model.
 DSV4_FLASHMLA = AttentionBackend("FLASHMLA_SPARSE_DSV4", 256, 256)
-DSV4_FLASHMLA_ARCHS = frozenset({"hopper", "blackwell"})
 
 
 def dsv4_backend(gpu: GpuLike, kv_flag: str) -> AttentionBackend:
     """DeepSeek-V4's attention backend on this GPU, or vLLM's refusal."""
-    family = (gpu.arch or "").lower()
-    if family == "blackwell-rtx":
+    if (gpu.arch or "").lower() == "blackwell-rtx":
         raise NotServed(f"DeepSeek-V4 on {gpu.name} (SM12x) runs vLLM's FlashInfer SM120 sparse attention, whose "
                         "cache layout kvplan does not model yet", hint="plan it on an SM90 or SM100 GPU")
-    if family not in DSV4_FLASHMLA_ARCHS:
-        raise NotServed(f"No valid attention backend found for cuda: FLASHMLA_SPARSE_DSV4 (DeepSeek-V4) needs "
-                        f"compute capability 9.x or 10.x; {gpu.name} is {gpu.arch or 'an unknown architecture'}")
     if kv_flag not in DSV4_SERVED_KV_DTYPES:
         raise NotServed(DSV4_KV_DTYPE_REFUSAL.format(kv_flag))
     return DSV4_FLASHMLA
