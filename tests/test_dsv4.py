@@ -95,7 +95,8 @@ def test_packed_groups_split_the_windows_by_the_approximate_gcd() -> None:
         ("sliding_window", 42, 4, 870912), ("sliding_window", 20, 8, 656640)]
 
 
-@pytest.mark.parametrize("case", ["deepseek-ai--DeepSeek-V4-Flash__h200-tp2", "deepseek-ai--DeepSeek-V4-Flash__b200-tp8-fp8",
+@pytest.mark.parametrize("case", ["deepseek-ai--DeepSeek-V4-Flash__h200-tp2",
+                                  "deepseek-ai--DeepSeek-V4-Flash__b200-tp8-fp8",
                                   "deepseek-ai--DeepSeek-V4-Flash__a100", "deepseek-ai--DeepSeek-V4-Pro__h100-tp4-fp8"])
 def test_fit_equals_vllms_cuda_planner(case: str) -> None:
     """Flash on H200 at 20 GiB: 21,426 blocks, 2,084,504 tokens, 1.99x; B200's 32,768 tokens in flight: 1.23x;
@@ -109,7 +110,7 @@ def test_fit_equals_vllms_cuda_planner(case: str) -> None:
                                                     kv_cache_memory_bytes=KV_20GIB, weights_bytes=0), advise=False)
     kv = golden["kv_cache"]
     assert (r.num_gpu_blocks, r.block_size, r.log_line) == (kv["num_blocks"], 256, kv["log_line"])
-    assert r.kv_cache_dtype == "fp8_ds_mla"  # the layers rewrite auto / fp8 so (vLLM logs "Using DeepSeek's fp8_ds_mla")
+    assert r.kv_cache_dtype == "fp8_ds_mla"  # the layers rewrite auto / fp8 (vLLM: "Using DeepSeek's fp8_ds_mla")
 
 
 def test_pro_on_b200_is_refused_with_vllms_needed_memory() -> None:
