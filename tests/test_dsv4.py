@@ -173,3 +173,19 @@ def test_fit_uses_the_layout_of_the_vllm_version_asked_for() -> None:
     r = plan_fit(FLASH, get_gpu("h200"), s, advise=False)
     assert (r.bytes_per_block, r.in_flight_tokens) == (1039680, 8192)
     assert abs(r.kv_cache_tokens - 2175276) / 2175276 < 0.005
+
+
+def test_weights_count_v4s_attention_and_mxfp4_experts() -> None:
+    """DeepseekV4Attention's low-rank / grouped projections, compressors and indexer make Flash 284.3 B parameters
+    (DeepSeek's 284B) and Pro 1.573 T (1.6T); expert_dtype fp4 stores the routed experts as MXFP4 (4.25 bits), so
+    the loaded share at TP 2 is within 1.5 % of the 74.08 GiB "Model loading took" of the 2x H200 logs."""
+    from kvplan.model.weights import count_parameters
+    from kvplan.vllm.defaults import parse_vllm_version
+    from kvplan.vllm.memory.weights import estimate_weights
+
+    assert round(count_parameters(FLASH).total / 1e9, 1) == 284.3
+    assert round(count_parameters(PRO).total / 1e12, 3) == 1.573
+    loaded = estimate_weights(FLASH, tp=2, pp=1, arch="hopper", version=parse_vllm_version("0.23")).bytes / GiB
+    assert abs(loaded - 74.08) / 74.08 < 0.015
+    base = parse_config(json.loads((CORPUS / "deepseek-ai--DeepSeek-V4-Flash-Base" / "config.json").read_text()))
+    assert base.dsv4 is not None and not base.dsv4.fp4_experts  # expert_dtype fp8: FP8 experts

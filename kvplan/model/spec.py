@@ -92,6 +92,12 @@ class Dsv4Dims:
     index_topk: int
     sliding_window: int
     ratios: tuple[int, ...]  # per decoder layer: 1 (sliding window only), 4 or 128
+    # weights only (kvplan.model.weights): the low-rank query / grouped output projections and the indexer heads
+    q_lora_rank: int = 1024
+    o_lora_rank: int = 1024
+    o_groups: int = 8
+    index_n_heads: int = 64
+    fp4_experts: bool = True  # expert_dtype "fp4": MXFP4 routed experts (quant_config.py:DeepseekV4FP8Config)
 
 
 @dataclass(frozen=True)

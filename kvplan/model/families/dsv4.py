@@ -32,6 +32,8 @@ DEFAULT_COMPRESS_RATES = {"compressed_sparse_attention": 4, "heavily_compressed_
 SERVED_RATIOS = frozenset({4, 128})
 # The lightning indexer runs on the ratio-4 layers only (attention.py: `if self.compress_ratio == 4`).
 INDEXER_RATIO = 4
+# quant_config.py:_DEEPSEEK_V4_EXPERT_DTYPES
+EXPERT_DTYPES = ("fp4", "fp8")
 
 
 def is_dsv4(model_type: str) -> bool:
@@ -102,4 +104,17 @@ def dsv4_dims(c: ConfigReader, model_type: str, num_layers: int) -> Dsv4Dims | N
         index_topk=c.num("index_topk", default=512),
         sliding_window=c.num("sliding_window", default=128),
         ratios=ratios,
+        q_lora_rank=c.num("q_lora_rank", default=1024),
+        o_lora_rank=c.num("o_lora_rank", default=1024),
+        o_groups=c.num("o_groups", default=8),
+        index_n_heads=c.num("index_n_heads", default=64),
+        fp4_experts=_expert_dtype(c) == "fp4",
     )
+
+
+def _expert_dtype(c: ConfigReader) -> str:
+    """quant_config.py:DeepseekV4FP8Config.expert_dtype: "fp4" (the default) or "fp8"; anything else vLLM refuses."""
+    value = c.get("expert_dtype", "fp4")
+    if value not in EXPERT_DTYPES:
+        raise BadConfig(f"config.json: Unsupported DeepSeek V4 expert_dtype={value!r}; expected one of {EXPERT_DTYPES}.")
+    return str(value)
