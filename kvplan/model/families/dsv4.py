@@ -116,5 +116,6 @@ def _expert_dtype(c: ConfigReader) -> str:
     """quant_config.py:DeepseekV4FP8Config.expert_dtype: "fp4" (the default) or "fp8"; anything else vLLM refuses."""
     value = c.get("expert_dtype", "fp4")
     if value not in EXPERT_DTYPES:
-        raise BadConfig(f"config.json: Unsupported DeepSeek V4 expert_dtype={value!r}; expected one of {EXPERT_DTYPES}.")
+        raise BadConfig(f"config.json: Unsupported DeepSeek V4 expert_dtype={value!r}; "
+                        f"expected one of {EXPERT_DTYPES}.")
     return str(value)
