@@ -189,3 +189,27 @@ def test_weights_count_v4s_attention_and_mxfp4_experts() -> None:
     assert abs(loaded - 74.08) / 74.08 < 0.015
     base = parse_config(json.loads((CORPUS / "deepseek-ai--DeepSeek-V4-Flash-Base" / "config.json").read_text()))
     assert base.dsv4 is not None and not base.dsv4.fp4_experts  # expert_dtype fp8: FP8 experts
+
+
+@pytest.mark.parametrize("case", ["deepseek-ai--DeepSeek-V4-Flash__h200-tp2-mtp3",
+                                  "deepseek-ai--DeepSeek-V4-Pro__h200-tp2-mtp1"])
+def test_the_mtp_layer_adds_one_sliding_window_cache(case: str) -> None:
+    """The MTP draft layer (layer_id ≥ num_hidden_layers: compress ratio 1) registers its sliding window only:
+    the windows split 22 + 22 (Pro 31 + 31), the block and the blocks per request stay (tests/fixtures/oracle-cuda,
+    cuda_oracle_ext.py with speculative_config mtp)."""
+    from kvplan.vllm.speculative import draft_specs, resolve_speculative
+
+    golden = json.loads((GOLDENS / f"{case}.json").read_text())
+    model = FLASH if "Flash" in case else PRO
+    config = golden["inputs"]["engine_args"]["speculative_config"]
+    spec = resolve_speculative(model, config, None, tp=2, max_model_len=model.max_model_len)
+    assert spec is not None
+    stage = kv_cache_specs(model, tp=2)[0]
+    draft = draft_specs(stage, model.num_layers, spec)
+    assert [(s.layer, s.kind, s.block_size, s.sliding_window) for s in draft] == [(model.num_layers, "sliding_window",
+                                                                                  64, 128)]
+    r = plan_fit(model, get_gpu("h200"), ServeSettings(tp=2, speculative_config=config, kv_cache_memory_bytes=KV_20GIB,
+                                                       weights_bytes=0), advise=False)
+    kv = golden["kv_cache"]
+    assert (r.num_gpu_blocks, r.log_line) == (kv["num_blocks"], kv["log_line"])
+    assert [g["num_layers"] for g in kv["groups"]][:2] == ([22, 22] if model is FLASH else [31, 31])

@@ -167,6 +167,11 @@ def dsv4_cases() -> list[Case]:
                     cases.append(Case(cfg, f"{gpu}-tp{tp}" + ("-fp8" if kv != "auto" else ""), gpu, args,
                                       source="corpus", why=f"{gpu.upper()}, tensor parallel {tp}, {kv} KV cache",
                                       set="dsv4"))
+        for n in (1, 3):  # the checkpoint's MTP layer (num_nextn_predict_layers 1) as the draft
+            cases.append(Case(cfg, f"h200-tp2-mtp{n}", "h200",
+                              ("--tp", "2") + ea("speculative_config", {"method": "mtp", "num_speculative_tokens": n}),
+                              source="corpus", ext=True, why=f"H200, TP 2, MTP draft layer ({n} speculative tokens)",
+                              set="dsv4"))
     return cases
 
 
