@@ -171,8 +171,8 @@ def test_fit_uses_the_layout_of_the_vllm_version_asked_for() -> None:
     s = ServeSettings(tp=2, kv_cache_dtype="fp8", max_model_len=262144, vllm_version="0.23",
                       kv_cache_memory_bytes=int(32.08 * GiB), weights_bytes=0)
     r = plan_fit(FLASH, get_gpu("h200"), s, advise=False)
-    assert (r.bytes_per_block, r.in_flight_tokens) == (1039680, 8192)
-    assert abs(r.kv_cache_tokens - 2175276) / 2175276 < 0.005
+    assert r.bytes_per_block == 1039680
+    assert abs(r.kv_cache_tokens - 2175276) / 2175276 < 0.005  # windows reserving 2 × 8,192 would give 1,251,236
 
 
 def test_weights_count_v4s_attention_and_mxfp4_experts() -> None:

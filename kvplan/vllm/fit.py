@@ -260,7 +260,7 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
 
     def plan_at(length: int) -> KVCachePlan:
         return plan_kv_cache(
-            specs, budget.available_kv_bytes, r.block_size, length, r.in_flight_tokens,
+            specs, budget.available_kv_bytes, r.block_size, length, r.window_tokens,
             mamba_cache_mode=r.mamba_cache_mode,
             mamba_checkpoint_alignment=r.mamba_checkpoint_alignment,
             mamba_prefill_checkpoint_blocks=r.mamba_prefill_checkpoint_blocks,
@@ -475,7 +475,7 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         attention_backend=r.backend.name,
         groups=tuple(
             GroupSummary(g.kind, len(g.layers), g.block_size, g.page_size_bytes,
-                         g.blocks_per_request(max_len, r.in_flight_tokens, plan.mamba_blocks),
+                         g.blocks_per_request(max_len, r.window_tokens, plan.mamba_blocks),
                          g.sliding_window, g.attention_chunk_size)
             for g in plan.groups
         ),

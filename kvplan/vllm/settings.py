@@ -215,6 +215,9 @@ class ResolvedSettings:
     block_size: int  # before hybrid alignment
     block_size_source: str
     in_flight_tokens: int
+    # what sliding-window and chunked-local caches reserve past their window: the tokens in flight since vLLM 0.26,
+    # max_num_batched_tokens before (vd.WINDOW_RESERVES_IN_FLIGHT_SINCE)
+    window_tokens: int
     model_runner: ModelRunner
     mamba_cache_mode: MambaCacheMode
     mamba_checkpoint_alignment: int
@@ -384,15 +387,14 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     }
     runner, async_on, sources["model_runner"], sources["async_scheduling"] = _runner_and_async(
         model, s, version, method, mode)
+    in_flight = vd.max_in_flight_tokens(batch.max_num_batched_tokens, s.pp, async_scheduling=async_on,
+                                        model_runner_v2=runner.v2)
     return ResolvedSettings(
         version=version, gpu_memory_utilization=util, max_model_len=max_len, auto_fit=s.max_model_len == -1,
         batch=batch, kv_cache_dtype=kv_dtype, kv_cache_dtype_flag=kv_flag, backend=backend, block_size=block_size,
         block_size_source=bs_source,
-        # what sliding-window and chunked-local caches reserve past their window: every batch in flight since
-        # 0.26, max_num_batched_tokens before (vd.WINDOW_RESERVES_IN_FLIGHT_SINCE)
-        in_flight_tokens=(vd.max_in_flight_tokens(batch.max_num_batched_tokens, s.pp, async_scheduling=async_on,
-                                                  model_runner_v2=runner.v2)
-                          if version >= vd.WINDOW_RESERVES_IN_FLIGHT_SINCE else batch.max_num_batched_tokens),
+        in_flight_tokens=in_flight,
+        window_tokens=in_flight if version >= vd.WINDOW_RESERVES_IN_FLIGHT_SINCE else batch.max_num_batched_tokens,
         model_runner=runner,
         mamba_cache_mode=mode, mamba_checkpoint_alignment=alignment,
         mamba_prefill_checkpoint_blocks=checkpoint_blocks, disable_hybrid_kv_cache_manager=hma_off,
