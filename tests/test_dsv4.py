@@ -213,3 +213,18 @@ def test_the_mtp_layer_adds_one_sliding_window_cache(case: str) -> None:
     kv = golden["kv_cache"]
     assert (r.num_gpu_blocks, r.log_line) == (kv["num_blocks"], kv["log_line"])
     assert [g["num_layers"] for g in kv["groups"]][:2] == ([22, 22] if model is FLASH else [31, 31])
+
+
+def test_before_vllm_0_30_an_auto_kv_cache_is_refused_with_the_logged_assertion() -> None:
+    """vLLM 0.23-0.29 assert an fp8 flag (attention.py:_resolve_dsv4_kv_cache_dtype); pto-cu's first 2x H200 attempt
+    with kv_cache_dtype=auto on vLLM 0.23 logged exactly kvplan's line. From 0.30 auto is served as fp8_ds_mla."""
+    raw = (CONFIGS.parent / "startup-logs" / "raw" / "ptocu-2xh200nvl-dsv4-flash-tp2-llm-4k.log").read_text()
+    with pytest.raises(KvplanError) as err:
+        plan_fit(FLASH, get_gpu("h200"), ServeSettings(tp=2, vllm_version="0.23", weights_bytes=0,
+                                                        kv_cache_memory_bytes=KV_20GIB))
+    assert str(err.value).split(" (")[0] in raw
+    with pytest.raises(KvplanError, match="DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got auto"):
+        plan_fit(FLASH, get_gpu("h200"), ServeSettings(tp=2, vllm_version="0.29", weights_bytes=0,
+                                                        kv_cache_memory_bytes=KV_20GIB))
+    assert plan_fit(FLASH, get_gpu("h200"), ServeSettings(tp=2, vllm_version="0.30", weights_bytes=0,
+                                                          kv_cache_memory_bytes=KV_20GIB), advise=False).fits

@@ -13,6 +13,7 @@ from kvplan.model.kv_cache import (
     NVFP4_KV_DTYPES,
     NVFP4_MLA_REFUSAL,
 )
+from kvplan.vllm.defaults import DSV4_AUTO_KV_SINCE, DSV4_FP8_DS_MLA_WORDING_SINCE, LATEST, VllmVersion
 
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
@@ -214,11 +215,16 @@ def _sm120_sparse_refusal(model: ModelSpec) -> None:
 DSV4_FLASHMLA = AttentionBackend("FLASHMLA_SPARSE_DSV4", 256, 256)
 
 
-def dsv4_backend(gpu: GpuLike, kv_flag: str) -> AttentionBackend:
-    """DeepSeek-V4's attention backend on this GPU, or vLLM's refusal."""
+def dsv4_backend(gpu: GpuLike, kv_flag: str, version: VllmVersion = LATEST) -> AttentionBackend:
+    """DeepSeek-V4's attention backend on this GPU, or vLLM's refusal (before 0.30 `auto` is refused too:
+    defaults.DSV4_AUTO_KV_SINCE)."""
     if (gpu.arch or "").lower() == "blackwell-rtx":
         raise NotServed(f"DeepSeek-V4 on {gpu.name} (SM12x) runs vLLM's FlashInfer SM120 sparse attention, whose "
                         "cache layout kvplan does not model yet", hint="plan it on an SM90 or SM100 GPU")
+    if version < DSV4_AUTO_KV_SINCE and not kv_flag.startswith("fp8"):
+        layout = "fp8_ds_mla" if version >= DSV4_FP8_DS_MLA_WORDING_SINCE else "FlashMLA fp8"
+        raise NotServed(f"DeepseekV4 {layout} layout only supports fp8 kv-cache, got {kv_flag}",
+                        hint=f"vLLM {version} asserts it: pass --kv-cache-dtype fp8")
     if kv_flag not in DSV4_SERVED_KV_DTYPES:
         raise NotServed(DSV4_KV_DTYPE_REFUSAL.format(kv_flag))
     return DSV4_FLASHMLA

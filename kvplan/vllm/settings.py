@@ -354,7 +354,7 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
                                              "modality with --limit-mm-per-prompt")
     kv_flag = _model_kv_cache_dtype(model, gpu, s.kv_cache_dtype)
     if model.dsv4 is not None:
-        backend = dsv4_backend(gpu, kv_flag)
+        backend = dsv4_backend(gpu, kv_flag, version)
         kv_flag = "fp8_ds_mla"  # attention.py:_resolve_dsv4_kv_cache_dtype: auto and every fp8 flag
         kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
     else:
