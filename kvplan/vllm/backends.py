@@ -6,7 +6,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import InvalidParameter, NotServed
-from kvplan.model.kv_cache import DS_MLA_BYTES, NVFP4_KV_DTYPES, NVFP4_MLA_REFUSAL
+from kvplan.model.kv_cache import (
+    DS_MLA_BYTES,
+    DSV4_KV_DTYPE_REFUSAL,
+    DSV4_SERVED_KV_DTYPES,
+    NVFP4_KV_DTYPES,
+    NVFP4_MLA_REFUSAL,
+)
+from kvplan.vllm.defaults import DSV4_AUTO_KV_SINCE, DSV4_FP8_DS_MLA_WORDING_SINCE, LATEST, VllmVersion
 
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
@@ -218,6 +225,31 @@ def _sm120_sparse_refusal(model: ModelSpec) -> None:
         got = "requires a model with index_topk config" if topk is None else f"requires index_topk=2048; got {topk!r}"
         raise NotServed(f"No valid attention backend found for cuda with use_sparse=True: FLASHINFER_MLA_SPARSE_SM120 "
                         f"{got}")
+
+
+# DeepSeek-V4 (models/deepseek_v4/nvidia/model.py:_select_dsv4_attn_cls): every CUDA arch but SM12x runs
+# DeepseekV4FlashMLAAttention, whose backend FLASHMLA_SPARSE_DSV4 takes 256-token blocks only
+# (sparse_mla.py:DeepseekV4SparseMLABackend.get_supported_kernel_block_sizes). The class is picked directly, not
+# through the backend selector, so the backend's supports_compute_capability (9.x, 10.x) is never asked: vLLM 0.33's
+# planner lays the same cache out on an A100 (tests/fixtures/oracle-cuda: DeepSeek-V4 __a100 answered; FlashMLA's
+# kernels themselves are SM90+). SM12x takes DeepseekV4FlashInferSM120Attention, whose plain bf16 / fp8 rows
+# kvplan does not model.
+DSV4_FLASHMLA = AttentionBackend("FLASHMLA_SPARSE_DSV4", 256, 256)
+
+
+def dsv4_backend(gpu: GpuLike, kv_flag: str, version: VllmVersion = LATEST) -> AttentionBackend:
+    """DeepSeek-V4's attention backend on this GPU, or vLLM's refusal (before 0.30 `auto` is refused too:
+    defaults.DSV4_AUTO_KV_SINCE)."""
+    if (gpu.arch or "").lower() == "blackwell-rtx":
+        raise NotServed(f"DeepSeek-V4 on {gpu.name} (SM12x) runs vLLM's FlashInfer SM120 sparse attention, whose "
+                        "cache layout kvplan does not model yet", hint="plan it on an SM90 or SM100 GPU")
+    if version < DSV4_AUTO_KV_SINCE and not kv_flag.startswith("fp8"):
+        layout = "fp8_ds_mla" if version >= DSV4_FP8_DS_MLA_WORDING_SINCE else "FlashMLA fp8"
+        raise NotServed(f"DeepseekV4 {layout} layout only supports fp8 kv-cache, got {kv_flag}",
+                        hint=f"vLLM {version} asserts it: pass --kv-cache-dtype fp8")
+    if kv_flag not in DSV4_SERVED_KV_DTYPES:
+        raise NotServed(DSV4_KV_DTYPE_REFUSAL.format(kv_flag))
+    return DSV4_FLASHMLA
 
 
 def select_backend(model: ModelSpec, gpu: GpuLike, kv_dtype: str, *, checkpoint_kv: bool) -> AttentionBackend:

@@ -22,7 +22,7 @@ from kvplan.units import GiB
 from kvplan.vllm.advice import advise_fixes
 from kvplan.vllm.architectures import served_quantization_methods
 from kvplan.vllm.block_plan import KVCachePlan, plan_kv_cache
-from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, KV_TOKENS_FROM_CONCURRENCY_SINCE
+from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, DSV4_PACKED_GROUPS_SINCE, KV_TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.vllm.dtype import served_dtype
 from kvplan.vllm.memory.activation import estimate_activation, penalty_state_bytes
 from kvplan.vllm.memory.budget import (
@@ -316,7 +316,7 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
 
     def plan_at(length: int) -> KVCachePlan:
         return plan_kv_cache(
-            specs, stage_available_kv(budget), r.block_size, length, r.in_flight_tokens,
+            specs, stage_available_kv(budget), r.block_size, length, r.window_tokens,
             mamba_cache_mode=r.mamba_cache_mode,
             mamba_checkpoint_alignment=r.mamba_checkpoint_alignment,
             mamba_prefill_checkpoint_blocks=r.mamba_prefill_checkpoint_blocks,
@@ -326,6 +326,7 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
             context_parallel=s.decode_context_parallel_size,
             num_blocks_override=s.num_gpu_blocks_override,
             tokens_per_group_block=r.version < KV_TOKENS_FROM_CONCURRENCY_SINCE,
+            dsv4_layer_tuples=r.version < DSV4_PACKED_GROUPS_SINCE,
         )
 
     notes: list[str] = []
@@ -550,7 +551,7 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         attention_backend=r.backend.name,
         groups=tuple(
             GroupSummary(g.kind, len(g.layers), g.block_size, g.page_size_bytes,
-                         g.blocks_per_request(max_len, r.in_flight_tokens, plan.mamba_blocks),
+                         g.blocks_per_request(max_len, r.window_tokens, plan.mamba_blocks),
                          g.sliding_window, g.attention_chunk_size)
             for g in plan.groups
         ),

@@ -67,7 +67,7 @@ def indexer_head_size(c: ConfigReader, mla: MLADims | None) -> int:
 
 def refuse_unmodelled(c: ConfigReader, model_type: str) -> None:
     """Attention variants of this family kvplan cannot size yet: an error naming them, never a silent guess."""
-    if c.has("compress_ratios"):  # DeepSeek-V4: per-layer compressed sparse attention (models/deepseek_v4.py)
+    if c.has("compress_ratios") and model_type != "deepseek_v4":  # DeepSeek-V4 itself: families/dsv4.py
         raise BadConfig(f"config.json: {model_type or 'this model'}'s compressed attention (compress_ratios, "
                         "index_topk, sliding_window per layer) is not modelled by kvplan yet; its KV cache "
                         "cannot be sized from this config")
