@@ -12,6 +12,7 @@ from kvplan.errors import InvalidParameter
 from kvplan.hardware.gpus import GpuSpec
 from kvplan.model.spec import ModelSpec
 from kvplan.sglang import SGLANG_VERSION
+from kvplan.sglang.architectures import MULTIMODAL_ARCHITECTURES, SGLANG_CONFIG_REGISTRY, TRANSFORMERS_MODEL_TYPES
 from kvplan.sglang.budget import Budget, FreeMemory, estimate_free_memory, profile_budget
 from kvplan.sglang.defaults import ServerDefaults, SglangDeployment, check_deployment, resolve_defaults
 from kvplan.sglang.pool import (
@@ -74,6 +75,31 @@ def _platform(chip: GpuSpec) -> tuple[str, int | None]:
     return "cuda", cap[0] if cap else None
 
 
+def check_config_readable(spec: ModelSpec, *, trust_remote_code: bool) -> None:
+    """Refuse a config SGLang cannot read without running the repository's code, in transformers' words
+    (utils/hf_transformers/common.py:get_config: SGLang's _CONFIG_REGISTRY, else AutoConfig)."""
+    model_type = spec.config_model_type or spec.raw.get("model_type")  # the top-level config's
+    if model_type in SGLANG_CONFIG_REGISTRY or model_type in TRANSFORMERS_MODEL_TYPES:
+        return
+    if "auto_map" in spec.raw:
+        if not trust_remote_code:
+            raise InvalidParameter(f"The repository {spec.name} contains custom code which must be executed to "
+                                   "correctly load the model.", hint="SGLang needs --trust-remote-code for it")
+        return
+    raise InvalidParameter(f"The checkpoint you are trying to load has model type `{model_type}` but Transformers "
+                           "does not recognize this architecture.",
+                           hint="SGLang 0.5.23 pins transformers 5.19.0 (kvplan/sglang/architectures.py)")
+
+
+def is_multimodal(spec: ModelSpec) -> bool:
+    """configs/model_config.py:ModelConfig.is_multimodal: a listed architecture, or a nested text config."""
+    if spec.architectures and any(a in MULTIMODAL_ARCHITECTURES for a in spec.architectures):
+        return True
+    # kvplan's spec.raw is the text config; a top-level model_type of its own means it was nested.
+    nested = bool(spec.config_model_type) and spec.config_model_type != spec.model_type
+    return nested or any(isinstance(spec.raw.get(k), dict) for k in ("text_config", "thinker_config", "llm_config"))
+
+
 def _tokens_at(budget_gib: float, geo: PoolGeometry, page: int) -> int:
     return max(0, int(budget_gib * GiB)) // geo.cell_bytes // page * page
 
@@ -82,16 +108,14 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
                     weights_range: tuple[int, int], measured: FreeMemory | None = None) -> SglangFit:
     """SGLang's startup sizing for `spec` on `chip`; `measured` replaces kvplan's free-memory estimate."""
     check_deployment(dep)
-    if spec.custom_code and not spec.raw.get("model_type") and not dep.trust_remote_code:
-        # transformers' AutoConfig (configs/model_config.py:ModelConfig via get_config) cannot read it.
-        raise InvalidParameter(f"The repository {spec.name} contains custom code which must be executed to "
-                               "correctly load the model.", hint="SGLang needs --trust-remote-code for it")
+    check_config_readable(spec, trust_remote_code=dep.trust_remote_code)
     reason = unsupported_reason(spec)
     if reason is None and dep.pp > 1:
         reason = "pipeline parallelism (SGLang's per-stage layer split and MIN over stages) is not modelled yet"
     if reason is None and dep.speculative_algorithm is not None:
         reason = "speculative decoding (the draft's KV cells and graph sizes) is not modelled yet"
-    if reason is None and spec.mm_modalities and dep.mem_fraction_static is None:
+    multimodal = is_multimodal(spec)
+    if reason is None and multimodal and dep.mem_fraction_static is None:
         reason = ("a multimodal model: SGLang scales mem_fraction_static by its vision tower "
                   "(memory_hook.py:adjust_mem_fraction_for_vlm), not modelled yet; give --mem-fraction-static")
     if reason is not None:
@@ -110,7 +134,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
                                             weights_range=weights_range, world=world)
     frac = defaults.mem_fraction_static
     budget = profile_budget(avail_gib=free.avail_gib, pre_gib=free.pre_gib, mem_fraction_static=frac,
-                            multimodal=bool(spec.mm_modalities))
+                            multimodal=multimodal)
     notes: list[str] = []
     pool: TokenPool | None = None
     startup = "starts"

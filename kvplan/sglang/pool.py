@@ -84,7 +84,8 @@ def model_dtype(spec: ModelSpec) -> str:
     raw = spec.raw
     nested = raw.get("text_config")
     text: Mapping[str, Any] = nested if isinstance(nested, dict) else {}
-    value = raw.get("dtype") or raw.get("torch_dtype") or text.get("dtype") or text.get("torch_dtype")
+    value = (raw.get("dtype") or raw.get("torch_dtype") or text.get("dtype") or text.get("torch_dtype")
+             or spec.config_dtype)
     dtype = _STR_DTYPES.get(value) if isinstance(value, str) else None
     if dtype in (None, "float32"):
         model_type = str(raw.get("model_type", ""))
@@ -185,6 +186,12 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
     return TokenPool(budget_bytes, cell, page_size, tokens, reqs, context_len, k, v, log, banner, tuple(warnings))
 
 
+# transformers configs whose attribute_map reads max_position_embeddings from n_positions (GPT2Config,
+# GPTBigCodeConfig, CodeGenConfig, GPTJConfig, OpenAIGPTConfig): getattr(config, "max_position_embeddings") in
+# get_context_length then finds n_positions.
+N_POSITIONS_MODEL_TYPES = frozenset({"gpt2", "gpt_bigcode", "codegen", "gptj", "openai-gpt"})
+
+
 def context_length(spec: ModelSpec, given: int | None) -> int:
     """configs/model_config.py:ModelConfig._derive_context_length with
     utils/hf_transformers/common.py:get_context_length on the text config: the first of max_sequence_length,
@@ -200,6 +207,8 @@ def context_length(spec: ModelSpec, given: int | None) -> int:
         factor = rope.get("factor", 1) if isinstance(rope.get("factor", 1), (int, float)) else 1
         if "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3":
             factor = 1
+    if raw.get("model_type") in N_POSITIONS_MODEL_TYPES and "max_position_embeddings" not in text:
+        text = {**text, "max_position_embeddings": text.get("n_positions")}
     derived = 2048
     for key in ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings"):
         value = text.get(key)
