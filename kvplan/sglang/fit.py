@@ -75,14 +75,14 @@ def _platform(chip: GpuSpec) -> tuple[str, int | None]:
     return "cuda", cap[0] if cap else None
 
 
-def check_config_readable(spec: ModelSpec, *, trust_remote_code: bool) -> None:
+def check_config_readable(spec: ModelSpec, *, remote_code_allowed: bool) -> None:
     """Refuse a config SGLang cannot read without running the repository's code, in transformers' words
     (utils/hf_transformers/common.py:get_config: SGLang's _CONFIG_REGISTRY, else AutoConfig)."""
     model_type = spec.config_model_type or spec.raw.get("model_type")  # the top-level config's
     if model_type in SGLANG_CONFIG_REGISTRY or model_type in TRANSFORMERS_MODEL_TYPES:
         return
     if "auto_map" in spec.raw:
-        if not trust_remote_code:
+        if not remote_code_allowed:
             raise InvalidParameter(f"The repository {spec.name} contains custom code which must be executed to "
                                    "correctly load the model.", hint="SGLang needs --trust-remote-code for it")
         return
@@ -108,7 +108,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
                     weights_range: tuple[int, int], measured: FreeMemory | None = None) -> SglangFit:
     """SGLang's startup sizing for `spec` on `chip`; `measured` replaces kvplan's free-memory estimate."""
     check_deployment(dep)
-    check_config_readable(spec, trust_remote_code=dep.trust_remote_code)
+    check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
     reason = unsupported_reason(spec)
     if reason is None and dep.pp > 1:
         reason = "pipeline parallelism (SGLang's per-stage layer split and MIN over stages) is not modelled yet"
