@@ -53,6 +53,8 @@ def _size(n: int) -> str:
 
 # Each cap is far above any real file of its kind and small enough to read in seconds.
 CONFIG = FileKind("config file", 8 * MiB, 8 * MiB, error=BadConfig, missing=ModelNotFound)
+# model.safetensors.index.json: one short weight_map entry per tensor; kvplan's bound, 8× a config's
+SAFETENSORS_INDEX = FileKind("safetensors index", 64 * MiB, 64 * MiB, error=BadConfig, missing=ModelNotFound)
 GPUS = FileKind("GPU file", 4 * MiB, 1 * MiB, error=BadConfig, missing=BadConfig)
 PLAN = FileKind("plan", 1 * MiB, 1 * MiB)
 # Streamed, and only the vllm: families are kept (at most observe.metrics.MAX_VLLM_TEXT): a node dump of
