@@ -391,14 +391,21 @@ def _body_lines(response: Any, url: str, deadline: float, timeout: float) -> Ite
     kind = files.METRICS
     sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)  # http.client's socket
     received, pending = 0, b""
+
+    def too_slow() -> NetworkError:
+        return NetworkError(f"{url} did not send its whole answer within {timeout:g} s ({received:,} bytes "
+                            "arrived)", hint="raise --timeout")
+
     while True:
         left = deadline - time.monotonic()
         if left <= 0:
-            raise NetworkError(f"{url} did not send its whole answer within {timeout:g} s "
-                               f"({received:,} bytes arrived)", hint="raise --timeout")
+            raise too_slow()
         if sock is not None:
             sock.settimeout(left)
-        chunk = response.read1(65536)
+        try:
+            chunk = response.read1(65536)
+        except TimeoutError:
+            raise too_slow() from None
         if not chunk:
             if getattr(response, "length", None):  # bytes still owed by Content-Length: read() would raise it
                 import http.client
