@@ -176,7 +176,7 @@ def _install_guard() -> None:
     retry sleeps (utils/_http.py, file_download.py) bounded by the deadline."""
     if _guard:
         return
-    import importlib
+    import sys
 
     from huggingface_hub import file_download, set_client_factory
     from huggingface_hub.utils import _http
@@ -184,7 +184,7 @@ def _install_guard() -> None:
     from kvplan.model import hub_net
 
     default_factory = _http.default_client_factory
-    httpx = importlib.import_module(type(default_factory()).__module__.split(".")[0])
+    httpx = sys.modules[type(default_factory()).__module__.split(".")[0]]  # httpx2 (hub ≥ 2) or httpx (1.x)
     set_client_factory(lambda: hub_net.wrap_client(default_factory(), httpx))
     for module in (_http, file_download):
         if getattr(module, "time", None) is not None:

@@ -393,8 +393,8 @@ def _body_lines(response: Any, url: str, deadline: float, timeout: float) -> Ite
     received, pending = 0, b""
 
     def too_slow() -> NetworkError:
-        return NetworkError(f"{url} did not send its whole answer within {timeout:g} s ({received:,} bytes "
-                            "arrived)", hint="raise --timeout")
+        return NetworkError(f"{url} did not answer within {timeout:g} s: its whole answer had not arrived "
+                            f"({received:,} bytes had)", hint="raise --timeout")
 
     while True:
         left = deadline - time.monotonic()
