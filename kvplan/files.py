@@ -67,6 +67,7 @@ TRACE = FileKind("trace", 4 * GiB, 32 * MiB)
 LENGTHS = FileKind("lengths file", 256 * MiB, 1 * MiB)
 
 STDIN = "-"
+_INPUTS: set[tuple[int, int]] = set()  # (device, inode) of every regular file read in this process
 _OPEN_DESCRIPTOR_DIRS = ("/dev/fd/", "/proc/self/fd/", "/dev/stdin")
 
 
@@ -119,6 +120,9 @@ def _open(path: str, kind: FileKind, where: str, stdin: bool) -> IO[bytes] | _Un
         elif os.fstat(fd).st_size > kind.max_bytes:
             size = os.fstat(fd).st_size
             raise _fail(kind, where, f"{size:,} bytes is more than a {kind.what} may be ({_size(kind.max_bytes)})")
+        if stat.S_ISREG(mode):
+            st = os.fstat(fd)
+            _INPUTS.add((st.st_dev, st.st_ino))
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -203,6 +207,7 @@ def write_output(path: str, text: str, *, what: str = "--output") -> None:
             raise InvalidParameter(f"{what}: cannot write to standard output: {exc.strerror or exc}") from None
         return
     target = os.path.realpath(os.path.expanduser(path))
+    _refuse_an_input(path, what)
     try:
         if os.path.exists(target) and not stat.S_ISREG(os.stat(target).st_mode):
             if os.path.isdir(target):
@@ -219,11 +224,24 @@ def append_output(path: str, text: str, *, what: str) -> None:
     """Append `text` (secrets scrubbed) to `path` (GitHub's step summary); errors as in `write_output`."""
     from kvplan.text import scrub
 
+    _refuse_an_input(path, what)
     try:
         with open(os.path.expanduser(path), "a", encoding="utf-8") as f:
             f.write(scrub(text))
     except OSError as exc:
         raise InvalidParameter(f"{what}: cannot append to {path}: {exc.strerror or exc}") from None
+
+
+def _refuse_an_input(path: str, what: str) -> None:
+    """Refuse to write onto a file this run has read (`--output plan.yaml` for `check plan.yaml`): the
+    report would replace its own input."""
+    try:
+        st = os.stat(os.path.expanduser(path))
+    except (OSError, ValueError):
+        return  # no such file yet (or a path the write itself will refuse)
+    if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) in _INPUTS:
+        raise InvalidParameter(f"{what}: {path} is also an input of this run; writing it would replace what "
+                               "was read", hint="write the report to another file")
 
 
 def _write_atomic(target: str, text: str) -> None:

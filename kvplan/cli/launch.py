@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 def main() -> None:
     """Console-script entry point."""
+    _closed_streams()
     argv = sys.argv[1:]
     if argv in (["--help"], ["-h"]):
         quick: str | None = top_help()
@@ -44,6 +45,20 @@ def main() -> None:
     from kvplan.cli.app import main as typer_main
 
     typer_main()
+
+
+def _closed_streams() -> None:
+    """A standard stream the shell closed (`>&-`, `2>&-`, `<&-`) is None in Python. stdin and stderr then
+    read and write nothing (an error still exits 2); a closed stdout is an error, as a full one is."""
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the process)
+    if sys.stdin is None:
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115
+    if sys.stdout is None:
+        sys.stderr.write("Error: cannot write standard output: it is closed (the shell's >&-); "
+                         "redirect it to a file or /dev/null instead\n")
+        sys.stderr.flush()
+        os._exit(2)
 
 
 def _write(text: str) -> bool:

@@ -1,0 +1,103 @@
+"""Every write handled: a closed or full standard stream, an output file that is one of the run's inputs,
+an output path that cannot be written. Each is one `Error:` line and exit 2, and nothing is half-written
+(the input a report would have replaced is intact)."""
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CONFIGS
+
+PLANS = Path(__file__).parent / "fixtures" / "plans"
+
+
+def run(args: list[str], *, close: int | None = None, stdout: object = subprocess.PIPE,
+        cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+    """The CLI in a fresh interpreter; `close` is a standard descriptor closed before it starts."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KVPLAN_"))}
+    env["HF_HUB_OFFLINE"] = "1"
+    return subprocess.run([sys.executable, "-m", "kvplan", *args], stdout=stdout, stderr=subprocess.PIPE,
+                          text=True, env=env, timeout=60, check=False, cwd=cwd,
+                          preexec_fn=(lambda: os.close(close)) if close is not None else None)
+
+
+def one_error_line(stderr: str) -> str:
+    lines = stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("Error: "), stderr
+    assert "internal error" not in stderr and "Traceback" not in stderr
+    return lines[0]
+
+
+def test_a_closed_stdout_is_one_line_not_an_internal_error() -> None:
+    proc = run(["gpus"], close=1, stdout=None)
+    assert proc.returncode == 2
+    assert "cannot write standard output: it is closed" in one_error_line(proc.stderr)
+
+
+def test_a_closed_stderr_still_exits_2_on_bad_input() -> None:
+    proc = subprocess.run([sys.executable, "-m", "kvplan", "size", "no/such/path.json"], capture_output=True,
+                          text=True, timeout=60, check=False, preexec_fn=lambda: os.close(2))
+    assert proc.returncode == 2 and proc.stdout == ""
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="no /dev/full on this system")
+@pytest.mark.parametrize("args", [["gpus"], ["gpus", "--json"], ["size", str(CONFIGS / "Qwen--Qwen2.5-1.5B")]])
+def test_a_full_stdout_is_one_line(args: list[str]) -> None:
+    with open("/dev/full", "w") as full:
+        proc = run(args, stdout=full)
+    assert proc.returncode == 2
+    assert "cannot write standard output: No space left on device" in one_error_line(proc.stderr)
+
+
+def _plan_copy(tmp_path: Path) -> Path:
+    """passing.yaml beside a copy of the configs it names (relative paths)."""
+    shutil.copytree(CONFIGS / "Qwen--Qwen2.5-7B", tmp_path / "configs" / "Qwen--Qwen2.5-7B")
+    (tmp_path / "plans").mkdir()
+    plan = tmp_path / "plans" / "passing.yaml"
+    shutil.copy(PLANS / "passing.yaml", plan)
+    return plan
+
+
+def test_output_onto_the_plan_it_checks_is_refused_and_the_plan_is_intact(tmp_path: Path) -> None:
+    plan = _plan_copy(tmp_path)
+    before = plan.read_bytes()
+    proc = run(["check", str(plan), "--offline", "--output", str(plan)])
+    assert proc.returncode == 2
+    assert one_error_line(proc.stderr) == (f"Error: --output: {plan} is also an input of this run; writing it "
+                                           "would replace what was read (write the report to another file)")
+    assert plan.read_bytes() == before
+
+
+def test_output_onto_the_plan_through_a_symlink_is_refused(tmp_path: Path) -> None:
+    plan = _plan_copy(tmp_path)
+    link = tmp_path / "report.txt"
+    link.symlink_to(plan)
+    proc = run(["check", str(plan), "--offline", "--output", str(link)])
+    assert proc.returncode == 2 and "is also an input of this run" in one_error_line(proc.stderr)
+
+
+def test_svg_onto_the_gpus_file_is_refused(tmp_path: Path) -> None:
+    gpus = tmp_path / "gpus.yaml"
+    gpus.write_text("gpus: []\n")
+    proc = run(["roofline", str(CONFIGS / "Qwen--Qwen2.5-1.5B"), "--gpu", "h100", "--gpus-file", str(gpus),
+                "--svg", str(gpus)])
+    assert proc.returncode == 2, proc.stderr
+    assert "--svg: " in one_error_line(proc.stderr) and "is also an input of this run" in proc.stderr
+    assert gpus.read_text() == "gpus: []\n"
+
+
+@pytest.mark.parametrize(("path", "why"), [
+    ("{tmp}/no/such/folder/report.txt", "No such file or directory"),
+    ("{tmp}", "Is a directory"),
+])
+def test_an_unwritable_output_path_is_one_line(tmp_path: Path, path: str, why: str) -> None:
+    plan = _plan_copy(tmp_path)
+    target = path.format(tmp=tmp_path)
+    proc = run(["check", str(plan), "--offline", "--output", target])
+    assert proc.returncode == 2
+    assert one_error_line(proc.stderr) == f"Error: --output: cannot write {target}: {why}"
