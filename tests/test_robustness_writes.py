@@ -101,3 +101,29 @@ def test_an_unwritable_output_path_is_one_line(tmp_path: Path, path: str, why: s
     proc = run(["check", str(plan), "--offline", "--output", target])
     assert proc.returncode == 2
     assert one_error_line(proc.stderr) == f"Error: --output: cannot write {target}: {why}"
+
+
+def _env_run(args: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    full = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KVPLAN_", "COLUMNS"))}
+    full.update(env, HF_HUB_OFFLINE="1")
+    return subprocess.run([sys.executable, "-m", "kvplan", *args], capture_output=True, env=full, timeout=60,
+                          check=False, encoding=env.get("PYTHONIOENCODING", "utf-8"), errors="strict")
+
+
+@pytest.mark.parametrize("columns", ["0", "1", "99999999"])
+def test_an_absurd_columns_still_prints_the_whole_table(columns: str) -> None:
+    """Rich takes COLUMNS=0 as a width of 0 and printed nothing (exit 0); the width is held to 40..10,000."""
+    proc = _env_run(["size", str(CONFIGS / "Qwen--Qwen2.5-1.5B")], COLUMNS=columns)
+    assert proc.returncode == 0, proc.stderr
+    assert "28,672" in proc.stdout and "KV per token: 28,672 bytes" in " ".join(proc.stdout.split())
+
+
+@pytest.mark.parametrize("encoding", ["ascii", "latin-1"])
+def test_a_terminal_that_cannot_show_unicode_gets_the_whole_output_escaped(encoding: str) -> None:
+    """It was 'the input holds bytes that are not UTF-8 text' (the wrong cause) and no output."""
+    proc = _env_run(["size", str(CONFIGS / "Qwen--Qwen2.5-1.5B")], PYTHONIOENCODING=encoding)
+    assert proc.returncode == 0, proc.stderr
+    dot = "\\xb7" if encoding == "ascii" else "\u00b7"  # Latin-1 has the middle dot; ASCII escapes it
+    assert f"Qwen--Qwen2.5-1.5B {dot} KV bfloat16" in proc.stdout and "\\u2014" in proc.stdout
+    bad = _env_run(["size", "no/such/path.json"], PYTHONIOENCODING=encoding)
+    assert bad.returncode == 2 and one_error_line(bad.stderr)

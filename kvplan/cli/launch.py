@@ -59,6 +59,10 @@ def _closed_streams() -> None:
                          "redirect it to a file or /dev/null instead\n")
         sys.stderr.flush()
         os._exit(2)
+    for stream in (sys.stdout, sys.stderr):  # an ASCII or Latin-1 terminal (PYTHONIOENCODING, LC_ALL=C)
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if not encoding.startswith("utf") and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")  # "≥" shows as \u2265: the output stays whole
 
 
 def _write(text: str) -> bool:
