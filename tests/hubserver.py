@@ -12,7 +12,8 @@ TRICKLE_SECONDS), "flood" (a GET body with no Content-Length that never ends; th
 size), "lie-long" (Content-Length far above the body, which stops), "lie-huge" (HEAD true, GET announcing
 3 GiB), "redirect-loop" (every request redirected to itself), "429" (rate-limited with Retry-After:
 3600), "429-once" (the first GET rate-limited with Retry-After: 0, then served), "gzip" (a gzip body whatever the
-client's Accept-Encoding). A hanging handler waits at most HANG_SECONDS, or until the server stops.
+client's Accept-Encoding), "503-get" (HEAD answered, every GET HTTP 503). A hanging handler waits at
+most HANG_SECONDS, or until the server stops.
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ HANG_SECONDS = 30.0  # a "hang" handler gives up after this (tests' deadlines ar
 TRICKLE_SECONDS = 0.25  # one byte per this, on a "trickle" repo
 FLOOD_LIMIT = 64 * 2**20  # a "flood" body stops after this many bytes, so a broken client cannot fill the disk
 HOSTILE = ("hang", "hang-get", "trickle", "flood", "lie-long", "lie-huge", "redirect-loop", "429", "429-once",
-           "gzip")
+           "gzip", "503-get")
 
 
 def safetensors_header(tensors: dict[str, tuple[str, list[int]]]) -> bytes:
@@ -56,7 +57,8 @@ class Repo:
     files: dict[str, bytes]
     revisions: tuple[str, ...] = ("main", COMMIT)
     gated: bool = False
-    fault: str | None = None  # "500", "truncate", "slow", "slow-body"
+    fault: str | None = None  # "500", "truncate", "slow", "slow-body", or one of HOSTILE
+    fault_files: tuple[str, ...] = ()  # the files the fault applies to (none named: every file)
 
 
 @dataclass
@@ -112,12 +114,13 @@ class _Handler(BaseHTTPRequestHandler):
         if filename not in repo.files:
             self._error(404, "EntryNotFound", "Entry not found")
             return
-        if repo.fault == "500":
+        fault = repo.fault if not repo.fault_files or filename in repo.fault_files else None
+        if fault == "500":
             self._error(500, None, "Internal Error")
             return
-        if repo.fault == "slow":
+        if fault == "slow":
             time.sleep(SLOW_SECONDS)
-        if repo.fault in HOSTILE and self._hostile(repo, repo_id, head):
+        if fault in HOSTILE and self._hostile(fault, repo_id, head):
             return
         body = repo.files[filename]
         status, start, end = 200, 0, len(body)
@@ -135,19 +138,18 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Range", f"bytes {start}-{end - 1}/{len(body)}")
         self.end_headers()
         if not head:
-            if repo.fault == "slow-body":
+            if fault == "slow-body":
                 self.wfile.flush()
                 time.sleep(SLOW_SECONDS)
-            if repo.fault == "truncate":
+            if fault == "truncate":
                 self.wfile.write(chunk[: len(chunk) // 2])
                 self.wfile.flush()
                 self.close_connection = True
                 return
             self.wfile.write(chunk)
 
-    def _hostile(self, repo: Repo, repo_id: str, head: bool) -> bool:
-        """Misbehave as `repo.fault` says before the normal answer; True when the answer is done."""
-        fault = repo.fault
+    def _hostile(self, fault: str, repo_id: str, head: bool) -> bool:
+        """Misbehave as `fault` says before the normal answer; True when the answer is done."""
         if fault == "hang" or (fault == "hang-get" and not head):
             self.state.stopping.wait(HANG_SECONDS)
             self.close_connection = True
@@ -165,7 +167,10 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("Content-Length", "0")
             self.end_headers()
             return True
-        if head or fault == "429-once":
+        if fault == "503-get" and not head:
+            self._error(503, None, "Service Unavailable")
+            return True
+        if head or fault in ("429-once", "503-get"):
             return False  # HEAD answered truly: the GET misbehaves
         self.send_response(200)
         self.send_header("X-Repo-Commit", COMMIT)

@@ -40,6 +40,7 @@ class NetCase:
     message: str
     env: dict[str, str] = field(default_factory=dict)
     warning: str = ""
+    keeps_config: bool = False  # config.json came whole before the failure: it stays cached, nothing else
 
 
 def _header(raw: dict[str, object]) -> bytes:
@@ -85,6 +86,13 @@ CASES: tuple[NetCase, ...] = (
     NetCase("429 for an hour", "hostile/429",
             "the Hub is rate-limiting kvplan (HTTP 429) and asks it to wait 3600 s for config.json of hostile/429"),
     NetCase("429 once, then served", "hostile/429-once", "", env={"KVPLAN_HUB_TIMEOUT": "10"}),
+    NetCase("hf_quant_config.json hangs", "hostile/quant-hangs",
+            f"the Hub timed out: no answer for hf_quant_config.json of hostile/quant-hangs within {DEADLINE_S} s",
+            keeps_config=True),
+    NetCase("hf_quant_config.json HTTP 500", "hostile/quant-500",
+            "the Hub answered HTTP 500 for hostile/quant-500/hf_quant_config.json", keeps_config=True),
+    NetCase("HTTP 503 to every GET", "hostile/503-get",
+            "the Hub answered HTTP 503 for hostile/503-get/config.json"),
     NetCase("gzip body", "hostile/gzip",
             "the Hub sent config.json of hostile/gzip encoded (gzip) although kvplan asked for it unencoded"),
     NetCase("HF_ENDPOINT with a space", "Qwen/Qwen2.5-1.5B", "HF_ENDPOINT 'not a url' holds a space",
@@ -121,6 +129,9 @@ def add_hostile_repos(hub: HubServer) -> None:
     for repo_id, header in BAD_HEADERS.items():
         hub.state.repos[repo_id] = fixture_repo("Qwen--Qwen2.5-1.5B")
         hub.state.repos[repo_id].files["model.safetensors"] = header
+    for repo_id, fault in (("hostile/quant-hangs", "hang-get"), ("hostile/quant-500", "500")):
+        hub.state.repos[repo_id] = fixture_repo("nvidia--Llama-3.1-70B-Instruct-FP8", fault=fault,
+                                                fault_files=("hf_quant_config.json",))
     many = fixture_repo("Qwen--Qwen2.5-1.5B")
     many.files["model.safetensors.index.json"] = _index(MANY_SHARDS)
     hub.state.repos["meta/many-shards"] = many
@@ -168,8 +179,14 @@ def problem(case: NetCase, out: Outcome) -> str | None:
             return f"not one error line and exit 2: rc={out.returncode} {out.stderr[:300]!r}"
         if case.message not in lines[0]:
             return f"wrong message: {lines[0][:300]!r}"
-        if out.cached:
-            return f"left in the cache: {out.cached}"
+        cached = out.cached
+        if case.keeps_config:  # config.json's snapshot, blob, lock and ref, and nothing of the failed file
+            blobs = [p for p in cached if "/blobs/" in p]
+            if len(blobs) != 1 or not any(p.endswith("/config.json") for p in cached):
+                return f"config.json not kept alone: {cached}"
+            cached = tuple(p for p in cached if "hf_quant_config" in p or p.endswith(".incomplete"))
+        if cached:
+            return f"left in the cache: {cached}"
         return None
     if out.returncode != 0:
         return f"exit {out.returncode}: {out.stderr[:300]!r}"

@@ -132,7 +132,7 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None, filename: str
         return NetworkError(f"cannot reach the Hugging Face Hub for {repo_id} and it is not cached",
                             hint="check the network or HF_ENDPOINT")
     if isinstance(exc, e.EntryNotFoundError):  # after LocalEntryNotFoundError, which subclasses it
-        return BadConfig(f"{repo_id}{at} has no {filename}")
+        return _NoSuchFile(f"{repo_id}{at} has no {filename}")
     if isinstance(exc, e.HfHubHTTPError):
         status = getattr(getattr(exc, "response", None), "status_code", None)
         return NetworkError(f"the Hub answered HTTP {status} for {repo_id}/{filename}")
@@ -321,11 +321,18 @@ def _check_size_on_hub(repo_id: str, filename: str, revision: str | None, max_by
     return None
 
 
+class _NoSuchFile(BadConfig):
+    """The repo (at that revision) has no such file: the Hub said so (EntryNotFound)."""
+
+
 def _optional_download(repo_id: str, filename: str, revision: str | None) -> Path | None:
+    """The file, or None when the repo has none (or, offline, the cache has none). Any other failure (a
+    timeout, HTTP 500, a file too large) is raised: a quantization config that could not be read must not
+    be taken for one that does not exist (the weights would be counted in BF16)."""
     try:
         return _download(repo_id, filename, revision)
-    except KvplanError:
-        return None  # the optional file does not exist (or is not cached offline)
+    except (_NoSuchFile, OfflineCacheMiss):
+        return None
 
 
 def load_model(source: str, revision: str | None = None, *,

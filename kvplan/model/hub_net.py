@@ -104,6 +104,7 @@ class _Budget:
         self.deadline = time.monotonic() + timeout_s
         self.retry_after: float | None = None  # the last HTTP 429's Retry-After, for the message
         self.broke_off = 0  # bodies cut short (huggingface_hub resumes them, each time it receives bytes)
+        self.last_status: int | None = None  # of the last response, to say why the retries ran out
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -113,6 +114,9 @@ class _Budget:
             return NetworkError(f"the Hub is rate-limiting kvplan (HTTP 429) and asks it to wait "
                                 f"{self.retry_after:g} s for {self.what}, past the {self.timeout_s:g} s deadline",
                                 hint="wait and try again, set HF_TOKEN for a higher limit, or raise " + TIMEOUT_ENV)
+        if self.last_status is not None and self.last_status >= 500:
+            return NetworkError(f"the Hub answered HTTP {self.last_status} for {self.what} to each try "
+                                f"within {self.timeout_s:g} s", hint="try again later, or raise " + TIMEOUT_ENV)
         if self.broke_off:
             return NetworkError(f"the Hub connection broke off {self.broke_off} time(s) while sending {self.what}, "
                                 f"which was not complete within {self.timeout_s:g} s",
@@ -208,6 +212,7 @@ class GuardTransport:
         return response
 
     def _check(self, response: Any, budget: _Budget, method: str) -> None:
+        budget.last_status = response.status_code
         if 300 <= response.status_code < 400 and "location" in response.headers:
             _chain.count = getattr(_chain, "count", 0) + 1
             if _chain.count > MAX_REDIRECTS:
