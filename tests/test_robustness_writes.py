@@ -127,3 +127,39 @@ def test_a_terminal_that_cannot_show_unicode_gets_the_whole_output_escaped(encod
     assert f"Qwen--Qwen2.5-1.5B {dot} KV bfloat16" in proc.stdout and "\\u2014" in proc.stdout
     bad = _env_run(["size", "no/such/path.json"], PYTHONIOENCODING=encoding)
     assert bad.returncode == 2 and one_error_line(bad.stderr)
+
+
+def test_a_long_serve_simulation_reports_progress_to_its_callback() -> None:
+    """The pure core calls progress(finished, total) every PROGRESS_EVERY steps and once at the end."""
+    from kvplan.sim.scheduler import PROGRESS_EVERY, FixedCost, SchedulerConfig, simulate_serve
+    from kvplan.sim.workloads import ServeRequest
+
+    calls: list[tuple[int, int]] = []
+    requests = [ServeRequest(prompt_len=16, output_len=PROGRESS_EVERY, arrival_s=float(i)) for i in range(3)]
+    report = simulate_serve(requests, SchedulerConfig(num_gpu_blocks=10_000, block_size=16, max_num_seqs=1),
+                            FixedCost(per_step_s=0.01, per_token_s=0.0),
+                            progress=lambda done, total: calls.append((done, total)))
+    assert report.completed == 3
+    assert calls[-1] == (3, 3) and len(calls) >= 3
+    assert [d for d, _ in calls] == sorted(d for d, _ in calls)  # never goes back
+
+
+def test_no_progress_on_stderr_when_it_is_not_a_terminal() -> None:
+    proc = run(["simulate", "serve", "--num-gpu-blocks", "20000", "--num-requests", "30000", "--request-rate",
+                "inf", "--prompt-len", "16", "--output-len", "2", "--step-ms", "1", "--json"])
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr == ""
+
+
+def test_on_a_terminal_progress_goes_to_stderr_and_stdout_stays_clean() -> None:
+    """FORCE_COLOR makes Rich treat stderr as a terminal (as a user's shell is)."""
+    import json
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KVPLAN_"))}
+    proc = subprocess.run([sys.executable, "-m", "kvplan", "simulate", "serve", "--num-gpu-blocks", "20000",
+                           "--num-requests", "30000", "--request-rate", "inf", "--prompt-len", "16",
+                           "--output-len", "2", "--step-ms", "1", "--json"], capture_output=True, text=True,
+                          env={**env, "FORCE_COLOR": "1"}, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["num_requests"] == 30_000
+    assert "simulating" in proc.stderr and "/30000" in proc.stderr
