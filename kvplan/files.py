@@ -190,6 +190,25 @@ def read_lines(path: str, kind: FileKind, *, where: str | None = None, stdin: bo
             yield text if keep_ends else text.rstrip("\r\n")
 
 
+def repair_standard_streams() -> str | None:
+    """A standard stream the shell closed (`>&-`, `2>&-`, `<&-`) is None in Python: stdin and stderr then
+    read and write nothing (an error still exits 2). A stream whose encoding is not UTF (PYTHONIOENCODING=
+    ascii, LC_ALL=C with PYTHONUTF8=0) writes what it cannot encode as backslash escapes, so the output
+    stays whole. Returns the problem when stdout is closed (nothing can be reported), else None."""
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the process)
+    if sys.stdin is None:
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115
+    if sys.stdout is None:
+        return ("cannot write standard output: it is closed (the shell's >&-); redirect it to a file or "
+                "/dev/null instead")
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if not encoding.startswith("utf") and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")  # "≥" shows as \u2265
+    return None
+
+
 def write_output(path: str, text: str, *, what: str = "--output") -> None:
     """Write `text` (secrets scrubbed) to `path`: `-` is standard output; a symlink is followed; a regular
     file is replaced atomically (a reader never sees half a report) with the mode the umask gives a new

@@ -48,21 +48,15 @@ def main() -> None:
 
 
 def _closed_streams() -> None:
-    """A standard stream the shell closed (`>&-`, `2>&-`, `<&-`) is None in Python. stdin and stderr then
-    read and write nothing (an error still exits 2); a closed stdout is an error, as a full one is."""
-    if sys.stderr is None:
-        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the process)
-    if sys.stdin is None:
-        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115
-    if sys.stdout is None:
-        sys.stderr.write("Error: cannot write standard output: it is closed (the shell's >&-); "
-                         "redirect it to a file or /dev/null instead\n")
+    """Standard streams the shell closed or cannot encode (kvplan.files.repair_standard_streams); a closed
+    stdout is one error line and exit 2."""
+    from kvplan.files import repair_standard_streams
+
+    problem = repair_standard_streams()
+    if problem is not None:
+        sys.stderr.write(f"Error: {problem}\n")
         sys.stderr.flush()
         os._exit(2)
-    for stream in (sys.stdout, sys.stderr):  # an ASCII or Latin-1 terminal (PYTHONIOENCODING, LC_ALL=C)
-        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
-        if not encoding.startswith("utf") and hasattr(stream, "reconfigure"):
-            stream.reconfigure(errors="backslashreplace")  # "≥" shows as \u2265: the output stays whole
 
 
 def _write(text: str) -> bool:
