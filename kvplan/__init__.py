@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it: dynamic = ["version"])
 
 # Public names, resolved lazily so `import kvplan` stays cheap for the CLI.
 _LAZY = {

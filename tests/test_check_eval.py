@@ -140,8 +140,7 @@ def test_decode_requirements_equal_the_roofline(tmp_path: Path) -> None:
                            "      max_itl_ms: {value: 1, batch: 4, context: 2048}")
     tput, itl = r.checks
     gpu = get_gpu("h100")
-    costs = rl.model_costs(load_fixture("Qwen--Qwen2.5-7B"), gpu_flops=gpu.flops)
-    point = rl.decode_point(costs, rl.roof_from_gpu(gpu, costs.compute_dtype), 4, 2048)
+    point = rl.decode_point(*rl.deployment_roofline(load_fixture("Qwen--Qwen2.5-7B"), gpu), 4, 2048)
     assert tput.measured == point.tokens_per_s and tput.passed
     assert itl.measured == point.itl_s * 1000 and not itl.passed  # a 7B model cannot decode in 1 ms
     assert itl.margin == pytest.approx(1 - point.itl_s * 1000)
@@ -169,12 +168,11 @@ def test_ttft_is_seeded_and_equals_the_simulator(tmp_path: Path) -> None:
     assert first.measured == again.measured and first.passed
 
     gpu = get_gpu("h100")
-    costs = rl.model_costs(load_fixture("Qwen--Qwen2.5-7B"), gpu_flops=gpu.flops)
     requests = synthetic_serve_requests(60, request_rate=20, arrival="poisson", prompt_len=parse_length_dist(
         "uniform:256:1024"), output_len=parse_length_dist("64"), block_size=16, seed=3)
     sim = simulate_serve(requests, SchedulerConfig(num_gpu_blocks=1170, block_size=16, max_num_seqs=8,
                                                    max_num_batched_tokens=8192, max_model_len=4096),
-                         rl.RooflineCost(costs, rl.roof_from_gpu(gpu, costs.compute_dtype)))
+                         rl.RooflineCost(*rl.deployment_roofline(load_fixture("Qwen--Qwen2.5-7B"), gpu)))
     assert first.measured == sim.time_to_first_token_seconds.p99 * 1000
     assert first.message.startswith(f"simulated p99 TTFT {sim.time_to_first_token_seconds.p99 * 1000:,.1f} ms over "
                                     "60 requests (20 req/s poisson, prompt uniform:256:1024, output 64, seed 3)")

@@ -368,3 +368,19 @@ def test_every_fixture_model_gets_a_consistent_roofline(folder: str) -> None:
     for p in r.batches:
         expected = "compute" if r.compute_bound_batch is not None and p.batch >= r.compute_bound_batch else "memory"
         assert p.bound == expected
+
+
+def test_a_multimodal_w8a8_checkpoint_runs_its_matmuls_on_fp8_tensor_cores() -> None:
+    """Llama-4-Scout FP8-dynamic (compressed-tensors, 8-bit float weights and dynamic per-token activations) keeps
+    its quantization_config at the top of a multimodal config: the text sub-config the roofline reads has none,
+    and the compute roof was BF16's. The reader now carries the W8A8 type in the QuantSpec."""
+    from kvplan.hardware.gpus import get_gpu
+    from kvplan.hardware.roofline import select_compute_dtype
+    from kvplan.model.hub import load_model
+    from tests.conftest import CONFIGS
+
+    corpus = CONFIGS.parent / "corpus" / "configs"
+    model = load_model(str(corpus / "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic"))
+    assert model.quant is not None and model.quant.w8a8 == "float"
+    assert select_compute_dtype(model, get_gpu("h100").flops)[0] == "fp8"
+    assert select_compute_dtype(model, get_gpu("a100").flops)[0] == "bf16"  # no FP8 tensor cores

@@ -145,7 +145,9 @@ def test_serve_human_output_shows_the_deployment_and_the_roofline() -> None:
                            env={"COLUMNS": "200"})
     assert result.exit_code == 0, result.stderr
     assert "max_num_seqs 256 [default" in result.stdout
-    assert "Step cost: roofline of " in result.stdout and "bf16 matmuls at 76% of 121 TFLOP/s" in result.stdout
+    _, roof = rl.deployment_roofline(load_fixture("meta-llama--Meta-Llama-3.1-8B"), get_gpu("l4"))
+    assert "Step cost: roofline of " in result.stdout
+    assert f"bf16 matmuls at {roof.compute_efficiency:.0%} of 121 TFLOP/s" in result.stdout
     assert "num_preemptions: 0." not in result.stdout
 
 
@@ -168,12 +170,15 @@ def test_lone_request_ttft_is_the_roofline_prefill_step() -> None:
     assert data["cost_model_params"]["peak_flops"] == 989.4e12
     assert data["deployment"]["compute_dtype"] == "bf16"
     gpu = get_gpu("h100")
-    costs = rl.model_costs(load_fixture("Qwen--Qwen2.5-1.5B"), gpu_flops=gpu.flops)
-    prefill = rl.RooflineCost(costs, rl.roof_from_gpu(gpu, costs.compute_dtype)).step_time(2048, 0, 0)
+    costs, roof = rl.deployment_roofline(load_fixture("Qwen--Qwen2.5-1.5B"), gpu)
+    prefill = rl.RooflineCost(costs, roof).step_time(2048, 0, 0)
     assert data["time_to_first_token_seconds"]["max"] == prefill
     # By hand (tests/test_sim_fit.py): (2 × 1,543,626,752 × 2,048 + 2,098,176 causal pairs × 172,032) FLOPs
-    # at 76 % of 989.4 TFLOP/s.
-    assert prefill == pytest.approx((2 * 1_543_626_752 * 2048 + 2_098_176 * 172_032) / (989.4e12 * 0.76), rel=1e-12)
+    # at the speed model's share of 989.4 TFLOP/s, plus its overheads of one step of 28 layers.
+    assert roof.overheads is not None
+    overhead = roof.overheads.time_s(layers=28, moe_layers=0, all_reduces=0)
+    assert prefill == pytest.approx((2 * 1_543_626_752 * 2048 + 2_098_176 * 172_032)
+                                    / (989.4e12 * roof.compute_efficiency) + overhead, rel=1e-12)
 
 
 def test_efficiencies_tune_the_roofline() -> None:
@@ -182,7 +187,11 @@ def test_efficiencies_tune_the_roofline() -> None:
     half = run_json([*base, "--compute-efficiency", "0.38"])
     full = run_json(base)
     assert half["cost_model_params"]["compute_efficiency"] == 0.38
-    assert half["time_to_first_token_seconds"]["max"] == pytest.approx(2 * full["time_to_first_token_seconds"]["max"])
+    # The compute-bound prefill's roof scales with the efficiency; the per-step overheads do not.
+    overhead = full["cost_model_params"]["step_overhead_s"] + 28 * full["cost_model_params"]["layer_overhead_s"]
+    roof_s = full["time_to_first_token_seconds"]["max"] - overhead
+    scale = full["cost_model_params"]["compute_efficiency"] / 0.38
+    assert half["time_to_first_token_seconds"]["max"] == pytest.approx(scale * roof_s + overhead)
 
 
 def test_fixed_cost_flags_replace_the_roofline() -> None:

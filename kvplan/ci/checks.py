@@ -129,12 +129,11 @@ def _plan_fit(model: ModelSpec, gpu: GpuSpec, dep: Deployment, *, context: int |
 
 
 def _decode(model: ModelSpec, gpu: GpuSpec, dep: Deployment, *, batch: int, context: int) -> DecodePoint:
-    """roofline.decode_point as `kvplan roofline` computes it (default efficiencies, analytic weights)."""
+    """roofline.decode_point as `kvplan roofline` computes it (the speed model's efficiencies and overheads)."""
     from kvplan.hardware import roofline as rl
 
-    costs = rl.model_costs(model, tp=dep.settings.tp, kv_cache_dtype=dep.settings.kv_cache_dtype,
-                           gpu_flops=gpu.flops, weights_bytes=dep.settings.weights_total_bytes)
-    roof = rl.roof_from_gpu(gpu, costs.compute_dtype)
+    costs, roof = rl.deployment_roofline(model, gpu, tp=dep.settings.tp, kv_cache_dtype=dep.settings.kv_cache_dtype,
+                                         weights_bytes=dep.settings.weights_total_bytes)
     return rl.decode_point(costs, roof, batch, context)
 
 
@@ -148,9 +147,9 @@ def _p99_ttft_s(model: ModelSpec, gpu: GpuSpec, dep: Deployment, fit: FitReport,
     from kvplan.sim.sizing import pool_from_fit
     from kvplan.sim.workloads import parse_length_dist, synthetic_serve_requests
 
-    costs = rl.model_costs(model, tp=dep.settings.tp, kv_cache_dtype=dep.settings.kv_cache_dtype,
-                           gpu_flops=gpu.flops, weights_bytes=dep.settings.weights_total_bytes)
-    cost = rl.RooflineCost(costs, rl.roof_from_gpu(gpu, costs.compute_dtype))
+    cost = rl.RooflineCost(*rl.deployment_roofline(
+        model, gpu, tp=dep.settings.tp, kv_cache_dtype=dep.settings.kv_cache_dtype,
+        weights_bytes=dep.settings.weights_total_bytes))
     config = SchedulerConfig(
         num_gpu_blocks=pool_from_fit(fit), block_size=fit.block_size, max_num_seqs=fit.max_num_seqs,
         max_num_batched_tokens=fit.max_num_batched_tokens, enable_prefix_caching=dep.settings.enable_prefix_caching,

@@ -3,7 +3,8 @@
 A plan is YAML. It is read with PyYAML's *safe* composer only (`yaml.compose(…, Loader=SafeLoader)`):
 the node graph is walked here, never constructed by a loader, so every key and value keeps its line,
 no Python object can be created from a tag, and anchors/aliases are expanded under a node budget
-(`MAX_NODES`) and a depth limit, so an alias bomb ("billion laughs") or a self-referencing alias
+(`MAX_NODES`) and a depth limit (measured on the text before PyYAML reads it: kvplan/yaml_reader.py, the
+reader GPU files use too), so an alias bomb ("billion laughs") or a self-referencing alias
 stops with a clear error instead of hanging. Every mistake is a `ParseError` whose message names the
 file, the line and the key: `plan.yaml:7: deployments[0].require.min_concurency: unknown key (did you
 mean min_concurrency?)`.
@@ -45,12 +46,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from kvplan import yaml_reader
 from kvplan.errors import KvplanError, ParseError, close_matches
-from kvplan.model.kv_cache import KV_CACHE_DTYPES, MAMBA_CACHE_DTYPES
 from kvplan.vllm.command_line import VLLM_IGNORED, VLLM_UNMODELLED
-from kvplan.vllm.defaults import PerformanceMode
-from kvplan.vllm.dtype import DTYPES
-from kvplan.vllm.offload import OFFLOADING_BACKENDS
+from kvplan.vllm.engine_args import ENGINE_ARGS, SETTING_ARGS, EngineArg
 
 if TYPE_CHECKING:
     import yaml
@@ -59,11 +58,9 @@ if TYPE_CHECKING:
     from kvplan.vllm.settings import ServeSettings
 
 # --- limits ---------------------------------------------------------------------------------------
-# A plan of 100 deployments with 10 requirements each is about 5,000 nodes; 20,000 leaves room and
-# stops alias expansion long before it costs memory or time (a 9-level "billion laughs" would
-# expand to 10⁹ nodes).
-MAX_NODES = 20_000
-MAX_DEPTH = 40  # nesting of mappings/sequences; real plans use 5
+# The YAML reader's, shared with GPU files (kvplan/yaml_reader.py): nodes once aliases are expanded, nesting.
+MAX_NODES = yaml_reader.MAX_NODES
+MAX_DEPTH = yaml_reader.MAX_DEPTH
 MAX_PLAN_BYTES = 1 << 20  # 1 MiB: a plan is a few KB (kvplan.files.PLAN)
 _SHOWN_DEPTH = 8  # path components shown in a message
 PLAN_VERSION = 1
@@ -231,21 +228,11 @@ class _Walker:
 
 
 def parse_yaml(text: str, where: str) -> Doc:
-    """Compose `text` with the safe loader and walk it into a `Doc` (plain data plus lines)."""
-    import yaml
+    """Compose `text` with the bounded safe reader (kvplan/yaml_reader.py) and walk it into a `Doc` (plain
+    data plus lines)."""
+    from kvplan import yaml_reader
 
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        context = getattr(exc, "context", None)
-        if context and problem.startswith("but "):  # "expected a single document … but found another document"
-            problem = f"{context} {problem}"
-        line = f"{mark.line + 1}:" if mark is not None else ""
-        raise ParseError(f"{where}:{line} not valid YAML: {problem}") from None
-    except RecursionError:
-        raise ParseError(f"{where}: nested too deeply to read") from None
+    node = yaml_reader.compose(text, where)
     doc = Doc(where, None)
     if node is None:
         return doc
@@ -350,14 +337,14 @@ class Plan:
 _Converter = Callable[[Any, str], Any]
 
 
-def _as_int(value: Any, what: str) -> int:
+def _as_int(value: Any, what: str, *, maximum: int | None = None, bound: str = "") -> int:
     from kvplan.units import parse_count
 
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     if not isinstance(value, (int, str)) or isinstance(value, bool):
         raise ParseError(f"{what}: expected a whole number, got {value!r}")
-    return parse_count(value, what=what, minimum=1)
+    return parse_count(value, what=what, minimum=1, maximum=maximum, bound=bound)
 
 
 def _as_max_model_len(value: Any, what: str) -> int:
@@ -433,54 +420,36 @@ def _choice(*choices: str) -> _Converter:
     return convert
 
 
-# vLLM option → (ServeSettings field, converter). Names as `vllm serve --help` prints them.
-VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
-    "tensor_parallel_size": ("tp", _as_int),
-    "pipeline_parallel_size": ("pp", _as_int),
-    "gpu_memory_utilization": ("gpu_memory_utilization", _as_fraction),
-    "max_model_len": ("max_model_len", _as_max_model_len),
-    "max_num_seqs": ("max_num_seqs", _as_int),
-    "max_num_batched_tokens": ("max_num_batched_tokens", _as_int),
-    "kv_cache_dtype": ("kv_cache_dtype", _choice(*KV_CACHE_DTYPES)),
-    "block_size": ("block_size", _as_int),
-    "enforce_eager": ("enforce_eager", _as_bool),
-    "kv_cache_memory_bytes": ("kv_cache_memory_bytes", _as_bytes),
-    "enable_prefix_caching": ("enable_prefix_caching", _as_bool),
-    "disable_hybrid_kv_cache_manager": ("disable_hybrid_kv_cache_manager", _as_bool),
-    "performance_mode": ("performance_mode", _choice(*get_args(PerformanceMode))),
-    "speculative_config": ("speculative_config", _as_mapping),
-    "compilation_config": ("compilation_config", _as_mapping),
-    "kv_transfer_config": ("kv_transfer_config", _as_mapping),
-    "decode_context_parallel_size": ("decode_context_parallel_size", _as_int),
-    "prefill_context_parallel_size": ("prefill_context_parallel_size", _as_int),
-    "data_parallel_size": ("data_parallel_size", _as_int),
-    "enable_expert_parallel": ("enable_expert_parallel", _as_bool),
-    "trust_remote_code": ("allow_custom_code", _as_bool),
-    "dtype": ("dtype", _choice(*DTYPES)),
-    "mamba_cache_dtype": ("mamba_cache_dtype", _choice(*MAMBA_CACHE_DTYPES)),
-    "mamba_ssm_cache_dtype": ("mamba_ssm_cache_dtype", _choice(*MAMBA_CACHE_DTYPES)),
-    "num_gpu_blocks_override": ("num_gpu_blocks_override", _as_int),
-    "cpu_offload_gb": ("cpu_offload_bytes", lambda v, w: int(_as_float(v, w) * 2**30)),
-    "kv_offloading_size": ("kv_offloading_size", lambda v, w: _as_float(v, w)),
-    "kv_offloading_backend": ("kv_offloading_backend", _choice(*OFFLOADING_BACKENDS)),
-    "quantization": ("quantization", lambda v, w: str(v).strip().lower()),
-    "enable_lora": ("enable_lora", _as_bool),
-    "async_scheduling": ("async_scheduling", _as_bool),
-    "max_loras": ("max_loras", _as_int),
-    "max_lora_rank": ("max_lora_rank", _as_int),
-    "limit_mm_per_prompt": ("limit_mm_per_prompt", lambda v, w: _mm_limits(v)),
-    "language_model_only": ("language_model_only", _as_bool),
-    "enable_mm_embeds": ("enable_mm_embeds", _as_bool),
+def _reader(arg: EngineArg) -> _Converter:
+    """How a plan reads one vLLM option's value (by the row's kind, kvplan/vllm/engine_args.py)."""
+    from kvplan.vllm import engine_args as ea
+
+    kind = arg.kind
+    if kind == "count":
+        return functools.partial(_as_int, maximum=arg.maximum, bound=arg.bound) if arg.maximum else _as_int
+    if kind == "choice":
+        return _choice(*ea.choices_of(arg))
+    if kind == "gib":
+        return lambda v, w: ea.cpu_offload_bytes(_as_float(v, w), w)
+    if kind == "offload_gib":
+        return lambda v, w: ea.kv_offloading_gib(_as_float(v, w), w)
+    return _PLAN_READERS[kind]
+
+
+_PLAN_READERS: Mapping[str, _Converter] = {
+    "max_model_len": _as_max_model_len, "fraction": _as_fraction, "bytes": _as_bytes, "bool": _as_bool,
+    "json": _as_mapping, "mm_limits": lambda v, w: _mm_limits(v), "lower": lambda v, w: str(v).strip().lower(),
 }
-# vLLM's short and negated spellings.
-VLLM_ALIASES: Mapping[str, str] = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size",
-                                   "dp": "data_parallel_size", "dcp": "decode_context_parallel_size",
-                                   "pcp": "prefill_context_parallel_size",
-                                   "kv_cache_memory": "kv_cache_memory_bytes", "cc": "compilation_config"}
-VLLM_NEGATED: Mapping[str, str] = {"no_enable_prefix_caching": "enable_prefix_caching",
-                                   "no_enforce_eager": "enforce_eager", "no_async_scheduling": "async_scheduling",
-                                   "no_language_model_only": "language_model_only",
-                                   "no_enable_mm_embeds": "enable_mm_embeds"}
+# Generated from the one table of vLLM's engine arguments (kvplan/vllm/engine_args.py): a new option is a row
+# there. vLLM option → (ServeSettings field, converter); names as `vllm serve --help` prints them.
+VLLM_OPTIONS: Mapping[str, tuple[str, _Converter]] = {
+    arg.name: (arg.field, _reader(arg)) for arg in SETTING_ARGS if arg.field is not None
+}
+# vLLM's short and second spellings (-tp, --device-memory-utilization) and its `--no-…` negations.
+VLLM_ALIASES: Mapping[str, str] = {
+    norm_key(alias.lstrip("-")): arg.name for arg in ENGINE_ARGS if arg.effect == "modelled" for alias in arg.aliases
+}
+VLLM_NEGATED: Mapping[str, str] = {"no_" + arg.name: arg.name for arg in SETTING_ARGS if arg.negatable}
 # =================================================================================================
 # Loading and validating
 # =================================================================================================
@@ -658,7 +627,7 @@ class _Options:
         if name in VLLM_OPTIONS:
             self.values[name] = _convert_or(err, value, VLLM_OPTIONS[name][1])
             return
-        if name in VLLM_IGNORED or (name == "dtype" and str(value).strip().lower() == "auto"):
+        if name in VLLM_IGNORED:
             return
         where = f"{doc.where}:{doc.line(path)}: {doc.name(path)}" + (f": {shown}" if shown else "")
         if name in VLLM_UNMODELLED:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any, get_args
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -139,7 +139,7 @@ def command(
     ] = None,
     speculative_config: Annotated[
         str | None, _vllm('Speculative decoding as JSON, e.g. \'{"method": "mtp", "num_speculative_tokens": 1}\'.',
-                          "--speculative-config")
+                          "--speculative-config", "-sc")
     ] = None,
     kv_transfer_config: Annotated[
         str | None, _vllm('A KV connector as JSON, e.g. \'{"kv_connector": "NixlConnector", "kv_role": "kv_both"}\' '
@@ -158,7 +158,7 @@ def command(
     ] = None,
     enable_expert_parallel: Annotated[
         bool | None, _vllm("Split the experts over TP × DP ranks (the KV cache is unchanged).",
-                           "--enable-expert-parallel")
+                           "--enable-expert-parallel/--no-enable-expert-parallel", "-ep")
     ] = None,
     hf_overrides: Annotated[
         str | None, _vllm("Config overrides as JSON, e.g. a rope_scaling and max_position_embeddings.",
@@ -186,7 +186,9 @@ def command(
                                                        "default) or lmcache.", "--kv-offloading-backend")] = None,
     quantization: Annotated[str | None, _vllm("The checkpoint's quantization method, or fp8 to quantize a "
                                               "16-bit checkpoint at load.", "--quantization", "-q")] = None,
-    enable_lora: Annotated[bool | None, _vllm("Reserve LoRA adapter slots on every GPU.", "--enable-lora")] = None,
+    enable_lora: Annotated[
+        bool | None, _vllm("Reserve LoRA adapter slots on every GPU.", "--enable-lora/--no-enable-lora")
+    ] = None,
     async_scheduling: Annotated[
         bool | None,
         _vllm("Async scheduling: two batches in flight (default: on where vLLM supports it).",
@@ -200,15 +202,17 @@ def command(
                           "--limit-mm-per-prompt")
     ] = None,
     language_model_only: Annotated[
-        bool | None, _vllm("Every multimodal limit 0: text-only, no vision/audio tower.", "--language-model-only")
+        bool | None, _vllm("Every multimodal limit 0: text-only, no vision/audio tower.",
+                           "--language-model-only/--no-language-model-only")
     ] = None,
     enable_mm_embeds: Annotated[
         bool | None, _vllm("Accept precomputed multimodal embeddings: a modality limited to 0 still takes them, so "
-                           "the model stays multimodal (its tower is not loaded).", "--enable-mm-embeds")
+                           "the model stays multimodal (its tower is not loaded).",
+                           "--enable-mm-embeds/--no-enable-mm-embeds")
     ] = None,
     trust_remote_code: Annotated[
         bool | None, _vllm("Accept a repository whose config needs its own code (kvplan still runs none of it).",
-                           "--trust-remote-code")
+                           "--trust-remote-code/--no-trust-remote-code")
     ] = None,
     json_: JsonFlag = False,
 ) -> None:
@@ -217,47 +221,13 @@ def command(
 
     from kvplan.cli.console import err
     from kvplan.errors import InvalidParameter
+    from kvplan.vllm.engine_args import fit_options
     from kvplan.vllm.environment import vllm_environment
 
-    given: dict[str, object] = {
-        "tensor_parallel_size": tensor_parallel_size,
-        "pipeline_parallel_size": pipeline_parallel_size,
-        "gpu_memory_utilization": gpu_memory_utilization,
-        "max_model_len": max_model_len,
-        "max_num_seqs": max_num_seqs,
-        "max_num_batched_tokens": max_num_batched_tokens,
-        "kv_cache_dtype": kv_cache_dtype,
-        "block_size": block_size,
-        "enforce_eager": enforce_eager,
-        "enable_prefix_caching": enable_prefix_caching,
-        "kv_cache_memory_bytes": kv_cache_memory_bytes,
-        "revision": revision,
-        "moe_backend": moe_backend,
-        "speculative_config": speculative_config,
-        "kv_transfer_config": kv_transfer_config,
-        "decode_context_parallel_size": decode_context_parallel_size,
-        "prefill_context_parallel_size": prefill_context_parallel_size,
-        "data_parallel_size": data_parallel_size,
-        "enable_expert_parallel": enable_expert_parallel,
-        "hf_overrides": hf_overrides,
-        "compilation_config": compilation_config,
-        "trust_remote_code": trust_remote_code,
-        "dtype": dtype,
-        "mamba_cache_dtype": mamba_cache_dtype,
-        "mamba_ssm_cache_dtype": mamba_ssm_cache_dtype,
-        "num_gpu_blocks_override": num_gpu_blocks_override,
-        "cpu_offload_gb": cpu_offload_gb,
-        "kv_offloading_size": kv_offloading_size,
-        "kv_offloading_backend": kv_offloading_backend,
-        "quantization": quantization,
-        "enable_lora": enable_lora,
-        "async_scheduling": async_scheduling,
-        "max_loras": max_loras,
-        "max_lora_rank": max_lora_rank,
-        "limit_mm_per_prompt": limit_mm_per_prompt,
-        "language_model_only": language_model_only,
-        "enable_mm_embeds": enable_mm_embeds,
-    }
+    # The vLLM options, by their rows in kvplan/vllm/engine_args.py (each has a parameter of its name above).
+    params = locals()
+    given: dict[str, object] = {arg.name: params[arg.name] for arg in fit_options()}
+    given["moe_backend"] = moe_backend
     pasted_env: dict[str, str] = {}
     if vllm_cmd is not None:
         from kvplan.vllm.command_line import parse_vllm_command
@@ -340,19 +310,9 @@ def _check_implied_tp(spec: Any, tp: int, num_gpus: int) -> None:
 
 def json_option(value: object, flag: str) -> dict[str, Any] | None:
     """A vLLM option given as JSON text (or already a mapping, from a plan file)."""
-    if value is None or isinstance(value, dict):
-        return value
-    import json
+    from kvplan.vllm.engine_args import json_object
 
-    from kvplan.errors import InvalidParameter
-
-    try:
-        parsed = json.loads(str(value))
-    except json.JSONDecodeError as exc:
-        raise InvalidParameter(f"{flag}: not valid JSON ({exc.msg} at character {exc.pos})") from None
-    if not isinstance(parsed, dict):
-        raise InvalidParameter(f"{flag} must be a JSON object, got {type(parsed).__name__}")
-    return parsed
+    return json_object(value, flag)
 
 
 def _load(model: str, revision: str | None, *, quiet: bool,
@@ -384,13 +344,6 @@ def load_speculative_draft(config: dict[str, Any] | None) -> ModelSpec | None:
     return parse_config(flat, name=source)
 
 
-# vLLM 0.33's CacheConfig.block_size is any int > 0 (`Field(gt=0)`; the fixed BlockSize set of older
-# releases is gone): the attention backend's kernels then take 16–128 tokens, and hybrid models' Mamba
-# alignment raises the block to a few thousand. 65,536 (the simulator's MAX_BLOCK_SIZE) is far above both.
-MAX_BLOCK_SIZE = 2**16
-BLOCK_SIZE_BOUND = "a vLLM KV block is 16 to 128 tokens, a hybrid model's a few thousand"
-
-
 def settings_from_flags(
     given: dict[str, object],
     usage: str | None,
@@ -406,73 +359,40 @@ def settings_from_flags(
 ) -> ServeSettings:
     """Turn flag texts (from the command line or a pasted vLLM command) into ServeSettings.
 
-    `given` maps vLLM option names (`max_model_len`, `tensor_parallel_size`, …) to their texts; shared by
-    `kvplan fit`, `calibrate`, `diagnose --plan` and `simulate`; `env` is vLLM's environment as
-    vllm/environment.py reads it (None: all unset). Raises InvalidParameter on a bad value.
+    `given` maps vLLM option names (`max_model_len`, `tensor_parallel_size`, …) to their texts; each is read
+    as its row of kvplan/vllm/engine_args.py says (an absent one keeps ServeSettings' default, vLLM's);
+    `moe_backend` is kvplan's own. Shared by `kvplan fit`, `calibrate`, `diagnose --plan` and `simulate`;
+    `env` is vLLM's environment as vllm/environment.py reads it (None: all unset). Raises InvalidParameter
+    on a bad value.
     """
     from kvplan.errors import InvalidParameter
     from kvplan.units import parse_bytes, parse_count
-    from kvplan.vllm.defaults import PerformanceMode
+    from kvplan.vllm.engine_args import SETTING_ARGS, read_flag_text
     from kvplan.vllm.environment import VllmEnvironment
     from kvplan.vllm.memory.weights import MOE_BACKENDS
     from kvplan.vllm.settings import ServeSettings
 
     env = env or VllmEnvironment()
 
-    def count(name: str, flag: str, maximum: int | None = None, bound: str = "") -> int | None:
-        value = given.get(name)
-        if value is None:
-            return None
-        return parse_count(value if isinstance(value, int) else str(value), what=flag, minimum=1, maximum=maximum,
-                           bound=bound)
-
     def size(value: str | None, flag: str) -> int | None:
         return None if value is None else parse_bytes(value, what=flag)
 
-    max_len_text = given.get("max_model_len")
-    max_len: int | None
-    if max_len_text is None:
-        max_len = None
-    elif str(max_len_text).strip().lower() in ("auto", "-1"):
-        max_len = -1
-    else:
-        max_len = parse_count(str(max_len_text), what="--max-model-len", minimum=1)
-    util_value = given.get("gpu_memory_utilization")
-    util: float | None = None
-    if util_value is not None:
-        try:
-            util = float(str(util_value))
-        except ValueError:
-            raise InvalidParameter(f"--gpu-memory-utilization: cannot read {util_value!r} as a number") from None
+    fields: dict[str, Any] = {}
+    for arg in SETTING_ARGS:
+        value = given.get(arg.name)
+        # An empty text keeps the default for the text options (as `x or default` did), not for the numbers.
+        if value is None or (value == "" and arg.kind in ("choice", "lower", "text")):
+            continue
+        assert arg.field is not None
+        fields[arg.field] = read_flag_text(arg, value)
     usage_ = (usage or "serve").lower()
     if usage_ not in ("serve", "llm"):
         raise InvalidParameter(f"--usage must be serve or llm, got {usage!r}")
-    perf = str(given.get("performance_mode") or "balanced")
-    if perf not in get_args(PerformanceMode):
-        raise InvalidParameter(f"--performance-mode must be balanced, interactivity or throughput, got {perf!r}")
-    kv_bytes = given.get("kv_cache_memory_bytes")
     moe_backend = given.get("moe_backend")
     if moe_backend is not None and moe_backend not in MOE_BACKENDS:
         raise InvalidParameter(f"--moe-backend must be one of {', '.join(MOE_BACKENDS)}, got {moe_backend!r}")
-    speculative = json_option(given.get("speculative_config"), "--speculative-config")
     return ServeSettings(
-        tp=count("tensor_parallel_size", "--tensor-parallel-size") or 1,
-        pp=count("pipeline_parallel_size", "--pipeline-parallel-size") or 1,
-        gpu_memory_utilization=util,
-        max_model_len=max_len,
-        max_num_seqs=count("max_num_seqs", "--max-num-seqs"),
-        max_num_batched_tokens=count("max_num_batched_tokens", "--max-num-batched-tokens"),
-        kv_cache_dtype=str(given.get("kv_cache_dtype") or "auto"),
-        block_size=count("block_size", "--block-size", MAX_BLOCK_SIZE, BLOCK_SIZE_BOUND),
-        enforce_eager=bool(given.get("enforce_eager") or False),
-        kv_cache_memory_bytes=None if kv_bytes is None else parse_bytes(str(kv_bytes), what="--kv-cache-memory-bytes"),
-        enable_prefix_caching=given.get("enable_prefix_caching") is not False,
-        disable_hybrid_kv_cache_manager=(
-            None
-            if given.get("disable_hybrid_kv_cache_manager") is None
-            else bool(given.get("disable_hybrid_kv_cache_manager"))
-        ),
-        performance_mode=perf,  # type: ignore[arg-type]
+        **fields,
         usage=usage_,  # type: ignore[arg-type]
         vllm_version=vllm_version,
         **env.settings(),
@@ -483,75 +403,8 @@ def settings_from_flags(
         context=None if context is None else parse_count(context, what="--context", minimum=1),
         concurrency=concurrency,
         moe_backend=moe_backend,
-        allow_custom_code=bool(given.get("trust_remote_code") or False),
-        speculative_config=speculative,
-        kv_transfer_config=json_option(given.get("kv_transfer_config"), "--kv-transfer-config"),
-        speculative_draft=load_speculative_draft(speculative),
-        compilation_config=json_option(given.get("compilation_config"), "--compilation-config"),
-        decode_context_parallel_size=count("decode_context_parallel_size", "--decode-context-parallel-size") or 1,
-        prefill_context_parallel_size=count("prefill_context_parallel_size", "--prefill-context-parallel-size") or 1,
-        data_parallel_size=count("data_parallel_size", "--data-parallel-size") or 1,
-        enable_expert_parallel=bool(given.get("enable_expert_parallel") or False),
-        dtype=str(given.get("dtype") or "auto").lower(),
-        mamba_cache_dtype=str(given.get("mamba_cache_dtype") or "auto"),
-        mamba_ssm_cache_dtype=str(given.get("mamba_ssm_cache_dtype") or "auto"),
-        num_gpu_blocks_override=count("num_gpu_blocks_override", "--num-gpu-blocks-override"),
-        cpu_offload_bytes=_gib(given.get("cpu_offload_gb"), "--cpu-offload-gb"),
-        kv_offloading_size=kv_offloading_gib(given.get("kv_offloading_size")),
-        kv_offloading_backend=str(given.get("kv_offloading_backend") or "native").lower(),
-        quantization=str(given["quantization"]).lower() if given.get("quantization") else None,
-        enable_lora=bool(given.get("enable_lora") or False),
-        async_scheduling=None if given.get("async_scheduling") is None else bool(given["async_scheduling"]),
-        max_loras=count("max_loras", "--max-loras") or 1,
-        max_lora_rank=count("max_lora_rank", "--max-lora-rank") or 16,
-        limit_mm_per_prompt=mm_limits_option(given.get("limit_mm_per_prompt")),
-        language_model_only=bool(given.get("language_model_only") or False),
-        enable_mm_embeds=bool(given.get("enable_mm_embeds") or False),
+        speculative_draft=load_speculative_draft(fields.get("speculative_config")),
     )
-
-
-def mm_limits_option(value: object) -> tuple[tuple[str, Any], ...]:
-    """--limit-mm-per-prompt (JSON text, or a mapping from a plan file), read as vLLM reads it."""
-    if value is None:
-        return ()
-    from kvplan.errors import InvalidParameter
-    from kvplan.vllm.multimodal import parse_mm_limits
-
-    try:
-        return parse_mm_limits(value)
-    except InvalidParameter as exc:
-        raise InvalidParameter(f"--limit-mm-per-prompt: {exc}", hint=exc.hint) from None
-
-
-def kv_offloading_gib(value: object) -> float | None:
-    """vLLM's --kv-offloading-size: a positive number of GiB (config/cache.py: float), None when absent."""
-    if value is None:
-        return None
-    from kvplan.errors import InvalidParameter
-
-    try:
-        gib = float(str(value))
-    except ValueError:
-        raise InvalidParameter(f"--kv-offloading-size: cannot read {value!r} as a number of GiB") from None
-    if not 0 < gib <= 1 << 20:
-        raise InvalidParameter(f"--kv-offloading-size must be above 0 and at most {1 << 20} GiB, got {value}")
-    return gib
-
-
-def _gib(value: object, flag: str) -> int:
-    """vLLM's --cpu-offload-gb: a number of GiB (vLLM multiplies by 1024**3), 0 when absent."""
-    if value is None:
-        return 0
-    from kvplan.errors import InvalidParameter
-    from kvplan.units import GiB
-
-    try:
-        gib = float(str(value))
-    except ValueError:
-        raise InvalidParameter(f"{flag}: cannot read {value!r} as a number of GiB") from None
-    if not 0 <= gib <= 1 << 20:
-        raise InvalidParameter(f"{flag} must be between 0 and {1 << 20} GiB, got {value}")
-    return int(gib * GiB)
 
 
 def _single(

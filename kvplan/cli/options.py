@@ -35,13 +35,15 @@ PipelineParallelOpt = Annotated[int | None, typer.Option(
     "--pipeline-parallel-size", "-pp", help="Pipeline stages (default 1).", show_default=False,
     rich_help_panel=DEPLOYMENT_PANEL)]
 GpuMemoryUtilizationOpt = Annotated[float | None, typer.Option(
-    "--gpu-memory-utilization", help="Fraction of GPU memory for vLLM (default: 0.92; 0.9 before vLLM 0.20).",
+    "--gpu-memory-utilization", "--device-memory-utilization",
+    help="Fraction of GPU memory for vLLM (default: 0.92; 0.9 before vLLM 0.20).",
     show_default=False, rich_help_panel=DEPLOYMENT_PANEL)]
 KvCacheDtypeOpt = Annotated[str | None, typer.Option(
     "--kv-cache-dtype", help="auto, bfloat16, float16, fp8, fp8_e4m3, fp8_e5m2 (default: auto).",
     show_default=False, rich_help_panel=DEPLOYMENT_PANEL)]
 KvCacheMemoryBytesOpt = Annotated[str | None, typer.Option(
-    "--kv-cache-memory-bytes", help="KV cache size per GPU, e.g. 20GiB; replaces the memory profile, as in vLLM.",
+    "--kv-cache-memory-bytes", "--kv-cache-memory",
+    help="KV cache size per GPU, e.g. 20GiB; replaces the memory profile, as in vLLM.",
     show_default=False, rich_help_panel=DEPLOYMENT_PANEL)]
 EnforceEagerOpt = Annotated[bool | None, typer.Option(
     "--enforce-eager/--no-enforce-eager", help="No CUDA graphs (no graph memory).", show_default=False,

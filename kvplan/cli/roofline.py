@@ -1,17 +1,19 @@
 """`kvplan roofline`: how fast decode and prefill can go on a GPU, and what limits them."""
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from kvplan.cli.options import JsonFlag, KvCacheDtype, ModelArg, Revision, TensorParallel
+from kvplan.cli.options import DEPLOYMENT_PANEL, JsonFlag, KvCacheDtypeOpt, Revision, TensorParallelOpt
 
 if TYPE_CHECKING:
     from kvplan.hardware.gpus import GpuSpec
     from kvplan.model.spec import ModelSpec
     from kvplan.vllm.report import FitReport
+    from kvplan.vllm.settings import ServeSettings
 
 NAME = "roofline"
 HELP = "Decode and prefill speed limits on a GPU: ridge point, tokens/s by batch, memory- or compute-bound."
@@ -24,18 +26,37 @@ EPILOG = """Examples:
   kvplan roofline Qwen/Qwen3-30B-A3B --gpu a100-80gb --kv-cache-dtype fp8 --prompt 16K --json
 
   kvplan roofline tests/fixtures/configs/meta-llama--Meta-Llama-3.1-8B --gpu h100 --batch 1,8,64,256
+
+  kvplan roofline deepseek-ai/DeepSeek-R1 --gpu h200 -dp 8 --enable-expert-parallel --batch 1,64,128
+
+  kvplan roofline --gpu h100 --vllm-cmd "vllm serve Qwen/Qwen2.5-72B -tp 4 --kv-cache-dtype fp8"
 """
 
 DEFAULT_BATCH_LIST = "1,2,4,8,16,32,64,128,256"
 
 
 def command(
-    model: ModelArg,
+    model: Annotated[str | None, typer.Argument(
+        help="Hub id (org/name), a local folder with config.json, or a config.json path.", show_default=False)]
+    = None,
     gpu: Annotated[str, typer.Option("--gpu", help="GPU id, alias or device name (see `kvplan gpus`).",
-                                     show_default=False)],
+                                     show_default=False)] = "",
     revision: Revision = None,
-    tensor_parallel_size: TensorParallel = 1,
-    kv_cache_dtype: KvCacheDtype = "auto",
+    tensor_parallel_size: TensorParallelOpt = None,
+    data_parallel_size: Annotated[int | None, typer.Option(
+        "--data-parallel-size", "-dp", help="Data-parallel ranks, each its own requests and KV cache (default 1): "
+        "--batch is per rank.", show_default=False, rich_help_panel=DEPLOYMENT_PANEL)] = None,
+    enable_expert_parallel: Annotated[bool | None, typer.Option(
+        "--enable-expert-parallel/--no-enable-expert-parallel", "-ep", help="Experts spread whole over TP × DP "
+        "ranks; with -dp, attention data parallelism (DeepSeek-style).", show_default=False,
+        rich_help_panel=DEPLOYMENT_PANEL)] = None,
+    kv_cache_dtype: KvCacheDtypeOpt = None,
+    quantization: Annotated[str | None, typer.Option(
+        "--quantization", "-q", help="vLLM's --quantization (e.g. fp8 on an unquantized checkpoint).",
+        show_default=False, rich_help_panel=DEPLOYMENT_PANEL)] = None,
+    vllm_cmd: Annotated[str | None, typer.Option(
+        "--vllm-cmd", help='A pasted `vllm serve MODEL …` line: its deployment, as `kvplan fit` reads it (flags '
+        "given here win).", show_default=False, rich_help_panel=DEPLOYMENT_PANEL)] = None,
     context: Annotated[str, typer.Option(
         "--context", help="Tokens of context per decoding request (4096; 32k = 32,000, 32K = 32,768).")]
     = "4096",
@@ -56,11 +77,11 @@ def command(
         "--max-concurrency", help="Requests of --context tokens the KV cache holds, if measured "
         "(default: computed as `kvplan fit` does).", show_default=False)] = None,
     bandwidth_efficiency: Annotated[float | None, typer.Option(
-        "--bandwidth-efficiency", help="Share of rated HBM bandwidth reached (default: 0.70, starting "
-        "document §1).", show_default=False)] = None,
+        "--bandwidth-efficiency", help="Share of rated HBM bandwidth reached (default: the speed model's, "
+        "fitted per GPU class on measured runs).", show_default=False)] = None,
     compute_efficiency: Annotated[float | None, typer.Option(
-        "--compute-efficiency", help="Share of dense peak FLOP/s reached (default: 0.76, Pope et al. 2022).",
-        show_default=False)] = None,
+        "--compute-efficiency", help="Share of dense peak FLOP/s reached (default: the speed model's, fitted "
+        "per GPU class on measured runs).", show_default=False)] = None,
     gpus_file: Annotated[Path | None, typer.Option(
         "--gpus-file", help="YAML file of GPUs to add or override (default: $KVPLAN_GPUS_FILE).",
         show_default=False)] = None,
@@ -71,27 +92,36 @@ def command(
     """Decode and prefill speed limits: ridge point, tokens/s by batch, memory- or compute-bound."""
     from kvplan.cli.common import load_model_with_weights
     from kvplan.cli.console import err, out, print_json
+    from kvplan.errors import InvalidParameter
     from kvplan.hardware import roofline as rl
     from kvplan.hardware.gpus import get_gpu
     from kvplan.units import parse_count
+    from kvplan.vllm.architectures import served_quantization_methods
+    from kvplan.vllm.quantization import apply_quantization
 
+    if not gpu:
+        raise InvalidParameter("--gpu is needed: the GPU whose roofs to use (see `kvplan gpus`)")
     ctx = parse_count(context, what="--context")
     batches = [parse_count(b, what="--batch", minimum=1) for b in batch.split(",") if b.strip()]
     prompt_tokens = parse_count(prompt, what="--prompt", minimum=1) if prompt is not None else max(ctx, 1)
+    settings, model, revision = _deployment(model, vllm_cmd, {
+        "tensor_parallel_size": tensor_parallel_size, "data_parallel_size": data_parallel_size,
+        "enable_expert_parallel": enable_expert_parallel, "kv_cache_dtype": kv_cache_dtype,
+        "quantization": quantization, "max_num_batched_tokens": max_num_batched_tokens,
+        "max_num_seqs": max_num_seqs, "gpu_memory_utilization": gpu_memory_utilization, "revision": revision})
     spec_gpu = get_gpu(gpu, gpus_file)
     spec, weights = load_model_with_weights(model, revision, quiet=json_)
-    costs = rl.model_costs(spec, tp=tensor_parallel_size, kv_cache_dtype=kv_cache_dtype,
-                           gpu_flops=spec_gpu.flops, weights_bytes=weights.bytes if weights else None)
-    roof = rl.roof_from_gpu(
-        spec_gpu, costs.compute_dtype,
-        bandwidth_efficiency=rl.DEFAULT_BANDWIDTH_EFFICIENCY if bandwidth_efficiency is None else bandwidth_efficiency,
-        compute_efficiency=rl.DEFAULT_COMPUTE_EFFICIENCY if compute_efficiency is None else compute_efficiency,
-    )
+    spec = apply_quantization(spec, settings.quantization, served_quantization_methods())
+    costs, roof = rl.deployment_roofline(
+        spec, spec_gpu, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype,
+        weights_bytes=weights.bytes if weights else None, bandwidth_efficiency=bandwidth_efficiency,
+        compute_efficiency=compute_efficiency, dp=settings.data_parallel_size,
+        expert_parallel=settings.enable_expert_parallel)
     if ctx > spec.max_model_len:
         err().print(f"warning: --context {ctx:,} exceeds the model's max_model_len {spec.max_model_len:,}")
-    fit = _fit(spec, spec_gpu, tp=tensor_parallel_size, kv_cache_dtype=kv_cache_dtype, context=ctx,
-               gpu_memory_utilization=gpu_memory_utilization, max_num_seqs=max_num_seqs,
-               max_num_batched_tokens=max_num_batched_tokens, weights_total_bytes=weights.bytes if weights else None)
+    if weights:
+        settings = dataclasses.replace(settings, weights_total_bytes=weights.bytes)
+    fit = _fit(spec, spec_gpu, dataclasses.replace(settings, context=ctx))
     capacity = max_concurrency
     if capacity is None and fit.fits:
         capacity = fit.preemption.max_requests_at_context
@@ -117,25 +147,44 @@ def command(
     out().print(render_roofline(report))
 
 
-def _fit(
-    model: ModelSpec, gpu: GpuSpec, *, tp: int, kv_cache_dtype: str, context: int,
-    gpu_memory_utilization: float | None, max_num_seqs: int | None, max_num_batched_tokens: int | None,
-    weights_total_bytes: int | None,
-) -> FitReport:
-    """The `kvplan fit` plan at these settings: KV capacity at `context`, and vLLM's resolved
-    max_num_seqs and max_num_batched_tokens (capacity.plan_fit, without advice)."""
-    import dataclasses
+def _deployment(
+    model: str | None, vllm_cmd: str | None, given: dict[str, object]
+) -> tuple[ServeSettings, str, str | None]:
+    """The deployment as `kvplan fit` reads it (its settings, the model, the revision): these flags, then a
+    pasted `vllm serve` line's (flags win)."""
+    import os
 
+    from kvplan.cli.fit import settings_from_flags
+    from kvplan.errors import InvalidParameter
+    from kvplan.vllm.environment import vllm_environment
+
+    pasted_env: dict[str, str] = {}
+    if vllm_cmd is not None:
+        from kvplan.vllm.command_line import parse_vllm_command
+
+        parsed = parse_vllm_command(vllm_cmd)
+        pasted_env = parsed.env
+        given = {**{k: v for k, v in parsed.options.items() if given.get(k) is None},
+                 **{k: v for k, v in given.items() if v is not None}}
+        model = model or parsed.model
+    if not model:
+        raise InvalidParameter('a model is needed: kvplan roofline MODEL (or --vllm-cmd "vllm serve MODEL …")')
+    texts: dict[str, object] = {k: (v if isinstance(v, (str, bool)) else str(v)) for k, v in given.items()
+                                if v is not None}
+    settings = settings_from_flags(texts, None, None, None, None, None, None, None, None,
+                                   env=vllm_environment({**os.environ, **pasted_env}))
+    revision = texts.get("revision")
+    return settings, model, revision if isinstance(revision, str) else None
+
+
+def _fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings) -> FitReport:
+    """The `kvplan fit` plan of this deployment: KV capacity at its context (one DP rank's), and vLLM's
+    resolved max_num_seqs and max_num_batched_tokens (capacity.plan_fit, without advice)."""
     from kvplan.cli.console import err
     from kvplan.vllm.fit import plan_fit
-    from kvplan.vllm.settings import ServeSettings
 
-    settings = ServeSettings(
-        tp=tp, kv_cache_dtype=kv_cache_dtype, gpu_memory_utilization=gpu_memory_utilization,
-        max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-        weights_total_bytes=weights_total_bytes, context=context,
-    )
     report = plan_fit(model, gpu, settings, advise=False)
+    context = settings.context or 0
     if report.startup == "refuses: max_model_len" and 0 < context < report.max_model_len:
         # The model's full length does not fit, but requests of `context` tokens may: plan the
         # server one would run for them (vLLM's own advice: decrease max_model_len).

@@ -276,7 +276,7 @@ def prefix(
                                    "the plan's bytes per block")
         from dataclasses import replace
 
-        from kvplan.cli.fit import kv_offloading_gib
+        from kvplan.vllm.engine_args import kv_offloading_gib
         from kvplan.vllm.offload import deployment_tier
 
         tier = deployment_tier(fitted[1], replace(fitted[3], kv_offloading_size=kv_offloading_gib(kv_offloading_size)),
@@ -568,12 +568,9 @@ def _roofline(spec: ModelSpec, chip: GpuSpec, settings: ServeSettings, bandwidth
     from kvplan.hardware import roofline as rl
     from kvplan.sim.sizing import RooflineStepCost
 
-    costs = rl.model_costs(spec, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype, gpu_flops=chip.flops,
-                           weights_bytes=settings.weights_total_bytes)
-    roof = rl.roof_from_gpu(
-        chip, costs.compute_dtype,
-        bandwidth_efficiency=rl.DEFAULT_BANDWIDTH_EFFICIENCY if bandwidth_efficiency is None else bandwidth_efficiency,
-        compute_efficiency=rl.DEFAULT_COMPUTE_EFFICIENCY if compute_efficiency is None else compute_efficiency)
+    costs, roof = rl.deployment_roofline(
+        spec, chip, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype, weights_bytes=settings.weights_total_bytes,
+        bandwidth_efficiency=bandwidth_efficiency, compute_efficiency=compute_efficiency)
     return RooflineStepCost(rl.RooflineCost(costs, roof))
 
 

@@ -13,19 +13,23 @@ Everything here is per GPU (one tensor-parallel rank). Pure: numbers in, frozen 
 
 Modelled: weight reads (MoE: only the experts the step's tokens are expected to hit), KV-cache
 reads (sliding windows and chunked-local attention capped, MLA's latent, recurrent state),
-linear and attention FLOPs, the ring all-reduce of activations under TP.
-Not modelled: kernel launch and scheduling overhead, sampling, activations' HBM traffic,
-all-reduce latency, pipeline parallelism, speculative decoding, expert parallelism, load imbalance
-between experts, and CUDA-graph padding of the batch.
+linear and attention FLOPs, the ring all-reduce of activations under TP. With a speed calibration
+(speed_model.py) a roof also carries the efficiencies a GPU class reaches and the per-step overheads
+(per layer, per MoE layer, per all-reduce, per step, before a first token), fitted on measured runs;
+`Roof.rated()` is the physical bound.
+Not modelled: activations' HBM traffic, pipeline parallelism, speculative decoding, expert and
+attention data parallelism, load imbalance between experts, and CUDA-graph padding of the batch.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from kvplan.errors import InvalidParameter
+from kvplan.hardware.speed_model import VLLM, LinkKind, Observation, SpeedCalibration, StepOverheads, StepShape
 from kvplan.model.spec import LayerSpec, ModelSpec
 
 if TYPE_CHECKING:
@@ -93,7 +97,12 @@ class Roof:
     flops_dtype: str  # bf16 | fp16 | fp8 | fp4
     bandwidth_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY
     compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY
+    kv_bandwidth_efficiency: float | None = None  # KV/state reads' share of the bandwidth (None: as weights)
     interconnect_bytes_per_s: float | None = None  # per GPU, one direction; None = not modelled
+    arch: str = "unknown"  # GPU class (GpuSpec.arch): what the speed model's efficiencies are fitted per
+    link: LinkKind | None = None  # what TP all-reduces travel over
+    overheads: StepOverheads | None = None  # per-step costs on top of the roofs (None: the roofs alone)
+    calibration: str = ""  # where the efficiencies and overheads come from
 
     def __post_init__(self) -> None:
         for name in ("bandwidth_efficiency", "compute_efficiency"):
@@ -114,6 +123,16 @@ class Roof:
         return (self.peak_flops * self.compute_efficiency) / (
             self.bandwidth_bytes_per_s * self.bandwidth_efficiency
         )
+
+    def rated(self) -> Roof:
+        """The physical bound: rated bandwidth and peak FLOP/s, no overheads. No measurement beats it."""
+        return dataclasses.replace(self, bandwidth_efficiency=1.0, compute_efficiency=1.0, kv_bandwidth_efficiency=None,
+                                   overheads=None)
+
+    @property
+    def kv_efficiency(self) -> float:
+        """The share of rated bandwidth that KV and recurrent-state reads reach."""
+        return self.bandwidth_efficiency if self.kv_bandwidth_efficiency is None else self.kv_bandwidth_efficiency
 
 
 @dataclass(frozen=True)
@@ -205,6 +224,8 @@ class ModelCosts:
     num_experts: int = 0
     experts_per_token: int = 0
     expert_bytes: int = 0  # one routed expert of one MoE layer, on this GPU
+    ep: int = 1  # expert-parallel ranks (--enable-expert-parallel: TP × DP): each holds E ÷ ep experts, whole
+    dp: int = 1  # data-parallel ranks, each its own requests, whose tokens every MoE layer serves under EP
     attention: tuple[AttentionLayerCost, ...] = ()
     state_bytes_per_request: int = 0  # recurrent state on this GPU, all layers
     compute_dtype: str = "bf16"
@@ -226,6 +247,16 @@ class ModelCosts:
     @property
     def is_moe(self) -> bool:
         return self.num_moe_layers > 0
+
+    @property
+    def local_experts(self) -> int:
+        """Routed experts of one MoE layer on this GPU (all of them, TP-split, without EP)."""
+        return -(-self.num_experts // self.ep)
+
+    def moe_tokens(self, num_tokens: int) -> int:
+        """Tokens one MoE layer of this GPU serves when this rank steps `num_tokens`: under EP with DP every
+        rank's (the DP ranks step together, layers/fused_moe: the all-gather before the experts)."""
+        return num_tokens * (self.dp if self.ep > 1 else 1)
 
 
 # --- the formulas -------------------------------------------------------------------------------
@@ -256,12 +287,16 @@ def expected_experts_hit(num_experts: int, experts_per_token: int, num_tokens: i
 
 
 def weight_bytes_read(costs: ModelCosts, num_tokens: int) -> int:
-    """Weight bytes a step over `num_tokens` tokens reads: all dense weights, the experts it hits."""
+    """Weight bytes a step over `num_tokens` tokens reads: all dense weights, the experts it hits.
+
+    Under EP this GPU holds `local_experts` of the E; each is hit with the probability any expert is
+    (expected_experts_hit ÷ E) by the tokens its MoE layers serve (`moe_tokens`).
+    """
     read = costs.weight_bytes - costs.unread_weight_bytes
     if costs.is_moe:
-        missed = costs.num_experts - expected_experts_hit(
-            costs.num_experts, costs.experts_per_token, num_tokens
-        )
+        n = costs.moe_tokens(num_tokens)
+        hit = expected_experts_hit(costs.num_experts, costs.experts_per_token, n) / costs.num_experts
+        missed = costs.local_experts * (1.0 - hit)
         read -= round(missed * costs.expert_bytes * costs.num_moe_layers)
     return max(read, 0)
 
@@ -277,6 +312,10 @@ class StepCost:
     linear_flops: int
     attention_flops: int
     allreduce_bytes: int  # payload of all the step's all-reduces (0 without TP)
+    layers: int = 0  # transformer layers the step runs (each a group of kernels)
+    moe_layers: int = 0
+    all_reduces: int = 0  # collectives: TP all-reduces, and under EP with DP the MoE all-gathers/reduce-scatters
+    gather_bytes: int = 0  # what this GPU receives in the EP all-gathers and sends in the reduce-scatters
 
     @property
     def bytes(self) -> int:
@@ -300,11 +339,12 @@ class StepTime:
     memory_s: float
     compute_s: float
     comm_s: float
+    overhead_s: float = 0.0  # the speed model's per-step costs (0 for the roofs alone)
 
     @property
     def time_s(self) -> float:
-        """max(memory, compute) + all-reduce: vLLM does not overlap TP communication with compute."""
-        return max(self.memory_s, self.compute_s) + self.comm_s
+        """max(memory, compute) + all-reduce + overheads: vLLM does not overlap TP communication with compute."""
+        return max(self.memory_s, self.compute_s) + self.comm_s + self.overhead_s
 
     @property
     def bound(self) -> Bound:
@@ -349,9 +389,11 @@ def step_cost(
             kv += n * a.kv_bytes_per_token  # write the new tokens' K/V
     requests = decode_reqs + (1 if prefill_tokens else 0)
     state = requests * costs.state_bytes_per_request * STATE_TRAFFIC_FACTOR
-    allreduce = 0
-    if costs.tp > 1:
-        allreduce = ALL_REDUCES_PER_LAYER * costs.num_layers * n * costs.hidden_size * ACTIVATION_BYTES
+    all_reduces, gathers = collectives(costs) if n else (0, 0)
+    allreduce = all_reduces * n * costs.hidden_size * ACTIVATION_BYTES
+    # allgather_reducescatter (vLLM's default all2all_backend, config/parallel.py): each MoE layer gathers every
+    # DP rank's hidden states and scatters the sums back; this GPU moves (ep − 1)/ep of them each way.
+    gather = round(gathers * costs.moe_tokens(n) * costs.hidden_size * ACTIVATION_BYTES * (costs.ep - 1) / costs.ep)
     return StepCost(
         num_tokens=n,
         weight_bytes=weight_bytes_read(costs, n) if n else 0,
@@ -360,23 +402,49 @@ def step_cost(
         linear_flops=FLOPS_PER_MAC * costs.matmul_params_per_token * n,
         attention_flops=attn_flops,
         allreduce_bytes=allreduce,
+        layers=costs.num_layers if n else 0,
+        moe_layers=costs.num_moe_layers if n else 0,
+        all_reduces=all_reduces + gathers,
+        gather_bytes=gather,
     )
 
 
-def step_time(cost: StepCost, roof: Roof, tp: int = 1) -> StepTime:
-    """Time of one step at the roofs: each side scaled by its efficiency; all-reduce on top.
+def collectives(costs: ModelCosts) -> tuple[int, int]:
+    """(TP all-reduces, EP all-gathers + reduce-scatters) of one step.
 
-    All-reduce: ring, 2(tp−1)/tp × payload ÷ link bandwidth (Patarasuk & Yuan 2009); latency ignored.
-    Without a link figure the communication is not modelled (0 s).
+    Megatron-style TP: one all-reduce after attention and one after each MLP / MoE block. Under EP with DP
+    the MoE block's all-reduce becomes an all-gather before the experts and a reduce-scatter after them
+    (fused_moe's allgather_reducescatter); with EP inside the TP group alone it stays an all-reduce.
+    """
+    gathered = costs.ep > 1 and costs.dp > 1
+    moe_ar = 0 if gathered else costs.num_moe_layers
+    all_reduces = (costs.num_layers + (costs.num_layers - costs.num_moe_layers) + moe_ar) if costs.tp > 1 else 0
+    return all_reduces, (2 * costs.num_moe_layers if gathered else 0)
+
+
+def step_time(cost: StepCost, roof: Roof, tp: int = 1, *, first_token: bool = False) -> StepTime:
+    """Time of one step at the roofs: each side scaled by its efficiency; all-reduce and overheads on top.
+
+    All-reduce: ring, 2(tp−1)/tp × payload ÷ link bandwidth (Patarasuk & Yuan 2009); its latency is one of
+    the speed model's overheads (speed_model.py), with the per-layer, per-MoE-layer and per-step costs.
+    Without a link figure the communication's bandwidth term is not modelled (0 s).
     """
     comm = 0.0
     if tp > 1 and roof.interconnect_bytes_per_s and cost.allreduce_bytes:
         ring = RING_ALLREDUCE_FACTOR_NUM * (tp - 1) / tp
         comm = ring * cost.allreduce_bytes / roof.interconnect_bytes_per_s
+    if roof.interconnect_bytes_per_s and cost.gather_bytes:
+        comm += cost.gather_bytes / roof.interconnect_bytes_per_s
+    overhead = 0.0
+    if roof.overheads is not None and cost.num_tokens:
+        overhead = roof.overheads.time_s(layers=cost.layers, moe_layers=cost.moe_layers,
+                                         all_reduces=cost.all_reduces, first_token=first_token)
     return StepTime(
-        memory_s=cost.bytes / (roof.bandwidth_bytes_per_s * roof.bandwidth_efficiency),
+        memory_s=(cost.weight_bytes / roof.bandwidth_efficiency
+                  + (cost.kv_bytes + cost.state_bytes) / roof.kv_efficiency) / roof.bandwidth_bytes_per_s,
         compute_s=cost.flops / (roof.peak_flops * roof.compute_efficiency),
         comm_s=comm,
+        overhead_s=overhead,
     )
 
 
@@ -425,9 +493,14 @@ class DecodePoint:
 
     batch: int
     context: int
-    tokens_per_s: float  # aggregate over the batch
+    tokens_per_s: float  # aggregate over the batch (predicted)
     tokens_per_s_per_request: float
-    itl_s: float  # inter-token latency = step time
+    itl_s: float  # inter-token latency = step time (predicted)
+    itl_low_s: float  # the prediction's range: measured ÷ predicted on the calibration points
+    itl_high_s: float
+    bound_itl_s: float  # the physical bound: rated roofs, no overheads (no engine is faster)
+    bound_tokens_per_s: float
+    overhead_s: float  # the speed model's per-step costs inside itl_s
     bound: Bound
     arithmetic_intensity: float  # FLOP/byte
     bytes: int
@@ -443,6 +516,13 @@ class DecodePoint:
     fits_kv_cache: bool | None  # batch ≤ kv_capacity_batch (None when unknown)
 
 
+def prediction_range(time_s: float, bound_s: float, roof: Roof) -> tuple[float, float]:
+    """The range around a predicted time: the calibration's measured ÷ predicted spread, never below the bound."""
+    if roof.overheads is None:
+        return time_s, time_s
+    return max(bound_s, time_s * roof.overheads.ratio_low), max(bound_s, time_s * roof.overheads.ratio_high)
+
+
 def decode_point(
     costs: ModelCosts, roof: Roof, batch: int, context: int, kv_capacity_batch: int | None = None
 ) -> DecodePoint:
@@ -451,12 +531,19 @@ def decode_point(
         raise InvalidParameter(f"batch must be ≥ 1, got {batch}")
     cost = step_cost(costs, decode_reqs=batch, decode_context=context)
     t = step_time(cost, roof, costs.tp)
+    floor = step_time(cost, roof.rated(), costs.tp).time_s
+    low, high = prediction_range(t.time_s, floor, roof)
     return DecodePoint(
         batch=batch,
         context=context,
         tokens_per_s=batch / t.time_s,
         tokens_per_s_per_request=1.0 / t.time_s,
         itl_s=t.time_s,
+        itl_low_s=low,
+        itl_high_s=high,
+        bound_itl_s=floor,
+        bound_tokens_per_s=batch / floor,
+        overhead_s=t.overhead_s,
         bound=t.bound,
         arithmetic_intensity=cost.arithmetic_intensity,
         bytes=cost.bytes,
@@ -552,7 +639,10 @@ class PrefillReport:
     linear_flops: int
     attention_flops: int  # the quadratic term (causal: P(P+1)/2 pairs, windows capped)
     bytes: int
-    time_s: float  # whole prompt in one step: the TTFT floor
+    time_s: float  # whole prompt in one step, first token included: the predicted TTFT
+    time_low_s: float  # the prediction's range
+    time_high_s: float
+    bound_time_s: float  # the physical bound: rated roofs, no overheads
     bound: Bound
     tokens_per_s: float
     max_num_batched_tokens: int | None
@@ -576,12 +666,14 @@ def prefill(
                                f"{MAX_PREFILL_CHUNKS:,} prefill steps",
                                hint="give a shorter --prompt / --context or a larger --max-num-batched-tokens")
     whole = step_cost(costs, prefill_tokens=prompt_tokens)
-    t = step_time(whole, roof, costs.tp)
+    t = step_time(whole, roof, costs.tp, first_token=True)
+    floor = step_time(whole, roof.rated(), costs.tp).time_s
+    low, high = prediction_range(t.time_s, floor, roof)
     chunks: list[PrefillChunk] = []
     for start in range(0, prompt_tokens, chunk):
         n = min(chunk, prompt_tokens - start)
         c = step_cost(costs, prefill_tokens=n, prefill_prefix=start)
-        ct = step_time(c, roof, costs.tp)
+        ct = step_time(c, roof, costs.tp, first_token=start == 0)
         chunks.append(PrefillChunk(start, n, c.flops, c.attention_flops, c.bytes, ct.time_s, ct.bound))
     return PrefillReport(
         prompt_tokens=prompt_tokens,
@@ -590,6 +682,9 @@ def prefill(
         attention_flops=whole.attention_flops,
         bytes=whole.bytes,
         time_s=t.time_s,
+        time_low_s=low,
+        time_high_s=high,
+        bound_time_s=floor,
         bound=t.bound,
         tokens_per_s=prompt_tokens / t.time_s,
         max_num_batched_tokens=max_num_batched_tokens,
@@ -608,11 +703,14 @@ class RooflineReport:
     model: str
     gpu: str
     tp: int
+    dp: int  # data-parallel ranks: batches, tokens/s and the KV capacity are one rank's
+    ep: int  # expert-parallel ranks (1: experts TP-split)
     compute_dtype: str
     compute_dtype_reason: str
     bandwidth_bytes_per_s: float
     peak_flops: float
     bandwidth_efficiency: float
+    kv_bandwidth_efficiency: float | None  # KV reads' share (None: as the weights')
     compute_efficiency: float
     ridge_point: float  # rated FLOP/byte for compute_dtype
     effective_ridge_point: float  # after the efficiencies
@@ -629,6 +727,8 @@ class RooflineReport:
     prefill: PrefillReport
     curve: tuple[CurvePoint, ...]  # powers of two past the largest batch of interest
     communication: str  # how TP all-reduce was treated
+    speed_model: str  # where the efficiencies and overheads come from ("" for the roofs alone)
+    overheads: StepOverheads | None  # the per-step costs in every predicted time
     notes: tuple[str, ...]
 
 
@@ -651,6 +751,19 @@ def throughput_limit(
         caps.append((max_num_seqs, 2, "max_num_seqs"))
     batch, _, name = min(caps)
     return name, batch
+
+
+def _communication(costs: ModelCosts, roof: Roof) -> str:
+    """How the step's TP all-reduces were costed, in words."""
+    if costs.tp <= 1:
+        return "none (single GPU)"
+    latency = (f"{roof.overheads.allreduce_s * 1e6:,.1f} µs latency each ({roof.link}, fitted)"
+               if roof.overheads is not None else "latency not modelled")
+    if not roof.interconnect_bytes_per_s:
+        return f"bandwidth not modelled: the GPU has no interconnect figure; {latency}"
+    return (f"ring all-reduce, {ALL_REDUCES_PER_LAYER} per layer of tokens × hidden × {ACTIVATION_BYTES} B, "
+            f"at {roof.interconnect_bytes_per_s / 1e9:,.0f} GB/s each way per GPU, added to the step "
+            f"(not overlapped); {latency}")
 
 
 def roofline(
@@ -684,27 +797,21 @@ def roofline(
         dtype: ridge_point(flops, roof.bandwidth_bytes_per_s) for dtype, flops in (gpu_flops or {}).items()
     }
     ridges.setdefault(roof.flops_dtype, roof.ridge_point)
-    if costs.tp > 1:
-        communication = (
-            f"ring all-reduce, {ALL_REDUCES_PER_LAYER} per layer of tokens × hidden × {ACTIVATION_BYTES} B, "
-            f"at {roof.interconnect_bytes_per_s / 1e9:,.0f} GB/s each way per GPU, added to the step "
-            "(not overlapped); latency not modelled"
-            if roof.interconnect_bytes_per_s
-            else "not modelled: the GPU has no interconnect figure (times are per-GPU compute and HBM only)"
-        )
-    else:
-        communication = "none (single GPU)"
+    communication = _communication(costs, roof)
     interesting = [*batches, kv_capacity_batch or 0, crossing or 0]
     curve = decode_curve(costs, roof, context, min(CHART_MAX_BATCH, 2 * max(interesting)))
     return RooflineReport(
         model=costs.name,
         gpu=roof.gpu,
         tp=costs.tp,
+        dp=costs.dp,
+        ep=costs.ep,
         compute_dtype=roof.flops_dtype,
         compute_dtype_reason=costs.compute_dtype_reason,
         bandwidth_bytes_per_s=roof.bandwidth_bytes_per_s,
         peak_flops=roof.peak_flops,
         bandwidth_efficiency=roof.bandwidth_efficiency,
+        kv_bandwidth_efficiency=roof.kv_bandwidth_efficiency,
         compute_efficiency=roof.compute_efficiency,
         ridge_point=roof.ridge_point,
         effective_ridge_point=roof.effective_ridge_point,
@@ -724,6 +831,8 @@ def roofline(
                         max_num_batched_tokens),
         curve=curve,
         communication=communication,
+        speed_model=roof.calibration,
+        overheads=roof.overheads,
         notes=costs.notes,
     )
 
@@ -745,7 +854,7 @@ def select_compute_dtype(model: ModelSpec, gpu_flops: Mapping[str, float]) -> tu
     if q is None:
         return base, "model dtype " + model.dtype
     method = q.method.lower()
-    ct = _ct_w8a8_type(model) if method == "compressed-tensors" else None
+    ct = q.w8a8 if method == "compressed-tensors" else None
     if ct == "int" and "int8" in gpu_flops:
         return "int8", f"{q.method} INT8 weights and activations (W8A8) on INT8 tensor cores"
     fp8 = method in _FP8_COMPUTE_METHODS or ct == "float"
@@ -758,25 +867,6 @@ def select_compute_dtype(model: ModelSpec, gpu_flops: Mapping[str, float]) -> tu
             return "fp4", f"{q.method} weights (W4A4) on FP4 tensor cores"
         return base, f"{q.method} weights but no FP4 tensor cores: weight-only (Marlin), {base} compute"
     return base, f"{q.method} is weight-only: {base} compute"
-
-
-def _ct_w8a8_type(model: ModelSpec) -> str | None:
-    """compressed-tensors W8A8: "float" (CompressedTensorsW8A8Fp8) or "int" (W8A8Int8), else None.
-
-    Both need 8-bit weights and quantized input activations in a config group.
-    """
-    qc = model.raw.get("quantization_config") if isinstance(model.raw, Mapping) else None
-    groups = qc.get("config_groups") if isinstance(qc, Mapping) else None
-    if not isinstance(groups, Mapping):
-        return None
-    for group in groups.values():
-        if not isinstance(group, Mapping):
-            continue
-        w, a = group.get("weights"), group.get("input_activations")
-        if isinstance(w, Mapping) and w.get("num_bits") == 8 and isinstance(a, Mapping):
-            kind = w.get("type")
-            return str(kind) if kind in ("float", "int") else None
-    return None
 
 
 def _attention_layer_cost(model: ModelSpec, layer: LayerSpec, spec: KVCacheSpec | None, tp: int,
@@ -828,8 +918,15 @@ def model_costs(
     kv_cache_dtype: str = "auto",
     gpu_flops: Mapping[str, float] | None = None,
     weights_bytes: int | None = None,
+    dp: int = 1,
+    expert_parallel: bool = False,
 ) -> ModelCosts:
-    """Per-GPU costs of `model` under tensor parallelism `tp` (no pipeline parallelism).
+    """Per-GPU costs of `model` under tensor parallelism `tp` (no pipeline parallelism), on one of `dp`
+    data-parallel ranks (each its own requests and KV cache).
+
+    `expert_parallel` (vLLM --enable-expert-parallel): the routed experts are spread whole over the
+    TP × DP ranks (layers/fused_moe/layer.py: ep_size = tp × dp), so each GPU holds E ÷ (tp × dp) of
+    them and its MoE layers serve every DP rank's tokens.
 
     Parameters by role come from count_parameters, KV per layer from kv.kv_cache_specs.
     `weights_bytes`: stored bytes of the whole model when known (safetensors metadata), else the
@@ -842,15 +939,23 @@ def model_costs(
     from kvplan.model.kv_cache import kv_cache_specs
     from kvplan.model.weights import (
         count_parameters,
+        expert_parallel_bytes_saved,
         quantized_bits_per_weight,
         stored_weights_bytes,
         weights_bytes_per_gpu,
     )
 
+    if dp < 1:
+        raise InvalidParameter(f"data-parallel-size must be ≥ 1, got {dp}")
+
     specs = kv_cache_specs(model, tp=tp, pp=1, kv_cache_dtype=kv_cache_dtype)[0]
     params = count_parameters(model)
     total_bytes = weights_bytes if weights_bytes is not None else stored_weights_bytes(model, params)
     per_gpu = weights_bytes_per_gpu(model, tp=tp, pp=1, total_bytes=total_bytes)
+    moe = model.moe
+    ep = tp * dp if expert_parallel and moe is not None else 1
+    if ep > 1:
+        per_gpu -= expert_parallel_bytes_saved(model, tp=tp, ep=ep)
     full_bytes = _MODEL_DTYPE_BYTES.get(model.dtype, 2)
     lm_head = model.vocab_size * model.hidden_size
     matmul = params.active - params.embedding - params.norms - params.lm_head + lm_head
@@ -858,13 +963,12 @@ def model_costs(
     unread = 0 if model.tie_word_embeddings else params.embedding * full_bytes // tp
     # weights_bytes keeps routed experts at the quantized width whenever a scheme is declared.
     expert_bits = quantized_bits_per_weight(model) if model.quant else 8.0 * full_bytes
-    expert_bytes = round(params.params_per_expert * expert_bits / 8 / tp)
+    expert_bytes = round(params.params_per_expert * expert_bits / 8 / (1 if ep > 1 else tp))
     dtype, reason = select_compute_dtype(model, gpu_flops or {})
     attention, state = _layer_costs(model, specs, tp, full_bytes)
     notes: list[str] = []
     if any(layer.kind == "kv_shared" for layer in model.layers):
         notes.append("KV-sharing layers are costed as full attention over the shared cache")
-    moe = model.moe
     return ModelCosts(
         name=model.name,
         weight_bytes=per_gpu,
@@ -877,6 +981,8 @@ def model_costs(
         num_experts=moe.num_experts if moe is not None else 0,
         experts_per_token=moe.experts_per_token if moe is not None else 0,
         expert_bytes=expert_bytes if moe is not None else 0,
+        ep=ep,
+        dp=dp,
         attention=attention,
         state_bytes_per_request=state,
         compute_dtype=dtype,
@@ -889,22 +995,121 @@ def roof_from_gpu(
     gpu: GpuSpec,
     flops_dtype: str,
     *,
-    bandwidth_efficiency: float = DEFAULT_BANDWIDTH_EFFICIENCY,
-    compute_efficiency: float = DEFAULT_COMPUTE_EFFICIENCY,
+    bandwidth_efficiency: float | None = None,
+    compute_efficiency: float | None = None,
+    calibration: SpeedCalibration | None = None,
 ) -> Roof:
     """The roof of a catalog GPU for matmuls in `flops_dtype` (GpuSpec.resolve_flops falls back to a
     wider dtype the chip lists; the roof says which one it used).
 
-    The catalog's interconnect figure is bidirectional; the roof keeps one direction.
+    With a `calibration` (speed_model.py) the roof predicts: the GPU class's fitted efficiencies (an
+    efficiency given here wins) and the per-step overheads. Without one it is the plain roofline at the
+    given efficiencies (default 0.70 and 0.76). The catalog's interconnect figure is bidirectional; the
+    roof keeps one direction.
     """
+    from kvplan.hardware.nodes import PCIE_SERVER, node_shape
+
     flops = gpu.resolve_flops(flops_dtype)
     link = gpu.interconnect_bytes_per_s
+    kind: LinkKind = "nvlink" if link and node_shape(gpu.id) is not PCIE_SERVER else "pcie"
+    overheads, how, kv_efficiency = None, "", None
+    if calibration is not None:
+        bw, fl, overheads, how = calibration.for_gpu(gpu.arch, kind)
+        kv_efficiency = calibration.kv_efficiency(gpu.arch) if bandwidth_efficiency is None else None
+        bandwidth_efficiency = bw if bandwidth_efficiency is None else bandwidth_efficiency
+        compute_efficiency = fl if compute_efficiency is None else compute_efficiency
     return Roof(
         gpu=gpu.id,
         bandwidth_bytes_per_s=gpu.require_bandwidth(),
         peak_flops=flops.flops,
         flops_dtype=flops.dtype,
-        bandwidth_efficiency=bandwidth_efficiency,
-        compute_efficiency=compute_efficiency,
+        bandwidth_efficiency=DEFAULT_BANDWIDTH_EFFICIENCY if bandwidth_efficiency is None else bandwidth_efficiency,
+        compute_efficiency=DEFAULT_COMPUTE_EFFICIENCY if compute_efficiency is None else compute_efficiency,
+        kv_bandwidth_efficiency=kv_efficiency,
         interconnect_bytes_per_s=link / INTERCONNECT_DIRECTIONS if link else None,
+        arch=gpu.arch,
+        link=kind,
+        overheads=overheads,
+        calibration=how,
     )
+
+
+def deployment_roofline(
+    model: ModelSpec, gpu: GpuSpec, *, tp: int = 1, kv_cache_dtype: str = "auto", weights_bytes: int | None = None,
+    bandwidth_efficiency: float | None = None, compute_efficiency: float | None = None, dp: int = 1,
+    expert_parallel: bool = False,
+) -> tuple[ModelCosts, Roof]:
+    """The model's per-GPU costs and the predicting roof (speed_model.CALIBRATION) on `gpu`: what `roofline`,
+    `simulate serve` and `check` all time steps with. An efficiency given here replaces the fitted one."""
+    from kvplan.hardware.speed_model import CALIBRATION
+
+    costs = model_costs(model, tp=tp, kv_cache_dtype=kv_cache_dtype, gpu_flops=gpu.flops, weights_bytes=weights_bytes,
+                        dp=dp, expert_parallel=expert_parallel)
+    roof = roof_from_gpu(gpu, costs.compute_dtype, bandwidth_efficiency=bandwidth_efficiency,
+                         compute_efficiency=compute_efficiency, calibration=CALIBRATION)
+    return costs, roof
+
+
+# --- measured speeds as the speed model sees them ---------------------------------------------------
+
+# What a published figure measures (tests/fixtures/data/roofline-measured.yaml's `compare`).
+MEASURED_KINDS: tuple[str, ...] = ("per_request_tok_s", "itl_ms", "tpot_ms", "ttft_ms", "static_batch_e2e_ms",
+                                   "static_batch_out_tok_s", "static_batch_out_tok_s_per_gpu")
+
+
+def batch_prefill_cost(costs: ModelCosts, batch: int, prompt: int) -> StepCost:
+    """One step that prefills `batch` prompts of `prompt` tokens together (no cached prefix).
+
+    The weights are read once for all `batch × prompt` tokens; KV, state, FLOPs and all-reduce payload
+    are one prompt's times `batch` (each prompt attends causally to itself only).
+    """
+    if batch < 1 or prompt < 1:
+        raise InvalidParameter("batch and prompt must be ≥ 1")
+    one = step_cost(costs, prefill_tokens=prompt)
+    return dataclasses.replace(
+        one, num_tokens=batch * prompt, weight_bytes=weight_bytes_read(costs, batch * prompt),
+        kv_bytes=batch * one.kv_bytes, state_bytes=batch * one.state_bytes, linear_flops=batch * one.linear_flops,
+        attention_flops=batch * one.attention_flops, allreduce_bytes=batch * one.allreduce_bytes,
+    )
+
+
+def measured_observation(
+    point_id: str, costs: ModelCosts, roof: Roof, *, kind: str, value: float, batch: int, context: int,
+    prompt: int | None = None, output: int | None = None, gpus: int = 1, engine: str = VLLM,
+) -> Observation:
+    """A published measurement as the steps it spans (speed_model.Observation), from its settings.
+
+    per_request_tok_s / itl_ms / tpot_ms: one decode step of `batch` requests at `context` (1 ÷ tok/s,
+    ms ÷ 1000). ttft_ms: the prefill of `batch` prompts of `prompt` tokens, first token included.
+    static_batch_*: that prefill, then `output − 1` decode steps at `context` (the mean context over the
+    run): the first output token comes out of the prefill; `_per_gpu` figures are over `gpus` GPUs.
+    `engine` is whose overheads the measurement carries (speed_model.ENGINES).
+    """
+    if kind not in MEASURED_KINDS:
+        raise InvalidParameter(f"unknown measured figure {kind!r}; expected one of {', '.join(MEASURED_KINDS)}")
+    if value <= 0:
+        raise InvalidParameter(f"{point_id}: measured value must be positive, got {value}")
+    rated = roof.rated()
+
+    def shape(cost: StepCost, count: float = 1.0) -> StepShape:
+        t = step_time(cost, rated, costs.tp)
+        weights_s = cost.weight_bytes / rated.bandwidth_bytes_per_s
+        return StepShape(weights_s, t.compute_s, t.comm_s, cost.layers, cost.moe_layers, cost.all_reduces, count,
+                         kv_s=t.memory_s - weights_s)
+
+    decode = step_cost(costs, decode_reqs=batch, decode_context=context)
+    if kind in ("per_request_tok_s", "itl_ms", "tpot_ms"):
+        seconds = 1.0 / value if kind == "per_request_tok_s" else value / 1e3
+        return Observation(point_id, roof.arch, roof.link, (shape(decode),), False, seconds, engine)
+    if prompt is None:
+        raise InvalidParameter(f"{point_id}: {kind} needs the prompt length")
+    steps = [shape(batch_prefill_cost(costs, batch, prompt))]
+    if kind == "ttft_ms":
+        return Observation(point_id, roof.arch, roof.link, tuple(steps), True, value / 1e3, engine)
+    if output is None or output < 1:
+        raise InvalidParameter(f"{point_id}: {kind} needs the output length")
+    if output > 1:
+        steps.append(shape(decode, output - 1))
+    per_gpu = gpus if kind == "static_batch_out_tok_s_per_gpu" else 1
+    seconds = value / 1e3 if kind == "static_batch_e2e_ms" else batch * output / (value * per_gpu)
+    return Observation(point_id, roof.arch, roof.link, tuple(steps), True, seconds, engine)

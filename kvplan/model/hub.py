@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -83,10 +83,14 @@ def _read_json(path: Path, what: str, kind: Any = None) -> dict[str, Any]:
 def load_local(source: str, *, hf_overrides: Mapping[str, Any] | None = None) -> ModelSpec:
     """A folder holding config.json (and maybe hf_quant_config.json), or a path to a config.json;
     `hf_overrides` as vLLM's --hf-overrides."""
+    from kvplan.model import mistral_format
+
     path = Path(os.path.expanduser(source))  # `~user` of no such user stays as written (Path raises)
     if path.is_dir():
         folder, cfg = path, path / CONFIG_NAME
         if not cfg.exists():
+            if (path / mistral_format.PARAMS_NAME).is_file():
+                raise BadConfig(mistral_format.only_params_json_message(str(path)))
             raise ModelNotFound(f"{path} has no {CONFIG_NAME}")
     elif path.exists():
         folder, cfg = path.parent, path
@@ -95,7 +99,20 @@ def load_local(source: str, *, hf_overrides: Mapping[str, Any] | None = None) ->
     quant_path = folder / QUANT_CONFIG_NAME
     quant = _read_json(quant_path, QUANT_CONFIG_NAME) if quant_path.exists() else None
     name = folder.name if cfg.name == CONFIG_NAME else cfg.stem
-    return parse_config(_read_json(cfg, str(cfg)), name=name, quant_config=quant, hf_overrides=hf_overrides)
+    spec = parse_config(_read_json(cfg, str(cfg)), name=name, quant_config=quant, hf_overrides=hf_overrides)
+    params_path = folder / mistral_format.PARAMS_NAME
+    if cfg.name != CONFIG_NAME or not params_path.is_file():
+        return spec
+    # repo_utils.py:is_mistral_model_repo: vLLM reads params.json when consolidated*.safetensors is there
+    reads_params = any(folder.glob(mistral_format.CONSOLIDATED_GLOB))
+    try:
+        params = _read_json(params_path, str(params_path))
+    except BadConfig:
+        if reads_params:  # the file vLLM would read is broken: say so
+            raise
+        return spec  # a broken params.json vLLM does not read changes nothing
+    note = mistral_format.params_json_note(params, spec, vllm_reads_it=reads_params)
+    return replace(spec, config_notes=(*spec.config_notes, note))
 
 
 def read_config(source: str, revision: str | None = None) -> dict[str, Any]:
@@ -342,11 +359,24 @@ def load_model(source: str, revision: str | None = None, *,
         if revision:
             raise BadConfig("--revision applies to Hub models, not local paths")
         return load_local(source, hf_overrides=hf_overrides)
+    from kvplan.model import mistral_format
+
     cfg = _download(source, CONFIG_NAME, revision)
     quant_path = _optional_download(source, QUANT_CONFIG_NAME, revision)
     quant = _read_json(quant_path, QUANT_CONFIG_NAME) if quant_path else None
-    return parse_config(_read_json(cfg, f"{source}/{CONFIG_NAME}"), name=source, quant_config=quant,
+    spec = parse_config(_read_json(cfg, f"{source}/{CONFIG_NAME}"), name=source, quant_config=quant,
                         hf_overrides=hf_overrides)
+    params_path = _optional_download(source, mistral_format.PARAMS_NAME, revision)
+    if params_path is None:
+        return spec
+    # whether consolidated*.safetensors is there too would take a listing of the repository: the note says when
+    # vLLM reads params.json instead
+    try:
+        params = _read_json(params_path, f"{source}/{mistral_format.PARAMS_NAME}")
+    except BadConfig:
+        return spec  # whether vLLM reads it is not known here (no listing): kvplan plans from config.json
+    note = mistral_format.params_json_note(params, spec, vllm_reads_it=False)
+    return replace(spec, config_notes=(*spec.config_notes, note))
 
 
 MAX_SHARDS = 4096  # kvplan's bound; the largest public checkpoints have a few hundred shards

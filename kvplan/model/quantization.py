@@ -63,6 +63,15 @@ def _modelopt_refusal(owner: str, algo: str) -> str:
     return f"Unsupported ModelOpt NVFP4 quant_algo: {algo}. Supported: {supported}."
 
 
+def _w8a8_type(weights: Mapping[str, Any], activations: Any, bits: float) -> str | None:
+    """compressed-tensors W8A8: "float" or "int" when the weights are 8-bit and the input activations are
+    quantized too (vLLM compressed_tensors.py: _is_fp8_w8a8 / _is_static_tensor_w8a8 / _is_dynamic_token_w8a8)."""
+    kind = weights.get("type")
+    if bits == 8 and isinstance(activations, Mapping) and kind in ("float", "int"):
+        return str(kind)
+    return None
+
+
 def quant_spec(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
     """Weight quantization and any declared KV scheme (vLLM resolve_kv_cache_dtype_string).
 
@@ -110,7 +119,7 @@ def quant_spec(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
     if method == "bitsandbytes":
         return QuantSpec("bitsandbytes", 4.0 if qc.get("load_in_4bit") else 8.0, group_size=64, excluded=excluded)
     if method == "compressed-tensors":
-        bits, gs = 8.0, None
+        bits, gs, w8a8 = 8.0, None, None
         groups = qc.get("config_groups")
         if isinstance(groups, Mapping):
             for g in groups.values():
@@ -118,8 +127,9 @@ def quant_spec(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
                 if isinstance(w, Mapping) and w.get("num_bits"):
                     bits = quant_number(w["num_bits"], "num_bits", maximum=_MAX_WEIGHT_BITS)
                     gs = quant_group(w.get("group_size"), "group_size")
+                    w8a8 = _w8a8_type(w, g.get("input_activations"), bits)
                     break
-        return QuantSpec("compressed-tensors", bits, group_size=gs, kv_cache_dtype=kv, excluded=excluded)
+        return QuantSpec("compressed-tensors", bits, group_size=gs, kv_cache_dtype=kv, excluded=excluded, w8a8=w8a8)
     if method in {"modelopt", "modelopt_fp4"}:
         algo = str(qc.get("quant_algo") or "FP8").upper()
         owner = "modelopt_fp4" if method == "modelopt_fp4" or "FP4" in algo else "modelopt"

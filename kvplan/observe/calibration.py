@@ -366,14 +366,11 @@ def settings_from_log(
     return replace(flags, **changes), from_log, tuple(notes)  # type: ignore[arg-type]
 
 
-_FLAG_NAMES: Final[Mapping[str, str]] = {
-    "tp": "--tensor-parallel-size",
-    "pp": "--pipeline-parallel-size",
-}
-
-
 def _flag_name(name: str) -> str:
-    return _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+    """The vLLM flag that sets a ServeSettings field (`tp` → --tensor-parallel-size)."""
+    from kvplan.vllm.engine_args import SETTING_ARGS
+
+    return next((a.flag for a in SETTING_ARGS if a.field == name), "--" + name.replace("_", "-"))
 
 
 def fit_environment(settings: ServeSettings) -> tuple[str, ...]:
@@ -386,24 +383,16 @@ def fit_environment(settings: ServeSettings) -> tuple[str, ...]:
 
 
 def fit_flags(settings: ServeSettings) -> tuple[str, ...]:
-    """The `kvplan fit` flags (vLLM's names) that give these settings; vLLM's defaults are left out."""
+    """The `kvplan fit` flags (vLLM's names, from kvplan/vllm/engine_args.py) that give these settings, then
+    kvplan's own (--vllm-version, --usage); vLLM's defaults are left out."""
+    from kvplan.vllm.engine_args import suggested_flags
     from kvplan.vllm.settings import ServeSettings
 
     default = ServeSettings()
-    out: list[str] = []
-    for name in ("tp", "pp", "gpu_memory_utilization", "max_model_len", "max_num_seqs", "max_num_batched_tokens",
-                 "kv_cache_dtype", "block_size", "vllm_version", "kv_cache_memory_bytes"):
-        value = getattr(settings, name)
-        if value is None or value == getattr(default, name):
-            continue
-        out.append(f"{_flag_name(name)} {'auto' if name == 'max_model_len' and value == -1 else value}")
-    if settings.enforce_eager:
-        out.append("--enforce-eager")
-    if not settings.enable_prefix_caching:
-        out.append("--no-enable-prefix-caching")
+    ours = [f"--vllm-version {settings.vllm_version}"] if settings.vllm_version is not None else []
     if settings.usage != default.usage:
-        out.append(f"--usage {settings.usage}")
-    return tuple(out)
+        ours.append(f"--usage {settings.usage}")
+    return (*suggested_flags(settings, default), *ours)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -156,6 +156,21 @@ def _kv_table(r: FitReport) -> Table:
     return t
 
 
+def _stage_table(r: FitReport) -> list[RenderableType]:
+    """One row per PP stage when their budgets differ; the tightest (whose block count vLLM keeps) marked."""
+    if len(r.pp_stages) < 2 or len({(s.available_kv_bytes, s.num_gpu_blocks) for s in r.pp_stages}) == 1:
+        return []
+    t = Table(title="Pipeline stages (GiB per GPU; vLLM keeps the smallest block count)", title_justify="left",
+              box=None, pad_edge=False)
+    for name in ("stage", "layers", "weights", "act.", "graphs", "non-torch", "KV", "blocks"):
+        t.add_column(name, justify="left" if name == "stage" else "right", no_wrap=True)
+    for s in r.pp_stages:
+        mark = " (tightest)" if s.stage == r.tightest_stage else ""
+        _row(t, f"{s.stage}{mark}", str(s.num_layers), _gib(s.weights_bytes), _gib(s.activation_bytes),
+             _gib(s.cuda_graph_bytes), _gib(s.non_torch_bytes), _gib(s.available_kv_bytes), f"{s.num_gpu_blocks:,}")
+    return [t, Text("")]
+
+
 def _verdict(r: FitReport) -> list[RenderableType]:
     lines: list[RenderableType] = []
     if r.log_line:
@@ -229,7 +244,8 @@ def render_fit(r: FitReport) -> Group:
     )
     notes = [Text(f"note: {n}", style="dim") for n in r.notes]
     return Group(
-        header, Text(""), _waterfall(r), _bar(r), Text(""), _kv_table(r), Text(""), *_verdict(r), *_advice(r), *notes
+        header, Text(""), _waterfall(r), _bar(r), Text(""), *_stage_table(r), _kv_table(r), Text(""), *_verdict(r),
+        *_advice(r), *notes
     )
 
 

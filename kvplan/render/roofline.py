@@ -8,7 +8,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
@@ -45,9 +45,12 @@ def render_roofline(r: RooflineReport, *, chart_width: int = 56, chart_height: i
     """Summary of the roofs, the decode table over batches, the chart, prefill and notes."""
     dt = r.compute_dtype.upper()
     head = [
-        Text.assemble((r.model, "bold"), f" on {r.gpu} · TP {r.tp} · decode at {r.context:,} tokens"),
+        Text.assemble((r.model, "bold"), f" on {r.gpu} · TP {r.tp}", _parallel(r),
+                      f" · decode at {r.context:,} tokens"),
         Text(
-            f"Roofs per GPU: HBM {r.bandwidth_bytes_per_s / 1e12:.2f} TB/s × {r.bandwidth_efficiency:.2f}; "
+            f"Roofs per GPU: HBM {r.bandwidth_bytes_per_s / 1e12:.2f} TB/s × {r.bandwidth_efficiency:.2f}"
+            + (f" (weights), × {r.kv_bandwidth_efficiency:.2f} (KV)" if r.kv_bandwidth_efficiency is not None else "")
+            + "; "
             f"{dt} {r.peak_flops / 1e12:,.1f} TFLOP/s × {r.compute_efficiency:.2f} ({r.compute_dtype_reason})"
         ),
         Text(
@@ -56,21 +59,9 @@ def render_roofline(r: RooflineReport, *, chart_width: int = 56, chart_height: i
             + "".join(f"; {k.upper()} {v:,.0f}" for k, v in r.ridge_points.items() if k != r.compute_dtype)
         ),
         Text(f"Per GPU: weights {human_bytes(r.weight_bytes)}, KV {r.kv_bytes_per_token:,} bytes/token"),
+        *_speed_model_lines(r),
     ]
-    t = Table(title=f"Decode at {r.context:,} tokens of context (per GPU)", title_justify="left")
-    known = r.kv_capacity_batch is not None
-    columns = ["batch", "tok/s", "per req", "ITL ms", "FLOP/B", "bound", "weights GiB", "KV GiB"]
-    for name in columns + (["fits KV"] if known else []):
-        t.add_column(name, justify="left" if name == "bound" else "right")
-    for p in r.batches:
-        row = [
-            f"{p.batch:,}", _tps(p.tokens_per_s), _tps(p.tokens_per_s_per_request), _ms(p.itl_s),
-            f"{p.arithmetic_intensity:,.1f}", p.bound,
-            f"{p.weight_bytes / GiB:,.2f}", f"{p.kv_bytes / GiB:,.2f}",
-        ]
-        if known:
-            row.append("yes" if p.fits_kv_cache else "no")
-        t.add_row(*row)
+    t = _decode_table(r)
     caps = [
         Text(
             f"Compute-bound from batch {r.compute_bound_batch:,}" if r.compute_bound_batch is not None else
@@ -96,7 +87,8 @@ def render_roofline(r: RooflineReport, *, chart_width: int = 56, chart_height: i
             ("Prefill ", "bold"),
             f"{pf.prompt_tokens:,} tokens: {_flops(pf.flops)}{' per GPU' if r.tp > 1 else ''} "
             f"({share:.0%} attention), "
-            f"{_ms(pf.time_s)} ms in one step ({pf.bound}-bound) — the TTFT floor",
+            f"TTFT {_ms(pf.time_s)} ms in one step ({_ms(pf.time_low_s)}–{_ms(pf.time_high_s)}; "
+            f"{pf.bound}-bound; physical bound {_ms(pf.bound_time_s)} ms)",
         )
     ]
     if pf.max_num_batched_tokens is not None and len(pf.chunks) > 1:
@@ -108,6 +100,68 @@ def render_roofline(r: RooflineReport, *, chart_width: int = 56, chart_height: i
     tail = [Text(f"TP communication: {r.communication}", style="dim")]
     tail += [Text(f"note: {n}", style="dim") for n in r.notes]
     return Group(*head, t, *caps, chart, *prefill, *tail)
+
+
+def _parallel(r: RooflineReport) -> str:
+    """DP and EP, when used: batches are then per DP rank, each its own requests and KV cache."""
+    parts = ([f" · DP {r.dp} (batch and tok/s per rank)"] if r.dp > 1 else []) + ([f" · EP {r.ep}"] if r.ep > 1 else [])
+    return "".join(parts)
+
+
+def _decode_table(r: RooflineReport) -> RenderableType:
+    """Decode per batch: predicted tok/s with its range, the physical bound, ITL; stacked when too narrow."""
+    from kvplan.render.layout import TableOrStack
+
+    title = f"Decode at {r.context:,} tokens of context (per GPU)"
+    known = r.kv_capacity_batch is not None
+    columns = ["batch", "tok/s", "range", "bound", "ITL ms", "roof", "KV GiB", *(["fits"] if known else [])]
+    rows = []
+    for p in r.batches:
+        rows.append([
+            f"{p.batch:,}", _tps(p.tokens_per_s), f"{_tps(p.batch / p.itl_high_s)}–{_tps(p.batch / p.itl_low_s)}",
+            _tps(p.bound_tokens_per_s), _ms(p.itl_s), p.bound,
+            f"{p.kv_bytes / GiB:,.2f}", *(["yes" if p.fits_kv_cache else "no"] if known else []),
+        ])
+    t = Table(title=title, title_justify="left")
+    for name in columns:
+        t.add_column(name, justify="left" if name == "roof" else "right", no_wrap=True)
+    for row in rows:
+        t.add_row(*row)
+
+    def stacked() -> RenderableType:
+        from rich.padding import Padding
+
+        parts: list[RenderableType] = [Text(title, style="italic")]
+        for row in rows:
+            parts.append(Text(f"batch {row[0]}", style="bold"))
+            cells = zip(columns[1:], row[1:], strict=True)
+            parts.append(Padding(Text("; ".join(f"{name} {value}" for name, value in cells)), (0, 0, 0, 2)))
+        return Group(*parts)
+
+    return TableOrStack(t, stacked)
+
+
+def _speed_model_lines(r: RooflineReport) -> list[Text]:
+    """What the predicted times add to the roofs, and what the model rests on."""
+    o = r.overheads
+    if o is None:
+        return [Text("Times are the roofs alone at these efficiencies (no per-step overheads)", style="dim")]
+    parts = [f"{o.step_s * 1e3:,.2f} ms per step"] if o.step_s else []
+    if o.layer_s:
+        parts.append(f"{o.layer_s * 1e6:,.1f} µs per layer")
+    if o.moe_layer_s and any(p.expected_experts is not None for p in r.batches):
+        parts.append(f"{o.moe_layer_s * 1e6:,.1f} µs per MoE layer")
+    if r.tp > 1:
+        parts.append(f"{o.allreduce_s * 1e6:,.1f} µs per all-reduce")
+    if o.request_s:
+        parts.append(f"{o.request_s * 1e3:,.2f} ms before a first token")
+    return [
+        Text(f"Predicted = roofs at the efficiencies above + {', '.join(parts) or 'no overheads'}; range "
+             f"×{o.ratio_low:.2f}–"
+             f"×{o.ratio_high:.2f} (measured ÷ predicted where calibrated)"),
+        Text(f"Speed model: {r.speed_model}; bound = rated HBM and FLOP/s, no overheads (nothing runs faster)",
+             style="dim"),
+    ]
 
 
 # --- the chart ----------------------------------------------------------------------------------

@@ -223,4 +223,9 @@ class RooflineStepCost:
         }
         if costs.tp > 1 and roof.interconnect_bytes_per_s:
             figures["interconnect_bytes_per_s"] = roof.interconnect_bytes_per_s
+        if roof.overheads is not None:  # the speed model's per-step costs (hardware/speed_model.py)
+            o = roof.overheads
+            figures.update(step_overhead_s=o.step_s, layer_overhead_s=o.layer_s, moe_layer_overhead_s=o.moe_layer_s)
+            if costs.tp > 1:
+                figures["allreduce_latency_s"] = o.allreduce_s
         return figures

@@ -1,9 +1,9 @@
 """Read a pasted `vllm serve MODEL --flag …` command line into kvplan settings.
 
-Pure: a string in, a `VllmCommand` out. Flag names and aliases follow vLLM's CLI
-(vllm/engine/arg_utils.py:EngineArgs.add_cli_args): `--flag value`, `--flag=value`, underscores or
-dashes, `-tp`/`-pp`/`-dp` short forms, `--no-…` negations. Flags that do not change the KV-cache
-plan are ignored and reported back, so the caller can say so on stderr.
+Pure: a string in, a `VllmCommand` out. Flag names and aliases come from the table of vLLM's engine
+arguments (kvplan/vllm/engine_args.py, after vllm/engine/arg_utils.py:EngineArgs.add_cli_args): `--flag value`,
+`--flag=value`, underscores or dashes, `-tp`/`-pp`/`-dp` short forms, `--no-…` negations. Flags that do not
+change the KV-cache plan are ignored and reported back, so the caller can say so on stderr.
 """
 
 from __future__ import annotations
@@ -14,130 +14,38 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from kvplan.errors import ParseError
+from kvplan.vllm.engine_args import ENGINE_ARGS
 
-# vLLM flag (canonical, dashes) → kvplan setting name. Values stay strings here; the CLI parses them.
+# Generated from the one table of vLLM's engine arguments (kvplan/vllm/engine_args.py): a new flag is a row
+# there, not an entry here.
+# vLLM flag (canonical, dashes, and vLLM's second long names) → the option's name. Values stay strings here.
 VALUE_FLAGS: dict[str, str] = {
-    "--model": "model",
-    "--tensor-parallel-size": "tensor_parallel_size",
-    "--pipeline-parallel-size": "pipeline_parallel_size",
-    "--gpu-memory-utilization": "gpu_memory_utilization",
-    "--device-memory-utilization": "gpu_memory_utilization",
-    "--max-model-len": "max_model_len",
-    "--max-num-seqs": "max_num_seqs",
-    "--max-num-batched-tokens": "max_num_batched_tokens",
-    "--kv-cache-dtype": "kv_cache_dtype",
-    "--block-size": "block_size",
-    "--kv-cache-memory-bytes": "kv_cache_memory_bytes",
-    "--kv-cache-memory": "kv_cache_memory_bytes",
-    "--revision": "revision",
-    "--performance-mode": "performance_mode",
-    "--speculative-config": "speculative_config",
-    "--decode-context-parallel-size": "decode_context_parallel_size",
-    "--prefill-context-parallel-size": "prefill_context_parallel_size",
-    "--data-parallel-size": "data_parallel_size",
-    "--hf-overrides": "hf_overrides",
-    "--compilation-config": "compilation_config",
-    "--kv-transfer-config": "kv_transfer_config",
-    "--dtype": "dtype",
-    "--mamba-cache-dtype": "mamba_cache_dtype",
-    "--mamba-ssm-cache-dtype": "mamba_ssm_cache_dtype",
-    "--num-gpu-blocks-override": "num_gpu_blocks_override",
-    "--cpu-offload-gb": "cpu_offload_gb",
-    "--kv-offloading-size": "kv_offloading_size",
-    "--kv-offloading-backend": "kv_offloading_backend",
-    "--quantization": "quantization",
-    "--max-loras": "max_loras",
-    "--max-lora-rank": "max_lora_rank",
-    "--limit-mm-per-prompt": "limit_mm_per_prompt",
+    flag: arg.name
+    for arg in ENGINE_ARGS if arg.effect == "modelled" and arg.takes_value
+    for flag in (arg.flag, *(a for a in arg.aliases if a.startswith("--")))
 }
+# Switches and their `--no-…` negations → (the option's name, the value they give).
 BOOL_FLAGS: dict[str, tuple[str, bool]] = {
-    "--enforce-eager": ("enforce_eager", True),
-    "--no-enforce-eager": ("enforce_eager", False),
-    "--enable-prefix-caching": ("enable_prefix_caching", True),
-    "--no-enable-prefix-caching": ("enable_prefix_caching", False),
-    "--disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", True),
-    "--no-disable-hybrid-kv-cache-manager": ("disable_hybrid_kv_cache_manager", False),
-    "--enable-expert-parallel": ("enable_expert_parallel", True),
-    "--no-enable-expert-parallel": ("enable_expert_parallel", False),
-    "--trust-remote-code": ("trust_remote_code", True),
-    "--enable-lora": ("enable_lora", True),
-    "--async-scheduling": ("async_scheduling", True),
-    "--no-async-scheduling": ("async_scheduling", False),
-    "--language-model-only": ("language_model_only", True),
-    "--no-language-model-only": ("language_model_only", False),
-    "--enable-mm-embeds": ("enable_mm_embeds", True),
-    "--no-enable-mm-embeds": ("enable_mm_embeds", False),
+    flag: (arg.name, value)
+    for arg in ENGINE_ARGS if arg.effect == "modelled" and not arg.takes_value
+    for flag, value in ((arg.flag, True), *((("--no-" + arg.flag[2:], False),) if arg.negatable else ()))
 }
 # vLLM's dotted spelling of a JSON option (utils/argparse_utils.py:FlexibleArgumentParser.parse_args):
 # `--limit-mm-per-prompt.image 0 --limit-mm-per-prompt.video.num_frames=8` is merged into one JSON object.
-DOTTED_FLAGS = frozenset({"--limit-mm-per-prompt"})
-SHORT_FLAGS = {
-    "-tp": "--tensor-parallel-size",
-    "-pp": "--pipeline-parallel-size",
-    "-dp": "--data-parallel-size",
-    "-cc": "--compilation-config",
-    "-dcp": "--decode-context-parallel-size",
-    "-pcp": "--prefill-context-parallel-size",
-    "-q": "--quantization",
-}
+DOTTED_FLAGS = frozenset(arg.flag for arg in ENGINE_ARGS if arg.dotted)
+SHORT_FLAGS = {alias: arg.flag for arg in ENGINE_ARGS for alias in arg.aliases if not alias.startswith("--")}
 # vLLM boolean flags that take no value and do not affect the plan (so they must not swallow the next word).
-IGNORED_BOOL_FLAGS = frozenset(
-    {
-        "--enable-chunked-prefill",
-        "--disable-log-requests",
-        "--disable-log-stats",
-        "--enable-auto-tool-choice",
-        "--async-scheduling",
-        "--disable-custom-all-reduce",
-        "--enable-log-requests",
-        "--headless",
-        "--disable-frontend-multiprocessing",
-        "--enable-sleep-mode",
-        "--enable-prompt-tokens-details",
-        "--enable-force-include-usage",
-        "--disable-fastapi-docs",
-        "--enable-request-id-headers",
-        "--enable-server-load-tracking",
-        "--kv-cache-metrics",
-        "--enable-log-outputs",
-        "--skip-tokenizer-init",
-        "--enable-prompt-embeds",
-    }
-)
+IGNORED_BOOL_FLAGS = frozenset(arg.flag for arg in ENGINE_ARGS if arg.effect == "ignored" and not arg.takes_value)
 # vLLM flags whose value is a secret: it never reaches `ignored`, which callers print.
-SECRET_FLAGS = frozenset({"--hf-token", "--api-key"})
+SECRET_FLAGS = frozenset(arg.flag for arg in ENGINE_ARGS if arg.secret)
 REDACTED = "***"
 # Entry points whose next word is the sub-command or the model.
 _PROGRAMS = ("vllm", "python", "python3")
-
-
-# Options that do not change KV capacity or speed as kvplan models them: accepted and ignored, so a
-# real `vllm serve` line or --config file can be used as it is. Checked against vLLM 0.33's EngineArgs and API
-# server arguments: the API server (host … middleware, api_server_count), logging and metrics (…log…,
-# otlp_traces_endpoint, enable_server_load_tracking), the tokenizer and chat templates, where the weights come
-# from (download_dir, load_format, code_revision, hf_token), sampling defaults (seed, generation_config,
-# override_generation_config, max_logprobs), the scheduling order (scheduling_policy), the worker process
-# (worker_cls, distributed_executor_backend: Ray or mp changes no KV memory), and enable_chunked_prefill
-# (always on in V1; max_num_batched_tokens is what counts). disable_log_requests,
-# disable_frontend_multiprocessing and hf_overrides_path are older vLLM's: 0.33 has none of them.
-VLLM_IGNORED = frozenset({
-    "host", "port", "served_model_name", "api_key", "uvicorn_log_level", "disable_log_requests",
-    "disable_log_stats", "enable_log_requests", "tokenizer", "tokenizer_mode",
-    "tokenizer_revision", "code_revision", "download_dir", "load_format", "seed", "chat_template",
-    "chat_template_content_format", "enable_auto_tool_choice", "tool_call_parser", "reasoning_parser",
-    "generation_config", "disable_uvicorn_access_log", "allowed_origins", "allowed_methods", "allowed_headers",
-    "ssl_keyfile", "ssl_certfile", "ssl_ca_certs", "root_path", "middleware", "response_role", "max_logprobs",
-    "disable_fastapi_docs", "enable_prompt_tokens_details", "otlp_traces_endpoint", "hf_token",
-    "api_server_count", "enable_force_include_usage", "enable_server_load_tracking", "disable_frontend_multiprocessing",
-    "worker_cls", "distributed_executor_backend", "scheduling_policy", "enable_chunked_prefill",
-    "override_generation_config", "hf_overrides_path", "log_config_file",
-})
+# Options that do not change KV capacity or speed as kvplan models them (engine_args.py says why): accepted
+# and ignored, so a real `vllm serve` line or --config file can be used as it is.
+VLLM_IGNORED = frozenset(arg.name for arg in ENGINE_ARGS if arg.effect == "ignored")
 # Options that change memory or speed in ways kvplan does not model: a warning says the plan ignores them.
-VLLM_UNMODELLED: Mapping[str, str] = {
-    # V0's CPU swap space: vLLM 0.33's EngineArgs has no swap_space (its CLI rejects --swap-space); the V1
-    # engine preempts by recomputation, so it held no GPU memory on 0.8–0.10 either.
-    "swap_space": "vLLM 0.33 has no --swap-space (V1 preempts by recomputing; no GPU memory)",
-}
+VLLM_UNMODELLED: Mapping[str, str] = {arg.name: arg.note for arg in ENGINE_ARGS if arg.effect == "unmodelled"}
 
 
 @dataclass(frozen=True)

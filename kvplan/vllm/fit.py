@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 from kvplan.errors import BadConfig
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs
-from kvplan.model.weights import FP_BYTES, mtp_module_stored_bytes, routed_expert_bytes
+from kvplan.model.weights import FP_BYTES, expert_parallel_bytes_saved, mtp_module_stored_bytes
 from kvplan.units import GiB
 from kvplan.vllm.advice import advise_fixes
 from kvplan.vllm.architectures import served_quantization_methods
 from kvplan.vllm.block_plan import KVCachePlan, plan_kv_cache
-from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, KV_TOKENS_FROM_CONCURRENCY_SINCE
+from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, DSV4_PACKED_GROUPS_SINCE, KV_TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.vllm.dtype import served_dtype
 from kvplan.vllm.memory.activation import estimate_activation, penalty_state_bytes
 from kvplan.vllm.memory.budget import (
@@ -40,7 +40,7 @@ from kvplan.vllm.memory.weights import estimate_weights, tower_bytes_per_gpu
 from kvplan.vllm.multimodal import apply_mm_limits, gemma4_encoder_profile, text_only
 from kvplan.vllm.offload import deployment_tier, tier_note
 from kvplan.vllm.quantization import apply_quantization
-from kvplan.vllm.report import FitReport, GroupSummary, TowerSummary
+from kvplan.vllm.report import FitReport, GroupSummary, StageSummary, TowerSummary
 from kvplan.vllm.settings import (
     GpuLike,
     ResolvedSettings,
@@ -69,26 +69,36 @@ SpecsPerWorker = list[list[KVCacheSpec]]
 
 def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings,
                  specs: SpecsPerWorker, spec_decode: SpecDecode | None = None) -> MemoryBudget:
-    """Stage 3: the budget of the bounding worker (the last PP stage: it also runs the sampler and the
-    draft). A term the user measured (`--weights-memory` …) replaces kvplan's estimate of it."""
+    """Stage 3: the worker's budget. With PP > 1 every stage has its own (`stages`, first to last: its weights
+    and embedding or LM head, its layers' CUDA graphs, the encoder profile on the first, the sampler's dummy
+    run on the last), as each worker profiles itself (v1/worker/gpu_worker.py:determine_available_memory);
+    the budget returned is the last stage's until block_stage names the tightest. A term the user measured
+    (`--weights-memory` …) replaces kvplan's estimate of it on every stage."""
+    if s.pp == 1:
+        return _stage_budget(model, gpu, s, r, specs, spec_decode, None)
+    stages = tuple(_stage_budget(model, gpu, s, r, specs, spec_decode, i) for i in range(s.pp))
+    return replace(stages[-1], stages=stages)
+
+
+def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings, specs: SpecsPerWorker,
+                  spec_decode: SpecDecode | None, stage: int | None) -> MemoryBudget:
+    """One worker's budget: PP stage `stage`, or the only one (None)."""
     batch = r.batch
-    weights = _weights_term(model, gpu, s, r, spec_decode)
-    # v1/worker/gpu/spec_decode/standalone_ar/speculator.py:capture is a no-op: a draft model runs eagerly.
-    eager_draft = spec_decode is not None and spec_decode.method == DRAFT_MODEL
-    graph_layers = max((sum(1 for x in w if not (eager_draft and x.layer >= model.num_layers)) for w in specs),
-                       default=0)
+    weights = _weights_term(model, gpu, s, r, spec_decode, stage)
+    last = stage is None or stage == s.pp - 1
     activation = (user_term("activation", s.activation_bytes, "--activation-memory")
                   if s.activation_bytes is not None
                   else _with_encoder_profile(
                       estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
                                           max_num_seqs=batch.max_num_seqs, version=r.version,
-                                          flashinfer_sampler=s.flashinfer_sampler), model, s, r))
+                                          flashinfer_sampler=s.flashinfer_sampler, with_sampler=last),
+                      model, s, r, first=stage in (None, 0)))
     integrated = getattr(gpu, "integrated", False)
     non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None
-                 else _with_penalty_state(estimate_non_torch(tp=s.tp, pp=s.pp, version=r.version,
-                                                             integrated=integrated), model, r))
+                 else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, s), pp=s.pp, version=r.version,
+                                                             integrated=integrated, arch=gpu.arch), model, r))
     graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
-              else estimate_cuda_graphs(num_layers_on_worker=graph_layers,
+              else estimate_cuda_graphs(moe_layers_on_worker=_moe_layers_on_worker(model, s, stage), tp=s.tp,
                                         max_num_seqs=batch.max_num_seqs,
                                         max_num_batched_tokens=batch.max_num_batched_tokens,
                                         arch=gpu.arch, enforce_eager=s.enforce_eager, version=r.version,
@@ -107,6 +117,24 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
     )
 
 
+def _moe_layers_on_worker(model: ModelSpec, s: ServeSettings, stage: int | None) -> int:
+    """The target model's MoE layers on the worker (the busiest PP stage when `stage` is None): the part of
+    vLLM's CUDA-graph estimate that grows per layer (memory/cuda_graphs.py). A draft runs eagerly or is small."""
+    from kvplan.model.parallel import pp_layer_ranges
+
+    ranges = pp_layer_ranges(model.num_layers, s.pp)
+    counts = [sum(1 for i in r if i < len(model.layers) and model.layers[i].moe) for r in ranges]
+    return max(counts, default=0) if stage is None else counts[stage]
+
+
+def _moe_group(model: ModelSpec, s: ServeSettings) -> int:
+    """The GPUs one worker's collectives span: TP, or TP × DP for a MoE with data parallelism, whose expert
+    layers dispatch and combine over the DP group (layers/fused_moe: dp_size > 1), with or without EP. A V1
+    log (Qwen3-30B-A3B, TP 1 × DP 2 with EP, vllm#30942) prints 0.61 GiB of non-torch growth, where one GPU
+    shows 0.02–0.26."""
+    return s.tp * (s.data_parallel_size if model.moe is not None else 1)
+
+
 def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings) -> MemoryTerm:
     """Non-torch growth plus Model Runner V2's penalty state: torch tensors, but vLLM counts them where it
     counts non-torch growth, in "consumed memory (weights + non-torch)" (memory/activation.py)."""
@@ -118,7 +146,8 @@ def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings)
                                     f"({penalties / GiB:.2f} GiB)")
 
 
-def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings) -> MemoryTerm:
+def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings, *,
+                          first: bool = True) -> MemoryTerm:
     """The activation peak with the multimodal encoder's profile (first PP stage; vllm/multimodal.py): gemma-4's
     dummy encoder outputs are held through the profiling run (an estimate: the encoder's own forward peak is
     not modelled, so the range reaches twice them); all limits 0 profile no encoder."""
@@ -127,7 +156,7 @@ def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
     limits = mm_limits(s)
     if text_only(model, limits):
         return replace(term, assumption=f"{term.assumption}; no encoder profile (every multimodal limit is 0)")
-    if s.pp > 1:  # model_runner.py:profile_run profiles the encoder on the first stage; this budget is the last's
+    if not first:  # model_runner.py:profile_run profiles the encoder on the first PP stage only
         return term
     enc = gemma4_encoder_profile(model, limits, max_num_batched_tokens=r.batch.max_num_batched_tokens,
                                  max_num_seqs=r.batch.max_num_seqs, max_model_len=r.max_model_len)
@@ -156,12 +185,16 @@ def range_fields(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSetting
     low, high = budget.available_kv_range
     ends = []
     free = budget.startup_free_range or (budget.startup_free_bytes,) * 2
-    for available, pick, free_end in ((low, "high_bytes", free[0]), (high, "low_bytes", free[1])):
-        w = budget.weights
-        end = replace(budget, available_kv_bytes=available, weights=replace(w, bytes=getattr(w, pick)),
-                      startup_free_bytes=free_end)
+    for k, (available, pick, free_end) in enumerate(((low, "high_bytes", free[0]), (high, "low_bytes", free[1]))):
+        def at_end(b: MemoryBudget, available: int, pick: str = pick, free_end: int = free_end,
+                   k: int = k) -> MemoryBudget:
+            return replace(b, available_kv_bytes=available, weights=replace(b.weights, bytes=getattr(b.weights, pick)),
+                           startup_free_bytes=free_end, stages=())
+        end = at_end(budget, available)
+        if budget.stages:
+            end = replace(end, stages=tuple(at_end(b, b.available_kv_range[k]) for b in budget.stages))
         plan, _ = block_stage(specs, end, r, s, spec_decode)
-        ends.append((plan, startup_verdict(end, plan)[0] == "ok"))
+        ends.append((plan, startup_verdict(heaviest_stage(end), plan)[0] == "ok"))
     (p_low, ok_low), (p_high, ok_high) = ends
     verdict = STARTS if ok_low else STARTS_IF_OPTIMISTIC if ok_high else DOES_NOT_START
     return {"available_kv_range": (low, high),
@@ -171,7 +204,7 @@ def range_fields(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSetting
 
 
 def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings,
-                  spec_decode: SpecDecode | None = None) -> MemoryTerm:
+                  spec_decode: SpecDecode | None = None, stage: int | None = None) -> MemoryTerm:
     """`--weights-memory`, else kvplan's loaded-weights estimate. When the config does not say enough to
     count the weights, `fit` stops with the reason, unless --kv-cache-memory-bytes makes them irrelevant to
     the KV cache (only the out-of-memory check needs them, and it is skipped)."""
@@ -180,11 +213,12 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     try:
         term = estimate_weights(model, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version,
                                 moe_backend=s.moe_backend, total_bytes=s.weights_total_bytes,
-                                max_num_batched_tokens=r.batch.max_num_batched_tokens)
+                                max_num_batched_tokens=r.batch.max_num_batched_tokens, stage=stage)
         if spec_decode is not None and spec_decode.method == DRAFT_MODEL and spec_decode.draft is not None:
-            term = _draft_weights(term, replace(spec_decode.draft, dtype=model.dtype), gpu, s, r)
-        term = _mtp_weights(term, model, spec_decode, s)
-        if spec_decode is not None and spec_decode.method in EAGLE_METHODS and spec_decode.draft is not None:
+            term = _draft_weights(term, replace(spec_decode.draft, dtype=model.dtype), gpu, s, r, stage)
+        last = stage is None or stage == s.pp - 1  # MTP modules and EAGLE heads sit with the LM head
+        term = _mtp_weights(term, model, spec_decode, s) if last else term
+        if last and spec_decode is not None and spec_decode.method in EAGLE_METHODS and spec_decode.draft is not None:
             term = _eagle_weights(term, model, spec_decode, s)
         if s.enable_lora:  # adapter slots are allocated while the model loads ("Model loading took")
             lora = lora_bytes_per_gpu(model, tp=s.tp, max_loras=s.max_loras, max_lora_rank=s.max_lora_rank)
@@ -206,12 +240,12 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
 
 
 def _draft_weights(term: MemoryTerm, draft: ModelSpec, gpu: GpuLike, s: ServeSettings,
-                   r: ResolvedSettings) -> MemoryTerm:
+                   r: ResolvedSettings, stage: int | None = None) -> MemoryTerm:
     """A draft model's weights load inside the same "Model loading took" (v1/worker/gpu/model_runner.py:
     load_model runs speculator.load_model under its DeviceMemoryProfiler), in the target's dtype (`draft`
     comes in it), split like the target's by the worker's TP and PP groups
     (standalone_ar/speculator.py:load_draft_model)."""
-    own = estimate_weights(draft, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version)
+    own = estimate_weights(draft, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version, stage=stage)
     return shifted(term, own.bytes, f"draft model {draft.name} +{own.bytes / GiB:.2f} GiB (parameters × stored "
                                     "bytes)", low_delta=own.low_bytes, high_delta=own.high_bytes)
 
@@ -247,9 +281,31 @@ def _expert_parallel(model: ModelSpec, s: ServeSettings, term: MemoryTerm) -> Me
     """--enable-expert-parallel with DP: the routed experts are split over TP × DP ranks instead of each DP
     replica holding its TP share of all of them (layers/fused_moe/layer.py: ep_size = tp × dp, expert_map)."""
     ranks = s.tp * s.data_parallel_size
-    experts = routed_expert_bytes(model)
-    saved = experts // s.tp - experts // ranks
+    saved = expert_parallel_bytes_saved(model, tp=s.tp, ep=ranks)
     return shifted(term, -saved, f"experts split over {ranks} EP ranks -{saved / GiB:.2f} GiB")
+
+
+def stage_available_kv(budget: MemoryBudget) -> int | list[int]:
+    """The available KV memory block_plan sizes each worker with: one per PP stage when they differ."""
+    return [b.available_kv_bytes for b in budget.stages] if budget.stages else budget.available_kv_bytes
+
+
+def with_tightest_stage(budget: MemoryBudget, plan: KVCachePlan) -> MemoryBudget:
+    """The stage whose block count vLLM keeps for every worker (v1/core/kv_cache_planning.py:
+    get_kv_cache_configs, "Change the num_blocks of each rank to the smallest among all ranks"), as the budget
+    the report shows, with every stage's kept in `stages`. Ties go to the earlier stage, as block_plan's."""
+    if not budget.stages:
+        return budget
+    counted = [(max(0, b.available_kv_bytes // bpb), i)
+               for i, (b, bpb) in enumerate(zip(budget.stages, plan.bytes_per_block_per_worker, strict=True))
+               if bpb > 0]
+    i = min(counted)[1] if counted else len(budget.stages) - 1
+    return replace(budget.stages[i], stages=budget.stages, tightest_stage=i)
+
+
+def heaviest_stage(budget: MemoryBudget) -> MemoryBudget:
+    """The stage with the most weights: the one that runs out of memory first while loading (startup_verdict)."""
+    return max(budget.stages, key=lambda b: b.weights.bytes) if budget.stages else budget
 
 
 def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings, s: ServeSettings,
@@ -260,7 +316,7 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
 
     def plan_at(length: int) -> KVCachePlan:
         return plan_kv_cache(
-            specs, budget.available_kv_bytes, r.block_size, length, r.in_flight_tokens,
+            specs, stage_available_kv(budget), r.block_size, length, r.window_tokens,
             mamba_cache_mode=r.mamba_cache_mode,
             mamba_checkpoint_alignment=r.mamba_checkpoint_alignment,
             mamba_prefill_checkpoint_blocks=r.mamba_prefill_checkpoint_blocks,
@@ -270,6 +326,7 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
             context_parallel=s.decode_context_parallel_size,
             num_blocks_override=s.num_gpu_blocks_override,
             tokens_per_group_block=r.version < KV_TOKENS_FROM_CONCURRENCY_SINCE,
+            dsv4_layer_tuples=r.version < DSV4_PACKED_GROUPS_SINCE,
         )
 
     notes: list[str] = []
@@ -298,6 +355,27 @@ def _towers(model: ModelSpec, s: ServeSettings) -> tuple[TowerSummary, ...]:
     """The towers in the weights (memory/weights.py:tower_bytes_per_gpu), one line each."""
     return tuple(TowerSummary(t.name, t.modalities, t.loaded, t.params,
                               tower_bytes_per_gpu(model, t, tp=s.tp) if t.loaded else 0) for t in model.towers)
+
+
+def _stages(specs: SpecsPerWorker, budget: MemoryBudget, plan: KVCachePlan) -> tuple[StageSummary, ...]:
+    """Every PP stage's budget and own block count (empty with PP 1)."""
+    if not budget.stages:
+        return ()
+    return tuple(StageSummary(i, len(specs[i]), b.weights.bytes, b.activation.bytes, b.non_torch.bytes,
+                              b.cuda_graphs.bytes, b.available_kv_bytes, b.available_kv_range, bpb,
+                              max(0, b.available_kv_bytes // bpb) if bpb > 0 else 0)
+                 for i, (b, bpb) in enumerate(zip(budget.stages, plan.bytes_per_block_per_worker, strict=True)))
+
+
+def stage_note(stages: tuple[StageSummary, ...], tightest: int | None) -> str:
+    """What the report says about the PP stages: each has its own budget, vLLM keeps the fewest blocks."""
+    counts = ", ".join(f"stage {st.stage} {st.num_gpu_blocks:,}" for st in stages)
+    head = (f"PP {len(stages)}: each stage profiles its own memory (the first holds the embedding, the last the LM "
+            "head and runs the sampler's dummy batch) and vLLM gives every stage the smallest block count "
+            f"(v1/core/kv_cache_planning.py): {counts} blocks")
+    if tightest is None or len({st.num_gpu_blocks for st in stages}) == 1:
+        return f"{head}; the memory figures above are stage {tightest if tightest is not None else 0}'s."
+    return f"{head}; stage {tightest} is the tightest, and the memory figures above are its."
 
 
 def _budget_notes(s: ServeSettings) -> list[str]:
@@ -338,11 +416,6 @@ def _load_notes(s: ServeSettings, max_len: int, max_num_seqs: int) -> list[str]:
         per_replica = s.tp * s.pp * s.prefill_context_parallel_size
         notes.append(f"{s.data_parallel_size} data-parallel replicas of {per_replica} GPU(s), each its own KV pool "
                      "and its own requests: the figures above are one replica's.")
-    if s.pp > 1:
-        notes.append(
-            "The same available memory is assumed on every pipeline stage (the last stage's, which also "
-            "runs the sampler)."
-        )
     return notes
 
 
@@ -400,9 +473,10 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
                                      kv_cache_dtype=r.kv_cache_dtype_flag, dtype=model.dtype))
     budget = memory_stage(model, gpu, s, r, specs, spec_decode)
     plan, plan_notes = block_stage(specs, budget, r, s, spec_decode)
+    budget = with_tightest_stage(budget, plan)
     plan_notes += spec_notes
     plan, bs_source = _block_size_source(plan, s, r)
-    startup, error = startup_verdict(budget, plan)
+    startup, error = startup_verdict(heaviest_stage(budget), plan)
     max_len = plan.max_model_len
     preempt = preemption_verdict(
         plan,
@@ -414,10 +488,13 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     )
     report = build_report(model, gpu, s, r, budget, plan, startup=startup, error=error, preemption=preempt,
                           block_size_source=bs_source,
-                          notes=[*dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,
+                          notes=[*model.config_notes, *dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,
                                  *_load_notes(s, max_len, r.batch.max_num_seqs)])
     report = replace(report, **range_fields(specs, budget, r, s, spec_decode),  # type: ignore[arg-type]
-                     towers=_towers(model, s))
+                     towers=_towers(model, s), pp_stages=_stages(specs, budget, plan),
+                     tightest_stage=budget.tightest_stage)
+    if report.pp_stages:
+        report = replace(report, notes=(*report.notes, stage_note(report.pp_stages, report.tightest_stage)))
     if s.kv_offloading_size is not None:
         tier = deployment_tier(model, s, bytes_per_block=report.bytes_per_block, block_size=report.block_size)
         report = replace(report, kv_offload=tier, notes=(*report.notes, tier_note(tier, s.data_parallel_size)))
@@ -474,7 +551,7 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         attention_backend=r.backend.name,
         groups=tuple(
             GroupSummary(g.kind, len(g.layers), g.block_size, g.page_size_bytes,
-                         g.blocks_per_request(max_len, r.in_flight_tokens, plan.mamba_blocks),
+                         g.blocks_per_request(max_len, r.window_tokens, plan.mamba_blocks),
                          g.sliding_window, g.attention_chunk_size)
             for g in plan.groups
         ),

@@ -35,6 +35,23 @@ class TowerSummary:
 
 
 @dataclass(frozen=True)
+class StageSummary:
+    """One pipeline stage's budget (fit.py:memory_stage), for reports: each worker profiles itself and vLLM
+    keeps the smallest block count (v1/core/kv_cache_planning.py:get_kv_cache_configs)."""
+
+    stage: int
+    num_layers: int  # decoder layers with a KV cache on this stage (the draft's included)
+    weights_bytes: int
+    activation_bytes: int
+    non_torch_bytes: int
+    cuda_graph_bytes: int
+    available_kv_bytes: int
+    available_kv_range: tuple[int, int]
+    bytes_per_block: int
+    num_gpu_blocks: int  # this stage's own count, before vLLM takes the smallest
+
+
+@dataclass(frozen=True)
 class Advice:
     """One change that fixes the problem, checked by re-planning with it."""
 
@@ -104,3 +121,6 @@ class FitReport:
     kv_offload: CpuTier | None = None
     # Multimodal models: the towers kvplan counts, loaded or skipped by the limits (part of weights_bytes).
     towers: tuple[TowerSummary, ...] = ()
+    # PP > 1: every stage's budget, first to last, and the stage whose block count vLLM keeps (the tightest).
+    pp_stages: tuple[StageSummary, ...] = ()
+    tightest_stage: int | None = None

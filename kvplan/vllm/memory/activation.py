@@ -128,7 +128,8 @@ ACTIVATION_RANGE = (-0.10, 0.10)
 
 
 def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
-                        version: VllmVersion = LATEST, flashinfer_sampler: bool | None = None) -> MemoryTerm:
+                        version: VllmVersion = LATEST, flashinfer_sampler: bool | None = None,
+                        with_sampler: bool = True) -> MemoryTerm:
     """Torch peak above what stays allocated after vLLM's profiling run (`transient_peak_headroom`).
 
     Follows v1/worker/gpu_model_runner.py:profile_run (the V1 runner) and v1/worker/gpu/model_runner.py:profile_run
@@ -138,8 +139,12 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
     state is not a peak: fit counts it with the consumed memory (penalty_state_bytes). Assumes the dummy forward's peak
     is one layer's widest intermediate (torch frees each layer's before the next) and the sampler on the last
     PP rank; a multimodal encoder's profile is added by fit (vllm/multimodal.py:gemma4_encoder_profile).
-    Range: ACTIVATION_RANGE.
+    `with_sampler=False` is a PP stage before the last: profile_run runs `_dummy_sampler_run` only on the last PP
+    rank (v1/worker/gpu/model_runner.py and v1/worker/gpu_model_runner.py, "Only run sampler/pooler on last
+    PP rank"), so its peak is the forward's. Range: ACTIVATION_RANGE.
     """
+    if not with_sampler:
+        return _forward_only_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens)
     num_reqs = min(max_num_batched_tokens, max_num_seqs)
     e = _ACT_BYTES.get(model.dtype, 2)
     forward = forward_activation_bytes(model, tp=tp, num_tokens=max_num_batched_tokens)
@@ -168,3 +173,15 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
                                                        flashinfer=False)) + hidden
         high = max(high, int(native * (1 + hi)))
     return with_range(term, int(peak * (1 + lo)), high)
+
+
+def _forward_only_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int) -> MemoryTerm:
+    """A PP stage without the sampler: the dummy forward's widest intermediate plus the retained hidden states."""
+    e = _ACT_BYTES.get(model.dtype, 2)
+    forward = forward_activation_bytes(model, tp=tp, num_tokens=max_num_batched_tokens)
+    peak = forward + RETAINED_HIDDEN_COPIES * max_num_batched_tokens * model.hidden_size * e
+    term = MemoryTerm("activation", peak, "estimate",
+                      f"profiling-run peak: forward intermediates over {max_num_batched_tokens:,} tokens, plus "
+                      f"{max_num_batched_tokens:,} retained hidden states (no sampler: not the last PP stage)")
+    lo, hi = ACTIVATION_RANGE
+    return with_range(term, int(peak * (1 + lo)), int(peak * (1 + hi)))

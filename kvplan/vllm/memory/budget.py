@@ -98,6 +98,9 @@ class MemoryBudget:
     kv_cache_memory_bytes: int | None  # --kv-cache-memory-bytes, when it replaced the profile
     startup_free_bytes: int  # estimated free memory at vLLM's first snapshot
     startup_free_range: tuple[int, int] | None = None  # (pessimistic, optimistic) when the host's use counts
+    # With PP > 1: every stage's own budget, first to last (fit.py:memory_stage); this budget is one of them.
+    stages: tuple[MemoryBudget, ...] = ()
+    tightest_stage: int | None = None  # the stage whose block count vLLM keeps for all (fit.py:block_stage)
 
     @property
     def terms(self) -> tuple[MemoryTerm, MemoryTerm, MemoryTerm, MemoryTerm]:

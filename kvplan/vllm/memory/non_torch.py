@@ -8,9 +8,22 @@ from kvplan.vllm.memory.budget import MemoryTerm, shifted, with_range
 # --- Non-torch memory growth during profiling --------------------------------------------------------
 # utils/mem_utils.py:memory_profiling (v1/worker/gpu_worker.py:determine_available_memory) charges what
 # cudaMemGetInfo loses beyond torch's allocations between the first snapshot and the end of the profiling
-# run: attention and cuBLAS workspaces, and with TP/PP > 1 the NCCL communicators' buffers and the custom
-# all-reduce IPC buffers (distributed/device_communicators/custom_all_reduce.py), which connect lazily on
-# the first collective of the dummy run.
+# run: attention and cuBLAS workspaces, and with TP/PP > 1 the NCCL connections the dummy run's first
+# large collectives make.
+#
+# What is NOT charged at TP > 1 in the V1 engine (read in 0.11.0 and 0.33.0, v1/worker/gpu_worker.py:
+# init_device): init_worker_distributed_environment runs *before* the snapshot ("This ensures NCCL buffers
+# are allocated before we measure available memory"), and so does a cuBLAS/cuBLASLt handle warm-up (0.33).
+# That is where CudaCommunicator builds the custom all-reduce IPC buffers (custom_all_reduce.py:
+# CustomAllreduce.__init__: meta_size() + max_size uncached, a max(8 MiB, all-gather, 16 MiB reduce-scatter)
+# buffer, 8 MiB of rank_data), the symmetric-memory all-reduce buffer (symm_mem.py:SymmMemCommunicator,
+# VLLM_ALLREDUCE_USE_SYMM_MEM on by default: all_reduce_utils.py:SYMM_MEM_ALL_REDUCE_MAX_SIZES, 64 MiB at
+# TP 8 on SM90, 128 MiB on SM100) and pynccl's communicator with its warm-up all-reduce
+# (pynccl.py:PyNcclCommunicator.__init__). They are the startup baseline (budget.py), not this term.
+# The V0 engine took its snapshot *before* init_worker_distributed_environment (worker/worker.py:
+# init_device, read in 0.8.4), so V0's "non_torch_memory takes X GiB" holds all of the above: the
+# 0.9–3.6 GiB per GPU the V0 breakdown logs print at TP ≥ 2 (tests/fixtures/data/memory-breakdown-logs.yaml)
+# is V1's baseline growth at TP ≥ 2 plus this term, not this term (test_non_torch_covers_v0_breakdowns).
 #
 # vLLM 0.11 and later — llm-d H100 logs, measured ("non-torch memory" line): 0.13–0.14 GiB on one GPU,
 # 0.54–0.55 GiB at TP=2 (calibration half: 0.13 on one GPU).
@@ -30,6 +43,29 @@ NON_TORCH_V011_SINCE = VllmVersion(0, 11)
 NON_TORCH_RANGE_SINGLE_GIB = (0.02, 0.20)
 NON_TORCH_RANGE_MULTI_GIB = (0.10, 1.40)
 
+# NVLink SHARP (NVLS) buffers, from 3 GPUs of one NVSwitch domain on Hopper and data-center Blackwell (NCCL
+# src/transport/nvls.cc: ncclNvlsInit returns without NVLS when gpuCount <= 2; NVLS_NCHANNELS_SM90 16,
+# NVLS_NCHANNELS_SM100 32; NCCL_NVLS_CHUNKSIZE 128 KiB; ncclNvlsBufferSetup: buffSize = chunk × NCCL_STEPS (8),
+# nvlsPerRankSize = nChannels × 2 × buffSize, nvlsTotalSize = nvlsPerRankSize × nHeads, nHeads = the
+# communicator's ranks in one node), bound to physical memory on every GPU. NCCL sets them up on the first
+# NVLS collective (runtime connect, the default since NCCL 2.22): whether that is pynccl's one-element
+# warm-up (before the snapshot) or the profile run's first large all-reduce (after it) is NCCL's tuner's
+# choice, so they widen the high end only: 128 MiB at TP 4, 256 MiB at TP 8 on H100/H200, twice on B200.
+NCCL_STEPS = 8
+NVLS_CHUNK_BYTES = 128 * 1024
+NVLS_CHANNELS = {"hopper": 16, "blackwell": 32}
+NVLS_MIN_GPUS = 3
+
+
+def nvls_buffer_bytes(*, tp: int, arch: str | None) -> int:
+    """NCCL's NVLS buffers on one GPU of a TP group (ncclNvlsBufferSetup's nvlsTotalSize); 0 where NCCL does
+    not use NVLS (≤ 2 GPUs, no NVSwitch multicast: any architecture but Hopper and SM10x Blackwell)."""
+    channels = NVLS_CHANNELS.get(arch or "")
+    if channels is None or tp < NVLS_MIN_GPUS:
+        return 0
+    return channels * 2 * NVLS_CHUNK_BYTES * NCCL_STEPS * tp
+
+
 # Integrated GPUs (DGX Spark's GB10, Jetson): utils/mem_utils.py:MemorySnapshot.measure takes free memory from
 # psutil's MemAvailable, so the non-torch growth also holds what the host side of the engine gains between
 # the first snapshot and the end of profiling (its Python heap, torch.compile's workers, …): an estimate.
@@ -45,12 +81,14 @@ INTEGRATED_HOST_GROWTH_BYTES = round(2.56 * GiB)
 INTEGRATED_HOST_GROWTH_RANGE_GIB = (0.0, 2.80)
 
 
-def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integrated: bool = False) -> MemoryTerm:
+def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integrated: bool = False,
+                       arch: str | None = None) -> MemoryTerm:
     """Non-torch memory that appears during profiling (NCCL lazy buffers, workspaces), by version band and
     TP×PP (utils/mem_utils.py:memory_profiling's `non_torch_increase`). Assumes one interconnect per band
     (NVLink with custom all-reduce, as the calibration logs ran); a PCIe box without custom all-reduce
     falls inside the range, not on the best value. On an `integrated` GPU the host's growth joins it
-    (INTEGRATED_HOST_GROWTH_BYTES)."""
+    (INTEGRATED_HOST_GROWTH_BYTES). At TP ≥ 3 on Hopper or SM10x Blackwell, NCCL's NVLS buffers widen the high
+    end (nvls_buffer_bytes)."""
     multi = tp * pp > 1
     old = version < NON_TORCH_V011_SINCE
     band = version_band(version)
@@ -58,15 +96,20 @@ def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integ
         value = NON_TORCH_BYTES_MULTI_GPU_V010 if old else NON_TORCH_BYTES_MULTI_GPU
         where = ("A100 0.10.1.1 logs at TP=2, implied" if old
                  else "H100 0.11 logs at TP=2, measured")
-        text = (f"vLLM {band}: {value / GiB:.2f} GiB ({where}: NCCL and custom all-reduce buffers created on "
-                "first use); assumed for any TP×PP > 1")
+        text = (f"vLLM {band}: {value / GiB:.2f} GiB ({where}: the NCCL connections the profile run's first "
+                "large collectives make; custom all-reduce and symmetric-memory buffers are allocated before "
+                "vLLM's snapshot, not here); assumed for any TP×PP > 1")
         lo, hi = NON_TORCH_RANGE_MULTI_GIB
     else:
         value = NON_TORCH_BYTES_SINGLE_GPU_V010 if old else NON_TORCH_BYTES_SINGLE_GPU
         where = "A100 0.10.1.1 logs, implied" if old else "H100 0.11 logs, measured"
         text = f"vLLM {band}: {value / GiB:.2f} GiB on one GPU ({where}: attention and cuBLAS workspaces)"
         lo, hi = NON_TORCH_RANGE_SINGLE_GIB
-    term = with_range(MemoryTerm("non_torch", value, "estimate", text), round(lo * GiB), round(hi * GiB))
+    nvls = nvls_buffer_bytes(tp=tp, arch=arch) if multi else 0
+    if nvls:
+        text += (f"; up to {nvls / GiB:.2f} GiB more of NCCL NVLS buffers at TP {tp} (2 × {NVLS_CHANNELS[arch or '']} "
+                 "channels × 1 MiB × TP, NCCL nvls.cc), if NCCL sets them up after vLLM's snapshot")
+    term = with_range(MemoryTerm("non_torch", value, "estimate", text), round(lo * GiB), round(hi * GiB) + nvls)
     if not integrated:
         return term
     low, high = INTEGRATED_HOST_GROWTH_RANGE_GIB

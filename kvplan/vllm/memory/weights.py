@@ -412,8 +412,9 @@ def loaded_weights_bytes_per_gpu(
     moe_backend: MoeBackend | None = None,
     total_bytes: int | None = None,
     max_num_batched_tokens: int | None = None,
+    stage: int | None = None,
 ) -> int:
-    """What vLLM's "Model loading took X GiB" reports on the busiest GPU.
+    """What vLLM's "Model loading took X GiB" reports on the busiest GPU (or on pipeline stage `stage`).
 
     The stored share (`weights_bytes_per_gpu`, or `total_bytes` from safetensors metadata less the towers,
     split the same way) plus `load_adjustments` on that pipeline stage (the towers vLLM builds among them).
@@ -428,14 +429,14 @@ def loaded_weights_bytes_per_gpu(
         return weights_bytes_per_gpu(model, tp=tp, total_bytes=total_bytes) + sum(a.total_bytes for a in adjustments)
     ranges = pp_layer_ranges(model.num_layers, pp)
     stored = stage_stored_bytes(model, pp, total_bytes)
-    worst = 0
+    per_stage = []
     for i, r in enumerate(ranges):
         extra = 0
         for a in adjustments:
             extra += a.every_stage_bytes + a.layers_bytes * len(r) // max(1, model.num_layers)
             extra += (a.first_stage_bytes if i == 0 else 0) + (a.last_stage_bytes if i == len(ranges) - 1 else 0)
-        worst = max(worst, -(-int(stored[i]) // tp) + extra)
-    return worst
+        per_stage.append(-(-int(stored[i]) // tp) + extra)
+    return max(per_stage) if stage is None else per_stage[stage]
 
 
 def _tower_notes(model: ModelSpec, from_metadata: bool) -> list[str]:
@@ -459,17 +460,20 @@ def estimate_weights(
     moe_backend: MoeBackend | None = None,
     total_bytes: int | None = None,
     max_num_batched_tokens: int | None = None,
+    stage: int | None = None,
 ) -> MemoryTerm:
-    """What vLLM's "Model loading took X GiB" will report on the busiest GPU.
+    """What vLLM's "Model loading took X GiB" will report on the busiest GPU (on PP stage `stage` if given).
 
     The checkpoint's stored share (from `total_bytes`, the safetensors metadata, when given) plus what
     loading adds on this GPU architecture: the multimodal towers vLLM builds, kernel layouts (MXFP4 MoE,
     GPTQ on Marlin), the rotary cos/sin cache, vocabulary padding, FP8 scales (load_adjustments).
     """
     value = loaded_weights_bytes_per_gpu(model, tp=tp, pp=pp, arch=arch, version=version, moe_backend=moe_backend,
-                                         total_bytes=total_bytes, max_num_batched_tokens=max_num_batched_tokens)
+                                         total_bytes=total_bytes, max_num_batched_tokens=max_num_batched_tokens,
+                                         stage=stage)
     base = ("checkpoint size from safetensors metadata" if total_bytes is not None
             else "parameters × stored bytes (quantized layers at their bits)")
+    where = "busiest GPU" if stage is None or pp == 1 else f"PP stage {stage}"
     parts = [f"{a.name} {a.total_bytes / GiB:+.2f} GiB"
              for a in load_adjustments(model, tp=tp, arch=arch, version=version, moe_backend=moe_backend,
                                        max_num_batched_tokens=max_num_batched_tokens)
@@ -483,10 +487,10 @@ def estimate_weights(
         elif moe_backend is None:
             for alt in install_dependent_mxfp4_backends(arch, version):
                 others.append(loaded_weights_bytes_per_gpu(model, tp=tp, pp=pp, arch=arch, version=version,
-                                                           moe_backend=alt, total_bytes=total_bytes))
+                                                           moe_backend=alt, total_bytes=total_bytes, stage=stage))
                 parts.append(f"{alt} layout ({others[-1] / GiB:.2f} GiB) if triton_kernels is installed")
     detail = f"; {', '.join(parts)}" if parts else ""
     lo, hi = WEIGHTS_RANGE
     low = min([int(value * (1 + lo))] + [int(o * (1 + lo)) for o in others])
     high = max([int(value * (1 + hi))] + [int(o * (1 + hi)) for o in others])
-    return with_range(MemoryTerm("weights", value, "estimate", f"{base}, busiest GPU{detail}"), low, high)
+    return with_range(MemoryTerm("weights", value, "estimate", f"{base}, {where}{detail}"), low, high)

@@ -1,0 +1,347 @@
+"""What a step really takes: achieved efficiencies per GPU class and the per-step overheads, fitted on
+published measurements (tests/fixtures/data/roofline-measured.yaml).
+
+The roofs (roofline.py) say how fast a step could go. Measured engines are slower, and not by one factor:
+the gap grows with TP and with faster GPUs (issue 21: Llama-2-7B on 8×A100 runs at 0.27 of its bandwidth
+bound, at TP 1 at 0.68). Measured step times fit
+
+    t = max(weights ÷ (η_w × BW) + KV ÷ (η_kv × BW),        the roofs, at the efficiency a GPU class reaches:
+            FLOPs ÷ (η_c × peak))                             GEMMs stream weights, attention kernels read KV
+        + layers × τ_layer                                    kernels per layer: launches and the gaps between them
+        + MoE layers × τ_moe                                  routing, top-k, token permutation, expert dispatch
+        + all-reduces × α_link + ring bytes ÷ link            TP: each all-reduce's latency, then its bandwidth
+        + τ_step                                              per step: scheduler, input preparation, sampler
+        (+ τ_request for the first token: request admission, tokenizer hand-off, first sampling)
+
+where every τ is a cost that does not shrink with TP. Each constant below is fitted by `fit_speed_model` on
+the calibration half of the measured points (benchmarks/speed.py prints the fit and both halves;
+tests/test_speed_model.py refits and checks these figures). Pure: numbers in, numbers out.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+LinkKind = Literal["nvlink", "pcie"]
+# Engines whose measurements calibrate the model. kvplan predicts vLLM; the others' points still fit the
+# efficiencies (kernels reading HBM), each with overheads of its own. SGLang (Python scheduler, CUDA graphs,
+# FlashInfer/FlashAttention kernels, like vLLM) has too few points for its own and is scored as vLLM.
+VLLM = "vllm"
+ENGINES = (VLLM, "tensorrt-llm", "gpt-fast")
+
+
+@dataclass(frozen=True)
+class StepOverheads:
+    """Per-step costs on top of the roofs, each in seconds, and the spread of measured ÷ predicted."""
+
+    layer_s: float = 0.0  # per transformer layer
+    moe_layer_s: float = 0.0  # extra per MoE layer
+    allreduce_s: float = 0.0  # latency of one TP all-reduce on this link
+    step_s: float = 0.0  # per engine step
+    request_s: float = 0.0  # once per request, before its first token
+    # measured ÷ predicted on the calibration points: the range printed around a prediction.
+    ratio_low: float = 1.0
+    ratio_high: float = 1.0
+    source: str = field(default="", compare=False)
+
+    def time_s(self, *, layers: int, moe_layers: int, all_reduces: int, first_token: bool = False) -> float:
+        """The overheads of one step with these counts (the first token adds `request_s`)."""
+        return (layers * self.layer_s + moe_layers * self.moe_layer_s + all_reduces * self.allreduce_s
+                + self.step_s + (self.request_s if first_token else 0.0))
+
+
+@dataclass(frozen=True)
+class SpeedCalibration:
+    """The fitted model: achieved efficiency per GPU class, overheads per link kind, and what it rests on."""
+
+    bandwidth_efficiency: Mapping[str, float]  # arch → share of rated HBM bandwidth weight reads reach
+    compute_efficiency: Mapping[str, float]  # arch → share of dense peak FLOP/s reached
+    allreduce_s: Mapping[str, float]  # link kind → latency of one all-reduce
+    overheads: StepOverheads  # layer/MoE/step/request costs and the ratio range
+    fitted_on: tuple[str, ...] = ()  # measured point ids
+    kv_bandwidth_efficiency: Mapping[str, float] = field(default_factory=dict)  # arch → KV/state reads' share
+    # The overheads of the other engines whose measurements share the efficiencies' fit (allreduce_s inside):
+    # their kernels read HBM as fast, their schedulers and launches cost differently.
+    engine_overheads: Mapping[str, StepOverheads] = field(default_factory=dict)
+
+    def kv_efficiency(self, arch: str) -> float:
+        """The KV-read efficiency of `arch` (its weight-read efficiency where no KV-heavy point fixed it)."""
+        if arch in self.kv_bandwidth_efficiency:
+            return self.kv_bandwidth_efficiency[arch]
+        return _pick(self.kv_bandwidth_efficiency, arch)[0] if self.kv_bandwidth_efficiency else \
+            _pick(self.bandwidth_efficiency, arch)[0]
+
+    def for_gpu(self, arch: str, link: LinkKind | None, engine: str = VLLM) -> tuple[float, float, StepOverheads, str]:
+        """Efficiencies and overheads for a GPU of class `arch` on `link` under `engine`, and how they were chosen.
+
+        A class the calibration has no point for takes the lowest fitted efficiency (the pessimistic
+        choice: slower, never faster than any measured class) and a range widened to include 1.0 ÷ it.
+        """
+        bw, bw_known = _pick(self.bandwidth_efficiency, arch)
+        fl, fl_known = _pick(self.compute_efficiency, arch)
+        if engine != VLLM and engine in self.engine_overheads:
+            over = self.engine_overheads[engine]
+        else:
+            ar = self.allreduce_s.get(link or "", max(self.allreduce_s.values(), default=0.0))
+            over = replace(self.overheads, allreduce_s=ar)
+        how = f"calibrated on {len(self.fitted_on)} measured points"
+        if not (bw_known and fl_known):
+            over = replace(over, ratio_low=min(over.ratio_low, 0.8), ratio_high=max(over.ratio_high, 1.25))
+            how += f"; no {arch} point: the lowest efficiency of the measured classes, range widened"
+        return bw, fl, over, how
+
+
+def _pick(by_arch: Mapping[str, float], arch: str) -> tuple[float, bool]:
+    if arch in by_arch:
+        return by_arch[arch], True
+    return (min(by_arch.values()) if by_arch else 1.0), False
+
+
+# --- fitting ------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StepShape:
+    """One kind of step in a measurement: its rated roof times and overhead counts, and how many ran."""
+
+    memory_s: float  # weight bytes ÷ rated bandwidth
+    compute_s: float  # FLOPs ÷ rated peak
+    comm_s: float  # ring all-reduce bytes ÷ link (0 without TP)
+    layers: int
+    moe_layers: int
+    all_reduces: int
+    count: float = 1.0  # steps of this shape the measured time spans (a static batch: its output length)
+    kv_s: float = 0.0  # KV and recurrent-state bytes ÷ rated bandwidth
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One measured time with the steps it spans (a decode step; a prefill; a static batch's whole run)."""
+
+    id: str
+    arch: str
+    link: LinkKind | None
+    steps: tuple[StepShape, ...]
+    first_token: bool  # the time includes a request's admission and first token (TTFT, a whole batch)
+    measured_s: float
+    engine: str = VLLM  # whose overheads the time carries (ENGINES)
+
+
+def predict_s(obs: Observation, cal: SpeedCalibration) -> float:
+    """The model's time for an observation (without the range)."""
+    bw, fl, over, _ = cal.for_gpu(obs.arch, obs.link, obs.engine)
+    kv = cal.kv_efficiency(obs.arch)
+    total = over.request_s if obs.first_token else 0.0
+    for s in obs.steps:
+        roof = max(s.memory_s / bw + s.kv_s / kv, s.compute_s / fl)
+        total += s.count * (roof + s.comm_s + over.time_s(layers=s.layers, moe_layers=s.moe_layers,
+                                                          all_reduces=s.all_reduces))
+    return total
+
+
+def fit_speed_model(observations: Sequence[Observation], *, rounds: int = 4) -> SpeedCalibration:
+    """Least absolute relative error: the efficiencies (as 1/η), τ's and α's that best explain `observations`.
+
+    The model is linear in (1/η_bw[arch], 1/η_c[arch], τ_layer, τ_moe, τ_step, τ_request, α[link]) once each
+    step's binding roof is known; the roof is chosen by the current fit (first: the rated roofs) and the fit
+    repeated (`rounds`). A coefficient the data drive negative is pinned at 0 and the rest refitted
+    (non-negative, by elimination). Efficiencies are capped at 1.0 (no point beats its roof).
+    """
+    obs = [o for o in observations if o.measured_s > 0]
+    if not obs:
+        raise ValueError("no observations to fit")
+    memory_bound = {(o.id, i): s.memory_s + s.kv_s >= s.compute_s for o in obs for i, s in enumerate(o.steps)}
+    cal = SpeedCalibration({}, {}, {}, StepOverheads())
+    for _ in range(rounds):
+        rows = [(_row(o, memory_bound), o) for o in obs]
+        names = sorted({n for (values, _), _ in rows for n in values})
+        coef = _nnls(names, rows)
+        cal = _calibration(coef, obs)
+        memory_bound = _binding_roofs(obs, cal)
+
+    def spread(over: StepOverheads, engine: str | None) -> StepOverheads:
+        ratios = [o.measured_s / predict_s(o, cal) for o in obs if engine in (None, o.engine)] or [1.0]
+        return replace(over, ratio_low=min(ratios), ratio_high=max(ratios))
+
+    # kvplan's own range is the spread over every engine's points: vLLM's few points alone fit too closely
+    # to say how far an unseen deployment may land (the validation half lands outside their spread).
+    return replace(cal, overheads=spread(cal.overheads, None),
+                   engine_overheads={e: spread(o, e) for e, o in cal.engine_overheads.items()})
+
+
+def _row(o: Observation, memory_bound: Mapping[tuple[str, int], bool]) -> tuple[dict[str, float], float]:
+    """Each unknown's multiplier in `o`'s predicted time, and the part that is known (the ring's bandwidth)."""
+    at = "@" + o.engine
+    values: dict[str, float] = {"request_s" + at: 1.0} if o.first_token else {}
+    known = 0.0
+
+    def add(name: str, x: float) -> None:
+        if x:
+            values[name] = values.get(name, 0.0) + x
+
+    for i, s in enumerate(o.steps):
+        if memory_bound[(o.id, i)]:
+            add("inv_bw:" + o.arch, s.count * s.memory_s)
+            add("inv_kv:" + o.arch, s.count * s.kv_s)
+        else:
+            add("inv_fl:" + o.arch, s.count * s.compute_s)
+        add("layer_s" + at, s.count * s.layers)
+        add("moe_layer_s" + at, s.count * s.moe_layers)
+        add("step_s" + at, s.count)
+        if o.link:
+            add("ar:" + o.link + at, s.count * s.all_reduces)
+        known += s.count * s.comm_s
+    return values, known
+
+
+# Least absolute relative error by iteratively reweighted least squares (weights 1/|residual|, floored): one
+# engine's outlier (a measurement far off the rest) moves the fit much less than under least squares.
+IRLS_ROUNDS = 30
+IRLS_FLOOR = 0.01  # residuals below 1 % weigh as 1 %
+RIDGE = 1e-9
+
+
+def _nnls(names: list[str], rows: Sequence[tuple[tuple[dict[str, float], float], Observation]]) -> dict[str, float]:
+    """Non-negative least absolute relative error: IRLS, dropping the most negative coefficient until none is."""
+    active = list(names)
+    while True:
+        a = [[values.get(n, 0.0) / o.measured_s for n in active] for (values, _), o in rows]
+        b = [(o.measured_s - known) / o.measured_s for (_, known), o in rows]
+        weights = [1.0] * len(rows)
+        for _ in range(IRLS_ROUNDS):
+            root = [w ** 0.5 for w in weights]
+            sol = _least_squares([[x * r for x in row] for row, r in zip(a, root, strict=True)],
+                                 [y * r for y, r in zip(b, root, strict=True)])
+            residuals = [sum(x * c for x, c in zip(row, sol, strict=True)) - y for row, y in zip(a, b, strict=True)]
+            weights = [1.0 / max(abs(e), IRLS_FLOOR) for e in residuals]
+        worst = min(range(len(sol)), key=lambda i: sol[i], default=None)
+        if worst is None or sol[worst] >= 0:
+            return dict(zip(active, sol, strict=True))
+        del active[worst]
+
+
+def _least_squares(a: Sequence[Sequence[float]], b: Sequence[float]) -> list[float]:
+    """Solve min ‖a·x − b‖ by the normal equations with partial pivoting (a handful of unknowns).
+
+    Columns are scaled to unit norm first, and a ridge of RIDGE keeps the directions the data do not determine
+    (two overheads that always occur together, such as one engine's per-layer and per-step costs at a single
+    layer count) at the smallest solution instead of failing; determined coefficients move by about RIDGE.
+    """
+    n = len(a[0]) if a else 0
+    norms = [math.sqrt(sum(r[j] * r[j] for r in a)) or 1.0 for j in range(n)]
+    scaled = [[r[j] / norms[j] for j in range(n)] for r in a]
+    m = [[sum(r[i] * r[j] for r in scaled) for j in range(n)] + [sum(r[i] * y for r, y in zip(scaled, b, strict=True))]
+         for i in range(n)]
+    for i in range(n):
+        m[i][i] += RIDGE
+    for col in range(n):
+        piv = max(range(col, n), key=lambda r: abs(m[r][col]))
+        m[col], m[piv] = m[piv], m[col]
+        for r in range(n):
+            if r != col:
+                f = m[r][col] / m[col][col]
+                m[r] = [x - f * y for x, y in zip(m[r], m[col], strict=True)]
+    return [m[i][n] / m[i][i] / norms[i] for i in range(n)]
+
+
+def _calibration(coef: Mapping[str, float], obs: Sequence[Observation]) -> SpeedCalibration:
+    def eff(prefix: str) -> dict[str, float]:
+        return {k.split(":", 1)[1]: min(1.0, 1.0 / v) for k, v in coef.items() if k.startswith(prefix) and v > 0}
+
+    def overheads(engine: str) -> StepOverheads:
+        at = "@" + engine
+        links = [v for k, v in coef.items() if k.startswith("ar:") and k.endswith(at)]
+        return StepOverheads(layer_s=coef.get("layer_s" + at, 0.0), moe_layer_s=coef.get("moe_layer_s" + at, 0.0),
+                             allreduce_s=max(links, default=0.0), step_s=coef.get("step_s" + at, 0.0),
+                             request_s=coef.get("request_s" + at, 0.0))
+
+    links = {k[3:].split("@")[0]: v for k, v in coef.items() if k.startswith("ar:") and k.endswith("@" + VLLM)}
+    others = {o.engine for o in obs} - {VLLM}
+    return SpeedCalibration(eff("inv_bw:"), eff("inv_fl:"), links, replace(overheads(VLLM), allreduce_s=0.0),
+                            tuple(o.id for o in obs), eff("inv_kv:"), {e: overheads(e) for e in sorted(others)})
+
+
+def _binding_roofs(obs: Sequence[Observation], cal: SpeedCalibration) -> dict[tuple[str, int], bool]:
+    out: dict[tuple[str, int], bool] = {}
+    for o in obs:
+        bw, fl, _, _ = cal.for_gpu(o.arch, o.link, o.engine)
+        kv = cal.kv_efficiency(o.arch)
+        for i, s in enumerate(o.steps):
+            out[(o.id, i)] = s.memory_s / bw + s.kv_s / kv >= s.compute_s / fl
+    return out
+
+
+def rounded(cal: SpeedCalibration, digits: int = 3) -> SpeedCalibration:
+    """The calibration at `digits` significant figures (what the module ships and the test compares)."""
+    def sig(x: float) -> float:
+        return 0.0 if x == 0 else round(x, digits - 1 - math.floor(math.log10(abs(x))))
+
+    def over(o: StepOverheads) -> StepOverheads:
+        return StepOverheads(sig(o.layer_s), sig(o.moe_layer_s), sig(o.allreduce_s), sig(o.step_s), sig(o.request_s),
+                             sig(o.ratio_low), sig(o.ratio_high))
+
+    return SpeedCalibration(
+        {k: sig(v) for k, v in sorted(cal.bandwidth_efficiency.items())},
+        {k: sig(v) for k, v in sorted(cal.compute_efficiency.items())},
+        {k: sig(v) for k, v in sorted(cal.allreduce_s.items())},
+        over(cal.overheads),
+        cal.fitted_on,
+        {k: sig(v) for k, v in sorted(cal.kv_bandwidth_efficiency.items())},
+        {e: over(v) for e, v in sorted(cal.engine_overheads.items())},
+    )
+
+
+# The shipped calibration: `fit_speed_model` on the calibration half of tests/fixtures/data/roofline-measured.yaml
+# at 3 significant figures (benchmarks/speed.py --fit prints it; tests/test_speed_model.py refits and compares).
+CALIBRATION = SpeedCalibration(
+    bandwidth_efficiency={"ampere": 0.855, "hopper": 0.874},
+    compute_efficiency={"ampere": 0.678, "hopper": 0.545},
+    allreduce_s={"nvlink": 4.62e-05},
+    overheads=StepOverheads(layer_s=0.000132, moe_layer_s=0.0, step_s=0.0,
+                            request_s=0.0, ratio_low=0.859, ratio_high=2.14,
+                            source="fitted on published measurements (tests/fixtures/data/roofline-measured.yaml)"),
+    fitted_on=(
+        "gptfast-llama2-7b-a100-tp1",
+        "gptfast-llama2-7b-a100-tp2",
+        "gptfast-llama2-7b-a100-tp8",
+        "gptfast-mixtral-8x7b-a100-tp2",
+        "gptfast-mixtral-8x7b-a100-tp4",
+        "trt05-llama70b-a100-tp4-ttft-2048",
+        "trt061-llama7b-a100-b384-128-128",
+        "trt061-llama7b-h100-fp8-tp1-b768-128-128",
+        "trt061-llama70b-h100-fp8-tp4-b480-128-2048",
+        "trt061-llama70b-h100-fp8-tp2-b96-2048-128",
+        "trt061-llama70b-h100-fp8-tp2-b64-2048-2048",
+        "trt05-llama7b-h100-fp8-tp1-ttft-128",
+        "trt05-llama70b-h100-fp8-tp4-ttft-128",
+        "trt07a-llama70b-h200-fp8-b960-128-128",
+        "vllm-blog-fp8kv-gptoss-20b-h100-c8-kvbf16",
+        "vllm-blog-fp8kv-gptoss-20b-h100-c8-kvfp8",
+        "inferencex-dsr1-0528-h200-sglang-tp8-c64",
+        "trtllm-dsr1-fp8-h200-tp8-ep8-adp-c1024",
+        "vllm-issue16300-qwq32b-a100-tp2-b16",
+        "vllm-issue16300-qwq32b-a100-tp4-b16",
+        "vllm-issue16300-qwq32b-a100-tp8-b16",
+        "vllm-pr3240-mixtral-8x7b-a100-tp2-b1",
+        "vllm-pr3240-mixtral-8x7b-a100-tp2-b4",
+        "vllm-pr3240-mixtral-8x7b-a100-tp2-b16",
+        "vllm-pr3240-mixtral-8x7b-a100-tp2-b64",
+        "nemo-llama2-7b-a100-tp1-b1-128-20",
+        "nemo-llama2-7b-a100-tp2-b1-128-20",
+        "nemo-llama2-7b-h100-tp2-b1-128-20",
+        "nemo-llama2-7b-a100-tp4-b1-128-20",
+        "nemo-llama2-7b-a100-tp8-b1-128-20",
+        "nemo-llama2-7b-h100-tp8-b1-128-20",
+        "nemo-llama2-7b-h100-tp2-b8-128-20",
+        "nemo-llama2-7b-h100-tp4-b8-128-20",
+    ),
+    kv_bandwidth_efficiency={"ampere": 0.568, "hopper": 0.49},
+    engine_overheads={
+        "gpt-fast": StepOverheads(layer_s=2.97e-05, moe_layer_s=8.62e-05, allreduce_s=2.96e-06,
+                          step_s=0.000951, request_s=0.0, ratio_low=0.993, ratio_high=1.04),
+        "tensorrt-llm": StepOverheads(layer_s=0.000123, moe_layer_s=0.000696, allreduce_s=1.75e-05,
+                          step_s=0.0, request_s=0.000759, ratio_low=0.859, ratio_high=2.14),
+    },
+)

@@ -1,0 +1,71 @@
+"""Per-PP-stage budgets (fit.py:memory_stage): every stage profiles its own memory and vLLM keeps the smallest
+block count (v1/core/kv_cache_planning.py:get_kv_cache_configs, "Change the num_blocks of each rank to the
+smallest among all ranks"); the sampler's dummy run is on the last stage only (v1/worker/gpu/model_runner.py:
+profile_run, "Only run sampler/pooler on last PP rank")."""
+from __future__ import annotations
+
+from kvplan.hardware.gpus import get_gpu
+from kvplan.units import GiB
+from kvplan.vllm.defaults import requested_memory
+from kvplan.vllm.fit import plan_fit
+from kvplan.vllm.memory.activation import RETAINED_HIDDEN_COPIES, estimate_activation, forward_activation_bytes
+from kvplan.vllm.settings import ServeSettings
+from tests.conftest import load_fixture
+
+H100 = get_gpu("h100")
+
+
+def _qwen3_moe_pp2():  # type: ignore[no-untyped-def]
+    model = load_fixture("Qwen--Qwen3-30B-A3B")
+    return model, plan_fit(model, H100, ServeSettings(pp=2, max_model_len=32768), advise=False)
+
+
+def test_each_stage_has_its_own_budget_and_the_smallest_block_count_wins() -> None:
+    model, r = _qwen3_moe_pp2()
+    assert [s.stage for s in r.pp_stages] == [0, 1]
+    assert [s.num_layers for s in r.pp_stages] == [24, 24]
+    requested = requested_memory(H100.cuda_total_bytes, 0.92)
+    for s in r.pp_stages:
+        assert s.available_kv_bytes == (requested - s.weights_bytes - s.activation_bytes - s.non_torch_bytes
+                                        - s.cuda_graph_bytes)
+        assert s.num_gpu_blocks == s.available_kv_bytes // s.bytes_per_block
+        assert s.bytes_per_block == 24 * 16 * 2 * 4 * 128 * 2  # 24 layers × 16 tokens × K+V × 4 heads × 128 × bf16
+    assert r.num_gpu_blocks == min(s.num_gpu_blocks for s in r.pp_stages)
+    assert r.tightest_stage == 1
+    assert r.available_kv_bytes == r.pp_stages[1].available_kv_bytes
+
+
+def test_only_the_last_stage_runs_the_sampler() -> None:
+    model, r = _qwen3_moe_pp2()
+    first, last = r.pp_stages
+    batch = 8192
+    forward_only = (forward_activation_bytes(model, tp=1, num_tokens=batch)
+                    + RETAINED_HIDDEN_COPIES * batch * model.hidden_size * 2)
+    assert first.activation_bytes == forward_only
+    with_sampler = estimate_activation(model, tp=1, max_num_batched_tokens=batch, max_num_seqs=1024)
+    assert last.activation_bytes == with_sampler.bytes > first.activation_bytes
+    # The stages then differ by the sampler's peak alone (same layers, an embedding against an LM head).
+    assert first.weights_bytes == last.weights_bytes
+    assert first.num_gpu_blocks - last.num_gpu_blocks == (
+        (first.available_kv_bytes // first.bytes_per_block) - (last.available_kv_bytes // last.bytes_per_block))
+    assert (first.available_kv_bytes - last.available_kv_bytes) / GiB > 2
+
+
+def test_the_report_names_the_tightest_stage() -> None:
+    _, r = _qwen3_moe_pp2()
+    note = next(n for n in r.notes if n.startswith("PP 2:"))
+    assert "stage 0 56,195, stage 1 52,964 blocks; stage 1 is the tightest" in note
+
+
+def test_one_stage_has_no_stage_table() -> None:
+    r = plan_fit(load_fixture("Qwen--Qwen3-30B-A3B"), H100, ServeSettings(max_model_len=32768), advise=False)
+    assert r.pp_stages == () and r.tightest_stage is None
+    assert not any(n.startswith("PP ") for n in r.notes)
+
+
+def test_the_range_ends_are_planned_per_stage() -> None:
+    _, r = _qwen3_moe_pp2()
+    low, high = r.available_kv_range
+    assert (low, high) == tuple(r.pp_stages[1].available_kv_range)
+    lo_tokens, hi_tokens = r.kv_cache_tokens_range
+    assert lo_tokens <= r.kv_cache_tokens <= hi_tokens

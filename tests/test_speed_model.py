@@ -1,0 +1,111 @@
+"""The speed model (kvplan/hardware/speed_model.py): the fit recovers known coefficients, the shipped calibration
+is the fit of the calibration half of the published measurements, no measurement beats the physical bound, and
+the predicted step adds the named overheads to the roofs."""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from kvplan.hardware import roofline as rl
+from kvplan.hardware import speed_model as sm
+from kvplan.hardware.gpus import get_gpu
+from tests.conftest import load_fixture
+from tests.measured_speeds import calibration_fit, load_points
+
+POINTS = load_points()
+
+
+def _obs(i: int, memory_s: float, layers: int, moe: int, all_reduces: int, first: bool, truth: sm.SpeedCalibration,
+         compute_s: float = 0.0) -> sm.Observation:
+    shape = sm.StepShape(memory_s, compute_s, 0.0, layers, moe, all_reduces)
+    draft = sm.Observation(f"p{i}", "hopper", "nvlink", (shape,), first, 1.0)
+    return dataclasses.replace(draft, measured_s=sm.predict_s(draft, truth))
+
+
+def test_the_fit_recovers_the_coefficients_that_made_the_data() -> None:
+    truth = sm.SpeedCalibration({"hopper": 0.8}, {"hopper": 0.6}, {"nvlink": 2e-5},
+                                sm.StepOverheads(layer_s=5e-5, moe_layer_s=3e-5, step_s=1e-3, request_s=4e-3))
+    obs = [_obs(0, 0.010, 32, 0, 0, False, truth), _obs(1, 0.004, 32, 0, 64, False, truth),
+           _obs(2, 0.020, 80, 0, 160, False, truth), _obs(3, 0.006, 48, 48, 96, False, truth),
+           _obs(4, 0.002, 24, 24, 0, False, truth), _obs(5, 0.003, 32, 0, 0, True, truth),
+           _obs(6, 0.001, 32, 0, 0, False, truth, compute_s=0.05), _obs(7, 0.002, 80, 0, 160, True, truth, 0.2)]
+    fit = sm.fit_speed_model(obs)
+    # Exact up to the solver's ridge (speed_model.RIDGE): a relative 1e-6 at most here.
+    assert fit.bandwidth_efficiency["hopper"] == pytest.approx(0.8, rel=1e-6)
+    assert fit.compute_efficiency["hopper"] == pytest.approx(0.6, rel=1e-6)
+    assert fit.allreduce_s["nvlink"] == pytest.approx(2e-5, rel=1e-6)
+    o = fit.overheads
+    assert (o.layer_s, o.moe_layer_s, o.step_s, o.request_s) == pytest.approx((5e-5, 3e-5, 1e-3, 4e-3), rel=1e-6)
+    assert (o.ratio_low, o.ratio_high) == pytest.approx((1.0, 1.0), rel=1e-6)
+
+
+def test_a_coefficient_the_data_drive_negative_is_pinned_at_zero() -> None:
+    # Times that fall with the layer count: the only non-negative explanation is no per-layer cost.
+    shapes = [(0.010, 32, 0.0105), (0.010, 64, 0.0102), (0.020, 32, 0.0209)]
+    obs = [sm.Observation(f"p{i}", "ampere", None, (sm.StepShape(m, 0.0, 0.0, n, 0, 0),), False, t)
+           for i, (m, n, t) in enumerate(shapes)]
+    fit = sm.fit_speed_model(obs)
+    assert fit.overheads.layer_s == 0.0 and fit.overheads.step_s >= 0.0
+
+
+def test_the_shipped_calibration_is_the_fit_of_the_calibration_half() -> None:
+    fitted = calibration_fit(POINTS)
+    shipped = sm.CALIBRATION
+    assert fitted.bandwidth_efficiency == shipped.bandwidth_efficiency
+    assert fitted.compute_efficiency == shipped.compute_efficiency
+    assert fitted.allreduce_s == shipped.allreduce_s
+    assert dataclasses.replace(fitted.overheads, source="") == dataclasses.replace(shipped.overheads, source="")
+    assert set(shipped.engine_overheads) == {"gpt-fast", "tensorrt-llm"}  # kvplan's own predictions are vLLM's
+    assert fitted.fitted_on == shipped.fitted_on
+    assert fitted.kv_bandwidth_efficiency == shipped.kv_bandwidth_efficiency
+    assert fitted.engine_overheads == shipped.engine_overheads
+
+
+def test_no_published_measurement_beats_its_physical_bound() -> None:
+    beaten = set()
+    for p in POINTS:
+        o = p.observation
+        bound = sum(s.count * (max(s.memory_s + s.kv_s, s.compute_s) + s.comm_s) for s in o.steps)
+        if o.measured_s < bound:
+            beaten.add(p.id)
+    assert beaten == set()
+
+
+def test_each_engine_keeps_its_own_overheads_and_shares_the_efficiencies() -> None:
+    truth = sm.SpeedCalibration({"ampere": 0.8}, {"ampere": 0.6}, {"nvlink": 2e-5}, sm.StepOverheads(layer_s=1e-4),
+                                engine_overheads={"gpt-fast": sm.StepOverheads(layer_s=3e-5, step_s=1e-3)})
+    obs = []
+    for i, (memory_s, layers, engine) in enumerate([(0.010, 32, "vllm"), (0.004, 80, "vllm"), (0.002, 24, "vllm"),
+                                                     (0.010, 32, "gpt-fast"), (0.004, 80, "gpt-fast"),
+                                                     (0.006, 48, "gpt-fast")]):
+        draft = sm.Observation(f"p{i}", "ampere", None, (sm.StepShape(memory_s, 0.0, 0.0, layers, 0, 0),), False,
+                               1.0, engine)
+        obs.append(dataclasses.replace(draft, measured_s=sm.predict_s(draft, truth)))
+    fit = sm.fit_speed_model(obs)
+    assert fit.bandwidth_efficiency["ampere"] == pytest.approx(0.8, rel=1e-4)
+    assert fit.overheads.layer_s == pytest.approx(1e-4, rel=1e-3)
+    g = fit.engine_overheads["gpt-fast"]
+    assert (g.layer_s, g.step_s) == pytest.approx((3e-5, 1e-3), rel=1e-3)
+
+
+def test_a_gpu_class_without_measurements_takes_the_slowest_class_and_a_wider_range() -> None:
+    cal = sm.SpeedCalibration({"ampere": 0.7, "hopper": 0.6}, {"ampere": 0.65}, {"nvlink": 1e-5},
+                              sm.StepOverheads(ratio_low=0.95, ratio_high=1.05))
+    bw, fl, over, how = cal.for_gpu("blackwell", "nvlink")
+    assert (bw, fl) == (0.6, 0.65) and (over.ratio_low, over.ratio_high) == (0.8, 1.25)
+    assert "no blackwell point" in how
+    assert cal.for_gpu("ampere", "nvlink")[2].ratio_high == 1.05
+
+
+def test_a_predicted_decode_step_is_the_roofs_plus_the_named_overheads() -> None:
+    gpu = get_gpu("h100")
+    costs, roof = rl.deployment_roofline(load_fixture("Qwen--Qwen2.5-7B"), gpu, tp=2)
+    assert roof.overheads is not None
+    point = rl.decode_point(costs, roof, 8, 1024)
+    over = roof.overheads.time_s(layers=28, moe_layers=0, all_reduces=2 * 28)
+    assert point.overhead_s == pytest.approx(over)
+    assert point.itl_s == pytest.approx(max(point.memory_s, point.compute_s) + point.comm_s + over)
+    rated = rl.decode_point(costs, roof.rated(), 8, 1024)
+    assert point.bound_itl_s == rated.itl_s < point.itl_low_s < point.itl_s < point.itl_high_s
+    assert rated.overhead_s == 0.0 and roof.rated().bandwidth_efficiency == 1.0
