@@ -319,3 +319,27 @@ def stage_stored_bytes(model: ModelSpec, pp: int, total_bytes: int | None) -> li
     scale = total / p.total
     return [(len(r) * per_layer + (p.embedding if i == 0 else 0) + (p.lm_head if i == len(ranges) - 1 else 0))
             * scale for i, r in enumerate(ranges)]
+
+
+# kvplan's tolerance: a checkpoint's stored bytes and the analytic count differ by what the count leaves
+# out (multimodal towers, MTP layers, quantization scales), rarely by half; 2× apart means one is wrong.
+METADATA_TOLERANCE = 2.0
+
+
+def metadata_disagreement(model: ModelSpec, metadata_bytes: int) -> str | None:
+    """A note when the Hub's safetensors total and the config's analytic stored bytes (stored_weights_bytes)
+    are more than METADATA_TOLERANCE× apart; None when they agree or the config cannot be counted."""
+    from kvplan.errors import BadConfig
+
+    try:
+        analytic = stored_weights_bytes(model)
+    except BadConfig:
+        return None
+    if analytic <= 0 or metadata_bytes <= 0:
+        return None
+    ratio = metadata_bytes / analytic
+    if 1 / METADATA_TOLERANCE <= ratio <= METADATA_TOLERANCE:
+        return None
+    return (f"the Hub's safetensors metadata holds {metadata_bytes / 2**30:,.2f} GiB of weights, the config's "
+            f"analytic count {analytic / 2**30:,.2f} GiB ({ratio:.2f}×, more than {METADATA_TOLERANCE:g}× apart); "
+            "the metadata (the checkpoint as stored) is used")
