@@ -113,6 +113,12 @@ def command(
         _opt("MXFP4 MoE kernel whose weight layout to assume: triton, marlin, flashinfer_trtllm, flashinfer_cutlass "
              "(default: vLLM's choice for the GPU and version).", "--moe-backend"),
     ] = None,
+    aiter: Annotated[
+        bool | None,
+        _opt("AMD GPUs: AMD's aiter kernels (and ROCm flash-attention) installed, as in vLLM's ROCm Docker images "
+             "(default); --no-aiter: a bare `pip install vllm`. Enable them with VLLM_ROCM_USE_AITER=1 in the "
+             "environment or the --vllm-cmd line.", "--aiter/--no-aiter"),
+    ] = None,
     weights_memory: Annotated[
         str | None, _opt("Measured weights per GPU ('Model loading took').", "--weights-memory")
     ] = None,
@@ -228,6 +234,7 @@ def command(
     params = locals()
     given: dict[str, object] = {arg.name: params[arg.name] for arg in fit_options()}
     given["moe_backend"] = moe_backend
+    given["rocm_aiter"] = aiter
     pasted_env: dict[str, str] = {}
     if vllm_cmd is not None:
         from kvplan.vllm.command_line import parse_vllm_command
@@ -391,6 +398,8 @@ def settings_from_flags(
     moe_backend = given.get("moe_backend")
     if moe_backend is not None and moe_backend not in MOE_BACKENDS:
         raise InvalidParameter(f"--moe-backend must be one of {', '.join(MOE_BACKENDS)}, got {moe_backend!r}")
+    if given.get("rocm_aiter") is not None:
+        fields["rocm_aiter_installed"] = bool(given["rocm_aiter"])
     return ServeSettings(
         **fields,
         usage=usage_,  # type: ignore[arg-type]

@@ -240,9 +240,12 @@ def _advice(r: FitReport) -> list[RenderableType]:
 def render_fit(r: FitReport) -> Group:
     """Header, memory waterfall with a bar, KV table, vLLM's log line, verdicts, advice, notes."""
     header = Text.assemble(
-        (r.model, "bold"), f" on {r.num_gpus} × {r.gpu_name} (tp {r.tp}, pp {r.pp}) · vLLM {r.vllm_version} rules"
+        (r.model, "bold"), f" on {r.num_gpus} × {r.gpu_name} (tp {r.tp}, pp {r.pp}) · vLLM {r.vllm_version} "
+        f"{'ROCm ' if r.platform == 'rocm' else ''}rules"
     )
     notes = [Text(f"note: {n}", style="dim") for n in r.notes]
+    if r.platform_rules:
+        notes.insert(0, Text(f"platform: {r.platform_rules}", style="dim"))
     return Group(
         header, Text(""), _waterfall(r), _bar(r), Text(""), *_stage_table(r), _kv_table(r), Text(""), *_verdict(r),
         *_advice(r), *notes

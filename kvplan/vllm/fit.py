@@ -552,4 +552,16 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         settings_sources=dict(r.sources),
         vllm_log=plan.vllm_log,
         notes=tuple(notes),
+        platform=gpu.platform,
+        platform_rules=_platform_rules(gpu, s, r.kv_cache_dtype),
     )
+
+
+def _platform_rules(gpu: GpuLike, s: ServeSettings, kv_dtype: str) -> str | None:
+    """For a ROCm GPU, which of vLLM's rules planned it (kvplan/vllm/rocm.py); None on CUDA."""
+    if gpu.platform != "rocm":
+        return None
+    from kvplan.vllm.rocm import rules_note
+    from kvplan.vllm.settings import rocm_aiter
+
+    return rules_note(gpu, rocm_aiter(s), kv_dtype)
