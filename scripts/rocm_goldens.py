@@ -63,9 +63,10 @@ def _kv_cache(plan: dict[str, Any]) -> dict[str, Any]:
 def golden(case: str, config: str, args: list[str], raw: dict[str, Any], raw_sha: str) -> dict[str, Any]:
     """One case in the oracle-cuda shape, plus the ROCm platform facts vLLM derived."""
     out: dict[str, Any] = {
-        "format": 1, "case": case, "why": f"{raw['gpu']} ROCm, {' '.join(args[2:]) or 'vLLM serve defults'}",
+        "format": 1, "case": case, "why": f"{raw['gpu']} ROCm, {' '.join(args[2:]) or 'vLLM serve defaults'}",
         "status": "answered",
-        "model": {"config_dir": config, "source": "tests/fixtures/corpus/configs", "hf_id": config.replace("--", "/", 1)},
+        "model": {"config_dir": config, "source": "tests/fixtures/corpus/configs",
+                  "hf_id": config.replace("--", "/", 1)},
         "oracle": {"tool": TOOL, "vllm_version": raw["vllm_version"], "torch_version": raw["torch_version"],
                    "raw_output_sha256": raw_sha, "platform": raw["platform"], "gcn_arch": raw["gcn_arch"],
                    "cdna_version": raw["cdna_version"], "capability": raw["capability"],
@@ -74,7 +75,6 @@ def golden(case: str, config: str, args: list[str], raw: dict[str, Any], raw_sha
                    "flash_attn_package": raw["flash_attn_package"], "aiter": raw["aiter"]},
         "inputs": _inputs(raw, args),
     }
-    out["why"] = out["why"].replace("defults", "defaults")
     if "error" in raw:
         out["status"] = "config_refused"
         out["config_error"] = _error(raw["error"])

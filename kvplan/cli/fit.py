@@ -463,7 +463,7 @@ def _sweep(spec: ModelSpec, settings: ServeSettings, gpus_file: str | None, json
     from kvplan.hardware import gpus
     from kvplan.vllm.sweep import sweep_gpus
 
-    catalog = [g for g in gpus.load_catalog(gpus_file).values() if g.vendor.lower() != "amd"]
+    catalog = list(gpus.load_catalog(gpus_file).values())  # NVIDIA by vLLM's CUDA rules, AMD by its ROCm rules
     report = sweep_gpus(spec, catalog, settings)
     if json_:
         from kvplan.render.json import dumps

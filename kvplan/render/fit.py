@@ -267,7 +267,7 @@ def render_sweep(r: SweepReport) -> Group:
     for row in r.rows:
         _row(
             t,
-            row.gpu,
+            f"{row.gpu} (ROCm)" if row.platform == "rocm" else row.gpu,
             f"{row.tp}×{row.pp}×{row.replicas}",
             str(row.num_gpus),
             str(row.nodes),
@@ -287,8 +287,8 @@ def render_sweep(r: SweepReport) -> Group:
         parts.extend(Text(f"  {x.count} × {x.reason} (e.g. {x.example})") for x in r.reasons[:SWEEP_REASONS_SHOWN])
     parts.append(
         Text(
-            "Pick one and run `kvplan fit MODEL --gpu ID -tp N -pp M` for the full budget. AMD GPUs are not "
-            "listed: kvplan models vLLM's CUDA platform.",
+            "Pick one and run `kvplan fit MODEL --gpu ID -tp N -pp M` for the full budget. AMD GPUs (ROCm) are "
+            "planned by vLLM's ROCm rules with AMD's image (aiter installed, VLLM_ROCM_USE_AITER unset).",
             style="dim",
         )
     )

@@ -13,7 +13,7 @@ A pipeline of small pure stages, each with a frozen result, in the order vLLM's 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from kvplan.errors import BadConfig
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs
@@ -46,6 +46,7 @@ from kvplan.vllm.settings import (
     ResolvedSettings,
     ServeSettings,
     check_model_served,
+    gpu_platform,
     mm_limits,
     resolve_settings,
 )
@@ -552,16 +553,16 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         settings_sources=dict(r.sources),
         vllm_log=plan.vllm_log,
         notes=tuple(notes),
-        platform=gpu.platform,
+        platform=gpu_platform(gpu),
         platform_rules=_platform_rules(gpu, s, r.kv_cache_dtype),
     )
 
 
 def _platform_rules(gpu: GpuLike, s: ServeSettings, kv_dtype: str) -> str | None:
     """For a ROCm GPU, which of vLLM's rules planned it (kvplan/vllm/rocm.py); None on CUDA."""
-    if gpu.platform != "rocm":
+    if gpu_platform(gpu) != "rocm":
         return None
-    from kvplan.vllm.rocm import rules_note
+    from kvplan.vllm.rocm import RocmGpu, rules_note
     from kvplan.vllm.settings import rocm_aiter
 
-    return rules_note(gpu, rocm_aiter(s), kv_dtype)
+    return rules_note(cast("RocmGpu", gpu), rocm_aiter(s), kv_dtype)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from kvplan.errors import InvalidParameter, NotServed
 from kvplan.model.kv_cache import (
@@ -37,10 +37,6 @@ class GpuLike(BackendGpu, Protocol):
     def cuda_total_bytes(self) -> int: ...
     @property
     def nvml_total_bytes(self) -> int: ...
-    @property
-    def platform(self) -> str: ...  # cuda | rocm (gpus.PLATFORMS)
-    @property
-    def compute_capability(self) -> str | None: ...
 
 
 @dataclass(frozen=True)
@@ -334,6 +330,11 @@ def _runner_and_async(model: ModelSpec, s: ServeSettings, version: VllmVersion, 
     return runner, async_on, runner.reason, why
 
 
+def gpu_platform(gpu: object) -> str:
+    """The vLLM platform that plans this GPU (GpuSpec.platform: cuda | rocm); cuda for GPUs that state none."""
+    return str(getattr(gpu, "platform", "cuda"))
+
+
 def rocm_aiter(s: ServeSettings) -> RocmAiter:
     """The aiter packages and switches these settings describe (ROCm GPUs only)."""
     from kvplan.vllm.rocm import RocmAiter
@@ -344,9 +345,9 @@ def rocm_aiter(s: ServeSettings) -> RocmAiter:
 
 def _rocm_backend(model: ModelSpec, gpu: GpuLike, kv_dtype: str, s: ServeSettings) -> AttentionBackend:
     """vLLM's RocmPlatform choice (kvplan/vllm/rocm.py) for a GPU whose catalog platform is rocm."""
-    from kvplan.vllm.rocm import rocm_backend
+    from kvplan.vllm.rocm import RocmGpu, rocm_backend
 
-    return rocm_backend(model, gpu, kv_dtype, rocm_aiter(s), kv_connector=s.kv_transfer_config is not None)
+    return rocm_backend(model, cast("RocmGpu", gpu), kv_dtype, rocm_aiter(s), kv_connector=s.kv_transfer_config is not None)
 
 
 def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> ResolvedSettings:
@@ -377,7 +378,7 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
                                              "modality with --limit-mm-per-prompt")
     kv_flag = _model_kv_cache_dtype(model, gpu, s.kv_cache_dtype)
     kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
-    backend = (_rocm_backend(model, gpu, kv_dtype, s) if gpu.platform == "rocm"
+    backend = (_rocm_backend(model, gpu, kv_dtype, s) if gpu_platform(gpu) == "rocm"
                else select_backend(model, gpu, kv_dtype, checkpoint_kv=s.kv_cache_dtype == "auto"))
     if backend == FLASHINFER_MLA_SPARSE_SM120 and kv_flag != "fp8_ds_mla":
         # mla_attention.py:_canonicalize_sparse_mla_kv_cache_dtype: the SM120 kernel reads fp8_ds_mla only
