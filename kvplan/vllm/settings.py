@@ -347,7 +347,8 @@ def _rocm_backend(model: ModelSpec, gpu: GpuLike, kv_dtype: str, s: ServeSetting
     """vLLM's RocmPlatform choice (kvplan/vllm/rocm.py) for a GPU whose catalog platform is rocm."""
     from kvplan.vllm.rocm import RocmGpu, rocm_backend
 
-    return rocm_backend(model, cast("RocmGpu", gpu), kv_dtype, rocm_aiter(s), kv_connector=s.kv_transfer_config is not None)
+    return rocm_backend(model, cast("RocmGpu", gpu), kv_dtype, rocm_aiter(s),
+                        kv_connector=s.kv_transfer_config is not None)
 
 
 def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> ResolvedSettings:
