@@ -44,10 +44,12 @@ class RocmGpu(Protocol):
 class RocmAiter:
     """Whether AMD's aiter kernels are installed and enabled.
 
-    `installed`: the `aiter` and ROCm `flash_attn` packages are importable. vLLM's ROCm images build both
-    (docker/Dockerfile.rocm_base: AITER_BRANCH, FA_BRANCH, `pip install /install/*.whl`; docker/Dockerfile.rocm's
-    final stage installs on that base) and set no VLLM_ROCM_USE_AITER, so the default is installed, not enabled;
-    a bare `pip install vllm` has neither package. The rest are vLLM's variables (envs.py): VLLM_ROCM_USE_AITER
+    `installed`: the `aiter` and ROCm `flash_attn` packages are importable. vLLM's ROCm images build both and set
+    no VLLM_ROCM_USE_AITER (vllm-project/vllm docker/Dockerfile.rocm_base@00256d59: AITER_BRANCH v0.1.10.post3,
+    FA_BRANCH, `pip install /install/*.whl` in its final stage; docker/Dockerfile.rocm@00305ee5 builds the image on
+    that base, with no AITER variable; the same in ROCm/vllm docker/Dockerfile.rocm_base@01d9e19a and
+    docker/Dockerfile.rocm@0004921e), so the default is installed, not enabled; a bare `pip install vllm` has
+    neither package. The rest are vLLM's variables (envs.py): VLLM_ROCM_USE_AITER
     (default False), VLLM_ROCM_USE_AITER_MHA and VLLM_ROCM_USE_AITER_MLA (default True).
     """
 
