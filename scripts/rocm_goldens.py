@@ -19,6 +19,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "tests" / "fixtures" / "oracle-rocm"
 KV_BYTES = 21474836480
+CORPUS = "tests/fixtures/corpus/configs"  # a row's config folder is here unless its 4th column names another
 TOOL = "vllm-rocm-oracle rocm_oracle.py (vLLM 0.33.0's RocmPlatform on a CPU: faked amdsmi/HIP, stub aiter/flash_attn)"
 
 
@@ -27,12 +28,12 @@ def _error(text: str) -> dict[str, str]:
     return {"error_type": kind, "error_message": message}
 
 
-def _cases() -> list[tuple[str, str, list[str]]]:
+def _cases() -> list[tuple[str, str, list[str], str]]:
     rows = []
     for line in (OUT / "cases.tsv").read_text().splitlines():
         if line.strip() and not line.startswith("#"):
-            suffix, config, args = line.split("\t")
-            rows.append((suffix, config, args.split()))
+            suffix, config, args, *source = line.split("\t")
+            rows.append((suffix, config, args.split(), source[0] if source else CORPUS))
     return rows
 
 
@@ -60,12 +61,12 @@ def _kv_cache(plan: dict[str, Any]) -> dict[str, Any]:
             "kv_cache_tensor_bytes_worker0": kv["kv_cache_tensor_bytes"], "groups": kv["groups"]}
 
 
-def golden(case: str, config: str, args: list[str], raw: dict[str, Any], raw_sha: str) -> dict[str, Any]:
+def golden(case: str, config: str, args: list[str], source: str, raw: dict[str, Any], raw_sha: str) -> dict[str, Any]:
     """One case in the oracle-cuda shape, plus the ROCm platform facts vLLM derived."""
     out: dict[str, Any] = {
         "format": 1, "case": case, "why": f"{raw['gpu']} ROCm, {' '.join(args[2:]) or 'vLLM serve defaults'}",
         "status": "answered",
-        "model": {"config_dir": config, "source": "tests/fixtures/corpus/configs",
+        "model": {"config_dir": config, "source": source,
                   "hf_id": config.replace("--", "/", 1)},
         "oracle": {"tool": TOOL, "vllm_version": raw["vllm_version"], "torch_version": raw["torch_version"],
                    "raw_output_sha256": raw_sha, "platform": raw["platform"], "gcn_arch": raw["gcn_arch"],
@@ -99,14 +100,14 @@ def golden(case: str, config: str, args: list[str], raw: dict[str, Any], raw_sha
 def main() -> None:
     raw_dir = Path(sys.argv[1])
     written = 0
-    for suffix, config, args in _cases():
+    for suffix, config, args, source in _cases():
         case = f"{config}__{suffix}"
         path = raw_dir / f"{case}.json"
         if not path.exists() or not path.stat().st_size:
             print(f"missing: {case}")
             continue
         text = path.read_bytes()
-        g = golden(case, config, args, json.loads(text), hashlib.sha256(text).hexdigest())
+        g = golden(case, config, args, source, json.loads(text), hashlib.sha256(text).hexdigest())
         (OUT / f"{case}.json").write_text(json.dumps(g, indent=1, ensure_ascii=False) + "\n")
         written += 1
         print(f"{case}: {g['status']} {g.get('kv_cache', {}).get('num_blocks', '')}")

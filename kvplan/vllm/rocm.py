@@ -108,10 +108,10 @@ NO_MLA_PREFILL = ("No valid MLA prefill backend found: ROCM_AITER_FA needs aiter
 def _has_sink(model: ModelSpec, layer: LayerSpec) -> bool:
     """Layers built with attention sinks (Attention(sinks=...)): gpt-oss every layer (models/gpt_oss.py);
     MiMo-V2 and Laguna their sliding-window layers when the config asks (models/mimo_v2.py
-    add_swa_attention_sink_bias, models/laguna.py)."""
+    add_swa_attention_sink_bias, models/laguna.py swa_attention_sink_enabled)."""
     if "GptOssForCausalLM" in model.architectures:
         return True
-    swa_sinks = bool(model.raw.get("add_swa_attention_sink_bias")) or bool(model.raw.get("swa_attention_sink"))
+    swa_sinks = bool(model.raw.get("add_swa_attention_sink_bias")) or bool(model.raw.get("swa_attention_sink_enabled"))
     return swa_sinks and layer.sliding_window is not None
 
 
