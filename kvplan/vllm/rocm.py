@@ -100,6 +100,10 @@ TRITON_ATTN = AttentionBackend("TRITON_ATTN", 16, 16)
 ROCM_AITER_MLA = AttentionBackend("ROCM_AITER_MLA", 16, 1)  # MultipleOf(1): 16 is kept
 TRITON_MLA = AttentionBackend("TRITON_MLA", 16, 16)
 ROCM_AITER_MLA_SPARSE = AttentionBackend("ROCM_AITER_MLA_SPARSE", 16, 1)  # [1, MultipleOf(16)]: 16 is kept
+# MiMo-V2 layers whose V head is narrower than K pick a DiffKV backend themselves (models/mimo_v2.py:
+# MiMoV2Attention): FLASH_ATTN_DIFFKV needs FA3/FA4 (CUDA), so ROCm gets TRITON_ATTN_DIFFKV (MultipleOf(16)).
+TRITON_ATTN_DIFFKV = AttentionBackend("TRITON_ATTN_DIFFKV", 16, 16)
+_DIFFKV_ARCHITECTURES = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"})
 
 NO_MLA_PREFILL = ("No valid MLA prefill backend found: ROCM_AITER_FA needs aiter enabled (VLLM_ROCM_USE_AITER=1), "
                   "FLASH_ATTN the flash_attn package (platforms/rocm.py:get_mla_prefill_backend_cls)")
@@ -190,6 +194,9 @@ def rocm_backend(model: ModelSpec, gpu: RocmGpu, kv_dtype: str, aiter: RocmAiter
     chosen: dict[str, AttentionBackend] = {}
     for layer in model.layers:
         if layer.kind not in ("full", "sliding_window", "chunked_local"):
+            continue
+        if layer.head_size_v != layer.head_size and _DIFFKV_ARCHITECTURES & set(model.architectures):
+            chosen.setdefault(TRITON_ATTN_DIFFKV.name, TRITON_ATTN_DIFFKV)
             continue
         reasons: dict[str, list[str]] = {}
         for backend in order:
