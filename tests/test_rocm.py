@@ -112,3 +112,23 @@ def test_rocm_fit_says_which_platform_planned_it() -> None:
     h100 = plan_fit(model, get_gpu("h100"), ServeSettings(kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0),
                     advise=False)
     assert h100.platform == "cuda" and h100.platform_rules is None and h100.attention_backend == "FLASH_ATTN"
+
+
+def test_the_sweep_lists_amd_beside_nvidia_each_by_its_platform() -> None:
+    from kvplan.vllm.sweep import sweep_gpus
+
+    model = _model("Qwen--Qwen2.5-7B-Instruct")
+    report = sweep_gpus(model, [get_gpu("h100"), get_gpu("mi300x"), get_gpu("mi355x")],
+                        ServeSettings(kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0))
+    platforms = {row.gpu: row.platform for row in report.rows}
+    assert platforms == {"h100-sxm": "cuda", "mi300x": "rocm", "mi355x": "rocm"}
+
+
+def test_a_rocm_refusal_is_a_sweep_reason_not_an_abort() -> None:
+    from kvplan.vllm.sweep import sweep_gpus
+
+    model = _model("deepseek-ai--DeepSeek-V2-Lite-Chat")
+    report = sweep_gpus(model, [get_gpu("h100"), get_gpu("mi300x")],
+                        ServeSettings(kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0, rocm_aiter_installed=False))
+    assert [row.gpu for row in report.rows] == ["h100-sxm"]
+    assert any("No valid MLA prefill backend found" in reason.reason for reason in report.reasons)
