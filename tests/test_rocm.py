@@ -132,3 +132,28 @@ def test_a_rocm_refusal_is_a_sweep_reason_not_an_abort() -> None:
                         ServeSettings(kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0, rocm_aiter_installed=False))
     assert [row.gpu for row in report.rows] == ["h100-sxm"]
     assert any("No valid MLA prefill backend found" in reason.reason for reason in report.reasons)
+
+
+def test_fit_cli_takes_the_aiter_choice_and_vllms_variable(monkeypatch: pytest.MonkeyPatch) -> None:
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    runner = CliRunner()
+    gpt_oss = str(ROOT / "tests" / "fixtures" / "configs" / "openai--gpt-oss-20b")
+    args = ["fit", gpt_oss, "--gpu", "mi300x", "--max-model-len", "8192", "--kv-cache-memory-bytes", "20GiB", "--json"]
+    monkeypatch.delenv("VLLM_ROCM_USE_AITER", raising=False)
+    seen = {}
+    for label, extra, env in (("image", [], {}), ("pip", ["--no-aiter"], {}),
+                              ("enabled", [], {"VLLM_ROCM_USE_AITER": "1"})):
+        result = runner.invoke(app, [*args, *extra], env=env)
+        assert result.exit_code == 0, result.output
+        report = json.loads(result.output)
+        seen[label] = (report["attention_backend"], report["block_size"], report["num_gpu_blocks"])
+    # vLLM 0.33's RocmPlatform (tests/fixtures/oracle-rocm/openai--gpt-oss-20b__mi300x-mml8192*.json)
+    assert seen == {"image": ("ROCM_AITER_UNIFIED_ATTN", 64, 13653), "pip": ("TRITON_ATTN", 16, 54613),
+                    "enabled": ("ROCM_AITER_FA", 16, 54613)}
+    refused = runner.invoke(app, ["fit", str(CORPUS / "deepseek-ai--DeepSeek-V2-Lite-Chat"), "--gpu", "mi300x",
+                                  "--no-aiter", "--kv-cache-memory-bytes", "20GiB"])
+    assert refused.exit_code == 2
+    assert "No valid MLA prefill backend found" in refused.output and "Traceback" not in refused.output
