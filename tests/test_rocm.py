@@ -145,6 +145,7 @@ def test_fit_cli_takes_the_aiter_choice_and_vllms_variable(monkeypatch: pytest.M
     monkeypatch.delenv("VLLM_ROCM_USE_AITER", raising=False)
     seen = {}
     for label, extra, env in (("image", [], {}), ("pip", ["--no-aiter"], {}),
+                              ("flag", ["--env", "VLLM_ROCM_USE_AITER=1"], {}),
                               ("enabled", [], {"VLLM_ROCM_USE_AITER": "1"})):
         result = runner.invoke(app, [*args, *extra], env=env)
         assert result.exit_code == 0, result.output
@@ -152,7 +153,7 @@ def test_fit_cli_takes_the_aiter_choice_and_vllms_variable(monkeypatch: pytest.M
         seen[label] = (report["attention_backend"], report["block_size"], report["num_gpu_blocks"])
     # vLLM 0.33's RocmPlatform (tests/fixtures/oracle-rocm/openai--gpt-oss-20b__mi300x-mml8192*.json)
     assert seen == {"image": ("ROCM_AITER_UNIFIED_ATTN", 64, 13653), "pip": ("TRITON_ATTN", 16, 54613),
-                    "enabled": ("ROCM_AITER_FA", 16, 54613)}
+                    "enabled": ("ROCM_AITER_FA", 16, 54613), "flag": ("ROCM_AITER_FA", 16, 54613)}
     refused = runner.invoke(app, ["fit", str(CORPUS / "deepseek-ai--DeepSeek-V2-Lite-Chat"), "--gpu", "mi300x",
                                   "--no-aiter", "--kv-cache-memory-bytes", "20GiB"])
     assert refused.exit_code == 2

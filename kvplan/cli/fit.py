@@ -113,6 +113,11 @@ def command(
         _opt("MXFP4 MoE kernel whose weight layout to assume: triton, marlin, flashinfer_trtllm, flashinfer_cutlass "
              "(default: vLLM's choice for the GPU and version).", "--moe-backend"),
     ] = None,
+    env_vars: Annotated[
+        list[str] | None,
+        _opt("A vLLM environment variable for this plan, NAME=VALUE (repeatable; wins over the shell's and the "
+             "--vllm-cmd line's), e.g. --env VLLM_ROCM_USE_AITER=1.", "--env"),
+    ] = None,
     aiter: Annotated[
         bool | None,
         _opt("AMD GPUs: AMD's aiter kernels (and ROCm flash-attention) installed, as in vLLM's ROCm Docker images "
@@ -268,7 +273,7 @@ def command(
         cuda_graph_memory,
         context,
         concurrency,
-        env=vllm_environment({**os.environ, **pasted_env}),
+        env=vllm_environment({**os.environ, **pasted_env, **_env_flags(env_vars)}),
     )
     tp, pp = settings.tp, settings.pp
     if num_gpus is not None:
@@ -301,6 +306,19 @@ def command(
         _sweep(spec, settings, gpus_file, json_)
         return
     _single(spec, settings, gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file, json_)
+
+
+def _env_flags(values: list[str] | None) -> dict[str, str]:
+    """--env NAME=VALUE words as a mapping; a word without '=' or with another name than VLLM_… is an error."""
+    from kvplan.errors import InvalidParameter
+
+    out: dict[str, str] = {}
+    for word in values or ():
+        name, sep, value = word.partition("=")
+        if not sep or not name.startswith("VLLM_"):
+            raise InvalidParameter(f"--env {word!r}: expected VLLM_NAME=VALUE")
+        out[name] = value
+    return out
 
 
 def _check_implied_tp(spec: Any, tp: int, num_gpus: int) -> None:
