@@ -9,7 +9,8 @@ aiter choice, and each case lands in one class:
 
   exact             answered, and kvplan's num_blocks, attention block size, vLLM log line and attention
                     backend(s) are vLLM's
-  refused-vllm      both refuse, and kvplan's message is vLLM's own reason
+  refused-vllm      both refuse, and kvplan's message is vLLM's own reason (a capacity refusal after planning
+                    also has vLLM's attention backend(s) and block size)
   refused-kvplan    kvplan refuses a case vLLM answers, or refuses with a reason that is not vLLM's (target: 0)
   wrong             kvplan answers with other numbers, or answers a case vLLM refuses
 
@@ -80,16 +81,19 @@ def classify(g: dict) -> cuda.Outcome | None:  # type: ignore[type-arg,name-defi
         if g["status"] != "answered" and _same_reason(str(exc), cuda._vllm_message(g)):
             return cuda.Outcome(case, "", "refused-vllm", str(exc)[:160])
         return cuda.Outcome(case, "", "refused-kvplan", str(exc)[:160])
+    names = sorted({GET_NAME.get(n, n) for n in r.attention_backend.split(" + ")})
+    golden_names = sorted(set(g["resolved"]["attn_backends"] or ()) & ATTENTION_NAMES) or names  # none: Mamba
     if g["status"] == "answered":
         kv = g["kv_cache"]
-        names = sorted({GET_NAME.get(n, n) for n in r.attention_backend.split(" + ")})
-        golden_names = sorted(set(g["resolved"]["attn_backends"] or ()) & ATTENTION_NAMES) or names  # none: Mamba
         got = (r.num_gpu_blocks, r.block_size, r.log_line, names)
         want = (kv["num_blocks"], g["resolved"]["block_size"], kv["log_line"], golden_names)
         if got == want:
             return cuda.Outcome(case, "", "exact", r.attention_backend)
         return cuda.Outcome(case, "", "wrong", f"kvplan {got} {r.attention_backend}; vLLM {want} "
                                                f"{g['resolved']['attn_backends']}")
+    if (names, r.block_size) != (golden_names, g["resolved"]["block_size"]):  # refused later, but planned alike
+        return cuda.Outcome(case, "", "wrong", f"kvplan {names} {r.block_size}; vLLM {golden_names} "
+                                               f"{g['resolved']['block_size']}")
     if not r.fits and r.error == cuda._vllm_message(g):
         return cuda.Outcome(case, "", "refused-vllm", r.error[:160])
     return cuda.Outcome(case, "", "wrong", f"kvplan: {r.startup}; vLLM: {cuda._vllm_message(g)[:160]}")
