@@ -66,7 +66,7 @@ def _same_reason(kvplan_message: str, vllm_message: str) -> bool:
 def classify(g: dict) -> cuda.Outcome | None:  # type: ignore[type-arg,name-defined]
     """The class of one ROCm golden case (None: flags kvplan does not model)."""
     s = cuda._settings(g)
-    if s is None:
+    if s is None or g["status"] == "oracle_failure":  # the oracle's own failure (oracle-rocm/FAILURES.md)
         return None
     inputs = g["inputs"]
     env = inputs.get("env") or {}

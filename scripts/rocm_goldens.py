@@ -23,6 +23,11 @@ CORPUS = "tests/fixtures/corpus/configs"  # a row's config folder is here unless
 TOOL = "vllm-rocm-oracle rocm_oracle.py (vLLM 0.33.0's RocmPlatform on a CPU: faked amdsmi/HIP, stub aiter/flash_attn)"
 
 
+# Errors of the faked environment, not vLLM verdicts (FAILURES.md): a CUDA-only import and a workspace the
+# meta-device build never initialises. Such a case is an `oracle_failure`, as in ../oracle-cuda.
+ORACLE_FAILURES = ("No module named 'cuda'", "WorkspaceManager not initialized")
+
+
 def _error(text: str) -> dict[str, str]:
     kind, _, message = text.partition(": ")
     return {"error_type": kind, "error_message": message}
@@ -87,7 +92,8 @@ def golden(case: str, config: str, args: list[str], source: str, raw: dict[str, 
                        "attn_backends": plan.get("attn_backends"), "attn_layers": plan.get("attn_layers"),
                        "kv_cache_layout": plan.get("kv_cache_layout")}
     if "error" in plan:
-        out["status"] = "build_refused"
+        out["status"] = ("oracle_failure" if any(f in plan["error"] for f in ORACLE_FAILURES)
+                         else "build_refused")
         out["build_error"] = _error(plan["error"])
         return out
     out["per_pp_rank"] = plan["per_pp_rank"]

@@ -160,7 +160,7 @@ def _no_backend(gpu: RocmGpu, kv_dtype: str, reasons: dict[str, list[str]], supp
 def _mla_backend(model: ModelSpec, gpu: RocmGpu, kv_dtype: str, aiter: RocmAiter) -> AttentionBackend:
     """The MLA decode backend, then the prefill check (get_mla_prefill_backend_cls)."""
     sparse = any(layer.indexer_head_size for layer in model.layers)
-    if sparse:
+    if sparse:  # mla/rocm_aiter_mla_sparse.py imports aiter only inside its kernels: selection never asks for it
         order = [(ROCM_AITER_MLA_SPARSE, _SPARSE_MLA_KV_DTYPES)]
     elif aiter.enabled(gpu) and aiter.use_mla:  # rocm_aiter_ops.is_mla_enabled()
         order = [(ROCM_AITER_MLA, _AITER_MLA_KV_DTYPES), (TRITON_MLA, _TRITON_MLA_KV_DTYPES)]
@@ -170,8 +170,6 @@ def _mla_backend(model: ModelSpec, gpu: RocmGpu, kv_dtype: str, aiter: RocmAiter
     chosen = None
     for backend, kv_dtypes in order:
         why = [] if kv_dtype in kv_dtypes else ["kv_cache_dtype not supported"]
-        if backend is ROCM_AITER_MLA_SPARSE and not aiter.supported(gpu):
-            why.append("ImportError")  # its module imports aiter's kernels
         if not why:
             chosen = backend
             break
