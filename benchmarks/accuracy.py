@@ -48,10 +48,14 @@ from kvplan.model.config import ModelSpec  # noqa: E402
 from kvplan.model.hub import load_local  # noqa: E402
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs  # noqa: E402
 from kvplan.units import GiB  # noqa: E402
+from kvplan.vllm.backends import DSV4_FLASHMLA  # noqa: E402
 from kvplan.vllm.block_plan import plan_kv_cache  # noqa: E402
 from kvplan.vllm.defaults import (  # noqa: E402
+    DSV4_PACKED_GROUPS_SINCE,
     KV_TOKENS_FROM_CONCURRENCY_SINCE,
+    WINDOW_RESERVES_IN_FLIGHT_SINCE,
     async_scheduling_default,
+    batch_defaults,
     parse_vllm_version,
     requested_memory,
 )
@@ -66,7 +70,8 @@ NEW_LOGS = ROOT / "tests" / "fixtures" / "startup-logs" / "records.yaml"
 CONFIGS = ROOT / "tests" / "fixtures" / "configs"
 CORPUS = ROOT / "tests" / "fixtures" / "corpus" / "configs"  # real config.json files, sources in ../sources.yaml
 ROUNDING_GIB = 0.005  # the logs print GiB with 2 decimals
-FAMILIES = ("dense", "moe", "mla", "hybrid", "multimodal", "quantized")
+FAMILIES = ("dense", "moe", "moe_tp2+", "mla", "hybrid", "multimodal", "quantized", "pp")
+# moe_tp2+: MoE records at TP ≥ 2 (the big deployments of issue 20); pp: PP > 1 (per-stage budgets).
 
 # Record model → fixture config with the same architecture (and why it stands in).
 FIXTURE_FOR_MODEL = {
@@ -150,7 +155,15 @@ UNEXPLAINED = {
 # two GitHub issues are dated Oct 2025 (0.11) and Aug 2025 (0.10); the myoceane blog ran 0.19.0 for both
 # of its models (tests/fixtures/startup-logs/README.md, sources table).
 VERSION_FOR_RECORD = {"vllm-27508-h100-gpt-oss-120b": "0.11", "vllm-23278-h100-gpt-oss-120b": "0.10",
-                      "myoceane-a100-gemma-4-26b-a4b-131k-eager": "0.19"}
+                      "myoceane-a100-gemma-4-26b-a4b-131k-eager": "0.19",
+                      # the comment answers an issue titled "[v0.22]" and states no version of its own
+                      "vllm-44376-2xgh200-deepseek-v4-flash-failed": "0.22"}
+# "DeepSeek-V4-Flash (local)": the comment loads `model="DeepSeek-V4-Flash"`, deepseek-ai's checkpoint by name.
+FIXTURE_FOR_RECORD["vllm-44376-2xgh200-deepseek-v4-flash-failed"] = (
+    "deepseek-ai--DeepSeek-V4-Flash", "the checkpoint the record's LLM(model=\"DeepSeek-V4-Flash\") names")
+# Records run through the `vllm.LLM` class, whose batch defaults differ from `vllm serve`'s
+# (engine/arg_utils.py:get_batch_defaults: 16384 tokens on a ≥ 70 GiB GPU): their log shows the LLM(...) call.
+LLM_CLASS_RECORDS = {"vllm-44376-2xgh200-deepseek-v4-flash-failed", "ptocu-2xh200nvl-dsv4-flash-tp2-llm-4k"}
 # MoE kernel, only where the log's own text names it (not inferred from its numbers).
 MOE_BACKEND_FOR_RECORD: dict[str, MoeBackend] = {
     # "marlin_utils_fp4.py:196] ... Weight-only FP4 compression will be used leveraging the Marlin kernel"
@@ -159,7 +172,8 @@ MOE_BACKEND_FOR_RECORD: dict[str, MoeBackend] = {
 }
 # GPU name in the record → catalog id. "A100 (variant not stated)" is the 80 GB part: the logged weights
 # plus the logged KV exceed what 40 GB × the logged utilization could hold.
-GPU_FOR_NAME = (("a100 40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100"), ("h200", "h200"),
+GPU_FOR_NAME = (("a100 40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100"), ("gh200", "gh200"),
+                ("h200", "h200"),
                 ("3090", "rtx-3090"), ("l40s", "l40s"), ("t4", "t4"), ("gb10", "gb10"), ("4060", None))
 
 
@@ -260,6 +274,8 @@ def families(rec: dict[str, Any], model: ModelSpec) -> tuple[str, ...]:
     tags = []
     if model.moe is not None:
         tags.append("moe")
+        if int(rec.get("tp") or 1) >= 2:
+            tags.append("moe_tp2+")
     if model.mla is not None:
         tags.append("mla")
     if any(layer.kind in ("mamba", "linear_attention", "gdn") for layer in model.layers):
@@ -270,12 +286,17 @@ def families(rec: dict[str, Any], model: ModelSpec) -> tuple[str, ...]:
         tags.insert(0, "dense")
     if model.quant is not None:
         tags.append("quantized")
+    if int(rec.get("pp") or 1) > 1:
+        tags.append("pp")
     return tuple(tags)
 
 
 def _mnbt(rec: dict[str, Any]) -> int | None:
     if rec.get("max_num_batched_tokens"):
         return int(rec["max_num_batched_tokens"])
+    gpu, version = _gpu(rec), _version(rec)
+    if rec["id"] in LLM_CLASS_RECORDS and gpu is not None and version is not None:
+        return batch_defaults(gpu.nvml_total_bytes, gpu.name, "llm", parse_vllm_version(version)).max_num_batched_tokens
     return 1024 if "--max-num-batched-tokens 1024" in (rec.get("log_excerpt") or "") else None
 
 
@@ -297,20 +318,25 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     if model is not None and rec.get("file") == NEW_LOGS.name and rec["id"] not in TOKENS_ONLY and (
             rec.get("speculative_config")):
         return "speculative draft not in the record"
-    block = rec.get("block_size") or 16
+    # vLLM's default, or DeepSeek-V4's backend's (FLASHMLA_SPARSE_DSV4: 256-token blocks only)
+    block = rec.get("block_size") or (DSV4_FLASHMLA.block_size if model is not None and model.dsv4 else 16)
     max_len = rec.get("max_model_len") or rec.get("max_concurrency_len") or (model.max_model_len if model else 0)
     version = _version(rec)
     in_flight = _mnbt(rec) or 8192
-    if version is not None and async_scheduling_default(parse_vllm_version(version))[0]:
-        in_flight *= 2  # async scheduling (0.14+): two batches in flight
+    if version is not None and async_scheduling_default(parse_vllm_version(version))[0] and (
+            parse_vllm_version(version) >= WINDOW_RESERVES_IN_FLIGHT_SINCE):
+        in_flight *= 2  # async scheduling (0.14+): two batches in flight, which windows reserve since 0.26
     lo_b = int((rec["available_kv_gib"] - ROUNDING_GIB) * GiB)
     hi_b = int((rec["available_kv_gib"] + ROUNDING_GIB) * GiB)
     by_groups = version is not None and parse_vllm_version(version) < KV_TOKENS_FROM_CONCURRENCY_SINCE
     cp = DCP_FOR_RECORD.get(rec["id"], 1)
-    lo = plan_kv_cache(specs, lo_b, block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp)
-    hi = plan_kv_cache(specs, hi_b, block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp)
+    tuples = version is not None and parse_vllm_version(version) < DSV4_PACKED_GROUPS_SINCE  # DeepSeek-V4 ≤ 0.28
+    lo = plan_kv_cache(specs, lo_b, block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp,
+                       dsv4_layer_tuples=tuples)
+    hi = plan_kv_cache(specs, hi_b, block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp,
+                       dsv4_layer_tuples=tuples)
     mid = plan_kv_cache(specs, int(rec["available_kv_gib"] * GiB), block, max_len, in_flight,
-                        tokens_per_group_block=by_groups, context_parallel=cp)
+                        tokens_per_group_block=by_groups, context_parallel=cp, dsv4_layer_tuples=tuples)
     ranks = (rec.get("tp") or 1) * (rec.get("pp") or 1) > 1
     if rec.get("num_gpu_blocks") is not None:
         logged = rec["num_gpu_blocks"]
@@ -353,6 +379,7 @@ def settings_of(rec: dict[str, Any], version: str) -> ServeSettings:
         kv_cache_dtype=kv,
         enforce_eager=bool(rec.get("enforce_eager")),
         vllm_version=version,
+        usage="llm" if rec["id"] in LLM_CLASS_RECORDS else "serve",
         kv_cache_memory_bytes=None,
         # the log's own sampler line ("FlashInfer is not available. Falling back …"), as calibrate reads it
         flashinfer_sampler=parse_startup_log(_raw_log(rec)).flashinfer_sampler,

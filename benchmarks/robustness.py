@@ -6,6 +6,7 @@ The strategies are the test suite's (tests/test_robustness_parsers.py, tests/tes
 with `--scale` times CI's example count and derandomized, so two runs try the same cases. "Bad" means
 anything but a result or a KvplanError for a parser, and anything but exit 0 / one `Error:` line (exit 2)
 for a command, or a hang (5 s). Target: 0 bad. Distinct problems are listed under the table.
+`--only network` runs tests/test_robustness_network.py's hostile Hub cases (each a fresh interpreter).
 """
 from __future__ import annotations
 
@@ -47,6 +48,44 @@ def run(target: FuzzTarget, examples: int) -> tuple[int, Counter[str], float]:
     return tried, problems, time.perf_counter() - started
 
 
+def run_network(show: int) -> int:
+    """tests/test_robustness_network.py's CASES against a hostile test Hub on 127.0.0.1: outcomes counted,
+    the slowest cases listed. Returns the number of bad cases."""
+    import tempfile
+
+    from tests.conftest import hub_repos
+    from tests.test_robustness_network import CASES, add_hostile_repos, problem, run_case
+
+    hub = hub_repos()
+    add_hostile_repos(hub)
+    hub.start()
+    outcomes: Counter[str] = Counter()
+    timings, bad = [], []
+    try:
+        for case in CASES:
+            with tempfile.TemporaryDirectory() as home:
+                try:
+                    out = run_case(case, hub.endpoint, Path(home) / "hf")
+                except Exception as exc:  # noqa: BLE001 (a hang past the case limit is an outcome to count)
+                    outcomes["hung past 20 s"] += 1
+                    bad.append(f"{case.name}: {type(exc).__name__}")
+                    continue
+            trouble = problem(case, out)
+            kind = ("traceback" if "Traceback" in out.stderr else "internal error" if "internal error" in out.stderr
+                    else "result" if out.returncode == 0 else f"one Error line, exit {out.returncode}")
+            outcomes[kind] += 1
+            timings.append((out.seconds, case.name))
+            if trouble:
+                bad.append(f"{case.name}: {trouble}")
+    finally:
+        hub.stop()
+    print(f"\nnetwork: {len(CASES)} cases: " + ", ".join(f"{n} {k}" for k, n in sorted(outcomes.items())))
+    print("slowest: " + ", ".join(f"{name} {s:.1f} s" for s, name in sorted(timings, reverse=True)[:show]))
+    for line in bad:
+        print(f"  bad: {line}")
+    return len(bad)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--scale", type=float, default=10.0, help="examples = CI's count × this (default 10)")
@@ -63,6 +102,8 @@ def main() -> int:
         print(f"{target.name:<26} {tried:>7} {sum(problems.values()):>5} {len(problems):>8} {seconds:>8.1f}",
               flush=True)
     total_bad = sum(sum(p.values()) for _, p in rows)
+    if args.only.lower() in "network":
+        total_bad += run_network(max(args.show, 5))
     print(f"\n{total_bad} bad case(s) in all")
     for name, problems in rows:
         for problem, n in problems.most_common(args.show):

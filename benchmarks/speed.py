@@ -32,17 +32,20 @@ def bound_s(obs: sm.Observation) -> float:
 def report(points: Sequence[MeasuredPoint], cal: sm.SpeedCalibration) -> list[str]:
     lines = [f"{'point':44} {'half':5} {'bound':>9} {'pred':>9} {'range':>19} {'meas':>9} {'err':>7}  in"]
     errors: dict[tuple[str, str], list[float]] = {}
+    inside_range: dict[str, list[bool]] = {}
     beaten = 0
     for p in points:
         o = p.observation
         pred = sm.predict_s(o, cal)
-        _, _, over, _ = cal.for_gpu(o.arch, o.link)
+        _, _, over, _ = cal.for_gpu(o.arch, o.link, o.engine)
         lo, hi = pred * over.ratio_low, pred * over.ratio_high
         err = (pred - o.measured_s) / o.measured_s
         inside = lo <= o.measured_s <= hi
         beaten += o.measured_s < bound_s(o)
         errors.setdefault((p.half, p.cls), []).append(err)
         errors.setdefault((p.half, "all"), []).append(err)
+        errors.setdefault((p.half, "engine " + o.engine), []).append(err)
+        inside_range.setdefault(p.half, []).append(inside)
         lines.append(f"{p.id:44} {p.half[:5]:5} {bound_s(o) * 1e3:9.2f} {pred * 1e3:9.2f} "
                      f"{lo * 1e3:9.2f}…{hi * 1e3:<9.2f} {o.measured_s * 1e3:9.2f} {err:+7.1%}  "
                      f"{'yes' if inside else 'NO'}")
@@ -52,6 +55,8 @@ def report(points: Sequence[MeasuredPoint], cal: sm.SpeedCalibration) -> list[st
         a = [abs(e) for e in errs]
         lines.append(f"{half:12} {cls:14} {len(errs):6} {statistics.median(a):13.1%} {max(a):10.1%} "
                      f"{statistics.median(errs):+14.1%}")
+    for half, flags in sorted(inside_range.items()):
+        lines.append(f"{half}: measured inside the predicted range on {sum(flags)} of {len(flags)}")
     lines.append(f"measured points faster than the physical bound: {beaten} of {len(points)}")
     return lines
 
@@ -60,6 +65,10 @@ def calibration_source(c: sm.SpeedCalibration) -> str:
     """The fit as the Python literal speed_model.py ships (its last statement)."""
     o = c.overheads
     ids = "".join(f"        {i!r},\n" for i in c.fitted_on)
+    engines = "".join(
+        f"        {e!r}: StepOverheads(layer_s={v.layer_s!r}, moe_layer_s={v.moe_layer_s!r}, "
+        f"allreduce_s={v.allreduce_s!r},\n                          step_s={v.step_s!r}, request_s={v.request_s!r}, "
+        f"ratio_low={v.ratio_low!r}, ratio_high={v.ratio_high!r}),\n" for e, v in c.engine_overheads.items())
     return (f"CALIBRATION = SpeedCalibration(\n"
             f"    bandwidth_efficiency={dict(c.bandwidth_efficiency)!r},\n"
             f"    compute_efficiency={dict(c.compute_efficiency)!r},\n"
@@ -71,6 +80,7 @@ def calibration_source(c: sm.SpeedCalibration) -> str:
             f'(tests/fixtures/data/roofline-measured.yaml)"),\n'
             f"    fitted_on=(\n{ids}    ),\n"
             f"    kv_bandwidth_efficiency={dict(c.kv_bandwidth_efficiency)!r},\n"
+            f"    engine_overheads={{\n{engines}    }},\n"
             f")\n").replace("'", '"')
 
 

@@ -27,6 +27,9 @@ class BadConfig(KvplanError):
     """
 
     architectures: tuple[str, ...] = ()
+    # The first decoder layer whose token mixer kvplan cannot size and that has no attention module (a
+    # recurrent block): vLLM's Transformers backend refuses such a layer too (see vllm/architectures.py).
+    layer_without_attention: int | None = None
 
 
 class NotServed(KvplanError):

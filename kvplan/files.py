@@ -53,6 +53,8 @@ def _size(n: int) -> str:
 
 # Each cap is far above any real file of its kind and small enough to read in seconds.
 CONFIG = FileKind("config file", 8 * MiB, 8 * MiB, error=BadConfig, missing=ModelNotFound)
+# model.safetensors.index.json: one short weight_map entry per tensor; kvplan's bound, 8× a config's
+SAFETENSORS_INDEX = FileKind("safetensors index", 64 * MiB, 64 * MiB, error=BadConfig, missing=ModelNotFound)
 GPUS = FileKind("GPU file", 4 * MiB, 1 * MiB, error=BadConfig, missing=BadConfig)
 PLAN = FileKind("plan", 1 * MiB, 1 * MiB)
 # Streamed, and only the vllm: families are kept (at most observe.metrics.MAX_VLLM_TEXT): a node dump of
@@ -65,6 +67,7 @@ TRACE = FileKind("trace", 4 * GiB, 32 * MiB)
 LENGTHS = FileKind("lengths file", 256 * MiB, 1 * MiB)
 
 STDIN = "-"
+_INPUTS: set[tuple[int, int]] = set()  # (device, inode) of every regular file read in this process
 _OPEN_DESCRIPTOR_DIRS = ("/dev/fd/", "/proc/self/fd/", "/dev/stdin")
 
 
@@ -117,6 +120,9 @@ def _open(path: str, kind: FileKind, where: str, stdin: bool) -> IO[bytes] | _Un
         elif os.fstat(fd).st_size > kind.max_bytes:
             size = os.fstat(fd).st_size
             raise _fail(kind, where, f"{size:,} bytes is more than a {kind.what} may be ({_size(kind.max_bytes)})")
+        if stat.S_ISREG(mode):
+            st = os.fstat(fd)
+            _INPUTS.add((st.st_dev, st.st_ino))
         return os.fdopen(fd, "rb")
     except BaseException:
         os.close(fd)
@@ -184,6 +190,25 @@ def read_lines(path: str, kind: FileKind, *, where: str | None = None, stdin: bo
             yield text if keep_ends else text.rstrip("\r\n")
 
 
+def repair_standard_streams() -> str | None:
+    """A standard stream the shell closed (`>&-`, `2>&-`, `<&-`) is None in Python: stdin and stderr then
+    read and write nothing (an error still exits 2). A stream whose encoding is not UTF (PYTHONIOENCODING=
+    ascii, LC_ALL=C with PYTHONUTF8=0) writes what it cannot encode as backslash escapes, so the output
+    stays whole. Returns the problem when stdout is closed (nothing can be reported), else None."""
+    if sys.stderr is None:
+        sys.stderr = open(os.devnull, "w", encoding="utf-8")  # noqa: SIM115 (lives as long as the process)
+    if sys.stdin is None:
+        sys.stdin = open(os.devnull, encoding="utf-8")  # noqa: SIM115
+    if sys.stdout is None:
+        return ("cannot write standard output: it is closed (the shell's >&-); redirect it to a file or "
+                "/dev/null instead")
+    for stream in (sys.stdout, sys.stderr):
+        encoding = (getattr(stream, "encoding", None) or "").lower().replace("-", "")
+        if not encoding.startswith("utf") and hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")  # "≥" shows as \u2265
+    return None
+
+
 def write_output(path: str, text: str, *, what: str = "--output") -> None:
     """Write `text` (secrets scrubbed) to `path`: `-` is standard output; a symlink is followed; a regular
     file is replaced atomically (a reader never sees half a report) with the mode the umask gives a new
@@ -201,6 +226,7 @@ def write_output(path: str, text: str, *, what: str = "--output") -> None:
             raise InvalidParameter(f"{what}: cannot write to standard output: {exc.strerror or exc}") from None
         return
     target = os.path.realpath(os.path.expanduser(path))
+    _refuse_an_input(path, what)
     try:
         if os.path.exists(target) and not stat.S_ISREG(os.stat(target).st_mode):
             if os.path.isdir(target):
@@ -217,11 +243,24 @@ def append_output(path: str, text: str, *, what: str) -> None:
     """Append `text` (secrets scrubbed) to `path` (GitHub's step summary); errors as in `write_output`."""
     from kvplan.text import scrub
 
+    _refuse_an_input(path, what)
     try:
         with open(os.path.expanduser(path), "a", encoding="utf-8") as f:
             f.write(scrub(text))
     except OSError as exc:
         raise InvalidParameter(f"{what}: cannot append to {path}: {exc.strerror or exc}") from None
+
+
+def _refuse_an_input(path: str, what: str) -> None:
+    """Refuse to write onto a file this run has read (`--output plan.yaml` for `check plan.yaml`): the
+    report would replace its own input."""
+    try:
+        st = os.stat(os.path.expanduser(path))
+    except (OSError, ValueError):
+        return  # no such file yet (or a path the write itself will refuse)
+    if stat.S_ISREG(st.st_mode) and (st.st_dev, st.st_ino) in _INPUTS:
+        raise InvalidParameter(f"{what}: {path} is also an input of this run; writing it would replace what "
+                               "was read", hint="write the report to another file")
 
 
 def _write_atomic(target: str, text: str) -> None:

@@ -26,6 +26,14 @@ def load_fixture(folder: str):  # type: ignore[no-untyped-def]
 @pytest.fixture(scope="session")
 def hub() -> Iterator[HubServer]:
     """The test Hub: Qwen2.5-1.5B (with safetensors), a gated Llama, a Mistral, a failing repo."""
+    server = hub_repos()
+    server.start()
+    yield server
+    server.stop()
+
+
+def hub_repos() -> HubServer:
+    """The test Hub's server with its repos, not yet started."""
     server = HubServer()
     qwen = fixture_repo("Qwen--Qwen2.5-1.5B")
     qwen.files["model.safetensors"] = safetensors_header(
@@ -36,9 +44,7 @@ def hub() -> Iterator[HubServer]:
     server.state.repos["broken/server-error"] = fixture_repo("Qwen--Qwen2.5-7B", fault="500")
     server.state.repos["broken/truncated"] = fixture_repo("Qwen--Qwen2.5-7B", fault="truncate")
     server.state.repos["broken/not-json"] = type(qwen)(files={"config.json": b"<html>oops</html>"})
-    server.start()
-    yield server
-    server.stop()
+    return server
 
 
 def run_kvplan(

@@ -44,6 +44,18 @@ UNMODELLED_FIGURES = {
 }
 
 
+def engine_of(source: dict[str, object]) -> str:
+    """The engine family whose overheads a point carries (speed_model.ENGINES), from its source's `engine`."""
+    name = str(source.get("engine", "")).lower()
+    if name.startswith(("tensorrt-llm", "nvidia nemo")):
+        return "tensorrt-llm"
+    if name.startswith("gpt-fast"):
+        return "gpt-fast"
+    if name.startswith(("vllm", "sglang")):
+        return sm.VLLM
+    raise ValueError(f"unknown engine {name!r}")
+
+
 def _parallel(k: dict[str, object]) -> tuple[int, int, bool] | str:
     """(tp, dp, expert_parallel) as kvplan plans the point, or why it cannot.
 
@@ -102,7 +114,7 @@ def _load(path: Path) -> list[tuple[MeasuredPoint | None, tuple[str, str]]]:
         obs = rl.measured_observation(
             p["id"], costs, rl.roof_from_gpu(gpu, costs.compute_dtype), kind=kind, value=value,
             batch=batch, context=k["context"], prompt=k.get("prompt"),
-            output=k.get("output_tokens"), gpus=tp)
+            output=k.get("output_tokens"), gpus=tp, engine=engine_of(p["source"]))
         out.append((MeasuredPoint(p["id"], p["class"], split_of(p["id"]), obs), (p["id"], "")))
     return out
 

@@ -9,7 +9,7 @@ import pytest
 from kvplan.errors import InvalidParameter
 from kvplan.units import parse_bytes
 from kvplan.vllm.fit import plan_fit
-from kvplan.vllm.memory.cuda_graphs import CUDA_GRAPH_BYTES_PER_GRAPH_LAYER, CUDA_GRAPH_POOL_BASE_BYTES
+from kvplan.vllm.memory.cuda_graphs import CUDA_GRAPH_BYTES_PER_GRAPH, CUDA_GRAPH_FIRST_CAPTURE_BYTES
 from kvplan.vllm.memory.non_torch import NON_TORCH_BYTES_SINGLE_GPU
 from kvplan.vllm.memory.weights import loaded_weights_bytes_per_gpu
 from kvplan.vllm.settings import ServeSettings
@@ -43,7 +43,7 @@ def test_default_budget_on_h100_is_vllms_formula() -> None:
     # vLLM counts in the consumed memory beside the non-torch growth
     activation = int(1024 * 152_064 * 20.0) + 8192 * 3584 * 2
     non_torch = NON_TORCH_BYTES_SINGLE_GPU + int(1024 * 152_064 * (4 + 4 / 32))
-    graphs = CUDA_GRAPH_POOL_BASE_BYTES + 102 * 28 * CUDA_GRAPH_BYTES_PER_GRAPH_LAYER
+    graphs = CUDA_GRAPH_FIRST_CAPTURE_BYTES + (50 + 50) * CUDA_GRAPH_BYTES_PER_GRAPH  # 51 + 51 graphs
     assert (r.requested_bytes, r.weights_bytes, r.activation_bytes, r.cuda_graph_bytes, r.non_torch_bytes) == (
         requested, weights, activation, graphs, non_torch)
     assert r.available_kv_bytes == requested - weights - activation - graphs - non_torch

@@ -25,21 +25,22 @@ def _evaluate(tmp_path: Path, require: str, util: float):  # type: ignore[no-unt
 
 
 def test_starts_pessimistic_fails_where_only_the_best_estimate_starts(tmp_path: Path) -> None:
-    # Util 0.2: 0.49 GiB of KV at the best estimate (one 4,096-token request needs 0.22), −0.14 at the
-    # pessimistic end. Util 0.205: +0.25 GiB even pessimistically.
+    # Util 0.2: 0.46 GiB of KV at the best estimate (one 4,096-token request needs 0.22), −0.19 at the
+    # pessimistic end. Util 0.21: +0.60 GiB even pessimistically. (The CUDA-graph estimate's high end follows
+    # vLLM's logged estimates, tests/fixtures/data/cuda-graph-estimates.yaml: 0.205 no longer suffices.)
     best = _evaluate(tmp_path, "starts: true", 0.2).checks[0]
     worst = _evaluate(tmp_path, "starts: pessimistic", 0.2).checks[0]
     assert best.passed and not worst.passed
     assert worst.measured == "starts only if the estimate is optimistic"
     assert "pessimistic end of the estimate" in worst.message
-    assert _evaluate(tmp_path, "starts: pessimistic", 0.205).checks[0].passed
+    assert _evaluate(tmp_path, "starts: pessimistic", 0.21).checks[0].passed
 
 
 def test_min_kv_tokens_can_be_judged_at_the_pessimistic_end(tmp_path: Path) -> None:
     best = _evaluate(tmp_path, "min_kv_tokens: 140000", 0.3).checks[0]
     worst = _evaluate(tmp_path, "min_kv_tokens: {value: 150000, estimate: pessimistic}", 0.3).checks[0]
-    assert best.passed and best.measured == 157_296
-    assert not worst.passed and worst.measured == 145_488  # the range's low end (kv_cache_tokens_range)
+    assert best.passed and best.measured == 156_912
+    assert not worst.passed and worst.measured == 144_704  # the range's low end (kv_cache_tokens_range)
 
 
 def test_a_bad_estimate_value_is_refused(tmp_path: Path) -> None:

@@ -25,19 +25,19 @@ def _graphs(*args: str) -> int:
 
 def test_default_mode_and_the_modes_vllm_accepts() -> None:
     # H100, max_num_seqs 1024: 51 capture sizes, all of them decode sizes too.
-    assert _graphs(QWEN) == cuda_graph_bytes(51, 51, 28)
-    assert _graphs(QWEN, "--compilation-config", '{"cudagraph_mode": "PIECEWISE"}') == cuda_graph_bytes(51, 0, 28)
-    assert _graphs(QWEN, "-cc", '{"cudagraph_mode": "FULL_DECODE_ONLY"}') == cuda_graph_bytes(0, 51, 28)
+    assert _graphs(QWEN) == cuda_graph_bytes(51, 51)
+    assert _graphs(QWEN, "--compilation-config", '{"cudagraph_mode": "PIECEWISE"}') == cuda_graph_bytes(51, 0)
+    assert _graphs(QWEN, "-cc", '{"cudagraph_mode": "FULL_DECODE_ONLY"}') == cuda_graph_bytes(0, 51)
     assert _graphs(QWEN, "--compilation-config", '{"cudagraph_mode": "NONE"}') == 0
     sizes = '{"cudagraph_capture_sizes": [1, 2, 4, 8]}'
-    assert _graphs(QWEN, "--compilation-config", sizes) == cuda_graph_bytes(4, 4, 28)
+    assert _graphs(QWEN, "--compilation-config", sizes) == cuda_graph_bytes(4, 4)
 
 
 def test_a_pasted_vllm_serve_line_carries_the_compilation_config() -> None:
     line = f"vllm serve {QWEN} --compilation-config '{{\"cudagraph_mode\": \"PIECEWISE\"}}'"
-    assert _graphs("--vllm-cmd", line) == cuda_graph_bytes(51, 0, 28)
+    assert _graphs("--vllm-cmd", line) == cuda_graph_bytes(51, 0)
     line = f"vllm serve {QWEN} -cc='{{\"max_cudagraph_capture_size\": 16}}'"
-    assert _graphs("--vllm-cmd", line) == cuda_graph_bytes(5, 5, 28)
+    assert _graphs("--vllm-cmd", line) == cuda_graph_bytes(5, 5)
 
 
 def test_a_bad_compilation_config_is_vllms_error() -> None:
@@ -50,10 +50,10 @@ def test_gpt_oss_captures_up_to_1024_unless_told_otherwise() -> None:
     """models/config.py:GptOssForCausalLMConfig: max_cudagraph_capture_size 1024 (67 → 83 graphs)."""
     oss = str(CONFIGS / "openai--gpt-oss-20b")
     default = _graphs(oss, "--weights-memory", "0", "--max-num-seqs", "1024")
-    assert default == cuda_graph_bytes(83, 83, 24)
+    assert default == cuda_graph_bytes(83, 83, moe_layers=24)
     capped = _graphs(oss, "--weights-memory", "0", "--max-num-seqs", "1024", "--compilation-config",
                      '{"max_cudagraph_capture_size": 512}')
-    assert capped == cuda_graph_bytes(51, 51, 24)
+    assert capped == cuda_graph_bytes(51, 51, moe_layers=24)
 
 
 def test_a_plan_takes_compilation_config_as_a_modelled_option(tmp_path: Path) -> None:

@@ -1,5 +1,5 @@
 """kvplan against vLLM 0.33's own KV planner with CUDA rules (tests/fixtures/oracle-cuda/, made by
-tools/cuda_oracle/regen.py; 29 fixture and 193 corpus configs × H100, B200, A100, H100 fp8, H100 TP 2): every
+tools/cuda_oracle/regen.py; 29 fixture and 200 corpus configs × H100, B200, A100, H100 fp8, H100 TP 2): every
 case is exact, or refused with vLLM's own reason, except the rules listed below, pinned as still different
 so that modelling one updates this list. Cases where the oracle itself failed (FAILURES.md) are left out."""
 from __future__ import annotations

@@ -253,3 +253,14 @@ def test_the_disagreements_the_table_fixed(tmp_path: Path) -> None:
 
     with pytest.raises(KvplanError, match="at most 65,536"):
         _plan("block-size", 2**17, tmp_path)
+
+
+def test_a_startup_logs_echoed_command_reads_the_tables_spellings() -> None:
+    """kvplan/vllm/startup_log.py takes its aliases and switches from the table: --device-memory-utilization
+    in an echoed `vllm serve` line was dropped before."""
+    from kvplan.vllm.startup_log import parse_startup_log
+
+    log = parse_startup_log("INFO 01-01 api_server.py:1] vllm serve org/m --device-memory-utilization 0.8 -tp 2 "
+                            "-q fp8 --no-enable-prefix-caching --enforce-eager")
+    assert (log.gpu_memory_utilization, log.tensor_parallel_size, log.quantization) == (0.8, 2, "fp8")
+    assert (log.enable_prefix_caching, log.enforce_eager) == (False, True)

@@ -31,4 +31,5 @@ def test_every_catalog_number_and_advice_flag_is_whole(width: int) -> None:
     fit = run_kvplan(["fit", str(CONFIGS / "openai--gpt-oss-120b"), "--gpu", "H100"],
                      env={"COLUMNS": str(width)}).stdout
     advice = fit[fit.index("What fixes it"):]
-    assert "--gpu-memory-utilization 0.95" in advice and "--tensor-parallel-size 2" in advice
+    # 0.98: gpt-oss-120b's 36 MoE layers raise vLLM's CUDA-graph estimate (memory/cuda_graphs.py)
+    assert "--gpu-memory-utilization 0.98" in advice and "--tensor-parallel-size 2" in advice

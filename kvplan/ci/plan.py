@@ -3,7 +3,8 @@
 A plan is YAML. It is read with PyYAML's *safe* composer only (`yaml.compose(…, Loader=SafeLoader)`):
 the node graph is walked here, never constructed by a loader, so every key and value keeps its line,
 no Python object can be created from a tag, and anchors/aliases are expanded under a node budget
-(`MAX_NODES`) and a depth limit, so an alias bomb ("billion laughs") or a self-referencing alias
+(`MAX_NODES`) and a depth limit (measured on the text before PyYAML reads it: kvplan/yaml_reader.py, the
+reader GPU files use too), so an alias bomb ("billion laughs") or a self-referencing alias
 stops with a clear error instead of hanging. Every mistake is a `ParseError` whose message names the
 file, the line and the key: `plan.yaml:7: deployments[0].require.min_concurency: unknown key (did you
 mean min_concurrency?)`.
@@ -45,6 +46,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, get_args
 
+from kvplan import yaml_reader
 from kvplan.errors import KvplanError, ParseError, close_matches
 from kvplan.vllm.command_line import VLLM_IGNORED, VLLM_UNMODELLED
 from kvplan.vllm.engine_args import ENGINE_ARGS, SETTING_ARGS, EngineArg
@@ -56,11 +58,9 @@ if TYPE_CHECKING:
     from kvplan.vllm.settings import ServeSettings
 
 # --- limits ---------------------------------------------------------------------------------------
-# A plan of 100 deployments with 10 requirements each is about 5,000 nodes; 20,000 leaves room and
-# stops alias expansion long before it costs memory or time (a 9-level "billion laughs" would
-# expand to 10⁹ nodes).
-MAX_NODES = 20_000
-MAX_DEPTH = 40  # nesting of mappings/sequences; real plans use 5
+# The YAML reader's, shared with GPU files (kvplan/yaml_reader.py): nodes once aliases are expanded, nesting.
+MAX_NODES = yaml_reader.MAX_NODES
+MAX_DEPTH = yaml_reader.MAX_DEPTH
 MAX_PLAN_BYTES = 1 << 20  # 1 MiB: a plan is a few KB (kvplan.files.PLAN)
 _SHOWN_DEPTH = 8  # path components shown in a message
 PLAN_VERSION = 1
@@ -228,21 +228,11 @@ class _Walker:
 
 
 def parse_yaml(text: str, where: str) -> Doc:
-    """Compose `text` with the safe loader and walk it into a `Doc` (plain data plus lines)."""
-    import yaml
+    """Compose `text` with the bounded safe reader (kvplan/yaml_reader.py) and walk it into a `Doc` (plain
+    data plus lines)."""
+    from kvplan import yaml_reader
 
-    try:
-        node = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        context = getattr(exc, "context", None)
-        if context and problem.startswith("but "):  # "expected a single document … but found another document"
-            problem = f"{context} {problem}"
-        line = f"{mark.line + 1}:" if mark is not None else ""
-        raise ParseError(f"{where}:{line} not valid YAML: {problem}") from None
-    except RecursionError:
-        raise ParseError(f"{where}: nested too deeply to read") from None
+    node = yaml_reader.compose(text, where)
     doc = Doc(where, None)
     if node is None:
         return doc

@@ -29,9 +29,6 @@ EPILOG = (
 
 _NO_MODEL = "--model MODEL: the log does not name the model"
 # fit's option name → the ServeSettings field it sets (to tell which flags the user gave).
-_GIVEN_FIELDS = {"tensor_parallel_size": "tp", "pipeline_parallel_size": "pp"}
-
-
 def _opt(help_: str, *names: str) -> Any:
     return typer.Option(*names, help=help_, show_default=False)
 
@@ -112,7 +109,9 @@ def command(
     }
     flags = settings_from_flags(given, usage, vllm_version, weights_memory, activation_memory, non_torch_memory,
                                 cuda_graph_memory, None, None)
-    names = frozenset(_GIVEN_FIELDS.get(k, k) for k, v in given.items() if v is not None)
+    from kvplan.vllm.engine_args import BY_NAME
+
+    names = frozenset(BY_NAME[k].field or k for k, v in given.items() if v is not None)  # the ServeSettings fields
     names |= {"vllm_version"} if vllm_version is not None else frozenset()
 
     missing: list[str] = []

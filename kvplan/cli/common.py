@@ -53,4 +53,12 @@ def load_model_with_weights(
     if not hub.is_hub_id(source):
         return spec, None
     with _spinner(f"Reading {source} safetensors metadata…", quiet):  # type: ignore[attr-defined]
-        return spec, hub.safetensors_weights(source, revision)
+        weights, refused = hub.safetensors_metadata(source, revision)
+    from kvplan.cli.console import err
+    from kvplan.model.weights import metadata_disagreement
+
+    note = (f"safetensors metadata not used ({refused}); weights are the analytic count" if refused
+            else metadata_disagreement(spec, weights.bytes) if weights else None)
+    if note:
+        err().print(f"Warning: {note}", markup=False, soft_wrap=True)
+    return spec, weights

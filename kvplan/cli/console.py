@@ -56,7 +56,14 @@ def console(**kwargs: Any) -> Console:
 
     if os.environ.get("NO_COLOR"):
         kwargs.setdefault("color_system", None)
+    columns = os.environ.get("COLUMNS", "").strip()
+    if columns.isdigit():  # Rich takes COLUMNS=0 as a width of 0 and prints nothing at all
+        kwargs.setdefault("width", min(max(int(columns), MIN_WIDTH), MAX_WIDTH))
     return _console_class()(**kwargs)
+
+
+# kvplan's bounds on $COLUMNS: below 40 every table is cut to ellipses, above 10,000 is no terminal
+MIN_WIDTH, MAX_WIDTH = 40, 10_000
 
 
 def out() -> Console:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
 
 def main() -> None:
     """Console-script entry point."""
+    _closed_streams()
     argv = sys.argv[1:]
     if argv in (["--help"], ["-h"]):
         quick: str | None = top_help()
@@ -44,6 +45,18 @@ def main() -> None:
     from kvplan.cli.app import main as typer_main
 
     typer_main()
+
+
+def _closed_streams() -> None:
+    """Standard streams the shell closed or cannot encode (kvplan.files.repair_standard_streams); a closed
+    stdout is one error line and exit 2."""
+    from kvplan.files import repair_standard_streams
+
+    problem = repair_standard_streams()
+    if problem is not None:
+        sys.stderr.write(f"Error: {problem}\n")
+        sys.stderr.flush()
+        os._exit(2)
 
 
 def _write(text: str) -> bool:

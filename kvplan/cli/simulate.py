@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import enum
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -495,9 +496,10 @@ def serve(
     elif bandwidth_efficiency is not None or compute_efficiency is not None:
         raise InvalidParameter("--bandwidth-efficiency and --compute-efficiency tune the roofline, which "
                                "--step-ms, --ms-per-token and --ms-per-context-ktok replace")
-    report = simulate_serve(requests, config, roofline or _fixed_cost(*fixed),
-                            ttft_slo_s=_parse_seconds(ttft_slo, "--ttft-slo"),
-                            tpot_slo_s=_parse_seconds(tpot_slo, "--tpot-slo"))
+    ttft_s, tpot_s = _parse_seconds(ttft_slo, "--ttft-slo"), _parse_seconds(tpot_slo, "--tpot-slo")
+    with _progress(len(requests)) as progress:
+        report = simulate_serve(requests, config, roofline or _fixed_cost(*fixed), ttft_slo_s=ttft_s,
+                                tpot_slo_s=tpot_s, progress=progress)
     if roofline is not None:
         report = replace(report, cost_model=ROOFLINE_COST_MODEL, cost_model_params=roofline.figures())
     if json_:
@@ -508,6 +510,27 @@ def serve(
         from kvplan.render.simulate import render_serve
 
         out().print(render_serve(report, pool))
+
+
+PROGRESS_FROM = 20_000  # requests: below this a serve simulation takes a few seconds at most
+
+
+@contextmanager
+def _progress(total: int) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr for a long simulation (Rich's, removed when done); none when stderr is not
+    a terminal (CI logs, pipes) or the run is short. stdout is untouched."""
+    from kvplan.cli.console import err
+
+    console = err()
+    if total < PROGRESS_FROM or not console.is_terminal:
+        yield None
+        return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("requests"),
+                  TimeElapsedColumn(), console=console, transient=True) as bar:
+        task = bar.add_task("serve", total=total)
+        yield lambda done, _: bar.update(task, completed=done)
 
 
 def _config(num_gpu_blocks: int | None, kv_tokens: str | None, block_size: int | None, max_num_seqs: int | None,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from kvplan.errors import BadConfig, InvalidParameter, ParseError, UnknownGpu, close_matches
+from kvplan.errors import BadConfig, InvalidParameter, UnknownGpu, close_matches
 from kvplan.units import parse_bytes
 
 GPUS_FILE_ENV = "KVPLAN_GPUS_FILE"
@@ -582,39 +582,12 @@ def _slug_index(specs: Iterable[GpuSpec]) -> dict[str, set[str]]:
     return index
 
 
-# A catalog of 100 GPUs is about 3,000 YAML nodes. Aliases may not expand a file past this budget:
-# an alias bomb ("billion laughs") loads in microseconds as shared references, but walking it would not end.
-MAX_YAML_NODES = 100_000
+def _load_yaml(text: str, where: str, *, packaged: bool = False) -> Any:
+    """A GPU file's data, read by the bounded YAML reader plans use too (kvplan/yaml_reader.py: its depth
+    and node limits)."""
+    from kvplan import yaml_reader
 
-
-def _load_yaml(text: str, where: str) -> Any:
-    import yaml
-
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        problem = getattr(exc, "problem", None) or str(exc).splitlines()[0]
-        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        raise ParseError(f"{where}: not valid YAML{at}: {problem}") from None
-    except RecursionError:
-        raise ParseError(f"{where}: nested too deeply to read") from None
-    _check_expanded_size(data, where)
-    return data
-
-
-def _check_expanded_size(data: Any, where: str) -> None:
-    """Refuse data whose aliases expand past MAX_YAML_NODES (or refer to themselves)."""
-    stack, seen = [data], 0
-    while stack:
-        node = stack.pop()
-        seen += 1
-        if seen > MAX_YAML_NODES:
-            raise ParseError(f"{where}: more than {MAX_YAML_NODES:,} YAML nodes once aliases are expanded: refused")
-        if isinstance(node, dict):
-            stack.extend(node.values())
-        elif isinstance(node, list):
-            stack.extend(node)
+    return yaml_reader.load(text, where, packaged=packaged)
 
 
 @functools.cache
@@ -624,7 +597,7 @@ def _packaged_catalog() -> Mapping[str, GpuSpec]:
 
     text = files("kvplan.hardware").joinpath(PACKAGED_FILE).read_text(encoding="utf-8")
     where = f"kvplan/hardware/{PACKAGED_FILE}"
-    return parse_catalog(_load_yaml(text, where), where, strict=True)
+    return parse_catalog(_load_yaml(text, where, packaged=True), where, strict=True)
 
 
 def _read_user_file(path: Path) -> Any:

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from kvplan.errors import InvalidParameter
-from kvplan.hardware.speed_model import LinkKind, Observation, SpeedCalibration, StepOverheads, StepShape
+from kvplan.hardware.speed_model import VLLM, LinkKind, Observation, SpeedCalibration, StepOverheads, StepShape
 from kvplan.model.spec import LayerSpec, ModelSpec
 
 if TYPE_CHECKING:
@@ -1075,7 +1075,7 @@ def batch_prefill_cost(costs: ModelCosts, batch: int, prompt: int) -> StepCost:
 
 def measured_observation(
     point_id: str, costs: ModelCosts, roof: Roof, *, kind: str, value: float, batch: int, context: int,
-    prompt: int | None = None, output: int | None = None, gpus: int = 1,
+    prompt: int | None = None, output: int | None = None, gpus: int = 1, engine: str = VLLM,
 ) -> Observation:
     """A published measurement as the steps it spans (speed_model.Observation), from its settings.
 
@@ -1083,6 +1083,7 @@ def measured_observation(
     ms ÷ 1000). ttft_ms: the prefill of `batch` prompts of `prompt` tokens, first token included.
     static_batch_*: that prefill, then `output − 1` decode steps at `context` (the mean context over the
     run): the first output token comes out of the prefill; `_per_gpu` figures are over `gpus` GPUs.
+    `engine` is whose overheads the measurement carries (speed_model.ENGINES).
     """
     if kind not in MEASURED_KINDS:
         raise InvalidParameter(f"unknown measured figure {kind!r}; expected one of {', '.join(MEASURED_KINDS)}")
@@ -1099,16 +1100,16 @@ def measured_observation(
     decode = step_cost(costs, decode_reqs=batch, decode_context=context)
     if kind in ("per_request_tok_s", "itl_ms", "tpot_ms"):
         seconds = 1.0 / value if kind == "per_request_tok_s" else value / 1e3
-        return Observation(point_id, roof.arch, roof.link, (shape(decode),), False, seconds)
+        return Observation(point_id, roof.arch, roof.link, (shape(decode),), False, seconds, engine)
     if prompt is None:
         raise InvalidParameter(f"{point_id}: {kind} needs the prompt length")
     steps = [shape(batch_prefill_cost(costs, batch, prompt))]
     if kind == "ttft_ms":
-        return Observation(point_id, roof.arch, roof.link, tuple(steps), True, value / 1e3)
+        return Observation(point_id, roof.arch, roof.link, tuple(steps), True, value / 1e3, engine)
     if output is None or output < 1:
         raise InvalidParameter(f"{point_id}: {kind} needs the output length")
     if output > 1:
         steps.append(shape(decode, output - 1))
     per_gpu = gpus if kind == "static_batch_out_tok_s_per_gpu" else 1
     seconds = value / 1e3 if kind == "static_batch_e2e_ms" else batch * output / (value * per_gpu)
-    return Observation(point_id, roof.arch, roof.link, tuple(steps), True, seconds)
+    return Observation(point_id, roof.arch, roof.link, tuple(steps), True, seconds, engine)

@@ -25,6 +25,11 @@ from dataclasses import dataclass, field, replace
 from typing import Literal
 
 LinkKind = Literal["nvlink", "pcie"]
+# Engines whose measurements calibrate the model. kvplan predicts vLLM; the others' points still fit the
+# efficiencies (kernels reading HBM), each with overheads of its own. SGLang (Python scheduler, CUDA graphs,
+# FlashInfer/FlashAttention kernels, like vLLM) has too few points for its own and is scored as vLLM.
+VLLM = "vllm"
+ENGINES = (VLLM, "tensorrt-llm", "gpt-fast")
 
 
 @dataclass(frozen=True)
@@ -57,6 +62,9 @@ class SpeedCalibration:
     overheads: StepOverheads  # layer/MoE/step/request costs and the ratio range
     fitted_on: tuple[str, ...] = ()  # measured point ids
     kv_bandwidth_efficiency: Mapping[str, float] = field(default_factory=dict)  # arch → KV/state reads' share
+    # The overheads of the other engines whose measurements share the efficiencies' fit (allreduce_s inside):
+    # their kernels read HBM as fast, their schedulers and launches cost differently.
+    engine_overheads: Mapping[str, StepOverheads] = field(default_factory=dict)
 
     def kv_efficiency(self, arch: str) -> float:
         """The KV-read efficiency of `arch` (its weight-read efficiency where no KV-heavy point fixed it)."""
@@ -65,16 +73,19 @@ class SpeedCalibration:
         return _pick(self.kv_bandwidth_efficiency, arch)[0] if self.kv_bandwidth_efficiency else \
             _pick(self.bandwidth_efficiency, arch)[0]
 
-    def for_gpu(self, arch: str, link: LinkKind | None) -> tuple[float, float, StepOverheads, str]:
-        """Efficiencies and overheads for a GPU of class `arch` on `link`, and how they were chosen.
+    def for_gpu(self, arch: str, link: LinkKind | None, engine: str = VLLM) -> tuple[float, float, StepOverheads, str]:
+        """Efficiencies and overheads for a GPU of class `arch` on `link` under `engine`, and how they were chosen.
 
         A class the calibration has no point for takes the lowest fitted efficiency (the pessimistic
         choice: slower, never faster than any measured class) and a range widened to include 1.0 ÷ it.
         """
         bw, bw_known = _pick(self.bandwidth_efficiency, arch)
         fl, fl_known = _pick(self.compute_efficiency, arch)
-        ar = self.allreduce_s.get(link or "", max(self.allreduce_s.values(), default=0.0))
-        over = replace(self.overheads, allreduce_s=ar)
+        if engine != VLLM and engine in self.engine_overheads:
+            over = self.engine_overheads[engine]
+        else:
+            ar = self.allreduce_s.get(link or "", max(self.allreduce_s.values(), default=0.0))
+            over = replace(self.overheads, allreduce_s=ar)
         how = f"calibrated on {len(self.fitted_on)} measured points"
         if not (bw_known and fl_known):
             over = replace(over, ratio_low=min(over.ratio_low, 0.8), ratio_high=max(over.ratio_high, 1.25))
@@ -115,11 +126,12 @@ class Observation:
     steps: tuple[StepShape, ...]
     first_token: bool  # the time includes a request's admission and first token (TTFT, a whole batch)
     measured_s: float
+    engine: str = VLLM  # whose overheads the time carries (ENGINES)
 
 
 def predict_s(obs: Observation, cal: SpeedCalibration) -> float:
     """The model's time for an observation (without the range)."""
-    bw, fl, over, _ = cal.for_gpu(obs.arch, obs.link)
+    bw, fl, over, _ = cal.for_gpu(obs.arch, obs.link, obs.engine)
     kv = cal.kv_efficiency(obs.arch)
     total = over.request_s if obs.first_token else 0.0
     for s in obs.steps:
@@ -148,13 +160,21 @@ def fit_speed_model(observations: Sequence[Observation], *, rounds: int = 4) -> 
         coef = _nnls(names, rows)
         cal = _calibration(coef, obs)
         memory_bound = _binding_roofs(obs, cal)
-    ratios = [o.measured_s / predict_s(o, cal) for o in obs]
-    return replace(cal, overheads=replace(cal.overheads, ratio_low=min(ratios), ratio_high=max(ratios)))
+
+    def spread(over: StepOverheads, engine: str | None) -> StepOverheads:
+        ratios = [o.measured_s / predict_s(o, cal) for o in obs if engine in (None, o.engine)] or [1.0]
+        return replace(over, ratio_low=min(ratios), ratio_high=max(ratios))
+
+    # kvplan's own range is the spread over every engine's points: vLLM's few points alone fit too closely
+    # to say how far an unseen deployment may land (the validation half lands outside their spread).
+    return replace(cal, overheads=spread(cal.overheads, None),
+                   engine_overheads={e: spread(o, e) for e, o in cal.engine_overheads.items()})
 
 
 def _row(o: Observation, memory_bound: Mapping[tuple[str, int], bool]) -> tuple[dict[str, float], float]:
     """Each unknown's multiplier in `o`'s predicted time, and the part that is known (the ring's bandwidth)."""
-    values: dict[str, float] = {"request_s": 1.0} if o.first_token else {}
+    at = "@" + o.engine
+    values: dict[str, float] = {"request_s" + at: 1.0} if o.first_token else {}
     known = 0.0
 
     def add(name: str, x: float) -> None:
@@ -167,11 +187,11 @@ def _row(o: Observation, memory_bound: Mapping[tuple[str, int], bool]) -> tuple[
             add("inv_kv:" + o.arch, s.count * s.kv_s)
         else:
             add("inv_fl:" + o.arch, s.count * s.compute_s)
-        add("layer_s", s.count * s.layers)
-        add("moe_layer_s", s.count * s.moe_layers)
-        add("step_s", s.count)
+        add("layer_s" + at, s.count * s.layers)
+        add("moe_layer_s" + at, s.count * s.moe_layers)
+        add("step_s" + at, s.count)
         if o.link:
-            add("ar:" + o.link, s.count * s.all_reduces)
+            add("ar:" + o.link + at, s.count * s.all_reduces)
         known += s.count * s.comm_s
     return values, known
 
@@ -180,6 +200,7 @@ def _row(o: Observation, memory_bound: Mapping[tuple[str, int], bool]) -> tuple[
 # engine's outlier (a measurement far off the rest) moves the fit much less than under least squares.
 IRLS_ROUNDS = 30
 IRLS_FLOOR = 0.01  # residuals below 1 % weigh as 1 %
+RIDGE = 1e-9
 
 
 def _nnls(names: list[str], rows: Sequence[tuple[tuple[dict[str, float], float], Observation]]) -> dict[str, float]:
@@ -202,36 +223,50 @@ def _nnls(names: list[str], rows: Sequence[tuple[tuple[dict[str, float], float],
 
 
 def _least_squares(a: Sequence[Sequence[float]], b: Sequence[float]) -> list[float]:
-    """Solve min ‖a·x − b‖ by the normal equations with partial pivoting (a handful of unknowns)."""
+    """Solve min ‖a·x − b‖ by the normal equations with partial pivoting (a handful of unknowns).
+
+    Columns are scaled to unit norm first, and a ridge of RIDGE keeps the directions the data do not determine
+    (two overheads that always occur together, such as one engine's per-layer and per-step costs at a single
+    layer count) at the smallest solution instead of failing; determined coefficients move by about RIDGE.
+    """
     n = len(a[0]) if a else 0
-    m = [[sum(r[i] * r[j] for r in a) for j in range(n)] + [sum(r[i] * y for r, y in zip(a, b, strict=True))]
+    norms = [math.sqrt(sum(r[j] * r[j] for r in a)) or 1.0 for j in range(n)]
+    scaled = [[r[j] / norms[j] for j in range(n)] for r in a]
+    m = [[sum(r[i] * r[j] for r in scaled) for j in range(n)] + [sum(r[i] * y for r, y in zip(scaled, b, strict=True))]
          for i in range(n)]
+    for i in range(n):
+        m[i][i] += RIDGE
     for col in range(n):
         piv = max(range(col, n), key=lambda r: abs(m[r][col]))
         m[col], m[piv] = m[piv], m[col]
-        if abs(m[col][col]) < 1e-30:
-            raise ValueError("the observations do not determine every coefficient")
         for r in range(n):
             if r != col:
                 f = m[r][col] / m[col][col]
                 m[r] = [x - f * y for x, y in zip(m[r], m[col], strict=True)]
-    return [m[i][n] / m[i][i] for i in range(n)]
+    return [m[i][n] / m[i][i] / norms[i] for i in range(n)]
 
 
 def _calibration(coef: Mapping[str, float], obs: Sequence[Observation]) -> SpeedCalibration:
     def eff(prefix: str) -> dict[str, float]:
         return {k.split(":", 1)[1]: min(1.0, 1.0 / v) for k, v in coef.items() if k.startswith(prefix) and v > 0}
 
-    over = StepOverheads(layer_s=coef.get("layer_s", 0.0), moe_layer_s=coef.get("moe_layer_s", 0.0),
-                         step_s=coef.get("step_s", 0.0), request_s=coef.get("request_s", 0.0))
-    links = {k.split(":", 1)[1]: v for k, v in coef.items() if k.startswith("ar:")}
-    return SpeedCalibration(eff("inv_bw:"), eff("inv_fl:"), links, over, tuple(o.id for o in obs), eff("inv_kv:"))
+    def overheads(engine: str) -> StepOverheads:
+        at = "@" + engine
+        links = [v for k, v in coef.items() if k.startswith("ar:") and k.endswith(at)]
+        return StepOverheads(layer_s=coef.get("layer_s" + at, 0.0), moe_layer_s=coef.get("moe_layer_s" + at, 0.0),
+                             allreduce_s=max(links, default=0.0), step_s=coef.get("step_s" + at, 0.0),
+                             request_s=coef.get("request_s" + at, 0.0))
+
+    links = {k[3:].split("@")[0]: v for k, v in coef.items() if k.startswith("ar:") and k.endswith("@" + VLLM)}
+    others = {o.engine for o in obs} - {VLLM}
+    return SpeedCalibration(eff("inv_bw:"), eff("inv_fl:"), links, replace(overheads(VLLM), allreduce_s=0.0),
+                            tuple(o.id for o in obs), eff("inv_kv:"), {e: overheads(e) for e in sorted(others)})
 
 
 def _binding_roofs(obs: Sequence[Observation], cal: SpeedCalibration) -> dict[tuple[str, int], bool]:
     out: dict[tuple[str, int], bool] = {}
     for o in obs:
-        bw, fl, _, _ = cal.for_gpu(o.arch, o.link)
+        bw, fl, _, _ = cal.for_gpu(o.arch, o.link, o.engine)
         kv = cal.kv_efficiency(o.arch)
         for i, s in enumerate(o.steps):
             out[(o.id, i)] = s.memory_s / bw + s.kv_s / kv >= s.compute_s / fl
@@ -243,26 +278,29 @@ def rounded(cal: SpeedCalibration, digits: int = 3) -> SpeedCalibration:
     def sig(x: float) -> float:
         return 0.0 if x == 0 else round(x, digits - 1 - math.floor(math.log10(abs(x))))
 
-    o = cal.overheads
+    def over(o: StepOverheads) -> StepOverheads:
+        return StepOverheads(sig(o.layer_s), sig(o.moe_layer_s), sig(o.allreduce_s), sig(o.step_s), sig(o.request_s),
+                             sig(o.ratio_low), sig(o.ratio_high))
+
     return SpeedCalibration(
         {k: sig(v) for k, v in sorted(cal.bandwidth_efficiency.items())},
         {k: sig(v) for k, v in sorted(cal.compute_efficiency.items())},
         {k: sig(v) for k, v in sorted(cal.allreduce_s.items())},
-        StepOverheads(sig(o.layer_s), sig(o.moe_layer_s), 0.0, sig(o.step_s), sig(o.request_s),
-                      sig(o.ratio_low), sig(o.ratio_high)),
+        over(cal.overheads),
         cal.fitted_on,
         {k: sig(v) for k, v in sorted(cal.kv_bandwidth_efficiency.items())},
+        {e: over(v) for e, v in sorted(cal.engine_overheads.items())},
     )
 
 
 # The shipped calibration: `fit_speed_model` on the calibration half of tests/fixtures/data/roofline-measured.yaml
 # at 3 significant figures (benchmarks/speed.py --fit prints it; tests/test_speed_model.py refits and compares).
 CALIBRATION = SpeedCalibration(
-    bandwidth_efficiency={"ampere": 0.699, "hopper": 0.542},
-    compute_efficiency={"ampere": 0.675, "hopper": 0.526},
-    allreduce_s={"nvlink": 5.49e-05},
-    overheads=StepOverheads(layer_s=8.34e-06, moe_layer_s=6.26e-06, step_s=0.0,
-                            request_s=0.00302, ratio_low=0.615, ratio_high=2.05,
+    bandwidth_efficiency={"ampere": 0.855, "hopper": 0.874},
+    compute_efficiency={"ampere": 0.678, "hopper": 0.545},
+    allreduce_s={"nvlink": 4.62e-05},
+    overheads=StepOverheads(layer_s=0.000132, moe_layer_s=0.0, step_s=0.0,
+                            request_s=0.0, ratio_low=0.859, ratio_high=2.14,
                             source="fitted on published measurements (tests/fixtures/data/roofline-measured.yaml)"),
     fitted_on=(
         "gptfast-llama2-7b-a100-tp1",
@@ -299,5 +337,11 @@ CALIBRATION = SpeedCalibration(
         "nemo-llama2-7b-h100-tp2-b8-128-20",
         "nemo-llama2-7b-h100-tp4-b8-128-20",
     ),
-    kv_bandwidth_efficiency={"ampere": 0.538, "hopper": 0.451},
+    kv_bandwidth_efficiency={"ampere": 0.568, "hopper": 0.49},
+    engine_overheads={
+        "gpt-fast": StepOverheads(layer_s=2.97e-05, moe_layer_s=8.62e-05, allreduce_s=2.96e-06,
+                          step_s=0.000951, request_s=0.0, ratio_low=0.993, ratio_high=1.04),
+        "tensorrt-llm": StepOverheads(layer_s=0.000123, moe_layer_s=0.000696, allreduce_s=1.75e-05,
+                          step_s=0.0, request_s=0.000759, ratio_low=0.859, ratio_high=2.14),
+    },
 )

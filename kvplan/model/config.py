@@ -15,12 +15,21 @@ from dataclasses import dataclass
 from typing import Any
 
 from kvplan.errors import BadConfig
-from kvplan.model.families import attention, classic, heterogeneous, mla, moe, recurrent
+from kvplan.model.families import attention, classic, dsv4, heterogeneous, mla, moe, recurrent
 from kvplan.model.families.text_config import mm_prefix_lm, text_config
 from kvplan.model.families.towers import multimodal_parts
 from kvplan.model.quantization import quant_spec
 from kvplan.model.reader import ConfigReader, check_rope_factor, model_length, names, positive_int
-from kvplan.model.spec import LayerKind, LayerSpec, MLADims, ModelSpec, MoESpec, QuantSpec, RecurrentState
+from kvplan.model.spec import (
+    Dsv4Dims,
+    LayerKind,
+    LayerSpec,
+    MLADims,
+    ModelSpec,
+    MoESpec,
+    QuantSpec,
+    RecurrentState,
+)
 
 # config/model.py:_get_and_verify_max_len: the keys that may bound the context length.
 _MAX_LEN_KEYS = (
@@ -90,7 +99,7 @@ def parse_config(
 def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any] | None) -> ModelSpec:
     """parse_config's stages: the language model's config, layer geometry, then the weights-only part."""
     top = config
-    data, model_type = text_config(config)
+    data, model_type, defaults_note = text_config(config)
     if not model_type and not top.get("architectures"):
         # transformers' AutoConfig (and so vLLM) needs one of them: "Unrecognized model … Should have a
         # `model_type` key in its config.json" (e.g. mamba_ssm's native Mamba-2 configs).
@@ -112,12 +121,18 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
     if heads % kv_heads:
         raise BadConfig(f"config.json: num_attention_heads ({heads}) is not a multiple of the KV heads ({kv_heads})")
     mla.refuse_unmodelled(c, model_type)
+    v4 = dsv4.dsv4_dims(c, model_type, num_layers)
     mla_dims = mla.mla_dims(c, model_type)
-    head_size = _head_size(c, hidden, heads) if has_attention else 0
+    plain_mha = mla.deepseek_mha(c, model_type)
+    if plain_mha:  # DeepseekAttention: self.head_dim = hidden_size // self.total_num_heads
+        head_size = hidden // heads
+    else:
+        head_size = _head_size(c, hidden, heads) if has_attention else 0
     dtype = _model_dtype(data, top)
     max_len, max_len_src = _max_model_len(data, model_type)
     weights = _weights_part(c, top, model_type, hidden, num_layers, types, quant_config, blocks)
-    geometry = _Geometry(heads, kv_heads, head_size, mla_dims, dtype, mla.indexer_head_size(c, mla_dims))
+    geometry = _Geometry(heads, kv_heads, head_size, mla_dims, dtype, mla.indexer_head_size(c, mla_dims), plain_mha,
+                         v4)
     layers, notes = _layers(c, model_type, types, geometry, weights.moe_layers, blocks)
     tie = top.get("tie_word_embeddings", data.get("tie_word_embeddings"))
     modalities, towers = multimodal_parts(top, hidden)
@@ -129,7 +144,7 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         hidden_size=hidden,
         num_layers=num_layers,
         num_attention_heads=heads,
-        num_kv_heads=1 if mla_dims else kv_heads,
+        num_kv_heads=1 if mla_dims or v4 else kv_heads,
         head_size=head_size if not mla_dims else mla_dims.kv_lora_rank + mla_dims.qk_rope_head_dim,
         vocab_size=c.num(*classic.VOCAB_KEYS, what="vocab_size"),
         intermediate_size=weights.intermediate,
@@ -139,9 +154,11 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         gated_mlp=classic.gated_mlp(model_type),
         moe=weights.moe,
         mla=mla_dims,
+        dsv4=v4,
         quant=weights.quant,
         max_model_len_source=max_len_src,
         notes=tuple(notes),
+        config_notes=(defaults_note,) if defaults_note else (),
         weights_unknown=weights.unknown,
         config_model_type=str(top.get("model_type") or "")[:128],
         config_dtype=_config_dtype(data, top),
@@ -189,6 +206,8 @@ class _Geometry:
     mla: MLADims | None
     dtype: str
     indexer_head_size: int
+    deepseek_mha: bool = False  # DeepseekAttention: V as wide as K, whatever v_head_dim says
+    v4: Dsv4Dims | None = None  # DeepSeek-V4's compressed sparse attention
 
 
 @dataclass(frozen=True)
@@ -315,9 +334,21 @@ def _layers(
     return tuple(out), notes
 
 
+def dsv4_layer(i: int, d: Dsv4Dims, heads: int, is_moe: bool) -> LayerSpec:
+    """A DeepSeek-V4 layer: its sliding window, its compress ratio and, on ratio-4 layers, the indexer's K row
+    (index_head_dim fp8 values and one fp32 scale per 128, as DeepSeek-V3.2's; attention.py:DeepseekV4Indexer)."""
+    ratio = d.ratios[i]
+    indexer = (d.index_head_dim + d.index_head_dim // mla.INDEXER_QUANT_BLOCK * mla.INDEXER_SCALE_BYTES
+               if ratio == dsv4.INDEXER_RATIO else 0)
+    return LayerSpec(i, "mla", num_kv_heads=1, head_size=d.head_dim, head_size_v=0, sliding_window=d.sliding_window,
+                     num_attention_heads=heads, moe=is_moe, indexer_head_size=indexer, compress_ratio=ratio)
+
+
 def _attention_layer(c: ConfigReader, model_type: str, i: int, t: str, g: _Geometry, is_moe: bool,
                      layer_kv: int | None) -> LayerSpec:
     """An attention layer: MLA, full (Gemma-4 global heads, Llama-4 chunked-local RoPE layers), or sliding."""
+    if g.v4 is not None:
+        return dsv4_layer(i, g.v4, g.heads, is_moe)
     if g.mla is not None:
         m = g.mla
         return LayerSpec(i, "mla", num_kv_heads=1, head_size=m.kv_lora_rank + m.qk_rope_head_dim, head_size_v=0,
@@ -325,7 +356,7 @@ def _attention_layer(c: ConfigReader, model_type: str, i: int, t: str, g: _Geome
     n = c.num(*classic.LAYER_KEYS, what="num_hidden_layers")
     if t in _ATTENTION_TYPES:
         h, d = layer_kv or g.kv_heads, g.head_size
-        dv = c.opt_int("v_head_dim") or d  # MiMo-V2: V heads narrower than K
+        dv = d if g.deepseek_mha else (c.opt_int("v_head_dim") or d)  # MiMo-V2: V heads narrower than K
         global_kv, global_hd = c.opt_int("num_global_key_value_heads"), c.opt_int("global_head_dim")
         if global_kv or global_hd:  # Gemma-4: global layers have their own KV heads and head size
             h, d = global_kv or g.kv_heads, global_hd or g.head_size
@@ -351,4 +382,7 @@ def _attention_layer(c: ConfigReader, model_type: str, i: int, t: str, g: _Geome
         dv = c.opt_int("swa_v_head_dim") or d
         return LayerSpec(i, "sliding_window", num_kv_heads=h, head_size=d, head_size_v=dv, sliding_window=window,
                          num_attention_heads=c.opt_int("swa_num_attention_heads") or g.heads, moe=is_moe)
-    raise BadConfig(f"config.json: layer type {t!r} (layer {i}) is not understood by kvplan")
+    exc = BadConfig(f"config.json: layer type {t!r} (layer {i}) is not understood by kvplan")
+    if t == "recurrent":  # RecurrentGemma's RG-LRU block: no attention module
+        exc.layer_without_attention = i
+    raise exc

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -52,18 +52,19 @@ def is_hub_id(source: str) -> bool:
     return 1 <= len(parts) <= 2 and all(parts)
 
 
-def _too_large(what: str, size: int | None) -> BadConfig:
+def _too_large(what: str, size: int | None, limit: int = MAX_CONFIG_BYTES) -> BadConfig:
     """`size` None: a pipe or device, which has no size until it is read."""
     return BadConfig(f"{what} is {f'{size:,} bytes, ' if size is not None else ''}larger than any real config "
-                     f"({MAX_CONFIG_BYTES:,}{'' if size is not None else ' bytes'})")
+                     f"({limit:,}{'' if size is not None else ' bytes'})")
 
 
-def _read_json(path: Path, what: str) -> dict[str, Any]:
-    """A JSON object from a regular file or an open pipe, at most MAX_CONFIG_BYTES (kvplan.files.CONFIG)."""
+def _read_json(path: Path, what: str, kind: Any = None) -> dict[str, Any]:
+    """A JSON object from a regular file or an open pipe, within `kind`'s bounds (default kvplan.files.CONFIG:
+    MAX_CONFIG_BYTES)."""
     from kvplan import files
 
     try:
-        text = files.read_text(str(path), files.CONFIG, where=what)
+        text = files.read_text(str(path), kind or files.CONFIG, where=what)
     except ModelNotFound:
         raise ModelNotFound(f"no {what} at {path}") from None
     try:
@@ -82,10 +83,14 @@ def _read_json(path: Path, what: str) -> dict[str, Any]:
 def load_local(source: str, *, hf_overrides: Mapping[str, Any] | None = None) -> ModelSpec:
     """A folder holding config.json (and maybe hf_quant_config.json), or a path to a config.json;
     `hf_overrides` as vLLM's --hf-overrides."""
+    from kvplan.model import mistral_format
+
     path = Path(os.path.expanduser(source))  # `~user` of no such user stays as written (Path raises)
     if path.is_dir():
         folder, cfg = path, path / CONFIG_NAME
         if not cfg.exists():
+            if (path / mistral_format.PARAMS_NAME).is_file():
+                raise BadConfig(mistral_format.only_params_json_message(str(path)))
             raise ModelNotFound(f"{path} has no {CONFIG_NAME}")
     elif path.exists():
         folder, cfg = path.parent, path
@@ -94,7 +99,20 @@ def load_local(source: str, *, hf_overrides: Mapping[str, Any] | None = None) ->
     quant_path = folder / QUANT_CONFIG_NAME
     quant = _read_json(quant_path, QUANT_CONFIG_NAME) if quant_path.exists() else None
     name = folder.name if cfg.name == CONFIG_NAME else cfg.stem
-    return parse_config(_read_json(cfg, str(cfg)), name=name, quant_config=quant, hf_overrides=hf_overrides)
+    spec = parse_config(_read_json(cfg, str(cfg)), name=name, quant_config=quant, hf_overrides=hf_overrides)
+    params_path = folder / mistral_format.PARAMS_NAME
+    if cfg.name != CONFIG_NAME or not params_path.is_file():
+        return spec
+    # repo_utils.py:is_mistral_model_repo: vLLM reads params.json when consolidated*.safetensors is there
+    reads_params = any(folder.glob(mistral_format.CONSOLIDATED_GLOB))
+    try:
+        params = _read_json(params_path, str(params_path))
+    except BadConfig:
+        if reads_params:  # the file vLLM would read is broken: say so
+            raise
+        return spec  # a broken params.json vLLM does not read changes nothing
+    note = mistral_format.params_json_note(params, spec, vllm_reads_it=reads_params)
+    return replace(spec, config_notes=(*spec.config_notes, note))
 
 
 def read_config(source: str, revision: str | None = None) -> dict[str, Any]:
@@ -131,10 +149,16 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None, filename: str
         return NetworkError(f"cannot reach the Hugging Face Hub for {repo_id} and it is not cached",
                             hint="check the network or HF_ENDPOINT")
     if isinstance(exc, e.EntryNotFoundError):  # after LocalEntryNotFoundError, which subclasses it
-        return BadConfig(f"{repo_id}{at} has no {filename}")
+        return _NoSuchFile(f"{repo_id}{at} has no {filename}")
     if isinstance(exc, e.HfHubHTTPError):
         status = getattr(getattr(exc, "response", None), "status_code", None)
         return NetworkError(f"the Hub answered HTTP {status} for {repo_id}/{filename}")
+    if isinstance(exc, OSError) and "Consistency check failed" in str(exc):  # file_download.http_get
+        return NetworkError(f"the Hub sent {filename} of {repo_id} with a size other than it announced "
+                            "(Content-Length)", hint="nothing was cached; try again")
+    if isinstance(exc, OSError) and exc.filename and not isinstance(exc, ConnectionError):
+        return InvalidParameter(f"cannot write the Hugging Face cache: {exc.strerror or exc} ({exc.filename})",
+                                hint="point HF_HOME (or HF_HUB_CACHE) at a writable folder")
     kind = type(exc).__name__
     if "Timeout" in kind:
         return NetworkError(f"the Hub timed out while sending {filename} of {repo_id}")
@@ -147,13 +171,42 @@ def _hub_error(exc: Exception, repo_id: str, revision: str | None, filename: str
 
 
 def _import_hub() -> None:
-    """Import huggingface_hub, which reads its HF_* environment variables once, at import."""
+    """Import huggingface_hub, which reads its HF_* environment variables once, at import, after checking
+    the ones it would misread (kvplan.model.hub_net), and guard its HTTP client."""
+    from kvplan.model import hub_net
+
+    hub_net.check_hub_environment(os.environ)
     try:
         import huggingface_hub.constants  # noqa: F401 (HF_* variables are parsed here)
-    except ValueError as exc:  # e.g. HF_HUB_ETAG_TIMEOUT=0.5: huggingface_hub reads it with int()
+    except ValueError as exc:  # another HF_* variable huggingface_hub reads with int()
         raise InvalidParameter(f"huggingface_hub cannot read its environment: {exc}",
                                hint="HF_HUB_ETAG_TIMEOUT and HF_HUB_DOWNLOAD_TIMEOUT take whole seconds; "
                                "check the HF_* variables") from None
+    _install_guard()
+
+
+_guard: list[bool] = []  # installed once per process
+
+
+def _install_guard() -> None:
+    """huggingface_hub's shared HTTP client, with every transport wrapped by hub_net.GuardTransport, and its
+    retry sleeps (utils/_http.py, file_download.py) bounded by the deadline."""
+    if _guard:
+        return
+    import sys
+
+    from huggingface_hub import file_download, set_client_factory
+    from huggingface_hub.utils import _http
+
+    from kvplan.model import hub_net
+
+    default_factory = _http.default_client_factory
+    httpx = sys.modules[type(default_factory()).__module__.split(".")[0]]  # httpx2 (hub ≥ 2) or httpx (1.x)
+    set_client_factory(lambda: hub_net.wrap_client(default_factory(), httpx))
+    for module in (_http, file_download):
+        if getattr(module, "time", None) is not None:
+            setattr(module, "time", hub_net.BoundedTime())  # noqa: B010 (a module attribute mypy does not see)
+    _guard.append(True)
 
 
 def _quiet_hub() -> None:
@@ -169,28 +222,103 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in {"1", "true", "yes", "on"}
 
 
-def _download(repo_id: str, filename: str, revision: str | None) -> Path:
+def _download(repo_id: str, filename: str, revision: str | None, max_bytes: int = MAX_CONFIG_BYTES) -> Path:
     """The file from the Hub (or the cache). Online, its size is asked first (a HEAD request), so a file
-    larger than MAX_CONFIG_BYTES is refused before it is downloaded into the cache."""
+    larger than `max_bytes` is refused before it is downloaded into the cache; the body is cut at
+    `max_bytes` too, and the whole exchange ends within KVPLAN_HUB_TIMEOUT (kvplan.model.hub_net). What
+    a failed download leaves in the cache (blob, .incomplete, lock, refs) is removed."""
     os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")  # read when huggingface_hub is imported
     _import_hub()
     from huggingface_hub import hf_hub_download
 
+    from kvplan.model import hub_net
+
     _quiet_hub()
+    if _offline():
+        before: set[Path] | None = None
+    else:
+        _check_cache_folder()
+        before = _cache_entries(repo_id)
     try:
-        if not _offline():
-            cached = _check_size_on_hub(repo_id, filename, revision)
-            if cached is not None:
-                return cached
-        return Path(hf_hub_download(repo_id, filename, revision=revision))
-    except KvplanError:
-        raise
+        with hub_net.guarded(f"{filename} of {repo_id}", max_body=max_bytes, environ=os.environ):
+            if before is not None:
+                cached = _check_size_on_hub(repo_id, filename, revision, max_bytes)
+                if cached is not None:
+                    return cached
+            return Path(hf_hub_download(repo_id, filename, revision=revision))
     except Exception as exc:  # every huggingface_hub / httpx failure becomes one typed error
+        if before is not None:
+            _remove_new_entries(repo_id, before)
+        if isinstance(exc, KvplanError):
+            raise
         raise _hub_error(exc, repo_id, revision, filename) from None
 
 
-def _check_size_on_hub(repo_id: str, filename: str, revision: str | None) -> Path | None:
-    """Raise BadConfig when the Hub reports the file larger than MAX_CONFIG_BYTES. When the Hub cannot
+MAX_CACHE_ENTRIES = 10_000  # a repo's cache folder: a few files per revision; past this, leave it alone
+
+
+def _repo_cache_folders(repo_id: str) -> tuple[Path, Path]:
+    """The repo's folder in the Hub cache and its lock folder (huggingface_hub's cache layout)."""
+    from huggingface_hub import constants
+    from huggingface_hub.file_download import repo_folder_name
+
+    root = Path(constants.HF_HUB_CACHE)
+    folder = repo_folder_name(repo_id=repo_id, repo_type="model")
+    return root / folder, root / ".locks" / folder
+
+
+def _cache_entries(repo_id: str) -> set[Path] | None:
+    """Every path under the repo's cache and lock folders (None: too many to track)."""
+    entries: set[Path] = set()
+    for base in _repo_cache_folders(repo_id):
+        for path in (base, *base.parents[:2]):
+            if path.exists():
+                entries.add(path)
+        try:
+            for path in base.rglob("*"):
+                entries.add(path)
+                if len(entries) > MAX_CACHE_ENTRIES:
+                    return None
+        except OSError:
+            return None
+    return entries
+
+
+def _remove_new_entries(repo_id: str, before: set[Path]) -> None:
+    """Remove the files and empty folders a failed download added to the cache (nothing that was there)."""
+    after = _cache_entries(repo_id)
+    if after is None:
+        return
+    new = after - before
+    for path in new:
+        if path.is_symlink() or path.is_file():
+            try:
+                path.unlink()
+            except OSError:
+                pass
+    for path in sorted(new, key=lambda p: len(p.parts), reverse=True):
+        try:
+            path.rmdir()  # only if empty
+        except OSError:
+            pass
+
+
+def _check_cache_folder() -> None:
+    """Refuse a cache folder that cannot exist: one below a regular file (huggingface_hub would fail with a
+    bare NotADirectoryError or FileExistsError)."""
+    from huggingface_hub import constants
+
+    cache = Path(constants.HF_HUB_CACHE)
+    for path in (cache, *cache.parents):
+        if path.is_dir():
+            return
+        if path.exists() or path.is_symlink():
+            raise InvalidParameter(f"the Hugging Face cache folder {cache} cannot be made: {path} is a file, "
+                                   "not a folder", hint="point HF_HOME or HF_HUB_CACHE at a folder")
+
+
+def _check_size_on_hub(repo_id: str, filename: str, revision: str | None, max_bytes: int) -> Path | None:
+    """Raise BadConfig when the Hub reports the file larger than `max_bytes`. When the Hub cannot
     answer, return the cached copy as hf_hub_download would (None: not cached, or the Hub answered)."""
     from huggingface_hub import constants, get_hf_file_metadata, hf_hub_url, try_to_load_from_cache
     from huggingface_hub import errors as e
@@ -205,16 +333,23 @@ def _check_size_on_hub(repo_id: str, filename: str, revision: str | None) -> Pat
         if isinstance(cached, str):
             return Path(cached)
         raise
-    if meta.size is not None and meta.size > MAX_CONFIG_BYTES:
-        raise _too_large(f"{repo_id}/{filename}", meta.size)
+    if meta.size is not None and meta.size > max_bytes:
+        raise _too_large(f"{repo_id}/{filename}", meta.size, max_bytes)
     return None
 
 
+class _NoSuchFile(BadConfig):
+    """The repo (at that revision) has no such file: the Hub said so (EntryNotFound)."""
+
+
 def _optional_download(repo_id: str, filename: str, revision: str | None) -> Path | None:
+    """The file, or None when the repo has none (or, offline, the cache has none). Any other failure (a
+    timeout, HTTP 500, a file too large) is raised: a quantization config that could not be read must not
+    be taken for one that does not exist (the weights would be counted in BF16)."""
     try:
         return _download(repo_id, filename, revision)
-    except KvplanError:
-        return None  # the optional file does not exist (or is not cached offline)
+    except (_NoSuchFile, OfflineCacheMiss):
+        return None
 
 
 def load_model(source: str, revision: str | None = None, *,
@@ -224,25 +359,153 @@ def load_model(source: str, revision: str | None = None, *,
         if revision:
             raise BadConfig("--revision applies to Hub models, not local paths")
         return load_local(source, hf_overrides=hf_overrides)
+    from kvplan.model import mistral_format
+
     cfg = _download(source, CONFIG_NAME, revision)
     quant_path = _optional_download(source, QUANT_CONFIG_NAME, revision)
     quant = _read_json(quant_path, QUANT_CONFIG_NAME) if quant_path else None
-    return parse_config(_read_json(cfg, f"{source}/{CONFIG_NAME}"), name=source, quant_config=quant,
+    spec = parse_config(_read_json(cfg, f"{source}/{CONFIG_NAME}"), name=source, quant_config=quant,
                         hf_overrides=hf_overrides)
+    params_path = _optional_download(source, mistral_format.PARAMS_NAME, revision)
+    if params_path is None:
+        return spec
+    # whether consolidated*.safetensors is there too would take a listing of the repository: the note says when
+    # vLLM reads params.json instead
+    try:
+        params = _read_json(params_path, f"{source}/{mistral_format.PARAMS_NAME}")
+    except BadConfig:
+        return spec  # whether vLLM reads it is not known here (no listing): kvplan plans from config.json
+    note = mistral_format.params_json_note(params, spec, vllm_reads_it=False)
+    return replace(spec, config_notes=(*spec.config_notes, note))
+
+
+MAX_SHARDS = 4096  # kvplan's bound; the largest public checkpoints have a few hundred shards
+MAX_TENSORS = 1_000_000  # kvplan's bound on weight_map entries / header tensors, all shards together
+MAX_DIM = 2**40  # no real dimension comes near this (vocabularies and widths are below 2**21)
+MAX_TOTAL_BYTES = 2**50  # 1 PiB: beyond any checkpoint
+# A shard's header: huggingface_hub reads the first 100,000 bytes, then at most SAFETENSORS_MAX_HEADER_LENGTH
+MAX_HEADER_BODY = 25_000_000 + 100_001
 
 
 def safetensors_weights(repo_id: str, revision: str | None = None) -> WeightsInfo | None:
-    """Stored weight bytes from the Hub's safetensors metadata (headers only), or None if unavailable."""
+    """Stored weight bytes from the Hub's safetensors metadata (headers only), or None if unavailable or
+    refused (`safetensors_metadata` says why)."""
+    return safetensors_metadata(repo_id, revision)[0]
+
+
+def safetensors_metadata(repo_id: str, revision: str | None = None) -> tuple[WeightsInfo | None, str | None]:
+    """(weights, None), or (None, why the metadata was not used: None when the repo has none or kvplan is
+    offline). Shards, tensors, dtypes, shapes and data offsets are checked before any count is used."""
     if not is_hub_id(repo_id) or _offline():
-        return None
+        return None, None
     _import_hub()
-    from huggingface_hub import get_safetensors_metadata
+    from huggingface_hub import errors as e
+
+    from kvplan.model import hub_net
 
     _quiet_hub()
     try:
-        meta = get_safetensors_metadata(repo_id, revision=revision)
-    except Exception:  # not a safetensors repo, no network, …: fall back to the analytic count
-        return None
-    counts = {str(dt): int(n) for dt, n in meta.parameter_count.items()}
-    total = sum(n * SAFETENSORS_DTYPE_BYTES.get(dt, 2) for dt, n in counts.items())
-    return WeightsInfo(bytes=total, parameters_by_dtype=counts)
+        with hub_net.guarded(f"the safetensors headers of {repo_id}", max_body=MAX_HEADER_BODY,
+                             environ=os.environ):
+            files = _safetensors_files(repo_id, revision)
+            if not files:
+                return None, None
+            counts = _header_counts(repo_id, revision, files)
+    except e.NotASafetensorsRepoError:
+        return None, None
+    except KvplanError as exc:
+        return None, str(exc)
+    except Exception as exc:  # noqa: BLE001 (any failure of the optional metadata: say it, count analytically)
+        return None, _metadata_problem(exc, repo_id)
+    total = sum(n * SAFETENSORS_DTYPE_BYTES[dt] for dt, n in counts.items())
+    return WeightsInfo(bytes=total, parameters_by_dtype=counts), None
+
+
+def _metadata_problem(exc: Exception, repo_id: str) -> str:
+    from huggingface_hub import errors as e
+
+    if isinstance(exc, (e.SafetensorsParsingError, KeyError, TypeError, ValueError, AttributeError)):
+        return f"a safetensors header of {repo_id} is malformed ({type(exc).__name__})"
+    return str(_hub_error(exc, repo_id, None, "the safetensors headers"))
+
+
+def _safetensors_files(repo_id: str, revision: str | None) -> list[str]:
+    """The safetensors files of the repo: the single file, or the index's shards (bounded, names checked)."""
+    from huggingface_hub import HfApi, constants
+
+    api = HfApi()
+    if api.file_exists(repo_id, constants.SAFETENSORS_SINGLE_FILE, revision=revision):
+        return [constants.SAFETENSORS_SINGLE_FILE]
+    if not api.file_exists(repo_id, constants.SAFETENSORS_INDEX_FILE, revision=revision):
+        return []
+    from kvplan import files
+
+    name = constants.SAFETENSORS_INDEX_FILE
+    index = _read_json(_download(repo_id, name, revision, files.SAFETENSORS_INDEX.max_bytes),
+                       f"{repo_id}/{name}", files.SAFETENSORS_INDEX)
+    weight_map = index.get("weight_map")
+    if not isinstance(weight_map, dict) or not weight_map:
+        raise BadConfig(f"{repo_id}/{name} has no weight_map")
+    if len(weight_map) > MAX_TENSORS:
+        raise BadConfig(f"{repo_id}/{name} lists {len(weight_map):,} tensors, more than kvplan reads "
+                        f"({MAX_TENSORS:,})")
+    shards = set(weight_map.values())
+    if len(shards) > MAX_SHARDS:
+        raise BadConfig(f"{repo_id}/{name} names {len(shards):,} shards, more than kvplan reads ({MAX_SHARDS:,})")
+    for shard in shards:
+        if (not isinstance(shard, str) or not shard.endswith(".safetensors") or shard.startswith("/")
+                or ".." in shard.split("/") or len(shard) > 255):
+            raise BadConfig(f"{repo_id}/{name} names a shard that is not a safetensors file of the repo: "
+                            f"{str(shard)[:60]!r}")
+    return sorted(shards)
+
+
+def _header_counts(repo_id: str, revision: str | None, shards: list[str]) -> dict[str, int]:
+    """Parameters per dtype over the shards' headers (fetched 8 at a time, as huggingface_hub does)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from huggingface_hub import HfApi
+
+    api = HfApi()
+
+    def parse(shard: str) -> Any:
+        return api.parse_safetensors_file_metadata(repo_id, shard, revision=revision)
+
+    counts: dict[str, int] = {}
+    seen = 0
+    with ThreadPoolExecutor(max_workers=8) as pool:
+        for shard, meta in zip(shards, pool.map(parse, shards), strict=True):
+            seen += len(meta.tensors)
+            if seen > MAX_TENSORS:
+                raise BadConfig(f"the safetensors headers of {repo_id} hold more than {MAX_TENSORS:,} tensors")
+            for tensor, info in meta.tensors.items():
+                dtype, n = _checked_tensor(f"{repo_id}/{shard}", str(tensor), info)
+                counts[dtype] = counts.get(dtype, 0) + n
+    if sum(n * SAFETENSORS_DTYPE_BYTES[dt] for dt, n in counts.items()) > MAX_TOTAL_BYTES:
+        raise BadConfig(f"the safetensors headers of {repo_id} add up to more than 1 PiB")
+    return counts
+
+
+def _checked_tensor(where: str, name: str, info: Any) -> tuple[str, int]:
+    """(dtype, elements) of one header entry, after the safetensors format's rules: a known dtype, a shape
+    of non-negative integers, and data_offsets [begin, end] spanning exactly elements × dtype bytes."""
+    shown = name[:80]
+    dtype, shape, offsets = info.dtype, info.shape, info.data_offsets
+    if dtype not in SAFETENSORS_DTYPE_BYTES:
+        raise BadConfig(f"{where}: tensor {shown!r} has an unknown dtype {str(dtype)[:20]!r}")
+    if not isinstance(shape, list) or len(shape) > 16 or not all(
+            type(d) is int and 0 <= d <= MAX_DIM for d in shape):
+        raise BadConfig(f"{where}: tensor {shown!r} has a shape that is not a list of up to 16 whole numbers "
+                        f"from 0 to 2**40: {str(shape)[:60]}")
+    n = 1
+    for d in shape:
+        n *= d
+    if n * SAFETENSORS_DTYPE_BYTES[dtype] > MAX_TOTAL_BYTES:
+        raise BadConfig(f"{where}: tensor {shown!r} of shape {shape} is larger than 1 PiB")
+    if (not isinstance(offsets, (list, tuple)) or len(offsets) != 2
+            or not all(type(o) is int for o in offsets) or not 0 <= offsets[0] <= offsets[1]):
+        raise BadConfig(f"{where}: tensor {shown!r} has data_offsets that are not [begin, end]")
+    if offsets[1] - offsets[0] != n * SAFETENSORS_DTYPE_BYTES[dtype]:
+        raise BadConfig(f"{where}: tensor {shown!r} spans {offsets[1] - offsets[0]:,} bytes, but its shape "
+                        f"{shape} of {dtype} needs {n * SAFETENSORS_DTYPE_BYTES[dtype]:,}")
+    return str(dtype), n

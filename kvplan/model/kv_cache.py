@@ -68,26 +68,47 @@ class KVCacheSpec:
     sliding_window: int | None = None
     attention_chunk_size: int | None = None
     state_bytes: int = 0  # mamba: Σ prod(shape) × dtype size over the state tensors (unpadded)
+    # DeepSeek-V4's caches (dsv4_specs): a block size of their own (None: the plan's), tokens per stored state
+    # (AttentionSpec.tokens_per_state), the page rounded up to `page_alignment` bytes (kv_cache_interface.py:
+    # _apply_alignment_padding), a block-outermost KV layout (BLHNC: the packed groups of kv_groups.py), and
+    # what the cache is, for the reader.
+    block_size: int | None = None
+    tokens_per_state: int = 1
+    page_alignment: int | None = None
+    block_outermost: bool = False
+    role: str = ""
 
     @property
     def is_attention(self) -> bool:
         return self.kind != "mamba"
 
     @property
+    def state_content_bytes(self) -> int:
+        """Bytes of one stored state: num_kv_heads × (head_size + head_size_v) × e (AttentionSpec)."""
+        return self.num_kv_heads * (self.head_size + self.head_size_v) * self.dtype_bytes
+
+    @property
     def bytes_per_token(self) -> int:
         """K+V bytes one token occupies in this layer (0 for recurrent layers).
 
-        vLLM AttentionSpec.page_size_bytes / block_size = num_kv_heads × (head_size + head_size_v) × e.
+        vLLM AttentionSpec.page_size_bytes / block_size = num_kv_heads × (head_size + head_size_v) × e; a
+        compressed cache (tokens_per_state > 1) stores one state per tokens_per_state tokens: the average,
+        rounded down (its pages are exact, `page_size_bytes`).
         """
         if self.kind == "mamba":
             return 0
-        return self.num_kv_heads * (self.head_size + self.head_size_v) * self.dtype_bytes
+        return self.state_content_bytes // self.tokens_per_state
 
     def page_size_bytes(self, block_size: int) -> int:
-        """Bytes of one block of this layer, before any hybrid padding (KVCacheSpec.page_size_bytes)."""
+        """Bytes of one block of this layer, before any hybrid padding (KVCacheSpec.page_size_bytes): block_size //
+        tokens_per_state states, rounded up to the page alignment; a cache with its own block size keeps it."""
         if self.kind == "mamba":
             return self.state_bytes
-        return block_size * self.bytes_per_token
+        states = (self.block_size or block_size) // self.tokens_per_state
+        page = states * self.state_content_bytes
+        if self.page_alignment:
+            page = -(-page // self.page_alignment) * self.page_alignment
+        return page
 
 
 # ---------------------------------------------------------------------------------------------
@@ -165,6 +186,9 @@ MAMBA_CACHE_DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 
 FP8_DS_MLA_BYTES = DS_MLA_BYTES["fp8_ds_mla"]
+# models/deepseek_v4/attention.py:_resolve_dsv4_kv_cache_dtype, raised while the layers are built.
+DSV4_KV_DTYPE_REFUSAL = ("DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got {}. Please set "
+                         "`--kv-cache-dtype fp8` or select a backend that supports bfloat16 KV cache.")
 
 
 def _mla_specs(layer: int, head_size: int, indexer_head_size: int, ds_mla: str | None, e: int) -> list[KVCacheSpec]:
@@ -187,6 +211,58 @@ def _ds_mla_layout(kv_cache_dtype: str) -> str | None:
     if kv_cache_dtype in DS_MLA_BYTES:
         return kv_cache_dtype
     return "fp8_ds_mla" if kv_cache_dtype == "fp8" else None
+
+
+# DeepSeek-V4 on its FlashMLA path (SM90/SM100; models/deepseek_v4/attention.py:_resolve_dsv4_kv_cache_dtype serves
+# `auto` and every fp8 flag as fp8_ds_mla): a state is 448 fp8 NoPE + 64 bf16 RoPE values + 8 B of UE8M0 scales =
+# 584 B (DeepseekV4Attention.get_kv_cache_spec: state_content_bytes), and the fp8_ds_mla pages of every DSV4 cache
+# are rounded up to 576 B (`alignment=576`).
+DSV4_STATE_BYTES = 584
+DSV4_PAGE_ALIGNMENT = 576
+# v1/attention/backends/mla/sparse_swa.py:DeepseekV4SWACache: block_size=64 tokens.
+DSV4_SWA_BLOCK_SIZE = 64
+# compressor.py:CompressorStateCache: block 4 (ratio 4) or 8 (ratio 128) float32 rows of 2 × coff × head_dim
+# (kv state + score state; coff = 2 for the overlapping ratio-4 compressor), a window of coff × ratio tokens.
+DSV4_COMPRESSOR_BLOCK_SIZE = {4: 4, 128: 8}
+DSV4_COMPRESSOR_STATE_BYTES = 4
+DSV4_SERVED_KV_DTYPES = ("auto", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla")
+
+
+def _dsv4_compressor_state(layer: int, ratio: int, head_dim: int, role: str) -> KVCacheSpec:
+    """One compressor's rolling state (compressor.py:CompressorStateCache.get_kv_cache_spec: SlidingWindowMLASpec)."""
+    coff = 2 if ratio == 4 else 1  # DeepseekCompressor: overlap = compress_ratio == 4, coff = 1 + overlap
+    return KVCacheSpec(layer, "sliding_window", num_kv_heads=1, head_size=2 * coff * head_dim,
+                       dtype_bytes=DSV4_COMPRESSOR_STATE_BYTES, sliding_window=coff * ratio,
+                       block_size=DSV4_COMPRESSOR_BLOCK_SIZE[ratio], page_alignment=DSV4_PAGE_ALIGNMENT,
+                       block_outermost=True, role=role)
+
+
+def dsv4_specs(layer: int, ratio: int, window: int, head_dim: int, indexer_head_size: int,
+               index_head_dim: int) -> list[KVCacheSpec]:
+    """A DeepSeek-V4 layer's caches, in the order the layer registers them (vllm/models/deepseek_v4/):
+
+    * the sliding window (sparse_swa.py:DeepseekV4SWACache): `window` tokens, 64-token blocks, 584 B a token;
+    * ratio 4 or 128: the compressed latent (attention.py:DeepseekV4Attention.get_kv_cache_spec, MLAAttentionSpec
+      with tokens_per_state = ratio, the plan's block size) and its compressor's state;
+    * ratio 4: the indexer's K cache (attention.py:DeepseekV4IndexerCache, `indexer_head_size` uint8 a state,
+      tokens_per_state 4) and the indexer compressor's state (head_dim = index_head_dim).
+
+    Every one is whole on every TP rank (num_kv_heads=1, max_tp_shards=1) and laid out block-outermost (the DSV4
+    backends declare BLHNC: v1/core/kv_cache_planning.py:_get_packed_kv_cache_groups packs their pages)."""
+    specs = [KVCacheSpec(layer, "sliding_window", num_kv_heads=1, head_size=DSV4_STATE_BYTES, dtype_bytes=1,
+                         sliding_window=window, block_size=DSV4_SWA_BLOCK_SIZE, page_alignment=DSV4_PAGE_ALIGNMENT,
+                         block_outermost=True, role="sliding window")]
+    if ratio > 1:
+        specs.append(KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=DSV4_STATE_BYTES, dtype_bytes=1,
+                                 tokens_per_state=ratio, page_alignment=DSV4_PAGE_ALIGNMENT, block_outermost=True,
+                                 role=f"compressed latent (1 per {ratio} tokens)"))
+        specs.append(_dsv4_compressor_state(layer, ratio, head_dim, "compressor state"))
+    if indexer_head_size:
+        specs.append(KVCacheSpec(layer, "mla", num_kv_heads=1, head_size=indexer_head_size, dtype_bytes=1,
+                                 tokens_per_state=ratio, page_alignment=DSV4_PAGE_ALIGNMENT, block_outermost=True,
+                                 role="indexer K cache"))
+        specs.append(_dsv4_compressor_state(layer, ratio, index_head_dim, "indexer compressor state"))
+    return specs
 
 
 def kv_cache_specs(
@@ -234,6 +310,12 @@ def kv_cache_specs(
                 if mamba_ssm_cache_dtype != "auto":
                     state = replace(state, ssm_dtype=mamba_ssm_cache_dtype)
                 specs.append(KVCacheSpec(i, "mamba", state_bytes=recurrent_state_bytes(state, tp)))
+            elif layer.compress_ratio:
+                if kv_cache_dtype not in DSV4_SERVED_KV_DTYPES:
+                    raise InvalidParameter(DSV4_KV_DTYPE_REFUSAL.format(kv_cache_dtype))
+                assert model.dsv4 is not None
+                specs.extend(dsv4_specs(i, layer.compress_ratio, layer.sliding_window or 0, layer.head_size,
+                                        layer.indexer_head_size, model.dsv4.index_head_dim))
             elif layer.kind == "mla":
                 specs.extend(_mla_specs(i, layer.head_size, layer.indexer_head_size,
                                         _ds_mla_layout(kv_cache_dtype), e))

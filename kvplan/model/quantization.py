@@ -37,6 +37,32 @@ def _modelopt_kv_scheme(scheme: Any) -> str | None:
     return None
 
 
+# The quant_algo each ModelOpt config accepts: vLLM 0.33 model_executor/layers/quantization/modelopt.py
+# LINEAR_ALGOS (owner "modelopt": ModelOptFp8Config, "modelopt_fp4": ModelOptNvFp4Config), whose __init__
+# refuses any other with the message _modelopt_refusal repeats.
+_MODELOPT_ALGOS: Mapping[str, tuple[str, ...]] = {
+    "modelopt": ("FP8", "FP8_PER_CHANNEL_PER_TOKEN", "FP8_PB_WO"),
+    "modelopt_fp4": ("NVFP4", "W4A16_NVFP4"),
+}
+# hf_quant_config.json's quant_algo → stored weight bits. vLLM 0.33's _normalize_quantization_config
+# (transformers_utils/model_arch_config_convertor.py) maps FP8, FP8_PER_CHANNEL_PER_TOKEN, FP8_PB_WO, NVFP4
+# and MIXED_PRECISION and raises "Unknown ModelOpt quant algo: …" for any other; the AWQ and MXFP4 entries
+# are kept for earlier releases' checkpoints.
+_HF_QUANT_BITS: Mapping[str, float] = {
+    "FP8": 8.0, "FP8_PER_CHANNEL_PER_TOKEN": 8.0, "FP8_PB_WO": 8.0, "NVFP4": 4.0, "W4A16_NVFP4": 4.0,
+    "W4A8_AWQ": 4.0, "W4A16_AWQ": 4.0, "MXFP4": 4.0,
+}
+
+
+def _modelopt_refusal(owner: str, algo: str) -> str:
+    """vLLM's words for a quant_algo its ModelOpt config does not take (ModelOptFp8Config / ModelOptNvFp4Config
+    __init__)."""
+    supported = " / ".join(_MODELOPT_ALGOS[owner])
+    if owner == "modelopt":
+        return f"Unsupported ModelOpt FP8 quant_algo for vLLM: {algo}. Supported: {supported}."
+    return f"Unsupported ModelOpt NVFP4 quant_algo: {algo}. Supported: {supported}."
+
+
 def _w8a8_type(weights: Mapping[str, Any], activations: Any, bits: float) -> str | None:
     """compressed-tensors W8A8: "float" or "int" when the weights are 8-bit and the input activations are
     quantized too (vLLM compressed_tensors.py: _is_fp8_w8a8 / _is_static_tensor_w8a8 / _is_dynamic_token_w8a8)."""
@@ -57,10 +83,15 @@ def quant_spec(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
         q = hf_quant["quantization"]
         algo = str(q.get("quant_algo") or "").upper()
         kv_algo = str(q.get("kv_cache_quant_algo") or "").upper()
-        bits = {"FP8": 8.0, "NVFP4": 4.0, "W4A8_AWQ": 4.0, "W4A16_AWQ": 4.0, "MXFP4": 4.0}.get(algo)
+        bits = _HF_QUANT_BITS.get(algo)
+        if bits is None and algo and algo != "MIXED_PRECISION":
+            raise BadConfig(f"hf_quant_config.json: vLLM refuses it: \"Unknown ModelOpt quant algo: {algo[:40]}\" "
+                            "(transformers_utils/model_arch_config_convertor.py)")
         if bits is None:
             raise BadConfig(f"hf_quant_config.json: quant_algo {algo!r} is not understood by kvplan")
-        return QuantSpec(method="modelopt_fp4" if algo == "NVFP4" else "modelopt_" + algo.lower(),
+        fp8 = _MODELOPT_ALGOS["modelopt"]
+        return QuantSpec(method="modelopt_fp4" if "NVFP4" in algo else "modelopt_fp8" if algo in fp8
+                         else "modelopt_" + algo.lower(),
                          weight_bits=bits, group_size=quant_group(q.get("group_size"), "group_size"),
                          kv_cache_dtype=_MODELOPT_KV.get(kv_algo),
                          excluded=names(q.get("exclude_modules"), "hf_quant_config.json: exclude_modules"))
@@ -101,6 +132,9 @@ def quant_spec(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
         return QuantSpec("compressed-tensors", bits, group_size=gs, kv_cache_dtype=kv, excluded=excluded, w8a8=w8a8)
     if method in {"modelopt", "modelopt_fp4"}:
         algo = str(qc.get("quant_algo") or "FP8").upper()
+        owner = "modelopt_fp4" if method == "modelopt_fp4" or "FP4" in algo else "modelopt"
+        if algo not in _MODELOPT_ALGOS[owner]:  # vLLM stops; counting it as FP8 would be a guess
+            raise BadConfig(f"config.json: vLLM refuses its quantization_config: {_modelopt_refusal(owner, algo[:40])}")
         kv_algo = str(qc.get("kv_cache_quant_algo") or "").upper()
         return QuantSpec("modelopt_fp4" if "FP4" in algo else "modelopt_fp8", 4.0 if "FP4" in algo else 8.0,
                          group_size=quant_group(qc.get("group_size"), "group_size"),

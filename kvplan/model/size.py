@@ -130,6 +130,8 @@ def size_report(
 
     stages = kv_cache_specs(model, tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype)
     dtype = resolve_kv_cache_dtype(model, kv_cache_dtype)
+    if model.dsv4 is not None:  # models/deepseek_v4/attention.py: auto and fp8 are served as fp8_ds_mla
+        dtype = "fp8_ds_mla"
     # The stage with the most KV bytes per token is the one that bounds the cache (min over workers).
     worst = max(stages, key=lambda st: (sum(s.bytes_per_token for s in st), sum(s.state_bytes for s in st)))
     bpt = sum(s.bytes_per_token for s in worst)
@@ -167,7 +169,7 @@ def size_report(
         num_parameters=params,
         max_model_len=model.max_model_len,
         per_request=tuple(ContextCost(n, request_kv_bytes(worst, n)) for n in context_points(model.max_model_len)),
-        notes=(*model.notes, *_tower_notes(model, analytic=weights_bytes is None)),
+        notes=(*model.config_notes, *model.notes, *_tower_notes(model, analytic=weights_bytes is None)),
     )
 
 

@@ -54,6 +54,9 @@ class LayerSpec:
     num_attention_heads: int = 0  # query heads (attention FLOPs)
     moe: bool = False  # this layer's MLP is a mixture of experts
     indexer_head_size: int = 0  # DeepSeek sparse attention: bytes per token of the layer's indexer K cache
+    # DeepSeek-V4 (kind "mla", head_size = head_dim): 1 (sliding-window cache only), 4 (compressed sparse, with
+    # the indexer) or 128 (heavily compressed) tokens per compressed state; 0 for every other model.
+    compress_ratio: int = 0
 
 
 @dataclass(frozen=True)
@@ -76,6 +79,25 @@ class MLADims:
     qk_nope_head_dim: int
     v_head_dim: int
     q_lora_rank: int | None
+
+
+@dataclass(frozen=True)
+class Dsv4Dims:
+    """What DeepSeek-V4's caches are sized from (vllm/models/deepseek_v4/attention.py:DeepseekV4Attention
+    .__init__); the defaults are transformers' DeepseekV4Config's."""
+
+    head_dim: int  # the latent each state stores: 448 NoPE + 64 RoPE = 512 (sparse_mla.py supports 512 only)
+    rope_head_dim: int
+    index_head_dim: int
+    index_topk: int
+    sliding_window: int
+    ratios: tuple[int, ...]  # per decoder layer: 1 (sliding window only), 4 or 128
+    # weights only (kvplan.model.weights): the low-rank query / grouped output projections and the indexer heads
+    q_lora_rank: int = 1024
+    o_lora_rank: int = 1024
+    o_groups: int = 8
+    index_n_heads: int = 64
+    fp4_experts: bool = True  # expert_dtype "fp4": MXFP4 routed experts (quant_config.py:DeepseekV4FP8Config)
 
 
 @dataclass(frozen=True)
@@ -136,9 +158,13 @@ class ModelSpec:
     gated_mlp: bool = True  # SwiGLU-style: gate, up, down (3 matrices) vs up, down (2)
     moe: MoESpec | None = None
     mla: MLADims | None = None
+    dsv4: Dsv4Dims | None = None  # DeepSeek-V4's compressed sparse attention (kvplan.model.families.dsv4)
     quant: QuantSpec | None = None
     max_model_len_source: str = ""
     notes: tuple[str, ...] = ()
+    # How the config was read where vLLM reads it otherwise than config.json spells it (transformers class defaults
+    # for keys a text sub-config leaves out; a params.json beside it): shown by `size` and `fit` alike.
+    config_notes: tuple[str, ...] = ()
     weights_unknown: str | None = None  # why the analytic weight count cannot be made (the KV cache can)
     config_model_type: str = ""  # the top-level config's model_type (what transformers' AutoConfig reads)
     config_dtype: str = ""  # the checkpoint's own dtype (torch_dtype), "" when it states none

@@ -53,6 +53,8 @@ def _attention_params(model: ModelSpec, layer: LayerSpec) -> int:
     if layer.kind in ("mlp_only",):
         return 0
     heads = model.num_attention_heads
+    if layer.compress_ratio and model.dsv4 is not None:
+        return _dsv4_attention_params(model, layer)
     if layer.kind == "mla" and model.mla is not None:
         m = model.mla
         qk = m.qk_nope_head_dim + m.qk_rope_head_dim
@@ -73,6 +75,30 @@ def _attention_params(model: ModelSpec, layer: LayerSpec) -> int:
         n += 2 * hd
     if mt == "gpt_oss":
         n += heads  # attention sinks, one per head (modeling_gpt_oss.py)
+    return n
+
+
+def _dsv4_compressor_params(h: int, ratio: int, head_dim: int) -> int:
+    """compressor.py:DeepseekCompressor: ape (ratio × coff·d), fused_wkv_wgate (h → 2·coff·d), norm (d)."""
+    coff = 2 if ratio == 4 else 1
+    return ratio * coff * head_dim + h * 2 * coff * head_dim + head_dim
+
+
+def _dsv4_attention_params(model: ModelSpec, layer: LayerSpec) -> int:
+    """models/deepseek_v4/attention.py:DeepseekV4Attention: fused_wqa_wkv (h → q_lora + d), q_norm, kv_norm, wq_b
+    (q_lora → heads·d), wo_a (grouped: heads·d/groups → groups·o_lora), wo_b (groups·o_lora → h), the attention
+    sink; a compressor on ratio 4 / 128 layers; on ratio 4 the indexer (wq_b q_lora → heads_i·d_i, weights_proj
+    h → heads_i, its own compressor). The hyper-connection mixers (hc_mult) are left out: ~1 M per layer."""
+    d4 = model.dsv4
+    assert d4 is not None
+    h, heads, d = model.hidden_size, model.num_attention_heads, d4.head_dim
+    n = h * (d4.q_lora_rank + d) + d4.q_lora_rank + d + d4.q_lora_rank * heads * d
+    n += (heads * d // d4.o_groups) * d4.o_groups * d4.o_lora_rank + d4.o_groups * d4.o_lora_rank * h + heads
+    if layer.compress_ratio > 1:
+        n += _dsv4_compressor_params(h, layer.compress_ratio, d)
+    if layer.compress_ratio == 4:
+        n += d4.q_lora_rank * d4.index_n_heads * d4.index_head_dim + h * d4.index_n_heads
+        n += _dsv4_compressor_params(h, 4, d4.index_head_dim)
     return n
 
 
@@ -224,7 +250,19 @@ def stored_weights_bytes(model: ModelSpec, params: ParamCount | None = None) -> 
     if model.quant.method == "mxfp4":
         quantized = p.routed_experts - _expert_bias_params(model, p)
     keep = p.total - quantized
+    if _dsv4_fp4_experts(model):  # FP8 linears, MXFP4 routed experts
+        return int(keep * full + (p.attention + p.mlp) * bits / 8 + p.routed_experts * MXFP4_BITS / 8)
     return int(keep * full + quantized * bits / 8)
+
+
+# MXFP4: 4-bit values and one 8-bit (e8m0) scale per 32 (quantized_bits_per_weight).
+MXFP4_BITS = 4.0 + 8.0 / 32
+
+
+def _dsv4_fp4_experts(model: ModelSpec) -> bool:
+    """DeepSeek-V4 with expert_dtype fp4 (Flash, Pro): vLLM's DeepseekV4FP8Config loads the routed experts with
+    Mxfp4MoEMethod, every other linear as FP8 blocks (quant_config.py)."""
+    return model.dsv4 is not None and model.dsv4.fp4_experts and model.quant is not None
 
 
 def mtp_module_stored_bytes(model: ModelSpec) -> int:
@@ -246,6 +284,8 @@ def routed_expert_bytes(model: ModelSpec) -> int:
     """Stored bytes of all routed experts (quantized at the checkpoint's bits): what expert parallelism splits."""
     p = count_parameters(model)
     bits = quantized_bits_per_weight(model) if model.quant is not None else 8.0 * FP_BYTES.get(model.dtype, 2)
+    if _dsv4_fp4_experts(model):
+        bits = MXFP4_BITS
     return int((p.routed_experts - _expert_bias_params(model, p)) * bits / 8)
 
 
@@ -279,3 +319,27 @@ def stage_stored_bytes(model: ModelSpec, pp: int, total_bytes: int | None) -> li
     scale = total / p.total
     return [(len(r) * per_layer + (p.embedding if i == 0 else 0) + (p.lm_head if i == len(ranges) - 1 else 0))
             * scale for i, r in enumerate(ranges)]
+
+
+# kvplan's tolerance: a checkpoint's stored bytes and the analytic count differ by what the count leaves
+# out (multimodal towers, MTP layers, quantization scales), rarely by half; 2× apart means one is wrong.
+METADATA_TOLERANCE = 2.0
+
+
+def metadata_disagreement(model: ModelSpec, metadata_bytes: int) -> str | None:
+    """A note when the Hub's safetensors total and the config's analytic stored bytes (stored_weights_bytes)
+    are more than METADATA_TOLERANCE× apart; None when they agree or the config cannot be counted."""
+    from kvplan.errors import BadConfig
+
+    try:
+        analytic = stored_weights_bytes(model)
+    except BadConfig:
+        return None
+    if analytic <= 0 or metadata_bytes <= 0:
+        return None
+    ratio = metadata_bytes / analytic
+    if 1 / METADATA_TOLERANCE <= ratio <= METADATA_TOLERANCE:
+        return None
+    return (f"the Hub's safetensors metadata holds {metadata_bytes / 2**30:,.2f} GiB of weights, the config's "
+            f"analytic count {analytic / 2**30:,.2f} GiB ({ratio:.2f}×, more than {METADATA_TOLERANCE:g}× apart); "
+            "the metadata (the checkpoint as stored) is used")

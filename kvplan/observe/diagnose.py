@@ -44,6 +44,8 @@ Severity = Literal["ok", "info", "warning", "critical"]
 Evidence = Mapping[str, float | int | str | None]
 
 QUANTILES: Final = (0.5, 0.95, 0.99)
+# kvplan's bound on any count: int64's range (a counter past it has wrapped or was made up; 1e300 is finite)
+MAX_COUNT: Final = 2.0**63
 LATENCY_ORDER: Final = ("ttft", "itl", "queue", "prefill", "decode", "e2e")
 LATENCY_METRIC: Final[Mapping[str, str]] = {
     "ttft": "vllm:time_to_first_token_seconds",
@@ -213,17 +215,36 @@ def _impossible(value: float, *, fraction: bool = False) -> str | None:
         return f"{value} is not a finite number"
     if value < 0:
         return f"{value:g} is negative, and it counts something"
+    if value > MAX_COUNT:
+        return f"{value:.3g} is above 2**63, more than any counter of a server reaches"
     if fraction and value > 1.0 + 1e-9:
         return f"{value:g} is above 1, and it is a fraction of the KV pool"
     return None
 
 
 def _bad_histogram(hist: Histogram) -> str | None:
+    """Why a histogram breaks the exposition format's rules (Prometheus text format, "Histograms and
+    summaries"; OpenMetrics "Histogram"): counts finite and ≥ 0, buckets cumulative (never decreasing with
+    le), the +Inf bucket equal to _count. None when it keeps them."""
     counts = [hist.count, *(c for _, c in hist.buckets)]
-    if any(math.isnan(c) or math.isinf(c) or c < 0 for c in counts):
-        return "a bucket or the count is not a finite number ≥ 0"
+    if any(math.isnan(c) or math.isinf(c) or c < 0 or c > MAX_COUNT for c in counts):
+        return "a bucket or the count is not a finite number from 0 to 2**63"
     if math.isinf(hist.sum) or hist.sum < 0:  # NaN is kept: it stands for a series without _sum
         return f"its sum is {hist.sum}"
+    for (le0, c0), (le1, c1) in zip(hist.buckets, hist.buckets[1:], strict=False):
+        if c1 < c0:
+            return f"its cumulative bucket counts decrease (le={le0:g}: {c0:g}, le={le1:g}: {c1:g})"
+    if hist.buckets and hist.buckets[-1][1] != hist.count:
+        return f"its +Inf bucket ({hist.buckets[-1][1]:g}) is not its _count ({hist.count:g})"
+    return None
+
+
+def _prefix_hits_above_queries(m: EngineMetrics) -> str | None:
+    """Prefix-cache hits are the looked-up tokens that hit: never more than the queries (vLLM's
+    v1/metrics/stats.py PrefixCacheStats counts `hits` among `queries`)."""
+    if m.prefix_cache_hits is not None and m.prefix_cache_queries is not None \
+            and m.prefix_cache_hits > m.prefix_cache_queries:
+        return f"{m.prefix_cache_hits:g} hits is above the {m.prefix_cache_queries:g} queries they are part of"
     return None
 
 
@@ -238,6 +259,10 @@ def valid_metrics(m: EngineMetrics, *, scrape: str = "") -> tuple[EngineMetrics,
         if value is not None and (why := _impossible(value, fraction=attr == "kv_cache_usage")):
             changes[attr] = None
             invalid[names[0]] = why + suffix
+    if "prefix_cache_hits" not in changes and "prefix_cache_queries" not in changes \
+            and (why := _prefix_hits_above_queries(m)):
+        changes["prefix_cache_hits"] = changes["prefix_cache_queries"] = None
+        invalid[SCALAR_METRICS["prefix_cache_hits"][0]] = why + suffix
     reasons = {}
     for reason, value in m.waiting_by_reason.items():
         if why := _impossible(value):
@@ -281,6 +306,10 @@ def engine_figures(now: EngineMetrics, before: EngineMetrics | None = None,
         return amount / window_s if amount is not None and window_s else None
 
     queries, hits = counted("prefix_cache_queries"), counted("prefix_cache_hits")
+    if queries is not None and hits is not None and hits > queries:  # in the window (see _prefix_hits_above_queries)
+        invalid[SCALAR_METRICS["prefix_cache_hits"][0]] = (f"{hits:g} hits is above the {queries:g} queries "
+                                                          "they are part of, in the window")
+        queries = hits = None
     latencies = tuple(
         _latency(name, now.histograms[name].since(before.histograms.get(name) if before else None))
         for name in LATENCY_ORDER if name in now.histograms

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -165,10 +165,27 @@ def _le(text: str) -> float:
     if text in ("+Inf", "Inf", "inf"):
         return math.inf
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
         raise ParseError(f"a histogram bucket has le={text!r}, not a number",
                          hint="point kvplan at the vLLM server's /metrics") from None
+    if math.isnan(value):  # a bound orders the buckets; NaN orders nothing (OpenMetrics: le is a number)
+        raise ParseError(f"a histogram bucket has le={text!r}, and a bucket bound cannot be NaN",
+                         hint="point kvplan at the vLLM server's /metrics")
+    return value
+
+
+def _no_duplicates(samples: Iterable[Any]) -> None:
+    """Refuse a series exposed twice (same name, same labels): Prometheus' scrape refuses it as a duplicate
+    sample, and summing or picking one would report a figure no server counted."""
+    seen: set[tuple[str, frozenset[tuple[str, str]]]] = set()
+    for s in samples:
+        key = (s.name, frozenset(s.labels.items()))
+        if key in seen:
+            labels = ",".join(f'{k}="{v}"' for k, v in sorted(s.labels.items()))
+            raise ParseError(f"the exposition has the series {_short(s.name + '{' + labels + '}')} twice",
+                             hint="Prometheus refuses duplicate series; scrape the server itself, not a merge")
+        seen.add(key)
 
 
 def _histograms(samples: Iterable[Any]) -> dict[EngineKey, dict[str, Histogram]]:
@@ -208,6 +225,7 @@ def parse_exposition(text: str) -> MetricsSnapshot:
     `vllm:` metrics.
     """
     samples = _samples(text)
+    _no_duplicates(samples)
     order: dict[EngineKey, None] = {}
     scalars: dict[EngineKey, dict[str, float]] = defaultdict(dict)
     by_reason: dict[EngineKey, dict[str, float]] = defaultdict(dict)
@@ -337,10 +355,14 @@ def fetch_exposition(url: str, timeout: float) -> str:
         "Accept": "text/plain;version=0.0.4",
         "User-Agent": f"kvplan/{__version__}",
     })
+    deadline = time.monotonic() + timeout
     try:
         with urllib.request.urlopen(request, timeout=timeout) as response:
-            body: bytes = response.read()
             content_type = response.headers.get("Content-Type", "")
+            if "html" in content_type.lower():
+                raise ParseError(f"{url} answered an HTML page, not Prometheus metrics",
+                                 hint="point kvplan at the server's /metrics path")
+            return _vllm_lines(_body_lines(response, url, deadline, timeout))
     except urllib.error.HTTPError as exc:
         raise NetworkError(f"{url} answered HTTP {exc.code} {exc.reason}",
                            hint="vLLM serves its metrics at /metrics") from None
@@ -358,11 +380,54 @@ def fetch_exposition(url: str, timeout: float) -> str:
                          hint="the metrics text is truncated; scrape again") from None
     except (http.client.HTTPException, OSError) as exc:
         raise NetworkError(f"reading {url} failed: {type(exc).__name__}: {_short(str(exc))}") from None
-    if "html" in content_type.lower():
-        raise ParseError(f"{url} answered an HTML page, not Prometheus metrics",
-                         hint="point kvplan at the server's /metrics path")
+
+
+def _body_lines(response: Any, url: str, deadline: float, timeout: float) -> Iterator[str]:
+    """The response body as lines, read as a metrics file is (kvplan.files.METRICS: at most 1 GiB, lines of
+    at most 1 MiB, UTF-8), and all of it within `timeout` seconds of the request: each read waits at most
+    the time left, so a server that trickles its body cannot outlive --timeout."""
+    from kvplan import files
+
+    kind = files.METRICS
+    sock = getattr(getattr(getattr(response, "fp", None), "raw", None), "_sock", None)  # http.client's socket
+    received, pending = 0, b""
+
+    def too_slow() -> NetworkError:
+        return NetworkError(f"{url} did not answer within {timeout:g} s: its whole answer had not arrived "
+                            f"({received:,} bytes had)", hint="raise --timeout")
+
+    while True:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise too_slow()
+        if sock is not None:
+            sock.settimeout(left)
+        try:
+            chunk = response.read1(65536)
+        except TimeoutError:
+            raise too_slow() from None
+        if not chunk:
+            if getattr(response, "length", None):  # bytes still owed by Content-Length: read() would raise it
+                import http.client
+
+                raise http.client.IncompleteRead(b"", response.length)
+            break
+        received += len(chunk)
+        if received > kind.max_bytes:
+            raise ParseError(f"{url} sent more than {kind.max_bytes // 2**30} GiB, more than a metrics "
+                             "exposition is", hint="is this a vLLM server's /metrics?")
+        *lines, pending = (pending + chunk).split(b"\n")
+        if len(pending) > kind.max_line:
+            raise ParseError(f"{url} sent a line longer than {kind.max_line // 2**20} MiB")
+        for line in lines:
+            yield _utf8(line + b"\n", url)
+    if pending:
+        yield _utf8(pending, url)
+
+
+def _utf8(line: bytes, url: str) -> str:
     try:
-        return body.decode("utf-8")
+        return line.decode("utf-8")
     except UnicodeDecodeError:
         raise ParseError(f"{url} answered bytes that are not UTF-8 text, not Prometheus metrics") from None
 

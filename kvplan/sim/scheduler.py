@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -211,7 +211,10 @@ class _Req:
 class _Sim:
     """One run. Decoders: `finish_tick ≥ 0`, state relative to `tick`; at most one partial prefill (last)."""
 
-    def __init__(self, config: SchedulerConfig, cost: StepCostModel, check: bool = False) -> None:
+    def __init__(self, config: SchedulerConfig, cost: StepCostModel, check: bool = False,
+                 progress: Callable[[int, int], None] | None = None) -> None:
+        self.progress = progress  # (requests finished, requests) every PROGRESS_EVERY steps
+        self.completed = 0
         self.check = check
         self.cfg = config
         self.cost = cost
@@ -474,6 +477,7 @@ class _Sim:
         if finished:
             finished.sort(key=lambda q: q.seq)
             running = self.running
+            self.completed += len(finished)
             for r in finished:
                 r.finish = now
                 del running[r.seq]
@@ -523,6 +527,10 @@ class _Sim:
             self._update_from_output(sched, now, itl)
             if self.check:
                 self._check_invariants()
+            if self.progress is not None and len(step_t) % PROGRESS_EVERY == 0:
+                self.progress(self.completed, n)
+        if self.progress is not None:
+            self.progress(self.completed, n)
         return step_t, step_dt, step_usage, itl, max_running, len(step_t)
 
 
@@ -547,18 +555,23 @@ def _check_requests(reqs: Sequence[ServeRequest], cfg: SchedulerConfig) -> None:
                                    "without chunked prefill")
 
 
+PROGRESS_EVERY = 2048  # steps between progress calls (a few per second of simulation)
+
+
 def simulate_serve(requests: Sequence[ServeRequest], config: SchedulerConfig, cost: StepCostModel, *,
                    ttft_slo_s: float | None = None, tpot_slo_s: float | None = None,
-                   timeline_points: int = 40, check_invariants: bool = False) -> ServeReport:
+                   timeline_points: int = 40, check_invariants: bool = False,
+                   progress: Callable[[int, int], None] | None = None) -> ServeReport:
     """Run `requests` (any order; sorted by arrival, stable) through the scheduler and report vLLM's
     latency, throughput, preemption and KV-usage metrics. TTFT, queue time and end-to-end latency are
     measured from arrival; TPOT = (e2e − TTFT)/(output − 1); ITL per generated token after the first.
-    `check_invariants` (slow, for tests) verifies the pool and the lock-step bookkeeping after every step."""
+    `check_invariants` (slow, for tests) verifies the pool and the lock-step bookkeeping after every step.
+    `progress(finished, total)` is called every PROGRESS_EVERY steps and once at the end."""
     config.validate()
     _check_requests(requests, config)
     order = sorted(range(len(requests)), key=lambda i: requests[i].arrival_s)
     reqs = [_Req(i, requests[i], config.block_size) for i in order]
-    sim = _Sim(config, cost, check_invariants)
+    sim = _Sim(config, cost, check_invariants, progress)
     step_t, step_dt, step_usage, itl, max_running, num_steps = sim.run(reqs)
 
     duration = max((r.finish for r in reqs), default=0.0)

@@ -122,15 +122,27 @@ def serving_refusal(model: ModelSpec, version: VllmVersion, *, allow_custom_code
         return (f"No model architectures are specified (vLLM {_backend()['vllm']} builds {model.architectures[0]}'s "
                 f"language model from text_config, whose model_type `{text_type}` names no causal-LM class in "
                 f"transformers {_backend()['transformers']})")
-    recurrent = [layer.index for layer in model.layers if layer.kind == "mamba"]
+    # Decoder layers with no attention module: a recurrent / convolution mixer, or none at all.
+    no_attention = [layer.index for layer in model.layers if layer.kind in ("mamba", "mlp_only")]
     if via_transformers_backend(model.architectures) and not any(is_served(a, version)
                                                                         for a in model.architectures):
-        if recurrent:  # models/transformers/base.py: every layer must dispatch through the attention interface
-            return (f"Layer {recurrent[0]} does not dispatch through the Transformers attention interface and vLLM "
-                    f"has no other way to handle it (vLLM {version} would serve {model.architectures[0]} through "
-                    "its Transformers backend)")
+        if no_attention:
+            return transformers_backend_refusal(no_attention[0], model.raw.get("layer_types"),
+                                                model.architectures[0], version)
         return None
     return not_served_reason(model.architectures, version)
+
+
+def transformers_backend_refusal(index: int, layer_types: Any, architecture: str, version: VllmVersion) -> str:
+    """vLLM's refusal of a model its Transformers backend would serve but one of whose decoder layers has no
+    module dispatching through the Transformers attention interface: models/transformers/base.py
+    `_create_attention_instances`, for each layer on the rank `if i not in self.attention_fusers: raise
+    ValueError(f"Layer {layer} does not dispatch through the Transformers attention interface and vLLM has no
+    other way to handle it.")`, `layer` being `f"{i} ({layer_types[i]})"` when text_config has layer_types."""
+    layer = (f"{index} ({layer_types[index]})" if isinstance(layer_types, list) and index < len(layer_types)
+             else str(index))
+    return (f"Layer {layer} does not dispatch through the Transformers attention interface and vLLM has no other "
+            f"way to handle it (vLLM {version} would serve {architecture} through its Transformers backend)")
 
 
 def _unnamed_text_model(model: ModelSpec) -> str | None:
@@ -147,6 +159,10 @@ def explain_bad_config(exc: BadConfig, version: VllmVersion) -> KvplanError:
     """A config kvplan cannot read: when vLLM would refuse it anyway, vLLM's reason (the one a user needs)."""
     if not exc.architectures and str(exc).startswith("config.json has no model_type and no architectures"):
         return exc
+    if exc.architectures and not any(is_served(a, version) for a in exc.architectures) and \
+            via_transformers_backend(exc.architectures) and exc.layer_without_attention is not None:
+        return NotServed(transformers_backend_refusal(exc.layer_without_attention, None, exc.architectures[0],
+                                                      version))
     if exc.architectures and not any(is_served(a, version) for a in exc.architectures) and not \
             via_transformers_backend(exc.architectures):
         reason = not_served_reason(exc.architectures, version)

@@ -6,7 +6,14 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import InvalidParameter, NotServed
-from kvplan.model.kv_cache import DS_MLA_BYTES, NVFP4_KV_DTYPES, NVFP4_MLA_REFUSAL
+from kvplan.model.kv_cache import (
+    DS_MLA_BYTES,
+    DSV4_KV_DTYPE_REFUSAL,
+    DSV4_SERVED_KV_DTYPES,
+    NVFP4_KV_DTYPES,
+    NVFP4_MLA_REFUSAL,
+)
+from kvplan.vllm.defaults import DSV4_AUTO_KV_SINCE, DSV4_FP8_DS_MLA_WORDING_SINCE, LATEST, VllmVersion
 
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
@@ -64,6 +71,10 @@ SM120_SPARSE_INDEX_TOPK = 2048
 # older GPUs fall through to TRITON_ATTN (the other backends do not support mm-prefix attention).
 _TRITON_FLASHINFER = AttentionBackend("TRITON_FLASHINFER", 64, 64)
 _TRITON_FLASH_ATTN = AttentionBackend("TRITON_FLASH_ATTN", 16, 16)
+# Both composites declare the head sizes they take: v1/attention/backends/triton_flashinfer.py and
+# triton_flash_attn.py, `head_sizes=(256, 512)`; composite.py:supports_head_size refuses any other, and
+# selector.py then tries the next backend of the list.
+COMPOSITE_MM_PREFIX_HEAD_SIZES = frozenset({256, 512})
 _TRITON_ATTN = AttentionBackend("TRITON_ATTN", 16, 16)
 # SM90 with an fp8 cache and 512-wide heads (gemma-4's global layers): 64-token blocks, as vLLM 0.33's
 # planner picks them (FlashAttention 4's supported block sizes; tests/fixtures/oracle-cuda gemma-4 h100-fp8).
@@ -75,15 +86,33 @@ FP8_WIDE_HEAD_BLOCK_SIZE = 64
 # FlashAttention 4 runs (SM90/SM10x); elsewhere (Ampere, Ada) a wider head falls through vLLM's priority list to
 # TRITON_ATTN (tests/fixtures/oracle-cuda/multimodal: text-only gemma-4 on L40S).
 FA2_MAX_HEAD_SIZE = 256
+FA4_MAX_HEAD_SIZE = 512
 FA4_ARCHS = frozenset({"hopper", "blackwell"})
 
 
-def mm_prefix_backend(arch: str | None) -> AttentionBackend:
-    """The backend of a multimodal prefix LM on this GPU."""
+def mm_prefix_backend(arch: str | None, head_sizes: frozenset[int] | set[int] = frozenset({256})) -> AttentionBackend:
+    """The backend of a multimodal prefix LM on this GPU, whose attention layers have these head sizes: vLLM
+    0.33's CUDA priority list (platforms/cuda.py:_get_backend_priorities, use_mm_prefix) walked with each
+    backend's checks (backend.py:validate_configuration):
+
+    * SM10x: TRITON_FLASHINFER takes head sizes 256 and 512 only; FLASHINFER has no mm-prefix support
+      (backend.py:supports_mm_prefix False); FLASH_ATTN takes it where FlashAttention 4 runs, which it does on
+      SM100 (fa_utils.py:get_flash_attn_version; flash_attn.py:supports_combination "mm_prefix … requires
+      FlashAttention v4"), with 16-token blocks (MultipleOf(16)) below head size 256.
+    * SM90: TRITON_FLASH_ATTN takes 256 and 512 only; FLASH_ATTN refuses mm-prefix below head size 256 (FA3
+      there, not FA4); FLASHINFER has no mm-prefix support; TRITON_ATTN (16-token blocks) takes it.
+    * Older GPUs: TRITON_ATTN.
+
+    vLLM selects per layer; a model mixing accepted and refused head sizes (none seen) would get two backends
+    there, and gets the fall-through backend for every layer here.
+    """
     family = (arch or "").lower()
+    composite = bool(head_sizes) and set(head_sizes) <= COMPOSITE_MM_PREFIX_HEAD_SIZES
     if family == "blackwell":
-        return _TRITON_FLASHINFER
-    if family == "hopper":
+        if composite:
+            return _TRITON_FLASHINFER
+        return _FLASH_ATTN if all(h % 8 == 0 and h <= FA4_MAX_HEAD_SIZE for h in head_sizes) else _TRITON_ATTN
+    if family == "hopper" and composite:
         return _TRITON_FLASH_ATTN
     return _TRITON_ATTN
 
@@ -198,6 +227,31 @@ def _sm120_sparse_refusal(model: ModelSpec) -> None:
                         f"{got}")
 
 
+# DeepSeek-V4 (models/deepseek_v4/nvidia/model.py:_select_dsv4_attn_cls): every CUDA arch but SM12x runs
+# DeepseekV4FlashMLAAttention, whose backend FLASHMLA_SPARSE_DSV4 takes 256-token blocks only
+# (sparse_mla.py:DeepseekV4SparseMLABackend.get_supported_kernel_block_sizes). The class is picked directly, not
+# through the backend selector, so the backend's supports_compute_capability (9.x, 10.x) is never asked: vLLM 0.33's
+# planner lays the same cache out on an A100 (tests/fixtures/oracle-cuda: DeepSeek-V4 __a100 answered; FlashMLA's
+# kernels themselves are SM90+). SM12x takes DeepseekV4FlashInferSM120Attention, whose plain bf16 / fp8 rows
+# kvplan does not model.
+DSV4_FLASHMLA = AttentionBackend("FLASHMLA_SPARSE_DSV4", 256, 256)
+
+
+def dsv4_backend(gpu: GpuLike, kv_flag: str, version: VllmVersion = LATEST) -> AttentionBackend:
+    """DeepSeek-V4's attention backend on this GPU, or vLLM's refusal (before 0.30 `auto` is refused too:
+    defaults.DSV4_AUTO_KV_SINCE)."""
+    if (gpu.arch or "").lower() == "blackwell-rtx":
+        raise NotServed(f"DeepSeek-V4 on {gpu.name} (SM12x) runs vLLM's FlashInfer SM120 sparse attention, whose "
+                        "cache layout kvplan does not model yet", hint="plan it on an SM90 or SM100 GPU")
+    if version < DSV4_AUTO_KV_SINCE and not kv_flag.startswith("fp8"):
+        layout = "fp8_ds_mla" if version >= DSV4_FP8_DS_MLA_WORDING_SINCE else "FlashMLA fp8"
+        raise NotServed(f"DeepseekV4 {layout} layout only supports fp8 kv-cache, got {kv_flag}",
+                        hint=f"vLLM {version} asserts it: pass --kv-cache-dtype fp8")
+    if kv_flag not in DSV4_SERVED_KV_DTYPES:
+        raise NotServed(DSV4_KV_DTYPE_REFUSAL.format(kv_flag))
+    return DSV4_FLASHMLA
+
+
 def select_backend(model: ModelSpec, gpu: GpuLike, kv_dtype: str, *, checkpoint_kv: bool) -> AttentionBackend:
     """The attention backend (and so the block size) vLLM selects; DSA models have their own sparse ones, an
     NVFP4 cache has FlashInfer only."""
@@ -214,11 +268,13 @@ def select_backend(model: ModelSpec, gpu: GpuLike, kv_dtype: str, *, checkpoint_
     refusal = _fp8_on_triton_refusal(model, gpu, kv_dtype)
     if refusal is not None:
         raise NotServed(refusal)
-    backend = (mm_prefix_backend(gpu.arch) if model.mm_prefix_lm and model.mla is None
+    head_sizes = {layer.head_size for layer in model.layers if layer.kind in ("full", "sliding_window",
+                                                                             "chunked_local")}
+    backend = (mm_prefix_backend(gpu.arch, head_sizes) if model.mm_prefix_lm and model.mla is None
                else attention_backend(gpu.arch, mla=model.mla is not None, kv_cache_dtype=kv_dtype))
     widest = max((layer.head_size for layer in model.layers), default=0)
     if backend.name == "FLASH_ATTN" and widest > FA2_MAX_HEAD_SIZE and (gpu.arch or "") not in FA4_ARCHS:
-        return mm_prefix_backend(gpu.arch)  # TRITON_ATTN: FlashAttention 2 takes heads ≤ 256 (flash_attn.py)
+        return _TRITON_ATTN  # FlashAttention 2 takes heads ≤ 256 (flash_attn.py:supports_head_size)
     if (gpu.arch or "") == "hopper" and kv_dtype in FP8_KV_DTYPES and widest >= FP8_WIDE_HEAD_SIZE:
         return replace(backend, block_size=FP8_WIDE_HEAD_BLOCK_SIZE)
     return backend

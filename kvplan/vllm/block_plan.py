@@ -32,6 +32,7 @@ from kvplan.vllm.defaults import (
 from kvplan.vllm.kv_groups import (
     HybridAlignment,
     KVCacheGroup,
+    LayerTupleLayout,
     align_hybrid_block_size,
     build_groups,
     bytes_per_block,
@@ -156,6 +157,7 @@ class _Layout:
     mamba_blocks: int
     blocks_per_request: int
     vllm_log: tuple[str, ...]
+    tuples: LayerTupleLayout | None = None  # vLLM ≤ 0.28's DeepSeek-V4 accounting (kv_groups.LayerTupleLayout)
 
 
 @dataclass(frozen=True)
@@ -219,7 +221,7 @@ def _layout(
     flat: Sequence[KVCacheSpec], block_size: int, max_model_len: int, in_flight_tokens: int, *,
     mamba_cache_mode: MambaCacheMode, mamba_checkpoint_alignment: int, mamba_prefill_checkpoint_blocks: int,
     min_kernel_block_size: int, disable_hybrid_kv_cache_manager: bool, sliding_window_block_size: int | None,
-    num_speculative_blocks: int,
+    num_speculative_blocks: int, dsv4_layer_tuples: bool = False,
 ) -> _Layout:
     """Block size, KV cache groups and blocks per request (steps 1–2: kv_cache_planning.py:get_kv_cache_groups)."""
     hybrid, bs, padded, log = _hybrid_block_size(
@@ -232,11 +234,15 @@ def _layout(
         mamba_page_padded_bytes=padded,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         sliding_window_block_size=sliding_window_block_size,
+        dsv4_layer_tuples=dsv4_layer_tuples,
     )
     log.extend(grouping.warnings)
     mamba_blocks = mamba_blocks_per_request(mamba_cache_mode, num_speculative_blocks, mamba_prefill_checkpoint_blocks)
-    bpr = blocks_per_request(grouping.groups, max_model_len, in_flight_tokens, mamba_blocks)
-    return _Layout(bs, hybrid, grouping.groups, grouping.hma_disabled, mamba_blocks, bpr, tuple(log))
+    if grouping.tuples is not None:
+        bpr = grouping.tuples.blocks_per_request(max_model_len, in_flight_tokens)
+    else:
+        bpr = blocks_per_request(grouping.groups, max_model_len, in_flight_tokens, mamba_blocks)
+    return _Layout(bs, hybrid, grouping.groups, grouping.hma_disabled, mamba_blocks, bpr, tuple(log), grouping.tuples)
 
 
 def _num_blocks(avail: Sequence[int], bpb_workers: Sequence[int]) -> tuple[int, int]:
@@ -252,6 +258,8 @@ def _fit_check(
 ) -> _FitCheck:
     """Fit check per worker, in order; the first failure is vLLM's error
     (v1/core/kv_cache_utils.py:_check_enough_kv_cache_memory)."""
+    if layout.tuples is not None:
+        return _tuple_fit_check(layout.tuples, avail[bound], max_model_len, in_flight_tokens)
     bpr = layout.blocks_per_request
     for a, b in zip(avail, bpb_workers, strict=True):
         if b == 0:
@@ -264,6 +272,24 @@ def _fit_check(
                                                layout.mamba_blocks)
             return _FitCheck(refusal_message(max_model_len, b * bpr, c, estimated), estimated, b * bpr, c)
     return _FitCheck(None, None, bpb_workers[bound] * bpr, avail[bound] - bpb_workers[bound])
+
+
+def _tuple_fit_check(tuples: LayerTupleLayout, avail: int, max_model_len: int, in_flight_tokens: int) -> _FitCheck:
+    """vLLM ≤ 0.28's check for DeepSeek-V4: _max_memory_usage_bytes_from_groups against the whole available memory
+    (0.23's get_kv_cache_configs passes it unreduced), its estimate the same binary search over that sum."""
+    needed = tuples.needed_bytes(max_model_len, in_flight_tokens)
+    if avail <= 0:
+        return _FitCheck(NO_MEMORY_MESSAGE, 0, needed, avail)
+    if needed <= avail:
+        return _FitCheck(None, None, needed, avail)
+    lo, hi, best = 1, max_model_len, 0
+    while lo <= hi:
+        mid = (lo + hi) // 2
+        if tuples.needed_bytes(mid, in_flight_tokens) <= avail:
+            best, lo = mid, mid + 1
+        else:
+            hi = mid - 1
+    return _FitCheck(refusal_message(max_model_len, needed, avail, best), best, needed, avail)
 
 
 def _attention_free_plan(
@@ -307,7 +333,8 @@ def _counted_plan(
     "GPU KV cache size" is max_concurrency × max_model_len since vLLM 0.21 (kv_cache_utils.py:
     get_kv_cache_capacity); up to 0.20 `tokens_per_group_block`: num_blocks // groups × the smallest block
     size (kv_cache_utils.py:_report_kv_cache_config), far fewer for a hybrid model's several groups."""
-    bpb_workers = tuple(bytes_per_block(layout.groups, [s.layer for s in w]) for w in workers)
+    bpb_workers = tuple(bytes_per_block(layout.groups, [s.layer for s in w]) if layout.tuples is None
+                        else layout.tuples.bytes_per_block for w in workers)
     num_blocks, bound = _num_blocks(avail, bpb_workers)
     if num_blocks_override is not None:
         num_blocks = num_blocks_override
@@ -359,6 +386,7 @@ def plan_kv_cache(
     context_parallel: int = 1,
     num_blocks_override: int | None = None,
     tokens_per_group_block: bool = False,
+    dsv4_layer_tuples: bool = False,
 ) -> KVCachePlan:
     """Blocks, tokens, concurrency and the fit verdict for KV memory given per worker (PP stage).
 
@@ -367,6 +395,7 @@ def plan_kv_cache(
     Mamba/GDN layers: `mamba_cache_mode` (align with prefix caching), the state-checkpoint token
     alignment and the extra checkpoint blocks of the GDN kernel (vllm_defaults.gdn_*).
     `tokens_per_group_block`: count "GPU KV cache size" as vLLM ≤ 0.20 printed it (see _counted_plan).
+    `dsv4_layer_tuples`: DeepSeek-V4 grouped and counted as vLLM ≤ 0.28 did (kv_groups.LayerTupleLayout).
     """
     workers, avail = _worker_budgets(specs_per_worker, available_kv_bytes, block_size, max_model_len)
     layout = _layout(
@@ -375,6 +404,7 @@ def plan_kv_cache(
         mamba_prefill_checkpoint_blocks=mamba_prefill_checkpoint_blocks, min_kernel_block_size=min_kernel_block_size,
         disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
         sliding_window_block_size=sliding_window_block_size, num_speculative_blocks=num_speculative_blocks,
+        dsv4_layer_tuples=dsv4_layer_tuples,
     )
     if not layout.groups:  # attention-free and state-free: vLLM keeps just the null block
         return _attention_free_plan(layout, avail, max_model_len, in_flight_tokens, mamba_cache_mode)

@@ -179,6 +179,19 @@ def max_concurrent_batches(pp: int, *, async_scheduling: bool = True, model_runn
 # v1/core/kv_cache_utils.py: "GPU KV cache size" became max_concurrency × max_model_len in 0.21
 # (get_kv_cache_capacity in 0.24); 0.20.0 still printed num_blocks // len(groups) × min_block_size.
 KV_TOKENS_FROM_CONCURRENCY_SINCE = VllmVersion(0, 21)
+# v1/kv_cache_interface.py:SlidingWindowSpec / ChunkedLocalAttentionSpec.max_admission_blocks_per_request: the
+# window (or chunk) plus max_num_batched_tokens up to 0.25 (read in 0.23 and 0.25), plus
+# VllmConfig.max_in_flight_tokens (every batch in flight) from 0.26 (read in 0.26, 0.27, 0.28, 0.30, 0.33).
+WINDOW_RESERVES_IN_FLIGHT_SINCE = VllmVersion(0, 26)
+# models/deepseek_v4/attention.py:_resolve_dsv4_kv_cache_dtype: up to 0.29 an assertion refuses any flag that is not
+# fp8 (`--kv-cache-dtype auto` included: "DeepseekV4 FlashMLA fp8 layout only supports fp8 kv-cache, got auto" in
+# 0.23, "DeepseekV4 fp8_ds_mla layout ..." in 0.25 to 0.29); from 0.30 `auto` is served as fp8_ds_mla too.
+DSV4_AUTO_KV_SINCE = VllmVersion(0, 30)
+DSV4_FP8_DS_MLA_WORDING_SINCE = VllmVersion(0, 25)
+# DeepSeek-V4's KV cache groups: up to 0.28 its own "layer tuple" grouping (v1/core/kv_cache_utils.py:
+# _get_kv_cache_groups_uniform_groups, read in 0.23, 0.25 and 0.28), from 0.29 the generic packing of a
+# block-outermost layout (_get_packed_kv_cache_groups, read in 0.29, 0.30 and 0.33).
+DSV4_PACKED_GROUPS_SINCE = VllmVersion(0, 29)
 
 
 def max_in_flight_tokens(max_num_batched_tokens: int, pp: int, *, async_scheduling: bool = True,

@@ -22,7 +22,7 @@ from kvplan.units import GiB
 from kvplan.vllm.advice import advise_fixes
 from kvplan.vllm.architectures import served_quantization_methods
 from kvplan.vllm.block_plan import KVCachePlan, plan_kv_cache
-from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, KV_TOKENS_FROM_CONCURRENCY_SINCE
+from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, DSV4_PACKED_GROUPS_SINCE, KV_TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.vllm.dtype import served_dtype
 from kvplan.vllm.memory.activation import estimate_activation, penalty_state_bytes
 from kvplan.vllm.memory.budget import (
@@ -86,11 +86,6 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     """One worker's budget: PP stage `stage`, or the only one (None)."""
     batch = r.batch
     weights = _weights_term(model, gpu, s, r, spec_decode, stage)
-    # v1/worker/gpu/spec_decode/standalone_ar/speculator.py:capture is a no-op: a draft model runs eagerly.
-    eager_draft = spec_decode is not None and spec_decode.method == DRAFT_MODEL
-    workers = specs if stage is None else [specs[stage]]
-    graph_layers = max((sum(1 for x in w if not (eager_draft and x.layer >= model.num_layers)) for w in workers),
-                       default=0)
     last = stage is None or stage == s.pp - 1
     activation = (user_term("activation", s.activation_bytes, "--activation-memory")
                   if s.activation_bytes is not None
@@ -104,7 +99,7 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                  else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, s), pp=s.pp, version=r.version,
                                                              integrated=integrated, arch=gpu.arch), model, r))
     graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
-              else estimate_cuda_graphs(num_layers_on_worker=graph_layers,
+              else estimate_cuda_graphs(moe_layers_on_worker=_moe_layers_on_worker(model, s, stage), tp=s.tp,
                                         max_num_seqs=batch.max_num_seqs,
                                         max_num_batched_tokens=batch.max_num_batched_tokens,
                                         arch=gpu.arch, enforce_eager=s.enforce_eager, version=r.version,
@@ -121,6 +116,16 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp, integrated=integrated),
     )
+
+
+def _moe_layers_on_worker(model: ModelSpec, s: ServeSettings, stage: int | None) -> int:
+    """The target model's MoE layers on the worker (the busiest PP stage when `stage` is None): the part of
+    vLLM's CUDA-graph estimate that grows per layer (memory/cuda_graphs.py). A draft runs eagerly or is small."""
+    from kvplan.model.parallel import pp_layer_ranges
+
+    ranges = pp_layer_ranges(model.num_layers, s.pp)
+    counts = [sum(1 for i in r if i < len(model.layers) and model.layers[i].moe) for r in ranges]
+    return max(counts, default=0) if stage is None else counts[stage]
 
 
 def _moe_group(model: ModelSpec, s: ServeSettings) -> int:
@@ -312,7 +317,7 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
 
     def plan_at(length: int) -> KVCachePlan:
         return plan_kv_cache(
-            specs, stage_available_kv(budget), r.block_size, length, r.in_flight_tokens,
+            specs, stage_available_kv(budget), r.block_size, length, r.window_tokens,
             mamba_cache_mode=r.mamba_cache_mode,
             mamba_checkpoint_alignment=r.mamba_checkpoint_alignment,
             mamba_prefill_checkpoint_blocks=r.mamba_prefill_checkpoint_blocks,
@@ -322,6 +327,7 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
             context_parallel=s.decode_context_parallel_size,
             num_blocks_override=s.num_gpu_blocks_override,
             tokens_per_group_block=r.version < KV_TOKENS_FROM_CONCURRENCY_SINCE,
+            dsv4_layer_tuples=r.version < DSV4_PACKED_GROUPS_SINCE,
         )
 
     notes: list[str] = []
@@ -483,7 +489,7 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     )
     report = build_report(model, gpu, s, r, budget, plan, startup=startup, error=error, preemption=preempt,
                           block_size_source=bs_source,
-                          notes=[*dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,
+                          notes=[*model.config_notes, *dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,
                                  *_load_notes(s, max_len, r.batch.max_num_seqs)])
     report = replace(report, **range_fields(specs, budget, r, s, spec_decode),  # type: ignore[arg-type]
                      towers=_towers(model, s), pp_stages=_stages(specs, budget, plan),
@@ -546,7 +552,7 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         attention_backend=r.backend.name,
         groups=tuple(
             GroupSummary(g.kind, len(g.layers), g.block_size, g.page_size_bytes,
-                         g.blocks_per_request(max_len, r.in_flight_tokens, plan.mamba_blocks),
+                         g.blocks_per_request(max_len, r.window_tokens, plan.mamba_blocks),
                          g.sliding_window, g.attention_chunk_size)
             for g in plan.groups
         ),

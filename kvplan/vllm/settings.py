@@ -15,7 +15,7 @@ from kvplan.model.kv_cache import (
 from kvplan.model.parallel import attention_free, has_recurrent_layers
 from kvplan.vllm import defaults as vd
 from kvplan.vllm.architectures import serving_refusal
-from kvplan.vllm.backends import FLASHINFER_MLA_SPARSE_SM120, AttentionBackend, select_backend
+from kvplan.vllm.backends import FLASHINFER_MLA_SPARSE_SM120, AttentionBackend, dsv4_backend, select_backend
 from kvplan.vllm.backends import GpuLike as BackendGpu
 from kvplan.vllm.defaults import BatchSettings, MambaCacheMode, PerformanceMode, Usage, VllmVersion
 from kvplan.vllm.model_runner import ModelRunner, model_runner
@@ -222,6 +222,9 @@ class ResolvedSettings:
     block_size: int  # before hybrid alignment
     block_size_source: str
     in_flight_tokens: int
+    # what sliding-window and chunked-local caches reserve past their window: the tokens in flight since vLLM 0.26,
+    # max_num_batched_tokens before (vd.WINDOW_RESERVES_IN_FLIGHT_SINCE)
+    window_tokens: int
     model_runner: ModelRunner
     mamba_cache_mode: MambaCacheMode
     mamba_checkpoint_alignment: int
@@ -378,9 +381,17 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
         raise InvalidParameter(refusal, hint="vLLM's encoder budget (compute_mm_encoder_budget); or limit that "
                                              "modality with --limit-mm-per-prompt")
     kv_flag = _model_kv_cache_dtype(model, gpu, s.kv_cache_dtype)
-    kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
-    backend = (_rocm_backend(model, gpu, kv_dtype, s) if gpu_platform(gpu) == "rocm"
-               else select_backend(model, gpu, kv_dtype, checkpoint_kv=s.kv_cache_dtype == "auto"))
+    if model.dsv4 is not None:
+        if gpu_platform(gpu) == "rocm":
+            raise NotServed("DeepSeek-V4 on AMD GPUs: kvplan does not model vLLM's ROCm backend for its compressed "
+                            "sparse attention yet (kvplan/vllm/rocm.py)", hint="plan it on an NVIDIA GPU")
+        backend = dsv4_backend(gpu, kv_flag, version)
+        kv_flag = "fp8_ds_mla"  # attention.py:_resolve_dsv4_kv_cache_dtype: auto and every fp8 flag
+        kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
+    else:
+        kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
+        backend = (_rocm_backend(model, gpu, kv_dtype, s) if gpu_platform(gpu) == "rocm"
+                   else select_backend(model, gpu, kv_dtype, checkpoint_kv=s.kv_cache_dtype == "auto"))
     if backend == FLASHINFER_MLA_SPARSE_SM120 and kv_flag != "fp8_ds_mla":
         # mla_attention.py:_canonicalize_sparse_mla_kv_cache_dtype: the SM120 kernel reads fp8_ds_mla only
         kv_flag = "fp8_ds_mla"
@@ -408,12 +419,14 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     }
     runner, async_on, sources["model_runner"], sources["async_scheduling"] = _runner_and_async(
         model, s, version, method, mode)
+    in_flight = vd.max_in_flight_tokens(batch.max_num_batched_tokens, s.pp, async_scheduling=async_on,
+                                        model_runner_v2=runner.v2)
     return ResolvedSettings(
         version=version, gpu_memory_utilization=util, max_model_len=max_len, auto_fit=s.max_model_len == -1,
         batch=batch, kv_cache_dtype=kv_dtype, kv_cache_dtype_flag=kv_flag, backend=backend, block_size=block_size,
         block_size_source=bs_source,
-        in_flight_tokens=vd.max_in_flight_tokens(batch.max_num_batched_tokens, s.pp, async_scheduling=async_on,
-                                                 model_runner_v2=runner.v2),
+        in_flight_tokens=in_flight,
+        window_tokens=in_flight if version >= vd.WINDOW_RESERVES_IN_FLIGHT_SINCE else batch.max_num_batched_tokens,
         model_runner=runner,
         mamba_cache_mode=mode, mamba_checkpoint_alignment=alignment,
         mamba_prefill_checkpoint_blocks=checkpoint_blocks, disable_hybrid_kv_cache_manager=hma_off,

@@ -226,6 +226,9 @@ def draft_specs(stage: Sequence[KVCacheSpec], num_layers: int, spec: SpecDecode,
     layer. EAGLE: the draft model's own specs (`own_draft_specs`) on the last stage."""
     if spec.draft is not None:
         return own_draft_specs(num_layers, spec, tp=tp, pp=1, kv_cache_dtype=kv_cache_dtype, dtype=dtype)[-1]
+    windows = [s for s in stage if s.block_outermost and s.role == "sliding window"]
+    if windows:  # DeepSeek-V4: an MTP layer's compress ratio is 1 (attention.py: layer_id ≥ num_hidden_layers):
+        return [replace(windows[0], layer=num_layers + i) for i in range(spec.draft_layers)]  # its window only
     template_layer = next((s.layer for s in stage if s.kind in ("full", "mla")), None)
     if template_layer is None:
         raise InvalidParameter("--speculative-config: the target has no full-attention layer for the draft to copy")

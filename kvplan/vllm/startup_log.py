@@ -40,6 +40,7 @@ from typing import Any, Final, Literal
 
 from kvplan.text import scrub
 from kvplan.units import GiB
+from kvplan.vllm.engine_args import ENGINE_ARGS
 
 Failure = Literal["max_len_exceeds_kv", "no_kv_memory", "insufficient_free_memory", "cuda_oom"]
 """Why the server did not start, when the log says so:
@@ -341,9 +342,13 @@ _SETTING_KEYS: Final[Mapping[str, str]] = {
     "enforce_eager": "enforce_eager", "enable_prefix_caching": "enable_prefix_caching",
     "max_num_seqs": "max_num_seqs", "max_num_batched_tokens": "max_num_batched_tokens",
 }
-_FLAG_ALIASES: Final[Mapping[str, str]] = {"tp": "tensor_parallel_size", "pp": "pipeline_parallel_size",
-                                           "q": "quantization"}
-_BOOL_FLAGS: Final[frozenset[str]] = frozenset({"enforce_eager", "enable_prefix_caching"})
+# Their short and second spellings and which are switches: from the table of engine arguments (engine_args.py).
+_FLAG_ALIASES: Final[Mapping[str, str]] = {
+    alias.lstrip("-").replace("-", "_"): arg.name
+    for arg in ENGINE_ARGS if arg.name in _SETTING_KEYS for alias in arg.aliases
+}
+_BOOL_FLAGS: Final[frozenset[str]] = frozenset(
+    arg.name for arg in ENGINE_ARGS if arg.name in _SETTING_KEYS and not arg.takes_value)
 _ENGINE_CONFIG_RE = re.compile(r"with config: (?P<rest>.*)$")
 _CONFIG_PAIR_RE = re.compile(r"(?<![\w.\"'])(?P<key>\w+)=(?P<value>'(?:[^'\\]|\\.)*'|[^,]*)")
 _NON_DEFAULT_RE = re.compile(r"non-default args: \{(?P<rest>.*)\}")
@@ -420,7 +425,7 @@ def _settings_from_command(fields: dict[str, Any], rest: str) -> bool:
             i += 1
             continue
         name, eq, value = arg.lstrip("-").partition("=")
-        key = _FLAG_ALIASES.get(name, name.replace("-", "_"))
+        key = _FLAG_ALIASES.get(name.replace("-", "_"), name.replace("-", "_"))
         if key.startswith("no_") and key[3:] in _BOOL_FLAGS:
             found |= _setting(fields, key[3:], "False")
         elif key in _BOOL_FLAGS:

@@ -162,6 +162,24 @@ def install_hooks(record: dict) -> None:
     kcu.get_kv_cache_capacity = get_kv_cache_capacity
 
 
+LATE_STUBS_ENV = "KVPLAN_ORACLE_LATE_STUBS"
+
+
+def install_late_stubs(prefixes: list[str]) -> list[str]:
+    """DeepSeek-V4 only (``KVPLAN_ORACLE_LATE_STUBS=cutlass,quack``, with ``--extra``): permissive import
+    stubs for the CuTe-DSL packages vLLM's DSv4 kernels import at layer build (nvidia-cutlass-dsl's
+    ``cutlass``, quack-kernels' ``quack``), installed in the child through fake_cuda_extra's own
+    ``install_late_stubs``. FlashInfer, and vLLM's fusion pass that imports it while the engine config is
+    created, are imported first, so FlashInfer's own CuTe-DSL probe sees no ``cutlass`` (as on a machine
+    without it) instead of walking into its kernels with a stub. No KV-cache code is stubbed."""
+    import fake_cuda_extra  # noqa: PLC0415  (golden_server.py --extra imported it already)
+    import flashinfer  # noqa: F401, PLC0415
+    import vllm.compilation.passes.fusion.allreduce_rms_fusion  # noqa: F401, PLC0415
+
+    fake_cuda_extra.install_late_stubs(tuple(prefixes))
+    return list(prefixes)
+
+
 def main() -> None:
     argv = sys.argv[1:]
     if "--" in argv:
@@ -180,6 +198,8 @@ def main() -> None:
 
     def hooked_main():  # noqa: ANN202
         record: dict = {}
+        if os.environ.get(LATE_STUBS_ENV):
+            record["late_stubs"] = install_late_stubs(os.environ[LATE_STUBS_ENV].split(","))
         try:
             install_hooks(record)
         except Exception as e:  # noqa: BLE001

@@ -51,7 +51,7 @@ class Case:
     source: str = "configs"  # "configs" | "corpus"
     ext: bool = False  # run through cuda_oracle_ext.py (draft models, DCP group)
     why: str = ""
-    set: str = "configs"  # "configs" | "extra" | "corpus"
+    set: str = "configs"  # "configs" | "extra" | "corpus" | "dsv4"
     kv_bytes: int = KV_20GIB
 
     @property
@@ -64,6 +64,16 @@ class Case:
 
     def argv(self) -> list[str]:
         return [str(self.config_dir), "--kv-cache-memory-bytes", str(self.kv_bytes), *self.args]
+
+    @property
+    def late_stubs(self) -> tuple[str, ...]:
+        """Import stubs hooked_server.py installs in the child on the --extra retry (KVPLAN_ORACLE_LATE_STUBS):
+        DeepSeek-V4's layers import the CuTe-DSL packages (cutlass, quack) when they are built."""
+        try:
+            cfg = json.loads((self.config_dir / "config.json").read_text())
+        except (OSError, ValueError):
+            return ()
+        return DSV4_LATE_STUBS if cfg.get("model_type") == "deepseek_v4" else ()
 
 
 # --------------------------------------------------------------------------------- case matrix
@@ -137,6 +147,49 @@ def extra_cases() -> list[Case]:
                       set="extra"))
     cases.append(Case(q30, "h100-tp2-ep", "h100", ("--tp", "2") + ea("enable_expert_parallel", True),
                       why="expert parallel on, TP2 (EP does not change the KV plan)", set="extra"))
+    # Issue 22: a multimodal prefix LM whose head size the composite backends (TRITON_FLASHINFER on SM10x,
+    # TRITON_FLASH_ATTN on SM90: head_sizes 256, 512) refuse; no real gemma-3 config with 128-wide heads
+    # (gemma-3-27b) was found in the indexed sources, so gemma-3-4b-it's own config gets head_dim 128.
+    g3 = "google--gemma-3-4b-it"
+    for gpu in ("b200", "h100"):
+        cases.append(Case(g3, f"{gpu}-hd128", gpu, ea("hf_overrides", {"text_config": {"head_dim": 128}}),
+                          why="mm-prefix LM with head_dim 128 (hf_overrides): the composite backend refuses "
+                              "that head size, vLLM takes the next backend of its priority list",
+                          set="extra"))
+    # Issue 22: a DeepSeek-V2 config with zero qk_nope_head_dim / qk_rope_head_dim is built as plain MHA
+    # (deepseek_v2.py:DeepseekV2DecoderLayer, DeepseekAttention). DeepSeek-OCR's language model is one, but its
+    # vLLM class needs the tokenizer, which the fixture folder has not; DeepSeek-V2-Lite's own config gets the
+    # zero dims instead (its kv_lora_rank kept: transformers 5.19's strict DeepseekV2Config refuses a null one,
+    # which only vLLM's DeepseekVLV2TextConfig allows).
+    cases.append(Case("deepseek-ai--DeepSeek-V2-Lite", "h100-mha-latent", "h100",
+                      ea("hf_overrides", {"qk_nope_head_dim": 0, "qk_rope_head_dim": 0}),
+                      why="DeepSeek-V2 with qk_nope_head_dim = qk_rope_head_dim = 0 (hf_overrides): "
+                          "DeepseekAttention", set="extra"))
+    return cases
+
+
+DSV4_LATE_STUBS = ("cutlass", "quack")
+# Issue 22: DeepSeek-V4 Flash and Pro on the GPUs people serve them on, at the TP sizes they use, both KV dtypes.
+DSV4_CONFIGS = ("deepseek-ai--DeepSeek-V4-Flash", "deepseek-ai--DeepSeek-V4-Pro")
+
+
+def dsv4_cases() -> list[Case]:
+    cases: list[Case] = []
+    for cfg in DSV4_CONFIGS:
+        for gpu in ("h100", "h200", "b200"):
+            for tp in (2, 4, 8):
+                for kv in ("auto", "fp8"):
+                    args: tuple[str, ...] = ("--tp", str(tp))
+                    if kv != "auto":
+                        args += ("--kv-cache-dtype", kv)
+                    cases.append(Case(cfg, f"{gpu}-tp{tp}" + ("-fp8" if kv != "auto" else ""), gpu, args,
+                                      source="corpus", why=f"{gpu.upper()}, tensor parallel {tp}, {kv} KV cache",
+                                      set="dsv4"))
+        for n in (1, 3):  # the checkpoint's MTP layer (num_nextn_predict_layers 1) as the draft
+            cases.append(Case(cfg, f"h200-tp2-mtp{n}", "h200",
+                              ("--tp", "2") + ea("speculative_config", {"method": "mtp", "num_speculative_tokens": n}),
+                              source="corpus", ext=True, why=f"H200, TP 2, MTP draft layer ({n} speculative tokens)",
+                              set="dsv4"))
     return cases
 
 
@@ -149,6 +202,9 @@ def all_cases(sets: set[str]) -> list[Case]:
     if "corpus" in sets:
         taken = set(config_folders(CONFIGS))
         cases += matrix([f for f in config_folders(CORPUS) if f not in taken], "corpus")
+    if "dsv4" in sets:
+        names = {c.name for c in cases}
+        cases += [c for c in dsv4_cases() if c.name not in names]
     return cases
 
 
@@ -336,6 +392,7 @@ def trim(raw: dict, hook: dict, case: Case, status: str, extra_used: bool, log_t
             "tool": "vllm-cuda-oracle " + ("cuda_oracle_ext.py" if case.ext else "cuda_oracle.py")
                     + " via golden_server.py (tools/cuda_oracle/hooked_server.py)",
             "fake_cuda_extra": extra_used,
+            **({"late_stubs": list(case.late_stubs)} if extra_used and case.late_stubs else {}),
             "vllm_version": raw.get("vllm_version"),
             "torch_version": raw.get("torch_version"),
             "device_name": raw.get("device_name"),
@@ -499,15 +556,15 @@ class Runner:
         return self.raw_dir / f"{case.name}{'__extra' if extra else ''}.json"
 
     def run(self, cases: list[Case], extra: bool) -> None:
-        groups: dict[tuple[str, bool], list[Case]] = {}
+        groups: dict[tuple[str, bool, tuple[str, ...]], list[Case]] = {}
         for c in cases:
-            groups.setdefault((c.gpu, c.ext), []).append(c)
-        for (gpu, ext), cs in groups.items():
+            groups.setdefault((c.gpu, c.ext, c.late_stubs if extra else ()), []).append(c)
+        for (gpu, ext, stubs), cs in groups.items():
             todo = [c for c in cs if not (self.raw_path(c, extra).exists()
                                           and self.raw_path(c, extra).stat().st_size > 0)]
             if not todo:
                 continue
-            tag = f"{gpu}{'-ext' if ext else ''}{'-extra' if extra else ''}"
+            tag = f"{gpu}{'-ext' if ext else ''}{'-extra' if extra else ''}{'-stubs' if stubs else ''}"
             jobs_file = self.raw_dir / f"JOBS.{tag}.jsonl"
             with jobs_file.open("w") as f:
                 for c in todo:
@@ -521,6 +578,8 @@ class Runner:
             if ext:
                 cmd.append("--ext")
             env = dict(os.environ, CUDA_ORACLE_HOME=self.oracle_home)
+            if stubs:
+                env["KVPLAN_ORACLE_LATE_STUBS"] = ",".join(stubs)
             t = time.time()
             print(f"[regen] {tag}: {len(todo)} jobs", file=sys.stderr, flush=True)
             p = subprocess.run(cmd, env=env, cwd=str(self.raw_dir), capture_output=True, text=True)
@@ -586,7 +645,7 @@ def write_index() -> None:
     for p in sorted(OUT.glob("*__*.json")):
         g = json.loads(p.read_text())
         index[g["case"]] = {"set": None, **summary_row(g)}
-    known = {c.name: c for c in all_cases({"configs", "extra", "corpus"})}
+    known = {c.name: c for c in all_cases({"configs", "extra", "corpus", "dsv4"})}
     for k, row in index.items():
         row["set"] = known[k].set if k in known else "?"
     (OUT / "index.json").write_text(dumps(index) + "\n")
@@ -619,7 +678,7 @@ def main() -> int:
                     help="CUDA_ORACLE_HOME (vLLM caches); default: the venv's parent folder")
     ap.add_argument("--raw-dir", required=False, default=None,
                     help="raw oracle JSON + logs (required unless --list); reused: existing outputs are skipped")
-    ap.add_argument("--set", action="append", choices=["configs", "extra", "corpus", "all"],
+    ap.add_argument("--set", action="append", choices=["configs", "extra", "corpus", "dsv4", "all"],
                     default=None, help="case sets (default: configs and extra)")
     ap.add_argument("--only", action="append", default=[], help="case-name substring")
     ap.add_argument("-j", "--jobs", type=int, default=2, help="golden_server.py -j (at most 2)")
@@ -634,7 +693,7 @@ def main() -> int:
     a = ap.parse_args()
     sets = set(a.set or ["configs", "extra"])
     if "all" in sets:
-        sets = {"configs", "extra", "corpus"}
+        sets = {"configs", "extra", "corpus", "dsv4"}
     if a.watch_corpus:
         sets.add("corpus")
 

@@ -6,6 +6,7 @@ need in its config.json. One module per family, each citing the vLLM model file 
 - attention.py     which token mixer each layer has: sliding windows, chunked local, hybrid patterns
 - recurrent.py     Mamba-1/2, gated-delta-net and short-convolution state (MambaSpec inputs)
 - mla.py           multi-head latent attention and DeepSeek sparse attention's indexer cache
+- dsv4.py          DeepSeek-V4's per-layer compress ratios (compressed sparse attention; caches in kv_cache.py)
 - moe.py           mixture-of-experts widths and which layers are MoE (weights only)
 - heterogeneous.py DeciLM / Llama-Nemotron-Super `block_configs` (per-layer KV heads, no-op attention)
 

@@ -1,11 +1,12 @@
 """Which token mixer each decoder layer has, from whichever key the family uses (vLLM `config/model.py`
 and each model file): `layer_types` (transformers' convention), Nemotron-H `hybrid_override_pattern`,
-Jamba/Zamba2 `layers_block_type`, Bamba `attn_layer_indices`, MiniMax `attn_type_list`, MiMo-V2
+Jamba/Zamba2 `layers_block_type`, Bamba `attn_layer_indices`, MiniMax `attn_type_list`, RecurrentGemma
+`block_types`, MiMo-V2
 `hybrid_layer_pattern`, Qwen3-Next `full_attention_interval`, and the sliding-window layouts of
 Gemma-2/3, gpt-oss and Qwen2 (`max_window_layers`).
 
 Names returned: full_attention, sliding_attention, linear_attention / mamba (recurrent), conv (short
-convolution), mlp / moe (no token mixer).
+convolution), mlp / moe (no token mixer), recurrent (RecurrentGemma's RG-LRU block, not sized).
 """
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from kvplan.errors import BadConfig
 from kvplan.model.reader import ConfigReader, positive_int
 
 _PURE_SSM = frozenset({"mamba", "mamba2", "falcon_mamba"})
+# transformers' RecurrentGemmaConfig default `block_types` (configuration_recurrent_gemma.py, 5.19): the HF
+# checkpoints spell it `_block_types`, a key the 5.x class does not read, so the default is what applies.
+RECURRENT_GEMMA_BLOCK_TYPES = ("recurrent", "recurrent", "attention")
 _NEMOTRON_CODES = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "moe"}
 
 
@@ -37,7 +41,7 @@ def _listed(c: ConfigReader, key: str, n: int) -> list[str] | None:
     return [str(x) for x in v]
 
 
-def _explicit_pattern(c: ConfigReader, n: int) -> list[str] | None:
+def _explicit_pattern(c: ConfigReader, n: int, model_type: str) -> list[str] | None:
     """A per-layer pattern the config spells out, under any of the families' keys."""
     lt = _listed(c, "layer_types", n)
     if lt is not None:
@@ -64,6 +68,11 @@ def _explicit_pattern(c: ConfigReader, n: int) -> list[str] | None:
     hlp = c.int_list("hybrid_layer_pattern", n) if c.has("hybrid_layer_pattern") else None
     if hlp is not None:  # MiMo-V2 (mimo_v2.py: is_swa = hybrid_layer_pattern[i] == 1)
         return ["sliding_attention" if x == 1 else "full_attention" for x in hlp]
+    if model_type == "recurrent_gemma":  # RecurrentGemmaConfig.layers_block_type: (block_types * 100)[:n]
+        blocks = c.get("block_types", list(RECURRENT_GEMMA_BLOCK_TYPES))
+        if not isinstance(blocks, (list, tuple)) or not blocks:
+            raise BadConfig("config.json: block_types must list block kinds")
+        return [str(blocks[i % len(blocks)]) for i in range(n)]
     if c.has("full_attention_interval"):  # Qwen3-Next: every k-th layer is full attention
         k = c.num("full_attention_interval")
         return ["full_attention" if (i + 1) % k == 0 else "linear_attention" for i in range(n)]
@@ -72,7 +81,7 @@ def _explicit_pattern(c: ConfigReader, n: int) -> list[str] | None:
 
 def layer_pattern(c: ConfigReader, model_type: str, n: int) -> list[str]:
     """Per-layer token-mixer type for `n` decoder layers."""
-    explicit = _explicit_pattern(c, n)
+    explicit = _explicit_pattern(c, n, model_type)
     if explicit is not None:
         return explicit
     if model_type in _PURE_SSM:

@@ -26,9 +26,27 @@ INDEXER_QUANT_BLOCK = 128
 INDEXER_SCALE_BYTES = 4
 
 
+# Text model types whose layers models/deepseek_v2.py:DeepseekV2DecoderLayer builds: DeepseekForCausalLM / V2 / V3
+# (Kimi-K2 is a DeepseekV3ForCausalLM), GlmMoeDsaForCausalLM and MistralLarge3ForCausalLM (subclasses), and the
+# DeepSeek-VL2 / -OCR language models (transformers_utils/configs/deepseek_vl2.py:DeepseekVLV2TextConfig).
+_DEEPSEEK_DECODER_TYPES = frozenset({"deepseek", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm_moe_dsa",
+                                     "mistral_large_3"})
+
+
+def deepseek_mha(c: ConfigReader, model_type: str) -> bool:
+    """Whether vLLM builds this DeepSeek-family model's attention as plain MHA (DeepseekAttention, "Normal MHA
+    implementation used by Deepseek v1"): models/deepseek_v2.py:DeepseekV2DecoderLayer, since vLLM 0.11.1
+    (DeepSeek-OCR), `use_mha = config.model_type == "deepseek" or all(dim == 0 for dim in (qk_nope_head_dim,
+    qk_rope_head_dim))`, each read with `getattr(config, …, 0)`. DeepseekAttention's head size is
+    hidden_size // num_attention_heads, K and V alike, with num_key_value_heads KV heads (v_head_dim unused)."""
+    if model_type not in _DEEPSEEK_DECODER_TYPES:
+        return False
+    return model_type == "deepseek" or all(not c.get(k, 0) for k in ("qk_nope_head_dim", "qk_rope_head_dim"))
+
+
 def mla_dims(c: ConfigReader, model_type: str) -> MLADims | None:
-    """MLA projections, or None for a model whose attention is not MLA."""
-    if model_type not in _MLA_MODEL_TYPES or not c.has("kv_lora_rank"):
+    """MLA projections, or None for a model whose attention is not MLA (DeepseekAttention: see deepseek_mha)."""
+    if model_type not in _MLA_MODEL_TYPES or not c.has("kv_lora_rank") or deepseek_mha(c, model_type):
         return None
     return MLADims(
         kv_lora_rank=c.num("kv_lora_rank"),
@@ -49,7 +67,7 @@ def indexer_head_size(c: ConfigReader, mla: MLADims | None) -> int:
 
 def refuse_unmodelled(c: ConfigReader, model_type: str) -> None:
     """Attention variants of this family kvplan cannot size yet: an error naming them, never a silent guess."""
-    if c.has("compress_ratios"):  # DeepSeek-V4: per-layer compressed sparse attention (models/deepseek_v4.py)
+    if c.has("compress_ratios") and model_type != "deepseek_v4":  # DeepSeek-V4 itself: families/dsv4.py
         raise BadConfig(f"config.json: {model_type or 'this model'}'s compressed attention (compress_ratios, "
                         "index_topk, sliding_window per layer) is not modelled by kvplan yet; its KV cache "
                         "cannot be sized from this config")

@@ -2,73 +2,95 @@
 
 vLLM reads `transformers_utils/config.py:get_hf_text_config` → transformers' `PretrainedConfig.get_text_config`
 (`text_config`); Qwen2.5-Omni's thinker keeps it under `thinker_config.text_config`
-(vLLM qwen2_5_omni_thinker.py). Defaults that transformers fills in for keys a
-multimodal config omits are applied here too.
+(vLLM qwen2_5_omni_thinker.py). The defaults transformers' config classes fill in for keys a config omits
+are applied here too, from kvplan/model/text_config_defaults.json (scripts/text_config_defaults.py).
 """
 from __future__ import annotations
 
+import json
+import os
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 from kvplan.errors import BadConfig
 
-# transformers' Gemma3TextConfig defaults: the multimodal gemma-3 configs omit these keys and vLLM reads
-# them through transformers (transformers/models/gemma3/configuration_gemma3.py).
-_GEMMA3_TEXT_DEFAULTS: dict[str, Any] = {
-    "vocab_size": 262_208,
-    "hidden_size": 2304,
-    "intermediate_size": 9216,
-    "num_hidden_layers": 26,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 4,
-    "head_dim": 256,
-    "max_position_embeddings": 131_072,
-    "sliding_window": 4096,
-    "sliding_window_pattern": 6,
-    "tie_word_embeddings": True,
-}
-# transformers' Gemma2Config defaults (configuration_gemma2.py).
-_GEMMA2_DEFAULTS: dict[str, Any] = {
-    "vocab_size": 256_000,
-    "head_dim": 256,
-    "max_position_embeddings": 8192,
-    "sliding_window": 4096,
-    "tie_word_embeddings": True,
-}
-# transformers' Qwen2Config defaults (configuration_qwen2.py): LLaVA-OneVision's qwen2 text_config omits them.
-_QWEN2_DEFAULTS: dict[str, Any] = {"max_position_embeddings": 32768}
-_DEFAULTS_BY_TYPE: dict[str, dict[str, Any]] = {
-    "qwen2": _QWEN2_DEFAULTS,
-    "gemma3_text": _GEMMA3_TEXT_DEFAULTS,
-    "gemma3": _GEMMA3_TEXT_DEFAULTS,
-    "gemma2": _GEMMA2_DEFAULTS,
-}
 # Where composite configs keep the language model.
 _TEXT_CONFIG_PATHS: tuple[tuple[str, ...], ...] = (
     ("thinker_config", "text_config"),  # Qwen2.5-Omni / Qwen3-Omni thinker
     ("text_config",),
 )
+# vLLM's own composite configs that build their text config from another key, and its model_type
+# (transformers_utils/configs/deepseek_vl2.py:DeepseekVLV2Config: `self.text_config =
+# DeepseekVLV2TextConfig(**kwargs.pop("language_config", {}))`, a DeepseekV2Config; DeepSeek-VL2 and -OCR).
+_VLLM_TEXT_CONFIG_KEYS: dict[str, tuple[str, str]] = {"deepseek_vl_v2": ("language_config", "deepseek_v2")}
 
 
-def text_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], str]:
-    """The language model's config (a copy, with transformers' defaults applied) and its model_type."""
-    for path in _TEXT_CONFIG_PATHS:
-        node: Any = config
+def text_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], str, str]:
+    """The language model's config (a copy, with its transformers class defaults filled in where a key is
+    absent), its model_type, and a note naming the keys so filled ("" if none).
+
+    transformers builds a sub-config without `model_type` as the composite class's default text model
+    (e.g. LlavaConfig's text_config is a LlamaConfig), and every class fills an absent key with its default;
+    vLLM reads the config through transformers, so it sees those values (text_config_defaults.json)."""
+    node: Any = None
+    path: tuple[str, ...] = ()
+    own = _VLLM_TEXT_CONFIG_KEYS.get(str(config.get("model_type")))
+    paths = ((own[0],), *_TEXT_CONFIG_PATHS) if own else _TEXT_CONFIG_PATHS
+    for path in paths:
+        node = config
         for key in path:
             node = node.get(key) if isinstance(node, Mapping) else None
         if node is None:
             continue
         if not isinstance(node, Mapping):
             raise BadConfig(f"config.json: {'.'.join(path)} must be an object")
-        data = dict(node)
         break
     else:
-        data = dict(config)
-    model_type = str(data.get("model_type") or config.get("model_type") or "")
-    for k, v in _DEFAULTS_BY_TYPE.get(model_type, {}).items():
-        if data.get(k) is None:
-            data[k] = v
-    return data, model_type
+        path, node = (), config
+    data = dict(node)
+    top_type = config.get("model_type")
+    default_type = own[1] if own and path == (own[0],) else _nested_default_type(top_type, path)
+    model_type = str(data.get("model_type") or default_type or top_type or "")
+    # A top-level config is left as it is: its classes' __post_init__ also rename keys (nemotron_h's mamba_expand
+    # → expand …), which a table of defaults cannot follow; kvplan derives what those configs leave out.
+    filled = fill_class_defaults(data, model_type) if path else ()
+    note = (f"{'.'.join(path)} leaves {', '.join(filled)} to the defaults of transformers' `{model_type}` config "
+            f"class (transformers {_defaults_table()['transformers']}, as vLLM reads it)") if filled else ""
+    return data, model_type, note
+
+
+def _nested_default_type(top_type: Any, path: tuple[str, ...]) -> str | None:
+    """The model_type transformers gives a sub-config at `path` that names none: the composite class's
+    default sub-config (text_config_defaults.json `sub_config_model_types`), hop by hop."""
+    mt = top_type if isinstance(top_type, str) else None
+    for key in path:
+        if mt is None:
+            return None
+        mt = _defaults_table()["sub_config_model_types"].get(mt, {}).get(key)
+    return mt
+
+
+def fill_class_defaults(data: dict[str, Any], model_type: str) -> tuple[str, ...]:
+    """Set each key the config leaves out (under neither its name nor an `attribute_map` alias) to its
+    transformers class default, in place; the keys set."""
+    filled = []
+    aliases = _defaults_table()["attribute_map"].get(model_type, {})
+    for key, value in _defaults_table()["defaults"].get(model_type, {}).items():
+        if key not in data and not any(a in data for a, field in aliases.items() if field == key):
+            data[key] = value
+            filled.append(f"{key}={value}")
+    return tuple(filled)
+
+
+@lru_cache(maxsize=1)
+def _defaults_table() -> dict[str, Any]:
+    """kvplan/model/text_config_defaults.json (scripts/text_config_defaults.py, from the transformers release
+    vLLM 0.33 pins). Read directly: importlib.resources would cost `kvplan size` start-up time."""
+    with open(os.path.join(os.path.dirname(os.path.dirname(__file__)), "text_config_defaults.json"),
+              encoding="utf-8") as f:
+        table: dict[str, Any] = json.load(f)
+    return table
 
 
 # transformers_utils/model_arch_config_convertor.py:is_mm_prefix_lm (vLLM 0.33): these model types, or a config

@@ -1,14 +1,26 @@
 """The CUDA-graph memory vLLM subtracts before sizing the KV cache, and the graphs `--compilation-config` asks for.
 
-vLLM 0.33, v1/worker/gpu/cudagraph_utils.py:profile_cudagraph_memory captures every graph of the run into
-a throwaway pool and measures it: PIECEWISE (and encoder, speculator) graphs in full; of the FULL graphs
-only the largest two, extrapolated as first capture + (FULL graphs − 1) × max(second sample, 1 MiB)
-(_extrapolate_full_graph_memory). kvplan cannot capture, so it models what that measures: the pool's
-first allocation plus a cost per captured graph per decoder layer on the worker (a FULL graph at least
-1 MiB, vLLM's _MIN_PER_GRAPH_BYTES). Which graphs are captured follows config/vllm.py:_set_cudagraph_sizes
-and CudaGraphManager's capture descriptors (cudagraph_utils.py): PIECEWISE graphs for every capture size,
-FULL graphs for the decode sizes up to max_num_seqs (FULL_AND_PIECEWISE, FULL_DECODE_ONLY) or for every
-size (FULL), none with NONE or --enforce-eager.
+What vLLM subtracts is its own *estimate*, not the graphs' real pool. v1/worker/gpu_model_runner.py:
+profile_cudagraph_memory (the V1 runner, read in 0.20, 0.24, 0.27, 0.30 and 0.33) captures the two largest
+graphs of each mode (PIECEWISE, FULL) into a throwaway pool, measuring the free memory each capture takes,
+and extrapolates linearly: max over the modes of the first capture + Σ over the modes of (graphs − 1) ×
+max(second capture, 1 MiB). The first FULL sample runs with profile_seq_lens = min(max_model_len,
+max_num_batched_tokens // its tokens), so its transient is charged too. Graphs share one pool at runtime, so
+the real pool is smaller ("CUDA graph pool memory: X GiB (actual), Y GiB (estimated)"); vllm#45178 (MiniMax-M2.5
+NVFP4, B200, DEP 2: 769,888 KV tokens without the estimate, 245,840 with it) and vllm#53013 (118.65 GiB
+estimated on GB300) show how far the extrapolation reaches on large MoE models. Model Runner V2
+(v1/worker/gpu/cudagraph_utils.py) measures its PIECEWISE graphs in full and extrapolates only FULL ones
+(first + (FULL − 1) × max(second, 1 MiB), _extrapolate_full_graph_memory); kvplan uses the V1 form for both,
+which the range covers.
+
+kvplan cannot capture, so it models the extrapolation: a first capture, plus a cost per extrapolated graph
+(PIECEWISE − 1 and FULL − 1): a constant for the model's dense part, and a cost per MoE layer on the worker
+that shrinks with TP (the experts' intermediate activations are split over the TP ranks; an assumption the
+two MoE logs agree with better than without it). Fitted on logs that print both the capture counts and the
+estimate for a model whose layers are known (tests/fixtures/data/cuda-graph-estimates.yaml). Which graphs
+are captured follows config/vllm.py:_set_cudagraph_sizes and the capture descriptors: PIECEWISE graphs for
+every capture size, FULL graphs for the decode sizes up to max_num_seqs (FULL_AND_PIECEWISE,
+FULL_DECODE_ONLY) or for every size (FULL), none with NONE or --enforce-eager.
 """
 from __future__ import annotations
 
@@ -17,7 +29,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kvplan.errors import InvalidParameter
-from kvplan.units import MiB
+from kvplan.units import GiB, MiB
 from kvplan.vllm.defaults import LATEST, VllmVersion, cudagraph_estimate_subtracted
 from kvplan.vllm.memory.budget import MemoryTerm, with_range
 
@@ -40,15 +52,29 @@ MODEL_MAX_CUDAGRAPH_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}
 # cudagraph_utils.py:_MIN_PER_GRAPH_BYTES: the floor of an extrapolated FULL graph.
 MIN_FULL_GRAPH_BYTES = 1 * MiB
 
-# --- The estimate's two constants --------------------------------------------------------------------
-# Fitted on the two logs with a known model and capture list, neither in the validation half:
-#   club3090-434 (calibration): Qwen3.6-27B, 64 layers, "PIECEWISE=3 (largest=16), FULL=2" → 0.09 GiB;
-#   vllm issue #52872: a 64-layer hybrid, 51 PIECEWISE + 35 FULL graphs → 0.52 GiB pool.
-# 0.09 GiB = base + 5 × 64 × c and 0.52 GiB = base + 86 × 64 × c give base ≈ 64 MiB, c ≈ 0.085 MiB.
-CUDA_GRAPH_POOL_BASE_BYTES = 64 * MiB
-CUDA_GRAPH_BYTES_PER_GRAPH_LAYER = round(0.085 * MiB)
-# Two points fix two constants: the range is the formula's own stated uncertainty, ±50%.
-CUDA_GRAPH_RANGE = (-0.5, 0.5)
+# --- The estimate's constants (tests/fixtures/data/cuda-graph-estimates.yaml) ---------------------------------
+# Dense part, from the three logs of dense/hybrid models (graphs extrapolated: PIECEWISE − 1 + FULL − 1):
+#   Qwen2.5-7B, 0.22.0, TP 1: 35 + 19 graphs → 0.37 GiB: 64 MiB + 52 × 6.06 MiB
+#   vllm#52872, a 64-layer hybrid: 51 + 35 → 0.52 GiB: 64 MiB + 84 × 5.58 MiB
+#   club3090-434, Qwen3.6-27B, TP 2: 3 + 2 → 0.09 GiB: 64 MiB + 3 × 9.4 MiB
+# The cost per graph does not grow with the layers (28 and 64 layers cost the same): a constant, 6 MiB (the
+# median). The first capture: 64 MiB (the earlier fit's pool base).
+CUDA_GRAPH_FIRST_CAPTURE_BYTES = 64 * MiB
+CUDA_GRAPH_BYTES_PER_GRAPH = 6 * MiB
+# MoE part, per MoE layer on the worker and per extrapolated graph, at TP 1 (÷ TP):
+#   MiniMax-M2.7 FP8, A100, TP 4 (vllm#39610): 35 + 19 → 0.67 GiB: 64 MiB + 52 × (6 + 62 × 0.385 / 4) MiB
+#   Qwen3.6-35B-A3B NVFP4, TP 1 (two logs, 1 + 1 → 0.36 GiB and 11 + 7 → 1.21 GiB): 16 more graphs cost
+#   0.85 GiB, 6 + 40 × 1.21 MiB each (40 layers: the held Qwen3.5-35B-A3B config's)
+# Two MoE kernels (Marlin FP8 on Ampere, FlashInfer CUTLASS NVFP4) three times apart, and no log for the others
+# (MXFP4, Triton, DeepGEMM): the best value is the smaller, which every MoE log reaches, the range their span.
+CUDA_GRAPH_BYTES_PER_MOE_LAYER_GRAPH = round(0.385 * MiB)
+# Ranges, each end holding on every log of that file (the two above and club3090-104's "PIECEWISE=5" → 0.13 GiB,
+# Mistral-Small-4 AWQ's "PIECEWISE=3" → 0.14 GiB): the first capture 0 … 104 MiB (0.37 GiB with MoE layers: the
+# one-graph Qwen3.6-35B-A3B log is all first capture), 5.5 … 9.5 MiB per graph, 0.35 … 1.3 MiB per MoE layer.
+CUDA_GRAPH_FIRST_CAPTURE_RANGE = (0, 104 * MiB)
+CUDA_GRAPH_FIRST_CAPTURE_HIGH_MOE = round(0.37 * GiB)
+CUDA_GRAPH_PER_GRAPH_RANGE = (round(5.5 * MiB), round(9.5 * MiB))
+CUDA_GRAPH_PER_MOE_LAYER_RANGE = (round(0.35 * MiB), round(1.3 * MiB))
 
 
 @dataclass(frozen=True)
@@ -169,18 +195,32 @@ def graph_counts(max_num_seqs: int, max_num_batched_tokens: int, arch: str | Non
     return 0, 0
 
 
-def cuda_graph_bytes(piecewise: int, full: int, num_layers_on_worker: int) -> int:
-    """What profile_cudagraph_memory measures for that many graphs: the pool's first allocation, a cost
-    per graph per layer, a FULL graph at least 1 MiB (_extrapolate_full_graph_memory's floor)."""
+def extrapolated_graphs(piecewise: int, full: int) -> int:
+    """The graphs profile_cudagraph_memory extrapolates: all but the first of each mode."""
+    return max(0, piecewise - 1) + max(0, full - 1)
+
+
+def cuda_graph_bytes(piecewise: int, full: int, *, moe_layers: int = 0, tp: int = 1,
+                     end: Literal["best", "low", "high"] = "best") -> int:
+    """vLLM's estimate for that many graphs (see the module docstring): a first capture, plus per extrapolated
+    graph a constant and a cost per MoE layer on the worker ÷ TP; `end` picks the range's low or high end."""
     if piecewise + full == 0:
         return 0
-    per_graph = num_layers_on_worker * CUDA_GRAPH_BYTES_PER_GRAPH_LAYER
-    return CUDA_GRAPH_POOL_BASE_BYTES + piecewise * per_graph + full * max(per_graph, MIN_FULL_GRAPH_BYTES)
+    if end == "best":
+        first, per_graph, per_moe = (CUDA_GRAPH_FIRST_CAPTURE_BYTES, CUDA_GRAPH_BYTES_PER_GRAPH,
+                                     CUDA_GRAPH_BYTES_PER_MOE_LAYER_GRAPH)
+    else:
+        i = 0 if end == "low" else 1
+        first = CUDA_GRAPH_FIRST_CAPTURE_RANGE[i]
+        if end == "high" and moe_layers:
+            first = CUDA_GRAPH_FIRST_CAPTURE_HIGH_MOE
+        per_graph, per_moe = CUDA_GRAPH_PER_GRAPH_RANGE[i], CUDA_GRAPH_PER_MOE_LAYER_RANGE[i]
+    each = max(per_graph + moe_layers * per_moe // max(1, tp), MIN_FULL_GRAPH_BYTES)
+    return first + extrapolated_graphs(piecewise, full) * each
 
 
 def estimate_cuda_graphs(
     *,
-    num_layers_on_worker: int,
     max_num_seqs: int,
     max_num_batched_tokens: int,
     arch: str | None,
@@ -189,6 +229,8 @@ def estimate_cuda_graphs(
     compilation: CompilationSettings | None = None,
     architecture: str | None = None,
     subtracted: bool | None = None,
+    moe_layers_on_worker: int = 0,
+    tp: int = 1,
 ) -> MemoryTerm:
     """CUDA-graph memory vLLM subtracts before sizing the cache (since v0.20, or as `subtracted` says:
     VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; 0 with --enforce-eager or cudagraph_mode NONE)."""
@@ -208,15 +250,20 @@ def estimate_cuda_graphs(
             f"vLLM {version} captures graphs after sizing the cache (estimate subtracted since 0.20)",
         )
     piecewise, full = graph_counts(max_num_seqs, max_num_batched_tokens, arch, c, architecture=architecture)
-    total = cuda_graph_bytes(piecewise, full, num_layers_on_worker)
-    mode = c.effective_mode()
+    m = moe_layers_on_worker
+    total = cuda_graph_bytes(piecewise, full, moe_layers=m, tp=tp)
+    moe = (f" + {moe_layers_on_worker} MoE layers × {CUDA_GRAPH_BYTES_PER_MOE_LAYER_GRAPH / MiB:.2f} MiB ÷ TP {tp}"
+           if moe_layers_on_worker else "")
     term = MemoryTerm(
         "cuda_graphs",
         total,
         "estimate",
-        f"{mode}: {piecewise} piecewise + {full} full graphs × {num_layers_on_worker} layers × "
-        f"{CUDA_GRAPH_BYTES_PER_GRAPH_LAYER / MiB:.3f} MiB + {CUDA_GRAPH_POOL_BASE_BYTES / MiB:.0f} MiB pool "
-        f"(vLLM's graph profile; rough, ±50%)",
+        f"{c.effective_mode()}: {piecewise} piecewise + {full} full graphs, vLLM's estimate extrapolates "
+        f"{extrapolated_graphs(piecewise, full)} of them × ({CUDA_GRAPH_BYTES_PER_GRAPH / MiB:.0f} MiB{moe}) "
+        f"+ {CUDA_GRAPH_FIRST_CAPTURE_BYTES / MiB:.0f} MiB first capture (fitted on vLLM's logged estimates)"
+        + ("; vLLM's extrapolation has reached tens of GiB for large MoE models on Blackwell (vllm#45178, #53013), "
+           "beyond this range: VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0 or fewer capture sizes bound it"
+           if moe_layers_on_worker and (arch or "").lower() == "blackwell" else ""),
     )
-    lo, hi = CUDA_GRAPH_RANGE
-    return with_range(term, int(total * (1 + lo)), int(total * (1 + hi)))
+    return with_range(term, cuda_graph_bytes(piecewise, full, moe_layers=m, tp=tp, end="low"),
+                      cuda_graph_bytes(piecewise, full, moe_layers=m, tp=tp, end="high"))
