@@ -167,3 +167,13 @@ def test_fit_cli_takes_the_aiter_choice_and_vllms_variable(monkeypatch: pytest.M
                                   "--no-aiter", "--kv-cache-memory-bytes", "20GiB"])
     assert refused.exit_code == 2
     assert "No valid MLA prefill backend found" in refused.output and "Traceback" not in refused.output
+
+
+def test_rocm_oom_is_worded_as_torch_on_rocm_words_it() -> None:
+    from kvplan.vllm.startup_log import parse_startup_log
+
+    model = _model("Qwen--Qwen3-235B-A22B")  # ~438 GiB of bf16 weights on one 192 GB part
+    r = plan_fit(model, get_gpu("mi300x"), ServeSettings(max_model_len=8192), advise=False)
+    assert r.startup == "OOM loading weights" and r.error is not None and r.error.startswith("HIP out of memory")
+    log = parse_startup_log("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB.")
+    assert log.failure == "cuda_oom"

@@ -477,7 +477,7 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     budget = with_tightest_stage(budget, plan)
     plan_notes += spec_notes
     plan, bs_source = _block_size_source(plan, s, r)
-    startup, error = startup_verdict(heaviest_stage(budget), plan)
+    startup, error = startup_verdict(heaviest_stage(budget), plan, platform=gpu_platform(gpu))
     max_len = plan.max_model_len
     preempt = preemption_verdict(
         plan,
