@@ -23,9 +23,10 @@ CORPUS = "tests/fixtures/corpus/configs"  # a row's config folder is here unless
 TOOL = "vllm-rocm-oracle rocm_oracle.py (vLLM 0.33.0's RocmPlatform on a CPU: faked amdsmi/HIP, stub aiter/flash_attn)"
 
 
-# Errors of the faked environment, not vLLM verdicts (FAILURES.md): a CUDA-only import and a workspace the
-# meta-device build never initialises. Such a case is an `oracle_failure`, as in ../oracle-cuda.
-ORACLE_FAILURES = ("No module named 'cuda'", "WorkspaceManager not initialized")
+# Errors of the faked environment, not vLLM verdicts (FAILURES.md): a CUDA-only import, a workspace the
+# meta-device build never initialises, an aiter kernel the stub package cannot run. Such a case is an
+# `oracle_failure`, as in ../oracle-cuda.
+ORACLE_FAILURES = ("No module named 'cuda'", "WorkspaceManager not initialized", "fake_rocm: kernel ")
 
 
 def _error(text: str) -> dict[str, str]:
