@@ -23,7 +23,6 @@ import importlib.util
 import json
 import sys
 import time
-from collections import Counter
 from dataclasses import replace
 from pathlib import Path
 
@@ -105,13 +104,8 @@ def main() -> None:
     args = ap.parse_args()
     start = time.perf_counter()
     outcomes = [o for o in (classify(g) for g in goldens()) if o is not None]
-    counts = Counter(o.cls for o in outcomes)
-    print(f"kvplan vs vLLM 0.33's ROCm planner: {len(outcomes)} cases ({time.perf_counter() - start:.1f} s)")
-    for cls in cuda.CLASSES:
-        print(f"  {cls:15s} {counts.get(cls, 0):4d}")
-    for o in outcomes:
-        if o.cls != "exact" or args.verbose:
-            print(f"{o.cls:15s} {o.case}: {o.detail}")
+    cuda.print_report("kvplan vs vLLM 0.33's ROCm planner", outcomes, time.perf_counter() - start,
+                      verbose=args.verbose)
 
 
 if __name__ == "__main__":
