@@ -146,14 +146,18 @@ def main() -> None:
     args = ap.parse_args()
     start = time.perf_counter()
     outcomes = [o for o in (classify(g) for g in goldens()) if o is not None]
-    elapsed = time.perf_counter() - start
+    print_report("vLLM 0.33 CUDA-oracle goldens", outcomes, time.perf_counter() - start, verbose=args.verbose)
+
+
+def print_report(title: str, outcomes: list[Outcome], elapsed: float, *, verbose: bool) -> None:
+    """The counts by class, then every case that is not exact (all of them with `verbose`)."""
     counts = Counter(o.cls for o in outcomes)
     configs = {o.case.split("__")[0] for o in outcomes}
-    print(f"vLLM 0.33 CUDA-oracle goldens: {len(outcomes)} cases over {len(configs)} configs ({elapsed:.1f} s)")
+    print(f"{title}: {len(outcomes)} cases over {len(configs)} configs ({elapsed:.1f} s)")
     for cls in CLASSES:
         print(f"  {cls:15s} {counts[cls]:4d}")
     for o in outcomes:
-        if o.cls != "exact" or args.verbose:
+        if o.cls != "exact" or verbose:
             print(f"{o.cls:15s} {o.case}: {o.detail}")
 
 

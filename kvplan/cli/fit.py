@@ -128,6 +128,17 @@ def command(
         _opt("MXFP4 MoE kernel whose weight layout to assume: triton, marlin, flashinfer_trtllm, flashinfer_cutlass "
              "(default: vLLM's choice for the GPU and version).", "--moe-backend"),
     ] = None,
+    env_vars: Annotated[
+        list[str] | None,
+        _opt("A vLLM environment variable for this plan, NAME=VALUE (repeatable; wins over the shell's and the "
+             "--vllm-cmd line's), e.g. --env VLLM_ROCM_USE_AITER=1.", "--env"),
+    ] = None,
+    aiter: Annotated[
+        bool | None,
+        _opt("AMD GPUs: AMD's aiter kernels (and ROCm flash-attention) installed, as in vLLM's ROCm Docker images "
+             "(default); --no-aiter: a bare `pip install vllm`. Enable them with VLLM_ROCM_USE_AITER=1 in the "
+             "environment or the --vllm-cmd line.", "--aiter/--no-aiter"),
+    ] = None,
     weights_memory: Annotated[
         str | None, _opt("Measured weights per GPU ('Model loading took').", "--weights-memory")
     ] = None,
@@ -260,6 +271,7 @@ def command(
     params = locals()
     given: dict[str, object] = {arg.name: params[arg.name] for arg in fit_options()}
     given["moe_backend"] = moe_backend
+    given["rocm_aiter"] = aiter
     pasted_env: dict[str, str] = {}
     if vllm_cmd is not None:
         from kvplan.vllm.command_line import parse_vllm_command
@@ -293,7 +305,7 @@ def command(
         cuda_graph_memory,
         context,
         concurrency,
-        env=vllm_environment({**os.environ, **pasted_env}),
+        env=vllm_environment({**os.environ, **pasted_env, **_env_flags(env_vars)}),
     )
     tp, pp = settings.tp, settings.pp
     if num_gpus is not None:
@@ -326,6 +338,19 @@ def command(
         _sweep(spec, settings, gpus_file, json_)
         return
     _single(spec, settings, gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file, json_)
+
+
+def _env_flags(values: list[str] | None) -> dict[str, str]:
+    """--env NAME=VALUE words as a mapping; a word without '=' or with another name than VLLM_… is an error."""
+    from kvplan.errors import InvalidParameter
+
+    out: dict[str, str] = {}
+    for word in values or ():
+        name, sep, value = word.partition("=")
+        if not sep or not name.startswith("VLLM_"):
+            raise InvalidParameter(f"--env {word!r}: expected VLLM_NAME=VALUE")
+        out[name] = value
+    return out
 
 
 def _check_implied_tp(spec: Any, tp: int, num_gpus: int) -> None:
@@ -423,6 +448,8 @@ def settings_from_flags(
     moe_backend = given.get("moe_backend")
     if moe_backend is not None and moe_backend not in MOE_BACKENDS:
         raise InvalidParameter(f"--moe-backend must be one of {', '.join(MOE_BACKENDS)}, got {moe_backend!r}")
+    if given.get("rocm_aiter") is not None:
+        fields["rocm_aiter_installed"] = bool(given["rocm_aiter"])
     return ServeSettings(
         **fields,
         usage=usage_,  # type: ignore[arg-type]
@@ -486,7 +513,7 @@ def _sweep(spec: ModelSpec, settings: ServeSettings, gpus_file: str | None, json
     from kvplan.hardware import gpus
     from kvplan.vllm.sweep import sweep_gpus
 
-    catalog = [g for g in gpus.load_catalog(gpus_file).values() if g.vendor.lower() != "amd"]
+    catalog = list(gpus.load_catalog(gpus_file).values())  # NVIDIA by vLLM's CUDA rules, AMD by its ROCm rules
     report = sweep_gpus(spec, catalog, settings)
     if json_:
         from kvplan.render.json import dumps

@@ -106,7 +106,7 @@ _ALLOWED_KEYS = frozenset(
     {
         "id", "name", "vendor", "aliases", "device_names", "memory_gb", "cuda_total_bytes",
         "nvml_total_bytes", "memory_bandwidth_bytes_per_s", "flops", "compute_capability",
-        "interconnect_bytes_per_s", "sources", "integrated",
+        "interconnect_bytes_per_s", "sources", "integrated", "platform",
     }
 )
 # Keys every packaged entry must have (compute_capability may be null, but must be stated).
@@ -116,6 +116,10 @@ _PACKAGED_REQUIRED = (
 )
 # Keys a new GPU in a user file must have; the rest default (nvml total = CUDA total, etc.).
 _USER_REQUIRED = ("id", "name", "cuda_total_bytes", "memory_bandwidth_bytes_per_s")
+# The vLLM platform class that plans a GPU: platforms/cuda.py (CudaPlatform) or platforms/rocm.py (RocmPlatform,
+# chosen when amdsmi finds an AMD GPU: platforms/__init__.py:rocm_platform_plugin). A user GPU without one takes
+# its vendor's (amd → rocm).
+PLATFORMS = ("cuda", "rocm")
 
 
 class ResolvedFlops(NamedTuple):
@@ -152,6 +156,7 @@ class GpuSpec:
     # Memory shared with the CPU (CUDA's device property is_integrated, e.g. GB10): vLLM then measures free
     # memory as the host's MemAvailable (utils/mem_utils.py:MemorySnapshot.measure).
     integrated: bool = False
+    platform: str = "cuda"  # PLATFORMS: whose attention-backend, block-size and fp8 rules vLLM applies
 
     @property
     def capability(self) -> tuple[int, int] | None:
@@ -414,6 +419,13 @@ def _name_fields(raw: dict[Any, Any], fields: dict[str, Any], *, where: str, gpu
         out["name"] = raw["name"].strip()
     if "vendor" in raw:
         out["vendor"] = str(raw["vendor"]).strip().lower()
+    if "platform" in raw:
+        platform = str(raw["platform"]).strip().lower()
+        if platform not in PLATFORMS:
+            raise _fail(where, gpu_id, f"platform must be one of {', '.join(PLATFORMS)}, got {raw['platform']!r}")
+        out["platform"] = platform
+    elif not override:
+        out["platform"] = "rocm" if out.get("vendor") == "amd" else "cuda"
     for key in ("aliases", "device_names"):
         if key in raw:
             names = _str_tuple(raw[key], where=where, gpu_id=gpu_id, key=key, lower=(key == "aliases"))

@@ -240,9 +240,12 @@ def _advice(r: FitReport) -> list[RenderableType]:
 def render_fit(r: FitReport) -> Group:
     """Header, memory waterfall with a bar, KV table, vLLM's log line, verdicts, advice, notes."""
     header = Text.assemble(
-        (r.model, "bold"), f" on {r.num_gpus} × {r.gpu_name} (tp {r.tp}, pp {r.pp}) · vLLM {r.vllm_version} rules"
+        (r.model, "bold"), f" on {r.num_gpus} × {r.gpu_name} (tp {r.tp}, pp {r.pp}) · vLLM {r.vllm_version} "
+        f"{'ROCm ' if r.platform == 'rocm' else ''}rules"
     )
     notes = [Text(f"note: {n}", style="dim") for n in r.notes]
+    if r.platform_rules:
+        notes.insert(0, Text(f"platform: {r.platform_rules}", style="dim"))
     return Group(
         header, Text(""), _waterfall(r), _bar(r), Text(""), *_stage_table(r), _kv_table(r), Text(""), *_verdict(r),
         *_advice(r), *notes
@@ -264,7 +267,7 @@ def render_sweep(r: SweepReport) -> Group:
     for row in r.rows:
         _row(
             t,
-            row.gpu,
+            f"{row.gpu} (ROCm)" if row.platform == "rocm" else row.gpu,
             f"{row.tp}×{row.pp}×{row.replicas}",
             str(row.num_gpus),
             str(row.nodes),
@@ -284,8 +287,8 @@ def render_sweep(r: SweepReport) -> Group:
         parts.extend(Text(f"  {x.count} × {x.reason} (e.g. {x.example})") for x in r.reasons[:SWEEP_REASONS_SHOWN])
     parts.append(
         Text(
-            "Pick one and run `kvplan fit MODEL --gpu ID -tp N -pp M` for the full budget. AMD GPUs are not "
-            "listed: kvplan models vLLM's CUDA platform.",
+            "Pick one and run `kvplan fit MODEL --gpu ID -tp N -pp M` for the full budget. AMD GPUs (ROCm) are "
+            "planned by vLLM's ROCm rules with AMD's image (aiter installed, VLLM_ROCM_USE_AITER unset).",
             style="dim",
         )
     )

@@ -104,6 +104,7 @@ def gpu_detail(spec: GpuSpec) -> RenderableType:
     row("aliases", ", ".join(spec.aliases) or _NONE)
     row("device names", ", ".join(spec.device_names) or _NONE)
     row("vendor / arch", f"{spec.vendor} / {spec.arch}")
+    row("vLLM platform", f"{spec.platform} (vllm/platforms/{spec.platform}.py rules)")
     row("memory", f"{spec.memory_gb:g} GB", "memory_gb")
     cuda, nvml = spec.cuda_total_bytes, spec.nvml_total_bytes
     row("CUDA total", f"{cuda:,} B ({cuda / _GIB:.2f} GiB)", "cuda_total_bytes")

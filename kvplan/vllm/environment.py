@@ -12,6 +12,9 @@ ALLOW_LONG_MAX_MODEL_LEN = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 USE_V2_MODEL_RUNNER = "VLLM_USE_V2_MODEL_RUNNER"
 MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"
+ROCM_USE_AITER = "VLLM_ROCM_USE_AITER"
+ROCM_USE_AITER_MHA = "VLLM_ROCM_USE_AITER_MHA"
+ROCM_USE_AITER_MLA = "VLLM_ROCM_USE_AITER_MLA"
 
 
 @dataclass(frozen=True)
@@ -22,12 +25,16 @@ class VllmEnvironment:
     use_v2_model_runner: bool | None = None
     estimate_cudagraphs: bool | None = None
     use_flashinfer_sampler: bool | None = None
+    rocm_use_aiter: bool = False  # VLLM_ROCM_USE_AITER (ROCm: aiter kernels on; envs.py default False)
+    rocm_use_aiter_mha: bool = True  # VLLM_ROCM_USE_AITER_MHA (default True)
+    rocm_use_aiter_mla: bool = True  # VLLM_ROCM_USE_AITER_MLA (default True)
 
     def settings(self) -> dict[str, Any]:
         """The ServeSettings fields these variables set (`fit`, `simulate` and plan files all pass them on)."""
         return {"allow_long_max_model_len": self.allow_long_max_model_len,
                 "use_v2_model_runner": self.use_v2_model_runner, "estimate_cudagraphs": self.estimate_cudagraphs,
-                "flashinfer_sampler": self.use_flashinfer_sampler}
+                "flashinfer_sampler": self.use_flashinfer_sampler, "rocm_use_aiter": self.rocm_use_aiter,
+                "rocm_use_aiter_mha": self.rocm_use_aiter_mha, "rocm_use_aiter_mla": self.rocm_use_aiter_mla}
 
 
 def _int_flag(env: Mapping[str, str], name: str) -> bool | None:
@@ -41,12 +48,21 @@ def _int_flag(env: Mapping[str, str], name: str) -> bool | None:
         raise InvalidParameter(f"{name}={text!r}: vLLM reads it as an integer (0 or 1)") from None
 
 
+def _true_flag(env: Mapping[str, str], name: str, default: str) -> bool:
+    # envs.py: os.getenv(name, default).lower() in ("true", "1"): any other text is False, never an error
+    return env.get(name, default).lower() in ("true", "1")
+
+
 def vllm_environment(env: Mapping[str, str]) -> VllmEnvironment:
     """The modelled variables of `env`. VLLM_ALLOW_LONG_MAX_MODEL_LEN is on for "1" or "true" (any case,
-    spaces stripped); the 0/1 variables must be integers, as vLLM's int() demands."""
+    spaces stripped); the 0/1 variables must be integers, as vLLM's int() demands; the ROCm aiter switches are
+    on for "1" or "true" in any case, anything else off (envs.py)."""
     return VllmEnvironment(
         allow_long_max_model_len=env.get(ALLOW_LONG_MAX_MODEL_LEN, "0").strip().lower() in ("1", "true"),
         use_v2_model_runner=_int_flag(env, USE_V2_MODEL_RUNNER),
         estimate_cudagraphs=_int_flag(env, MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS),
         use_flashinfer_sampler=_int_flag(env, USE_FLASHINFER_SAMPLER),
+        rocm_use_aiter=_true_flag(env, ROCM_USE_AITER, "False"),
+        rocm_use_aiter_mha=_true_flag(env, ROCM_USE_AITER_MHA, "True"),
+        rocm_use_aiter_mla=_true_flag(env, ROCM_USE_AITER_MLA, "True"),
     )

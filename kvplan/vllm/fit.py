@@ -13,7 +13,7 @@ A pipeline of small pure stages, each with a frozen result, in the order vLLM's 
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from kvplan.errors import BadConfig
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs
@@ -46,6 +46,7 @@ from kvplan.vllm.settings import (
     ResolvedSettings,
     ServeSettings,
     check_model_served,
+    gpu_platform,
     mm_limits,
     resolve_settings,
 )
@@ -476,7 +477,7 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     budget = with_tightest_stage(budget, plan)
     plan_notes += spec_notes
     plan, bs_source = _block_size_source(plan, s, r)
-    startup, error = startup_verdict(heaviest_stage(budget), plan)
+    startup, error = startup_verdict(heaviest_stage(budget), plan, platform=gpu_platform(gpu))
     max_len = plan.max_model_len
     preempt = preemption_verdict(
         plan,
@@ -558,4 +559,16 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         settings_sources=dict(r.sources),
         vllm_log=plan.vllm_log,
         notes=tuple(notes),
+        platform=gpu_platform(gpu),
+        platform_rules=_platform_rules(gpu, s, r.kv_cache_dtype),
     )
+
+
+def _platform_rules(gpu: GpuLike, s: ServeSettings, kv_dtype: str) -> str | None:
+    """For a ROCm GPU, which of vLLM's rules planned it (kvplan/vllm/rocm.py); None on CUDA."""
+    if gpu_platform(gpu) != "rocm":
+        return None
+    from kvplan.vllm.rocm import RocmGpu, rules_note
+    from kvplan.vllm.settings import rocm_aiter
+
+    return rules_note(cast("RocmGpu", gpu), rocm_aiter(s), kv_dtype)

@@ -124,3 +124,6 @@ class FitReport:
     # PP > 1: every stage's budget, first to last, and the stage whose block count vLLM keeps (the tightest).
     pp_stages: tuple[StageSummary, ...] = ()
     tightest_stage: int | None = None
+    # The vLLM platform whose rules planned the GPU (cuda | rocm), and on ROCm which of them (vllm/rocm.py).
+    platform: str = "cuda"
+    platform_rules: str | None = None

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from kvplan.errors import InvalidParameter, NotServed
 from kvplan.model.kv_cache import (
@@ -25,6 +25,7 @@ from kvplan.vllm.speculative import speculative_method
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
     from kvplan.vllm.memory.weights import MoeBackend
+    from kvplan.vllm.rocm import RocmAiter
 
 class GpuLike(BackendGpu, Protocol):
     """What planning needs from a GPU (kvplan.hardware.gpus.GpuSpec has it): a backend's name and arch, plus
@@ -63,6 +64,12 @@ class ServeSettings:
     use_v2_model_runner: bool | None = None  # VLLM_USE_V2_MODEL_RUNNER (None: vLLM's choice, vllm/model_runner.py)
     estimate_cudagraphs: bool | None = None  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (None: the version's default)
     flashinfer_sampler: bool | None = None  # VLLM_USE_FLASHINFER_SAMPLER, or FlashInfer missing (False); None: default
+    # ROCm (AMD GPUs): the aiter + flash_attn packages installed (vLLM's ROCm images; False: a bare pip install),
+    # and VLLM_ROCM_USE_AITER / _MHA / _MLA (kvplan/vllm/rocm.py:RocmAiter).
+    rocm_aiter_installed: bool = True
+    rocm_use_aiter: bool = False
+    rocm_use_aiter_mha: bool = True
+    rocm_use_aiter_mla: bool = True
     allow_custom_code: bool = False  # vLLM's --trust-remote-code (kvplan never runs the code either way)
     # Big deployments (vLLM's flags): a speculative draft, decode context parallelism, expert/data parallelism.
     speculative_config: Mapping[str, Any] | None = None  # --speculative-config, e.g. {"method": "mtp", …}
@@ -326,6 +333,27 @@ def _runner_and_async(model: ModelSpec, s: ServeSettings, version: VllmVersion, 
     return runner, async_on, runner.reason, why
 
 
+def gpu_platform(gpu: object) -> str:
+    """The vLLM platform that plans this GPU (GpuSpec.platform: cuda | rocm); cuda for GPUs that state none."""
+    return str(getattr(gpu, "platform", "cuda"))
+
+
+def rocm_aiter(s: ServeSettings) -> RocmAiter:
+    """The aiter packages and switches these settings describe (ROCm GPUs only)."""
+    from kvplan.vllm.rocm import RocmAiter
+
+    return RocmAiter(installed=s.rocm_aiter_installed, use_aiter=s.rocm_use_aiter, use_mha=s.rocm_use_aiter_mha,
+                     use_mla=s.rocm_use_aiter_mla)
+
+
+def _rocm_backend(model: ModelSpec, gpu: GpuLike, kv_dtype: str, s: ServeSettings) -> AttentionBackend:
+    """vLLM's RocmPlatform choice (kvplan/vllm/rocm.py) for a GPU whose catalog platform is rocm."""
+    from kvplan.vllm.rocm import RocmGpu, rocm_backend
+
+    return rocm_backend(model, cast("RocmGpu", gpu), kv_dtype, rocm_aiter(s),
+                        kv_connector=s.kv_transfer_config is not None)
+
+
 def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> ResolvedSettings:
     """Stage 1 of `fit`: check the settings as vLLM does, then resolve each to vLLM's value."""
     version = vd.parse_vllm_version(s.vllm_version or vd.LATEST_VLLM_VERSION)
@@ -354,12 +382,16 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
                                              "modality with --limit-mm-per-prompt")
     kv_flag = _model_kv_cache_dtype(model, gpu, s.kv_cache_dtype)
     if model.dsv4 is not None:
+        if gpu_platform(gpu) == "rocm":
+            raise NotServed("DeepSeek-V4 on AMD GPUs: kvplan does not model vLLM's ROCm backend for its compressed "
+                            "sparse attention yet (kvplan/vllm/rocm.py)", hint="plan it on an NVIDIA GPU")
         backend = dsv4_backend(gpu, kv_flag, version)
         kv_flag = "fp8_ds_mla"  # attention.py:_resolve_dsv4_kv_cache_dtype: auto and every fp8 flag
         kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
     else:
         kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
-        backend = select_backend(model, gpu, kv_dtype, checkpoint_kv=s.kv_cache_dtype == "auto")
+        backend = (_rocm_backend(model, gpu, kv_dtype, s) if gpu_platform(gpu) == "rocm"
+                   else select_backend(model, gpu, kv_dtype, checkpoint_kv=s.kv_cache_dtype == "auto"))
     if backend == FLASHINFER_MLA_SPARSE_SM120 and kv_flag != "fp8_ds_mla":
         # mla_attention.py:_canonicalize_sparse_mla_kv_cache_dtype: the SM120 kernel reads fp8_ds_mla only
         kv_flag = "fp8_ds_mla"

@@ -50,7 +50,8 @@ Failure = Literal["max_len_exceeds_kv", "no_kv_memory", "insufficient_free_memor
 * `no_kv_memory`: `No available memory for the cache blocks` (the budget left nothing for KV).
 * `insufficient_free_memory`: `Free memory on device … on startup is less than desired GPU memory
   utilization` (another process holds the GPU, or utilization × total exceeds what is free).
-* `cuda_oom`: `CUDA out of memory` (torch OutOfMemoryError while loading or profiling).
+* `cuda_oom`: `CUDA out of memory` (`HIP out of memory` on ROCm; torch OutOfMemoryError while loading or
+  profiling).
 """
 
 
@@ -329,7 +330,8 @@ _RULES: Final[tuple[_Rule, ...]] = (
        r"estimated maximum model length is (?P<estimated_max_model_len>\d+)"),
     _r("no_kv_memory", "No available memory for the cache blocks",
        r"No available memory for the cache blocks", failure="no_kv_memory"),
-    _r("cuda_oom", "CUDA out of memory", r"CUDA out of memory", failure="cuda_oom"),
+    # torch on ROCm words its OutOfMemoryError "HIP out of memory"
+    _r("cuda_oom", " out of memory", r"(?:CUDA|HIP) out of memory", failure="cuda_oom"),
 )
 
 # Settings read from `key=value` pairs of the engine-config line, `'key': value` pairs of

@@ -6,9 +6,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from kvplan.errors import InvalidParameter
+from kvplan.errors import InvalidParameter, NotServed
 from kvplan.vllm.fit import plan_fit
-from kvplan.vllm.settings import GpuLike, ServeSettings
+from kvplan.vllm.settings import GpuLike, ServeSettings, gpu_platform
 
 if TYPE_CHECKING:
     from kvplan.hardware.nodes import NodeShape
@@ -41,6 +41,7 @@ class SweepRow:
     requests_at_context: int  # per replica
     context: int
     command: str  # the `vllm serve` line of this layout
+    platform: str = "cuda"  # whose vLLM rules planned it: cuda | rocm (gpus.PLATFORMS)
 
 
 @dataclass(frozen=True)
@@ -100,6 +101,11 @@ def _layouts(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, want: int,
             except InvalidParameter as exc:
                 failures.setdefault(_reason(str(exc)), []).append(where)
                 continue
+            except NotServed as exc:  # vLLM's ROCm rules refuse what its CUDA ones may serve (vllm/rocm.py)
+                if gpu_platform(gpu) != "rocm":
+                    raise
+                failures.setdefault(_reason(str(exc)), []).append(where)
+                continue
             per_replica = r.preemption.max_requests_at_context
             if not r.fits or per_replica < 1:
                 failures.setdefault(_reason(r.error or "no request of this length fits"), []).append(where)
@@ -112,7 +118,8 @@ def _layouts(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, want: int,
             out.append(SweepRow(
                 gpu.id, gpu.name, tp, pp, replicas, total, -(-total // gpus_per_node), gpus_per_node,
                 gpu.cuda_total_bytes, r.available_kv_bytes, r.num_gpu_blocks, r.kv_cache_tokens, r.max_concurrency,
-                per_replica, r.preemption.context, _command(model, settings, tp, pp, replicas, r.preemption.context)))
+                per_replica, r.preemption.context, _command(model, settings, tp, pp, replicas, r.preemption.context),
+                gpu_platform(gpu)))
     return out
 
 

@@ -11,22 +11,23 @@ from kvplan.vllm.memory.budget import MemoryBudget
 if TYPE_CHECKING:
     pass
 
-def startup_verdict(budget: MemoryBudget, plan: KVCachePlan) -> tuple[str, str | None]:
+def startup_verdict(budget: MemoryBudget, plan: KVCachePlan, *, platform: str = "cuda") -> tuple[str, str | None]:
     """("ok", None) or the way startup fails and the message vLLM (or CUDA) stops with, in the order vLLM
     meets them: loading the weights, allocating `--kv-cache-memory-bytes`, the free-memory check at init
     (v1/worker/utils.py:request_memory), no KV memory, one max-length request not fitting
-    (kv_cache_utils.py:_check_enough_kv_cache_memory)."""
+    (kv_cache_utils.py:_check_enough_kv_cache_memory). On ROCm torch's allocator says "HIP out of memory"."""
+    runtime = "HIP" if platform == "rocm" else "CUDA"
     free = budget.startup_free_bytes
     weights = budget.weights.bytes
     given = budget.kv_cache_memory_bytes
     if given is None and weights > free:
         return "OOM loading weights", (
-            f"CUDA out of memory while loading the weights: {weights / GiB:.2f} GiB per GPU do not fit in "
+            f"{runtime} out of memory while loading the weights: {weights / GiB:.2f} GiB per GPU do not fit in "
             f"{free / GiB:.2f} GiB free"
         )
     if given is not None and weights + given > free:
         return "OOM allocating the KV cache", (
-            f"CUDA out of memory: {weights / GiB:.2f} GiB of weights plus the {given / GiB:.2f} GiB asked for "
+            f"{runtime} out of memory: {weights / GiB:.2f} GiB of weights plus the {given / GiB:.2f} GiB asked for "
             f"with --kv-cache-memory-bytes exceed the {free / GiB:.2f} GiB free per GPU"
         )
     if not budget.startup_ok:
