@@ -179,9 +179,9 @@ deployments: *i
 
 
 def test_alias_bomb_stops_at_the_node_budget_quickly(tmp_path: Path) -> None:
-    start = time.monotonic()
+    start = time.process_time()  # CPU time: a loaded machine does not count
     message = error_of(tmp_path, BILLION_LAUGHS)
-    assert time.monotonic() - start < 2.0  # 9⁹ ≈ 387 million nodes if expanded
+    assert time.process_time() - start < 2.0  # 9⁹ ≈ 387 million nodes if expanded
     assert f"more than {MAX_NODES:,} YAML nodes (aliases expanding?): refused" in message
 
 

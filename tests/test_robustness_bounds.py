@@ -39,11 +39,11 @@ def _with(**changes: Any) -> dict[str, Any]:
     ({"num_attention_heads": 10**6, "num_key_value_heads": 10**6}, "more than kvplan accepts for heads"),
 ])
 def test_absurd_config_values_are_refused_with_the_bound(changes: dict[str, Any], message: str) -> None:
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a loaded machine does not count
     with pytest.raises(BadConfig, match="^config.json: ") as caught:
         parse_config(_with(**changes))
     assert message in str(caught.value)
-    assert time.perf_counter() - start < 1.0
+    assert time.process_time() - start < 1.0
 
 
 def test_every_real_config_is_inside_the_bounds() -> None:

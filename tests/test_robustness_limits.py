@@ -58,11 +58,11 @@ def one_error_line(stderr: str) -> str:
      "zipf-s must be a finite number ≥ 0"),
 ])
 def test_simulator_limit_is_one_line_at_once(argv: list[str], message: str) -> None:
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: a loaded machine does not count
     result = runner.invoke(app, argv)
     assert result.exit_code == 2, result.stdout
     assert message in one_error_line(result.stderr)
-    assert time.monotonic() - started < 5
+    assert time.process_time() - started < 5
 
 
 def test_a_huge_shared_prefix_is_hashed_only_as_far_as_a_prompt_reaches() -> None:
@@ -79,10 +79,10 @@ def test_zipf_with_a_huge_exponent_sends_every_request_to_the_first_document() -
 
 
 def test_shared_prefix_builds_streams_only_for_tenants_that_get_a_request() -> None:
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: a loaded machine does not count
     w = wl.shared_prefix(num_requests=3, prefix_tokens=64, suffix_tokens=16, block_size=16, tenants=10**11)
     assert len(w.requests) == 3 and len({r.block_hashes[0] for r in w.requests}) == 3  # one salt each
-    assert time.monotonic() - started < 1
+    assert time.process_time() - started < 1
 
 
 # ---------------------------------------------------------------------------------------------------
@@ -150,9 +150,9 @@ def test_pool_limits_name_the_limit() -> None:
 
 
 def test_a_large_pool_costs_no_queue_entry_per_block() -> None:
-    started = time.monotonic()
+    started = time.process_time()  # CPU time: a loaded machine does not count
     pool = bp.BlockPool(10_000_000)
-    assert time.monotonic() - started < 1  # an OrderedDict of 10M entries took ~5 s and ~1 GB
+    assert time.process_time() - started < 1  # an OrderedDict of 10M entries took ~5 s and ~1 GB
     assert pool.num_free_blocks() == 9_999_999 and pool.usage() == 0.0
     assert pool.get_new_blocks(3) == [1, 2, 3]
     assert pool.num_free_blocks() == 9_999_996
