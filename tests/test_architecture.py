@@ -16,7 +16,8 @@ from pathlib import Path
 PACKAGE_DIR = Path(__file__).resolve().parent.parent / "kvplan"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("base", ("kvplan.errors", "kvplan.units", "kvplan.text", "kvplan.files", "kvplan.yaml_reader")),
+    ("base", ("kvplan.errors", "kvplan.units", "kvplan.text", "kvplan.files", "kvplan.yaml_reader",
+              "kvplan.command_words")),
     ("model", ("kvplan.model",)),
     ("hardware", ("kvplan.hardware",)),
     ("vllm", ("kvplan.vllm",)),

@@ -6,15 +6,15 @@ flags that do not change the KV plan are returned in `ignored` so the caller can
 """
 from __future__ import annotations
 
-import shlex
 from dataclasses import dataclass, field
 
+from kvplan.command_words import split_command
 from kvplan.errors import ParseError
 from kvplan.sglang.engine_args import MODELLED, UNMODELLED, resolve_flag
+from kvplan.text import REDACTED
 
 _PROGRAMS = ("python", "python3", "sglang")
 _SECRET_ENDINGS = ("key", "token", "secret", "password")  # --api-key, --admin-api-key: never echoed
-REDACTED = "***"
 _MODULES = ("sglang.launch_server", "sglang.entrypoints.http_server", "sglang.serve")
 
 
@@ -31,17 +31,9 @@ class SglangCommand:
 
 def parse_sglang_command(text: str) -> SglangCommand:
     """Parse `[ENV=v …] python -m sglang.launch_server --model-path M --tp 8 …` or `sglang serve …`."""
-    try:
-        words = shlex.split(text.replace("\\\n", " "))
-    except ValueError as exc:
-        raise ParseError(f"--sglang-cmd: cannot split the command line: {exc}") from None
-    env: dict[str, str] = {}
-    while words and "=" in words[0] and not words[0].startswith("-"):
-        variable, _, setting = words.pop(0).partition("=")
-        if variable.startswith("SGLANG_"):
-            env[variable] = setting
-    if words and words[0].rsplit("/", 1)[-1] in _PROGRAMS:
-        prog = words.pop(0).rsplit("/", 1)[-1]
+    pasted = split_command(text, what="--sglang-cmd", env_prefix="SGLANG_", programs=_PROGRAMS)
+    words, env = pasted.words, pasted.env
+    if (prog := pasted.program) is not None:
         if prog.startswith("python") and words[:1] == ["-m"] and len(words) > 1:
             if words[1] not in _MODULES:
                 raise ParseError(f"--sglang-cmd: python -m {words[1]} is not an SGLang server",

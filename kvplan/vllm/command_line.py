@@ -9,11 +9,12 @@ change the KV-cache plan are ignored and reported back, so the caller can say so
 from __future__ import annotations
 
 import json
-import shlex
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from kvplan.command_words import split_command
 from kvplan.errors import ParseError
+from kvplan.text import REDACTED
 from kvplan.vllm.engine_args import ENGINE_ARGS
 
 # Generated from the one table of vLLM's engine arguments (kvplan/vllm/engine_args.py): a new flag is a row
@@ -38,7 +39,6 @@ SHORT_FLAGS = {alias: arg.flag for arg in ENGINE_ARGS for alias in arg.aliases i
 IGNORED_BOOL_FLAGS = frozenset(arg.flag for arg in ENGINE_ARGS if arg.effect == "ignored" and not arg.takes_value)
 # vLLM flags whose value is a secret: it never reaches `ignored`, which callers print.
 SECRET_FLAGS = frozenset(arg.flag for arg in ENGINE_ARGS if arg.secret)
-REDACTED = "***"
 # Entry points whose next word is the sub-command or the model.
 _PROGRAMS = ("vllm", "python", "python3")
 # Options that do not change KV capacity or speed as kvplan models them (engine_args.py says why): accepted
@@ -87,20 +87,10 @@ def _takes_no_value(flag: str) -> bool:
 def parse_vllm_command(text: str) -> VllmCommand:
     """Parse `vllm serve MODEL --flag v …` (also `python -m vllm.entrypoints.openai.api_server --model M …`,
     leading `ENV=value` words, backslash-newline continuations)."""
-    try:
-        words = shlex.split(text.replace("\\\n", " "))
-    except ValueError as exc:
-        raise ParseError(f"--vllm-cmd: cannot split the command line: {exc}") from None
-    # Environment assignments (vLLM's own variables are kept, anything else — a token — is dropped), then the
-    # program / sub-command.
-    env: dict[str, str] = {}
-    while words and "=" in words[0] and not words[0].startswith("-"):
-        variable, _, setting = words.pop(0).partition("=")
-        if variable.startswith("VLLM_"):
-            env[variable] = setting
-    if words and words[0].rsplit("/", 1)[-1] in _PROGRAMS:
-        prog = words.pop(0).rsplit("/", 1)[-1]
-        if prog.startswith("python") and words[:1] == ["-m"]:
+    pasted = split_command(text, what="--vllm-cmd", env_prefix="VLLM_", programs=_PROGRAMS)
+    words, env = pasted.words, pasted.env  # vLLM's own variables; anything else (a token) is dropped
+    if pasted.program is not None:
+        if pasted.program.startswith("python") and words[:1] == ["-m"]:
             words = words[2:]
         elif words[:1] == ["serve"]:
             words.pop(0)
