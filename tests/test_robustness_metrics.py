@@ -9,9 +9,8 @@ vllm: lines.
 from __future__ import annotations
 
 import socket
-import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
@@ -19,6 +18,7 @@ from kvplan.errors import NetworkError, ParseError
 from kvplan.observe.diagnose import engine_figures
 from kvplan.observe.metrics import MAX_VLLM_TEXT, fetch_exposition, parse_exposition
 from tests.fixtures.metrics.exposition import EngineState, exposition
+from tests.test_robustness_faults import RawServer
 
 ENGINE = '{engine="0",model_name="m"}'
 
@@ -90,31 +90,6 @@ def test_a_well_formed_histogram_still_gives_its_quantiles() -> None:
 # ---- the bounded reader
 
 
-class HttpServer:
-    """A one-thread HTTP server on 127.0.0.1 whose every answer is `answer(socket)`."""
-
-    def __init__(self, answer: Callable[[socket.socket], None]) -> None:
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(4)
-        self.url = f"http://127.0.0.1:{self.sock.getsockname()[1]}/metrics"
-        self.answer = answer
-        threading.Thread(target=self._serve, daemon=True).start()
-
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            with conn:
-                conn.recv(65536)
-                try:
-                    self.answer(conn)
-                except OSError:
-                    pass  # the client gave up, as it should
-
-
 HEADERS = b"HTTP/1.1 200 OK\r\nContent-Type: text/plain; version=0.0.4\r\nConnection: close\r\n\r\n"
 
 
@@ -139,26 +114,26 @@ def _vllm_flood(conn: socket.socket) -> None:
 
 
 @pytest.fixture
-def server(request: pytest.FixtureRequest) -> Iterator[HttpServer]:
-    s = HttpServer(request.param)
+def server(request: pytest.FixtureRequest) -> Iterator[RawServer]:
+    s = RawServer(request.param)
     yield s
-    s.sock.close()
+    s.close()
 
 
 @pytest.mark.parametrize("server", [_trickle], indirect=True)
-def test_a_trickling_server_cannot_outlive_the_timeout(server: HttpServer) -> None:
+def test_a_trickling_server_cannot_outlive_the_timeout(server: RawServer) -> None:
     pattern = r"did not answer within 1 s: its whole answer had not arrived \([\d,]+ bytes had\)"
     with pytest.raises(NetworkError, match=pattern):
         fetch_exposition(server.url, 1.0)
 
 
 @pytest.mark.parametrize("server", [_endless_line], indirect=True)
-def test_a_line_without_end_is_cut_at_1_mib(server: HttpServer) -> None:
+def test_a_line_without_end_is_cut_at_1_mib(server: RawServer) -> None:
     with pytest.raises(ParseError, match="sent a line longer than 1 MiB"):
         fetch_exposition(server.url, 10.0)
 
 
 @pytest.mark.parametrize("server", [_vllm_flood], indirect=True)
-def test_an_endless_vllm_body_is_cut_at_64_mib(server: HttpServer) -> None:
+def test_an_endless_vllm_body_is_cut_at_64_mib(server: RawServer) -> None:
     with pytest.raises(ParseError, match="more than 64 MiB of vllm: metrics in one exposition"):
         fetch_exposition(server.url, 15.0)
