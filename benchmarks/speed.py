@@ -24,11 +24,6 @@ from kvplan.hardware import speed_model as sm  # noqa: E402
 from tests.measured_speeds import MeasuredPoint, calibration_fit, load_points, skipped_points  # noqa: E402
 
 
-def bound_s(obs: sm.Observation) -> float:
-    """The physical bound: the rated roofs and the ring's bandwidth, nothing else."""
-    return sum(s.count * (max(s.memory_s + s.kv_s, s.compute_s) + s.comm_s) for s in obs.steps)
-
-
 def report(points: Sequence[MeasuredPoint], cal: sm.SpeedCalibration) -> list[str]:
     lines = [f"{'point':44} {'half':5} {'bound':>9} {'pred':>9} {'range':>19} {'meas':>9} {'err':>7}  in"]
     errors: dict[tuple[str, str], list[float]] = {}
@@ -41,12 +36,12 @@ def report(points: Sequence[MeasuredPoint], cal: sm.SpeedCalibration) -> list[st
         lo, hi = pred * over.ratio_low, pred * over.ratio_high
         err = (pred - o.measured_s) / o.measured_s
         inside = lo <= o.measured_s <= hi
-        beaten += o.measured_s < bound_s(o)
+        beaten += o.measured_s < sm.physical_bound_s(o)
         errors.setdefault((p.half, p.cls), []).append(err)
         errors.setdefault((p.half, "all"), []).append(err)
         errors.setdefault((p.half, "engine " + o.engine), []).append(err)
         inside_range.setdefault(p.half, []).append(inside)
-        lines.append(f"{p.id:44} {p.half[:5]:5} {bound_s(o) * 1e3:9.2f} {pred * 1e3:9.2f} "
+        lines.append(f"{p.id:44} {p.half[:5]:5} {sm.physical_bound_s(o) * 1e3:9.2f} {pred * 1e3:9.2f} "
                      f"{lo * 1e3:9.2f}…{hi * 1e3:<9.2f} {o.measured_s * 1e3:9.2f} {err:+7.1%}  "
                      f"{'yes' if inside else 'NO'}")
     lines.append("")

@@ -16,9 +16,10 @@ reads (sliding windows and chunked-local attention capped, MLA's latent, recurre
 linear and attention FLOPs, the ring all-reduce of activations under TP. With a speed calibration
 (speed_model.py) a roof also carries the efficiencies a GPU class reaches and the per-step overheads
 (per layer, per MoE layer, per all-reduce, per step, before a first token), fitted on measured runs;
-`Roof.rated()` is the physical bound.
-Not modelled: activations' HBM traffic, pipeline parallelism, speculative decoding, expert and
-attention data parallelism, load imbalance between experts, and CUDA-graph padding of the batch.
+`Roof.rated()` is the physical bound. Expert parallelism spreads the routed experts whole over TP × DP
+ranks, every DP rank's tokens passing through each MoE layer.
+Not modelled: activations' HBM traffic, pipeline parallelism, speculative decoding, EP inside a TP
+group smaller than it, load imbalance between experts, and CUDA-graph padding of the batch.
 """
 from __future__ import annotations
 

@@ -29,6 +29,9 @@ LinkKind = Literal["nvlink", "pcie"]
 # efficiencies (kernels reading HBM), each with overheads of its own. SGLang (Python scheduler, CUDA graphs,
 # FlashInfer/FlashAttention kernels, like vLLM) has too few points for its own and is scored as vLLM.
 VLLM = "vllm"
+# The least range (measured ÷ predicted) for a GPU class with no measured point: an assumption, not a fit
+# (±25 %, wider than the 2 % the fitted weight-read efficiencies of Ampere and Hopper differ by).
+UNMEASURED_CLASS_RATIOS = (0.8, 1.25)
 ENGINES = (VLLM, "tensorrt-llm", "gpt-fast")
 
 
@@ -68,16 +71,13 @@ class SpeedCalibration:
 
     def kv_efficiency(self, arch: str) -> float:
         """The KV-read efficiency of `arch` (its weight-read efficiency where no KV-heavy point fixed it)."""
-        if arch in self.kv_bandwidth_efficiency:
-            return self.kv_bandwidth_efficiency[arch]
-        return _pick(self.kv_bandwidth_efficiency, arch)[0] if self.kv_bandwidth_efficiency else \
-            _pick(self.bandwidth_efficiency, arch)[0]
+        return _pick(self.kv_bandwidth_efficiency or self.bandwidth_efficiency, arch)[0]
 
     def for_gpu(self, arch: str, link: LinkKind | None, engine: str = VLLM) -> tuple[float, float, StepOverheads, str]:
         """Efficiencies and overheads for a GPU of class `arch` on `link` under `engine`, and how they were chosen.
 
         A class the calibration has no point for takes the lowest fitted efficiency (the pessimistic
-        choice: slower, never faster than any measured class) and a range widened to include 1.0 ÷ it.
+        choice: slower, never faster than any measured class) and a range at least UNMEASURED_CLASS_RATIOS.
         """
         bw, bw_known = _pick(self.bandwidth_efficiency, arch)
         fl, fl_known = _pick(self.compute_efficiency, arch)
@@ -88,7 +88,8 @@ class SpeedCalibration:
             over = replace(self.overheads, allreduce_s=ar)
         how = f"calibrated on {len(self.fitted_on)} measured points"
         if not (bw_known and fl_known):
-            over = replace(over, ratio_low=min(over.ratio_low, 0.8), ratio_high=max(over.ratio_high, 1.25))
+            low, high = UNMEASURED_CLASS_RATIOS
+            over = replace(over, ratio_low=min(over.ratio_low, low), ratio_high=max(over.ratio_high, high))
             how += f"; no {arch} point: the lowest efficiency of the measured classes, range widened"
         return bw, fl, over, how
 
@@ -139,6 +140,11 @@ def predict_s(obs: Observation, cal: SpeedCalibration) -> float:
         total += s.count * (roof + s.comm_s + over.time_s(layers=s.layers, moe_layers=s.moe_layers,
                                                           all_reduces=s.all_reduces))
     return total
+
+
+def physical_bound_s(obs: Observation) -> float:
+    """The observation's physical bound: the rated roofs and the ring's bandwidth, no overheads."""
+    return sum(s.count * (max(s.memory_s + s.kv_s, s.compute_s) + s.comm_s) for s in obs.steps)
 
 
 def fit_speed_model(observations: Sequence[Observation], *, rounds: int = 4) -> SpeedCalibration:
