@@ -60,6 +60,13 @@ def model_spec(name: str) -> Any:
     raise FileNotFoundError(name)
 
 
+def sizing_refusal_matches(error: str, startup: str) -> bool:
+    """An oracle error that is SGLang's own sizing refusal (a RuntimeError of _handle_max_mamba_cache or
+    resolve_max_num_reqs, recorded as `RuntimeError: <text>` cut at 400 characters) is kvplan's startup verdict."""
+    prefix = "RuntimeError: "
+    return error.startswith(prefix) and startup != "starts" and (prefix + startup).startswith(error[:399])
+
+
 @dataclass(frozen=True)
 class Outcome:
     """One case: kvplan's plan (or its refusal) next to the oracle's figures."""
@@ -72,8 +79,10 @@ class Outcome:
     def mismatches(self) -> list[str]:
         """Every figure where kvplan and SGLang differ ([] when exact or honestly refused)."""
         c, f = self.case, self.fit
-        if "error" in c:  # the oracle could not run it: kvplan must refuse too
-            return [] if self.refusal else [f"oracle error {c['error'][:60]!r} but kvplan planned"]
+        if "error" in c:  # the oracle could not run it, or SGLang's sizing raised: kvplan must refuse too
+            if self.refusal or (f is not None and sizing_refusal_matches(c["error"], f.startup)):
+                return []
+            return [f"oracle error {c['error'][:60]!r} but kvplan planned ({(f.startup if f else '')[:60]!r})"]
         if f is None:
             return []  # refused by kvplan (counted apart)
         r, p, d = c["resolved"], c["pool"], f.defaults
@@ -122,3 +131,17 @@ def replay(case: dict[str, Any]) -> Outcome:
     except InvalidParameter as exc:
         return Outcome(case, None, str(exc))
     return Outcome(case, fit, None)
+
+
+def classify(outcome: Outcome) -> str:
+    """The class of one replayed case: exact (every figure equal), refused-sglang (both refuse, kvplan in
+    SGLang's words: a config transformers cannot read without the repository's code, no room for a hybrid's
+    Mamba state), refused-kvplan (a pool this slice does not model, said so) or wrong."""
+    if outcome.mismatches:
+        return "wrong"
+    if outcome.fit is not None and "error" in outcome.case:
+        return "refused-sglang"  # SGLang's sizing refusal (a RuntimeError), kvplan's startup verdict in its words
+    if outcome.fit is None:
+        same = "error" in outcome.case and (outcome.refusal or "").split(" ", 3)[-1][:40] in outcome.case["error"]
+        return "refused-sglang" if same else "refused-kvplan"
+    return "exact"

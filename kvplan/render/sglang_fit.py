@@ -51,6 +51,11 @@ def _memory(r: SglangFit) -> Table:
     _row(t, "free after weights (avail)", f"{f.avail_gib:.2f}",
          f"{f.source}: {f.avail_range[0]:.2f} … {f.avail_range[1]:.2f}")
     _row(t, "− pre × (1 − mem_fraction_static)", f"{b.slack_gib:.2f}", "slack for graphs and activations")
+    m = b.mamba
+    if m is not None and m.refusal is None:
+        _row(t, "− Mamba state slots", f"{m.state_bytes / GiB:.2f}",
+             f"({m.max_mamba_cache_size:,} + 1) × {m.per_req_bytes / (1 << 20):.2f} MiB; "
+             f"{m.ratio} slots per running request")
     if b.budget_bytes is not None:
         _row(t, "= KV budget", f"{b.budget_bytes / GiB:.2f}", "_profile_available_bytes")
     return t
@@ -73,7 +78,8 @@ def _pool(r: SglangFit) -> list[RenderableType]:
         _row(t, "full-context requests at once", f"{r.requests_at_context:,}", f"at {r.context_len:,} tokens each")
     out: list[RenderableType] = [t]
     if p is not None:
-        out.append(Text("SGLang would print:\n  " + p.log_line + "\n  " + p.banner, style="dim"))
+        mamba = r.budget.mamba.log_line.rstrip() + "\n  " if r.budget.mamba is not None else ""
+        out.append(Text("SGLang would print:\n  " + mamba + p.log_line + "\n  " + p.banner, style="dim"))
     return out
 
 

@@ -5,6 +5,7 @@
     pre    = free GiB at distributed/bootstrap.py:measure_pre_model_load_memory (min over ranks)
     avail  = free GiB after the weights load (utils/common.py:get_available_gpu_memory, min over ranks)
     rest   = avail − pre × (1 − mem_fraction_static) − multimodal reservation
+    rest   = rest − the Mamba state slots     (hybrid models: mamba.carve_mamba_cache)
     budget = int(rest × 2**30)               rest ≤ 0: "Loaded weights leave no GPU memory …"
 
 SGLang *measures* pre and avail; kvplan estimates them (`estimate_free_memory`): pre = the cudaMemGetInfo
@@ -16,6 +17,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from kvplan.sglang.mamba import MambaCache, MambaState, carve_mamba_cache
 
 GiB = 1 << 30
 
@@ -61,6 +64,7 @@ class Budget:
     slack_gib: float
     refusal: str | None
     minimum_fraction: float  # 1 − avail / pre
+    mamba: MambaCache | None = None  # the state slots carved out first (hybrid models)
 
 
 def refusal_text(mem_fraction_static: float, avail_gib: float, pre_gib: float) -> str:
@@ -74,11 +78,18 @@ def refusal_text(mem_fraction_static: float, avail_gib: float, pre_gib: float) -
 
 
 def profile_budget(*, avail_gib: float, pre_gib: float, mem_fraction_static: float,
-                   multimodal: bool = False) -> Budget:
-    """KVCacheConfigurator._profile_available_bytes (no Mamba state, post-capture sizing off)."""
+                   multimodal: bool = False, mamba: MambaState | None = None, mamba_ratio: int = 3) -> Budget:
+    """KVCacheConfigurator._profile_available_bytes (post-capture sizing off): the slack and the multimodal
+    reservation off the free memory, then (hybrid models) the Mamba state slots, whose own refusal comes first."""
     slack = pre_gib * (1 - mem_fraction_static)
     rest = avail_gib - slack - (MM_RESERVATION_GIB if multimodal else 0.0)
     minimum = 1 - avail_gib / pre_gib
+    cache = None
+    if mamba is not None:
+        cache = carve_mamba_cache(rest, mamba, ratio=mamba_ratio)
+        if cache.refusal is not None:  # SGLang's RuntimeError: a startup verdict, not bad input
+            return Budget(None, slack, cache.refusal, minimum, cache)
+        rest = cache.rest_gib
     if rest <= 0:
-        return Budget(None, slack, refusal_text(mem_fraction_static, avail_gib, pre_gib), minimum)
-    return Budget(int(rest * (1 << 30)), slack, None, minimum)
+        return Budget(None, slack, refusal_text(mem_fraction_static, avail_gib, pre_gib), minimum, cache)
+    return Budget(int(rest * (1 << 30)), slack, None, minimum, cache)

@@ -185,10 +185,27 @@ DEEPSEEK_FAMILY = frozenset({
 })
 
 
-def model_attention_backend(architecture: str, *, platform: Platform, sm_major: int | None) -> str | None:
+# arg_groups/model_overrides/qwen3_5.py:_qwen3_5_hybrid_overrides registers these: on SM100 with no backend given
+# it sets triton and page 1 (trtllm_mha only once the extra-buffer strategy, spec decoding or no radix cache is
+# declared; the strategy is still `auto` when the override runs).
+GDN_HYBRID_FAMILY = frozenset({
+    "Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
+    "InternS2MobiusForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+})
+# model_overrides/lfm2.py:_lfm2_overrides and granitemoehybrid.py:_granite_moe_hybrid_overrides (with a mamba
+# layer): flashinfer on SM100 when no backend is given.
+SM100_FLASHINFER_HYBRIDS = frozenset({"Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "GraniteMoeHybridForCausalLM"})
+
+
+def model_attention_backend(architecture: str, *, platform: Platform, sm_major: int | None,
+                            has_mamba: bool = False) -> str | None:
     """A model override's backend when none is given (None: get_default_attn_backend decides)."""
     if architecture in DEEPSEEK_FAMILY and platform == "cuda" and sm_major == 10:
         return "trtllm_mla"  # model_overrides/deepseek_v2.py:_deepseek_family_overrides (DeepSeek V3/R1/V3.1)
+    if architecture in GDN_HYBRID_FAMILY and platform == "cuda" and sm_major == 10:
+        return "triton"
+    if architecture in SM100_FLASHINFER_HYBRIDS and has_mamba and platform == "cuda" and sm_major == 10:
+        return "flashinfer"
     if architecture == "Olmo2ForCausalLM":  # model_overrides/olmo2.py:_olmo2_overrides
         if platform == "cuda" and sm_major == 10:
             return "trtllm_mha"
@@ -236,7 +253,7 @@ def mem_fraction_from_reserve(gpu_mem_mib: int | None, *, chunk: int, tp: int, p
 
 def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform: Platform, sm_major: int | None,
                      use_mla: bool, kv_heads: int, context_len: int, llama2_path: bool = False,
-                     architecture: str = "") -> ServerDefaults:
+                     architecture: str = "", has_mamba: bool = False) -> ServerDefaults:
     """The resolved server arguments of one deployment (see the module docstring for the order)."""
     tier = gpu_tier(gpu_mem_mib)
     chunk = dep.chunked_prefill_size if dep.chunked_prefill_size is not None else tier.chunked_prefill_size
@@ -256,7 +273,8 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     if llama2_path:
         prefill_max = min(prefill_max, 4096)  # "For Llama2 series models, max_bs is limited to 4096."
     prefill_sizes = prefill_graph_batch_sizes(prefill_max)
-    backend = (dep.attention_backend or model_attention_backend(architecture, platform=platform, sm_major=sm_major)
+    backend = (dep.attention_backend
+               or model_attention_backend(architecture, platform=platform, sm_major=sm_major, has_mamba=has_mamba)
                or default_attention_backend(platform=platform, sm_major=sm_major, use_mla=use_mla, kv_heads=kv_heads,
                                             tp=dep.tp))
     if dep.mem_fraction_static is not None:

@@ -15,6 +15,7 @@ from kvplan.sglang import SGLANG_VERSION
 from kvplan.sglang.architectures import MULTIMODAL_ARCHITECTURES, SGLANG_CONFIG_REGISTRY, TRANSFORMERS_MODEL_TYPES
 from kvplan.sglang.budget import Budget, FreeMemory, estimate_free_memory, profile_budget
 from kvplan.sglang.defaults import ServerDefaults, SglangDeployment, check_deployment, resolve_defaults
+from kvplan.sglang.mamba import mamba_ratio, mamba_state
 from kvplan.sglang.pool import (
     PoolGeometry,
     TokenPool,
@@ -100,8 +101,13 @@ def is_multimodal(spec: ModelSpec) -> bool:
     return nested or any(isinstance(spec.raw.get(k), dict) for k in ("text_config", "thinker_config", "llm_config"))
 
 
-def _tokens_at(budget_gib: float, geo: PoolGeometry, page: int) -> int:
-    return max(0, int(budget_gib * GiB)) // geo.cell_bytes // page * page
+def _tokens_at(budget: Budget, geo: PoolGeometry, page: int, context_len: int) -> int:
+    """The token count a budget buys (0 when SGLang would refuse it; a pure Mamba model's is context_len)."""
+    if budget.budget_bytes is None:
+        return 0
+    if not geo.cell_bytes:
+        return context_len // page * page
+    return max(0, budget.budget_bytes) // geo.cell_bytes // page * page
 
 
 def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, weights_bytes: int,
@@ -109,7 +115,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     """SGLang's startup sizing for `spec` on `chip`; `measured` replaces kvplan's free-memory estimate."""
     check_deployment(dep)
     check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
-    reason = unsupported_reason(spec)
+    reason = unsupported_reason(spec, attn_tp=dep.attn_tp_size, tp=dep.tp)
     if reason is None and dep.pp > 1:
         reason = "pipeline parallelism (SGLang's per-stage layer split and MIN over stages) is not modelled yet"
     if reason is None and dep.speculative_algorithm is not None:
@@ -126,15 +132,22 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     defaults = resolve_defaults(dep, gpu_mem_mib=gpu_memory_mib(chip), platform=platform,  # type: ignore[arg-type]
                                 sm_major=sm, use_mla=use_mla, kv_heads=spec.num_kv_heads, context_len=ctx,
                                 llama2_path="llama-2" in spec.name.lower(),
-                                architecture=spec.architectures[0] if spec.architectures else "")
+                                architecture=spec.architectures[0] if spec.architectures else "",
+                                has_mamba=any(x.kind == "mamba" for x in spec.layers))
     kv_dtype = kv_dtype_name(dep.kv_cache_dtype, spec)
     geo = geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype)
     world = dep.tp * dep.pp
     free = measured or estimate_free_memory(cuda_total_bytes=chip.cuda_total_bytes, weights_bytes=weights_bytes,
                                             weights_range=weights_range, world=world)
     frac = defaults.mem_fraction_static
-    budget = profile_budget(avail_gib=free.avail_gib, pre_gib=free.pre_gib, mem_fraction_static=frac,
-                            multimodal=multimodal)
+    state = mamba_state(spec, attn_tp=defaults.attn_tp_size, tp=dep.tp)
+    ratio = mamba_ratio(spec.architectures[0] if spec.architectures else "")
+
+    def profile(avail: float, pre: float) -> Budget:
+        return profile_budget(avail_gib=avail, pre_gib=pre, mem_fraction_static=frac, multimodal=multimodal,
+                              mamba=state, mamba_ratio=ratio)
+
+    budget = profile(free.avail_gib, free.pre_gib)
     notes: list[str] = []
     pool: TokenPool | None = None
     startup = "starts"
@@ -146,15 +159,15 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
             pool = size_pool(geo, budget.budget_bytes, page_size=defaults.page_size, context_len=ctx,
                              max_total_tokens=dep.max_total_tokens, max_running=dep.max_running_requests,
                              attn_dp_size=defaults.attn_dp_size, chunked_prefill_size=defaults.chunked_prefill_size,
-                             max_prefill_tokens=defaults.max_prefill_tokens)
+                             max_prefill_tokens=defaults.max_prefill_tokens, mamba=budget.mamba)
         except InvalidParameter as exc:
             startup = str(exc)
         else:
             notes.extend(pool.warnings)
     token_range = None
     if measured is None or measured.source == "estimate":
-        lo = _tokens_at(free.avail_range[0] - free.pre_range[0] * (1 - frac), geo, defaults.page_size)
-        hi = _tokens_at(free.avail_range[1] - free.pre_range[1] * (1 - frac), geo, defaults.page_size)
+        lo = _tokens_at(profile(free.avail_range[0], free.pre_range[0]), geo, defaults.page_size, ctx)
+        hi = _tokens_at(profile(free.avail_range[1], free.pre_range[1]), geo, defaults.page_size, ctx)
         token_range = (lo, hi)
     tokens = pool.max_total_num_tokens if pool else 0
     reqs = pool.max_running_requests if pool else 0

@@ -6,8 +6,9 @@
     reqs   = min(clamp(int(tokens / context_len × 512), 2048, 4096), tokens // 2)   (per attention-DP worker)
     rows   = tokens + page                (the padding page for dummy writes)
 
-Dense full-attention and MLA models only; the sliding-window (HybridSWAPoolConfigurator), Mamba
-(_handle_max_mamba_cache), DSA-indexer, FP4 and DeepSeek-V4 pools are refused by `pool_kind`.
+Dense full-attention, MLA and (with `kvplan.sglang.mamba`) Mamba-hybrid pools, whose KV cells count only the
+full-attention layers; the sliding-window (HybridSWAPoolConfigurator), DSA-indexer, FP4 and DeepSeek-V4 pools
+are refused by `unsupported_reason`.
 Pure: numbers in, numbers out.
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ from typing import Any
 
 from kvplan.errors import InvalidParameter
 from kvplan.model.spec import ModelSpec
+from kvplan.sglang.mamba import MambaCache, mamba_state, state_cap_text
 
 GiB = 1 << 30  # mem_cache/memory_pool.py: GB = 1024**3 (SGLang's "GB" are GiB)
 
@@ -57,17 +59,18 @@ class PoolGeometry:
         return self.kv_heads * (self.head_dim + self.v_head_dim) * self.layers * self.element_bytes
 
 
-def unsupported_reason(spec: ModelSpec) -> str | None:
-    """Why this slice cannot size the model's pool as SGLang does (None: a dense or MLA pool)."""
+def unsupported_reason(spec: ModelSpec, *, attn_tp: int = 1, tp: int = 1) -> str | None:
+    """Why this slice cannot size the model's pool as SGLang does (None: a dense, MLA or modelled Mamba pool)."""
     kinds = {layer.kind for layer in spec.layers}
     if spec.architectures and spec.architectures[0] in HYBRID_SWA_ARCHITECTURES:
         return (f"{spec.architectures[0]} gets SGLang's sliding-window pool (pool_configurator.py:"
                 "HybridSWAPoolConfigurator), not modelled yet")
-    if "mamba" in kinds:
-        return ("a Mamba / linear-attention hybrid: SGLang carves its state out of the budget "
-                "(kv_cache_configurator.py:_handle_max_mamba_cache), not modelled yet")
-    if kinds - {"full", "sliding_window", "mla"}:
-        return f"layers of kind {', '.join(sorted(kinds - {'full', 'sliding_window', 'mla'}))} are not modelled yet"
+    if "mamba" in kinds and mamba_state(spec, attn_tp=attn_tp, tp=tp) is None:
+        return ("a Mamba / linear-attention hybrid of a family whose state SGLang sizes in its own config class "
+                "(configs/mamba_utils.py), not modelled yet")
+    allowed = {"full", "sliding_window", "mla"} | ({"mamba", "mlp_only"} if "mamba" in kinds else set())
+    if kinds - allowed:
+        return f"layers of kind {', '.join(sorted(kinds - allowed))} are not modelled yet"
     if any(layer.indexer_head_size for layer in spec.layers):
         return "a DeepSeek sparse-attention (DSA) model: its indexer pool is not modelled yet"
     return None
@@ -99,7 +102,9 @@ def kv_dtype_name(given: str, spec: ModelSpec) -> str:
     value = given.lower()
     if value == "auto":
         declared = spec.quant.kv_cache_dtype if spec.quant else None
-        return "fp8_e4m3" if declared and declared.startswith("fp8") else model_dtype(spec)
+        # SGLang reads hf_quant_config.json whatever its producer (ModelConfig._parse_quant_hf_config).
+        fp8 = (declared or "").startswith("fp8") or spec.checkpoint_kv_quant_algo == "FP8"
+        return "fp8_e4m3" if fp8 else model_dtype(spec)
     if value in ("fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16", "float16"):
         return "bfloat16" if value == "bf16" else value
     raise InvalidParameter(f"--kv-cache-dtype {given!r} is not modelled for SGLang",
@@ -113,6 +118,15 @@ def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str) -> PoolGeometry:
     (configs/model_config.py:ModelConfig.get_num_kv_heads)."""
     e = KV_DTYPE_BYTES[kv_dtype]
     layers = len(spec.layers)  # layer_info.num_effective_layers (PP 1)
+    if any(x.kind == "mamba" for x in spec.layers):
+        # DefaultPoolConfigurator.__init__: a mambaish model counts its full_attention_layer_ids only; a pure
+        # Mamba model has none (cell 0).
+        full = [x for x in spec.layers if x.kind in ("full", "sliding_window")]
+        if not full:
+            return PoolGeometry("mha", 0, 1, 0, 0, kv_dtype, e)
+        heads = max(1, full[0].num_kv_heads // attn_tp)
+        return PoolGeometry("mha", len(full), heads, full[0].head_size, full[0].head_size_v or full[0].head_size,
+                            kv_dtype, e)
     if spec.mla is not None:
         # kv_cache_configurator.py:calculate_mla_kv_cache_dim (non-DSA): kv_lora_rank + qk_rope_head_dim.
         width = spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim
@@ -152,13 +166,17 @@ def max_running_requests(tokens: int, context_len: int, given: int | None, attn_
 
 def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_len: int,
               max_total_tokens: int | None = None, max_running: int | None = None, attn_dp_size: int = 1,
-              chunked_prefill_size: int = 8192, max_prefill_tokens: int = 16384) -> TokenPool:
+              chunked_prefill_size: int = 8192, max_prefill_tokens: int = 16384,
+              mamba: MambaCache | None = None) -> TokenPool:
     """DefaultPoolConfigurator.calculate_pool_sizes, KVCacheConfigurator._apply_token_constraints and
-    resolve_max_num_reqs, then the K/V byte counts memory_pool.py:KVCache._finalize_allocation_log sums.
-    Raises InvalidParameter with SGLang's words when no token fits
-    (pool_configurator.py:MemoryPoolConfig.__post_init__)."""
+    resolve_max_num_reqs (capped at the Mamba state slots // ratio for a hybrid), then the K/V byte counts
+    memory_pool.py:KVCache._finalize_allocation_log sums. Raises InvalidParameter with SGLang's words when no
+    token fits (pool_configurator.py:MemoryPoolConfig.__post_init__) or no request has state slots."""
     cell = geo.cell_bytes
-    tokens = max(budget_bytes, 0) // cell // page_size * page_size
+    if cell:
+        tokens = max(budget_bytes, 0) // cell // page_size * page_size
+    else:  # no full-attention layer: _zero_kv_max_tokens = --max-total-tokens or context_len
+        tokens = (max_total_tokens or context_len) // page_size * page_size
     warnings: list[str] = []
     if max_total_tokens is not None and max_total_tokens < tokens:
         tokens = max_total_tokens // page_size * page_size  # calculate_pool_sizes_from_max_tokens
@@ -168,6 +186,10 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
     if tokens <= 0:
         raise InvalidParameter(NOT_ENOUGH_MEMORY)
     reqs = max_running_requests(tokens, context_len, max_running, attn_dp_size)
+    if mamba is not None:
+        reqs = min(reqs, mamba.max_mamba_cache_size // mamba.ratio)
+        if reqs <= 0:
+            raise InvalidParameter(state_cap_text(mamba.max_mamba_cache_size, mamba.ratio, reqs))
     rows = tokens + page_size
     if geo.kind == "mla":
         k, v = rows * geo.layers * geo.head_dim * geo.element_bytes, 0
