@@ -8,6 +8,7 @@ could not run. kvplan plans it from the same free-memory figures and each case l
   refused-sglang   both refuse, kvplan with SGLang's own reason (e.g. custom code without --trust-remote-code,
                    no room for a hybrid's Mamba state)
   refused-kvplan   kvplan refuses a pool this slice does not model (Mamba, DSA, sliding-window, multimodal …)
+  oracle-fault     the golden is the oracle's fault, not SGLang's rule (tests/sglang_goldens.py:ORACLE_FAULTS)
   wrong            any figure differs (target: 0)
 
     python benchmarks/sglang_coverage.py [--verbose]
@@ -40,7 +41,7 @@ def main() -> int:
             reasons[(o.refusal or "").split(":", 1)[-1].split("(")[0].strip()[:70]] += 1
         if a.verbose and cls != "exact":
             print(f"{cls:15} {case['id']}: {o.mismatches or o.refusal}")
-    classes = ("exact", "refused-sglang", "refused-kvplan", "wrong")
+    classes = ("exact", "refused-sglang", "refused-kvplan", "oracle-fault", "wrong")
     print(f"{'gpu':10}" + "".join(f"{c:>16}" for c in classes))
     total: Counter[str] = Counter()
     for gpu, counts in sorted(by_gpu.items()):
@@ -50,6 +51,9 @@ def main() -> int:
     print("\nrefused by kvplan, by reason:")
     for reason, n in reasons.most_common():
         print(f"  {n:5}  {reason}")
+    print("\noracle faults (kvplan unchecked there):")
+    for model, why in sglang_goldens.ORACLE_FAULTS.items():
+        print(f"  {model}: {why}")
     return 1 if total["wrong"] else 0
 
 

@@ -170,6 +170,7 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         unnamed_text_model_type=_unnamed_text_model_type(top),
         mm_modalities=modalities,
         towers=towers,
+        vision_config=top["vision_config"] if isinstance(top.get("vision_config"), Mapping) else {},
         raw=data,
     )
 

@@ -180,4 +180,7 @@ class ModelSpec:
     # towers whose parameters kvplan counts; () for text models and towers kvplan does not count.
     mm_modalities: tuple[str, ...] = ()
     towers: tuple[TowerSpec, ...] = ()
+    # The top-level config's vision_config as written ({} without one): SGLang scales mem_fraction_static by its
+    # depth and width (arg_groups/memory_hook.py:adjust_mem_fraction_for_vlm).
+    vision_config: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)

@@ -4,7 +4,7 @@
 
     pre    = free GiB at distributed/bootstrap.py:measure_pre_model_load_memory (min over ranks)
     avail  = free GiB after the weights load (utils/common.py:get_available_gpu_memory, min over ranks)
-    rest   = avail − pre × (1 − mem_fraction_static) − multimodal reservation
+    rest   = avail − pre × (1 − mem_fraction_static) − multimodal reservation (multimodal.mm_reservation_gib)
     rest   = rest − the Mamba state slots     (hybrid models: mamba.carve_mamba_cache)
     budget = int(rest × 2**30)               rest ≤ 0: "Loaded weights leave no GPU memory …"
 
@@ -29,9 +29,6 @@ GiB = 1 << 30
 # (best, low, high) in GiB; one log for one GPU, so its range is a guess of ±0.2 GiB.
 BASELINE_GIB_SINGLE = (0.51, 0.31, 0.71)
 BASELINE_GIB_MULTI = (2.13, 1.82, 2.43)
-# mem_cache/kv_cache_configurator.py:mm_runtime_reservation_gb: SGLANG_VLM_CACHE_SIZE_MB (100) for a
-# multimodal model (+ SGLANG_MM_FEATURE_CACHE_MB with a cuda_ipc / cuda_vmm feature transport, not the default).
-MM_RESERVATION_GIB = 100 / 1024
 
 
 @dataclass(frozen=True)
@@ -78,11 +75,12 @@ def refusal_text(mem_fraction_static: float, avail_gib: float, pre_gib: float) -
 
 
 def profile_budget(*, avail_gib: float, pre_gib: float, mem_fraction_static: float,
-                   multimodal: bool = False, mamba: MambaState | None = None, mamba_ratio: int = 3) -> Budget:
+                   mm_reservation_gib: float = 0.0, mamba: MambaState | None = None,
+                   mamba_ratio: int = 3) -> Budget:
     """KVCacheConfigurator._profile_available_bytes (post-capture sizing off): the slack and the multimodal
     reservation off the free memory, then (hybrid models) the Mamba state slots, whose own refusal comes first."""
     slack = pre_gib * (1 - mem_fraction_static)
-    rest = avail_gib - slack - (MM_RESERVATION_GIB if multimodal else 0.0)
+    rest = avail_gib - slack - mm_reservation_gib
     minimum = 1 - avail_gib / pre_gib
     cache = None
     if mamba is not None:

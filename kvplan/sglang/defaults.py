@@ -253,7 +253,8 @@ def mem_fraction_from_reserve(gpu_mem_mib: int | None, *, chunk: int, tp: int, p
 
 def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform: Platform, sm_major: int | None,
                      use_mla: bool, kv_heads: int, context_len: int, llama2_path: bool = False,
-                     architecture: str = "", has_mamba: bool = False) -> ServerDefaults:
+                     architecture: str = "", has_mamba: bool = False, prefill_graph_allowed: bool = True,
+                     vlm_factor: float | None = None) -> ServerDefaults:
     """The resolved server arguments of one deployment (see the module docstring for the order)."""
     tier = gpu_tier(gpu_mem_mib)
     chunk = dep.chunked_prefill_size if dep.chunked_prefill_size is not None else tier.chunked_prefill_size
@@ -264,7 +265,9 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
             max_bs = dep.max_running_requests
     decode_sizes = decode_graph_batch_sizes(max_bs, speculative=dep.speculative_algorithm is not None)
     # model_executor/cuda_graph_config.py:default_prefill_backend: breakable on CUDA, disabled elsewhere.
-    prefill_on = platform == "cuda" and not dep.disable_cuda_graph
+    # cuda_graph_hook.py:disable_breakable_cudagraph_if_incompatible (a multimodal model off its allowlist) runs
+    # before the fraction: its reserve is not charged then.
+    prefill_on = platform == "cuda" and not dep.disable_cuda_graph and prefill_graph_allowed
     prefill_max = min(8192, chunk) if use_mla else chunk
     if dep.pp > 1:
         prefill_max = min(prefill_max, 8192)  # memory_hook.py: _DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS
@@ -286,12 +289,16 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
         fraction, reserved = mem_fraction_from_reserve(gpu_mem_mib, chunk=chunk, tp=dep.tp, pp=dep.pp,
                                                        graph_mb=graph_mb)
         source = "memory_hook.py:handle_gpu_memory_settings"
+        if vlm_factor is not None:  # memory_hook.py:adjust_mem_fraction_for_vlm, on the rounded value
+            fraction *= vlm_factor
+            source += f" × {vlm_factor:.4g} (vision tower: adjust_mem_fraction_for_vlm)"
     if backend == "aiter" and context_len > AITER_LONG_CONTEXT:
         fraction *= AITER_FRACTION_SCALE  # also a given value (SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION unset)
         source += " × 0.85 (aiter, context > 8192: attention_hook.py)"
     prefill_kept = prefill_on
-    if backend == "trtllm_mla" and dep.attention_backend is None:
-        # cuda_graph_hook.py:_disable_prefill_cuda_graph_for_deepseek_trtllm_mla, after the fraction was set.
+    if backend == "trtllm_mla" and dep.attention_backend is None and architecture == "DeepseekV3ForCausalLM":
+        # cuda_graph_hook.py:disable_prefill_cuda_graph_for_deepseek_trtllm_mla (the DeepSeek-V3 architecture
+        # only), after the fraction was set.
         prefill_kept = False
     attn_dp = dep.attn_dp_size
     if attn_dp > 1:

@@ -12,10 +12,15 @@ from kvplan.errors import InvalidParameter
 from kvplan.hardware.gpus import GpuSpec
 from kvplan.model.spec import ModelSpec
 from kvplan.sglang import SGLANG_VERSION
-from kvplan.sglang.architectures import MULTIMODAL_ARCHITECTURES, SGLANG_CONFIG_REGISTRY, TRANSFORMERS_MODEL_TYPES
+from kvplan.sglang.architectures import SGLANG_CONFIG_REGISTRY, TRANSFORMERS_MODEL_TYPES
 from kvplan.sglang.budget import Budget, FreeMemory, estimate_free_memory, profile_budget
 from kvplan.sglang.defaults import ServerDefaults, SglangDeployment, check_deployment, resolve_defaults
 from kvplan.sglang.mamba import mamba_ratio, mamba_state
+from kvplan.sglang.multimodal import (
+    breakable_prefill_graph_kept,
+    mm_reservation_gib,
+    vlm_fraction_factor,
+)
 from kvplan.sglang.pool import (
     PoolGeometry,
     TokenPool,
@@ -92,15 +97,6 @@ def check_config_readable(spec: ModelSpec, *, remote_code_allowed: bool) -> None
                            hint="SGLang 0.5.23 pins transformers 5.19.0 (kvplan/sglang/architectures.py)")
 
 
-def is_multimodal(spec: ModelSpec) -> bool:
-    """configs/model_config.py:ModelConfig.is_multimodal: a listed architecture, or a nested text config."""
-    if spec.architectures and any(a in MULTIMODAL_ARCHITECTURES for a in spec.architectures):
-        return True
-    # kvplan's spec.raw is the text config; a top-level model_type of its own means it was nested.
-    nested = bool(spec.config_model_type) and spec.config_model_type != spec.model_type
-    return nested or any(isinstance(spec.raw.get(k), dict) for k in ("text_config", "thinker_config", "llm_config"))
-
-
 def _tokens_at(budget: Budget, geo: PoolGeometry, page: int, context_len: int) -> int:
     """The token count a budget buys (0 when SGLang would refuse it; a pure Mamba model's is context_len)."""
     if budget.budget_bytes is None:
@@ -120,10 +116,6 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         reason = "pipeline parallelism (SGLang's per-stage layer split and MIN over stages) is not modelled yet"
     if reason is None and dep.speculative_algorithm is not None:
         reason = "speculative decoding (the draft's KV cells and graph sizes) is not modelled yet"
-    multimodal = is_multimodal(spec)
-    if reason is None and multimodal and dep.mem_fraction_static is None:
-        reason = ("a multimodal model: SGLang scales mem_fraction_static by its vision tower "
-                  "(memory_hook.py:adjust_mem_fraction_for_vlm), not modelled yet; give --mem-fraction-static")
     if reason is not None:
         raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
     platform, sm = _platform(chip)
@@ -133,7 +125,9 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
                                 sm_major=sm, use_mla=use_mla, kv_heads=spec.num_kv_heads, context_len=ctx,
                                 llama2_path="llama-2" in spec.name.lower(),
                                 architecture=spec.architectures[0] if spec.architectures else "",
-                                has_mamba=any(x.kind == "mamba" for x in spec.layers))
+                                has_mamba=any(x.kind == "mamba" for x in spec.layers),
+                                prefill_graph_allowed=breakable_prefill_graph_kept(spec),
+                                vlm_factor=vlm_fraction_factor(spec))
     kv_dtype = kv_dtype_name(dep.kv_cache_dtype, spec)
     geo = geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype)
     world = dep.tp * dep.pp
@@ -141,10 +135,12 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
                                             weights_range=weights_range, world=world)
     frac = defaults.mem_fraction_static
     state = mamba_state(spec, attn_tp=defaults.attn_tp_size, tp=dep.tp)
+    mm_gib = mm_reservation_gib(spec, hopper=platform == "cuda" and sm == 9, gpu_mem_mib=gpu_memory_mib(chip),
+                                max_running_requests=dep.max_running_requests)
     ratio = mamba_ratio(spec.architectures[0] if spec.architectures else "")
 
     def profile(avail: float, pre: float) -> Budget:
-        return profile_budget(avail_gib=avail, pre_gib=pre, mem_fraction_static=frac, multimodal=multimodal,
+        return profile_budget(avail_gib=avail, pre_gib=pre, mem_fraction_static=frac, mm_reservation_gib=mm_gib,
                               mamba=state, mamba_ratio=ratio)
 
     budget = profile(free.avail_gib, free.pre_gib)
