@@ -111,8 +111,8 @@ class Outcome:
                 continue
             if (round(v, 6) if isinstance(v, float) else v) != (round(want, 6) if isinstance(want, float) else want):
                 out.append(f"{k}: kvplan {v!r} sglang {want!r}")
-        if p.get("cell_size_bytes") != f.geometry.cell_bytes:
-            out.append(f"cell: kvplan {f.geometry.cell_bytes} sglang {p.get('cell_size_bytes')}")
+        if p.get("cell_size_bytes") != f.geometry.cell_size:
+            out.append(f"cell: kvplan {f.geometry.cell_size} sglang {p.get('cell_size_bytes')}")
         if p.get("context_len") != f.context_len:
             out.append(f"context_len: kvplan {f.context_len} sglang {p.get('context_len')}")
         if "refusal" in p:
@@ -127,8 +127,8 @@ class Outcome:
                      ("max_running_requests", f.pool.max_running_requests)):
             if p.get(k) != v:
                 out.append(f"{k}: kvplan {v} sglang {p.get(k)}")
-        if p.get("log") and p["log"][0] != f.pool.log_line:
-            out.append(f"log: kvplan {f.pool.log_line!r} sglang {p['log'][0]!r}")
+        if p.get("log") and list(p["log"]) != list(f.pool.log_lines):
+            out.append(f"log: kvplan {f.pool.log_lines!r} sglang {p['log']!r}")
         return out
 
 

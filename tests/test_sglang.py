@@ -59,7 +59,7 @@ def test_golden_counts_exact_refused_wrong() -> None:
         if cls == "refused-kvplan":
             assert o.refusal and ("not modelled" in o.refusal or "give --mem-fraction-static" in o.refusal)
         counts[cls] += 1
-    assert counts == {"exact": 1364, "refused-sglang": 54, "refused-kvplan": 146, "oracle-fault": 12}
+    assert counts == {"exact": 1442, "refused-sglang": 54, "refused-kvplan": 68, "oracle-fault": 12}
 
 
 def test_goldens_cover_gpus_tp_and_attention_dp() -> None:
@@ -280,3 +280,30 @@ def test_qwen3_vl_on_hopper_reserves_the_cuda_ipc_feature_pool() -> None:
     assert mm_reservation_gib(spec, hopper=True, gpu_mem_mib=81559, max_running_requests=512) == 3.0  # type: ignore[arg-type]
     assert mm_reservation_gib(spec, hopper=False, gpu_mem_mib=183359,  # type: ignore[arg-type]
                               max_running_requests=None) == 100 / 1024
+
+
+def test_sliding_window_hybrid_splits_full_and_swa_pools() -> None:
+    # google--gemma-4-26B-A4B-it__h100__tp1 (oracle golden): cell 5 full layers × 2 heads × (512+512) × 2 B +
+    # 0.8 × 25 sliding layers × 8 heads × (256+256) × 2 B = 184320.0; budget 12295652870 → 66708 full tokens,
+    # int(66708 × 0.8) = 53366 sliding tokens, one `KV Cache is allocated` line each.
+    geo = geometry(_spec("corpus/configs/google--gemma-4-26B-A4B-it"), attn_tp=1, kv_dtype="bfloat16")  # type: ignore[arg-type]
+    assert geo.swa is not None and geo.cell_size == 184320.0
+    pool = size_pool(geo, 12295652870, page_size=1, context_len=262144)
+    assert (pool.max_total_num_tokens, pool.swa_tokens, pool.max_running_requests) == (66708, 53366, 2048)
+    assert pool.log_lines == (
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 66708, K size: 0.64 GB, V size: 0.64 GB",
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 53366, K size: 5.09 GB, V size: 5.09 GB")
+
+
+def test_shared_kv_layers_keep_rows_on_their_side() -> None:
+    # Gemma-4-E4B: 24 layers own their KV, 18 share it; SGLang's layer_info still counts all 42 on the side
+    # layer_types names (7 full, 35 sliding): cell 7 × 2 × 1024 × 2 + 0.8 × 35 × 2 × 512 × 2 = 86016.0 (golden).
+    geo = geometry(_spec("corpus/configs/google--gemma-4-E4B"), attn_tp=1, kv_dtype="bfloat16")  # type: ignore[arg-type]
+    assert geo.swa is not None and (geo.layers, geo.swa.layers, geo.cell_size) == (7, 35, 86016.0)
+
+
+def test_swa_pool_too_small_is_refused_in_sglangs_words() -> None:
+    geo = geometry(_spec("corpus/configs/google--gemma-4-26B-A4B-it"), attn_tp=1, kv_dtype="bfloat16")  # type: ignore[arg-type]
+    with pytest.raises(InvalidParameter, match=r"SWA pool \(819 tokens\) cannot hold even one request: the prefill "
+                                               r"admission floor is sliding_window_size \(1024\) \+ page_size \(1\)"):
+        size_pool(geo, 1024 * 184320, page_size=1, context_len=262144)

@@ -67,6 +67,13 @@ def _pool(r: SglangFit) -> list[RenderableType]:
     _row(t, "bytes per token per GPU", f"{g.cell_bytes:,}",
          f"{g.kind.upper()}: {g.layers} layers × {g.kv_heads} heads × {g.head_dim}"
          + (f"+{g.v_head_dim}" if g.v_head_dim else "") + f" × {g.element_bytes} B")
+    if g.swa is not None:
+        w = g.swa
+        _row(t, "+ sliding-window layers", f"{w.per_token(g.element_bytes) * w.layers:,}",
+             f"{w.layers} layers × {w.kv_heads} heads × {w.head_dim}+{w.v_head_dim} × {g.element_bytes} B, "
+             f"× swa_full_tokens_ratio {w.ratio:g} per full token")
+        if p is not None:
+            _row(t, "sliding-window pool tokens", f"{p.swa_tokens:,}", "swa_layer_tokens")
     if p is not None:
         rng = r.max_total_num_tokens_range
         _row(t, "max_total_num_tokens", f"{p.max_total_num_tokens:,}",
@@ -78,8 +85,12 @@ def _pool(r: SglangFit) -> list[RenderableType]:
         _row(t, "full-context requests at once", f"{r.requests_at_context:,}", f"at {r.context_len:,} tokens each")
     out: list[RenderableType] = [t]
     if p is not None:
-        mamba = r.budget.mamba.log_line.rstrip() + "\n  " if r.budget.mamba is not None else ""
-        out.append(Text("SGLang would print:\n  " + mamba + p.log_line + "\n  " + p.banner, style="dim"))
+        lines = [r.budget.mamba.log_line.rstrip()] if r.budget.mamba is not None else []
+        if p.swa_tokens:
+            lines.append(f"Use sliding window memory pool. full_layer_tokens={p.max_total_num_tokens}, "
+                         f"swa_layer_tokens={p.swa_tokens}")
+        lines += [*(p.log_lines or (p.log_line,)), p.banner]
+        out.append(Text("SGLang would print:\n  " + "\n  ".join(lines), style="dim"))
     return out
 
 

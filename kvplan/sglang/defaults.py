@@ -197,6 +197,10 @@ GDN_HYBRID_FAMILY = frozenset({
 SM100_FLASHINFER_HYBRIDS = frozenset({"Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "GraniteMoeHybridForCausalLM"})
 
 
+GEMMA4_FAMILY = frozenset({"Gemma4ForConditionalGeneration", "Gemma4ForCausalLM",
+                           "Gemma4UnifiedForConditionalGeneration"})
+
+
 def model_attention_backend(architecture: str, *, platform: Platform, sm_major: int | None,
                             has_mamba: bool = False) -> str | None:
     """A model override's backend when none is given (None: get_default_attn_backend decides)."""
@@ -206,6 +210,8 @@ def model_attention_backend(architecture: str, *, platform: Platform, sm_major: 
         return "triton"
     if architecture in SM100_FLASHINFER_HYBRIDS and has_mamba and platform == "cuda" and sm_major == 10:
         return "flashinfer"
+    if architecture in GEMMA4_FAMILY:  # model_overrides/gemma4.py:_gemma4_overrides: trtllm_mha on SM100, else triton
+        return "trtllm_mha" if platform == "cuda" and sm_major == 10 else "triton"
     if architecture == "Olmo2ForCausalLM":  # model_overrides/olmo2.py:_olmo2_overrides
         if platform == "cuda" and sm_major == 10:
             return "trtllm_mha"
@@ -213,10 +219,13 @@ def model_attention_backend(architecture: str, *, platform: Platform, sm_major: 
     return None
 
 
-def default_page_size(backend: str, given: int | None) -> int:
+def default_page_size(backend: str, given: int | None, *, sm100_mha: bool = False) -> int:
     """arg_groups/overrides.py:_page_size_default (1 on CUDA and HIP) and the backend constraints of
     arg_groups/attention_hook.py: trtllm_mha keeps 16/32/64/128, else 64 (_trtllm_mha_page_constraint);
-    trtllm_mla keeps 32/64, else 64 (overrides.py:_mla_backend_page_constraints)."""
+    trtllm_mla keeps 32/64, else 64 (overrides.py:_mla_backend_page_constraints); fa4 for a non-MLA model on
+    SM100 is 128 (overrides.py:_fa4_page_constraint)."""
+    if backend == "fa4" and sm100_mha:
+        return 128
     if backend == "trtllm_mha":
         return given if given in (16, 32, 64, 128) else 64
     if backend == "trtllm_mla":
@@ -254,7 +263,7 @@ def mem_fraction_from_reserve(gpu_mem_mib: int | None, *, chunk: int, tp: int, p
 def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform: Platform, sm_major: int | None,
                      use_mla: bool, kv_heads: int, context_len: int, llama2_path: bool = False,
                      architecture: str = "", has_mamba: bool = False, prefill_graph_allowed: bool = True,
-                     vlm_factor: float | None = None) -> ServerDefaults:
+                     vlm_factor: float | None = None, asymmetric_kv: bool = False) -> ServerDefaults:
     """The resolved server arguments of one deployment (see the module docstring for the order)."""
     tier = gpu_tier(gpu_mem_mib)
     chunk = dep.chunked_prefill_size if dep.chunked_prefill_size is not None else tier.chunked_prefill_size
@@ -279,7 +288,7 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     backend = (dep.attention_backend
                or model_attention_backend(architecture, platform=platform, sm_major=sm_major, has_mamba=has_mamba)
                or default_attention_backend(platform=platform, sm_major=sm_major, use_mla=use_mla, kv_heads=kv_heads,
-                                            tp=dep.tp))
+                                            tp=dep.tp, asymmetric_kv=asymmetric_kv))
     if dep.mem_fraction_static is not None:
         fraction, source, reserved = dep.mem_fraction_static, "given", None
     else:
@@ -313,5 +322,6 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
         decode_graph_max_bs=max_bs, decode_graph_sizes=len(decode_sizes),
         prefill_graph="breakable" if prefill_kept else "disabled", prefill_graph_max_bs=prefill_max,
         prefill_graph_sizes=len(prefill_sizes), attention_backend=backend,
-        page_size=default_page_size(backend, dep.page_size), attn_dp_size=attn_dp, attn_tp_size=dep.attn_tp_size,
+        page_size=default_page_size(backend, dep.page_size, sm100_mha=not use_mla and platform == "cuda"
+                                    and sm_major == 10), attn_dp_size=attn_dp, attn_tp_size=dep.attn_tp_size,
         schedule_conservativeness=0.3 if attn_dp > 1 else 1.0)

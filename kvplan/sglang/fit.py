@@ -97,13 +97,19 @@ def check_config_readable(spec: ModelSpec, *, remote_code_allowed: bool) -> None
                            hint="SGLang 0.5.23 pins transformers 5.19.0 (kvplan/sglang/architectures.py)")
 
 
+def asymmetric_kv(spec: ModelSpec) -> bool:
+    """configs/model_config.py:ModelConfig.has_asymmetric_kv: K and V rows of different widths (MiMo-V2's
+    192 / 128), in the full or the sliding layers (MLA configs are rewritten to symmetric first)."""
+    return spec.mla is None and any(x.head_size_v and x.head_size_v != x.head_size for x in spec.layers)
+
+
 def _tokens_at(budget: Budget, geo: PoolGeometry, page: int, context_len: int) -> int:
     """The token count a budget buys (0 when SGLang would refuse it; a pure Mamba model's is context_len)."""
     if budget.budget_bytes is None:
         return 0
     if not geo.cell_bytes:
         return context_len // page * page
-    return max(0, budget.budget_bytes) // geo.cell_bytes // page * page
+    return int(max(0, budget.budget_bytes) // geo.cell_size) // page * page
 
 
 def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, weights_bytes: int,
@@ -127,7 +133,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
                                 architecture=spec.architectures[0] if spec.architectures else "",
                                 has_mamba=any(x.kind == "mamba" for x in spec.layers),
                                 prefill_graph_allowed=breakable_prefill_graph_kept(spec),
-                                vlm_factor=vlm_fraction_factor(spec))
+                                vlm_factor=vlm_fraction_factor(spec), asymmetric_kv=asymmetric_kv(spec))
     kv_dtype = kv_dtype_name(dep.kv_cache_dtype, spec)
     geo = geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype)
     world = dep.tp * dep.pp

@@ -20,6 +20,7 @@ from typing import Any
 from kvplan.errors import InvalidParameter
 from kvplan.model.spec import ModelSpec
 from kvplan.sglang.mamba import MambaCache, mamba_state, state_cap_text
+from kvplan.sglang.swa import SwaPart, sliding_window_size, split_layers, swa_part, swa_pool_too_small_text
 
 GiB = 1 << 30  # mem_cache/memory_pool.py: GB = 1024**3 (SGLang's "GB" are GiB)
 
@@ -50,25 +51,38 @@ class PoolGeometry:
     v_head_dim: int  # V width (0 for MLA: one KV buffer)
     dtype: str  # kv cache dtype name (bfloat16, fp8_e4m3, ...)
     element_bytes: int
+    swa: SwaPart | None = None  # a hybrid SWA model's sliding side (the fields above are then its full side)
 
     @property
     def cell_bytes(self) -> int:
-        """pool_configurator.py:DefaultPoolConfigurator._compute_cell_size."""
+        """pool_configurator.py:DefaultPoolConfigurator._compute_cell_size (a hybrid SWA model: the full side)."""
         if self.kind == "mla":
             return self.head_dim * self.layers * self.element_bytes
         return self.kv_heads * (self.head_dim + self.v_head_dim) * self.layers * self.element_bytes
 
+    @property
+    def cell_size(self) -> float:
+        """The configurator's _cell_size: cell_bytes, or HybridSWAPoolConfigurator._recompute_cell_size's
+        full cell + swa_full_tokens_ratio × the sliding cell (a float)."""
+        if self.swa is None:
+            return self.cell_bytes
+        return self.cell_bytes + self.swa.ratio * (self.swa.per_token(self.element_bytes) * self.swa.layers)
+
 
 def unsupported_reason(spec: ModelSpec, *, attn_tp: int = 1, tp: int = 1) -> str | None:
-    """Why this slice cannot size the model's pool as SGLang does (None: a dense, MLA or modelled Mamba pool)."""
+    """Why this slice cannot size the model's pool as SGLang does (None: a dense, MLA, sliding-window hybrid or
+    modelled Mamba pool)."""
     kinds = {layer.kind for layer in spec.layers}
-    if spec.architectures and spec.architectures[0] in HYBRID_SWA_ARCHITECTURES:
-        return (f"{spec.architectures[0]} gets SGLang's sliding-window pool (pool_configurator.py:"
-                "HybridSWAPoolConfigurator), not modelled yet")
+    arch = spec.architectures[0] if spec.architectures else ""
+    hybrid_swa = split_layers(spec) is not None
+    if arch in HYBRID_SWA_ARCHITECTURES and not hybrid_swa:
+        return (f"{arch} gets SGLang's sliding-window pool (pool_configurator.py:HybridSWAPoolConfigurator) in a "
+                "form not modelled yet")
     if "mamba" in kinds and mamba_state(spec, attn_tp=attn_tp, tp=tp) is None:
         return ("a Mamba / linear-attention hybrid of a family whose state SGLang sizes in its own config class "
                 "(configs/mamba_utils.py), not modelled yet")
     allowed = {"full", "sliding_window", "mla"} | ({"mamba", "mlp_only"} if "mamba" in kinds else set())
+    allowed |= {"chunked_local", "kv_shared"} if hybrid_swa else set()
     if kinds - allowed:
         return f"layers of kind {', '.join(sorted(kinds - allowed))} are not modelled yet"
     if any(layer.indexer_head_size for layer in spec.layers):
@@ -118,6 +132,12 @@ def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str) -> PoolGeometry:
     (configs/model_config.py:ModelConfig.get_num_kv_heads)."""
     e = KV_DTYPE_BYTES[kv_dtype]
     layers = len(spec.layers)  # layer_info.num_effective_layers (PP 1)
+    split = split_layers(spec)
+    if split is not None:  # HybridSWAPoolConfigurator: the full side here, the sliding side in `swa`
+        full, swa = split
+        heads = max(1, full[0].num_kv_heads // attn_tp)
+        return PoolGeometry("mha", len(full), heads, full[0].head_size, full[0].head_size_v or full[0].head_size,
+                            kv_dtype, e, swa_part(swa, attn_tp=attn_tp, window=sliding_window_size(spec)))
     if any(x.kind == "mamba" for x in spec.layers):
         # DefaultPoolConfigurator.__init__: a mambaish model counts its full_attention_layer_ids only; a pure
         # Mamba model has none (cell 0).
@@ -151,6 +171,8 @@ class TokenPool:
     log_line: str  # "KV Cache is allocated. dtype: …, #tokens: N, K size: … GB, V size: … GB"
     banner: str  # the scheduler's "max_total_num_tokens=…, … max_running_requests=…" fields it can state
     warnings: tuple[str, ...] = ()
+    log_lines: tuple[str, ...] = ()  # every `KV Cache is allocated` line (a hybrid SWA model: full, then sliding)
+    swa_tokens: int = 0  # a hybrid SWA model's sliding pool (swa_layer_tokens)
 
 
 NOT_ENOUGH_MEMORY = "Not enough memory. Please try to increase --mem-fraction-static."
@@ -173,7 +195,9 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
     memory_pool.py:KVCache._finalize_allocation_log sums. Raises InvalidParameter with SGLang's words when no
     token fits (pool_configurator.py:MemoryPoolConfig.__post_init__) or no request has state slots."""
     cell = geo.cell_bytes
-    if cell:
+    if geo.swa is not None:  # HybridSWAPoolConfigurator.calculate_pool_sizes: int(budget // the float cell)
+        tokens = int(max(budget_bytes, 0) // geo.cell_size) // page_size * page_size
+    elif cell:
         tokens = max(budget_bytes, 0) // cell // page_size * page_size
     else:  # no full-attention layer: _zero_kv_max_tokens = --max-total-tokens or context_len
         tokens = (max_total_tokens or context_len) // page_size * page_size
@@ -190,6 +214,7 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
         reqs = min(reqs, mamba.max_mamba_cache_size // mamba.ratio)
         if reqs <= 0:
             raise InvalidParameter(state_cap_text(mamba.max_mamba_cache_size, mamba.ratio, reqs))
+    swa_tokens, swa_line = _swa_pool_line(geo, tokens, page_size)
     rows = tokens + page_size
     if geo.kind == "mla":
         k, v = rows * geo.layers * geo.head_dim * geo.element_bytes, 0
@@ -200,12 +225,32 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
         sizes = f"K size: {k / GiB:.2f} GB, V size: {v / GiB:.2f} GB"
     dtype = KV_DTYPE_TORCH.get(geo.dtype, geo.dtype)
     log = f"KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, {sizes}"
+    log_lines = (log,) if swa_line is None else (log, swa_line)
     if tokens < context_len:
         warnings.append(f"the pool ({tokens} tokens) is smaller than context_len {context_len} "
                         "(managers/tp_worker.py:TpModelWorker.get_worker_info)")
     banner = (f"max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, "
               f"max_prefill_tokens={max_prefill_tokens}, max_running_requests={reqs}, context_len={context_len}")
-    return TokenPool(budget_bytes, cell, page_size, tokens, reqs, context_len, k, v, log, banner, tuple(warnings))
+    return TokenPool(budget_bytes, cell, page_size, tokens, reqs, context_len, k, v, log, banner, tuple(warnings),
+                     log_lines, swa_tokens)
+
+
+def _swa_pool_line(geo: PoolGeometry, full_tokens: int, page_size: int) -> tuple[int, str | None]:
+    """HybridSWAPoolConfigurator._solve_pool_sizes' sliding pool and the `KV Cache is allocated` line its
+    MHATokenToKVPool logs (mem_cache/swa_memory_pool.py:SWAKVPool; rows = tokens + page); (0, None) without one.
+    Raises InvalidParameter with validate_swa_pool_size's words when the pool cannot hold one request."""
+    swa = geo.swa
+    if swa is None:
+        return 0, None
+    swa_tokens = int(full_tokens * swa.ratio) // page_size * page_size
+    if swa.window is not None and swa.window + page_size >= swa_tokens:
+        raise InvalidParameter(swa_pool_too_small_text(swa_tokens, swa.window, page_size))
+    rows = swa_tokens + page_size
+    k = rows * swa.layers * swa.kv_heads * swa.head_dim * geo.element_bytes
+    v = rows * swa.layers * swa.kv_heads * swa.v_head_dim * geo.element_bytes
+    dtype = KV_DTYPE_TORCH.get(geo.dtype, geo.dtype)
+    return swa_tokens, (f"KV Cache is allocated. dtype: {dtype}, #tokens: {swa_tokens}, K size: {k / GiB:.2f} GB, "
+                        f"V size: {v / GiB:.2f} GB")
 
 
 # transformers configs whose attribute_map reads max_position_embeddings from n_positions (GPT2Config,
