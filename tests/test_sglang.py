@@ -59,7 +59,7 @@ def test_golden_counts_exact_refused_wrong() -> None:
         if cls == "refused-kvplan":
             assert o.refusal and ("not modelled" in o.refusal or "give --mem-fraction-static" in o.refusal)
         counts[cls] += 1
-    assert counts == {"exact": 1442, "refused-sglang": 54, "refused-kvplan": 68, "oracle-fault": 12}
+    assert counts == {"exact": 1492, "refused-sglang": 54, "refused-kvplan": 18, "oracle-fault": 12}
 
 
 def test_goldens_cover_gpus_tp_and_attention_dp() -> None:
@@ -307,3 +307,28 @@ def test_swa_pool_too_small_is_refused_in_sglangs_words() -> None:
     with pytest.raises(InvalidParameter, match=r"SWA pool \(819 tokens\) cannot hold even one request: the prefill "
                                                r"admission floor is sliding_window_size \(1024\) \+ page_size \(1\)"):
         size_pool(geo, 1024 * 184320, page_size=1, context_len=262144)
+
+
+def test_dsa_cell_is_the_latent_row_plus_the_index_k() -> None:
+    # Oracle goldens deepseek-ai--DeepSeek-V3.2__h100__* and __b200__*: bf16 on Hopper (auto below SM100):
+    # 61 × (576 × 2 + 132) = 78324; fp8 on SM100 with trtllm's raw layout: 61 × (576 + 132) = 43188. The index-K
+    # is ceil(128 + 128 / 128 × 4, index_kpool 1) = 132 bytes a layer. Hopper fp8 (flashmla_kv) has the scaled
+    # row 512 + 512 / 128 × 4 + 64 × 2 = 656 bytes (calculate_mla_kv_cache_dim).
+    spec = _spec("corpus/configs/deepseek-ai--DeepSeek-V3.2")
+    assert geometry(spec, attn_tp=8, kv_dtype="bfloat16", sm_major=9).cell_bytes == 78324  # type: ignore[arg-type]
+    assert geometry(spec, attn_tp=8, kv_dtype="fp8_e4m3", sm_major=10).cell_bytes == 43188  # type: ignore[arg-type]
+    assert geometry(spec, attn_tp=8, kv_dtype="fp8_e4m3", sm_major=9).cell_bytes == 61 * (656 + 132)  # type: ignore[arg-type]
+
+
+def test_dsa_defaults_follow_the_gpu() -> None:
+    spec = _spec("corpus/configs/deepseek-ai--DeepSeek-V3.2")
+    h200 = plan_sglang_fit(spec, get_gpu("h200"), SglangDeployment(tp=8), weights_bytes=0,  # type: ignore[arg-type]
+                           weights_range=(0, 0), measured=FreeMemory(137.59, 59.2182, (137.59,) * 2, (59.2182,) * 2,
+                                                                     "given"))
+    assert (h200.defaults.attention_backend, h200.defaults.page_size, h200.kv_cache_dtype) == ("dsa", 64, "bfloat16")
+    # golden deepseek-ai--DeepSeek-V3.2__h200__tp8: 596736 tokens, KV size (rows × cell) 43.53 GB
+    assert h200.pool is not None and h200.pool.log_line == \
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 596736, KV size: 43.53 GB"
+    with pytest.raises(InvalidParameter, match="DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3"):
+        plan_sglang_fit(spec, get_gpu("h200"), SglangDeployment(tp=8, kv_cache_dtype="fp8_e5m2"),  # type: ignore[arg-type]
+                        weights_bytes=0, weights_range=(0, 0))

@@ -263,7 +263,8 @@ def mem_fraction_from_reserve(gpu_mem_mib: int | None, *, chunk: int, tp: int, p
 def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform: Platform, sm_major: int | None,
                      use_mla: bool, kv_heads: int, context_len: int, llama2_path: bool = False,
                      architecture: str = "", has_mamba: bool = False, prefill_graph_allowed: bool = True,
-                     vlm_factor: float | None = None, asymmetric_kv: bool = False) -> ServerDefaults:
+                     vlm_factor: float | None = None, asymmetric_kv: bool = False,
+                     dsa_page_size: int | None = None) -> ServerDefaults:
     """The resolved server arguments of one deployment (see the module docstring for the order)."""
     tier = gpu_tier(gpu_mem_mib)
     chunk = dep.chunked_prefill_size if dep.chunked_prefill_size is not None else tier.chunked_prefill_size
@@ -285,7 +286,7 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     if llama2_path:
         prefill_max = min(prefill_max, 4096)  # "For Llama2 series models, max_bs is limited to 4096."
     prefill_sizes = prefill_graph_batch_sizes(prefill_max)
-    backend = (dep.attention_backend
+    backend = (dep.attention_backend or ("dsa" if dsa_page_size else None)  # model_overrides/deepseek_v2.py
                or model_attention_backend(architecture, platform=platform, sm_major=sm_major, has_mamba=has_mamba)
                or default_attention_backend(platform=platform, sm_major=sm_major, use_mla=use_mla, kv_heads=kv_heads,
                                             tp=dep.tp, asymmetric_kv=asymmetric_kv))
@@ -316,12 +317,13 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     if attn_dp > 1 and prefill_kept:
         prefill_sizes = prefill_graph_batch_sizes(min(prefill_max, chunk))
         prefill_max = min(prefill_max, chunk)
+    page = dsa_page_size or default_page_size(backend, dep.page_size,
+                                              sm100_mha=not use_mla and platform == "cuda" and sm_major == 10)
     return ServerDefaults(
         gpu_memory_mib=gpu_mem_mib, platform=platform, mem_fraction_static=fraction, mem_fraction_source=source,
         reserved_mib=reserved, chunked_prefill_size=chunk, max_prefill_tokens=dep.max_prefill_tokens,
         decode_graph_max_bs=max_bs, decode_graph_sizes=len(decode_sizes),
         prefill_graph="breakable" if prefill_kept else "disabled", prefill_graph_max_bs=prefill_max,
         prefill_graph_sizes=len(prefill_sizes), attention_backend=backend,
-        page_size=default_page_size(backend, dep.page_size, sm100_mha=not use_mla and platform == "cuda"
-                                    and sm_major == 10), attn_dp_size=attn_dp, attn_tp_size=dep.attn_tp_size,
+        page_size=page, attn_dp_size=attn_dp, attn_tp_size=dep.attn_tp_size,
         schedule_conservativeness=0.3 if attn_dp > 1 else 1.0)

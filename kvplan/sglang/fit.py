@@ -15,6 +15,9 @@ from kvplan.sglang import SGLANG_VERSION
 from kvplan.sglang.architectures import SGLANG_CONFIG_REGISTRY, TRANSFORMERS_MODEL_TYPES
 from kvplan.sglang.budget import Budget, FreeMemory, estimate_free_memory, profile_budget
 from kvplan.sglang.defaults import ServerDefaults, SglangDeployment, check_deployment, resolve_defaults
+from kvplan.sglang.dsa import default_kv_dtype as dsa_default_kv_dtype
+from kvplan.sglang.dsa import is_dsa
+from kvplan.sglang.dsa import page_size as dsa_page_size
 from kvplan.sglang.mamba import mamba_ratio, mamba_state
 from kvplan.sglang.multimodal import (
     breakable_prefill_graph_kept,
@@ -97,6 +100,19 @@ def check_config_readable(spec: ModelSpec, *, remote_code_allowed: bool) -> None
                            hint="SGLang 0.5.23 pins transformers 5.19.0 (kvplan/sglang/architectures.py)")
 
 
+def _dsa_kv_dtype(given: str, spec: ModelSpec, sm_major: int | None) -> str:
+    """overrides.py:_dsa_kv_cache_dtype_default: auto by compute capability; only bf16 and fp8_e4m3 are served."""
+    value = given.lower()
+    if value == "auto":
+        return dsa_default_kv_dtype(spec, sm_major=sm_major)
+    if value in ("bf16", "bfloat16"):
+        return "bfloat16"
+    if value == "fp8_e4m3":
+        return value
+    raise InvalidParameter("DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype",
+                           hint=f"--kv-cache-dtype {given!r} is refused by SGLang for this model")
+
+
 def asymmetric_kv(spec: ModelSpec) -> bool:
     """configs/model_config.py:ModelConfig.has_asymmetric_kv: K and V rows of different widths (MiMo-V2's
     192 / 128), in the full or the sliding layers (MLA configs are rewritten to symmetric first)."""
@@ -125,6 +141,9 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     if reason is not None:
         raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
     platform, sm = _platform(chip)
+    if is_dsa(spec) and platform != "cuda":
+        raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: DeepSeek sparse attention on ROCm (page size by the "
+                               "aiter build: model_overrides/deepseek_v2.py) is not modelled yet")
     use_mla = spec.mla is not None
     ctx = context_length(spec, dep.context_length)
     defaults = resolve_defaults(dep, gpu_mem_mib=gpu_memory_mib(chip), platform=platform,  # type: ignore[arg-type]
@@ -133,9 +152,10 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
                                 architecture=spec.architectures[0] if spec.architectures else "",
                                 has_mamba=any(x.kind == "mamba" for x in spec.layers),
                                 prefill_graph_allowed=breakable_prefill_graph_kept(spec),
-                                vlm_factor=vlm_fraction_factor(spec), asymmetric_kv=asymmetric_kv(spec))
-    kv_dtype = kv_dtype_name(dep.kv_cache_dtype, spec)
-    geo = geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype)
+                                vlm_factor=vlm_fraction_factor(spec), asymmetric_kv=asymmetric_kv(spec),
+                                dsa_page_size=dsa_page_size(spec) if is_dsa(spec) else None)
+    kv_dtype = _dsa_kv_dtype(dep.kv_cache_dtype, spec, sm) if is_dsa(spec) else kv_dtype_name(dep.kv_cache_dtype, spec)
+    geo = geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm)
     world = dep.tp * dep.pp
     free = measured or estimate_free_memory(cuda_total_bytes=chip.cuda_total_bytes, weights_bytes=weights_bytes,
                                             weights_range=weights_range, world=world)

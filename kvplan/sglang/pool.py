@@ -19,6 +19,7 @@ from typing import Any
 
 from kvplan.errors import InvalidParameter
 from kvplan.model.spec import ModelSpec
+from kvplan.sglang.dsa import indexer_bytes_per_token, is_dsa, latent_row_bytes
 from kvplan.sglang.mamba import MambaCache, mamba_state, state_cap_text
 from kvplan.sglang.swa import SwaPart, sliding_window_size, split_layers, swa_part, swa_pool_too_small_text
 
@@ -52,12 +53,13 @@ class PoolGeometry:
     dtype: str  # kv cache dtype name (bfloat16, fp8_e4m3, ...)
     element_bytes: int
     swa: SwaPart | None = None  # a hybrid SWA model's sliding side (the fields above are then its full side)
+    indexer_bytes: int = 0  # DSA: the index-K bytes per token (all layers), in the same rows
 
     @property
     def cell_bytes(self) -> int:
         """pool_configurator.py:DefaultPoolConfigurator._compute_cell_size (a hybrid SWA model: the full side)."""
         if self.kind == "mla":
-            return self.head_dim * self.layers * self.element_bytes
+            return self.head_dim * self.layers * self.element_bytes + self.indexer_bytes
         return self.kv_heads * (self.head_dim + self.v_head_dim) * self.layers * self.element_bytes
 
     @property
@@ -85,8 +87,8 @@ def unsupported_reason(spec: ModelSpec, *, attn_tp: int = 1, tp: int = 1) -> str
     allowed |= {"chunked_local", "kv_shared"} if hybrid_swa else set()
     if kinds - allowed:
         return f"layers of kind {', '.join(sorted(kinds - allowed))} are not modelled yet"
-    if any(layer.indexer_head_size for layer in spec.layers):
-        return "a DeepSeek sparse-attention (DSA) model: its indexer pool is not modelled yet"
+    if any(layer.indexer_head_size for layer in spec.layers) and not is_dsa(spec):
+        return "a sparse-attention indexer outside SGLang's DSA architectures is not modelled yet"
     return None
 
 
@@ -125,7 +127,7 @@ def kv_dtype_name(given: str, spec: ModelSpec) -> str:
                            hint="auto, bf16, fp8_e4m3 or fp8_e5m2 (mxfp8 / nvfp4 / fp4_mx_block16 are not yet)")
 
 
-def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str) -> PoolGeometry:
+def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | None = None) -> PoolGeometry:
     """The geometry DefaultPoolConfigurator sizes from. Every non-MLA layer counts as a full-attention layer
     (a sliding window outside HYBRID_SWA_ARCHITECTURES gets no pool of its own in SGLang; Gemma-2/3 turn
     theirs off: arg_groups/model_overrides/gemma2_gemma3.py). KV heads per rank are max(1, heads // attn_tp)
@@ -150,6 +152,10 @@ def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str) -> PoolGeometry:
     if spec.mla is not None:
         # kv_cache_configurator.py:calculate_mla_kv_cache_dim (non-DSA): kv_lora_rank + qk_rope_head_dim.
         width = spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim
+        if is_dsa(spec):  # the DSA row (kvplan.sglang.dsa) and its index-K in the same pool rows
+            width = latent_row_bytes(spec, kv_dtype=kv_dtype, element_bytes=e, sm_major=sm_major) // e
+            return PoolGeometry("mla", layers, 1, width, 0, kv_dtype, e,
+                                indexer_bytes=indexer_bytes_per_token(spec, layers))
         return PoolGeometry("mla", layers, 1, width, 0, kv_dtype, e)
     layer = next(x for x in spec.layers if x.kind in ("full", "sliding_window"))
     heads = max(1, layer.num_kv_heads // attn_tp)
@@ -217,7 +223,7 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
     swa_tokens, swa_line = _swa_pool_line(geo, tokens, page_size)
     rows = tokens + page_size
     if geo.kind == "mla":
-        k, v = rows * geo.layers * geo.head_dim * geo.element_bytes, 0
+        k, v = rows * geo.cell_bytes, 0  # DSA: the index-K buffer is in the summed nbytes too
         sizes = f"KV size: {k / GiB:.2f} GB"
     else:
         k = rows * geo.layers * geo.kv_heads * geo.head_dim * geo.element_bytes
