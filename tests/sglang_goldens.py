@@ -111,8 +111,9 @@ class Outcome:
                 continue
             if (round(v, 6) if isinstance(v, float) else v) != (round(want, 6) if isinstance(want, float) else want):
                 out.append(f"{k}: kvplan {v!r} sglang {want!r}")
-        if p.get("cell_size_bytes") != f.geometry.cell_size:
-            out.append(f"cell: kvplan {f.geometry.cell_size} sglang {p.get('cell_size_bytes')}")
+        cell = f.geometry.cell_size if f.geometry is not None else None
+        if p.get("cell_size_bytes") != cell:
+            out.append(f"cell: kvplan {cell} sglang {p.get('cell_size_bytes')}")
         if p.get("context_len") != f.context_len:
             out.append(f"context_len: kvplan {f.context_len} sglang {p.get('context_len')}")
         if "refusal" in p:

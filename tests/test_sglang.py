@@ -13,7 +13,7 @@ import yaml
 from kvplan.errors import InvalidParameter, ParseError
 from kvplan.hardware.gpus import get_gpu
 from kvplan.model.config import parse_config
-from kvplan.sglang.budget import FreeMemory, profile_budget, refusal_text
+from kvplan.sglang.budget import FreeMemory, free_memory_from_log, profile_budget, refusal_text
 from kvplan.sglang.command_line import parse_sglang_command
 from kvplan.sglang.defaults import SglangDeployment, decode_graph_batch_sizes, prefill_graph_batch_sizes
 from kvplan.sglang.fit import plan_sglang_fit
@@ -332,3 +332,32 @@ def test_dsa_defaults_follow_the_gpu() -> None:
     with pytest.raises(InvalidParameter, match="DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3"):
         plan_sglang_fit(spec, get_gpu("h200"), SglangDeployment(tp=8, kv_cache_dtype="fp8_e5m2"),  # type: ignore[arg-type]
                         weights_bytes=0, weights_range=(0, 0))
+
+
+def test_public_refusal_log_is_predicted_from_sglangs_own_weight_line() -> None:
+    # Row 10 (InferenceX #2128): DeepSeek-V4-Pro, 8 × H200, TP 8, --mem-fraction-static 0.88. Its pool
+    # (DSV4PoolConfigurator) is not modelled, but _profile_available_bytes refuses before any pool is sized: from
+    # the logged `Load weight end` line kvplan gives SGLang's refusal, minimum viable 0.9112 (the log: 0.9113,
+    # from unrounded figures), within 0.001; exit 1, a capacity verdict.
+    log = LOGS["refusal_logs"][0]
+    r = _kvplan("fit", str(FIXTURES / "corpus/configs/deepseek-ai--DeepSeek-V4-Pro"), "--gpu", "h200", "--tp", "8",
+                "--engine", "sglang", "--mem-fraction-static", "0.88", "--json", "--sglang-weight-log", log["log"])
+    assert r.returncode == 1, r.stderr
+    doc = json.loads(r.stdout)
+    assert abs(doc["budget"]["minimum_fraction"] - log["minimum_fraction"]) < 0.001
+    assert doc["startup"].startswith("Loaded weights leave no GPU memory for the KV cache under "
+                                     "--mem-fraction-static=0.88. Raise --mem-fraction-static above 0.912")
+    assert doc["geometry"] is None and doc["free_memory"]["source"] == "log"
+
+
+def test_unmodelled_pool_that_would_start_is_refused_as_not_modelled() -> None:
+    r = _kvplan("fit", str(FIXTURES / "corpus/configs/deepseek-ai--DeepSeek-V4-Pro"), "--gpu", "h200", "--tp", "8",
+                "--engine", "sglang", "--mem-fraction-static", "0.88")
+    assert r.returncode == 2 and "DSV4PoolConfigurator) are not modelled yet" in r.stderr
+
+
+def test_weight_log_line_gives_the_measured_free_memory() -> None:
+    free = free_memory_from_log("Load weight end. elapsed=1.2 s, type=X, avail mem=131.08 GB, mem usage=8.13 GB.")
+    assert (round(free.pre_gib, 2), free.avail_gib, free.source) == (139.21, 131.08, "log")
+    with pytest.raises(InvalidParameter, match="no 'avail mem=A GB, mem usage=W GB'"):
+        free_memory_from_log("Load weight end.")

@@ -16,6 +16,7 @@ from kvplan.cli.fit_sglang import (
     MemFractionStaticOpt,
     PageSizeOpt,
     SglangCmdOpt,
+    SglangWeightLogOpt,
     SglDpOpt,
     SglTpOpt,
 )
@@ -251,6 +252,7 @@ def command(
     sgl_dp: SglDpOpt = None,
     enable_dp_attention: EnableDpAttentionOpt = None,
     context_length: ContextLengthOpt = None,
+    sglang_weight_log: SglangWeightLogOpt = None,
     json_: JsonFlag = False,
 ) -> None:
     """vLLM's memory budget, KV blocks, concurrency and startup verdict (SGLang's with --engine sglang)."""

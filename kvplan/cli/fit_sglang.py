@@ -33,15 +33,19 @@ SglDpOpt = Annotated[int | None, _sgl("Data-parallel size (SGLang's --dp-size): 
                                       "with --enable-dp-attention.", "--dp", "--dp-size")]
 EnableDpAttentionOpt = Annotated[bool | None, _sgl("Attention data parallelism over --dp groups.",
                                                    "--enable-dp-attention")]
+SglangWeightLogOpt = Annotated[str | None, _sgl(
+    "SGLang's own `Load weight end. … avail mem=A GB, mem usage=W GB.` line: the free memory it measured after "
+    "(A) and before (A + W) the weights, used instead of kvplan's estimate.", "--sglang-weight-log")]
 ContextLengthOpt = Annotated[int | None, _sgl("Context length (default: the model's).", "--context-length")]
 
 # fit's options that mean something only under vLLM's rules (refused with --engine sglang, not ignored).
 _SHARED = frozenset({"model", "gpu", "gpus_file", "gpu_total_bytes", "kv_cache_dtype", "revision", "weights_memory",
-                     "trust_remote_code", "json_", "engine", "sglang_cmd", "mem_fraction_static",
+                     "trust_remote_code", "json_", "engine", "sglang_cmd", "mem_fraction_static", "sglang_weight_log",
                      "chunked_prefill_size", "max_running_requests", "max_total_tokens", "page_size", "sgl_tp",
                      "sgl_dp", "enable_dp_attention", "context_length"})
 SGLANG_ONLY = ("mem_fraction_static", "chunked_prefill_size", "max_running_requests", "max_total_tokens",
-               "page_size", "sgl_tp", "sgl_dp", "enable_dp_attention", "context_length", "sglang_cmd")
+               "page_size", "sgl_tp", "sgl_dp", "enable_dp_attention", "context_length", "sglang_cmd",
+               "sglang_weight_log")
 
 
 def wants_sglang(params: dict[str, Any]) -> bool:
@@ -163,4 +167,10 @@ def _plan(model: str, params: dict[str, Any], dep: Any, *, quiet: bool) -> Any:
         term = estimate_weights(spec, tp=dep.tp, pp=dep.pp, arch=chip.arch,
                                 total_bytes=stored.bytes if stored else None)
         w, low, high = term.bytes, term.low_bytes, term.high_bytes
-    return plan_sglang_fit(spec, chip, dep, weights_bytes=w, weights_range=(low, high))
+    measured = None
+    if params.get("sglang_weight_log") is not None:
+        from kvplan.sglang.budget import free_memory_from_log
+
+        measured = free_memory_from_log(str(params["sglang_weight_log"]))
+        w = low = high = int((measured.pre_gib - measured.avail_gib) * (1 << 30))
+    return plan_sglang_fit(spec, chip, dep, weights_bytes=w, weights_range=(low, high), measured=measured)

@@ -47,7 +47,9 @@ def _memory(r: SglangFit) -> Table:
     t = _table("Memory per GPU (tightest rank), GiB")
     _row(t, "free before weights (pre_model_load_memory)", f"{f.pre_gib:.2f}",
          f"{f.source}: {f.pre_range[0]:.2f} … {f.pre_range[1]:.2f}")
-    _row(t, "weights", f"{r.weights_bytes / GiB:.2f}", "estimate (kvplan's loaded-weights estimate)")
+    _row(t, "weights", f"{r.weights_bytes / GiB:.2f}",
+         "SGLang's log: mem usage" if f.source == "log" else "given" if f.source == "given"
+         else "estimate (kvplan's loaded-weights estimate)")
     _row(t, "free after weights (avail)", f"{f.avail_gib:.2f}",
          f"{f.source}: {f.avail_range[0]:.2f} … {f.avail_range[1]:.2f}")
     _row(t, "− pre × (1 − mem_fraction_static)", f"{b.slack_gib:.2f}", "slack for graphs and activations")
@@ -64,9 +66,13 @@ def _memory(r: SglangFit) -> Table:
 def _pool(r: SglangFit) -> list[RenderableType]:
     g, p = r.geometry, r.pool
     t = _table("KV pool")
+    if g is None:
+        _row(t, "bytes per token per GPU", "not modelled", "SGLang refuses before it sizes the pool")
+        return [t]
     _row(t, "bytes per token per GPU", f"{g.cell_bytes:,}",
          f"{g.kind.upper()}: {g.layers} layers × {g.kv_heads} heads × {g.head_dim}"
-         + (f"+{g.v_head_dim}" if g.v_head_dim else "") + f" × {g.element_bytes} B")
+         + (f"+{g.v_head_dim}" if g.v_head_dim else "") + f" × {g.element_bytes} B"
+         + (f" + {g.indexer_bytes:,} B index-K" if g.indexer_bytes else ""))
     if g.swa is not None:
         w = g.swa
         _row(t, "+ sliding-window layers", f"{w.per_token(g.element_bytes) * w.layers:,}",

@@ -16,8 +16,10 @@ Pure: numbers in, numbers out.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
 
+from kvplan.errors import InvalidParameter
 from kvplan.sglang.mamba import MambaCache, MambaState, carve_mamba_cache
 
 GiB = 1 << 30
@@ -51,6 +53,23 @@ def estimate_free_memory(*, cuda_total_bytes: int, weights_bytes: int, weights_r
     pre = total - best
     return FreeMemory(pre, pre - w, (total - high, total - low), (total - high - w_hi, total - low - w_lo),
                       "estimate")
+
+
+# model_executor/model_runner.py:ModelRunner.load_model's end line: "Load weight end. elapsed=…, type=…, [quant=…,]
+# avail mem=A GB, mem usage=W GB." (GB = GiB: utils/common.py:get_available_gpu_memory).
+_WEIGHT_END = re.compile(r"avail mem=(\d{1,5}(?:\.\d{1,4})?) GB, mem usage=(\d{1,5}(?:\.\d{1,4})?) GB")
+
+
+def free_memory_from_log(line: str) -> FreeMemory:
+    """The free memory SGLang measured around the weights, from its `Load weight end` line: avail A after, and
+    A + W before (W, mem usage, is free-before − free-after). The log rounds both to 0.01 GiB."""
+    match = _WEIGHT_END.search(line[:4096])
+    if match is None:
+        raise InvalidParameter("--sglang-weight-log: no 'avail mem=A GB, mem usage=W GB' in it",
+                               hint="paste SGLang's `Load weight end. … avail mem=…, mem usage=… GB.` line")
+    avail, usage = float(match.group(1)), float(match.group(2))
+    pre = avail + usage
+    return FreeMemory(pre, avail, (pre, pre), (avail, avail), "log")
 
 
 @dataclass(frozen=True)

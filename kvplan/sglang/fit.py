@@ -54,7 +54,7 @@ class SglangFit:
     num_gpus: int
     defaults: ServerDefaults
     kv_cache_dtype: str
-    geometry: PoolGeometry
+    geometry: PoolGeometry | None  # None: SGLang refuses before the pool, which kvplan does not model for it
     context_len: int
     weights_bytes: int
     free_memory: FreeMemory
@@ -128,37 +128,74 @@ def _tokens_at(budget: Budget, geo: PoolGeometry, page: int, context_len: int) -
     return int(max(0, budget.budget_bytes) // geo.cell_size) // page * page
 
 
-def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, weights_bytes: int,
-                    weights_range: tuple[int, int], measured: FreeMemory | None = None) -> SglangFit:
-    """SGLang's startup sizing for `spec` on `chip`; `measured` replaces kvplan's free-memory estimate."""
-    check_deployment(dep)
-    check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
+def _unmodelled(spec: ModelSpec, dep: SglangDeployment) -> str | None:
+    """What of this deployment kvplan's port does not model (None: all of it)."""
     reason = unsupported_reason(spec, attn_tp=dep.attn_tp_size, tp=dep.tp)
     if reason is None and dep.pp > 1:
         reason = "pipeline parallelism (SGLang's per-stage layer split and MIN over stages) is not modelled yet"
     if reason is None and dep.speculative_algorithm is not None:
         reason = "speculative decoding (the draft's KV cells and graph sizes) is not modelled yet"
-    if reason is not None:
-        raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
+    return reason
+
+
+def _budget_decides(spec: ModelSpec, dep: SglangDeployment, reason: str | None) -> bool:
+    """Whether SGLang's startup refusal can still be told for a pool kvplan does not model: the budget
+    (_profile_available_bytes) comes before the pool configurator and has no model-specific step unless the
+    model keeps Mamba state; kvplan's default fraction is not checked for those families, so the fraction must
+    be given; PP and speculative decoding change what is measured."""
+    return (reason is not None and dep.mem_fraction_static is not None and dep.pp == 1
+            and dep.speculative_algorithm is None and not any(x.kind == "mamba" for x in spec.layers))
+
+
+def _resolve(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment) -> tuple[str, int | None, int, ServerDefaults]:
+    """Platform, SM major, context_len and the resolved server arguments."""
     platform, sm = _platform(chip)
     if is_dsa(spec) and platform != "cuda":
         raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: DeepSeek sparse attention on ROCm (page size by the "
                                "aiter build: model_overrides/deepseek_v2.py) is not modelled yet")
-    use_mla = spec.mla is not None
     ctx = context_length(spec, dep.context_length)
     defaults = resolve_defaults(dep, gpu_mem_mib=gpu_memory_mib(chip), platform=platform,  # type: ignore[arg-type]
-                                sm_major=sm, use_mla=use_mla, kv_heads=spec.num_kv_heads, context_len=ctx,
-                                llama2_path="llama-2" in spec.name.lower(),
+                                sm_major=sm, use_mla=spec.mla is not None, kv_heads=spec.num_kv_heads,
+                                context_len=ctx, llama2_path="llama-2" in spec.name.lower(),
                                 architecture=spec.architectures[0] if spec.architectures else "",
                                 has_mamba=any(x.kind == "mamba" for x in spec.layers),
                                 prefill_graph_allowed=breakable_prefill_graph_kept(spec),
                                 vlm_factor=vlm_fraction_factor(spec), asymmetric_kv=asymmetric_kv(spec),
                                 dsa_page_size=dsa_page_size(spec) if is_dsa(spec) else None)
+    return platform, sm, ctx, defaults
+
+
+def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: ServerDefaults,
+          ctx: int) -> tuple[TokenPool | None, str]:
+    """The pool a budget buys and the startup verdict ("starts", or SGLang's refusal)."""
+    if budget.refusal is not None:
+        return None, budget.refusal
+    assert budget.budget_bytes is not None and geo is not None
+    try:
+        pool = size_pool(geo, budget.budget_bytes, page_size=d.page_size, context_len=ctx,
+                         max_total_tokens=dep.max_total_tokens, max_running=dep.max_running_requests,
+                         attn_dp_size=d.attn_dp_size, chunked_prefill_size=d.chunked_prefill_size,
+                         max_prefill_tokens=d.max_prefill_tokens, mamba=budget.mamba)
+    except InvalidParameter as exc:
+        return None, str(exc)
+    return pool, "starts"
+
+
+def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, weights_bytes: int,
+                    weights_range: tuple[int, int], measured: FreeMemory | None = None) -> SglangFit:
+    """SGLang's startup sizing for `spec` on `chip`; `measured` replaces kvplan's free-memory estimate. A pool
+    kvplan does not model is refused, unless SGLang's budget already refuses it (`_budget_decides`)."""
+    check_deployment(dep)
+    check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
+    reason = _unmodelled(spec, dep)
+    early = _budget_decides(spec, dep, reason)
+    if reason is not None and not early:
+        raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
+    platform, sm, ctx, defaults = _resolve(spec, chip, dep)
     kv_dtype = _dsa_kv_dtype(dep.kv_cache_dtype, spec, sm) if is_dsa(spec) else kv_dtype_name(dep.kv_cache_dtype, spec)
-    geo = geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm)
-    world = dep.tp * dep.pp
+    geo = None if early else geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm)
     free = measured or estimate_free_memory(cuda_total_bytes=chip.cuda_total_bytes, weights_bytes=weights_bytes,
-                                            weights_range=weights_range, world=world)
+                                            weights_range=weights_range, world=dep.tp * dep.pp)
     frac = defaults.mem_fraction_static
     state = mamba_state(spec, attn_tp=defaults.attn_tp_size, tp=dep.tp)
     mm_gib = mm_reservation_gib(spec, hopper=platform == "cuda" and sm == 9, gpu_mem_mib=gpu_memory_mib(chip),
@@ -170,24 +207,17 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
                               mamba=state, mamba_ratio=ratio)
 
     budget = profile(free.avail_gib, free.pre_gib)
-    notes: list[str] = []
-    pool: TokenPool | None = None
-    startup = "starts"
-    if budget.refusal is not None:
-        startup = budget.refusal
-    else:
-        assert budget.budget_bytes is not None
-        try:
-            pool = size_pool(geo, budget.budget_bytes, page_size=defaults.page_size, context_len=ctx,
-                             max_total_tokens=dep.max_total_tokens, max_running=dep.max_running_requests,
-                             attn_dp_size=defaults.attn_dp_size, chunked_prefill_size=defaults.chunked_prefill_size,
-                             max_prefill_tokens=defaults.max_prefill_tokens, mamba=budget.mamba)
-        except InvalidParameter as exc:
-            startup = str(exc)
-        else:
-            notes.extend(pool.warnings)
+    if early and budget.refusal is None:
+        raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}",
+                               hint=f"SGLang's budget would leave {(budget.budget_bytes or 0) / GiB:.2f} GiB for the "
+                                    "KV pool, so the pool decides")
+    pool, startup = _size(geo, budget, dep, defaults, ctx)
+    notes: list[str] = [*(pool.warnings if pool else ())]
+    if early:
+        notes.append(f"the KV pool itself is not modelled ({reason}); SGLang refuses before it sizes one; the "
+                     "server arguments shown are SGLang's generic rules, not checked for this model")
     token_range = None
-    if measured is None or measured.source == "estimate":
+    if geo is not None and (measured is None or measured.source == "estimate"):
         lo = _tokens_at(profile(free.avail_range[0], free.pre_range[0]), geo, defaults.page_size, ctx)
         hi = _tokens_at(profile(free.avail_range[1], free.pre_range[1]), geo, defaults.page_size, ctx)
         token_range = (lo, hi)

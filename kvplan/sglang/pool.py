@@ -77,6 +77,8 @@ def unsupported_reason(spec: ModelSpec, *, attn_tp: int = 1, tp: int = 1) -> str
     kinds = {layer.kind for layer in spec.layers}
     arch = spec.architectures[0] if spec.architectures else ""
     hybrid_swa = split_layers(spec) is not None
+    if arch == "DeepseekV4ForCausalLM":
+        return "DeepSeek-V4's compressed pools (pool_configurator.py:DSV4PoolConfigurator) are not modelled yet"
     if arch in HYBRID_SWA_ARCHITECTURES and not hybrid_swa:
         return (f"{arch} gets SGLang's sliding-window pool (pool_configurator.py:HybridSWAPoolConfigurator) in a "
                 "form not modelled yet")
