@@ -107,6 +107,7 @@ JSON_EXAMPLES = {
     "fit": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100"],
     "fit-sweep": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B"],
     "fit-sglang": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100", "--engine", "sglang"],
+    "fit-compare": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100", "--engine", "both"],
     "roofline": ["roofline", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100"],
     "gpus": ["gpus"],
     "diagnose": ["diagnose", "examples/metrics.prom"],

@@ -361,3 +361,28 @@ def test_weight_log_line_gives_the_measured_free_memory() -> None:
     assert (round(free.pre_gib, 2), free.avail_gib, free.source) == (139.21, 131.08, "log")
     with pytest.raises(InvalidParameter, match="no 'avail mem=A GB, mem usage=W GB'"):
         free_memory_from_log("Load weight end.")
+
+
+def test_engine_both_puts_each_engines_own_answer_side_by_side() -> None:
+    r = _kvplan("fit", str(FIXTURES / "configs/Qwen--Qwen2.5-7B"), "--gpu", "h100", "--engine", "both", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    alone_v = json.loads(_kvplan("fit", str(FIXTURES / "configs/Qwen--Qwen2.5-7B"), "--gpu", "h100", "--json").stdout)
+    alone_s = json.loads(_kvplan("fit", str(FIXTURES / "configs/Qwen--Qwen2.5-7B"), "--gpu", "h100", "--engine",
+                                 "sglang", "--json").stdout)
+    # each side is exactly what that engine's plan says alone
+    assert doc["kind"] == "fit-compare"
+    assert (doc["vllm"]["kv_tokens"], doc["vllm"]["requests_at_once"]) == (alone_v["kv_cache_tokens"],
+                                                                          alone_v["max_num_seqs"])
+    assert (doc["sglang"]["kv_tokens"], doc["sglang"]["requests_at_once"]) == (alone_s["total_tokens"],
+                                                                              alone_s["total_running_requests"])
+    assert doc["token_ratio"] == doc["sglang"]["kv_tokens"] / doc["vllm"]["kv_tokens"]
+    assert doc["reasons"][0].startswith("vLLM keeps ") and "SGLang keeps " in doc["reasons"][0]
+
+
+def test_engine_both_shares_tp_and_context_and_refuses_two_tps() -> None:
+    args = ["fit", str(FIXTURES / "configs/Qwen--Qwen2.5-7B"), "--gpu", "h100", "--engine", "both", "--json"]
+    doc = json.loads(_kvplan(*args, "-tp", "2", "--max-model-len", "8192").stdout)
+    assert (doc["tp"], doc["vllm"]["context"], doc["sglang"]["context"]) == (2, 8192, 8192)
+    r = _kvplan(*args, "-tp", "2", "--tp", "4")
+    assert r.returncode == 2 and "compares one deployment" in r.stderr

@@ -339,7 +339,44 @@ def command(
     if gpu is None and gpu_memory is None:
         _sweep(spec, settings, gpus_file, json_)
         return
+    both = (engine or "").lower() == "both"
+    if both:
+        from kvplan.cli.fit_sglang import plan_sglang_beside
+
+        given_len = given.get("max_model_len")
+        sglang = plan_sglang_beside(flags, model=model, tp=settings.tp, pp=settings.pp,
+                                    context=settings.max_model_len if given_len is not None else None)
+        _compare(spec, settings, sglang, gpu, gpu_total_bytes, gpus_file, json_)
+        return
     _single(spec, settings, gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file, json_)
+
+
+def _compare(spec: ModelSpec, settings: ServeSettings, sglang: Any, gpu: str | None, gpu_total_bytes: str | None,
+             gpus_file: str | None, json_: bool) -> None:
+    """`--engine both`: vLLM's plan beside SGLang's (exit 1 when either engine would not start)."""
+    from kvplan.cli.console import out, print_json
+    from kvplan.hardware import gpus
+    from kvplan.sglang.compare import compare_engines
+    from kvplan.units import parse_bytes
+    from kvplan.vllm.fit import plan_fit
+
+    assert gpu is not None
+    chip = gpus.get_gpu(gpu, gpus_file)
+    if gpu_total_bytes is not None:
+        chip = chip.with_cuda_total(parse_bytes(gpu_total_bytes, what="--gpu-total-bytes"))
+    comparison = compare_engines(plan_fit(spec, chip, settings), sglang)
+    if json_:
+        from kvplan.render.json import dumps
+
+        print_json(dumps("fit-compare", comparison))
+    else:
+        from kvplan.render.sglang_fit import render_comparison
+
+        out().print(render_comparison(comparison))
+    if not (comparison.vllm.starts and comparison.sglang.starts):
+        from kvplan.cli.exit_codes import EXIT_CHECK_FAILED
+
+        raise typer.Exit(EXIT_CHECK_FAILED)
 
 
 def _env_flags(values: list[str] | None) -> dict[str, str]:

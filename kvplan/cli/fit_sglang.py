@@ -17,7 +17,8 @@ def _sgl(help_: str, *names: str) -> Any:
 
 
 EngineOpt = Annotated[str | None, typer.Option(
-    "--engine", help="Whose rules: vllm (default) or sglang (SGLang 0.5.23).", show_default=False)]
+    "--engine", help="Whose rules: vllm (default), sglang (SGLang 0.5.23), or both side by side (needs --gpu).",
+    show_default=False)]
 SglangCmdOpt = Annotated[str | None, _sgl("A whole `python -m sglang.launch_server --model-path M …` line, quoted "
                                           "(implies --engine sglang).", "--sglang-cmd")]
 MemFractionStaticOpt = Annotated[float | None, _sgl(
@@ -53,9 +54,12 @@ def wants_sglang(params: dict[str, Any]) -> bool:
     from kvplan.errors import InvalidParameter
 
     engine = (params.get("engine") or "vllm").lower()
-    if engine not in ("vllm", "sglang"):
-        raise InvalidParameter(f"--engine must be vllm or sglang, got {params.get('engine')!r}")
+    if engine not in ("vllm", "sglang", "both"):
+        raise InvalidParameter(f"--engine must be vllm, sglang or both, got {params.get('engine')!r}")
     if params.get("sglang_cmd") is not None:
+        if engine == "both":
+            raise InvalidParameter("--sglang-cmd plans SGLang alone",
+                                   hint="with --engine both, give the deployment as flags (vLLM's and SGLang's)")
         return True
     if engine == "vllm":
         given = [n for n in SGLANG_ONLY if params.get(n) is not None]
@@ -174,3 +178,23 @@ def _plan(model: str, params: dict[str, Any], dep: Any, *, quiet: bool) -> Any:
         measured = free_memory_from_log(str(params["sglang_weight_log"]))
         w = low = high = int((measured.pre_gib - measured.avail_gib) * (1 << 30))
     return plan_sglang_fit(spec, chip, dep, weights_bytes=w, weights_range=(low, high), measured=measured)
+
+
+def plan_sglang_beside(params: dict[str, Any], *, model: str, tp: int, pp: int, context: int | None) -> Any:
+    """`--engine both`: SGLang's plan of the deployment vLLM's flags describe. SGLang's own flags win where given;
+    its --tp and --context-length default to vLLM's -tp and a given --max-model-len (one deployment: a
+    different --tp is refused)."""
+    from dataclasses import replace
+
+    from kvplan.errors import InvalidParameter
+
+    if params.get("gpu") is None:
+        raise InvalidParameter("--engine both needs --gpu (one deployment on one GPU type)")
+    dep = _deployment(params, {})
+    if params.get("sgl_tp") is not None and dep.tp != tp:
+        raise InvalidParameter(f"--engine both compares one deployment: SGLang's --tp {dep.tp} differs from vLLM's "
+                               f"-tp {tp}", hint="give one of them")
+    if pp != 1:
+        raise InvalidParameter("--engine both: pipeline parallelism is not modelled for SGLang yet")
+    dep = replace(dep, tp=tp, context_length=dep.context_length if dep.context_length is not None else context)
+    return _plan(model, params, dep, quiet=True)

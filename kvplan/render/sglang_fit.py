@@ -6,6 +6,7 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kvplan.sglang.compare import EngineComparison
 from kvplan.sglang.fit import SglangFit
 from kvplan.units import GiB
 
@@ -110,4 +111,32 @@ def render_sglang_fit(r: SglangFit) -> Group:
              style="bold"),
         _defaults(r), Text(""), _memory(r), Text(""), *_pool(r), Text(""), verdict]
     parts += [Text(f"Note: {n}", style="dim") for n in r.notes]
+    return Group(*parts)
+
+
+def render_comparison(c: EngineComparison) -> Group:
+    """The table of `kvplan fit --engine both`: each engine's own rules, side by side, then why they differ."""
+    t = Table(title=f"{c.model} on {c.gpu_name}, TP {c.tp}: vLLM {c.vllm.version} and SGLang {c.sglang.version}, "
+                    "each by its own rules", title_justify="left", box=None, pad_edge=False)
+    t.add_column("per replica", overflow="fold")
+    t.add_column("vLLM", justify="right", overflow="fold")
+    t.add_column("SGLang", justify="right", overflow="fold")
+    v, s = c.vllm, c.sglang
+
+    def row(label: str, a: str, b: str) -> None:
+        t.add_row(Text(label), Text(a), Text(b))
+
+    row("starts", "yes" if v.starts else f"no: {v.startup}", "yes" if s.starts else f"no: {s.startup}")
+    row("KV budget per GPU, GiB", f"{v.kv_budget_bytes / GiB:.2f}", f"{s.kv_budget_bytes / GiB:.2f}")
+    row("KV bytes per token per GPU", f"{v.kv_bytes_per_token:,.1f}", f"{s.kv_bytes_per_token:,.1f}")
+    row("KV tokens", f"{v.kv_tokens:,}", f"{s.kv_tokens:,}")
+    row("context (max_model_len / context_len)", f"{v.context:,}", f"{s.context:,}")
+    row("full-context requests at once", f"{v.requests_at_context:,.2f}", f"{s.requests_at_context:,.0f}")
+    row("requests at once (max_num_seqs / max_running_requests)", f"{v.requests_at_once:,}",
+        f"{s.requests_at_once:,}")
+    row("tokens per block / page", f"{v.granularity}", f"{s.granularity}")
+    parts: list[RenderableType] = [t]
+    if c.token_ratio is not None:
+        parts.append(Text(f"SGLang holds {c.token_ratio:.2f}× vLLM's KV tokens.", style="bold"))
+    parts += [Text("Why they differ:")] + [Text(f"  • {r}") for r in c.reasons]
     return Group(*parts)
