@@ -21,7 +21,8 @@ from kvplan.sglang.fit import SglangFit, plan_sglang_fit
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDENS = FIXTURES / "sglang" / "oracle-goldens.json"
-GPU_IDS = {"h100": "h100-sxm", "h200": "h200", "b200": "b200", "a100-80": "a100-80gb-sxm"}
+GPU_IDS = {"h100": "h100-sxm", "h200": "h200", "b200": "b200", "a100-80": "a100-80gb-sxm", "mi300x": "mi300x",
+           "mi355x": "mi355x"}
 # Models whose golden is the oracle's fault, not SGLang's rule: kvplan's answer is unchecked there (class
 # "oracle-fault"; test_sglang pins that each still disagrees, so the list cannot go stale).
 ORACLE_FAULTS = {

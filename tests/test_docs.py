@@ -104,6 +104,7 @@ def test_readme_lists_every_environment_variable_kvplan_reads() -> None:
 
 JSON_EXAMPLES = {
     "size": ["size", "tests/fixtures/configs/Qwen--Qwen2.5-7B"],
+    "size-sglang": ["size", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--engine", "sglang"],
     "fit": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100"],
     "fit-sweep": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B"],
     "fit-sglang": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100", "--engine", "sglang"],

@@ -386,3 +386,19 @@ def test_engine_both_shares_tp_and_context_and_refuses_two_tps() -> None:
     assert (doc["tp"], doc["vllm"]["context"], doc["sglang"]["context"]) == (2, 8192, 8192)
     r = _kvplan(*args, "-tp", "2", "--tp", "4")
     assert r.returncode == 2 and "compares one deployment" in r.stderr
+
+
+def test_size_engine_sglang_gives_the_configurators_cell_and_the_mamba_slot() -> None:
+    # Qwen3-Next at TP 4: 12 full layers × 1 head (2 // 4 → 1) × (256 + 256) × 2 B = 12,288; the GDN state slot
+    # 36 × (conv 8192 / 4 × 3 × 2 B + ssm 32 / 4 × 128 × 128 × 4 B) (configs/mamba_utils.py).
+    r = _kvplan("size", str(FIXTURES / "configs/Qwen--Qwen3-Next-80B-A3B-Instruct"), "--engine", "sglang", "-tp", "4",
+                "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "size-sglang" and doc["pool_configurator"] == "DefaultPoolConfigurator"
+    assert doc["bytes_per_token"] == 12288
+    assert doc["mamba_state_bytes_per_request"] == 36 * (8192 // 4 * 3 * 2 + 32 // 4 * 128 * 128 * 4)
+    swa = json.loads(_kvplan("size", str(FIXTURES / "corpus/configs/google--gemma-4-26B-A4B-it"), "--engine",
+                             "sglang", "--json").stdout)
+    assert (swa["pool_configurator"], swa["bytes_per_token"], swa["swa_full_tokens_ratio"]) == (
+        "HybridSWAPoolConfigurator", 184320.0, 0.8)  # the golden's cell_size_bytes

@@ -8,6 +8,7 @@ from rich.text import Text
 
 from kvplan.sglang.compare import EngineComparison
 from kvplan.sglang.fit import SglangFit
+from kvplan.sglang.size import SglangSize
 from kvplan.units import GiB
 
 
@@ -140,3 +141,20 @@ def render_comparison(c: EngineComparison) -> Group:
         parts.append(Text(f"SGLang holds {c.token_ratio:.2f}× vLLM's KV tokens.", style="bold"))
     parts += [Text("Why they differ:")] + [Text(f"  • {r}") for r in c.reasons]
     return Group(*parts)
+
+
+def render_sglang_size(r: SglangSize) -> Group:
+    """The table of `kvplan size --engine sglang`."""
+    t = _table(f"{r.model} in SGLang {r.sglang_version}'s pools, per GPU at TP {r.tp} (KV dtype {r.kv_cache_dtype})")
+    _row(t, "pool configurator", r.pool_configurator, "model_executor/pool_configurator.py")
+    _row(t, "bytes per token (the configurator's cell)", f"{r.bytes_per_token:,.1f}".removesuffix(".0"),
+         "what one token of max_total_num_tokens costs")
+    _row(t, "full-attention side", f"{r.full_bytes_per_token:,}",
+         f"{r.full_layers} layers" + (f", {r.indexer_bytes_per_token:,} B of it the DSA index-K"
+                                      if r.indexer_bytes_per_token else ""))
+    if r.swa_layers:
+        _row(t, "sliding-window side", f"{r.swa_bytes_per_token:,}",
+             f"{r.swa_layers} layers, × swa_full_tokens_ratio {r.swa_full_tokens_ratio:g} per full token")
+    if r.mamba_layers:
+        _row(t, "Mamba state per request slot", f"{r.mamba_state_bytes_per_request:,}", f"{r.mamba_layers} layers")
+    return Group(t, *(Text(f"Note: {n}", style="dim") for n in r.notes))

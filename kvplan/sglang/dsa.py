@@ -20,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kvplan.errors import InvalidParameter
 from kvplan.model.spec import ModelSpec
 
 # configs/model_config.py:is_deepseek_dsa (with index_topk set).
@@ -49,6 +50,19 @@ def default_kv_dtype(spec: ModelSpec, *, sm_major: int | None) -> str:
     """_dsa_kv_cache_dtype_default for `--kv-cache-dtype auto` on CUDA."""
     sinks = bool(spec.raw.get("learnable_sink"))
     return "fp8_e4m3" if (sm_major or 0) >= 10 and not sinks else "bfloat16"
+
+
+def kv_dtype(given: str, spec: ModelSpec, sm_major: int | None) -> str:
+    """_dsa_kv_cache_dtype_default: auto by compute capability; only bf16 and fp8_e4m3 are served."""
+    value = given.lower()
+    if value == "auto":
+        return default_kv_dtype(spec, sm_major=sm_major)
+    if value in ("bf16", "bfloat16"):
+        return "bfloat16"
+    if value == "fp8_e4m3":
+        return value
+    raise InvalidParameter("DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype",
+                           hint=f"--kv-cache-dtype {given!r} is refused by SGLang for this model")
 
 
 def page_size(spec: ModelSpec) -> int:

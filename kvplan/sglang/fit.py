@@ -15,8 +15,8 @@ from kvplan.sglang import SGLANG_VERSION
 from kvplan.sglang.architectures import SGLANG_CONFIG_REGISTRY, TRANSFORMERS_MODEL_TYPES
 from kvplan.sglang.budget import Budget, FreeMemory, estimate_free_memory, profile_budget
 from kvplan.sglang.defaults import ServerDefaults, SglangDeployment, check_deployment, resolve_defaults
-from kvplan.sglang.dsa import default_kv_dtype as dsa_default_kv_dtype
 from kvplan.sglang.dsa import is_dsa
+from kvplan.sglang.dsa import kv_dtype as dsa_kv_dtype
 from kvplan.sglang.dsa import page_size as dsa_page_size
 from kvplan.sglang.mamba import mamba_ratio, mamba_state
 from kvplan.sglang.multimodal import (
@@ -100,19 +100,6 @@ def check_config_readable(spec: ModelSpec, *, remote_code_allowed: bool) -> None
                            hint="SGLang 0.5.23 pins transformers 5.19.0 (kvplan/sglang/architectures.py)")
 
 
-def _dsa_kv_dtype(given: str, spec: ModelSpec, sm_major: int | None) -> str:
-    """overrides.py:_dsa_kv_cache_dtype_default: auto by compute capability; only bf16 and fp8_e4m3 are served."""
-    value = given.lower()
-    if value == "auto":
-        return dsa_default_kv_dtype(spec, sm_major=sm_major)
-    if value in ("bf16", "bfloat16"):
-        return "bfloat16"
-    if value == "fp8_e4m3":
-        return value
-    raise InvalidParameter("DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype",
-                           hint=f"--kv-cache-dtype {given!r} is refused by SGLang for this model")
-
-
 def asymmetric_kv(spec: ModelSpec) -> bool:
     """configs/model_config.py:ModelConfig.has_asymmetric_kv: K and V rows of different widths (MiMo-V2's
     192 / 128), in the full or the sliding layers (MLA configs are rewritten to symmetric first)."""
@@ -192,7 +179,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     if reason is not None and not early:
         raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
     platform, sm, ctx, defaults = _resolve(spec, chip, dep)
-    kv_dtype = _dsa_kv_dtype(dep.kv_cache_dtype, spec, sm) if is_dsa(spec) else kv_dtype_name(dep.kv_cache_dtype, spec)
+    kv_dtype = dsa_kv_dtype(dep.kv_cache_dtype, spec, sm) if is_dsa(spec) else kv_dtype_name(dep.kv_cache_dtype, spec)
     geo = None if early else geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm)
     free = measured or estimate_free_memory(cuda_total_bytes=chip.cuda_total_bytes, weights_bytes=weights_bytes,
                                             weights_range=weights_range, world=dep.tp * dep.pp)

@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 OUT = ROOT / "tests/fixtures/sglang/oracle-goldens.json"
-GPUS = {"h100": "h100-sxm", "h200": "h200", "b200": "b200", "a100-80": "a100-80gb-sxm"}
+GPUS = {"h100": "h100-sxm", "h200": "h200", "b200": "b200", "a100-80": "a100-80gb-sxm", "mi300x": "mi300x",
+        "mi355x": "mi355x"}
 MODELS = [
     "Qwen--Qwen2.5-7B-Instruct", "Qwen--Qwen3-0.6B", "Qwen--Qwen3-14B", "Qwen--Qwen3-32B", "Qwen--Qwen3-32B-FP8",
     "meta-llama--Llama-3.1-8B-Instruct", "meta-llama--Llama-3.1-70B-Instruct", "meta-llama--Llama-2-7b-chat-hf",
