@@ -402,3 +402,57 @@ def test_size_engine_sglang_gives_the_configurators_cell_and_the_mamba_slot() ->
                              "sglang", "--json").stdout)
     assert (swa["pool_configurator"], swa["bytes_per_token"], swa["swa_full_tokens_ratio"]) == (
         "HybridSWAPoolConfigurator", 184320.0, 0.8)  # the golden's cell_size_bytes
+
+
+PLAN = FIXTURES / "plans" / "sglang.yaml"
+
+
+def test_check_judges_an_sglang_deployment_by_sglangs_plan() -> None:
+    from kvplan.ci.checks import evaluate_deployment
+    from kvplan.ci.plan import load_plan
+    from kvplan.model.hub import load_local
+
+    plan = load_plan(PLAN)
+    assert [d.engine for d in plan.deployments] == ["vllm", "sglang", "sglang"]
+    dep = plan.deployments[1]
+    assert dep.sglang is not None and (dep.sglang.context_length, dep.sglang.mem_fraction_static) == (32768, 0.85)
+    result = evaluate_deployment(dep, load_local(str(FIXTURES / "configs/Qwen--Qwen2.5-7B")), get_gpu("h100"))
+    alone = json.loads(_kvplan("fit", str(FIXTURES / "configs/Qwen--Qwen2.5-7B"), "--gpu", "h100", "--engine",
+                               "sglang", "--context-length", "32768", "--mem-fraction-static", "0.85",
+                               "--json").stdout)
+    tokens = {c.requirement: c.measured for c in result.checks}
+    assert result.engine == "sglang" and tokens["min_kv_tokens"] == alone["total_tokens"]
+    # requests of 32,768 tokens at once: the pool ÷ 32,768 (page 1), under max_running_requests
+    assert tokens["min_concurrency"] == min(alone["max_total_num_tokens"] // 32768, alone["max_running_requests"])
+    pasted = plan.deployments[2]
+    assert pasted.sglang is not None and (pasted.sglang.tp, pasted.num_gpus) == (2, 2)
+
+
+def test_check_exits_1_on_a_failed_sglang_requirement() -> None:
+    r = _kvplan("check", str(PLAN))
+    assert r.returncode == 1, r.stderr
+    text = " ".join(r.stdout.split())
+    assert "sglang-pasted min_concurrency:" in text and "run at once in SGLang" in text
+    assert "1 of 5 requirements fail." in text
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("engine: sglang\n    vllm: {max-model-len: 4096}", "a vLLM key: this deployment is `engine: sglang`"),
+    ("engine: sglang\n    sglang: {gpu-memory-utilization: 0.9}", "is not an SGLang flag kvplan models"),
+    ("sglang: {tp: 2}", "SGLang flags need `engine: sglang`"),
+    ("engine: tgi", "tgi"),
+])
+def test_plan_refuses_what_an_sglang_deployment_cannot_mean(tmp_path: Path, body: str, message: str) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"deployments:\n  - name: x\n    model: {FIXTURES / 'configs/Qwen--Qwen2.5-7B'}\n    gpu: h100\n"
+                    f"    {body}\n    require:\n      starts: true\n")
+    r = _kvplan("check", str(plan))
+    assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_plan_refuses_requirements_sglangs_plan_cannot_judge(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"deployments:\n  - name: x\n    engine: sglang\n    model: {FIXTURES / 'configs/Qwen--Qwen2.5-7B'}\n"
+                    "    gpu: h100\n    require:\n      no_preemption: true\n")
+    r = _kvplan("check", str(plan))
+    assert r.returncode == 2 and "not judged for `engine: sglang`" in r.stderr, r.stderr

@@ -70,42 +70,21 @@ def wants_sglang(params: dict[str, Any]) -> bool:
 
 
 def _deployment(params: dict[str, Any], pasted: dict[str, str | bool]) -> Any:
-    from kvplan.errors import InvalidParameter
+    """The deployment of the typed SGLang flags over a pasted line's (kvplan.sglang.engine_args)."""
+    from kvplan.errors import InvalidParameter, ParseError
     from kvplan.sglang.defaults import SglangDeployment
+    from kvplan.sglang.engine_args import deployment_fields
 
-    fields: dict[str, Any] = {}
-
-    def take(field: str, typed: Any, dest: str, cast: Any) -> None:
-        value = typed if typed is not None else pasted.get(dest)
-        if value is None:
-            return
-        try:
-            fields[field] = cast(value)
-        except (TypeError, ValueError):
-            raise InvalidParameter(f"--{dest.replace('_', '-')}: invalid value {value!r}") from None
-
-    take("tp", params.get("sgl_tp"), "tp_size", int)
-    take("pp", None, "pp_size", int)
-    take("dp", params.get("sgl_dp"), "dp_size", int)
-    take("ep", None, "ep_size", int)
-    take("enable_dp_attention", params.get("enable_dp_attention"), "enable_dp_attention", bool)
-    take("mem_fraction_static", params.get("mem_fraction_static"), "mem_fraction_static", float)
-    take("chunked_prefill_size", params.get("chunked_prefill_size"), "chunked_prefill_size", int)
-    take("max_prefill_tokens", None, "max_prefill_tokens", int)
-    take("max_running_requests", params.get("max_running_requests"), "max_running_requests", int)
-    take("max_total_tokens", params.get("max_total_tokens"), "max_total_tokens", int)
-    take("page_size", params.get("page_size"), "page_size", int)
-    take("kv_cache_dtype", params.get("kv_cache_dtype"), "kv_cache_dtype", str)
-    take("context_length", params.get("context_length"), "context_length", int)
-    take("attention_backend", None, "attention_backend", str)
-    take("cuda_graph_max_bs", None, "cuda_graph_max_bs_decode", int)
-    take("disable_cuda_graph", None, "disable_cuda_graph", bool)
-    take("speculative_algorithm", None, "speculative_algorithm", str)
-    take("trust_remote_code", params.get("trust_remote_code"), "trust_remote_code", bool)
-    attn_dp = pasted.get("attn_dp_size")
-    if attn_dp is not None:  # the new spelling of --dp N --enable-dp-attention
-        fields.update(dp=int(attn_dp), enable_dp_attention=True)
-    return SglangDeployment(**fields)
+    typed = {"tp_size": params.get("sgl_tp"), "dp_size": params.get("sgl_dp"),
+             "enable_dp_attention": params.get("enable_dp_attention"),
+             **{dest: params.get(dest) for dest in ("mem_fraction_static", "chunked_prefill_size",
+                                                    "max_running_requests", "max_total_tokens", "page_size",
+                                                    "kv_cache_dtype", "context_length", "trust_remote_code")}}
+    options: dict[str, object] = {**pasted, **{k: v for k, v in typed.items() if v is not None}}
+    try:
+        return SglangDeployment(**deployment_fields(options))  # type: ignore[arg-type]
+    except ParseError as exc:
+        raise InvalidParameter(str(exc)) from None
 
 
 def run_sglang_fit(params: dict[str, Any]) -> None:
