@@ -452,7 +452,8 @@ def test_plan_refuses_what_an_sglang_deployment_cannot_mean(tmp_path: Path, body
 
 def test_plan_refuses_requirements_sglangs_plan_cannot_judge(tmp_path: Path) -> None:
     plan = tmp_path / "plan.yaml"
-    plan.write_text(f"deployments:\n  - name: x\n    engine: sglang\n    model: {FIXTURES / 'configs/Qwen--Qwen2.5-7B'}\n"
+    model = FIXTURES / "configs/Qwen--Qwen2.5-7B"
+    plan.write_text(f"deployments:\n  - name: x\n    engine: sglang\n    model: {model}\n"
                     "    gpu: h100\n    require:\n      no_preemption: true\n")
     r = _kvplan("check", str(plan))
     assert r.returncode == 2 and "not judged for `engine: sglang`" in r.stderr, r.stderr
