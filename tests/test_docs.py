@@ -107,6 +107,7 @@ JSON_EXAMPLES = {
     "size-sglang": ["size", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--engine", "sglang"],
     "fit": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100"],
     "fit-sweep": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B"],
+    "fit-sweep-sglang": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--engine", "sglang"],
     "fit-sglang": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100", "--engine", "sglang"],
     "fit-compare": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100", "--engine", "both"],
     "roofline": ["roofline", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100"],

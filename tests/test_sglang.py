@@ -457,3 +457,16 @@ def test_plan_refuses_requirements_sglangs_plan_cannot_judge(tmp_path: Path) -> 
                     "    gpu: h100\n    require:\n      no_preemption: true\n")
     r = _kvplan("check", str(plan))
     assert r.returncode == 2 and "not judged for `engine: sglang`" in r.stderr, r.stderr
+
+
+def test_sweep_engine_sglang_gives_each_gpus_smallest_starting_tp() -> None:
+    r = _kvplan("fit", str(FIXTURES / "configs/Qwen--Qwen2.5-7B"), "--engine", "sglang", "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["kind"] == "fit-sweep-sglang" and doc["engine"] == "sglang"
+    h100 = next(row for row in doc["rows"] if row["gpu"] == "h100-sxm")
+    alone = json.loads(_kvplan("fit", str(FIXTURES / "configs/Qwen--Qwen2.5-7B"), "--gpu", "h100", "--engine",
+                               "sglang", "--json").stdout)
+    assert (h100["tp"], h100["total_tokens"], h100["max_running_requests"]) == (1, alone["total_tokens"],
+                                                                              alone["max_running_requests"])
+    assert h100["command"] == "python -m sglang.launch_server --model-path Qwen--Qwen2.5-7B --tp 1"

@@ -116,7 +116,8 @@ def run_sglang_fit(params: dict[str, Any]) -> None:
         raise InvalidParameter('a model is needed: kvplan fit MODEL --engine sglang (or --sglang-cmd '
                                '"python -m sglang.launch_server --model-path MODEL …")')
     if params.get("gpu") is None:
-        raise InvalidParameter("--engine sglang needs --gpu (the GPU sweep is vLLM's only, for now)")
+        _sweep(str(model), params, _deployment(params, pasted), json_=json_)
+        return
     report = _plan(str(model), params, _deployment(params, pasted), quiet=json_)
     if json_:
         from kvplan.render.json import dumps
@@ -177,3 +178,36 @@ def plan_sglang_beside(params: dict[str, Any], *, model: str, tp: int, pp: int, 
         raise InvalidParameter("--engine both: pipeline parallelism is not modelled for SGLang yet")
     dep = replace(dep, tp=tp, context_length=dep.context_length if dep.context_length is not None else context)
     return _plan(model, params, dep, quiet=True)
+
+
+def _sweep(model: str, params: dict[str, Any], dep: Any, *, json_: bool) -> None:
+    """`kvplan fit MODEL --engine sglang` without --gpu: every catalog GPU at its smallest starting TP."""
+    from kvplan.cli.common import load_model_with_weights
+    from kvplan.cli.console import out, print_json
+    from kvplan.hardware import gpus
+    from kvplan.sglang.sweep import sweep_sglang
+    from kvplan.units import parse_bytes
+    from kvplan.vllm.memory.weights import estimate_weights
+
+    spec, stored = load_model_with_weights(model, params.get("revision"), quiet=json_)
+    given = parse_bytes(params["weights_memory"], what="--weights-memory") if params.get("weights_memory") else None
+
+    def weights(chip: Any, tp: int) -> tuple[int, int, int]:
+        if given is not None:
+            return given, given, given
+        term = estimate_weights(spec, tp=tp, pp=dep.pp, arch=chip.arch, total_bytes=stored.bytes if stored else None)
+        return term.bytes, term.low_bytes, term.high_bytes
+
+    report = sweep_sglang(spec, list(gpus.load_catalog(params.get("gpus_file")).values()), dep, weights)
+    if json_:
+        from kvplan.render.json import dumps
+
+        print_json(dumps("fit-sweep-sglang", report))
+    else:
+        from kvplan.render.sglang_fit import render_sglang_sweep
+
+        out().print(render_sglang_sweep(report))
+    if not report.rows:
+        from kvplan.cli.exit_codes import EXIT_CHECK_FAILED
+
+        raise typer.Exit(EXIT_CHECK_FAILED)  # no catalog GPU serves it

@@ -9,6 +9,7 @@ from rich.text import Text
 from kvplan.sglang.compare import EngineComparison
 from kvplan.sglang.fit import SglangFit
 from kvplan.sglang.size import SglangSize
+from kvplan.sglang.sweep import SglangSweep
 from kvplan.units import GiB
 
 
@@ -158,3 +159,18 @@ def render_sglang_size(r: SglangSize) -> Group:
     if r.mamba_layers:
         _row(t, "Mamba state per request slot", f"{r.mamba_state_bytes_per_request:,}", f"{r.mamba_layers} layers")
     return Group(t, *(Text(f"Note: {n}", style="dim") for n in r.notes))
+
+
+def render_sglang_sweep(r: SglangSweep) -> Group:
+    """The table of `kvplan fit MODEL --engine sglang` without --gpu."""
+    t = Table(title=f"{r.model} under SGLang {r.sglang_version}'s rules: the smallest TP that starts, per GPU",
+              title_justify="left", box=None, pad_edge=False)
+    for name, justify in (("GPU", "left"), ("TP", "right"), ("mem_fraction_static", "right"),
+                          ("pool tokens", "right"), ("running requests", "right"), ("full-context requests", "right")):
+        t.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for row in r.rows:
+        t.add_row(row.gpu, str(row.tp), f"{row.mem_fraction_static:.4g}", f"{row.total_tokens:,}",
+                  f"{row.max_running_requests:,}", f"{row.requests_at_context:,} at {row.context_len:,}")
+    parts: list[RenderableType] = [t]
+    parts += [Text(f"Skipped {s}", style="dim") for s in r.skipped]
+    return Group(*parts)
