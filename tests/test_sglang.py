@@ -470,3 +470,14 @@ def test_sweep_engine_sglang_gives_each_gpus_smallest_starting_tp() -> None:
     assert (h100["tp"], h100["total_tokens"], h100["max_running_requests"]) == (1, alone["total_tokens"],
                                                                               alone["max_running_requests"])
     assert h100["command"] == "python -m sglang.launch_server --model-path Qwen--Qwen2.5-7B --tp 1"
+
+
+def test_roofline_engine_sglang_takes_sglangs_capacity_and_caps() -> None:
+    model = str(FIXTURES / "configs/meta-llama--Meta-Llama-3.1-8B")
+    r = _kvplan("roofline", model, "--gpu", "h100", "--context", "4096", "--batch", "1,64", "--engine", "sglang",
+                "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    fit = json.loads(_kvplan("fit", model, "--gpu", "h100", "--engine", "sglang", "--json").stdout)
+    assert doc["kv_capacity_batch"] == min(fit["max_total_num_tokens"] // 4096, fit["max_running_requests"])
+    assert doc["max_num_seqs"] == fit["max_running_requests"]
