@@ -59,11 +59,11 @@ def test_golden_counts_exact_refused_wrong() -> None:
         if cls == "refused-kvplan":
             assert o.refusal and ("not modelled" in o.refusal or "give --mem-fraction-static" in o.refusal)
         counts[cls] += 1
-    assert counts == {"exact": 1492, "refused-sglang": 54, "refused-kvplan": 18, "oracle-fault": 12}
+    assert counts == {"exact": 1834, "refused-sglang": 64, "refused-kvplan": 28, "oracle-fault": 12}
 
 
 def test_goldens_cover_gpus_tp_and_attention_dp() -> None:
-    assert {c["gpu"] for c in CASES} == {"h100", "h200", "b200", "a100-80"}
+    assert {c["gpu"] for c in CASES} == {"h100", "h200", "b200", "a100-80", "mi300x", "mi355x"}
     assert {c["tp"] for c in CASES} == {1, 2, 4, 8}
     assert any("--enable-dp-attention" in c["flags"] for c in CASES)
     assert any("refusal" in c.get("pool", {}) for c in CASES)  # SGLang's startup refusal is pinned too
@@ -481,3 +481,16 @@ def test_roofline_engine_sglang_takes_sglangs_capacity_and_caps() -> None:
     fit = json.loads(_kvplan("fit", model, "--gpu", "h100", "--engine", "sglang", "--json").stdout)
     assert doc["kv_capacity_batch"] == min(fit["max_total_num_tokens"] // 4096, fit["max_running_requests"])
     assert doc["max_num_seqs"] == fit["max_running_requests"]
+
+
+def test_rocm_goldens_pin_hip_rules() -> None:
+    # MI300X (gfx942) / MI355X (gfx950) goldens: aiter backend, × 0.85 for context > 8192, no prefill graphs,
+    # fp8 logged as float8_e4m3fnuz on gfx942, MLA on aiter when the config's KV heads per TP rank are 16 or 128.
+    by_id = {c["id"]: c for c in CASES}
+    llama = by_id["meta-llama--Llama-3.1-8B-Instruct__mi300x__tp1__kv-cache-dtype_fp8_e4m3"]
+    assert llama["resolved"]["attention_backend"] == "aiter" and llama["resolved"]["prefill_backend"] == "disabled"
+    assert "dtype: torch.float8_e4m3fnuz" in llama["pool"]["log"][0]
+    assert sglang_goldens.classify(sglang_goldens.replay(llama)) == "exact"
+    v3 = by_id["deepseek-ai--DeepSeek-V3-0324__mi355x__tp8"]
+    assert (v3["resolved"]["attention_backend"], v3["resolved"]["mem_fraction_static"]) == ("aiter", 0.7718)
+    assert sglang_goldens.classify(sglang_goldens.replay(v3)) == "exact"

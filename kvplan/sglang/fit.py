@@ -6,6 +6,7 @@ budget.profile_budget and pool.size_pool, as SGLang's `ModelRunner.alloc_memory_
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from kvplan.errors import InvalidParameter
@@ -100,6 +101,18 @@ def check_config_readable(spec: ModelSpec, *, remote_code_allowed: bool) -> None
                            hint="SGLang 0.5.23 pins transformers 5.19.0 (kvplan/sglang/architectures.py)")
 
 
+def total_kv_heads(spec: ModelSpec) -> int:
+    """configs/model_config.py:ModelConfig.get_total_num_kv_heads (its attribute list): an MLA config's own
+    num_key_value_heads (DeepSeek-V3: 128), not kvplan's one latent head; what the HIP MLA backend choice divides."""
+    if spec.mla is None:
+        return spec.num_kv_heads
+    for key in ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups"):
+        value = spec.raw.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return spec.num_attention_heads
+
+
 def asymmetric_kv(spec: ModelSpec) -> bool:
     """configs/model_config.py:ModelConfig.has_asymmetric_kv: K and V rows of different widths (MiMo-V2's
     192 / 128), in the full or the sliding layers (MLA configs are rewritten to symmetric first)."""
@@ -142,7 +155,7 @@ def _resolve(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment) -> tuple[str
                                "aiter build: model_overrides/deepseek_v2.py) is not modelled yet")
     ctx = context_length(spec, dep.context_length)
     defaults = resolve_defaults(dep, gpu_mem_mib=gpu_memory_mib(chip), platform=platform,  # type: ignore[arg-type]
-                                sm_major=sm, use_mla=spec.mla is not None, kv_heads=spec.num_kv_heads,
+                                sm_major=sm, use_mla=spec.mla is not None, kv_heads=total_kv_heads(spec),
                                 context_len=ctx, llama2_path="llama-2" in spec.name.lower(),
                                 architecture=spec.architectures[0] if spec.architectures else "",
                                 has_mamba=any(x.kind == "mamba" for x in spec.layers),
@@ -181,6 +194,11 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     platform, sm, ctx, defaults = _resolve(spec, chip, dep)
     kv_dtype = dsa_kv_dtype(dep.kv_cache_dtype, spec, sm) if is_dsa(spec) else kv_dtype_name(dep.kv_cache_dtype, spec)
     geo = None if early else geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm)
+    if platform == "hip" and kv_dtype.startswith("fp8"):
+        # HIP maps fp8_e5m2 to fp8_dtype too (mem_cache/kv_cache_dtype.py): an e4m3 format, fnuz on gfx942.
+        kv_dtype = "fp8_e4m3"
+        if geo is not None:
+            geo = dataclasses.replace(geo, dtype=kv_dtype, fnuz=chip.arch == "cdna3")
     free = measured or estimate_free_memory(cuda_total_bytes=chip.cuda_total_bytes, weights_bytes=weights_bytes,
                                             weights_range=weights_range, world=dep.tp * dep.pp)
     frac = defaults.mem_fraction_static

@@ -54,6 +54,7 @@ class PoolGeometry:
     element_bytes: int
     swa: SwaPart | None = None  # a hybrid SWA model's sliding side (the fields above are then its full side)
     indexer_bytes: int = 0  # DSA: the index-K bytes per token (all layers), in the same rows
+    fnuz: bool = False  # fp8 on gfx942 (MI300X / MI325X): torch.float8_e4m3fnuz in the log
 
     @property
     def cell_bytes(self) -> int:
@@ -231,7 +232,7 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
         k = rows * geo.layers * geo.kv_heads * geo.head_dim * geo.element_bytes
         v = rows * geo.layers * geo.kv_heads * geo.v_head_dim * geo.element_bytes
         sizes = f"K size: {k / GiB:.2f} GB, V size: {v / GiB:.2f} GB"
-    dtype = KV_DTYPE_TORCH.get(geo.dtype, geo.dtype)
+    dtype = _torch_dtype(geo)
     log = f"KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, {sizes}"
     log_lines = (log,) if swa_line is None else (log, swa_line)
     if tokens < context_len:
@@ -241,6 +242,14 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
               f"max_prefill_tokens={max_prefill_tokens}, max_running_requests={reqs}, context_len={context_len}")
     return TokenPool(budget_bytes, cell, page_size, tokens, reqs, context_len, k, v, log, banner, tuple(warnings),
                      log_lines, swa_tokens)
+
+
+def _torch_dtype(geo: PoolGeometry) -> str:
+    """The dtype the log prints: mem_cache/kv_cache_dtype.py maps both fp8 spellings to fp8_dtype on HIP, which
+    is float8_e4m3fnuz on gfx942 (kernels/ops/quantization/fp8_kernel.py:is_fp8_fnuz)."""
+    if geo.fnuz and geo.dtype.startswith("fp8"):
+        return "torch.float8_e4m3fnuz"
+    return KV_DTYPE_TORCH.get(geo.dtype, geo.dtype)
 
 
 def _swa_pool_line(geo: PoolGeometry, full_tokens: int, page_size: int) -> tuple[int, str | None]:
@@ -256,7 +265,7 @@ def _swa_pool_line(geo: PoolGeometry, full_tokens: int, page_size: int) -> tuple
     rows = swa_tokens + page_size
     k = rows * swa.layers * swa.kv_heads * swa.head_dim * geo.element_bytes
     v = rows * swa.layers * swa.kv_heads * swa.v_head_dim * geo.element_bytes
-    dtype = KV_DTYPE_TORCH.get(geo.dtype, geo.dtype)
+    dtype = _torch_dtype(geo)
     return swa_tokens, (f"KV Cache is allocated. dtype: {dtype}, #tokens: {swa_tokens}, K size: {k / GiB:.2f} GB, "
                         f"V size: {v / GiB:.2f} GB")
 
