@@ -72,10 +72,16 @@ class SglangFit:
     notes: tuple[str, ...]
 
 
+# utils/common.py:get_amdgpu_memory_capacity reads rocminfo's "Pool 1" size (KB) / 1024, which is not the catalog's
+# rocm-smi total on every GPU: 288 GiB exactly on MI355X (the figure whose mem_fraction_static, 0.911, matches the
+# public log of sglang PR #18263, reference §2.3). Others: the catalog's total (MI300X's 196592 is both).
+ROCMINFO_POOL_MIB = {"mi355x": 294912}
+
+
 def gpu_memory_mib(chip: GpuSpec) -> int:
     """What utils/common.py:get_device_memory_capacity reads: nvidia-smi memory.total (MiB) on CUDA, rocminfo's
-    pool size / 1024 on HIP; the catalog's NVML total in MiB for both."""
-    return chip.nvml_total_bytes // MiB
+    pool size / 1024 on HIP (ROCMINFO_POOL_MIB where it differs); else the catalog's NVML total in MiB."""
+    return ROCMINFO_POOL_MIB.get(chip.id, chip.nvml_total_bytes // MiB)
 
 
 def _platform(chip: GpuSpec) -> tuple[str, int | None]:
