@@ -92,9 +92,10 @@ def fit_flags(model: str | None = None, *, vllm_cmd: str | None = None, num_gpus
 
 def fit_plan(flags: FitFlags, loaded: LoadedModel, gpu: str | GpuSpec | None = None, *,
              gpu_memory: str | None = None, gpu_bandwidth: str | None = None, gpu_total_bytes: str | None = None,
-             gpus_file: str | Path | None = None) -> FitReport | SweepReport:
+             gpus_file: str | Path | None = None, advise: bool = True) -> FitReport | SweepReport:
     """The plan of a read deployment on its loaded model: one GPU's FitReport (`gpu`, or a custom GPU of
-    `gpu_memory`), or, with neither, the SweepReport over the catalog (what to rent)."""
+    `gpu_memory`), or, with neither, the SweepReport over the catalog (what to rent). `advise=False` skips the
+    re-planned fixes of a failing plan (FitReport.advice: the command always gives them)."""
     from dataclasses import replace
 
     from kvplan.hardware import gpus
@@ -111,7 +112,8 @@ def fit_plan(flags: FitFlags, loaded: LoadedModel, gpu: str | GpuSpec | None = N
         return sweep_gpus(loaded.spec, catalog, settings)
     from kvplan.vllm.fit import plan_fit
 
-    return plan_fit(loaded.spec, _gpu(gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file), settings)
+    return plan_fit(loaded.spec, _gpu(gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file), settings,
+                    advise=advise)
 
 
 def _gpu(gpu: str | GpuSpec | None, gpu_memory: str | None, gpu_bandwidth: str | None,
@@ -138,17 +140,18 @@ def _gpu(gpu: str | GpuSpec | None, gpu_memory: str | None, gpu_bandwidth: str |
 
 def fit(model: str | None = None, gpu: str | GpuSpec | None = None, *, vllm_cmd: str | None = None,
         gpu_memory: str | None = None, gpu_bandwidth: str | None = None, gpu_total_bytes: str | None = None,
-        gpus_file: str | Path | None = None, progress: Progress | None = None, on_warning: Warn | None = None,
-        **options: Any) -> FitReport | SweepReport:
+        gpus_file: str | Path | None = None, advise: bool = True, progress: Progress | None = None,
+        on_warning: Warn | None = None, **options: Any) -> FitReport | SweepReport:
     """`kvplan fit`: vLLM's memory budget, KV blocks, concurrency and startup verdict on `gpu` (a catalog id or a
     GpuSpec), or without one the cheapest layout on each catalog GPU. `options` are fit_flags' (vLLM's engine
     arguments by name, `num_gpus`, `context`, `concurrency`, the measured `…_memory` overrides, …). A report
-    whose `fits` is False (no `rows`, for a sweep) is the command's exit status 1; a bad input raises."""
+    whose `fits` is False (no `rows`, for a sweep) is the command's exit status 1; a bad input raises.
+    `advise=False`: no re-planned fixes (fit_plan)."""
     flags = fit_flags(model, vllm_cmd=vllm_cmd, **options)
     loaded = load_model_with_weights(flags.model, flags.revision, hf_overrides=flags.hf_overrides, progress=progress)
     _warn(on_warning, loaded.note)
     return fit_plan(flags, loaded, gpu, gpu_memory=gpu_memory, gpu_bandwidth=gpu_bandwidth,
-                    gpu_total_bytes=gpu_total_bytes, gpus_file=gpus_file)
+                    gpu_total_bytes=gpu_total_bytes, gpus_file=gpus_file, advise=advise)
 
 
 def check(plan: str | os.PathLike[str] | Plan, gpus_file: str | Path | None = None, *,
