@@ -63,15 +63,13 @@ def test_before_sm80_auto_dtype_is_float16_or_float32_for_float16_unsafe_models(
     --max-model-len 4096`): no bfloat16 on a T4, and gemma-2 is on vLLM's float16-unsafe list."""
     import json
 
-    from kvplan.hardware.gpus import get_gpu
-    from kvplan.model.hub import load_local
-    from kvplan.vllm.fit import plan_fit
-    from kvplan.vllm.settings import ServeSettings
+    import kvplan
 
     golden = json.loads((ROOT / "tests" / "fixtures" / "oracle-cuda" / "t4" / f"{folder}.json").read_text())
     assert golden["config"]["dtype"] == dtype
-    r = plan_fit(load_local(str(ROOT / "tests" / "fixtures" / "configs" / folder)), get_gpu("t4"),
-                 ServeSettings(kv_cache_memory_bytes=4294967296, max_model_len=4096, weights_bytes=0), advise=False)
+    r = kvplan.plan_fit(kvplan.load_model(str(ROOT / "tests" / "fixtures" / "configs" / folder)), kvplan.get_gpu("t4"),
+                        kvplan.ServeSettings(kv_cache_memory_bytes=4294967296, max_model_len=4096, weights_bytes=0),
+                        advise=False)
     assert r.kv_cache_dtype == dtype
     assert (r.num_gpu_blocks, r.log_line) == (golden["plan"]["kv_cache_config"]["num_blocks"],
                                               golden["plan"]["kv_cache_config"]["log_line"])
