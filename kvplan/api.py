@@ -27,10 +27,12 @@ if TYPE_CHECKING:
     from kvplan.model.size import SizeReport
     from kvplan.vllm.flags import FitFlags
     from kvplan.vllm.report import FitReport
+    from kvplan.vllm.settings import ServeSettings
     from kvplan.vllm.sweep import SweepReport
 
 Warn = Callable[[str], None]
-__all__ = ["LoadedModel", "check", "fit", "fit_flags", "fit_plan", "load_model", "load_model_with_weights", "size"]
+__all__ = ["LoadedModel", "check", "fit", "fit_flags", "fit_plan", "fit_settings", "load_model",
+           "load_model_with_weights", "size"]
 # `kvplan fit`'s own options beside the vLLM engine arguments of kvplan/vllm/engine_args.py.
 _OWN_OPTIONS = ("moe_backend", "rocm_aiter")
 
@@ -90,21 +92,30 @@ def fit_flags(model: str | None = None, *, vllm_cmd: str | None = None, num_gpus
                       environ=os.environ if environ is None else environ, env_words=env, on_ignored=on_ignored)
 
 
-def fit_plan(flags: FitFlags, loaded: LoadedModel, gpu: str | GpuSpec | None = None, *,
-             gpu_memory: str | None = None, gpu_bandwidth: str | None = None, gpu_total_bytes: str | None = None,
-             gpus_file: str | Path | None = None, advise: bool = True) -> FitReport | SweepReport:
-    """The plan of a read deployment on its loaded model: one GPU's FitReport (`gpu`, or a custom GPU of
-    `gpu_memory`), or, with neither, the SweepReport over the catalog (what to rent). `advise=False` skips the
-    re-planned fixes of a failing plan (FitReport.advice: the command always gives them)."""
+def fit_settings(flags: FitFlags, loaded: LoadedModel) -> ServeSettings:
+    """The settings a read deployment is planned with on its loaded model: a -tp that --num-gpus implied is
+    checked against the model (and blamed on --num-gpus), and the Hub's stored weight bytes are used unless
+    --weights-memory gives them."""
     from dataclasses import replace
 
-    from kvplan.hardware import gpus
     from kvplan.vllm.flags import check_implied_tp
 
     check_implied_tp(loaded.spec, flags)
     settings = flags.settings
     if loaded.weights is not None and settings.weights_bytes is None:
         settings = replace(settings, weights_total_bytes=loaded.weights.bytes)
+    return settings
+
+
+def fit_plan(flags: FitFlags, loaded: LoadedModel, gpu: str | GpuSpec | None = None, *,
+             gpu_memory: str | None = None, gpu_bandwidth: str | None = None, gpu_total_bytes: str | None = None,
+             gpus_file: str | Path | None = None, advise: bool = True) -> FitReport | SweepReport:
+    """The plan of a read deployment on its loaded model: one GPU's FitReport (`gpu`, or a custom GPU of
+    `gpu_memory`), or, with neither, the SweepReport over the catalog (what to rent). `advise=False` skips the
+    re-planned fixes of a failing plan (FitReport.advice: the command always gives them)."""
+    from kvplan.hardware import gpus
+
+    settings = fit_settings(flags, loaded)
     if gpu is None and gpu_memory is None:
         from kvplan.vllm.sweep import sweep_gpus
 
