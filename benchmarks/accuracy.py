@@ -122,6 +122,15 @@ FIXTURE_FOR_RECORD.update({"kvcachelab-rtx4080-deepseek-v2-lite-chat-awq-util080
 _MISTRAL_SMALL_4_AWQ = ("mistralai--Mistral-Small-4-119B-2603", "an AWQ quantization of Mistral-Small-4-119B-2603 "
                                                                "keeps its MLA KV geometry")
 FIXTURE_FOR_RECORD["ghlog-2xsm89-mistral-small-4-119b-awq-tp2-util082"] = _MISTRAL_SMALL_4_AWQ
+# Qwen3-30B-A3B-Instruct-2507 is Qwen3-30B-A3B's architecture (48 layers, 4 KV heads × 128, 128 experts × 768, vocabulary
+# 151,936) with a 262,144-token window: the record states max model len 262144 and the plan passes it.
+FIXTURE_FOR_RECORD["isambard-2x4gh200-qwen3-30b-a3b-2507-tp4-pp2-v0101"] = (
+    "Qwen--Qwen3-30B-A3B", "the 2507 instruct release keeps Qwen3-30B-A3B's architecture; its 262,144-token window "
+                           "is the record's max_model_len")
+LLM_CLASS_IDS_PP = {"isambard-2x4gh200-qwen3-30b-a3b-2507-tp4-pp2-v0101"}  # vllm.LLM throughput benchmark
+# Records whose log derives a longer window than the stand-in config's ("Using max model len 262144" with no
+# --max-model-len among the non-default args): the checkpoint's own window, planned as given.
+WINDOW_FROM_LOG = {"isambard-2x4gh200-qwen3-30b-a3b-2507-tp4-pp2-v0101"}
 # Decode context parallelism of records whose launch line the source shows ("--decode-context-parallel-size 8").
 DCP_FOR_RECORD = {"recipes-kimi-k2-thinking-8gpu-tp8-dcp8": 8}
 # Block maths only: heterogeneous GPUs (the per-worker memory differs) or settings the excerpt lacks.
@@ -163,7 +172,8 @@ FIXTURE_FOR_RECORD["vllm-44376-2xgh200-deepseek-v4-flash-failed"] = (
     "deepseek-ai--DeepSeek-V4-Flash", "the checkpoint the record's LLM(model=\"DeepSeek-V4-Flash\") names")
 # Records run through the `vllm.LLM` class, whose batch defaults differ from `vllm serve`'s
 # (engine/arg_utils.py:get_batch_defaults: 16384 tokens on a ≥ 70 GiB GPU): their log shows the LLM(...) call.
-LLM_CLASS_RECORDS = {"vllm-44376-2xgh200-deepseek-v4-flash-failed", "ptocu-2xh200nvl-dsv4-flash-tp2-llm-4k"}
+LLM_CLASS_RECORDS = {"vllm-44376-2xgh200-deepseek-v4-flash-failed", "ptocu-2xh200nvl-dsv4-flash-tp2-llm-4k",
+                     *LLM_CLASS_IDS_PP}
 # MoE kernel, only where the log's own text names it (not inferred from its numbers).
 MOE_BACKEND_FOR_RECORD: dict[str, MoeBackend] = {
     # "marlin_utils_fp4.py:196] ... Weight-only FP4 compression will be used leveraging the Marlin kernel"
@@ -309,8 +319,11 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     if rec.get("file") == NEW_LOGS.name and _fixture(rec) is None:
         return f"no fixture config for {rec.get('model')!r}"
     model, _ = _model(rec) if _fixture(rec) is not None else (None, "")
+    by_stage = rec.get("available_kv_gib_by_stage")
     if model is not None:
-        specs = kv_cache_specs(model, tp=rec.get("tp") or 1, kv_cache_dtype=rec.get("kv_cache_dtype") or "auto")
+        # A record that logs every PP stage's memory is planned per stage (each worker its own layers).
+        specs = kv_cache_specs(model, tp=rec.get("tp") or 1, pp=len(by_stage) if by_stage else 1,
+                               kv_cache_dtype=rec.get("kv_cache_dtype") or "auto")
     elif rec.get("model") in GEOMETRY_FROM_RECORD:
         specs = [GEOMETRY_FROM_RECORD[rec["model"]]]
     else:
@@ -326,8 +339,9 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     if version is not None and async_scheduling_default(parse_vllm_version(version))[0] and (
             parse_vllm_version(version) >= WINDOW_RESERVES_IN_FLIGHT_SINCE):
         in_flight *= 2  # async scheduling (0.14+): two batches in flight, which windows reserve since 0.26
-    lo_b = int((rec["available_kv_gib"] - ROUNDING_GIB) * GiB)
-    hi_b = int((rec["available_kv_gib"] + ROUNDING_GIB) * GiB)
+    logged_gib = list(by_stage) if by_stage else [rec["available_kv_gib"]]
+    lo_b = [int((g - ROUNDING_GIB) * GiB) for g in logged_gib]
+    hi_b = [int((g + ROUNDING_GIB) * GiB) for g in logged_gib]
     by_groups = version is not None and parse_vllm_version(version) < KV_TOKENS_FROM_CONCURRENCY_SINCE
     cp = DCP_FOR_RECORD.get(rec["id"], 1)
     tuples = version is not None and parse_vllm_version(version) < DSV4_PACKED_GROUPS_SINCE  # DeepSeek-V4 ≤ 0.28
@@ -335,7 +349,7 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
                        dsv4_layer_tuples=tuples)
     hi = plan_kv_cache(specs, hi_b, block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp,
                        dsv4_layer_tuples=tuples)
-    mid = plan_kv_cache(specs, int(rec["available_kv_gib"] * GiB), block, max_len, in_flight,
+    mid = plan_kv_cache(specs, [int(g * GiB) for g in logged_gib], block, max_len, in_flight,
                         tokens_per_group_block=by_groups, context_parallel=cp, dsv4_layer_tuples=tuples)
     ranks = (rec.get("tp") or 1) * (rec.get("pp") or 1) > 1
     if rec.get("num_gpu_blocks") is not None:
@@ -380,6 +394,7 @@ def settings_of(rec: dict[str, Any], version: str) -> ServeSettings:
         enforce_eager=bool(rec.get("enforce_eager")),
         vllm_version=version,
         usage="llm" if rec["id"] in LLM_CLASS_RECORDS else "serve",
+        allow_long_max_model_len=rec["id"] in WINDOW_FROM_LOG,
         kv_cache_memory_bytes=None,
         # the log's own sampler line ("FlashInfer is not available. Falling back …"), as calibrate reads it
         flashinfer_sampler=parse_startup_log(_raw_log(rec)).flashinfer_sampler,
@@ -434,6 +449,11 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
             "cuda_graphs"].source == "estimate":
         parts.append(f"cuda_graphs {terms['cuda_graphs'].bytes / GiB:.2f}/{graphs_logged:.2f}")
         residuals["cuda_graphs"] = graphs_logged - terms["cuda_graphs"].bytes / GiB
+    by_stage = rec.get("available_kv_gib_by_stage")
+    if by_stage and len(r.pp_stages) == len(by_stage):
+        # every stage's own budget against the log's (vLLM keeps the tightest stage's block count)
+        parts.append("stages " + ", ".join(f"{st.available_kv_bytes / GiB:.2f}/{g:.2f}"
+                                           for st, g in zip(r.pp_stages, by_stage, strict=True)))
     with_weights: float | None = None
     if rec.get("model_weights_gib") is not None:
         requested = requested_memory(gpu.cuda_total_bytes, r.gpu_memory_utilization) / GiB
