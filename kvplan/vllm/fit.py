@@ -97,7 +97,9 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     integrated = getattr(gpu, "integrated", False)
     non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None
                  else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, s), pp=s.pp, version=r.version,
-                                                             integrated=integrated, arch=gpu.arch), model, r))
+                                                             integrated=integrated, arch=gpu.arch,
+                                                             moe_weights_bytes=_moe_model_bytes(model, weights, s)),
+                                          model, r))
     graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
               else estimate_cuda_graphs(moe_layers_on_worker=_moe_layers_on_worker(model, s, stage), tp=s.tp,
                                         max_num_seqs=batch.max_num_seqs,
@@ -116,6 +118,12 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
         kv_cache_memory_bytes=s.kv_cache_memory_bytes,
         startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp, integrated=integrated),
     )
+
+
+def _moe_model_bytes(model: ModelSpec, weights: MemoryTerm, s: ServeSettings) -> int:
+    """A MoE model's whole weights (the worker's × TP × PP), 0 for a dense one: what non_torch.py's
+    big-MoE residual is gated on."""
+    return weights.bytes * s.tp * s.pp if model.moe is not None else 0
 
 
 def _moe_layers_on_worker(model: ModelSpec, s: ServeSettings, stage: int | None) -> int:
