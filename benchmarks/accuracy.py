@@ -124,8 +124,8 @@ FIXTURE_FOR_RECORD.update({"kvcachelab-rtx4080-deepseek-v2-lite-chat-awq-util080
 _MISTRAL_SMALL_4_AWQ = ("mistralai--Mistral-Small-4-119B-2603", "an AWQ quantization of Mistral-Small-4-119B-2603 "
                                                                "keeps its MLA KV geometry")
 FIXTURE_FOR_RECORD["ghlog-2xsm89-mistral-small-4-119b-awq-tp2-util082"] = _MISTRAL_SMALL_4_AWQ
-# Qwen3-30B-A3B-Instruct-2507 is Qwen3-30B-A3B's architecture (48 layers, 4 KV heads × 128, 128 experts × 768, vocabulary
-# 151,936) with a 262,144-token window: the record states max model len 262144 and the plan passes it.
+# Qwen3-30B-A3B-Instruct-2507 is Qwen3-30B-A3B's architecture (48 layers, 4 KV heads × 128, 128 experts × 768,
+# vocabulary 151,936) with a 262,144-token window: the record states max model len 262144 and the plan passes it.
 FIXTURE_FOR_RECORD["isambard-2x4gh200-qwen3-30b-a3b-2507-tp4-pp2-v0101"] = (
     "Qwen--Qwen3-30B-A3B", "the 2507 instruct release keeps Qwen3-30B-A3B's architecture; its 262,144-token window "
                            "is the record's max_model_len")
