@@ -184,7 +184,8 @@ MOE_BACKEND_FOR_RECORD: dict[str, MoeBackend] = {
 }
 # GPU name in the record → catalog id. "A100 (variant not stated)" is the 80 GB part: the logged weights
 # plus the logged KV exceed what 40 GB × the logged utilization could hold.
-GPU_FOR_NAME = (("a100 40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100"), ("gh200", "gh200"),
+GPU_FOR_NAME = (("rtx pro 6000", "rtx-pro-6000"),
+                ("a100 40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100"), ("gh200", "gh200"),
                 ("h200", "h200"),
                 ("3090", "rtx-3090"), ("l40s", "l40s"), ("t4", "t4"), ("gb10", "gb10"), ("4060", None))
 
@@ -327,6 +328,10 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
         return f"no fixture config for {rec.get('model')!r}"
     model, _ = _model(rec) if _fixture(rec) is not None else (None, "")
     by_stage = rec.get("available_kv_gib_by_stage")
+    if by_stage is None and rec.get("available_kv_stage") is not None and rec.get("pp"):
+        # one stage's memory quoted, the replica's count logged: checked as if every stage had it (a count that
+        # matches says the quoted stage is the tightest or ties)
+        by_stage = [rec["available_kv_gib"]] * int(rec["pp"])
     if model is not None:
         # A record that logs every PP stage's memory is planned per stage (each worker its own layers).
         specs = kv_cache_specs(model, tp=rec.get("tp") or 1, pp=len(by_stage) if by_stage else 1,
@@ -438,6 +443,13 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
     low, high = _range_with_estimated_weights(r, weights.bytes, weights.low_bytes, weights.high_bytes)
     logged = rec["available_kv_gib"]
     predicted = r.available_kv_bytes / GiB
+    stage = rec.get("available_kv_stage")
+    if stage is not None and stage < len(r.pp_stages):
+        # the log quotes one stage's worker (PP rank `stage`): compare that stage's own budget
+        st = r.pp_stages[stage]
+        predicted = st.available_kv_bytes / GiB
+        wlo, whi = weights.low_bytes, weights.high_bytes
+        low, high = st.available_kv_range[0] - (whi - weights.bytes), st.available_kv_range[1] + (weights.bytes - wlo)
     terms = {t.name: t for t in r.memory_terms}
     parts, residuals = [], {}
     for name, key in (("weights", "model_weights_gib"), ("activation", "activation_peak_gib"),
@@ -466,11 +478,16 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
         requested = requested_memory(gpu.cuda_total_bytes, r.gpu_memory_utilization) / GiB
         implied = requested - rec["model_weights_gib"] - logged
         ours = sum(terms[n].bytes for n in ("activation", "non_torch", "cuda_graphs")) / GiB
+        if stage is not None and stage < len(r.pp_stages):
+            st = r.pp_stages[stage]
+            ours = (st.activation_bytes + st.non_torch_bytes + st.cuda_graph_bytes) / GiB
         parts.append(f"rest {ours:.2f}/{implied:.2f}")
         residuals["rest"] = implied - ours
         fixed = plan_fit(model, gpu, replace(settings, weights_bytes=int(rec["model_weights_gib"] * GiB)),
                          advise=False)
-        with_weights = (fixed.available_kv_bytes / GiB - logged) / abs(logged) * 100
+        fixed_gib = (fixed.pp_stages[stage].available_kv_bytes if stage is not None and stage < len(fixed.pp_stages)
+                     else fixed.available_kv_bytes) / GiB
+        with_weights = (fixed_gib - logged) / abs(logged) * 100
     note = "; ".join(n for n in (_moe_backend_note(rec, model, gpu, version, backend),
                                  UNEXPLAINED.get(rec["id"], "")) if n)
     # The log's own terms must add up to util × total (vLLM ≤ 0.20 subtracted no CUDA-graph estimate).
