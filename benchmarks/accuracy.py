@@ -407,6 +407,7 @@ def settings_of(rec: dict[str, Any], version: str) -> ServeSettings:
         vllm_version=version,
         usage="llm" if rec["id"] in LLM_CLASS_RECORDS else "serve",
         allow_long_max_model_len=rec["id"] in WINDOW_FROM_LOG,
+        enable_expert_parallel=bool(rec.get("ep")),
         kv_cache_memory_bytes=None,
         # the log's own sampler line ("FlashInfer is not available. Falling back …"), as calibrate reads it
         flashinfer_sampler=parse_startup_log(_raw_log(rec)).flashinfer_sampler,

@@ -203,7 +203,8 @@ def extrapolated_graphs(piecewise: int, full: int) -> int:
 def cuda_graph_bytes(piecewise: int, full: int, *, moe_layers: int = 0, tp: int = 1,
                      end: Literal["best", "low", "high"] = "best") -> int:
     """vLLM's estimate for that many graphs (see the module docstring): a first capture, plus per extrapolated
-    graph a constant and a cost per MoE layer on the worker ÷ TP; `end` picks the range's low or high end."""
+    graph a constant and a cost per MoE layer on the worker ÷ `tp`, the ranks an expert's intermediate is split
+    over (1 with expert parallelism: each rank holds whole experts); `end` picks the range's low or high end."""
     if piecewise + full == 0:
         return 0
     if end == "best":

@@ -75,31 +75,6 @@ def nvls_buffer_bytes(*, tp: int, arch: str | None) -> int:
     return channels * 2 * NVLS_CHUNK_BYTES * NCCL_STEPS * tp
 
 
-# --- Big MoE deployments on several GPUs: an unattributed residual, range only --------------------------
-# Issue 20 (logs of MiniMax-M2.x FP8, Kimi-K2.5 INT4, GLM-5.1 FP8, DeepSeek-V4 on 2–8 GPUs): with the weights
-# right to 0.3 %, vLLM charges 5–8 GiB per GPU of non-weight, non-KV memory where kvplan's activation +
-# non-torch + CUDA-graph terms give 1.5–2.9, and for one FP8 MoE the residual is about 5.3 GiB on H200 TP 2,
-# B200 TP 2 and A100 TP 4 alike. vLLM's code (0.19.1 / 0.22.0 v1/worker/gpu_worker.py:determine_available_memory,
-# gpu_model_runner.py:profile_cudagraph_memory) charges four things: the logged weights, the torch peak of the
-# profile run (taken before the CUDA-graph profile), the non-torch growth since init_snapshot (measured after
-# it: graph captures, NCCL's runtime-connected channels, library workspaces outside torch's allocator) and the
-# graph estimate; which of the last three holds the residual is not settled (no public log of such a deployment
-# prints the DEBUG breakdown), so kvplan does not move its best value: it lowers the pessimistic end of the
-# available KV memory by the residual, for a MoE model of ≥ 100 GiB of weights (every deployment of the issue)
-# whose worker shares its collectives with others (TP × DP ≥ 2, or PP ≥ 2), on vLLM 0.11+ (0.10 charges the
-# distributed init, above, which covers its logs).
-BIG_MOE_RESIDUAL_HIGH_BYTES = round(5.3 * GiB)
-BIG_MOE_MIN_WEIGHTS_BYTES = 100 * GiB
-
-
-def big_moe_residual_bytes(*, moe_weights_bytes: int, tp: int, pp: int, version: VllmVersion) -> int:
-    """The unattributed residual of issue 20 that widens the non-torch term's high end (0 where it does not
-    apply): `moe_weights_bytes` is a MoE model's whole weights (0 for a dense model)."""
-    if moe_weights_bytes < BIG_MOE_MIN_WEIGHTS_BYTES or tp * pp < 2 or version < NON_TORCH_V011_SINCE:
-        return 0
-    return BIG_MOE_RESIDUAL_HIGH_BYTES
-
-
 # Integrated GPUs (DGX Spark's GB10, Jetson): utils/mem_utils.py:MemorySnapshot.measure takes free memory from
 # psutil's MemAvailable, so the non-torch growth also holds what the host side of the engine gains between
 # the first snapshot and the end of profiling (its Python heap, torch.compile's workers, …): an estimate.
@@ -116,15 +91,14 @@ INTEGRATED_HOST_GROWTH_RANGE_GIB = (0.0, 2.80)
 
 
 def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integrated: bool = False,
-                       arch: str | None = None, moe_weights_bytes: int = 0) -> MemoryTerm:
+                       arch: str | None = None) -> MemoryTerm:
     """Non-torch memory that appears during profiling (NCCL lazy buffers, workspaces), by version band and
     TP×PP (utils/mem_utils.py:memory_profiling's `non_torch_increase`). Assumes one interconnect per band
     (NVLink with custom all-reduce, as the calibration logs ran); a PCIe box without custom all-reduce
     falls inside the range, not on the best value. On an `integrated` GPU the host's growth joins it
     (INTEGRATED_HOST_GROWTH_BYTES). At TP ≥ 3 on Hopper or SM10x Blackwell, NCCL's NVLS buffers widen the high
-    end (nvls_buffer_bytes); for a MoE of ≥ 100 GiB of weights (`moe_weights_bytes`, the whole model's) on several
-    GPUs, issue 20's unattributed residual does too (big_moe_residual_bytes). vLLM 0.10 on Hopper charges the
-    distributed init as well (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER)."""
+    end (nvls_buffer_bytes). vLLM 0.10 on Hopper charges the distributed init as well
+    (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER)."""
     multi = tp * pp > 1
     old = version < NON_TORCH_V011_SINCE
     band = version_band(version)
@@ -152,12 +126,7 @@ def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integ
     if nvls:
         text += (f"; up to {nvls / GiB:.2f} GiB more of NCCL NVLS buffers at TP {tp} (2 × {NVLS_CHANNELS[arch or '']} "
                  "channels × 1 MiB × TP, NCCL nvls.cc), if NCCL sets them up after vLLM's snapshot")
-    residual = big_moe_residual_bytes(moe_weights_bytes=moe_weights_bytes, tp=tp, pp=pp, version=version)
-    if residual:
-        text += (f"; its high end {residual / GiB:.1f} GiB higher for a MoE of ≥ 100 GiB on several GPUs: the "
-                 "unattributed non-weight memory issue 20's logs show (not in kvplan's best value)")
-    hi_bytes = round(hi * GiB) + nvls + residual
-    term = with_range(MemoryTerm("non_torch", value, "estimate", text), round(lo * GiB), hi_bytes)
+    term = with_range(MemoryTerm("non_torch", value, "estimate", text), round(lo * GiB), round(hi * GiB) + nvls)
     if not integrated:
         return term
     low, high = INTEGRATED_HOST_GROWTH_RANGE_GIB
