@@ -221,3 +221,15 @@ def test_the_printed_low_end_holds_on_every_validation_moe_record_at_tp_2_and_mo
     assert missed == ["zp-4x3090-qwen3-vl-30b-a3b-instruct-tp4-v0110"], missed
     dsv4 = ROW["vllm-44376-2xgh200-deepseek-v4-flash-failed"]
     assert dsv4.low_gib <= 5.44 and round(dsv4.predicted_gib, 2) == 11.49
+
+
+def test_a_record_quoting_one_pp_stage_is_compared_with_that_stage() -> None:
+    """Qwen3-32B at PP 2 on two RTX PRO 6000 Blackwell (vLLM 0.27.1, utilization 0.426): the log quotes PP rank
+    0's worker (6.92 GiB) and the replica's 56,640 tokens, which that memory gives exactly; kvplan's stage 0 has
+    no sampler and is within 0.3 %, its non-weight memory 3.04 GiB against the log's 3.02."""
+    rec = BY_ID["saiyam-2xrtxpro6000-qwen3-32b-pp2-util0426"]
+    a = BENCH.check_tokens(rec, False)
+    assert not isinstance(a, str) and a.exact, a
+    row = ROW[rec["id"]]
+    assert abs(row.error_pct) < 0.5 and row.in_range
+    assert abs(row.residuals["rest"]) < 0.05, row.terms
