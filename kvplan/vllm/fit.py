@@ -99,7 +99,8 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                  else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, s), pp=s.pp, version=r.version,
                                                              integrated=integrated, arch=gpu.arch), model, r))
     graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
-              else estimate_cuda_graphs(moe_layers_on_worker=_moe_layers_on_worker(model, s, stage), tp=s.tp,
+              else estimate_cuda_graphs(moe_layers_on_worker=_moe_layers_on_worker(model, s, stage),
+                                        tp=_moe_tensor_parallel(model, s),
                                         max_num_seqs=batch.max_num_seqs,
                                         max_num_batched_tokens=batch.max_num_batched_tokens,
                                         arch=gpu.arch, enforce_eager=s.enforce_eager, version=r.version,
@@ -126,6 +127,14 @@ def _moe_layers_on_worker(model: ModelSpec, s: ServeSettings, stage: int | None)
     ranges = pp_layer_ranges(model.num_layers, s.pp)
     counts = [sum(1 for i in r if i < len(model.layers) and model.layers[i].moe) for r in ranges]
     return max(counts, default=0) if stage is None else counts[stage]
+
+
+def _moe_tensor_parallel(model: ModelSpec, s: ServeSettings) -> int:
+    """The ranks each expert's intermediate is split over (model_executor/layers/fused_moe/config.py:
+    FusedMoEParallelConfig.make, read in 0.33): TP × DP flattened, or 1 with --enable-expert-parallel ("In EP,
+    each device owns a set of experts fully"). Divides the MoE part of the CUDA-graph estimate."""
+    group = _moe_group(model, s)
+    return 1 if s.enable_expert_parallel and group > 1 else group
 
 
 def _moe_group(model: ModelSpec, s: ServeSettings) -> int:
