@@ -83,9 +83,13 @@ def unsupported_reason(spec: ModelSpec, *, attn_tp: int = 1, tp: int = 1) -> str
     if arch in HYBRID_SWA_ARCHITECTURES and not hybrid_swa:
         return (f"{arch} gets SGLang's sliding-window pool (pool_configurator.py:HybridSWAPoolConfigurator) in a "
                 "form not modelled yet")
+    if arch == "Gemma4AssistantForCausalLM":  # models/gemma4_mtp.py: loaded only as a speculative draft
+        return ("Gemma4AssistantForCausalLM is Gemma-4's MTP draft, served by SGLang only beside its target "
+                "(speculative decoding): not modelled as a model of its own")
     if "mamba" in kinds and mamba_state(spec, attn_tp=attn_tp, tp=tp) is None:
-        return ("a Mamba / linear-attention hybrid of a family whose state SGLang sizes in its own config class "
-                "(configs/mamba_utils.py), not modelled yet")
+        return ("recurrent layers of a family kvplan does not map to SGLang's state classes "
+                "(configs/hybrid_arch.py:mambaish_config; Bamba has no SGLang model class, so SGLang would size "
+                "every layer as attention, unverified), not modelled yet")
     allowed = {"full", "sliding_window", "mla"} | ({"mamba", "mlp_only"} if "mamba" in kinds else set())
     allowed |= {"chunked_local", "kv_shared"} if hybrid_swa else set()
     if kinds - allowed:
