@@ -152,7 +152,7 @@ def test_pasted_line_refuses_what_argparse_refuses() -> None:
 
 def test_unmodelled_pools_are_refused_with_the_reason() -> None:
     spec = _spec("corpus/configs/ibm-ai-platform--Bamba-9B")  # BambaForCausalLM: not a modelled Mamba family
-    with pytest.raises(InvalidParameter, match="Mamba"):
+    with pytest.raises(InvalidParameter, match="Bamba has no SGLang model class"):
         plan_sglang_fit(spec, get_gpu("h100"), SglangDeployment(tp=4), weights_bytes=0,  # type: ignore[arg-type]
                         weights_range=(0, 0))
 
