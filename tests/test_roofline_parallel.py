@@ -12,7 +12,13 @@ from typer.testing import CliRunner
 from kvplan.cli.app import app
 from kvplan.hardware import roofline as rl
 from kvplan.model.hub import load_model
-from kvplan.model.weights import expert_parallel_bytes_saved, routed_expert_bytes, weights_bytes_per_gpu
+from kvplan.model.weights import (
+    count_parameters,
+    expert_parallel_bytes_saved,
+    routed_expert_bytes,
+    stored_weights_bytes,
+    weights_bytes_per_gpu,
+)
 from tests.conftest import CONFIGS
 
 runner = CliRunner()
@@ -34,6 +40,20 @@ def test_expert_parallel_keeps_an_eighth_of_the_experts_whole_on_each_gpu() -> N
     experts = routed_expert_bytes(model)
     assert expert_parallel_bytes_saved(model, tp=1, ep=8) == experts - experts // 8
     assert costs.weight_bytes == weights_bytes_per_gpu(model, tp=1) - (experts - experts // 8)
+
+
+def test_mla_down_projections_are_whole_on_every_tp_rank() -> None:
+    model = load_model(str(R1))
+    # vLLM deepseek_v2.py: fused_qkv_a_proj (disable_tp=True), 7,168 × (1,536 + 512 + 64), in all 61 MLA layers.
+    assert rl.mla_replicated_params(model) == 61 * 7168 * (1536 + 512 + 64) == 923_467_776
+    one, eight = rl.model_costs(model, tp=1), rl.model_costs(model, tp=8)
+    extra = 923_467_776 * 7 // 8
+    assert eight.matmul_params_per_token == one.matmul_params_per_token // 8 + extra
+    # The replicated share at the checkpoint's mean stored bytes per parameter (~1: FP8).
+    per_param = stored_weights_bytes(model) / count_parameters(model).total
+    assert eight.weight_bytes == weights_bytes_per_gpu(model, tp=8) + round(extra * per_param)
+    assert rl.model_costs(load_model(str(CONFIGS / "Qwen--Qwen2.5-7B")), tp=4).weight_bytes == weights_bytes_per_gpu(
+        load_model(str(CONFIGS / "Qwen--Qwen2.5-7B")), tp=4)
 
 
 def test_every_dp_rank_s_tokens_reach_each_moe_layer() -> None:

@@ -40,6 +40,25 @@ def test_the_fit_recovers_the_coefficients_that_made_the_data() -> None:
     assert (o.ratio_low, o.ratio_high) == pytest.approx((1.0, 1.0), rel=1e-6)
 
 
+def test_the_fit_recovers_a_cost_per_decode_request_per_layer() -> None:
+    # Large batches of short contexts: the attention kernels' per-sequence work grows with batch × layers,
+    # which neither the bytes nor the per-layer constant explain.
+    truth = sm.SpeedCalibration({"hopper": 0.85}, {"hopper": 0.7}, {}, sm.StepOverheads(layer_s=1e-4, seq_layer_s=1e-6),
+                                kv_bandwidth_efficiency={"hopper": 0.9})
+    obs = []
+    for i, (memory_s, kv_s, layers, reqs) in enumerate([(0.002, 0.010, 32, 48), (0.002, 0.011, 32, 768),
+                                                        (0.014, 0.006, 80, 960), (0.004, 0.0, 32, 1),
+                                                        (0.010, 0.001, 40, 64)]):
+        draft = sm.Observation(f"p{i}", "hopper", None, (sm.StepShape(memory_s, 0.0, 0.0, layers, 0, 0, kv_s=kv_s,
+                                                                       decode_reqs=reqs),), False, 1.0)
+        obs.append(dataclasses.replace(draft, measured_s=sm.predict_s(draft, truth)))
+    fit = sm.fit_speed_model(obs)
+    assert fit.overheads.seq_layer_s == pytest.approx(1e-6, rel=1e-4)
+    assert fit.kv_bandwidth_efficiency["hopper"] == pytest.approx(0.9, rel=1e-4)
+    over = sm.StepOverheads(layer_s=1e-4, seq_layer_s=1e-6)
+    assert over.time_s(layers=32, moe_layers=0, all_reduces=0, decode_reqs=768) == pytest.approx(32 * (1e-4 + 768e-6))
+
+
 def test_a_coefficient_the_data_drive_negative_is_pinned_at_zero() -> None:
     # Times that fall with the layer count: the only non-negative explanation is no per-layer cost.
     shapes = [(0.010, 32, 0.0105), (0.010, 64, 0.0102), (0.020, 32, 0.0209)]
@@ -102,7 +121,7 @@ def test_a_predicted_decode_step_is_the_roofs_plus_the_named_overheads() -> None
     costs, roof = rl.deployment_roofline(load_fixture("Qwen--Qwen2.5-7B"), gpu, tp=2)
     assert roof.overheads is not None
     point = rl.decode_point(costs, roof, 8, 1024)
-    over = roof.overheads.time_s(layers=28, moe_layers=0, all_reduces=2 * 28)
+    over = roof.overheads.time_s(layers=28, moe_layers=0, all_reduces=2 * 28, decode_reqs=8)
     assert point.overhead_s == pytest.approx(over)
     assert point.itl_s == pytest.approx(max(point.memory_s, point.compute_s) + point.comm_s + over)
     rated = rl.decode_point(costs, roof.rated(), 8, 1024)

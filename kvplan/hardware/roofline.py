@@ -317,6 +317,7 @@ class StepCost:
     moe_layers: int = 0
     all_reduces: int = 0  # collectives: TP all-reduces, and under EP with DP the MoE all-gathers/reduce-scatters
     gather_bytes: int = 0  # what this GPU receives in the EP all-gathers and sends in the reduce-scatters
+    decode_reqs: int = 0  # decode requests among the step's tokens (one query each)
 
     @property
     def bytes(self) -> int:
@@ -407,6 +408,7 @@ def step_cost(
         moe_layers=costs.num_moe_layers if n else 0,
         all_reduces=all_reduces + gathers,
         gather_bytes=gather,
+        decode_reqs=decode_reqs,
     )
 
 
@@ -439,7 +441,8 @@ def step_time(cost: StepCost, roof: Roof, tp: int = 1, *, first_token: bool = Fa
     overhead = 0.0
     if roof.overheads is not None and cost.num_tokens:
         overhead = roof.overheads.time_s(layers=cost.layers, moe_layers=cost.moe_layers,
-                                         all_reduces=cost.all_reduces, first_token=first_token)
+                                         all_reduces=cost.all_reduces, decode_reqs=cost.decode_reqs,
+                                         first_token=first_token)
     return StepTime(
         memory_s=(cost.weight_bytes / roof.bandwidth_efficiency
                   + (cost.kv_bytes + cost.state_bytes) / roof.kv_efficiency) / roof.bandwidth_bytes_per_s,
@@ -912,6 +915,21 @@ def _layer_costs(model: ModelSpec, specs: Sequence[KVCacheSpec], tp: int,
     return tuple(attention), state
 
 
+def mla_replicated_params(model: ModelSpec) -> int:
+    """Parameters of the MLA down-projections, which every TP rank holds whole (all MLA layers together).
+
+    vLLM model_executor/models/deepseek_v2.py, DeepseekV2MLAAttention.__init__: with a q_lora_rank the
+    fused_qkv_a_proj (hidden × (q_lora_rank + kv_lora_rank + qk_rope_head_dim)) is built with
+    disable_tp=True; without one the kv_a_proj_with_mqa (hidden × (kv_lora_rank + qk_rope_head_dim)) is a
+    ReplicatedLinear. The up-projections (q_b_proj, kv_b_proj) and o_proj are column/row parallel.
+    """
+    m = model.mla
+    if m is None:
+        return 0
+    per_layer = model.hidden_size * ((m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim)
+    return per_layer * sum(1 for layer in model.layers if layer.kind == "mla")
+
+
 def model_costs(
     model: ModelSpec,
     *,
@@ -933,8 +951,9 @@ def model_costs(
     `weights_bytes`: stored bytes of the whole model when known (safetensors metadata), else the
     analytic weights_bytes. Matmul parameters per token = attention + dense MLP + routers +
     shared + k routed experts + the LM head (vocab × hidden, tied or not); embeddings and norms
-    do no matmul. Everything is split 1/tp (vLLM column/row/vocab-parallel layers); the few
-    replicated weights (norms, MLA's down-projections) are counted as split.
+    do no matmul. Everything is split 1/tp (vLLM column/row/vocab-parallel layers) but MLA's
+    down-projections, which each rank holds, reads and multiplies whole (mla_replicated_params); norms
+    (a few kB) are counted as split.
     `gpu_flops` (dtype → FLOP/s) picks the compute dtype (select_compute_dtype).
     """
     from kvplan.model.kv_cache import kv_cache_specs
@@ -965,6 +984,10 @@ def model_costs(
     # weights_bytes keeps routed experts at the quantized width whenever a scheme is declared.
     expert_bits = quantized_bits_per_weight(model) if model.quant else 8.0 * full_bytes
     expert_bytes = round(params.params_per_expert * expert_bits / 8 / (1 if ep > 1 else tp))
+    # MLA's replicated down-projections: the (tp − 1)/tp share the even split left out, at the model's mean
+    # stored bytes per parameter.
+    replicated = mla_replicated_params(model) * (tp - 1) // tp
+    per_gpu += round(replicated * total_bytes / params.total) if params.total else 0
     dtype, reason = select_compute_dtype(model, gpu_flops or {})
     attention, state = _layer_costs(model, specs, tp, full_bytes)
     notes: list[str] = []
@@ -973,7 +996,7 @@ def model_costs(
     return ModelCosts(
         name=model.name,
         weight_bytes=per_gpu,
-        matmul_params_per_token=matmul // tp,
+        matmul_params_per_token=matmul // tp + replicated,
         hidden_size=model.hidden_size,
         num_layers=model.num_layers,
         tp=tp,
@@ -1096,7 +1119,7 @@ def measured_observation(
         t = step_time(cost, rated, costs.tp)
         weights_s = cost.weight_bytes / rated.bandwidth_bytes_per_s
         return StepShape(weights_s, t.compute_s, t.comm_s, cost.layers, cost.moe_layers, cost.all_reduces, count,
-                         kv_s=t.memory_s - weights_s)
+                         kv_s=t.memory_s - weights_s, decode_reqs=cost.decode_reqs)
 
     decode = step_cost(costs, decode_reqs=batch, decode_context=context)
     if kind in ("per_request_tok_s", "itl_ms", "tpot_ms"):

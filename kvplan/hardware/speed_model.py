@@ -8,12 +8,19 @@ bound, at TP 1 at 0.68). Measured step times fit
     t = max(weights ÷ (η_w × BW) + KV ÷ (η_kv × BW),        the roofs, at the efficiency a GPU class reaches:
             FLOPs ÷ (η_c × peak))                             GEMMs stream weights, attention kernels read KV
         + layers × τ_layer                                    kernels per layer: launches and the gaps between them
+        + layers × decode requests × τ_seq                    per sequence per layer: the decode attention kernel's
+                                                              fixed work per sequence (one CTA per request and KV
+                                                              head, block-table walk, split-K reduction) and the
+                                                              per-token kernels (norms, RoPE, activation, KV write)
         + MoE layers × τ_moe                                  routing, top-k, token permutation, expert dispatch
         + all-reduces × α_link + ring bytes ÷ link            TP: each all-reduce's latency, then its bandwidth
         + τ_step                                              per step: scheduler, input preparation, sampler
         (+ τ_request for the first token: request admission, tokenizer hand-off, first sampling)
 
-where every τ is a cost that does not shrink with TP. Each constant below is fitted by `fit_speed_model` on
+where every τ but τ_seq is a cost that does not shrink with TP; τ_seq is one constant for every engine (the
+large-batch points that fix it are TensorRT-LLM's and vLLM's; SHARED_TERMS). Without it the fit read the cost of
+768 short sequences as slow KV reads (a KV-read efficiency of 0.49 on Hopper) and then over-predicted every
+long-context step by 25–75 % (issue 21). Each constant below is fitted by `fit_speed_model` on
 the calibration half of the measured points (benchmarks/speed.py prints the fit and both halves;
 tests/test_speed_model.py refits and checks these figures). Pure: numbers in, numbers out.
 """
@@ -44,15 +51,18 @@ class StepOverheads:
     allreduce_s: float = 0.0  # latency of one TP all-reduce on this link
     step_s: float = 0.0  # per engine step
     request_s: float = 0.0  # once per request, before its first token
+    # per decode request per layer: the attention kernel's per-sequence work and the per-token kernels
+    seq_layer_s: float = 0.0
     # measured ÷ predicted on the calibration points: the range printed around a prediction.
     ratio_low: float = 1.0
     ratio_high: float = 1.0
     source: str = field(default="", compare=False)
 
-    def time_s(self, *, layers: int, moe_layers: int, all_reduces: int, first_token: bool = False) -> float:
+    def time_s(self, *, layers: int, moe_layers: int, all_reduces: int, decode_reqs: int = 0,
+               first_token: bool = False) -> float:
         """The overheads of one step with these counts (the first token adds `request_s`)."""
-        return (layers * self.layer_s + moe_layers * self.moe_layer_s + all_reduces * self.allreduce_s
-                + self.step_s + (self.request_s if first_token else 0.0))
+        return (layers * (self.layer_s + decode_reqs * self.seq_layer_s) + moe_layers * self.moe_layer_s
+                + all_reduces * self.allreduce_s + self.step_s + (self.request_s if first_token else 0.0))
 
 
 @dataclass(frozen=True)
@@ -115,6 +125,7 @@ class StepShape:
     all_reduces: int
     count: float = 1.0  # steps of this shape the measured time spans (a static batch: its output length)
     kv_s: float = 0.0  # KV and recurrent-state bytes ÷ rated bandwidth
+    decode_reqs: int = 0  # decode requests in the step (each a sequence the attention kernels walk)
 
 
 @dataclass(frozen=True)
@@ -138,7 +149,7 @@ def predict_s(obs: Observation, cal: SpeedCalibration) -> float:
     for s in obs.steps:
         roof = max(s.memory_s / bw + s.kv_s / kv, s.compute_s / fl)
         total += s.count * (roof + s.comm_s + over.time_s(layers=s.layers, moe_layers=s.moe_layers,
-                                                          all_reduces=s.all_reduces))
+                                                          all_reduces=s.all_reduces, decode_reqs=s.decode_reqs))
     return total
 
 
@@ -177,10 +188,19 @@ def fit_speed_model(observations: Sequence[Observation], *, rounds: int = 4) -> 
                    engine_overheads={e: spread(o, e) for e, o in cal.engine_overheads.items()})
 
 
+# Overheads one constant serves for every engine (the rest are fitted per engine, ENGINES).
+SHARED_TERMS: frozenset[str] = frozenset({"seq_layer_s"})
+
+
+def _term(name: str, at: str) -> str:
+    """The unknown's name in the fit: shared by every engine, or this engine's own (`at` is "@engine")."""
+    return name if name in SHARED_TERMS else name + at
+
+
 def _row(o: Observation, memory_bound: Mapping[tuple[str, int], bool]) -> tuple[dict[str, float], float]:
     """Each unknown's multiplier in `o`'s predicted time, and the part that is known (the ring's bandwidth)."""
     at = "@" + o.engine
-    values: dict[str, float] = {"request_s" + at: 1.0} if o.first_token else {}
+    values: dict[str, float] = {_term("request_s", at): 1.0} if o.first_token else {}
     known = 0.0
 
     def add(name: str, x: float) -> None:
@@ -193,11 +213,12 @@ def _row(o: Observation, memory_bound: Mapping[tuple[str, int], bool]) -> tuple[
             add("inv_kv:" + o.arch, s.count * s.kv_s)
         else:
             add("inv_fl:" + o.arch, s.count * s.compute_s)
-        add("layer_s" + at, s.count * s.layers)
-        add("moe_layer_s" + at, s.count * s.moe_layers)
-        add("step_s" + at, s.count)
+        add(_term("layer_s", at), s.count * s.layers)
+        add(_term("moe_layer_s", at), s.count * s.moe_layers)
+        add(_term("seq_layer_s", at), s.count * s.layers * s.decode_reqs)
+        add(_term("step_s", at), s.count)
         if o.link:
-            add("ar:" + o.link + at, s.count * s.all_reduces)
+            add(_term("ar:" + o.link, at), s.count * s.all_reduces)
         known += s.count * s.comm_s
     return values, known
 
@@ -258,12 +279,17 @@ def _calibration(coef: Mapping[str, float], obs: Sequence[Observation]) -> Speed
 
     def overheads(engine: str) -> StepOverheads:
         at = "@" + engine
-        links = [v for k, v in coef.items() if k.startswith("ar:") and k.endswith(at)]
-        return StepOverheads(layer_s=coef.get("layer_s" + at, 0.0), moe_layer_s=coef.get("moe_layer_s" + at, 0.0),
-                             allreduce_s=max(links, default=0.0), step_s=coef.get("step_s" + at, 0.0),
-                             request_s=coef.get("request_s" + at, 0.0))
+        links = [v for k, v in coef.items() if k.startswith("ar:") and (k.endswith(at) or "@" not in k)]
 
-    links = {k[3:].split("@")[0]: v for k, v in coef.items() if k.startswith("ar:") and k.endswith("@" + VLLM)}
+        def get(name: str) -> float:
+            return coef.get(_term(name, at), 0.0)
+
+        return StepOverheads(layer_s=get("layer_s"), moe_layer_s=get("moe_layer_s"),
+                             allreduce_s=max(links, default=0.0), step_s=get("step_s"),
+                             request_s=get("request_s"), seq_layer_s=get("seq_layer_s"))
+
+    links = {k[3:].split("@")[0]: v for k, v in coef.items()
+             if k.startswith("ar:") and (k.endswith("@" + VLLM) or "@" not in k)}
     others = {o.engine for o in obs} - {VLLM}
     return SpeedCalibration(eff("inv_bw:"), eff("inv_fl:"), links, replace(overheads(VLLM), allreduce_s=0.0),
                             tuple(o.id for o in obs), eff("inv_kv:"), {e: overheads(e) for e in sorted(others)})
@@ -285,8 +311,9 @@ def rounded(cal: SpeedCalibration, digits: int = 3) -> SpeedCalibration:
         return 0.0 if x == 0 else round(x, digits - 1 - math.floor(math.log10(abs(x))))
 
     def over(o: StepOverheads) -> StepOverheads:
-        return StepOverheads(sig(o.layer_s), sig(o.moe_layer_s), sig(o.allreduce_s), sig(o.step_s), sig(o.request_s),
-                             sig(o.ratio_low), sig(o.ratio_high))
+        return StepOverheads(layer_s=sig(o.layer_s), moe_layer_s=sig(o.moe_layer_s), allreduce_s=sig(o.allreduce_s),
+                             step_s=sig(o.step_s), request_s=sig(o.request_s), seq_layer_s=sig(o.seq_layer_s),
+                             ratio_low=sig(o.ratio_low), ratio_high=sig(o.ratio_high))
 
     return SpeedCalibration(
         {k: sig(v) for k, v in sorted(cal.bandwidth_efficiency.items())},
@@ -302,11 +329,12 @@ def rounded(cal: SpeedCalibration, digits: int = 3) -> SpeedCalibration:
 # The shipped calibration: `fit_speed_model` on the calibration half of tests/fixtures/data/roofline-measured.yaml
 # at 3 significant figures (benchmarks/speed.py --fit prints it; tests/test_speed_model.py refits and compares).
 CALIBRATION = SpeedCalibration(
-    bandwidth_efficiency={"ampere": 0.855, "hopper": 0.874},
-    compute_efficiency={"ampere": 0.678, "hopper": 0.545},
-    allreduce_s={"nvlink": 4.62e-05},
-    overheads=StepOverheads(layer_s=0.000132, moe_layer_s=0.0, step_s=0.0,
-                            request_s=0.0, ratio_low=0.859, ratio_high=2.14,
+    bandwidth_efficiency={"ampere": 0.844, "hopper": 0.903},
+    compute_efficiency={"ampere": 0.677, "hopper": 0.797},
+    allreduce_s={"nvlink": 8.71e-06},
+    overheads=StepOverheads(layer_s=0.000192, moe_layer_s=0.0, step_s=0.0,
+                            seq_layer_s=1.01e-06,
+                            request_s=0.0, ratio_low=0.802, ratio_high=1.56,
                             source="fitted on published measurements (tests/fixtures/data/roofline-measured.yaml)"),
     fitted_on=(
         "gptfast-llama2-7b-a100-tp1",
@@ -343,11 +371,11 @@ CALIBRATION = SpeedCalibration(
         "nemo-llama2-7b-h100-tp2-b8-128-20",
         "nemo-llama2-7b-h100-tp4-b8-128-20",
     ),
-    kv_bandwidth_efficiency={"ampere": 0.568, "hopper": 0.49},
+    kv_bandwidth_efficiency={"ampere": 0.902, "hopper": 1.0},
     engine_overheads={
-        "gpt-fast": StepOverheads(layer_s=2.97e-05, moe_layer_s=8.62e-05, allreduce_s=2.96e-06,
-                          step_s=0.000951, request_s=0.0, ratio_low=0.993, ratio_high=1.04),
-        "tensorrt-llm": StepOverheads(layer_s=0.000123, moe_layer_s=0.000696, allreduce_s=1.75e-05,
-                          step_s=0.0, request_s=0.000759, ratio_low=0.859, ratio_high=2.14),
+        "gpt-fast": StepOverheads(layer_s=2.81e-05, moe_layer_s=8.54e-05, allreduce_s=3.89e-06,
+                          step_s=0.000898, request_s=0.0, seq_layer_s=1.01e-06, ratio_low=0.993, ratio_high=1.04),
+        "tensorrt-llm": StepOverheads(layer_s=0.000119, moe_layer_s=0.000722, allreduce_s=1.87e-05,
+                          step_s=0.0, request_s=0.000971, seq_layer_s=1.01e-06, ratio_low=0.802, ratio_high=1.56),
     },
 )
