@@ -12,24 +12,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvplan.errors import InvalidParameter
+from kvplan.hardware.model_costs import (
+    AttentionLayerCost,
+    ModelCosts,
+    expected_experts_hit,
+    model_costs,
+    step_cost,
+    weight_bytes_read,
+)
 from kvplan.hardware.roofline import (
     DEFAULT_BANDWIDTH_EFFICIENCY,
     DEFAULT_COMPUTE_EFFICIENCY,
-    AttentionLayerCost,
-    ModelCosts,
     Roof,
     RooflineCost,
     compute_bound_batch,
     decode_point,
     decode_step_time,
-    expected_experts_hit,
-    model_costs,
     prefill,
     ridge_point,
     roofline,
-    step_cost,
     throughput_limit,
-    weight_bytes_read,
 )
 from tests.conftest import ALL_FIXTURES, load_fixture
 
@@ -375,7 +377,7 @@ def test_a_multimodal_w8a8_checkpoint_runs_its_matmuls_on_fp8_tensor_cores() -> 
     its quantization_config at the top of a multimodal config: the text sub-config the roofline reads has none,
     and the compute roof was BF16's. The reader now carries the W8A8 type in the QuantSpec."""
     from kvplan.hardware.gpus import get_gpu
-    from kvplan.hardware.roofline import select_compute_dtype
+    from kvplan.hardware.model_costs import select_compute_dtype
     from kvplan.model.hub import load_model
     from tests.conftest import CONFIGS
 

@@ -11,7 +11,8 @@ from typer.testing import CliRunner
 
 from kvplan.cli.app import app
 from kvplan.hardware.gpus import get_gpu
-from kvplan.hardware.roofline import decode_point, model_costs, prefill, roof_from_gpu
+from kvplan.hardware.model_costs import model_costs
+from kvplan.hardware.roofline import decode_point, prefill, roof_from_gpu
 from kvplan.hardware.speed_model import CALIBRATION
 from kvplan.render.roofline import chart_text
 from kvplan.vllm.fit import plan_fit
