@@ -79,6 +79,7 @@ def test_the_shipped_calibration_is_the_fit_of_the_calibration_half() -> None:
     assert fitted.fitted_on == shipped.fitted_on
     assert fitted.kv_bandwidth_efficiency == shipped.kv_bandwidth_efficiency
     assert fitted.engine_overheads == shipped.engine_overheads
+    assert fitted.layer_s_by_arch == shipped.layer_s_by_arch
 
 
 def test_no_published_measurement_beats_its_physical_bound() -> None:
@@ -105,6 +106,21 @@ def test_each_engine_keeps_its_own_overheads_and_shares_the_efficiencies() -> No
     assert fit.overheads.layer_s == pytest.approx(1e-4, rel=1e-3)
     g = fit.engine_overheads["gpt-fast"]
     assert (g.layer_s, g.step_s) == pytest.approx((3e-5, 1e-3), rel=1e-3)
+
+
+def test_the_per_layer_cost_is_fitted_per_gpu_class_and_an_unmeasured_class_takes_the_largest() -> None:
+    per_arch = {"vllm": {"ampere": 2e-4, "hopper": 5e-5}}
+    truth = sm.SpeedCalibration({"ampere": 0.85, "hopper": 0.8}, {"ampere": 0.6, "hopper": 0.6}, {},
+                                sm.StepOverheads(layer_s=2e-4), layer_s_by_arch=per_arch)
+    obs = []
+    for i, (arch, memory_s, layers) in enumerate([("ampere", 0.010, 32), ("ampere", 0.004, 80), ("ampere", 0.002, 24),
+                                                  ("hopper", 0.003, 32), ("hopper", 0.007, 80), ("hopper", 0.001, 61)]):
+        draft = sm.Observation(f"p{i}", arch, None, (sm.StepShape(memory_s, 0.0, 0.0, layers, 0, 0),), False, 1.0)
+        obs.append(dataclasses.replace(draft, measured_s=sm.predict_s(draft, truth)))
+    fit = sm.fit_speed_model(obs)
+    assert fit.layer_s_by_arch["vllm"] == pytest.approx({"ampere": 2e-4, "hopper": 5e-5}, rel=1e-4)
+    assert fit.for_gpu("hopper", "nvlink")[2].layer_s == pytest.approx(5e-5, rel=1e-4)
+    assert fit.for_gpu("blackwell", "nvlink")[2].layer_s == pytest.approx(2e-4, rel=1e-4)  # the slower class's
 
 
 def test_a_gpu_class_without_measurements_takes_the_slowest_class_and_a_wider_range() -> None:
