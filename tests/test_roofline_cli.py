@@ -10,6 +10,7 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli.app import app
+from kvplan.hardware import roofline as rl
 from kvplan.hardware.gpus import get_gpu
 from kvplan.hardware.model_costs import model_costs
 from kvplan.hardware.roofline import decode_point, prefill, roof_from_gpu
@@ -155,3 +156,16 @@ def test_help_says_the_default_efficiencies_come_from_the_speed_model() -> None:
     result = runner.invoke(app, ["roofline", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     assert result.stdout.count("(default: the speed model's") == 2
+
+
+def test_settings_the_step_times_leave_out_are_said_beside_them() -> None:
+    doc = roofline_json("--gpu", "h100", "--vllm-cmd", f"vllm serve {QWEN_1_5B} -pp 2 --enforce-eager",
+                        "--batch", "1")
+    notes = " ".join(doc["notes"])
+    assert "pipeline parallelism (2 stages) is not in the step times" in notes
+    assert "--enforce-eager: the per-layer costs are fitted on runs with CUDA graphs" in notes
+    plain = roofline_json(QWEN_1_5B, "--gpu", "h100", "--batch", "1")
+    assert not any("step times" in n or "enforce-eager" in n for n in plain["notes"])
+    assert rl.unmodelled_settings(speculative="eagle3") == (
+        "speculative decoding (eagle3) is not in the step times: the draft's cost and its acceptance are not "
+        "modelled (the times are one token per request per step)",)

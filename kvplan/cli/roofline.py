@@ -132,6 +132,11 @@ def command(
         max_num_batched_tokens=fit.max_num_batched_tokens, kv_capacity_batch=capacity,
         max_num_seqs=fit.max_num_seqs, gpu_flops=spec_gpu.flops,
     )
+    from kvplan.vllm.speculative import speculative_method
+
+    method = speculative_method(settings.speculative_config) if settings.speculative_config else None
+    report = dataclasses.replace(report, notes=report.notes + rl.unmodelled_settings(
+        pp=settings.pp, enforce_eager=settings.enforce_eager, speculative=method))
     if svg is not None:
         from kvplan.files import write_output
         from kvplan.render.roofline import chart_svg

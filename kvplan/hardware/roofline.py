@@ -575,6 +575,28 @@ def roofline(
     )
 
 
+def unmodelled_settings(*, pp: int = 1, enforce_eager: bool = False, speculative: str | None = None) -> tuple[str, ...]:
+    """What in a deployment the predicted times leave out, in words (each a note beside the prediction).
+
+    Every fitted point ran with CUDA graphs, without pipeline parallelism and without a speculative draft
+    (tests/fixtures/data/roofline-measured.yaml): the per-layer costs are those of graph replays, and a step
+    is one pass over every layer on one GPU's share of them.
+    """
+    notes: list[str] = []
+    if pp > 1:
+        notes.append(f"pipeline parallelism ({pp} stages) is not in the step times: they are one TP group's pass over "
+                     f"all layers; a stage holds about 1/{pp} of them, and a token crosses every stage in turn")
+    if enforce_eager:
+        notes.append("--enforce-eager: the per-layer costs are fitted on runs with CUDA graphs; without them each "
+                     "kernel is launched from Python, and measured decode ran 1.1–4.3× slower at small batches "
+                     "(vLLM PR #1440: Llama-2-7B 1.2 s vs 1.05 s; vllm-omni #7960: 1.7–4.3× on A800 and H200): "
+                     "not modelled")
+    if speculative:
+        notes.append(f"speculative decoding ({speculative}) is not in the step times: the draft's cost and its "
+                     "acceptance are not modelled (the times are one token per request per step)")
+    return tuple(notes)
+
+
 # --- from a ModelSpec ----------------------------------------------------------------------------
 
 
