@@ -149,6 +149,8 @@ def _speed_model_lines(r: RooflineReport) -> list[Text]:
     parts = [f"{o.step_s * 1e3:,.2f} ms per step"] if o.step_s else []
     if o.layer_s:
         parts.append(f"{o.layer_s * 1e6:,.1f} µs per layer")
+    if o.seq_layer_s:
+        parts.append(f"{o.seq_layer_s * 1e6:,.2f} µs per decode request per layer")
     if o.moe_layer_s and any(p.expected_experts is not None for p in r.batches):
         parts.append(f"{o.moe_layer_s * 1e6:,.1f} µs per MoE layer")
     if r.tp > 1:
