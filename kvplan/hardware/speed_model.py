@@ -347,12 +347,12 @@ def rounded(cal: SpeedCalibration, digits: int = 3) -> SpeedCalibration:
 # The shipped calibration: `fit_speed_model` on the calibration half of tests/fixtures/data/roofline-measured.yaml
 # at 3 significant figures (benchmarks/speed.py --fit prints it; tests/test_speed_model.py refits and compares).
 CALIBRATION = SpeedCalibration(
-    bandwidth_efficiency={"ampere": 0.881, "hopper": 0.62},
-    compute_efficiency={"ampere": 0.623, "hopper": 0.638},
+    bandwidth_efficiency={"ampere": 0.892, "hopper": 0.612},
+    compute_efficiency={"ampere": 0.619, "hopper": 0.636},
     allreduce_s={},
-    overheads=StepOverheads(layer_s=0.000216, moe_layer_s=2.63e-05, step_s=0.0,
-                            seq_layer_s=7.61e-07,
-                            request_s=0.0, ratio_low=0.834, ratio_high=1.41,
+    overheads=StepOverheads(layer_s=0.000216, moe_layer_s=2.03e-05, step_s=0.0,
+                            seq_layer_s=7.38e-07,
+                            request_s=0.0, ratio_low=0.831, ratio_high=1.4,
                             source="fitted on published measurements (tests/fixtures/data/roofline-measured.yaml)"),
     fitted_on=(
         "gptfast-llama2-7b-a100-tp1",
@@ -390,17 +390,19 @@ CALIBRATION = SpeedCalibration(
         "nemo-llama2-7b-h100-tp4-b8-128-20",
         "vllm-perf-b9515-llama31-8b-h200-tp1-b8-32-128",
         "vllm-perf-b9515-mixtral-8x7b-h200-tp2-b8-32-128",
+        "vllm-pr4002-mixtral-8x22b-a100-tp4-b32",
+        "vllm-pr4002-mixtral-8x22b-a100-tp8-b16",
     ),
-    kv_bandwidth_efficiency={"ampere": 0.793, "hopper": 0.738},
+    kv_bandwidth_efficiency={"ampere": 0.787, "hopper": 0.711},
     engine_overheads={
-        "gpt-fast": StepOverheads(layer_s=3.31e-05, moe_layer_s=9.3e-05, allreduce_s=0.0,
-                          step_s=0.00106, request_s=0.0, seq_layer_s=7.61e-07, ratio_low=0.975, ratio_high=1.04),
-        "tensorrt-llm": StepOverheads(layer_s=8.46e-05, moe_layer_s=0.000519, allreduce_s=4.25e-05,
-                          step_s=0.0, request_s=0.0026, seq_layer_s=7.61e-07, ratio_low=0.834, ratio_high=1.41),
+        "gpt-fast": StepOverheads(layer_s=3.35e-05, moe_layer_s=9.41e-05, allreduce_s=0.0,
+                          step_s=0.00107, request_s=0.0, seq_layer_s=7.38e-07, ratio_low=0.974, ratio_high=1.04),
+        "tensorrt-llm": StepOverheads(layer_s=8.69e-05, moe_layer_s=0.000512, allreduce_s=4.17e-05,
+                          step_s=0.0, request_s=0.00253, seq_layer_s=7.38e-07, ratio_low=0.831, ratio_high=1.4),
     },
     layer_s_by_arch={
-        "gpt-fast": {"ampere": 3.31e-05},
-        "tensorrt-llm": {"ampere": 8.46e-05, "hopper": 4.19e-05},
-        "vllm": {"ampere": 0.000216, "hopper": 4.47e-05},
+        "gpt-fast": {"ampere": 3.35e-05},
+        "tensorrt-llm": {"ampere": 8.69e-05, "hopper": 4.28e-05},
+        "vllm": {"ampere": 0.000216, "hopper": 4.46e-05},
     },
 )
