@@ -166,6 +166,17 @@ def test_settings_the_step_times_leave_out_are_said_beside_them() -> None:
     assert "--enforce-eager: the per-layer costs are fitted on runs with CUDA graphs" in notes
     plain = roofline_json(QWEN_1_5B, "--gpu", "h100", "--batch", "1")
     assert not any("step times" in n or "enforce-eager" in n for n in plain["notes"])
-    assert rl.unmodelled_settings(speculative="eagle3") == (
-        "speculative decoding (eagle3) is not in the step times: the draft's cost and its acceptance are not "
-        "modelled (the times are one token per request per step)",)
+    assert rl.unmodelled_settings() == ()
+
+
+def test_a_speculative_deployment_gets_its_decode_over_the_acceptance_range() -> None:
+    r1 = str(CONFIGS.parent / "corpus" / "configs" / "deepseek-ai--DeepSeek-R1")
+    mtp = '{"method": "mtp", "num_speculative_tokens": 1}'
+    doc = roofline_json("--gpu", "h200", "--vllm-cmd", f"vllm serve {r1} -tp 8 --speculative-config '{mtp}'",
+                        "--batch", "1,8", "--context", "2048")
+    spec = doc["speculative"]
+    assert [p["batch"] for p in spec] == [1, 8]
+    assert spec[0]["method"] == "mtp" and (spec[0]["acceptance_low"], spec[0]["acceptance_high"]) == (0.85, 0.90)
+    assert spec[0]["tokens_per_step_low"] == pytest.approx(1.85) and spec[0]["tokens_per_step_high"] == 1.9
+    assert spec[0]["itl_low_s"] == pytest.approx(spec[0]["step_s"] / 1.9)
+    assert roofline_json(QWEN_1_5B, "--gpu", "h100", "--batch", "1")["speculative"] == []

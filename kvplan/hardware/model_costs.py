@@ -141,6 +141,7 @@ class ModelCosts:
     dp: int = 1  # data-parallel ranks, each its own requests, whose tokens every MoE layer serves under EP
     attention: tuple[AttentionLayerCost, ...] = ()
     state_bytes_per_request: int = 0  # recurrent state on this GPU, all layers
+    lm_head_params: int = 0  # vocab × hidden ÷ tp: the LM head's share of matmul_params_per_token
     compute_dtype: str = "bf16"
     compute_dtype_reason: str = "model dtype"
     notes: tuple[str, ...] = field(default=(), compare=False)
@@ -240,6 +241,7 @@ def step_cost(
     decode_context: int = 0,
     prefill_tokens: int = 0,
     prefill_prefix: int = 0,
+    queries_per_request: int = 1,
 ) -> StepCost:
     """Bytes and FLOPs of a step with `decode_reqs` decodes at `decode_context` and one prefill chunk.
 
@@ -247,18 +249,21 @@ def step_cost(
     does 2·heads·(d_qk + d_v) FLOPs per key. Prefill chunk of `prefill_tokens` after
     `prefill_prefix` cached tokens: the cached KV is read once (FlashAttention tiles reuse it across
     the chunk's queries) and each query attends to the prefix plus the causal part of the chunk.
-    Every new token's K/V is written. Linear FLOPs: 2 × params × tokens.
+    Every new token's K/V is written. Linear FLOPs: 2 × params × tokens. `queries_per_request` > 1 is a
+    speculative verify step: each decode request's k + 1 queries read its KV once (one attention kernel over
+    the request's blocks) and each attends to the whole context.
     """
-    if min(decode_reqs, decode_context, prefill_tokens, prefill_prefix) < 0:
+    if min(decode_reqs, decode_context, prefill_tokens, prefill_prefix) < 0 or queries_per_request < 1:
         raise InvalidParameter("batch, context and token counts must be ≥ 0")
-    n = decode_reqs + prefill_tokens
+    n = decode_reqs * queries_per_request + prefill_tokens
     kv = 0
     attn_flops = 0
     for a in costs.attention:
         dec_keys = a.decode_keys(decode_context)
         kv += decode_reqs * dec_keys * a.kv_bytes_per_token
         attn_flops += (
-            decode_reqs * dec_keys * ATTENTION_MATMULS * a.num_q_heads * (a.qk_head_dim + a.v_head_dim)
+            decode_reqs * queries_per_request * dec_keys * ATTENTION_MATMULS * a.num_q_heads
+            * (a.qk_head_dim + a.v_head_dim)
         )
         if prefill_tokens:
             kv += a.cached_keys(prefill_prefix) * a.kv_bytes_per_token
@@ -289,6 +294,29 @@ def step_cost(
         gather_bytes=gather,
         decode_reqs=decode_reqs,
     )
+
+
+# The LM head is read as 16-bit (estimate): vLLM's fp8.py quantizes LinearBase layers, not ParallelLMHead; ModelOpt
+# checkpoints list lm_head in exclude_modules (modelopt.py is_layer_excluded); float32 checkpoints run 16-bit.
+LM_HEAD_BYTES_PER_PARAM = 2
+
+
+def one_layer_draft(costs: ModelCosts, layers: int = 1) -> ModelCosts:
+    """An MTP / EAGLE draft as `layers` decoder layers of the target's shapes and the target's LM head (estimate).
+
+    vLLM's MTP drafts (model_executor/models/deepseek_mtp.py) and EAGLE heads (llama_eagle.py) are one decoder
+    layer each, with the target's hidden size, sharing its embedding and LM head. Here a layer weighs the target's
+    mean layer (its weights less the LM head, over its layers) and attends like its first attention layer.
+    """
+    lm_head_bytes = costs.lm_head_params * LM_HEAD_BYTES_PER_PARAM
+    body = max(costs.weight_bytes - costs.unread_weight_bytes - lm_head_bytes, 0)
+    share = layers / max(costs.num_layers, 1)
+    return dataclasses.replace(
+        costs, name=costs.name + " (draft)", weight_bytes=round(body * share) + lm_head_bytes, unread_weight_bytes=0,
+        matmul_params_per_token=round((costs.matmul_params_per_token - costs.lm_head_params) * share)
+        + costs.lm_head_params,
+        num_layers=layers, num_moe_layers=min(layers, costs.num_moe_layers),
+        attention=costs.attention[:layers], state_bytes_per_request=0, notes=())
 
 
 def collectives(costs: ModelCosts) -> tuple[int, int]:
@@ -462,6 +490,7 @@ def model_costs(
         name=model.name,
         weight_bytes=per_gpu,
         matmul_params_per_token=matmul // tp + replicated,
+        lm_head_params=lm_head // tp,
         hidden_size=model.hidden_size,
         num_layers=model.num_layers,
         tp=tp,

@@ -19,8 +19,10 @@ linear and attention FLOPs, the ring all-reduce of activations under TP. With a 
 (per layer, per MoE layer, per all-reduce, per step, before a first token), fitted on measured runs;
 `Roof.rated()` is the physical bound. Expert parallelism spreads the routed experts whole over TP × DP
 ranks, every DP rank's tokens passing through each MoE layer.
-Not modelled: activations' HBM traffic, pipeline parallelism, speculative decoding, EP inside a TP
-group smaller than it, load imbalance between experts, and CUDA-graph padding of the batch.
+Speculative decoding is a range: k draft steps and one verify step of k + 1 queries per request, over an
+acceptance range (speculative_point). Not modelled: activations' HBM traffic, pipeline parallelism and
+--enforce-eager (said in notes: unmodelled_settings), EP inside a TP group smaller than it, load imbalance
+between experts, and CUDA-graph padding of the batch.
 """
 from __future__ import annotations
 
@@ -39,6 +41,7 @@ from kvplan.hardware.model_costs import (
     batch_prefill_cost,
     expected_experts_hit,
     model_costs,
+    one_layer_draft,
     step_cost,
 )
 from kvplan.hardware.speed_model import VLLM, LinkKind, Observation, SpeedCalibration, StepOverheads, StepShape
@@ -468,6 +471,7 @@ class RooflineReport:
     speed_model: str  # where the efficiencies and overheads come from ("" for the roofs alone)
     overheads: StepOverheads | None  # the per-step costs in every predicted time
     notes: tuple[str, ...]
+    speculative: tuple[SpeculativePoint, ...] = ()  # decode with the deployment's speculative draft, per batch
 
 
 def throughput_limit(
@@ -575,10 +579,72 @@ def roofline(
     )
 
 
-def unmodelled_settings(*, pp: int = 1, enforce_eager: bool = False, speculative: str | None = None) -> tuple[str, ...]:
+# --- speculative decoding --------------------------------------------------------------------------
+
+# DeepSeek-V3 technical report (arXiv:2412.19437) §5.4.3: "the acceptance rate of the second token prediction
+# ranges between 85% and 90%" (one MTP module drafting one token).
+MTP_ACCEPTANCE = (0.85, 0.90)
+# EAGLE, EAGLE-3, a separate draft model: an assumption, neither fitted nor sourced (no measured point of ours ran
+# with a draft): a drafted token is accepted with probability 0.5 to 0.9 (MTP's measured 0.85–0.90 near the top);
+# it is printed beside every figure that rests on it.
+DRAFT_ACCEPTANCE = (0.5, 0.9)
+
+
+def tokens_per_verify_step(acceptance: float, drafted: int) -> float:
+    """Expected tokens a request gains per verify step: (1 − α^(k+1)) ÷ (1 − α) for k drafted tokens, each accepted
+    with probability α independently (Leviathan, Kalman & Matias, ICML 2023, eq. 1); α = 1 gives k + 1."""
+    if not 0.0 <= acceptance <= 1.0 or drafted < 0:
+        raise InvalidParameter(f"acceptance must be in [0, 1] and drafted tokens ≥ 0, got {acceptance}, {drafted}")
+    if acceptance == 1.0:
+        return drafted + 1.0
+    return (1.0 - acceptance ** (drafted + 1)) / (1.0 - acceptance)
+
+
+@dataclass(frozen=True)
+class SpeculativePoint:
+    """Decode with a speculative draft at one batch: each step drafts k tokens, then verifies k + 1 per request."""
+
+    batch: int
+    method: str
+    num_speculative_tokens: int
+    acceptance_low: float  # per drafted token (the range assumed: MTP_ACCEPTANCE or DRAFT_ACCEPTANCE)
+    acceptance_high: float
+    step_s: float  # k draft steps + one verify step (predicted)
+    draft_s: float
+    tokens_per_step_low: float  # per request
+    tokens_per_step_high: float
+    itl_low_s: float  # per output token: step ÷ tokens per step (at the high and the low acceptance)
+    itl_high_s: float
+    tokens_per_s_low: float
+    tokens_per_s_high: float
+
+
+def speculative_point(costs: ModelCosts, roof: Roof, batch: int, context: int, *, method: str, drafted: int,
+                      draft: ModelCosts | None = None) -> SpeculativePoint:
+    """A speculative decode step at `batch` × `context`: `drafted` draft steps, then one verify step of k + 1
+    queries per request (vLLM v1 spec decode: the target scores all drafted tokens in one forward pass).
+
+    `draft`: a separate draft model's costs; without one (MTP, EAGLE) the draft is one layer of the target's shapes
+    with its LM head (model_costs.one_layer_draft, an estimate). Acceptance: MTP_ACCEPTANCE for MTP, else
+    DRAFT_ACCEPTANCE (an assumption). The range is the acceptance's alone; the step time's own range is not added.
+    """
+    if drafted < 1:
+        raise InvalidParameter(f"num_speculative_tokens must be ≥ 1, got {drafted}")
+    verify = step_time(step_cost(costs, decode_reqs=batch, decode_context=context, queries_per_request=drafted + 1),
+                       roof, costs.tp).time_s
+    drafter = draft if draft is not None else one_layer_draft(costs)
+    draft_s = drafted * decode_step_time(drafter, roof, batch, context)
+    low, high = MTP_ACCEPTANCE if method == "mtp" else DRAFT_ACCEPTANCE
+    few, many = tokens_per_verify_step(low, drafted), tokens_per_verify_step(high, drafted)
+    step = verify + draft_s
+    return SpeculativePoint(batch, method, drafted, low, high, step, draft_s, few, many, step / many, step / few,
+                            batch * few / step, batch * many / step)
+
+
+def unmodelled_settings(*, pp: int = 1, enforce_eager: bool = False) -> tuple[str, ...]:
     """What in a deployment the predicted times leave out, in words (each a note beside the prediction).
 
-    Every fitted point ran with CUDA graphs, without pipeline parallelism and without a speculative draft
+    Every fitted point ran with CUDA graphs and without pipeline parallelism
     (tests/fixtures/data/roofline-measured.yaml): the per-layer costs are those of graph replays, and a step
     is one pass over every layer on one GPU's share of them.
     """
@@ -591,9 +657,6 @@ def unmodelled_settings(*, pp: int = 1, enforce_eager: bool = False, speculative
                      "kernel is launched from Python, and measured decode ran 1.1–4.3× slower at small batches "
                      "(vLLM PR #1440: Llama-2-7B 1.2 s vs 1.05 s; vllm-omni #7960: 1.7–4.3× on A800 and H200): "
                      "not modelled")
-    if speculative:
-        notes.append(f"speculative decoding ({speculative}) is not in the step times: the draft's cost and its "
-                     "acceptance are not modelled (the times are one token per request per step)")
     return tuple(notes)
 
 
