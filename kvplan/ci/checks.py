@@ -251,10 +251,12 @@ def _cannot_run(ctx: _Ctx, q: Requirement, *, required: float, unit: str, compar
 
 
 def _starts(ctx: _Ctx, q: Requirement) -> CheckResult:
+    from kvplan.vllm.verdicts import StartupRange
+
     fit = ctx.fit
     if q.pessimistic and fit.fits:
         low, high = fit.available_kv_range
-        ok = fit.startup_range == "starts"
+        ok = fit.startup_range is StartupRange.STARTS
         message = (f"vLLM starts even at the pessimistic end of the estimate ({low / 2**30:.2f} … "
                    f"{high / 2**30:.2f} GiB of KV memory)" if ok else
                    f"vLLM {fit.startup_range}: at the pessimistic end of the estimate only {low / 2**30:.2f} GiB "

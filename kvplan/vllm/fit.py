@@ -60,7 +60,7 @@ from kvplan.vllm.speculative import (
     own_draft_specs,
     resolve_speculative,
 )
-from kvplan.vllm.verdicts import PreemptionVerdict, preemption_verdict, startup_verdict
+from kvplan.vllm.verdicts import PreemptionVerdict, Startup, StartupRange, preemption_verdict, startup_verdict
 
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
@@ -172,9 +172,9 @@ def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
                    "GiB)", low_delta=extra, high_delta=2 * extra)
 
 
-STARTS = "starts"
-STARTS_IF_OPTIMISTIC = "starts only if the estimate is optimistic"
-DOES_NOT_START = "does not start"
+STARTS = StartupRange.STARTS
+STARTS_IF_OPTIMISTIC = StartupRange.STARTS_IF_OPTIMISTIC
+DOES_NOT_START = StartupRange.DOES_NOT_START
 
 
 def range_fields(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings, s: ServeSettings,
@@ -195,7 +195,7 @@ def range_fields(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSetting
         if budget.stages:
             end = replace(end, stages=tuple(at_end(b, b.available_kv_range[k]) for b in budget.stages))
         plan, _ = block_stage(specs, end, r, s, spec_decode)
-        ends.append((plan, startup_verdict(heaviest_stage(end), plan)[0] == "ok"))
+        ends.append((plan, startup_verdict(heaviest_stage(end), plan)[0] is Startup.OK))
     (p_low, ok_low), (p_high, ok_high) = ends
     verdict = STARTS if ok_low else STARTS_IF_OPTIMISTIC if ok_high else DOES_NOT_START
     return {"available_kv_range": (low, high),
@@ -506,10 +506,10 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
 
 
 def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings, budget: MemoryBudget,
-                 plan: KVCachePlan, *, startup: str, error: str | None, preemption: PreemptionVerdict,
+                 plan: KVCachePlan, *, startup: Startup, error: str | None, preemption: PreemptionVerdict,
                  block_size_source: str, notes: list[str]) -> FitReport:
     """Stage 6: the flat report the renderers and `--json` read."""
-    fits = startup == "ok"
+    fits = startup is Startup.OK
     max_len = plan.max_model_len
     return FitReport(
         model=model.name,
