@@ -185,3 +185,132 @@ def _forward_only_activation(model: ModelSpec, *, tp: int, max_num_batched_token
                       f"{max_num_batched_tokens:,} retained hidden states (no sampler: not the last PP stage)")
     lo, hi = ACTIVATION_RANGE
     return with_range(term, int(peak * (1 + lo)), int(peak * (1 + hi)))
+
+
+# --- vLLM 0.33's V1-runner profile run, ported from its code ----------------------------------------------------
+# Checked against vLLM 0.33's own profile run on meta tensors (tests/fixtures/oracle-profile, made by
+# tools/cuda_oracle/profile_goldens.py over the vllm-cuda-oracle kit's profile_probe.py). The V1 runner is what 0.33
+# builds when Model Runner V2 is off (vllm/model_runner.py: VLLM_USE_V2_MODEL_RUNNER=0 or an unsupported feature).
+#
+# Sampler (v1/worker/gpu_model_runner.py:_dummy_sampler_run, 0.33): rand_like(hidden rows) → compute_logits (model-dtype
+# logits, [rows, vocab], gathered over TP) → the V1 Sampler twice with temperature 0.5, top_k = vocab − 1, top_p 0.9 and
+# no_penalties=True (no penalty step in 0.33). The first pass (TopKTopPSampler.forward_cuda → FlashInfer) frees its
+# temporaries; the second, with a per-request generator, runs forward_native: v1/sample/sampler.py:Sampler.forward's
+# fp32 copy (4 B), topk_topp_triton.py:apply_top_k_top_p_triton in place with its cached [min(next_pow2(rows), SMs),
+# vocab] fp32 buffer (_TRITON_BUFFER_CACHE), softmax to fp32 probs (4 B) and random_sample's exponential noise q
+# (empty_like probs, 4 B): 2 + 4 + 4 + 4 = 14 B per logit at the peak, with the model-dtype logits alive.
+V1_SAMPLER_FP32_COPIES_033 = 3  # logits.to(float32), softmax(probs), exponential noise q
+V1_SAMPLER_SINCE = VllmVersion(0, 33)  # the release whose code this ports (no penalties in the dummy run)
+# The SM count the Triton buffer is capped at (platforms/cuda.py:num_compute_units). H100 SXM: 132; the probe's fake
+# device reports 132 for every GPU (A100: 108, B200: 148 on the real cards: ≤ 16 rows × vocab × 4 B apart).
+DEFAULT_NUM_SMS = 132
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def v1_sampler_phase_bytes(model: ModelSpec, *, num_reqs: int, num_sms: int = DEFAULT_NUM_SMS) -> int:
+    """What vLLM 0.33's V1 `_dummy_sampler_run` adds at its peak over `num_reqs` rows (see the block above): the
+    model-dtype logits, three fp32 copies of them, the Triton top-k/top-p buffer and the random hidden states."""
+    e = _ACT_BYTES.get(model.dtype, 2)
+    logits = num_reqs * model.vocab_size
+    triton_buffer = min(_next_pow2(num_reqs), num_sms) * model.vocab_size * 4
+    return logits * (e + 4 * V1_SAMPLER_FP32_COPIES_033) + triton_buffer + num_reqs * model.hidden_size * e
+
+
+def triton_moe_workspace_bytes(model: ModelSpec, *, tp: int, num_tokens: int) -> int:
+    """The fused-MoE workspace vLLM 0.33 keeps for good once the profile run has grown it (v1/worker/workspace.py
+    WorkspaceManager; model_executor/layers/fused_moe/modular_kernel.py:_allocate_buffers takes workspace13 and
+    workspace2 in one get_simultaneous call). TritonExperts.workspace_shapes (fused_moe/experts/triton_moe.py):
+    workspace1 = M × top_k × max(N / 2, K), workspace2 = M × top_k × max(N, K), with N = 2 × the expert width per TP
+    rank (gate and up) and K = hidden, in the activation dtype. The BF16 Triton path only: other experts (FP8 block,
+    Marlin, DeepGEMM, FlashInfer/TRT-LLM) size theirs differently. 0 for a dense model."""
+    if model.moe is None:
+        return 0
+    e = _ACT_BYTES.get(model.dtype, 2)
+    width = _per_rank(model.moe.expert_intermediate_size, tp)
+    # gated experts (SiLU/GELU-and-mul): N = 2 × width and the activation halves it (adjust_N_for_activation);
+    # ungated ones (Nemotron-H's relu²): N = width, kept whole.
+    n, act_out = (2 * width, width) if model.gated_mlp else (width, width)
+    k = model.hidden_size
+    per_token = model.moe.experts_per_token * (max(act_out, k) + max(n, k))
+    return num_tokens * per_token * e
+
+
+# Hidden-sized buffers alive through a decoder layer of vLLM 0.33's profile forward (llama.py / qwen2.py: the model's
+# layer loop and its decoder layer, read with the probe's allocation sites): the residual stream (the embedding
+# output, updated in place by fused_add_rms_norm: kernels/vllm_c.py, inplace=True), the previous layer's output still
+# held by the model loop's `hidden_states` while the next layer runs, and the layer's attention output (the MLP's
+# input). A multimodal model's forward starts from the runner's persistent inputs_embeds buffer (allocated before the
+# profile, so not in its peak): one fewer.
+FORWARD_BASE_HIDDEN = 3
+# Model types whose vLLM MLP.forward rebinds `x` to the SiluAndMul output, so gate_up is freed before down_proj runs
+# (llama.py:LlamaMLP.forward and mistral.py:MistralMLP.forward: `x, _ = self.gate_up_proj(x); x = self.act_fn(x)`).
+# Every other dense MLP read keeps `gate_up` alive through down_proj (qwen2.py:Qwen2MLP.forward, which qwen3.py and
+# qwen3_vl.py reuse; deepseek_v2.py, gemma*.py, granite.py, commandr.py, ...: `gate_up, _ = ...; x = act(gate_up)`):
+# the default, and the pessimistic side.
+MLP_REBINDS_GATE_UP = frozenset({"llama", "mistral"})
+
+
+def _dense_mlp_point(model: ModelSpec, *, tp: int, num_tokens: int, base: int) -> int:
+    """Elements alive at a dense MLP's peak: gate_up (2·I/tp), the SiluAndMul output (I/tp) and, when gate_up
+    survives down_proj, the down_proj output with its out-of-place all-reduce copy (TP > 1:
+    distributed/parallel_state.py GroupCoordinator.all_reduce returns a new tensor)."""
+    i = _per_rank(model.intermediate_size, tp)
+    h = model.hidden_size
+    down = h * (2 if tp > 1 else 1)
+    with_down = 3 * i + base * h + down
+    if model.model_type in MLP_REBINDS_GATE_UP:
+        return num_tokens * max(3 * i + base * h, i + base * h + down)
+    return num_tokens * with_down
+
+
+def _attention_point(model: ModelSpec, *, tp: int, num_tokens: int, base: int) -> int:
+    """Elements alive at the attention op: the projections (q + k + v, or MLA's q, latent and kv_b output), the
+    attention output, the o_proj output and, with TP > 1, its all-reduce copy, on the base hidden buffers."""
+    heads = _per_rank(model.num_attention_heads, tp)
+    if model.mla is not None:  # deepseek_v2.py:DeepseekV2MLAAttention on the MLA backend's forward (no metadata)
+        d = model.mla
+        proj = heads * (d.qk_nope_head_dim + d.qk_rope_head_dim) + (d.kv_lora_rank + d.qk_rope_head_dim)
+        proj += heads * (d.qk_nope_head_dim + d.v_head_dim) + heads * d.v_head_dim
+    else:
+        q = heads * model.head_size
+        proj = q + 2 * max(1, model.num_kv_heads // tp) * model.head_size + q
+    h = model.hidden_size
+    return num_tokens * (proj + base * h + h * (2 if tp > 1 else 1))
+
+
+def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int) -> int:
+    """Peak of vLLM 0.33's profile forward over `num_tokens` tokens on one TP rank: the larger of the dense MLP point
+    (_dense_mlp_point) and the attention point (_attention_point), the latter with the fused-MoE workspace alive
+    (triton_moe_workspace_bytes) once an MoE layer has run. The workspace is taken at the first MoE layer's call:
+    the dense layers before it (DeepSeek's first_k_dense) run without it."""
+    e = _ACT_BYTES.get(model.dtype, 2)
+    base = FORWARD_BASE_HIDDEN - (1 if model.mm_modalities or model.towers else 0)
+    attention = _attention_point(model, tp=tp, num_tokens=num_tokens, base=base) * e
+    dense = _dense_mlp_point(model, tp=tp, num_tokens=num_tokens, base=base) * e if _has_dense_mlp(model) else 0
+    workspace = triton_moe_workspace_bytes(model, tp=tp, num_tokens=num_tokens)
+    if model.moe is None:
+        return max(dense, attention)
+    return max(dense, attention + workspace)
+
+
+def _has_dense_mlp(model: ModelSpec) -> bool:
+    """A layer with a dense MLP of `intermediate_size` (every layer of a dense model; DeepSeek's first_k_dense)."""
+    if model.moe is None:
+        return True
+    return any(not layer.moe for layer in model.layers) and model.intermediate_size > 0
+
+
+def v1_profile_peak_bytes(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
+                          num_sms: int = DEFAULT_NUM_SMS) -> int:
+    """vLLM 0.33 V1 runner's "peak activation": the larger of the forward's peak (v1_forward_phase_bytes) and the
+    sampler's (v1_sampler_phase_bytes over min(tokens, max_num_seqs) rows) on top of what the forward leaves alive —
+    the hidden states, their logits rows (hidden_states[logit_indices]) and the MoE workspace."""
+    e = _ACT_BYTES.get(model.dtype, 2)
+    rows = min(max_num_batched_tokens, max_num_seqs)
+    forward = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens)
+    retained = ((max_num_batched_tokens + rows) * model.hidden_size * e
+                + triton_moe_workspace_bytes(model, tp=tp, num_tokens=max_num_batched_tokens))
+    return max(forward, retained + v1_sampler_phase_bytes(model, num_reqs=rows, num_sms=num_sms))
