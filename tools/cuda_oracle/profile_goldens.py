@@ -113,6 +113,14 @@ CASES: list[Case] = [
     *_c("deepseek-ai--DeepSeek-V4-Flash", "mla", ("gb10",),
         args=("--max-model-len", "262144", "--max-num-seqs", "1", "--max-num-batched-tokens", "8224"),
         why="MiaAI GB10 log: 5.30 GiB of peak activation"),
+    # the GB10 cases fail (DeepGEMM is unavailable at SM 12.1 in the stock wheel; the MiaAI recipe image is not
+    # stock vLLM): the same batch shapes on an H200 (SM 9.0), for the shape of the activation peak
+    *_c("deepseek-ai--DeepSeek-V4-Flash", "mla", ("h200",),
+        args=("--max-model-len", "262144", "--max-num-seqs", "1", "--max-num-batched-tokens", "2048"),
+        why="MiaAI GB10 log: 1.39 GiB of peak activation (run on H200: the GB10 case fails)"),
+    *_c("deepseek-ai--DeepSeek-V4-Flash", "mla", ("h200",),
+        args=("--max-model-len", "262144", "--max-num-seqs", "1", "--max-num-batched-tokens", "8224"),
+        why="MiaAI GB10 log: 5.30 GiB of peak activation (run on H200: the GB10 case fails)"),
     # hybrid
     *_c("Qwen--Qwen3-Next-80B-A3B-Instruct", "hybrid", ("h200",), (2,), args=("--max-model-len", "262144"),
         why="ghlog 2xH200 log (vLLM 0.10.2): 5.58 GiB for peak activation"),
@@ -130,6 +138,30 @@ CASES: list[Case] = [
     *_c("MiniMaxAI--MiniMax-M2.7", "quantized", ("h200", "b200"), (2,)),
     *_c("MiniMaxAI--MiniMax-M2.7", "quantized", ("a100-80",), (4,)),
     *_c("nvidia--Qwen3-235B-A22B-NVFP4", "quantized", ("b200",), (4,)),
+    # more architectures (each model file's MLP and attention liveness), batch variants where the forward is the peak
+    *_c("meta-llama--Llama-3.1-8B-Instruct", "dense", ("h100",), (2,), args=("--max-num-seqs", "32")),
+    *_c("Qwen--Qwen3-32B", "dense", ("h100",), (4,), args=("--max-num-seqs", "64")),
+    *_c("mistralai--Mistral-7B-Instruct-v0.2", "dense", ("h100",), args=("--max-num-seqs", "64")),
+    *_c("google--gemma-4-31B-it", "multimodal", ("h100",), (2,)),
+    *_c("unsloth--gemma-2-27b-it", "dense", ("h100",), args=("--max-num-seqs", "64")),
+    *_c("allenai--OLMo-2-1124-13B", "dense", ("h100",), args=("--max-num-seqs", "64")),
+    *_c("ibm-granite--granite-3.3-8b-instruct", "dense", ("h100",), args=("--max-num-seqs", "64")),
+    *_c("CohereForAI--c4ai-command-r-v01", "dense", ("h100",), (2,), args=("--max-num-seqs", "64")),
+    *_c("tencent--Hunyuan-7B-Instruct", "dense", ("h100",), args=("--max-num-seqs", "64")),
+    *_c("zai-org--GLM-4-9B-0414", "dense", ("h100",), args=("--max-num-seqs", "64")),
+    *_c("bigcode--starcoder2-15b", "dense", ("h100",), args=("--max-num-seqs", "64")),
+    *_c("Qwen--Qwen2.5-7B-Instruct", "dense", ("h100",), (2,), args=("--max-num-seqs", "32")),
+    *_c("Qwen--Qwen3-30B-A3B", "moe", ("h100",), (2,), args=("--max-num-seqs", "16")),
+    *_c("zai-org--GLM-4.5-Air", "moe", ("h100",), (4,)),
+    *_c("mistralai--Mixtral-8x22B-v0.1", "moe", ("h100",), (8,), args=("--max-num-seqs", "16")),
+    *_c("deepseek-ai--DeepSeek-V2-Lite-Chat", "mla", ("h100",), args=("--max-num-seqs", "16")),
+    *_c("deepseek-ai--DeepSeek-V3-0324", "mla", ("h200",), (8,)),
+    *_c("moonshotai--Kimi-K2-Instruct", "mla", ("h200",), (8,)),
+    *_c("Qwen--Qwen3.5-35B-A3B", "hybrid", ("h100",), (2,)),
+    *_c("RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", "quantized", ("h100",), (4,)),
+    *_c("zai-org--GLM-4.5-Air-FP8", "quantized", ("h100",), (2,)),
+    *_c("Qwen--Qwen3-30B-A3B-FP8", "quantized", ("h100",)),
+    *_c("Qwen--Qwen3-30B-A3B-FP8", "quantized", ("a100-80",)),
 ]
 
 

@@ -129,7 +129,7 @@ ACTIVATION_RANGE = (-0.10, 0.10)
 
 def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
                         version: VllmVersion = LATEST, flashinfer_sampler: bool | None = None,
-                        with_sampler: bool = True) -> MemoryTerm:
+                        with_sampler: bool = True, model_runner_v2: bool | None = None) -> MemoryTerm:
     """Torch peak above what stays allocated after vLLM's profiling run (`transient_peak_headroom`).
 
     Follows v1/worker/gpu_model_runner.py:profile_run (the V1 runner) and v1/worker/gpu/model_runner.py:profile_run
@@ -142,7 +142,14 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
     `with_sampler=False` is a PP stage before the last: profile_run runs `_dummy_sampler_run` only on the last PP
     rank (v1/worker/gpu/model_runner.py and v1/worker/gpu_model_runner.py, "Only run sampler/pooler on last
     PP rank"), so its peak is the forward's. Range: ACTIVATION_RANGE.
+
+    `model_runner_v2=False` on vLLM ≥ 0.33 (V1_SAMPLER_SINCE) with the sampler path left to vLLM: the V1 runner's
+    profile run as ported from 0.33's code (v1_profile_peak_bytes / v1_forward_phase_bytes), checked against its own
+    run (tests/fixtures/oracle-profile).
     """
+    if model_runner_v2 is False and version >= V1_SAMPLER_SINCE and flashinfer_sampler is None:
+        return _v1_033_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
+                                  max_num_seqs=max_num_seqs, with_sampler=with_sampler)
     if not with_sampler:
         return _forward_only_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens)
     num_reqs = min(max_num_batched_tokens, max_num_seqs)
@@ -204,6 +211,10 @@ V1_SAMPLER_SINCE = VllmVersion(0, 33)  # the release whose code this ports (no p
 # The SM count the Triton buffer is capped at (platforms/cuda.py:num_compute_units). H100 SXM: 132; the probe's fake
 # device reports 132 for every GPU (A100: 108, B200: 148 on the real cards: ≤ 16 rows × vocab × 4 B apart).
 DEFAULT_NUM_SMS = 132
+# The first (FlashInfer) pass leaves FlashInfer's cached 1 MiB row-states buffer behind (flashinfer/sampling.py,
+# flashinfer-python 0.7.2 as vLLM 0.33 ships it: top_k_renorm_probs / top_k_mask_logits, `buffer_bytes = 1024 * 1024`,
+# kept by _get_cache_buf), alive at the second pass's peak.
+FLASHINFER_ROW_STATES_BYTES = 1024 * 1024
 
 
 def _next_pow2(n: int) -> int:
@@ -212,11 +223,13 @@ def _next_pow2(n: int) -> int:
 
 def v1_sampler_phase_bytes(model: ModelSpec, *, num_reqs: int, num_sms: int = DEFAULT_NUM_SMS) -> int:
     """What vLLM 0.33's V1 `_dummy_sampler_run` adds at its peak over `num_reqs` rows (see the block above): the
-    model-dtype logits, three fp32 copies of them, the Triton top-k/top-p buffer and the random hidden states."""
+    model-dtype logits, three fp32 copies of them, the Triton top-k/top-p buffer, the random hidden states and
+    FlashInfer's cached row-states buffer."""
     e = _ACT_BYTES.get(model.dtype, 2)
     logits = num_reqs * model.vocab_size
     triton_buffer = min(_next_pow2(num_reqs), num_sms) * model.vocab_size * 4
-    return logits * (e + 4 * V1_SAMPLER_FP32_COPIES_033) + triton_buffer + num_reqs * model.hidden_size * e
+    return (logits * (e + 4 * V1_SAMPLER_FP32_COPIES_033) + triton_buffer + num_reqs * model.hidden_size * e
+            + FLASHINFER_ROW_STATES_BYTES)
 
 
 def triton_moe_workspace_bytes(model: ModelSpec, *, tp: int, num_tokens: int) -> int:
@@ -253,13 +266,28 @@ FORWARD_BASE_HIDDEN = 3
 MLP_REBINDS_GATE_UP = frozenset({"llama", "mistral"})
 
 
+# W8A8 FP8 linears with block scales quantize each linear's input per token group of 128
+# (model_executor/layers/quantization/utils/fp8_utils.py:per_token_group_quant_fp8: an fp8 copy, 1 B per element,
+# and fp32 scales, one per group): at the MLP peak, down_proj's input (I/tp wide) alongside gate_up and the
+# activation. Hopper and Blackwell (CUTLASS / DeepGEMM block FP8, SM ≥ 9.0); an A100 runs FP8 weight-only (Marlin).
+FP8_GROUP = 128
+
+
+def _fp8_input_copy_bytes(width: int, num_tokens: int) -> int:
+    """per_token_group_quant_fp8's outputs for a [num_tokens, width] input: the fp8 copy and its fp32 scales."""
+    return num_tokens * width + num_tokens * -(-width // FP8_GROUP) * 4
+
+
 def _dense_mlp_point(model: ModelSpec, *, tp: int, num_tokens: int, base: int) -> int:
     """Elements alive at a dense MLP's peak: gate_up (2·I/tp), the SiluAndMul output (I/tp) and, when gate_up
     survives down_proj, the down_proj output with its out-of-place all-reduce copy (TP > 1:
-    distributed/parallel_state.py GroupCoordinator.all_reduce returns a new tensor)."""
+    distributed/parallel_state.py GroupCoordinator.all_reduce returns a new tensor). An ungated MLP: up and its
+    activation, with the down_proj output."""
     i = _per_rank(model.intermediate_size, tp)
     h = model.hidden_size
     down = h * (2 if tp > 1 else 1)
+    if not model.gated_mlp:  # up (I/tp) and its activation (I/tp, a new tensor: starcoder2.py's c_fc → act → c_proj)
+        return num_tokens * (2 * i + base * h + down)
     with_down = 3 * i + base * h + down
     if model.model_type in MLP_REBINDS_GATE_UP:
         return num_tokens * max(3 * i + base * h, i + base * h + down)
@@ -281,15 +309,18 @@ def _attention_point(model: ModelSpec, *, tp: int, num_tokens: int, base: int) -
     return num_tokens * (proj + base * h + h * (2 if tp > 1 else 1))
 
 
-def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int) -> int:
+def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_activations: bool = False) -> int:
     """Peak of vLLM 0.33's profile forward over `num_tokens` tokens on one TP rank: the larger of the dense MLP point
     (_dense_mlp_point) and the attention point (_attention_point), the latter with the fused-MoE workspace alive
     (triton_moe_workspace_bytes) once an MoE layer has run. The workspace is taken at the first MoE layer's call:
-    the dense layers before it (DeepSeek's first_k_dense) run without it."""
+    the dense layers before it (DeepSeek's first_k_dense) run without it. `fp8_activations`: W8A8 block-FP8 linears
+    (a block-FP8 checkpoint on SM ≥ 9.0), whose down_proj input is quantized at the MLP peak (_fp8_input_copy_bytes)."""
     e = _ACT_BYTES.get(model.dtype, 2)
     base = FORWARD_BASE_HIDDEN - (1 if model.mm_modalities or model.towers else 0)
     attention = _attention_point(model, tp=tp, num_tokens=num_tokens, base=base) * e
     dense = _dense_mlp_point(model, tp=tp, num_tokens=num_tokens, base=base) * e if _has_dense_mlp(model) else 0
+    if dense and fp8_activations:
+        dense += _fp8_input_copy_bytes(_per_rank(model.intermediate_size, tp), num_tokens)
     workspace = triton_moe_workspace_bytes(model, tp=tp, num_tokens=num_tokens)
     if model.moe is None:
         return max(dense, attention)
@@ -304,13 +335,32 @@ def _has_dense_mlp(model: ModelSpec) -> bool:
 
 
 def v1_profile_peak_bytes(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
-                          num_sms: int = DEFAULT_NUM_SMS) -> int:
+                          num_sms: int = DEFAULT_NUM_SMS, fp8_activations: bool = False) -> int:
     """vLLM 0.33 V1 runner's "peak activation": the larger of the forward's peak (v1_forward_phase_bytes) and the
     sampler's (v1_sampler_phase_bytes over min(tokens, max_num_seqs) rows) on top of what the forward leaves alive —
     the hidden states, their logits rows (hidden_states[logit_indices]) and the MoE workspace."""
     e = _ACT_BYTES.get(model.dtype, 2)
     rows = min(max_num_batched_tokens, max_num_seqs)
-    forward = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens)
+    forward = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, fp8_activations=fp8_activations)
     retained = ((max_num_batched_tokens + rows) * model.hidden_size * e
                 + triton_moe_workspace_bytes(model, tp=tp, num_tokens=max_num_batched_tokens))
     return max(forward, retained + v1_sampler_phase_bytes(model, num_reqs=rows, num_sms=num_sms))
+
+
+def _v1_033_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
+                       with_sampler: bool) -> MemoryTerm:
+    """The V1 runner's profile peak on vLLM 0.33 (v1_profile_peak_bytes; a PP stage before the last: the forward's,
+    v1_forward_phase_bytes). Range ACTIVATION_RANGE: what the meta-tensor run cannot see (kernel-internal scratch,
+    the real SM count, Inductor's fusion around the custom ops)."""
+    if with_sampler:
+        peak = v1_profile_peak_bytes(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
+                                     max_num_seqs=max_num_seqs)
+        rows = min(max_num_batched_tokens, max_num_seqs)
+        what = (f"vLLM 0.33 V1 runner's profile run: forward over {max_num_batched_tokens:,} tokens, sampler over "
+                f"{rows:,} rows × {model.vocab_size:,} vocab (14 B + Triton buffer)")
+    else:
+        peak = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens)
+        what = (f"vLLM 0.33 V1 runner's profile forward over {max_num_batched_tokens:,} tokens "
+                "(no sampler: not the last PP stage)")
+    lo, hi = ACTIVATION_RANGE
+    return with_range(MemoryTerm("activation", peak, "estimate", what), int(peak * (1 + lo)), int(peak * (1 + hi)))
