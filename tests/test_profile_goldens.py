@@ -110,14 +110,22 @@ def test_goldens_name_their_source_and_vllm_version() -> None:
 @pytest.mark.parametrize("case", GOOD, ids=[c["id"] for c in GOOD])
 def test_peak_activation_reproduces_vllms_profile_run(case: dict[str, Any]) -> None:
     """The torch peak of profile_run (vLLM's "peak activation"): max over the forward and the sampler phases."""
-    golden = max(case["phases"]["forward"]["peak_bytes"], case["phases"]["sampler"]["peak_bytes"])
-    got = v1_profile_peak_bytes(_model(case), tp=case["tp"], max_num_batched_tokens=case["tokens"],
-                                max_num_seqs=case["max_num_seqs"], fp8_activations=_fp8(case))
+    golden = max(p["peak_bytes"] for p in case["phases"].values())
+    model, first = _model(case), case.get("pp_rank", 0) == 0
+    if "sampler" in case["phases"]:
+        got = v1_profile_peak_bytes(model, tp=case["tp"], max_num_batched_tokens=case["tokens"],
+                                    max_num_seqs=case["max_num_seqs"], fp8_activations=_fp8(case), first_stage=first)
+    else:  # a PP stage before the last: no sampler (profile_run: "Only run sampler/pooler on last PP rank")
+        got = v1_forward_phase_bytes(model, tp=case["tp"], num_tokens=case["tokens"], fp8_activations=_fp8(case),
+                                     first_stage=first)
     within = abs(got - golden) <= _tolerance(golden)
     assert within != (case["id"] in PEAK_MISSES), (case["id"], got / MIB, golden / MIB)
 
 
-@pytest.mark.parametrize("case", GOOD, ids=[c["id"] for c in GOOD])
+WITH_SAMPLER = [c for c in GOOD if "sampler" in c["phases"]]
+
+
+@pytest.mark.parametrize("case", WITH_SAMPLER, ids=[c["id"] for c in WITH_SAMPLER])
 def test_sampler_phase_is_vllms_dummy_sampler_run(case: dict[str, Any]) -> None:
     """What _dummy_sampler_run adds on top of what the forward leaves alive: exact to the dummy metadata's
     per-request tensors (a few KiB)."""
@@ -130,7 +138,8 @@ def test_sampler_phase_is_vllms_dummy_sampler_run(case: dict[str, Any]) -> None:
 @pytest.mark.parametrize("case", GOOD, ids=[c["id"] for c in GOOD])
 def test_forward_phase_reproduces_vllms_or_is_a_listed_miss(case: dict[str, Any]) -> None:
     golden = case["phases"]["forward"]["peak_bytes"]
-    got = v1_forward_phase_bytes(_model(case), tp=case["tp"], num_tokens=case["tokens"], fp8_activations=_fp8(case))
+    got = v1_forward_phase_bytes(_model(case), tp=case["tp"], num_tokens=case["tokens"], fp8_activations=_fp8(case),
+                                 first_stage=case.get("pp_rank", 0) == 0)
     within = abs(got - golden) <= _tolerance(golden)
     assert within != (case["id"] in FORWARD_MISSES), (case["id"], got / MIB, golden / MIB)
 
@@ -173,3 +182,17 @@ def test_fit_uses_the_ported_v1_peak_on_vllm_033_only_for_the_v1_runner() -> Non
     stage = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024,
                                 version=VllmVersion(0, 33), model_runner_v2=False, with_sampler=False)
     assert stage.bytes == case["phases"]["forward"]["peak_bytes"]
+
+
+def test_pp_stages_differ_as_vllm_builds_them() -> None:
+    """PP 2 of Qwen2.5-7B on an H100: the first stage peaks in its forward (its residual stream is the embedding
+    output), the last in the sampler; a later stage's residual arrives in the runner's persistent intermediate
+    tensors, one hidden buffer (8,192 × 3,584 × 2 B) fewer in its forward."""
+    by_id = {c["id"]: c for c in GOOD}
+    first, last = by_id["Qwen--Qwen2.5-7B-Instruct__h100-tp1-pp2r0"], by_id["Qwen--Qwen2.5-7B-Instruct__h100-tp1-pp2r1"]
+    assert "sampler" not in first["phases"] and "sampler" in last["phases"]
+    assert first["phases"]["forward"]["peak_bytes"] - last["phases"]["forward"]["peak_bytes"] == 8192 * 3584 * 2
+    model = _model(first)
+    assert v1_forward_phase_bytes(model, tp=1, num_tokens=8192) == first["phases"]["forward"]["peak_bytes"]
+    assert v1_forward_phase_bytes(model, tp=1, num_tokens=8192, first_stage=False) == \
+        last["phases"]["forward"]["peak_bytes"]

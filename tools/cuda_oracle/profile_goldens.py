@@ -22,9 +22,11 @@ What this script adds to the probe, without changing it:
   print "peak activation");
 * one more fake GPU, ``gb10`` (DGX Spark: capability 12.1, "NVIDIA GB10", 121.63 GiB as the MiaAI log
   prints it), added to the probe's GPUS table;
+* pipeline-parallel stages at TP 1 (``Case.pp``, ``pp_rank``): patches around the probe's calls
+  (``_install_pp_stage``);
 * the trimmed record per case (``cases/<id>.json``) and ``index.json`` (one line per case: the phase peaks).
 
-Not covered (the probe's limits, see its docstring): PP > 1 stages, TP ranks other than 0 (they build the
+Not covered (the probe's limits, see its docstring): TP ranks other than 0 (they build the
 same shard shapes: vLLM pads vocab and heads evenly), Model Runner V2's sampler (vLLM 0.33's default runner:
 its ``v1/worker/gpu/sample/sampler.py`` is not run), and processor files for the corpus's multimodal configs
 (the corpus holds config.json only, so the encoder phase is skipped and says why).
@@ -58,12 +60,15 @@ class Case:
     args: tuple[str, ...] = ()  # more profile_probe.py options
     family: str = ""
     why: str = ""
+    pp: int = 1  # pipeline-parallel size; the case is stage `pp_rank` of it
+    pp_rank: int = 0
 
     @property
     def id(self) -> str:
         extra = "".join(f"_{a.lstrip('-').replace('max-num-batched-tokens', 'mnbt').replace('max-num-seqs', 'seqs')}"
                         .replace("max-model-len", "mml").replace("=", "") for a in self.args)
-        return f"{self.config}__{self.gpu}-tp{self.tp}{extra}".replace(" ", "")
+        stage = f"-pp{self.pp}r{self.pp_rank}" if self.pp > 1 else ""
+        return f"{self.config}__{self.gpu}-tp{self.tp}{stage}{extra}".replace(" ", "")
 
     @property
     def model_dir(self) -> Path:
@@ -73,6 +78,10 @@ class Case:
 def _c(config: str, family: str, gpus: tuple[str, ...], tps: tuple[int, ...] = (1,),
        args: tuple[str, ...] = (), why: str = "") -> list[Case]:
     return [Case(config, g, t, args, family, why) for g in gpus for t in tps]
+
+
+def _pp(config: str, family: str, gpu: str, tp: int, pp: int, args: tuple[str, ...] = (), why: str = "") -> list[Case]:
+    return [Case(config, gpu, tp, args, family, why, pp, r) for r in range(pp)]
 
 
 ALL3 = ("h100", "a100-80", "b200")
@@ -162,6 +171,12 @@ CASES: list[Case] = [
     *_c("zai-org--GLM-4.5-Air-FP8", "quantized", ("h100",), (2,)),
     *_c("Qwen--Qwen3-30B-A3B-FP8", "quantized", ("h100",)),
     *_c("Qwen--Qwen3-30B-A3B-FP8", "quantized", ("a100-80",)),
+    # pipeline-parallel stages (the first holds the embedding, the last the LM head and the sampler's dummy run)
+    *_pp("Qwen--Qwen2.5-7B-Instruct", "dense", "h100", 1, 2),
+    *_pp("meta-llama--Llama-3.1-8B-Instruct", "dense", "h100", 1, 2, args=("--max-num-seqs", "64")),
+    *_pp("Qwen--Qwen3-30B-A3B", "moe", "h100", 1, 2),
+    *_pp("deepseek-ai--DeepSeek-V2-Lite-Chat", "mla", "h100", 1, 2),
+    *_pp("meta-llama--Llama-3.1-70B-Instruct", "dense", "h100", 1, 4),
 ]
 
 
@@ -176,7 +191,8 @@ def _trim(raw: dict, case: Case) -> dict:
                                     "moe_backends", "linear_methods", "process_weights_errors",
                                     "moe_workspace_bytes", "peak_bytes", "error")}
     return {"format": FORMAT, "id": case.id, "config": case.config, "family": case.family, "gpu": case.gpu,
-            "tp": case.tp, "args": list(case.args), "why": case.why, **rec, "phases": phases}
+            "tp": case.tp, "pp": case.pp, "pp_rank": case.pp_rank, "args": list(case.args), "why": case.why, **rec,
+            "phases": phases}
 
 
 def serve(gpu: str, jobs: list[dict], oracle_dir: str, timeout: int) -> None:
@@ -205,7 +221,10 @@ def serve(gpu: str, jobs: list[dict], oracle_dir: str, timeout: int) -> None:
                 fe = os.open(j["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
                 os.dup2(fo, 1)
                 os.dup2(fe, 2)
-                sys.argv = ["profile_probe.py", *j["argv"], "--gpu", gpu]
+                argv = list(j["argv"])
+                if j.get("pp", 1) > 1:
+                    argv += _install_pp_stage(profile_probe, j["pp"], j["pp_rank"], int(argv[argv.index("--tp") + 1]))
+                sys.argv = ["profile_probe.py", *argv, "--gpu", gpu]
                 rc = profile_probe.main()
             except BaseException:  # noqa: BLE001
                 import traceback  # noqa: PLC0415
@@ -226,6 +245,66 @@ def serve(gpu: str, jobs: list[dict], oracle_dir: str, timeout: int) -> None:
                 break
             time.sleep(0.2)
         print(f"[{gpu}] {j['id']} status={st} {time.time() - t0:.1f}s", file=sys.stderr, flush=True)
+
+
+def _install_pp_stage(probe, pp: int, rank: int, tp: int) -> list[str]:  # type: ignore[no-untyped-def]
+    """Stage `rank` of `pp` pipeline stages, by patching what the probe calls (the probe is not changed):
+
+    * ParallelConfig sees pp devices (config/parallel.py checks device_count() >= world_size; TP 1 only, as the
+      probe re-patches the count to TP for TP > 1);
+    * after ensure_model_parallel_initialized, the PP group reports `pp` ranks with this process at `rank`
+      (GroupCoordinator.is_first_rank / is_last_rank compare the global rank 0 with ranks[0] / ranks[-1]), so
+      make_layers builds this stage's layers (distributed/utils.py:get_pp_indices) and PPMissingLayer elsewhere;
+    * the forward of a stage after the first takes the runner's persistent intermediate tensors (hidden states and
+      residual: v1/worker/gpu_model_runner.py allocates them before the profile, so they are not counted) and one
+      before the last returns IntermediateTensors; the sampler runs on the last stage only and the encoder on the
+      first (profile_run: "Only run sampler/pooler on last PP rank").
+    Returns the probe options this adds."""
+    import torch  # noqa: PLC0415
+    from vllm.distributed import parallel_state as ps  # noqa: PLC0415
+    from vllm.platforms import cuda as cu  # noqa: PLC0415
+
+    # main() re-patches device_count to tp when tp > 1: PP stages are run at TP 1 only
+    assert tp == 1, "PP stages: TP 1 only"
+    for cls in (cu.CudaPlatformBase, cu.NonNvmlCudaPlatform, cu.NvmlCudaPlatform):
+        cls.device_count = classmethod(lambda c, w=pp: w)
+    torch.cuda.device_count = lambda w=pp: w
+    orig_init = ps.ensure_model_parallel_initialized
+
+    def init(*a, **k):  # type: ignore[no-untyped-def]
+        orig_init(*a, **k)
+        g = ps._PP
+        g.world_size, g.rank_in_group, g.ranks = pp, rank, [i - rank for i in range(pp)]
+
+    ps.ensure_model_parallel_initialized = init
+    orig_forward = probe.run_forward
+
+    def run_forward(cfg, model, mode, tokens, set_forward_context):  # type: ignore[no-untyped-def]
+        if rank == 0 and pp == 1:
+            return orig_forward(cfg, model, mode, tokens, set_forward_context)
+        mc = cfg.model_config
+        it = None
+        if rank > 0:
+            it = model.make_empty_intermediate_tensors(batch_size=tokens, dtype=mc.dtype, device=torch.device("meta"))
+        ids = torch.zeros(tokens, dtype=torch.long, device="meta")
+        pos = torch.zeros((3, tokens) if getattr(mc, "uses_mrope", False) else (tokens,), dtype=torch.long,
+                          device="meta")
+        with set_forward_context(None, cfg, num_tokens=tokens), mode:
+            out = model(input_ids=ids, positions=pos, intermediate_tensors=it)
+            if rank < pp - 1:
+                return out, None
+            hidden = out[0] if isinstance(out, tuple) else out
+            rows = min(cfg.scheduler_config.max_num_seqs, tokens)
+            last = hidden[torch.empty(rows, dtype=torch.long, device="meta")]
+        return hidden, last
+
+    probe.run_forward = run_forward
+    extra = ["--engine-arg", f"pipeline_parallel_size={pp}"]
+    if rank < pp - 1:
+        extra.append("--no-sampler")
+    if rank > 0:
+        extra.append("--no-encoder")
+    return extra
 
 
 def main() -> int:
@@ -256,7 +335,8 @@ def main() -> int:
         if out.exists() and out.stat().st_size and not a.force:
             continue
         by_gpu.setdefault(c.gpu, []).append({"id": c.id, "out": str(out), "log": str(raw / f"{c.id}.log"),
-                                             "argv": [str(c.model_dir), "--tp", str(c.tp), *c.args]})
+                                             "argv": [str(c.model_dir), "--tp", str(c.tp), *c.args],
+                                             "pp": c.pp, "pp_rank": c.pp_rank})
     import subprocess  # noqa: PLC0415
     for gpu, jobs in by_gpu.items():  # one oracle process at a time
         jf = raw / f"jobs-{gpu}.jsonl"

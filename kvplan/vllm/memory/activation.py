@@ -129,7 +129,8 @@ ACTIVATION_RANGE = (-0.10, 0.10)
 
 def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
                         version: VllmVersion = LATEST, flashinfer_sampler: bool | None = None,
-                        with_sampler: bool = True, model_runner_v2: bool | None = None) -> MemoryTerm:
+                        with_sampler: bool = True, model_runner_v2: bool | None = None,
+                        first_stage: bool = True) -> MemoryTerm:
     """Torch peak above what stays allocated after vLLM's profiling run (`transient_peak_headroom`).
 
     Follows v1/worker/gpu_model_runner.py:profile_run (the V1 runner) and v1/worker/gpu/model_runner.py:profile_run
@@ -145,11 +146,11 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
 
     `model_runner_v2=False` on vLLM ≥ 0.33 (V1_SAMPLER_SINCE) with the sampler path left to vLLM: the V1 runner's
     profile run as ported from 0.33's code (v1_profile_peak_bytes / v1_forward_phase_bytes), checked against its own
-    run (tests/fixtures/oracle-profile).
+    run (tests/fixtures/oracle-profile); `first_stage=False` for a PP stage after the first.
     """
     if model_runner_v2 is False and version >= V1_SAMPLER_SINCE and flashinfer_sampler is None:
         return _v1_033_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
-                                  max_num_seqs=max_num_seqs, with_sampler=with_sampler)
+                                  max_num_seqs=max_num_seqs, with_sampler=with_sampler, first_stage=first_stage)
     if not with_sampler:
         return _forward_only_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens)
     num_reqs = min(max_num_batched_tokens, max_num_seqs)
@@ -309,14 +310,18 @@ def _attention_point(model: ModelSpec, *, tp: int, num_tokens: int, base: int) -
     return num_tokens * (proj + base * h + h * (2 if tp > 1 else 1))
 
 
-def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_activations: bool = False) -> int:
+def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_activations: bool = False,
+                           first_stage: bool = True) -> int:
     """Peak of vLLM 0.33's profile forward over `num_tokens` tokens on one TP rank: the larger of the dense MLP point
     (_dense_mlp_point) and the attention point (_attention_point), the latter with the fused-MoE workspace alive
     (triton_moe_workspace_bytes) once an MoE layer has run. The workspace is taken at the first MoE layer's call:
     the dense layers before it (DeepSeek's first_k_dense) run without it. `fp8_activations`: W8A8 block-FP8 linears
-    (a block-FP8 checkpoint on SM ≥ 9.0), whose down_proj input is quantized at the MLP peak (_fp8_input_copy_bytes)."""
+    (a block-FP8 checkpoint on SM ≥ 9.0), whose down_proj input is quantized at the MLP peak (_fp8_input_copy_bytes).
+    `first_stage=False`: a PP stage after the first, whose residual stream arrives in the runner's persistent
+    intermediate tensors (allocated before the profile): one hidden buffer fewer, as for a multimodal model."""
     e = _ACT_BYTES.get(model.dtype, 2)
-    base = FORWARD_BASE_HIDDEN - (1 if model.mm_modalities or model.towers else 0)
+    from_buffer = bool(model.mm_modalities or model.towers) or not first_stage
+    base = FORWARD_BASE_HIDDEN - (1 if from_buffer else 0)
     attention = _attention_point(model, tp=tp, num_tokens=num_tokens, base=base) * e
     dense = _dense_mlp_point(model, tp=tp, num_tokens=num_tokens, base=base) * e if _has_dense_mlp(model) else 0
     if dense and fp8_activations:
@@ -335,31 +340,34 @@ def _has_dense_mlp(model: ModelSpec) -> bool:
 
 
 def v1_profile_peak_bytes(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
-                          num_sms: int = DEFAULT_NUM_SMS, fp8_activations: bool = False) -> int:
+                          num_sms: int = DEFAULT_NUM_SMS, fp8_activations: bool = False,
+                          first_stage: bool = True) -> int:
     """vLLM 0.33 V1 runner's "peak activation": the larger of the forward's peak (v1_forward_phase_bytes) and the
     sampler's (v1_sampler_phase_bytes over min(tokens, max_num_seqs) rows) on top of what the forward leaves alive —
-    the hidden states, their logits rows (hidden_states[logit_indices]) and the MoE workspace."""
+    the hidden states, their logits rows (hidden_states[logit_indices]) and the MoE workspace. The last PP stage of
+    several: `first_stage=False`."""
     e = _ACT_BYTES.get(model.dtype, 2)
     rows = min(max_num_batched_tokens, max_num_seqs)
-    forward = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, fp8_activations=fp8_activations)
+    forward = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, fp8_activations=fp8_activations,
+                                     first_stage=first_stage)
     retained = ((max_num_batched_tokens + rows) * model.hidden_size * e
                 + triton_moe_workspace_bytes(model, tp=tp, num_tokens=max_num_batched_tokens))
     return max(forward, retained + v1_sampler_phase_bytes(model, num_reqs=rows, num_sms=num_sms))
 
 
 def _v1_033_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
-                       with_sampler: bool) -> MemoryTerm:
+                       with_sampler: bool, first_stage: bool) -> MemoryTerm:
     """The V1 runner's profile peak on vLLM 0.33 (v1_profile_peak_bytes; a PP stage before the last: the forward's,
     v1_forward_phase_bytes). Range ACTIVATION_RANGE: what the meta-tensor run cannot see (kernel-internal scratch,
     the real SM count, Inductor's fusion around the custom ops)."""
     if with_sampler:
         peak = v1_profile_peak_bytes(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
-                                     max_num_seqs=max_num_seqs)
+                                     max_num_seqs=max_num_seqs, first_stage=first_stage)
         rows = min(max_num_batched_tokens, max_num_seqs)
         what = (f"vLLM 0.33 V1 runner's profile run: forward over {max_num_batched_tokens:,} tokens, sampler over "
                 f"{rows:,} rows × {model.vocab_size:,} vocab (14 B + Triton buffer)")
     else:
-        peak = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens)
+        peak = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, first_stage=first_stage)
         what = (f"vLLM 0.33 V1 runner's profile forward over {max_num_batched_tokens:,} tokens "
                 "(no sampler: not the last PP stage)")
     lo, hi = ACTIVATION_RANGE
