@@ -17,6 +17,7 @@ import pytest
 from kvplan.model.hub import load_local
 from kvplan.model.spec import ModelSpec
 from kvplan.vllm.memory.activation import (
+    mrv2_sampler_phase_bytes,
     triton_moe_workspace_bytes,
     v1_forward_phase_bytes,
     v1_profile_peak_bytes,
@@ -38,6 +39,8 @@ FORWARD_MISSES = {
     "nvidia--NVIDIA-Nemotron-3-Nano-30B-A3B-BF16__h100-tp1": _MAMBA,
     "Qwen--Qwen3-Next-80B-A3B-Instruct__h200-tp2_mml_262144": _GDN,
     "Qwen--Qwen3.5-35B-A3B__h100-tp2": _GDN,
+    "Qwen--Qwen3-Next-80B-A3B-Instruct__h200-tp2-mrv2_mml_262144": _GDN,
+    "deepseek-ai--DeepSeek-R1__h200-tp8-mrv2": _MLA_MOE,
     "deepseek-ai--DeepSeek-R1__h200-tp8": _MLA_MOE,
     "deepseek-ai--DeepSeek-V3-0324__h200-tp8": _MLA_MOE,
     "moonshotai--Kimi-K2-Instruct__h200-tp8": _MLA_MOE,
@@ -94,6 +97,11 @@ def _fp8(case: dict[str, Any]) -> bool:
     return "Fp8LinearMethod" in (case.get("linear_methods") or []) and case["gpu"] != "a100-80"
 
 
+def _v2(case: dict[str, Any]) -> bool:
+    """Model Runner V2's sampler (vLLM 0.33's default runner) rather than the V1 runner's."""
+    return case.get("runner") == "v2"
+
+
 def _tolerance(golden: int) -> float:
     return max(0.02 * golden, 64 * MIB)
 
@@ -114,7 +122,8 @@ def test_peak_activation_reproduces_vllms_profile_run(case: dict[str, Any]) -> N
     model, first = _model(case), case.get("pp_rank", 0) == 0
     if "sampler" in case["phases"]:
         got = v1_profile_peak_bytes(model, tp=case["tp"], max_num_batched_tokens=case["tokens"],
-                                    max_num_seqs=case["max_num_seqs"], fp8_activations=_fp8(case), first_stage=first)
+                                    max_num_seqs=case["max_num_seqs"], fp8_activations=_fp8(case), first_stage=first,
+                                    model_runner_v2=_v2(case))
     else:  # a PP stage before the last: no sampler (profile_run: "Only run sampler/pooler on last PP rank")
         got = v1_forward_phase_bytes(model, tp=case["tp"], num_tokens=case["tokens"], fp8_activations=_fp8(case),
                                      first_stage=first)
@@ -127,11 +136,12 @@ WITH_SAMPLER = [c for c in GOOD if "sampler" in c["phases"]]
 
 @pytest.mark.parametrize("case", WITH_SAMPLER, ids=[c["id"] for c in WITH_SAMPLER])
 def test_sampler_phase_is_vllms_dummy_sampler_run(case: dict[str, Any]) -> None:
-    """What _dummy_sampler_run adds on top of what the forward leaves alive: exact to the dummy metadata's
-    per-request tensors (a few KiB)."""
+    """What _dummy_sampler_run adds on top of what the forward leaves alive (the V1 runner's, or Model Runner V2's):
+    exact to the dummy requests' per-request tensors (a few KiB)."""
     added = case["phases"]["sampler"]["peak_bytes"] - case["phases"]["forward"]["live_after_bytes"]
     rows = min(case["tokens"], case["max_num_seqs"])
-    got = v1_sampler_phase_bytes(_model(case), num_reqs=rows)
+    model = _model(case)
+    got = mrv2_sampler_phase_bytes(model, num_reqs=rows) if _v2(case) else v1_sampler_phase_bytes(model, num_reqs=rows)
     assert abs(got - added) <= 64 * 1024, (got - added)
 
 
@@ -196,3 +206,14 @@ def test_pp_stages_differ_as_vllm_builds_them() -> None:
     assert v1_forward_phase_bytes(model, tp=1, num_tokens=8192) == first["phases"]["forward"]["peak_bytes"]
     assert v1_forward_phase_bytes(model, tp=1, num_tokens=8192, first_stage=False) == \
         last["phases"]["forward"]["peak_bytes"]
+
+
+def test_model_runner_v2_samples_with_less_than_the_v1_runner_on_the_same_forward() -> None:
+    """vLLM 0.33, Qwen2.5-7B on an H100 (8,192 tokens, 1,024 rows): the same forward; MRV2's dummy sampler run draws
+    no random hidden rows and keeps no Triton top-k/top-p buffer (FlashInfer's fused path), so its peak is lower by
+    exactly those: 132 × 152,064 × 4 B + 1,024 × 3,584 × 2 B."""
+    by_id = {c["id"]: c for c in GOOD}
+    v1, v2 = by_id["Qwen--Qwen2.5-7B-Instruct__h100-tp1"], by_id["Qwen--Qwen2.5-7B-Instruct__h100-tp1-mrv2"]
+    assert v1["phases"]["forward"] == v2["phases"]["forward"]
+    gap = v1["phases"]["sampler"]["peak_bytes"] - v2["phases"]["sampler"]["peak_bytes"]
+    assert abs(gap - (132 * 152_064 * 4 + 1024 * 3584 * 2)) <= 64 * 1024

@@ -24,12 +24,14 @@ What this script adds to the probe, without changing it:
   prints it), added to the probe's GPUS table;
 * pipeline-parallel stages at TP 1 (``Case.pp``, ``pp_rank``): patches around the probe's calls
   (``_install_pp_stage``);
+* Model Runner V2's sampler (``Case.runner = "v2"``, vLLM 0.33's default runner): its own ``_dummy_sampler_run``
+  in place of the probe's V1 one (``_install_v2_sampler``);
 * the trimmed record per case (``cases/<id>.json``) and ``index.json`` (one line per case: the phase peaks).
 
 Not covered (the probe's limits, see its docstring): TP ranks other than 0 (they build the
-same shard shapes: vLLM pads vocab and heads evenly), Model Runner V2's sampler (vLLM 0.33's default runner:
-its ``v1/worker/gpu/sample/sampler.py`` is not run), and processor files for the corpus's multimodal configs
-(the corpus holds config.json only, so the encoder phase is skipped and says why).
+same shard shapes: vLLM pads vocab and heads evenly), Model Runner V2's own forward path (its execute_model: the
+model's forward is the same code; the runner's buffers are persistent), and processor files for the corpus's
+multimodal configs (the corpus holds config.json only, so the encoder phase is skipped and says why).
 """
 from __future__ import annotations
 
@@ -62,13 +64,15 @@ class Case:
     why: str = ""
     pp: int = 1  # pipeline-parallel size; the case is stage `pp_rank` of it
     pp_rank: int = 0
+    runner: str = "v1"  # "v2": Model Runner V2's _dummy_sampler_run (_install_v2_sampler)
 
     @property
     def id(self) -> str:
         extra = "".join(f"_{a.lstrip('-').replace('max-num-batched-tokens', 'mnbt').replace('max-num-seqs', 'seqs')}"
                         .replace("max-model-len", "mml").replace("=", "") for a in self.args)
         stage = f"-pp{self.pp}r{self.pp_rank}" if self.pp > 1 else ""
-        return f"{self.config}__{self.gpu}-tp{self.tp}{stage}{extra}".replace(" ", "")
+        runner = "-mrv2" if self.runner == "v2" else ""
+        return f"{self.config}__{self.gpu}-tp{self.tp}{stage}{runner}{extra}".replace(" ", "")
 
     @property
     def model_dir(self) -> Path:
@@ -82,6 +86,11 @@ def _c(config: str, family: str, gpus: tuple[str, ...], tps: tuple[int, ...] = (
 
 def _pp(config: str, family: str, gpu: str, tp: int, pp: int, args: tuple[str, ...] = (), why: str = "") -> list[Case]:
     return [Case(config, gpu, tp, args, family, why, pp, r) for r in range(pp)]
+
+
+def _v2(config: str, family: str, gpus: tuple[str, ...], tps: tuple[int, ...] = (1,),
+        args: tuple[str, ...] = (), why: str = "") -> list[Case]:
+    return [Case(config, g, t, args, family, why, runner="v2") for g in gpus for t in tps]
 
 
 ALL3 = ("h100", "a100-80", "b200")
@@ -177,6 +186,19 @@ CASES: list[Case] = [
     *_pp("Qwen--Qwen3-30B-A3B", "moe", "h100", 1, 2),
     *_pp("deepseek-ai--DeepSeek-V2-Lite-Chat", "mla", "h100", 1, 2),
     *_pp("meta-llama--Llama-3.1-70B-Instruct", "dense", "h100", 1, 4),
+    # Model Runner V2's sampler (vLLM 0.33's default runner): same forward, its own _dummy_sampler_run
+    *_v2("Qwen--Qwen2.5-7B-Instruct", "dense", ALL3),
+    *_v2("Qwen--Qwen2.5-7B-Instruct", "dense", ("h100",), args=("--max-num-seqs", "256")),
+    *_v2("meta-llama--Llama-3.1-8B-Instruct", "dense", ("a100-80",),
+         why="ghlog A100 log (vLLM 0.31, Model Runner V2): 1.44 GiB for peak activation"),
+    *_v2("meta-llama--Llama-3.1-8B-Instruct", "dense", ("h100",), args=("--max-model-len", "16000")),
+    *_v2("meta-llama--Llama-3.1-70B-Instruct", "dense", ("h100",), (4,)),
+    *_v2("Qwen--Qwen3-30B-A3B", "moe", ("h100",), (1, 2)),
+    *_v2("deepseek-ai--DeepSeek-V2-Lite-Chat", "mla", ("h100",)),
+    *_v2("deepseek-ai--DeepSeek-R1", "mla", ("h200",), (8,)),
+    *_v2("Qwen--Qwen3-Next-80B-A3B-Instruct", "hybrid", ("h200",), (2,), args=("--max-model-len", "262144")),
+    *_v2("Qwen--Qwen3-VL-8B-Instruct", "multimodal", ("h100",)),
+    *_v2("Qwen--Qwen3-32B-FP8", "quantized", ("h100",)),
 ]
 
 
@@ -191,7 +213,8 @@ def _trim(raw: dict, case: Case) -> dict:
                                     "moe_backends", "linear_methods", "process_weights_errors",
                                     "moe_workspace_bytes", "peak_bytes", "error")}
     return {"format": FORMAT, "id": case.id, "config": case.config, "family": case.family, "gpu": case.gpu,
-            "tp": case.tp, "pp": case.pp, "pp_rank": case.pp_rank, "args": list(case.args), "why": case.why, **rec,
+            "tp": case.tp, "pp": case.pp, "pp_rank": case.pp_rank, "runner": case.runner, "args": list(case.args),
+            "why": case.why, **rec,
             "phases": phases}
 
 
@@ -222,6 +245,8 @@ def serve(gpu: str, jobs: list[dict], oracle_dir: str, timeout: int) -> None:
                 os.dup2(fo, 1)
                 os.dup2(fe, 2)
                 argv = list(j["argv"])
+                if j.get("runner") == "v2":
+                    _install_v2_sampler(profile_probe)
                 if j.get("pp", 1) > 1:
                     argv += _install_pp_stage(profile_probe, j["pp"], j["pp_rank"], int(argv[argv.index("--tp") + 1]))
                 sys.argv = ["profile_probe.py", *argv, "--gpu", gpu]
@@ -307,6 +332,54 @@ def _install_pp_stage(probe, pp: int, rank: int, tp: int) -> list[str]:  # type:
     return extra
 
 
+def _install_v2_sampler(probe) -> None:  # type: ignore[no-untyped-def]
+    """Model Runner V2's sampler in place of the probe's V1 one (the probe is not changed): the runner's request
+    state, input buffers and Sampler are built outside the counter, as GPUModelRunner.__init__ /
+    load_model build them before the profile (v1/worker/gpu/model_runner.py, vLLM 0.33), then
+    GPUModelRunner._dummy_sampler_run runs itself under it: the default pass, then the
+    SamplingParams.for_sampler_warmup pass (penalties, logit bias, bad words, top-k/top-p, min-p, logprobs).
+    UVA buffers (pinned host memory mapped to the device) become a host array plus a meta tensor; pinned
+    staging copies are plain host copies."""
+    import torch  # noqa: PLC0415
+
+    meta = torch.device("meta")
+
+    def run_sampler_v2(cfg, model, mode, last):  # type: ignore[no-untyped-def]
+        import vllm.utils.torch_utils as tu  # noqa: PLC0415
+        from vllm.v1.worker.gpu import buffer_utils as bu  # noqa: PLC0415
+        from vllm.v1.worker.gpu.input_batch import InputBuffers  # noqa: PLC0415
+        from vllm.v1.worker.gpu.model_runner import GPUModelRunner as Runner  # noqa: PLC0415
+        from vllm.v1.worker.gpu.sample.sampler import Sampler  # noqa: PLC0415
+        from vllm.v1.worker.gpu.states import RequestState  # noqa: PLC0415
+
+        class MetaBuffer(bu.NonUvaBuffer):  # type: ignore[misc]
+            def __init__(self, size, dtype):  # type: ignore[no-untyped-def]
+                self.cpu = torch.zeros(size, dtype=dtype, device="cpu")
+                self.np = self.cpu.numpy()
+                self._uva = torch.zeros(size, dtype=dtype, device=meta)
+
+        bu.NonUvaBuffer = bu.UvaBuffer = MetaBuffer
+        bu.is_uva_available = lambda: False
+        tu.PIN_MEMORY = False
+        sc, mc = cfg.scheduler_config, cfg.model_config
+        n, vocab = sc.max_num_seqs, mc.get_vocab_size()
+        states = RequestState(max_num_reqs=n, max_model_len=mc.max_model_len,
+                              max_num_batched_tokens=sc.max_num_batched_tokens, num_speculative_steps=0,
+                              vocab_size=vocab, device=meta,
+                              num_prefill_lookahead=max(1, cfg.num_prefill_lookahead_tokens),
+                              use_dense_all_token_ids=False)
+        runner = type("Runner", (), {})()
+        runner.model = model
+        runner.device = meta
+        runner.input_buffers = InputBuffers(max_num_reqs=n, max_num_tokens=sc.max_num_batched_tokens, device=meta)
+        runner.sampler = Sampler(vllm_config=cfg, max_num_reqs=n, vocab_size=vocab, device=meta, req_states=states,
+                                 logprobs_mode=mc.logprobs_mode)
+        with mode:
+            Runner._dummy_sampler_run(runner, last)
+
+    probe.run_sampler = run_sampler_v2
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--oracle-dir", default=os.environ.get("VLLM_CUDA_ORACLE_DIR",
@@ -336,7 +409,7 @@ def main() -> int:
             continue
         by_gpu.setdefault(c.gpu, []).append({"id": c.id, "out": str(out), "log": str(raw / f"{c.id}.log"),
                                              "argv": [str(c.model_dir), "--tp", str(c.tp), *c.args],
-                                             "pp": c.pp, "pp_rank": c.pp_rank})
+                                             "pp": c.pp, "pp_rank": c.pp_rank, "runner": c.runner})
     import subprocess  # noqa: PLC0415
     for gpu, jobs in by_gpu.items():  # one oracle process at a time
         jf = raw / f"jobs-{gpu}.jsonl"

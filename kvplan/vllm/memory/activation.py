@@ -233,6 +233,22 @@ def v1_sampler_phase_bytes(model: ModelSpec, *, num_reqs: int, num_sms: int = DE
             + FLASHINFER_ROW_STATES_BYTES)
 
 
+# Model Runner V2 (v1/worker/gpu/model_runner.py:_dummy_sampler_run, vLLM 0.33): compute_logits on the hidden rows as
+# they are (no rand_like), a default pass (no logits processing), then every request set to
+# SamplingParams.for_sampler_warmup (penalties, logit bias, bad words, top-k 50, top-p 0.9, min-p, logprobs 5):
+# v1/worker/gpu/sample/sampler.py:Sampler.apply_sampling_params's fp32 copy (4 B; penalties, bias, temperature and
+# min-p in place), then _sample_random's fused FlashInfer path (flashinfer_sample → top_k_mask_logits, 4 B, and its
+# softmax, 4 B): 2 + 4 + 4 + 4 = 14 B per logit with the model-dtype logits, plus FlashInfer's cached 1 MiB buffer.
+# Its persistent request and sampling state is built before the profile (not in this peak; penalty_state_bytes).
+MRV2_SAMPLER_FP32_COPIES_033 = 3
+
+
+def mrv2_sampler_phase_bytes(model: ModelSpec, *, num_reqs: int) -> int:
+    """What Model Runner V2's `_dummy_sampler_run` adds at its peak on vLLM 0.33 (see the block above)."""
+    e = _ACT_BYTES.get(model.dtype, 2)
+    return num_reqs * model.vocab_size * (e + 4 * MRV2_SAMPLER_FP32_COPIES_033) + FLASHINFER_ROW_STATES_BYTES
+
+
 def triton_moe_workspace_bytes(model: ModelSpec, *, tp: int, num_tokens: int) -> int:
     """The fused-MoE workspace vLLM 0.33 keeps for good once the profile run has grown it (v1/worker/workspace.py
     WorkspaceManager; model_executor/layers/fused_moe/modular_kernel.py:_allocate_buffers takes workspace13 and
@@ -341,18 +357,21 @@ def _has_dense_mlp(model: ModelSpec) -> bool:
 
 def v1_profile_peak_bytes(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
                           num_sms: int = DEFAULT_NUM_SMS, fp8_activations: bool = False,
-                          first_stage: bool = True) -> int:
+                          first_stage: bool = True, model_runner_v2: bool = False) -> int:
     """vLLM 0.33 V1 runner's "peak activation": the larger of the forward's peak (v1_forward_phase_bytes) and the
     sampler's (v1_sampler_phase_bytes over min(tokens, max_num_seqs) rows) on top of what the forward leaves alive —
     the hidden states, their logits rows (hidden_states[logit_indices]) and the MoE workspace. The last PP stage of
-    several: `first_stage=False`."""
+    several: `first_stage=False`. `model_runner_v2`: Model Runner V2's sampler (mrv2_sampler_phase_bytes) on the same
+    forward (the model code is the runner-independent part)."""
     e = _ACT_BYTES.get(model.dtype, 2)
     rows = min(max_num_batched_tokens, max_num_seqs)
     forward = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, fp8_activations=fp8_activations,
                                      first_stage=first_stage)
     retained = ((max_num_batched_tokens + rows) * model.hidden_size * e
                 + triton_moe_workspace_bytes(model, tp=tp, num_tokens=max_num_batched_tokens))
-    return max(forward, retained + v1_sampler_phase_bytes(model, num_reqs=rows, num_sms=num_sms))
+    sampler = (mrv2_sampler_phase_bytes(model, num_reqs=rows) if model_runner_v2
+               else v1_sampler_phase_bytes(model, num_reqs=rows, num_sms=num_sms))
+    return max(forward, retained + sampler)
 
 
 def _v1_033_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
