@@ -60,6 +60,9 @@ def wants_sglang(params: dict[str, Any]) -> bool:
         if engine == "both":
             raise InvalidParameter("--sglang-cmd plans SGLang alone",
                                    hint="with --engine both, give the deployment as flags (vLLM's and SGLang's)")
+        if params.get("engine") is not None and engine == "vllm":
+            raise InvalidParameter("--sglang-cmd plans with SGLang's rules, not --engine vllm",
+                                   hint="drop --engine vllm, or paste a vllm serve line with --vllm-cmd")
         return True
     if engine == "vllm":
         given = [n for n in SGLANG_ONLY if params.get(n) is not None]
@@ -72,7 +75,7 @@ def wants_sglang(params: dict[str, Any]) -> bool:
 def _deployment(params: dict[str, Any], pasted: dict[str, str | bool]) -> Any:
     """The deployment of the typed SGLang flags over a pasted line's (kvplan.sglang.engine_args)."""
     from kvplan.errors import InvalidParameter, ParseError
-    from kvplan.sglang.defaults import SglangDeployment
+    from kvplan.sglang.defaults import SglangDeployment, check_deployment
     from kvplan.sglang.engine_args import deployment_fields
 
     typed = {"tp_size": params.get("sgl_tp"), "dp_size": params.get("sgl_dp"),
@@ -82,9 +85,11 @@ def _deployment(params: dict[str, Any], pasted: dict[str, str | bool]) -> Any:
                                                     "kv_cache_dtype", "context_length", "trust_remote_code")}}
     options: dict[str, object] = {**pasted, **{k: v for k, v in typed.items() if v is not None}}
     try:
-        return SglangDeployment(**deployment_fields(options))  # type: ignore[arg-type]
+        dep = SglangDeployment(**deployment_fields(options))  # type: ignore[arg-type]
     except ParseError as exc:
         raise InvalidParameter(str(exc)) from None
+    check_deployment(dep)  # before the weights estimate divides by --tp
+    return dep
 
 
 def run_sglang_fit(params: dict[str, Any]) -> None:

@@ -1,0 +1,65 @@
+"""Bad input to the SGLang commands (fit --engine sglang|both, size --engine sglang, a pasted launch_server line):
+one `Error: …` line and exit 2, never an internal error, never a silently dropped word."""
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kvplan.errors import InvalidParameter, ParseError
+from kvplan.sglang.command_line import parse_sglang_command
+from kvplan.sglang.defaults import SglangDeployment, check_deployment
+
+QWEN = str(Path(__file__).parent / "fixtures/configs/Qwen--Qwen2.5-7B")
+
+
+def _kvplan(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kvplan", *args], capture_output=True, text=True, check=False)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (("fit", QWEN, "--gpu", "h100", "--engine", "sglang", "--tp", "0"), "--tp-size must be ≥ 1, got 0"),
+    (("fit", QWEN, "--engine", "sglang", "--tp", "0"), "--tp-size must be ≥ 1, got 0"),
+    (("fit", QWEN, "--gpu", "h100", "--engine", "both", "--tp", "0"), "--tp-size must be ≥ 1, got 0"),
+    (("fit", QWEN, "--gpu", "h100", "--engine", "sglang", "--context-length", "0"),
+     "--context-length must be ≥ 1, got 0"),
+    (("size", QWEN, "--engine", "sglang", "-tp", "0"), "--tensor-parallel-size must be ≥ 1, got 0"),
+    (("size", QWEN, "--engine", "sglang", "-tp", "-1"), "--tensor-parallel-size must be ≥ 1, got -1"),
+    (("fit", "--sglang-cmd", f"python -m sglang.launch_server --model-path {QWEN}", "--gpu", "h100", "--engine",
+      "vllm"), "--sglang-cmd plans with SGLang's rules, not --engine vllm"),
+    (("fit", "--sglang-cmd", f"vllm serve {QWEN}", "--gpu", "h100"), "this is a vllm command line"),
+])
+def test_sglang_bad_values_are_one_error_line_exit_2(args: tuple[str, ...], message: str) -> None:
+    r = _kvplan(*args)
+    assert r.returncode == 2, r.stdout + r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and message in errors[0] and "internal error" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(("field", "value", "flag"), [
+    ("context_length", 0, "--context-length"), ("context_length", -1, "--context-length"),
+    ("max_total_tokens", -100, "--max-total-tokens"), ("max_total_tokens", 0, "--max-total-tokens"),
+    ("max_running_requests", -1, "--max-running-requests"), ("max_running_requests", 0, "--max-running-requests"),
+])
+def test_deployment_refuses_counts_below_one(field: str, value: int, flag: str) -> None:
+    with pytest.raises(InvalidParameter, match=f"{flag} must be ≥ 1, got {value}"):
+        check_deployment(SglangDeployment(**{field: value}))  # type: ignore[arg-type]
+
+
+def test_sglang_serve_takes_its_positional_model() -> None:
+    # sglang/cli/serve.py:_normalize_positional_model_path: `sglang serve M` is `--model-path M`
+    cmd = parse_sglang_command("sglang serve Qwen/Qwen2.5-7B --tp 2")
+    assert cmd.model == "Qwen/Qwen2.5-7B" and cmd.options == {"tp_size": "2"} and cmd.ignored == ()
+
+
+@pytest.mark.parametrize(("line", "message"), [
+    ("python -m sglang.launch_server Qwen/Qwen2.5-7B --tp 2", "unrecognized arguments: Qwen/Qwen2.5-7B"),
+    ("python -m sglang.launch_server --model-path m --enable-dp-attention=maybe",
+     "argument --enable-dp-attention: ignored explicit argument 'maybe'"),
+    ("/opt/bin/vllm serve m --tp 2", "this is a vllm command line"),
+])
+def test_pasted_line_refuses_words_argparse_refuses(line: str, message: str) -> None:
+    with pytest.raises(ParseError, match=message):
+        parse_sglang_command(line)
