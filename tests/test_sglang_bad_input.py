@@ -2,6 +2,7 @@
 one `Error: …` line and exit 2, never an internal error, never a silently dropped word."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -63,3 +64,35 @@ def test_sglang_serve_takes_its_positional_model() -> None:
 def test_pasted_line_refuses_words_argparse_refuses(line: str, message: str) -> None:
     with pytest.raises(ParseError, match=message):
         parse_sglang_command(line)
+
+
+def test_plan_with_sglang_tp_0_is_a_plan_error_not_an_internal_one(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"deployments:\n  - name: x\n    model: {QWEN}\n    gpu: h100\n    engine: sglang\n"
+                    "    sglang: {tp: 0}\n    require: {starts: true}\n")
+    r = _kvplan("check", str(plan))
+    assert r.returncode == 2 and "deployments[0].sglang: --tp-size must be ≥ 1, got 0" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (("--max-num-seqs", "4"), "--max-num-seqs is a vLLM flag: --engine sglang takes SGLang's"),
+    (("--max-num-batched-tokens", "512"), "--max-num-batched-tokens is a vLLM flag"),
+    (("--gpu-memory-utilization", "0.5"), "--gpu-memory-utilization is a vLLM flag"),
+    (("--vllm-cmd", f"vllm serve {QWEN} --speculative-config "
+                    "'{\"method\": \"ngram\", \"num_speculative_tokens\": 3}'"),
+     "--engine sglang: speculative decoding is not modelled for SGLang yet"),
+])
+def test_roofline_engine_sglang_refuses_what_it_would_replace(extra: tuple[str, ...], message: str) -> None:
+    r = _kvplan("roofline", QWEN, "--gpu", "h100", "--engine", "sglang", "--batch", "1", *extra)
+    assert r.returncode == 2 and message in r.stderr and "Traceback" not in r.stderr, r.stderr
+
+
+def test_roofline_engine_sglang_names_sglangs_cap() -> None:
+    r = _kvplan("roofline", QWEN, "--gpu", "h100", "--engine", "sglang", "--context", "256", "--batch", "1")
+    text = " ".join(r.stdout.split())
+    assert r.returncode == 0, r.stderr
+    # SGLang's pool at 256 tokens holds more requests than max_running_requests (3,736 on one H100)
+    assert "SGLang runs at most 3,736 at once (max_running_requests)" in text and "vLLM runs" not in text
+    doc = json.loads(_kvplan("roofline", QWEN, "--gpu", "h100", "--engine", "sglang", "--batch", "1",
+                             "--json").stdout)
+    assert doc["kind"] == "roofline" and doc["engine"] == "sglang" and doc["max_num_seqs"] == 3736

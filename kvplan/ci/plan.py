@@ -890,7 +890,7 @@ def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[s
 
 def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Path) -> Deployment:
     """An `engine: sglang` deployment: SGLang's flags, the requirements SGLang's plan can judge."""
-    from kvplan.sglang.defaults import SglangDeployment
+    from kvplan.sglang.defaults import SglangDeployment, check_deployment
     from kvplan.sglang.engine_args import deployment_fields
     from kvplan.vllm.settings import ServeSettings
 
@@ -910,6 +910,7 @@ def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Pa
     revision = c.string(d["revision"], (*path, "revision")) if d.get("revision") is not None else None
     try:
         dep = SglangDeployment(**deployment_fields(options))  # type: ignore[arg-type]
+        check_deployment(dep)  # before the weights estimate divides by tp
     except KvplanError as exc:
         raise doc.error((*path, "sglang"), str(exc)) from None
     if d.get("num_gpus") is not None:

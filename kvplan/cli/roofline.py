@@ -129,6 +129,8 @@ def command(
     if engine.lower() not in ("vllm", "sglang"):
         raise InvalidParameter(f"--engine must be vllm or sglang, got {engine!r}")
     if engine.lower() == "sglang":
+        _refuse_vllm_only(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                          gpu_memory_utilization=gpu_memory_utilization, settings=settings)
         capacity, chunk, running = _sglang_caps(spec, spec_gpu, settings, ctx, weights.bytes if weights else None)
         capacity = max_concurrency if max_concurrency is not None else capacity
     else:
@@ -144,7 +146,7 @@ def command(
     )
     report = dataclasses.replace(
         report, notes=report.notes + rl.unmodelled_settings(pp=settings.pp, enforce_eager=settings.enforce_eager),
-        speculative=_speculative(costs, roof, settings, batches, ctx))
+        speculative=_speculative(costs, roof, settings, batches, ctx), engine=engine.lower())
     if svg is not None:
         from kvplan.files import write_output
         from kvplan.render.roofline import chart_svg
@@ -205,6 +207,22 @@ def _deployment(
                                    env=vllm_environment({**os.environ, **pasted_env}))
     revision = texts.get("revision")
     return settings, model, revision if isinstance(revision, str) else None
+
+
+def _refuse_vllm_only(*, max_num_seqs: int | None, max_num_batched_tokens: int | None,
+                      gpu_memory_utilization: float | None, settings: ServeSettings) -> None:
+    """`--engine sglang` takes its caps and chunk from SGLang's rules: a vLLM setting that would be silently
+    replaced by SGLang's is refused, and so is a speculative draft (SGLang's is not modelled: kvplan/sglang/fit.py)."""
+    from kvplan.errors import InvalidParameter
+
+    for flag, value in (("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", max_num_batched_tokens),
+                        ("--gpu-memory-utilization", gpu_memory_utilization)):
+        if value is not None:
+            raise InvalidParameter(f"{flag} is a vLLM flag: --engine sglang takes SGLang's running-request cap, "
+                                   "prefill chunk and memory fraction", hint="drop it, or use --engine vllm")
+    if settings.speculative_config:
+        raise InvalidParameter("--engine sglang: speculative decoding is not modelled for SGLang yet "
+                               "(the draft's KV cells and graph sizes)", hint="use --engine vllm")
 
 
 def _sglang_caps(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, context: int,
