@@ -96,3 +96,13 @@ def test_roofline_engine_sglang_names_sglangs_cap() -> None:
     doc = json.loads(_kvplan("roofline", QWEN, "--gpu", "h100", "--engine", "sglang", "--batch", "1",
                              "--json").stdout)
     assert doc["kind"] == "roofline" and doc["engine"] == "sglang" and doc["max_num_seqs"] == 3736
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (("--max-model-len", "4096", "--context-length", "8192"),
+     "SGLang's --context-length 8192 differs from vLLM's --max-model-len 4096"),
+    (("--gpu-memory", "24GiB"), "--engine both plans a catalog GPU: --gpu-memory / --gpu-bandwidth"),
+])
+def test_engine_both_refuses_two_deployments_in_one(extra: tuple[str, ...], message: str) -> None:
+    r = _kvplan("fit", QWEN, "--gpu", "h100", "--engine", "both", *extra)
+    assert r.returncode == 2 and message in r.stderr, r.stderr

@@ -278,6 +278,11 @@ def command(
     if loaded.note:
         warn(loaded.note)
     if (engine or "").lower() == "both":
+        if gpu_memory is not None or gpu_bandwidth is not None:
+            from kvplan.errors import InvalidParameter
+
+            raise InvalidParameter("--engine both plans a catalog GPU: --gpu-memory / --gpu-bandwidth (a custom GPU) "
+                                   "are not read by SGLang's plan", hint="name the GPU with --gpu (kvplan gpus)")
         _compare(flags_, loaded, flags, gpu, gpu_total_bytes, gpus_file, json_)
         return
     report = api.fit_plan(flags_, loaded, gpu, gpu_memory=gpu_memory, gpu_bandwidth=gpu_bandwidth,

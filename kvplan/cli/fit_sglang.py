@@ -179,6 +179,10 @@ def plan_sglang_beside(params: dict[str, Any], *, model: str, tp: int, pp: int, 
     if params.get("sgl_tp") is not None and dep.tp != tp:
         raise InvalidParameter(f"--engine both compares one deployment: SGLang's --tp {dep.tp} differs from vLLM's "
                                f"-tp {tp}", hint="give one of them")
+    if context is not None and dep.context_length is not None and dep.context_length != context:
+        raise InvalidParameter(f"--engine both compares one deployment: SGLang's --context-length "
+                               f"{dep.context_length} differs from vLLM's --max-model-len {context}",
+                               hint="give one of them")
     if pp != 1:
         raise InvalidParameter("--engine both: pipeline parallelism is not modelled for SGLang yet")
     dep = replace(dep, tp=tp, context_length=dep.context_length if dep.context_length is not None else context)
