@@ -106,3 +106,17 @@ def test_roofline_engine_sglang_names_sglangs_cap() -> None:
 def test_engine_both_refuses_two_deployments_in_one(extra: tuple[str, ...], message: str) -> None:
     r = _kvplan("fit", QWEN, "--gpu", "h100", "--engine", "both", *extra)
     assert r.returncode == 2 and message in r.stderr, r.stderr
+
+
+def test_requests_at_rounds_the_context_up_to_whole_pages_and_caps_at_max_running() -> None:
+    from kvplan.hardware.gpus import get_gpu
+    from kvplan.model.hub import load_local
+    from kvplan.sglang.fit import plan_sglang_fit, requests_at
+
+    spec = load_local(QWEN)
+    fit = plan_sglang_fit(spec, get_gpu("h100"), SglangDeployment(page_size=64), weights_bytes=15_231_233_024,
+                          weights_range=(15_231_233_024, 15_231_233_024))
+    tokens = fit.max_total_num_tokens
+    assert requests_at(fit, 4096) == min(tokens // 4096, fit.max_running_requests)
+    assert requests_at(fit, 4097) == tokens // (4096 + 64)  # 4,097 tokens take 65 pages of 64
+    assert requests_at(fit, 1) == fit.max_running_requests  # one page each: the cap decides

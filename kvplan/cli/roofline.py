@@ -231,7 +231,7 @@ def _sglang_caps(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, contex
     it would not start), its chunked_prefill_size and max_running_requests (kvplan/sglang/fit.py)."""
     from kvplan.cli.console import err
     from kvplan.sglang.defaults import SglangDeployment
-    from kvplan.sglang.fit import plan_sglang_fit
+    from kvplan.sglang.fit import plan_sglang_fit, requests_at
     from kvplan.vllm.memory.weights import estimate_weights
 
     dep = SglangDeployment(tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
@@ -242,9 +242,7 @@ def _sglang_caps(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, contex
     if not fit.fits:
         err().print(f"warning: KV capacity not computed: SGLang would not start ({fit.startup})")
         return None, fit.defaults.chunked_prefill_size, fit.max_running_requests or 1
-    page = fit.defaults.page_size
-    at_context = min(fit.max_total_num_tokens // (-(-max(context, 1) // page) * page), fit.max_running_requests)
-    return at_context, fit.defaults.chunked_prefill_size, fit.max_running_requests
+    return requests_at(fit, context), fit.defaults.chunked_prefill_size, fit.max_running_requests
 
 
 def _fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings) -> FitReport:
