@@ -31,6 +31,10 @@ def _kvplan(*args: str) -> subprocess.CompletedProcess[str]:
     (("fit", "--sglang-cmd", f"python -m sglang.launch_server --model-path {QWEN}", "--gpu", "h100", "--engine",
       "vllm"), "--sglang-cmd plans with SGLang's rules, not --engine vllm"),
     (("fit", "--sglang-cmd", f"vllm serve {QWEN}", "--gpu", "h100"), "this is a vllm command line"),
+    (("fit", QWEN, "--engine", "sglang", "--sglang-weight-log", "Load weight end. type=Qwen2ForCausalLM, "
+      "dtype=torch.bfloat16, avail mem=60.00 GB, mem usage=14.30 GB."),
+     "--sglang-weight-log is measured on one GPU: the catalog sweep (no --gpu) cannot use it"),
+    (("fit", QWEN, "--engine", "sglang", "--gpu-total-bytes", "80GiB"), "--gpu-total-bytes is measured on one GPU"),
 ])
 def test_sglang_bad_values_are_one_error_line_exit_2(args: tuple[str, ...], message: str) -> None:
     r = _kvplan(*args)

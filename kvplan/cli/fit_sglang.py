@@ -121,6 +121,10 @@ def run_sglang_fit(params: dict[str, Any]) -> None:
         raise InvalidParameter('a model is needed: kvplan fit MODEL --engine sglang (or --sglang-cmd '
                                '"python -m sglang.launch_server --model-path MODEL …")')
     if params.get("gpu") is None:
+        for name in ("sglang_weight_log", "gpu_total_bytes"):
+            if params.get(name) is not None:
+                raise InvalidParameter(f"--{name.replace('_', '-')} is measured on one GPU: the catalog sweep "
+                                       "(no --gpu) cannot use it", hint="name that GPU with --gpu")
         _sweep(str(model), params, _deployment(params, pasted), json_=json_)
         return
     report = _plan(str(model), params, _deployment(params, pasted), quiet=json_)
