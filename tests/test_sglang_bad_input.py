@@ -124,3 +124,21 @@ def test_requests_at_rounds_the_context_up_to_whole_pages_and_caps_at_max_runnin
     assert requests_at(fit, 4096) == min(tokens // 4096, fit.max_running_requests)
     assert requests_at(fit, 4097) == tokens // (4096 + 64)  # 4,097 tokens take 65 pages of 64
     assert requests_at(fit, 1) == fit.max_running_requests  # one page each: the cap decides
+
+
+@pytest.mark.parametrize(("body", "message"), [
+    ("sglang: {tp: 2.5}", "deployments[0].sglang: --tp-size: invalid value 2.5 (a whole number)"),
+    ("sglang: {tp: true}", "deployments[0].sglang: --tp-size: invalid value True (a whole number)"),
+    ("sglang: {tp: 2, tp-size: 4}", "deployments[0].sglang.tp-size: --tp-size given twice (--tp and --tp-size)"),
+    ("sglang: {model-path: /elsewhere}", "deployments[0].sglang.model-path: the model goes in the deployment's"),
+    ('sglang_cmd: ""', "deployments[0].sglang_cmd: expected a non-empty string"),
+    ("sglang: {pp-size: 2}\n    num_gpus: 1", "deployments[0].num_gpus: 1 GPUs are not a whole number of SGLang's 2"),
+])
+def test_plan_sglang_keys_read_as_sglangs_argparse_would(tmp_path: Path, body: str, message: str) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"deployments:\n  - name: x\n    model: {QWEN}\n    gpu: h100\n    engine: sglang\n"
+                    f"    {body}\n    require: {{starts: true}}\n")
+    r = _kvplan("check", str(plan))
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
+    assert r.returncode == 2 and len(errors) == 1 and message in errors[0], r.stderr
+    assert errors[0].count("plan.yaml:") == 1  # located once

@@ -867,14 +867,16 @@ def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[s
     model = None
     if d.get("sglang_cmd") is not None:
         cpath = (*path, "sglang_cmd")
+        line = c.string(d["sglang_cmd"], cpath)  # located already
         try:
-            cmd = parse_sglang_command(c.string(d["sglang_cmd"], cpath))
+            cmd = parse_sglang_command(line)
         except KvplanError as exc:
             raise c.doc.error(cpath, str(exc), at_value=True) from None
         options.update(cmd.options)
         model = cmd.model
     if d.get("sglang") is not None:
         spath = (*path, "sglang")
+        given: dict[str, str] = {}  # dest -> the flag that set it in this mapping
         for key, value in c.mapping(d["sglang"], spath, "a mapping of SGLang flags").items():
             flag = "--" + str(c.doc.spelled.get((*spath, key)) or key).replace("_", "-")
             try:
@@ -884,6 +886,12 @@ def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[s
             if found is None or found[0] not in MODELLED:
                 raise c.doc.error((*spath, key), f"{flag} is not an SGLang flag kvplan models",
                                   hint=", ".join(a.flag for a in MODELLED.values()))
+            if found[0] == "model_path":
+                raise c.doc.error((*spath, key), "the model goes in the deployment's `model:` (or in sglang_cmd)")
+            if found[0] in given:
+                raise c.doc.error((*spath, key), f"{MODELLED[found[0]].flag} given twice "
+                                  f"({given[found[0]]} and {flag})", hint="give it once")
+            given[found[0]] = flag
             options[found[0]] = value
     return options, model
 
@@ -916,6 +924,9 @@ def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Pa
     if d.get("num_gpus") is not None:
         gpath = (*path, "num_gpus")
         num_gpus = c.count(d["num_gpus"], gpath)
+        if num_gpus % dep.pp:
+            raise doc.error(gpath, f"{num_gpus} GPUs are not a whole number of SGLang's {dep.pp} pipeline stages",
+                            at_value=True)
         if "tp_size" not in options:
             from dataclasses import replace as dc_replace
 
