@@ -142,3 +142,18 @@ def test_plan_sglang_keys_read_as_sglangs_argparse_would(tmp_path: Path, body: s
     errors = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
     assert r.returncode == 2 and len(errors) == 1 and message in errors[0], r.stderr
     assert errors[0].count("plan.yaml:") == 1  # located once
+
+
+@pytest.mark.parametrize("extra", [
+    ("--quantization", "fp8"), ("--cpu-offload-gb", "4"), ("--kv-cache-memory-bytes", "20GiB"),
+    ("--num-gpu-blocks-override", "1000"), ("--vllm-cmd", f"vllm serve {QWEN} --kv-cache-memory-bytes 20GiB"),
+])
+def test_engine_both_refuses_vllm_settings_sglangs_plan_does_not_take(extra: tuple[str, ...]) -> None:
+    r = _kvplan("fit", QWEN, "--gpu", "h100", "--engine", "both", *extra)
+    assert r.returncode == 2 and "--engine both compares one deployment: --" in r.stderr, r.stderr
+
+
+def test_engine_both_takes_the_checkpoints_own_quantization() -> None:
+    fp8 = str(Path(__file__).parent / "fixtures/configs/nvidia--Llama-3.1-70B-Instruct-FP8")
+    r = _kvplan("fit", fp8, "--gpu", "h100", "--engine", "both", "-tp", "2", "-q", "modelopt", "--json")
+    assert r.returncode == 0 and json.loads(r.stdout)["kind"] == "fit-compare", r.stderr
