@@ -107,7 +107,7 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                                         arch=gpu.arch, enforce_eager=s.enforce_eager, version=r.version,
                                         compilation=compilation_settings(s.compilation_config),
                                         architecture=model.architectures[0] if model.architectures else None,
-                                        subtracted=s.estimate_cudagraphs))
+                                        subtracted=s.estimate_cudagraphs, model_runner_v2=r.model_runner.v2))
     return memory_budget(
         cuda_total_bytes=gpu.cuda_total_bytes,
         gpu_memory_utilization=r.gpu_memory_utilization,
