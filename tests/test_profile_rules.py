@@ -51,3 +51,26 @@ def test_mrv2_subtracts_no_cuda_graph_estimate_before_0_29() -> None:
     assert estimate_cuda_graphs(version=VllmVersion(0, 28), model_runner_v2=True, **kw).bytes == 0
     v1 = estimate_cuda_graphs(version=VllmVersion(0, 28), model_runner_v2=False, **kw).bytes
     assert v1 > 0 and estimate_cuda_graphs(version=VllmVersion(0, 29), model_runner_v2=True, **kw).bytes == v1
+
+
+def test_the_moe_workspace_is_not_split_by_tp_under_expert_parallelism() -> None:
+    """fused_moe/config.py:FusedMoEParallelConfig.make: with --enable-expert-parallel each rank owns whole experts
+    (their tp_size is 1), so TritonExperts' N is 2 × the full width. Mixtral-8x7B (hidden 4,096, experts 14,336
+    wide, top-2) over 8,192 tokens: at TP 2 N = 14,336 (workspace 8,192 × 2 × (7,168 + 14,336) × 2 B); with EP at
+    TP 2, N = 28,672 (8,192 × 2 × (14,336 + 28,672) × 2 B); fit passes the experts' split."""
+    from kvplan.vllm.fit import plan_fit
+    from kvplan.vllm.memory.activation import triton_moe_workspace_bytes
+    from kvplan.vllm.settings import ServeSettings
+
+    model = load_fixture("mistralai--Mixtral-8x7B-v0.1")
+    assert triton_moe_workspace_bytes(model, tp=2, num_tokens=8192) == 8192 * 2 * (7168 + 14336) * 2
+    assert triton_moe_workspace_bytes(model, tp=1, num_tokens=8192) == 8192 * 2 * (14336 + 28672) * 2
+    tp2 = v1_forward_phase_bytes(model, tp=2, num_tokens=8192)
+    ep = v1_forward_phase_bytes(model, tp=2, num_tokens=8192, moe_tp=1)
+    assert ep - tp2 == 8192 * 2 * (7168 + 14336) * 2
+    from kvplan.hardware.gpus import get_gpu
+    h100 = get_gpu("h100")
+    kw = dict(tp=2, max_model_len=4096, vllm_version="0.33", use_v2_model_runner=False)
+    plain = plan_fit(model, h100, ServeSettings(**kw), advise=False)  # type: ignore[arg-type]
+    with_ep = plan_fit(model, h100, ServeSettings(enable_expert_parallel=True, **kw), advise=False)  # type: ignore[arg-type]
+    assert with_ep.activation_bytes - plain.activation_bytes == 8192 * 2 * (7168 + 14336) * 2

@@ -133,7 +133,7 @@ ACTIVATION_RANGE = (-0.10, 0.10)
 def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
                         version: VllmVersion = LATEST, flashinfer_sampler: bool | None = None,
                         with_sampler: bool = True, model_runner_v2: bool | None = None,
-                        first_stage: bool = True) -> MemoryTerm:
+                        first_stage: bool = True, moe_tp: int | None = None) -> MemoryTerm:
     """Torch peak above what stays allocated after vLLM's profiling run (`transient_peak_headroom`).
 
     Follows v1/worker/gpu_model_runner.py:profile_run (the V1 runner) and v1/worker/gpu/model_runner.py:profile_run
@@ -150,12 +150,13 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
     A runner (`model_runner_v2` True / False) on a release PROFILE_RULES covers, with the sampler path left to vLLM:
     that release's profile run as ported from vLLM's code (ported_profile_rule; v1_profile_peak_bytes /
     v1_forward_phase_bytes), checked against 0.33's own run (tests/fixtures/oracle-profile); `first_stage=False` for
-    a PP stage after the first.
+    a PP stage after the first; `moe_tp`: the fused-MoE workspace's split (v1_forward_phase_bytes).
     """
     rule = ported_profile_rule(version, model_runner_v2=model_runner_v2)
     if rule is not None and flashinfer_sampler is None:
         return _ported_activation(model, rule, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
-                                  max_num_seqs=max_num_seqs, with_sampler=with_sampler, first_stage=first_stage)
+                                  max_num_seqs=max_num_seqs, with_sampler=with_sampler, first_stage=first_stage,
+                                  moe_tp=moe_tp)
     if not with_sampler:
         return _forward_only_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens)
     num_reqs = min(max_num_batched_tokens, max_num_seqs)
@@ -347,14 +348,16 @@ def _attention_point(model: ModelSpec, *, tp: int, num_tokens: int, base: int) -
 
 
 def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_activations: bool = False,
-                           first_stage: bool = True) -> int:
+                           first_stage: bool = True, moe_tp: int | None = None) -> int:
     """Peak of vLLM 0.33's profile forward over `num_tokens` tokens on one TP rank: the larger of the dense MLP point
     (_dense_mlp_point) and the attention point (_attention_point), the latter with the fused-MoE workspace alive
     (triton_moe_workspace_bytes) once an MoE layer has run. The workspace is taken at the first MoE layer's call:
     the dense layers before it (DeepSeek's first_k_dense) run without it. `fp8_activations`: W8A8 block-FP8 linears
     (a block-FP8 checkpoint on SM ≥ 9.0), whose down_proj input is quantized at the MLP peak (_fp8_input_copy_bytes).
     `first_stage=False`: a PP stage after the first, whose residual stream arrives in the runner's persistent
-    intermediate tensors (allocated before the profile): one hidden buffer fewer, as for a multimodal model."""
+    intermediate tensors (allocated before the profile): one hidden buffer fewer, as for a multimodal model.
+    `moe_tp`: the ranks each expert's width is split over (fused_moe/config.py:FusedMoEParallelConfig.make: TP × DP,
+    or 1 with --enable-expert-parallel, "each device owns a set of experts fully"); None: `tp`."""
     e = _ACT_BYTES.get(model.dtype, 2)
     from_buffer = bool(model.mm_modalities or model.towers) or not first_stage
     base = FORWARD_BASE_HIDDEN - (1 if from_buffer else 0)
@@ -362,7 +365,7 @@ def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_ac
     dense = _dense_mlp_point(model, tp=tp, num_tokens=num_tokens, base=base) * e if _has_dense_mlp(model) else 0
     if dense and fp8_activations:
         dense += _fp8_input_copy_bytes(_per_rank(model.intermediate_size, tp), num_tokens)
-    workspace = triton_moe_workspace_bytes(model, tp=tp, num_tokens=num_tokens)
+    workspace = triton_moe_workspace_bytes(model, tp=tp if moe_tp is None else moe_tp, num_tokens=num_tokens)
     if model.moe is None:
         return max(dense, attention)
     return max(dense, attention + workspace)
@@ -378,19 +381,20 @@ def _has_dense_mlp(model: ModelSpec) -> bool:
 def v1_profile_peak_bytes(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
                           num_sms: int = DEFAULT_NUM_SMS, fp8_activations: bool = False,
                           first_stage: bool = True, model_runner_v2: bool = False,
-                          mrv2_warmup_pass: bool = True) -> int:
+                          mrv2_warmup_pass: bool = True, moe_tp: int | None = None) -> int:
     """vLLM 0.33 V1 runner's "peak activation": the larger of the forward's peak (v1_forward_phase_bytes) and the
     sampler's (v1_sampler_phase_bytes over min(tokens, max_num_seqs) rows) on top of what the forward leaves alive —
     the hidden states, their logits rows (hidden_states[logit_indices]) and the MoE workspace. The last PP stage of
     several: `first_stage=False`. `model_runner_v2`: Model Runner V2's sampler (mrv2_sampler_phase_bytes) on the same
     forward (the model code is the runner-independent part); `mrv2_warmup_pass=False`: its default pass only
-    (mrv2_default_sampler_phase_bytes, vLLM 0.22–0.32)."""
+    (mrv2_default_sampler_phase_bytes, vLLM 0.22–0.32). `moe_tp`: as v1_forward_phase_bytes."""
     e = _ACT_BYTES.get(model.dtype, 2)
     rows = min(max_num_batched_tokens, max_num_seqs)
     forward = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, fp8_activations=fp8_activations,
-                                     first_stage=first_stage)
+                                     first_stage=first_stage, moe_tp=moe_tp)
     retained = ((max_num_batched_tokens + rows) * model.hidden_size * e
-                + triton_moe_workspace_bytes(model, tp=tp, num_tokens=max_num_batched_tokens))
+                + triton_moe_workspace_bytes(model, tp=tp if moe_tp is None else moe_tp,
+                                             num_tokens=max_num_batched_tokens))
     if model_runner_v2:
         sampler = (mrv2_sampler_phase_bytes(model, num_reqs=rows) if mrv2_warmup_pass
                    else mrv2_default_sampler_phase_bytes(model, num_reqs=rows))
@@ -453,7 +457,8 @@ def ported_profile_rule(version: VllmVersion, *, model_runner_v2: bool | None) -
 
 
 def _ported_activation(model: ModelSpec, rule: ProfileRule, *, tp: int, max_num_batched_tokens: int,
-                       max_num_seqs: int, with_sampler: bool, first_stage: bool) -> MemoryTerm:
+                       max_num_seqs: int, with_sampler: bool, first_stage: bool,
+                       moe_tp: int | None = None) -> MemoryTerm:
     """The profile peak as `rule`'s release runs it (v1_profile_peak_bytes; a PP stage before the last: the forward's,
     v1_forward_phase_bytes). Range ACTIVATION_RANGE: what the meta-tensor run cannot see (kernel-internal scratch,
     the real SM count, Inductor's fusion around the custom ops)."""
@@ -463,14 +468,15 @@ def _ported_activation(model: ModelSpec, rule: ProfileRule, *, tp: int, max_num_
         peak = v1_profile_peak_bytes(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
                                      max_num_seqs=max_num_seqs, first_stage=first_stage,
                                      model_runner_v2=rule.model_runner_v2,
-                                     mrv2_warmup_pass=rule.sampler == "mrv2_warmup")
+                                     mrv2_warmup_pass=rule.sampler == "mrv2_warmup", moe_tp=moe_tp)
         rows = min(max_num_batched_tokens, max_num_seqs)
         how = {"v1": "14 B + Triton buffer", "mrv2_default": "default pass: the model-dtype logits",
                "mrv2_warmup": "warmup pass: 14 B"}[rule.sampler]
         what = (f"{band} {runner}'s profile run: forward over {max_num_batched_tokens:,} tokens, sampler over "
                 f"{rows:,} rows × {model.vocab_size:,} vocab ({how})")
     else:
-        peak = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, first_stage=first_stage)
+        peak = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, first_stage=first_stage,
+                                      moe_tp=moe_tp)
         what = (f"{band} {runner}'s profile forward over {max_num_batched_tokens:,} tokens "
                 "(no sampler: not the last PP stage)")
     lo, hi = ACTIVATION_RANGE
