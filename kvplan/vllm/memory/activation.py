@@ -254,9 +254,9 @@ def mrv2_sampler_phase_bytes(model: ModelSpec, *, num_reqs: int) -> int:
     return num_reqs * model.vocab_size * (e + 4 * MRV2_SAMPLER_FP32_COPIES_033) + FLASHINFER_ROW_STATES_BYTES
 
 
-# Model Runner V2 on vLLM 0.22–0.32 (v1/worker/gpu/model_runner.py:_dummy_sampler_run, read in 0.22, 0.23, 0.24, 0.26,
-# 0.27.1, 0.28, 0.29 and 0.31): only the default pass. InputBatch.make_dummy maps every row to a request slot with
-# SamplingStates' initial values (v1/worker/gpu/sample/states.py: temperature 0, top_k = vocab, top_p 1), so
+# Model Runner V2 on vLLM 0.22–0.32 (v1/worker/gpu/model_runner.py:_dummy_sampler_run, read in 0.22, 0.23, 0.24,
+# 0.26, 0.27.1, 0.28, 0.29, 0.31 and 0.32): only the default pass. InputBatch.make_dummy maps every row to a request
+# slot with SamplingStates' initial values (v1/worker/gpu/sample/states.py: temperature 0, top_k = vocab, top_p 1), so
 # Sampler._requires_logits_processing is False (no fp32 copy), get_top_k_top_p returns None, None, and gumbel_sample
 # (sample/gumbel.py) reads the model-dtype logits with two [rows, cdiv(vocab, 1024)] buffers (int64 argmax, fp32 max).
 GUMBEL_BLOCK = 1024
@@ -425,9 +425,10 @@ class ProfileRule:
 
 
 # The profile-run rule by release and runner, read in the wheels (pip download --no-deps vllm==X: 0.17.0, 0.19.0,
-# 0.22.0, 0.23.0, 0.24.0, 0.26.0, 0.27.1, 0.28.0, 0.29.0, 0.31.0, 0.33.0). The forward (v1_forward_phase_bytes) is the
-# model's code on either runner; the fused-MoE workspace is WorkspaceManager's from 0.17 on (v1/worker/workspace.py,
-# TritonExperts.workspace_shapes the same M × top_k × max(N/2, K) and M × top_k × max(N, K) in 0.17 and 0.27.1).
+# 0.22.0, 0.23.0, 0.24.0, 0.26.0, 0.27.1, 0.28.0, 0.29.0, 0.31.0, 0.32.0, 0.33.0). The forward (v1_forward_phase_bytes)
+# is the model's code on either runner; the fused-MoE workspace is WorkspaceManager's from 0.17 on
+# (v1/worker/workspace.py; TritonExperts.workspace_shapes the same M × top_k × max(N/2, K) and M × top_k × max(N, K)
+# in 0.17 and 0.27.1).
 # Releases before 0.17 keep the fitted per-logit figures (sampler_bytes_per_logit: 0.11's sort path).
 PROFILE_RULES: tuple[ProfileRule, ...] = (
     ProfileRule(VllmVersion(0, 17), None, False, "v1",

@@ -224,7 +224,7 @@ def cuda_graph_bytes(piecewise: int, full: int, *, moe_layers: int = 0, tp: int 
 
 
 # Model Runner V2's profile_cudagraph_memory (v1/worker/gpu/model_runner.py, read in the wheels): `return 0` ("It is TBD
-# whether we keep this API or not") in 0.22, 0.23, 0.24, 0.26, 0.27.1 and 0.28.0; 0.29.0, 0.30, 0.31 and 0.33 call
+# whether we keep this API or not") in 0.22, 0.23, 0.24, 0.26, 0.27.1 and 0.28.0; 0.29.0, 0.30–0.32 and 0.33 call
 # _profile_cudagraph_memory (v1/worker/gpu/cudagraph_utils.py). gpu_worker.py subtracts what it returns.
 MRV2_GRAPH_ESTIMATE_SINCE = VllmVersion(0, 29)
 
