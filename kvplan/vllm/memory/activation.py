@@ -94,9 +94,9 @@ def sampler_bytes_per_logit(version: VllmVersion = LATEST, flashinfer: bool | No
     Model Runner V2 (v1/worker/gpu/model_runner.py:_dummy_sampler_run) samples its dummy requests with their
     default state (greedy, no processing) up to 0.32 — 0.33 adds a second pass with
     SamplingParams.for_sampler_warmup (penalties, top-k/top-p, min-p, logprobs) after freeing the first — and
-    its sampler (v1/worker/gpu/sample/) works in place; the same per-logit figure stands for it, an estimate:
-    the one MRV2 log in the corpus (vLLM 0.31, A100, Llama-3.1-8B) shows a transient peak of 1.21 GiB where this
-    counts 0.62, unexplained.
+    its sampler (v1/worker/gpu/sample/) works in place. These figures serve where the runner is not given or the
+    release predates PROFILE_RULES; estimate_activation follows the ported rule otherwise (0.17+ V1: 14 B plus the
+    Triton buffer, the 20 B "penalties" figure not being what the dummy run does: no_penalties=True).
     """
     native = SAMPLER_BYTES_PER_LOGIT if version < SAMPLER_TRITON_SINCE else SAMPLER_BYTES_PER_LOGIT_TRITON
     if flashinfer is not None:
