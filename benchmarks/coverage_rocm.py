@@ -47,7 +47,8 @@ GPU_IDS = {"mi300x": "mi300x", "mi325x": "mi325x", "mi355x": "mi355x"}
 GET_NAME = {"ROCM_AITER_FA": "FLASH_ATTN"}
 # get_name()s of the attention-layer backends in a golden's attn_backends (not Mamba/GDN/indexer ones).
 ATTENTION_NAMES = frozenset({"ROCM_ATTN", "FLASH_ATTN", "ROCM_AITER_UNIFIED_ATTN", "TRITON_ATTN", "ROCM_AITER_MLA",
-                             "TRITON_MLA", "ROCM_AITER_TRITON_MLA", "ROCM_AITER_MLA_SPARSE", "TRITON_ATTN_DIFFKV"})
+                             "TRITON_MLA", "ROCM_AITER_TRITON_MLA", "ROCM_AITER_MLA_SPARSE", "TRITON_ATTN_DIFFKV",
+                             "ROCM_FLASHMLA_SPARSE_DSV4"})
 ROCM_REASONS = ("No valid attention backend found", "No valid MLA prefill backend found")
 
 

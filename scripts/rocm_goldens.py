@@ -46,6 +46,10 @@ def _cases() -> list[tuple[str, str, list[str], str]]:
 def _inputs(raw: dict[str, Any], args: list[str]) -> dict[str, Any]:
     req = raw["request"]
     env = {"VLLM_ROCM_USE_AITER": "1"} if req["use_aiter"] else {}
+    for flag, value in zip(args, args[1:], strict=False):  # the oracle's --env K=V, set before vLLM is imported
+        if flag == "--env":
+            key, _, val = value.partition("=")
+            env[key] = val
     return {"gpu": req["gpu"], "oracle_args": [*args, "--kv-cache-memory-bytes", str(KV_BYTES)],
             "tensor_parallel_size": req["tp"], "pipeline_parallel_size": req["pp"],
             "kv_cache_dtype": req["kv_cache_dtype"], "kv_cache_memory_bytes": req["kv_cache_memory_bytes"],

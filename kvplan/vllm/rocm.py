@@ -18,6 +18,10 @@ planner run with its `RocmPlatform` (tests/fixtures/oracle-rocm/).
   float8_e4m3fnuz where `"gfx94" in _GCN_ARCH` (`RocmPlatform.is_fp8_fnuz`), float8_e4m3fn on gfx950.
 * MLA prefill (`RocmPlatform.get_mla_prefill_backend_cls`): ROCM_AITER_FA (aiter enabled) or FLASH_ATTN (the
   ROCm flash-attention package); neither → "No valid MLA prefill backend found".
+* DeepSeek-V4 (`models/deepseek_v4/__init__.py` picks `amd/model.py` when `current_platform.is_rocm()`): its
+  layers are `amd/rocm.py:DeepseekV4ROCMAiterMLAAttention`, a `DeepseekV4Attention` that keeps the fp8_ds_mla
+  layout (`use_fp8_ds_mla_layout` is not overridden), so the caches are CUDA's FlashMLA ones; only the backend's
+  name differs (ROCM_FLASHMLA_SPARSE_DSV4, 256-token blocks as sparse_mla.py:DeepseekV4SparseMLABackend).
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import NotServed
+from kvplan.model.kv_cache import DSV4_KV_DTYPE_REFUSAL, DSV4_SERVED_KV_DTYPES
 from kvplan.vllm.backends import AttentionBackend
 
 if TYPE_CHECKING:
@@ -104,6 +109,12 @@ ROCM_AITER_MLA_SPARSE = AttentionBackend("ROCM_AITER_MLA_SPARSE", 16, 1)  # [1, 
 # MiMoV2Attention): FLASH_ATTN_DIFFKV needs FA3/FA4 (CUDA), so ROCm gets TRITON_ATTN_DIFFKV (MultipleOf(16)).
 TRITON_ATTN_DIFFKV = AttentionBackend("TRITON_ATTN_DIFFKV", 16, 16)
 _DIFFKV_ARCHITECTURES = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"})
+
+# amd/rocm.py:DeepseekV4ROCMAiterMLASparseBackend(DeepseekV4SparseMLABackend): get_name() ROCM_FLASHMLA_SPARSE_DSV4,
+# the parent's 256-token kernel blocks; vLLM 0.33's planner logs "Setting kv cache block size to 256 for
+# DEEPSEEK_SPARSE_SWA/ROCM_FLASHMLA_SPARSE_DSV4/DEEPSEEK_V4_INDEXER/CompressorBackend backend(s)" with or without
+# aiter (tests/fixtures/oracle-rocm/deepseek-ai--DeepSeek-V4-Flash__*).
+ROCM_DSV4_FLASHMLA = AttentionBackend("ROCM_FLASHMLA_SPARSE_DSV4", 256, 256)
 
 NO_MLA_PREFILL = ("No valid MLA prefill backend found: ROCM_AITER_FA needs aiter enabled (VLLM_ROCM_USE_AITER=1), "
                   "FLASH_ATTN the flash_attn package (platforms/rocm.py:get_mla_prefill_backend_cls)")
@@ -211,6 +222,14 @@ def rocm_backend(model: ModelSpec, gpu: RocmGpu, kv_dtype: str, aiter: RocmAiter
         return next(iter(chosen.values()))
     # _preferred_block_size_for_backends: every ROCm backend takes 16, so 16 it is
     return AttentionBackend(" + ".join(chosen), 16, 16)
+
+
+def rocm_dsv4_backend(kv_flag: str) -> AttentionBackend:
+    """DeepSeek-V4's backend on ROCm, or vLLM's refusal: attention.py:_resolve_dsv4_kv_cache_dtype serves auto and
+    every fp8 flag as fp8_ds_mla and refuses the rest, on ROCm as on CUDA (the ROCm layer inherits it)."""
+    if kv_flag not in DSV4_SERVED_KV_DTYPES:
+        raise NotServed(DSV4_KV_DTYPE_REFUSAL.format(kv_flag))
+    return ROCM_DSV4_FLASHMLA
 
 
 def rules_note(gpu: RocmGpu, aiter: RocmAiter, kv_dtype: str) -> str:

@@ -383,9 +383,11 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     kv_flag = _model_kv_cache_dtype(model, gpu, s.kv_cache_dtype)
     if model.dsv4 is not None:
         if gpu_platform(gpu) == "rocm":
-            raise NotServed("DeepSeek-V4 on AMD GPUs: kvplan does not model vLLM's ROCm backend for its compressed "
-                            "sparse attention yet (kvplan/vllm/rocm.py)", hint="plan it on an NVIDIA GPU")
-        backend = dsv4_backend(gpu, kv_flag, version)
+            from kvplan.vllm.rocm import rocm_dsv4_backend
+
+            backend = rocm_dsv4_backend(kv_flag)  # the FlashMLA caches under ROCm's backend name (vllm/rocm.py)
+        else:
+            backend = dsv4_backend(gpu, kv_flag, version)
         kv_flag = "fp8_ds_mla"  # attention.py:_resolve_dsv4_kv_cache_dtype: auto and every fp8 flag
         kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
     else:
