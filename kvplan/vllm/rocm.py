@@ -50,12 +50,18 @@ class RocmAiter:
     """Whether AMD's aiter kernels are installed and enabled.
 
     `installed`: the `aiter` and ROCm `flash_attn` packages are importable. vLLM's ROCm images build both and set
-    no VLLM_ROCM_USE_AITER (vllm-project/vllm docker/Dockerfile.rocm_base@00256d59: AITER_BRANCH v0.1.10.post3,
-    FA_BRANCH, `pip install /install/*.whl` in its final stage; docker/Dockerfile.rocm@00305ee5 builds the image on
-    that base, with no AITER variable; the same in ROCm/vllm docker/Dockerfile.rocm_base@01d9e19a and
-    docker/Dockerfile.rocm@0004921e), so the default is installed, not enabled; a bare `pip install vllm` has
-    neither package. The rest are vLLM's variables (envs.py): VLLM_ROCM_USE_AITER
-    (default False), VLLM_ROCM_USE_AITER_MHA and VLLM_ROCM_USE_AITER_MLA (default True).
+    no VLLM_ROCM_USE_AITER, so the default is installed, not enabled. Source: vLLM 0.33.0's own Docker files, in
+    its PyPI sdist (vllm-0.33.0.tar.gz, sha256 f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112):
+    docker/Dockerfile.rocm_base (sha256 54c0ade8…) builds flash-attention (FA_BRANCH 0e60e394) and aiter
+    (AITER_BRANCH v0.1.26) wheels and its `final` stage pip-installs them; docker/Dockerfile.rocm (sha256
+    f9ae35d6…), FROM that base, sets TOKENIZERS_PARALLELISM, SAFETENSORS_FAST_GPU, HIP_FORCE_DEV_KERNARG,
+    HSA_ENABLE_IPC_MODE_LEGACY, UCX_* and PYTORCH_NVML_BASED_CUDA_CHECK in its `final_common` stage and no
+    VLLM_ROCM_USE_AITER anywhere. The same holds in vllm-project/vllm docker/Dockerfile.rocm@00305ee5 and AMD's
+    ROCm/vllm docker/Dockerfile.rocm@0004921e (its final stage: TOKENIZERS_PARALLELISM, SAFETENSORS_FAST_GPU,
+    HIP_FORCE_DEV_KERNARG); run guides for that image pass `--env VLLM_ROCM_USE_AITER=1` themselves (e.g. a
+    madengine Kimi-K3 benchmark guide for vllm/vllm-openai-rocm, found by code search). A bare `pip install vllm` has neither package. The rest are vLLM's variables
+    (envs.py): VLLM_ROCM_USE_AITER (default False), VLLM_ROCM_USE_AITER_MHA and VLLM_ROCM_USE_AITER_MLA (default
+    True).
     """
 
     installed: bool = True
