@@ -16,6 +16,7 @@ import pytest
 from kvplan.errors import NotServed
 from kvplan.hardware.gpus import get_gpu, load_catalog
 from kvplan.model.config import parse_config
+from kvplan.model.kv_cache import KVCacheSpec
 from kvplan.vllm.environment import vllm_environment
 from kvplan.vllm.fit import plan_fit
 from kvplan.vllm.rocm import RocmAiter, fp8_view_dtype, rocm_backend
@@ -278,3 +279,37 @@ def test_deepseek_v4_on_rocm_keeps_the_flashmla_caches_under_rocms_backend() -> 
         assert r.log_line == _golden(f"deepseek-ai--DeepSeek-V4-Flash__{gpu}-tp8-mml8192")["kv_cache"]["log_line"]
     with pytest.raises(NotServed, match="fp8_ds_mla layout only supports fp8 kv-cache, got bfloat16"):
         plan_fit(model, get_gpu("mi300x"), replace(s, kv_cache_dtype="bfloat16"), advise=False)
+
+
+ROCM_LOGS = ROOT / "tests" / "fixtures" / "startup-logs" / "rocm"
+
+
+def _logged(text: str, pattern: str) -> str:
+    match = re.search(pattern, text)
+    assert match is not None, pattern
+    return match.group(1)
+
+
+@pytest.mark.parametrize(("log", "specs", "tp"), [
+    # DeepSeek-R1-Distill-Qwen-14B (Qwen2ForCausalLM: 48 layers, 8 KV heads of 128, bf16), TP 2: 4 heads a rank
+    ("ray-rocm7-blog-r1-distill-qwen-14b-tp2.log", [[KVCacheSpec(i, "full", 8, 128, 128, 2) for i in range(48)]],
+     2),
+    ("unsloth-gfx1201-llama31-8b-merged.log", None, 1),
+])
+def test_public_rocm_startup_logs_are_reproduced_from_their_kv_memory(log: str, specs: Any, tp: int) -> None:
+    from kvplan.model.kv_cache import kv_cache_specs
+    from kvplan.units import GiB
+    from kvplan.vllm.block_plan import plan_kv_cache
+
+    text = (ROCM_LOGS / log).read_text()
+    gib = float(_logged(text, r"Available KV cache memory: ([\d.]+) GiB"))
+    tokens = int(_logged(text, r"GPU KV cache size: ([\d,]+) tokens").replace(",", ""))
+    max_len = int(_logged(text, r"'max_model_len': (\d+)"))
+    if specs is None:  # the Llama-3.1-8B geometry (README.md: inferred from the chat template and weights)
+        specs = kv_cache_specs(_model("meta-llama--Llama-3.1-8B-Instruct"), tp=tp, kv_cache_dtype="auto")
+    else:
+        specs = [[replace(s, num_kv_heads=s.num_kv_heads // tp) for s in specs[0]]]
+    lo, hi = (plan_kv_cache(specs, int((gib + d) * GiB), 16, max_len, 8192) for d in (-0.005, 0.005))
+    mid = plan_kv_cache(specs, int(gib * GiB), 16, max_len, 8192)
+    assert lo.kv_cache_tokens <= tokens <= hi.kv_cache_tokens
+    assert mid.kv_cache_tokens == tokens  # 103,813 and 4,925 blocks of 16 at the printed GiB
