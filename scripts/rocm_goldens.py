@@ -26,7 +26,8 @@ TOOL = "vllm-rocm-oracle rocm_oracle.py (vLLM 0.33.0's RocmPlatform on a CPU: fa
 # Errors of the faked environment, not vLLM verdicts (FAILURES.md): a CUDA-only import, a workspace the
 # meta-device build never initialises, an aiter kernel the stub package cannot run. Such a case is an
 # `oracle_failure`, as in ../oracle-cuda.
-ORACLE_FAILURES = ("No module named 'cuda'", "WorkspaceManager not initialized", "fake_rocm: kernel ")
+ORACLE_FAILURES = ("No module named 'cuda'", "WorkspaceManager not initialized", "fake_rocm: kernel ",
+                   "Cannot copy out of meta tensor")
 
 
 def _error(text: str) -> dict[str, str]:
