@@ -313,3 +313,16 @@ def test_public_rocm_startup_logs_are_reproduced_from_their_kv_memory(log: str, 
     mid = plan_kv_cache(specs, int(gib * GiB), 16, max_len, 8192)
     assert lo.kv_cache_tokens <= tokens <= hi.kv_cache_tokens
     assert mid.kv_cache_tokens == tokens  # 103,813 and 4,925 blocks of 16 at the printed GiB
+
+
+def test_a_vision_tower_whose_heads_do_not_split_over_tp_is_refused_in_vllms_words() -> None:
+    # vLLM 0.33's RocmPlatform (…GLM-4.5V__mi300x-tp8-mml8192.json): "AssertionError: 12 is not divisible by 8"
+    # from glm4_1v.py:Glm4vVisionAttention; the rule is the model's, so CUDA refuses alike
+    model = _model("zai-org--GLM-4.5V")
+    s = ServeSettings(tp=8, max_model_len=8192, kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0)
+    golden = _golden("zai-org--GLM-4.5V__mi300x-tp8-mml8192")
+    assert golden["build_error"]["error_message"] == "12 is not divisible by 8"
+    for gpu in ("mi300x", "h100"):
+        with pytest.raises(NotServed, match=r"^12 is not divisible by 8"):
+            plan_fit(model, get_gpu(gpu), s, advise=False)
+    assert plan_fit(model, get_gpu("mi300x"), replace(s, tp=4), advise=False).fits  # 12 = 4 × 3

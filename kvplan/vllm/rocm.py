@@ -59,9 +59,9 @@ class RocmAiter:
     VLLM_ROCM_USE_AITER anywhere. The same holds in vllm-project/vllm docker/Dockerfile.rocm@00305ee5 and AMD's
     ROCm/vllm docker/Dockerfile.rocm@0004921e (its final stage: TOKENIZERS_PARALLELISM, SAFETENSORS_FAST_GPU,
     HIP_FORCE_DEV_KERNARG); run guides for that image pass `--env VLLM_ROCM_USE_AITER=1` themselves (e.g. a
-    madengine Kimi-K3 benchmark guide for vllm/vllm-openai-rocm, found by code search). A bare `pip install vllm` has neither package. The rest are vLLM's variables
-    (envs.py): VLLM_ROCM_USE_AITER (default False), VLLM_ROCM_USE_AITER_MHA and VLLM_ROCM_USE_AITER_MLA (default
-    True).
+    madengine Kimi-K3 benchmark guide for vllm/vllm-openai-rocm, found by code search). A bare `pip install vllm`
+    has neither package. The rest are vLLM's variables (envs.py): VLLM_ROCM_USE_AITER (default False),
+    VLLM_ROCM_USE_AITER_MHA and VLLM_ROCM_USE_AITER_MLA (default True).
     """
 
     installed: bool = True

@@ -19,7 +19,13 @@ from kvplan.vllm.backends import FLASHINFER_MLA_SPARSE_SM120, AttentionBackend, 
 from kvplan.vllm.backends import GpuLike as BackendGpu
 from kvplan.vllm.defaults import BatchSettings, MambaCacheMode, PerformanceMode, Usage, VllmVersion
 from kvplan.vllm.model_runner import ModelRunner, model_runner
-from kvplan.vllm.multimodal import MmLimits, ModalityLimit, encoder_budget_refusal, gemma4_item_tokens
+from kvplan.vllm.multimodal import (
+    MmLimits,
+    ModalityLimit,
+    encoder_budget_refusal,
+    gemma4_item_tokens,
+    tower_tp_refusal,
+)
 from kvplan.vllm.speculative import speculative_method
 
 if TYPE_CHECKING:
@@ -380,6 +386,10 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     if refusal is not None:
         raise InvalidParameter(refusal, hint="vLLM's encoder budget (compute_mm_encoder_budget); or limit that "
                                              "modality with --limit-mm-per-prompt")
+    tower_refusal = tower_tp_refusal(model, limits, s.tp)
+    if tower_refusal is not None:
+        raise NotServed(tower_refusal, hint="the vision tower's attention heads must split over the TP ranks: "
+                                            "pick a TP size that divides them")
     kv_flag = _model_kv_cache_dtype(model, gpu, s.kv_cache_dtype)
     if model.dsv4 is not None:
         if gpu_platform(gpu) == "rocm":
