@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import re
 import sys
 import time
 from dataclasses import replace
@@ -57,18 +58,30 @@ def goldens() -> list[dict[str, object]]:
     return [json.loads(p.read_text()) for p in sorted(GOLDENS.glob("*__*.json"))]
 
 
+# The same refusal in other words: kvplan's TP check (model/parallel.py) and vLLM's
+# (config/parallel.py: "Total number of attention heads (28) must be divisible by tensor parallel size (8)"),
+# counted as vLLM's only when both name the same head count and TP size.
+_KVPLAN_TP = re.compile(r"--tensor-parallel-size (\d+) does not divide the (\d+) attention heads")
+_VLLM_TP = re.compile(r"Total number of attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)")
+
+
 def _same_reason(kvplan_message: str, vllm_message: str) -> bool:
     if any(r in kvplan_message and r in vllm_message for r in ROCM_REASONS):
+        return True
+    ours, theirs = _KVPLAN_TP.search(kvplan_message), _VLLM_TP.search(vllm_message)
+    if ours and theirs and (ours.group(2), ours.group(1)) == theirs.groups():
         return True
     return bool(cuda._same_reason(kvplan_message, vllm_message))
 
 
 def classify(g: dict) -> cuda.Outcome | None:  # type: ignore[type-arg,name-defined]
     """The class of one ROCm golden case (None: flags kvplan does not model)."""
-    s = cuda._settings(g)
+    inputs = g["inputs"]
+    # --block-size is modelled (ServeSettings.block_size); the CUDA coverage's reader leaves such cases out
+    s = cuda._settings({**g, "inputs": {**inputs, "block_size": None}})
     if s is None or g["status"] == "oracle_failure":  # the oracle's own failure (oracle-rocm/FAILURES.md)
         return None
-    inputs = g["inputs"]
+    s = replace(s, block_size=inputs.get("block_size"), usage=inputs.get("usage_context") or "serve")
     env = inputs.get("env") or {}
     s = replace(s, rocm_aiter_installed=bool(inputs["aiter_installed"]),
                 rocm_use_aiter=env.get("VLLM_ROCM_USE_AITER") == "1")

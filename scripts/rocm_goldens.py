@@ -27,7 +27,8 @@ TOOL = "vllm-rocm-oracle rocm_oracle.py (vLLM 0.33.0's RocmPlatform on a CPU: fa
 # meta-device build never initialises, an aiter kernel the stub package cannot run. Such a case is an
 # `oracle_failure`, as in ../oracle-cuda.
 ORACLE_FAILURES = ("No module named 'cuda'", "WorkspaceManager not initialized", "fake_rocm: kernel ",
-                   "Cannot copy out of meta tensor", "FlashAttention2 has been toggled on")
+                   "Cannot copy out of meta tensor", "FlashAttention2 has been toggled on",
+                   "Cannot access accelerator device")
 
 
 def _error(text: str) -> dict[str, str]:
