@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from kvplan.hardware.gpus import GpuSpec
     from kvplan.hardware.roofline import DecodePoint
     from kvplan.model.spec import ModelSpec
+    from kvplan.sglang.fit import SglangFit
     from kvplan.vllm.report import FitReport
     from kvplan.vllm.verdicts import PreemptionVerdict
 
@@ -88,6 +89,16 @@ class DeploymentResult:
     num_gpu_blocks: int
     kv_cache_tokens: int
     checks: tuple[CheckResult, ...]
+    engine: str = "vllm"  # whose rules judged it (vllm | sglang)
+
+    @property
+    def headline(self) -> str:
+        """The deployment's numbers in its engine's words (SGLang: context_len, max_running_requests, pool)."""
+        if self.engine == "sglang":
+            return (f"SGLang: context_len {self.max_model_len:,} · max_running_requests {self.max_num_seqs:,} · "
+                    f"{self.kv_cache_tokens:,} tokens in the pool")
+        return (f"max_model_len {self.max_model_len:,} · max_num_seqs {self.max_num_seqs:,} · "
+                f"{self.num_gpu_blocks:,} KV blocks ({self.kv_cache_tokens:,} tokens)")
 
 
 @dataclass(frozen=True)
@@ -120,11 +131,14 @@ def check_report(plan_path: str, deployments: Sequence[DeploymentResult]) -> Che
 
 
 def _plan_fit(model: ModelSpec, gpu: GpuSpec, dep: Deployment, *, context: int | None = None,
-              concurrency: int | None = None) -> FitReport:
-    """capacity.plan_fit at the deployment's settings, judged at `context` × `concurrency`."""
+              concurrency: int | None = None, kv_cache_memory_bytes: int | None = None) -> FitReport:
+    """capacity.plan_fit at the deployment's settings, judged at `context` × `concurrency` (with
+    `kv_cache_memory_bytes`: that KV memory per worker instead of the profiled one)."""
     from kvplan.vllm.fit import plan_fit
 
     settings = replace(dep.settings, context=context, concurrency=concurrency)
+    if kv_cache_memory_bytes is not None:
+        settings = replace(settings, kv_cache_memory_bytes=max(1, kv_cache_memory_bytes))
     return plan_fit(model, gpu, settings, advise=False)
 
 
@@ -177,14 +191,17 @@ class _Ctx:
     model: ModelSpec
     gpu: GpuSpec
     fit: FitReport
-    loads: dict[tuple[int, int], PreemptionVerdict] = field(default_factory=dict)
+    loads: dict[tuple[int, int, bool], PreemptionVerdict] = field(default_factory=dict)
 
-    def load(self, context: int, concurrency: int) -> PreemptionVerdict:
-        """How `concurrency` requests of `context` tokens sit in the KV cache (capacity's verdict)."""
-        key = (context, concurrency)
+    def load(self, context: int, concurrency: int, *, pessimistic: bool = False) -> PreemptionVerdict:
+        """How `concurrency` requests of `context` tokens sit in the KV cache (capacity's verdict); with
+        `pessimistic`, in the cache of the low end of kvplan's available KV memory: the deployment re-planned
+        with that memory given as --kv-cache-memory-bytes (every worker at the tightest stage's low end)."""
+        key = (context, concurrency, pessimistic)
         if key not in self.loads:
+            low = self.fit.available_kv_range[0] if pessimistic else None
             self.loads[key] = _plan_fit(self.model, self.gpu, self.dep, context=context,
-                                        concurrency=concurrency).preemption
+                                        concurrency=concurrency, kv_cache_memory_bytes=low).preemption
         return self.loads[key]
 
 
@@ -193,6 +210,8 @@ def evaluate_deployment(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> Depl
 
     Errors in the inputs (a TP size that does not divide the heads, a workload longer than
     max_model_len) are raised as the core raises them, prefixed with the plan location."""
+    if dep.engine == "sglang":
+        return _evaluate_sglang(dep, model, gpu)
     try:
         fit = _plan_fit(model, gpu, dep)
     except KvplanError as exc:  # settings vLLM refuses: point at where they are given
@@ -242,6 +261,10 @@ def _cannot_run(ctx: _Ctx, q: Requirement, *, required: float, unit: str, compar
     why = None
     if not fit.fits:
         why = f"vLLM would not start ({fit.startup})"
+    elif q.pessimistic and q.kind in ("min_concurrency", "no_preemption") and fit.startup_range != "starts":
+        low = fit.available_kv_range[0]
+        why = (f"at the pessimistic end of the estimate vLLM {fit.startup_range} ({low / 2**30:.2f} GiB of KV "
+               f"memory; best {fit.available_kv_bytes / 2**30:.2f})")
     elif context is not None and context > fit.max_model_len:
         why = (f"context {context:,} is above max_model_len {fit.max_model_len:,}: vLLM rejects such requests")
     if why is None:
@@ -251,10 +274,12 @@ def _cannot_run(ctx: _Ctx, q: Requirement, *, required: float, unit: str, compar
 
 
 def _starts(ctx: _Ctx, q: Requirement) -> CheckResult:
+    from kvplan.vllm.verdicts import StartupRange
+
     fit = ctx.fit
     if q.pessimistic and fit.fits:
         low, high = fit.available_kv_range
-        ok = fit.startup_range == "starts"
+        ok = fit.startup_range is StartupRange.STARTS
         message = (f"vLLM starts even at the pessimistic end of the estimate ({low / 2**30:.2f} … "
                    f"{high / 2**30:.2f} GiB of KV memory)" if ok else
                    f"vLLM {fit.startup_range}: at the pessimistic end of the estimate only {low / 2**30:.2f} GiB "
@@ -276,12 +301,13 @@ def _min_concurrency(ctx: _Ctx, q: Requirement) -> CheckResult:
     failed = _cannot_run(ctx, q, required=required, unit="requests", comparison=">=", context=context)
     if failed:
         return failed
-    v = ctx.load(context, fit.max_num_seqs)
+    v = ctx.load(context, fit.max_num_seqs, pessimistic=q.pessimistic)
     measured = min(v.max_requests_at_context, fit.max_num_seqs)
     limit = (f"max_num_seqs {fit.max_num_seqs:,} caps it" if fit.max_num_seqs < v.max_requests_at_context else
              f"{v.usable_blocks:,} usable blocks ÷ {v.blocks_per_request:,} per request")
+    end = " at the pessimistic end of the estimate" if q.pessimistic else ""
     return _result(q, comparison=">=", required=required, measured=measured, unit="requests", context=context,
-                   message=f"{measured:,} requests of {context:,} tokens run at once ({limit}); "
+                   message=f"{measured:,} requests of {context:,} tokens run at once{end} ({limit}); "
                            f"required ≥ {_num(required)}")
 
 
@@ -294,9 +320,11 @@ def _no_preemption(ctx: _Ctx, q: Requirement) -> CheckResult:
                          concurrency=asked)
     if failed:
         return failed
-    v = ctx.load(context, asked)
+    v = ctx.load(context, asked, pessimistic=q.pessimistic)
     note = (f" ({asked:,} asked; max_num_seqs {fit.max_num_seqs:,} run at once, the rest wait in the queue)"
             if asked > fit.max_num_seqs else "")
+    if q.pessimistic:
+        note += " (at the pessimistic end of the estimate)"
     # needed ≤ usable ⟺ running × per_request ≤ usable ⟺ running ≤ usable // per_request = max_requests_at_context
     return _result(q, passed=not v.possible, comparison=">=", required=running,
                    measured=v.max_requests_at_context, unit="requests", context=context, concurrency=asked,
@@ -402,3 +430,70 @@ _EVALUATORS: dict[str, Callable[[_Ctx, Requirement], CheckResult]] = {
     "max_p99_ttft_ms": _max_p99_ttft,
     "min_headroom_pct": _min_headroom,
 }
+
+
+# =================================================================================================
+# `engine: sglang`: SGLang 0.5.23's plan (kvplan/sglang/fit.py) judges starts, min_kv_tokens, min_concurrency
+# =================================================================================================
+
+
+def _sglang_fit(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> SglangFit:
+    """plan_sglang_fit with the plan's measured weights, or kvplan's loaded-weights estimate."""
+    from kvplan.sglang.fit import plan_sglang_fit
+    from kvplan.vllm.memory.weights import estimate_weights
+
+    assert dep.sglang is not None
+    given = dep.settings.weights_bytes
+    if given is not None:
+        low, best, high = given, given, given
+    else:
+        term = estimate_weights(model, tp=dep.sglang.tp, pp=dep.sglang.pp, arch=gpu.arch)
+        low, best, high = term.low_bytes, term.bytes, term.high_bytes
+    return plan_sglang_fit(model, gpu, dep.sglang, weights_bytes=best, weights_range=(low, high))
+
+
+def _sglang_check(q: Requirement, fit: SglangFit) -> CheckResult:
+    """One requirement judged on SGLang's plan (per replica: every attention-DP worker's pool together)."""
+    if q.kind == "starts":
+        message = (f"SGLang starts: {fit.pool.log_line}" if fit.pool is not None else
+                   f"SGLang would not start: {fit.startup}")
+        return _result(q, passed=fit.fits, comparison=">=", required="starts",
+                       measured="starts" if fit.fits else "refuses", unit="", message=message)
+    required = q.value or 0
+    unit = "tokens" if q.kind == "min_kv_tokens" else "requests"
+    context = q.context if q.context is not None else fit.context_len
+    if not fit.fits or (q.kind == "min_concurrency" and context > fit.context_len):
+        why = (f"SGLang would not start ({fit.startup})" if not fit.fits else
+               f"context {context:,} is above context_len {fit.context_len:,}: SGLang rejects such requests")
+        return _result(q, passed=False, comparison=">=", required=required, measured=None, unit=unit, message=why,
+                       context=context if q.kind == "min_concurrency" else None)
+    if q.kind == "min_kv_tokens":
+        low = (fit.max_total_num_tokens_range or (fit.max_total_num_tokens,) * 2)[0] * fit.attn_dp_size
+        measured = low if q.pessimistic else fit.total_tokens
+        return _result(q, comparison=">=", required=required, measured=measured, unit=unit,
+                       message=f"SGLang's pool: {measured:,} tokens ({fit.max_total_num_tokens:,} per attention-DP "
+                               f"worker × {fit.attn_dp_size}); required ≥ {_num(required)}")
+    page = fit.defaults.page_size
+    per_request = -(-context // page) * page
+    by_pool = fit.max_total_num_tokens // per_request
+    measured = min(by_pool, fit.max_running_requests) * fit.attn_dp_size
+    limit = (f"max_running_requests {fit.max_running_requests:,} caps it" if fit.max_running_requests < by_pool
+             else f"{fit.max_total_num_tokens:,} pool tokens ÷ {per_request:,} per request")
+    return _result(q, comparison=">=", required=required, measured=measured, unit=unit, context=context,
+                   message=f"{measured:,} requests of {context:,} tokens run at once in SGLang ({limit}, × "
+                           f"{fit.attn_dp_size} attention-DP workers); required ≥ {_num(required)}")
+
+
+def _evaluate_sglang(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> DeploymentResult:
+    try:
+        fit = _sglang_fit(dep, model, gpu)
+    except KvplanError as exc:
+        raise dep.locate(exc, next((k for k in ("sglang", "sglang_cmd", "num_gpus") if k in dep.lines), None)) \
+            from None
+    checks = tuple(_sglang_check(q, fit) for q in dep.requirements)
+    return DeploymentResult(
+        name=dep.name, key=dep.key, line=dep.line, model=dep.model, gpu=gpu.id, num_gpus=fit.num_gpus,
+        passed=all(c.passed for c in checks), startup="ok" if fit.fits else f"refuses: {fit.startup}",
+        max_model_len=fit.context_len, max_num_seqs=fit.total_running_requests,
+        num_gpu_blocks=fit.total_tokens // fit.defaults.page_size, kv_cache_tokens=fit.total_tokens, checks=checks,
+        engine="sglang")

@@ -11,6 +11,8 @@ from kvplan.cli.options import DEPLOYMENT_PANEL, JsonFlag, KvCacheDtypeOpt, Revi
 
 if TYPE_CHECKING:
     from kvplan.hardware.gpus import GpuSpec
+    from kvplan.hardware.model_costs import ModelCosts
+    from kvplan.hardware.roofline import Roof, SpeculativePoint
     from kvplan.model.spec import ModelSpec
     from kvplan.vllm.report import FitReport
     from kvplan.vllm.settings import ServeSettings
@@ -91,6 +93,9 @@ def command(
         show_default=False)] = None,
     svg: Annotated[str | None, typer.Option("--svg", help="Also write the throughput chart as an SVG file "
                                             "(- is stdout).", show_default=False)] = None,
+    engine: Annotated[str, typer.Option(
+        "--engine", help="Whose KV capacity and running-request cap: vllm (default) or sglang (SGLang 0.5.23's "
+        "pool, max_running_requests and chunked_prefill_size; the speed model is the same).")] = "vllm",
     json_: JsonFlag = False,
 ) -> None:
     """Decode and prefill speed limits: ridge point, tokens/s by batch, memory- or compute-bound."""
@@ -126,17 +131,25 @@ def command(
         err().print(f"warning: --context {ctx:,} exceeds the model's max_model_len {spec.max_model_len:,}")
     if weights:
         settings = dataclasses.replace(settings, weights_total_bytes=weights.bytes)
-    fit = _fit(spec, spec_gpu, dataclasses.replace(settings, context=ctx))
-    capacity = max_concurrency
-    if capacity is None and fit.fits:
-        capacity = fit.preemption.max_requests_at_context
-    elif capacity is None:
-        err().print(f"warning: KV capacity not computed: vLLM would not start ({fit.error or fit.startup})")
+    if engine.lower() not in ("vllm", "sglang"):
+        raise InvalidParameter(f"--engine must be vllm or sglang, got {engine!r}")
+    if engine.lower() == "sglang":
+        capacity, chunk, running = _sglang_caps(spec, spec_gpu, settings, ctx, weights.bytes if weights else None)
+        capacity = max_concurrency if max_concurrency is not None else capacity
+    else:
+        fit = _fit(spec, spec_gpu, dataclasses.replace(settings, context=ctx))
+        capacity, chunk, running = max_concurrency, fit.max_num_batched_tokens, fit.max_num_seqs
+        if capacity is None and fit.fits:
+            capacity = fit.preemption.max_requests_at_context
+        elif capacity is None:
+            err().print(f"warning: KV capacity not computed: vLLM would not start ({fit.error or fit.startup})")
     report = rl.roofline(
         costs, roof, context=ctx, batches=batches, prompt_tokens=prompt_tokens,
-        max_num_batched_tokens=fit.max_num_batched_tokens, kv_capacity_batch=capacity,
-        max_num_seqs=fit.max_num_seqs, gpu_flops=spec_gpu.flops,
+        max_num_batched_tokens=chunk, kv_capacity_batch=capacity, max_num_seqs=running, gpu_flops=spec_gpu.flops,
     )
+    report = dataclasses.replace(
+        report, notes=report.notes + rl.unmodelled_settings(pp=settings.pp, enforce_eager=settings.enforce_eager),
+        speculative=_speculative(costs, roof, settings, batches, ctx))
     if svg is not None:
         from kvplan.files import write_output
         from kvplan.render.roofline import chart_svg
@@ -152,6 +165,23 @@ def command(
     out().print(render_roofline(report))
 
 
+def _speculative(costs: ModelCosts, roof: Roof, settings: ServeSettings, batches: list[int],
+                 context: int) -> tuple[SpeculativePoint, ...]:
+    """Decode with the deployment's --speculative-config at each batch (none without one)."""
+    from kvplan.hardware import roofline as rl
+    from kvplan.hardware.model_costs import model_costs
+    from kvplan.vllm.speculative import speculative_method
+
+    if not settings.speculative_config:
+        return ()
+    method = speculative_method(settings.speculative_config)
+    drafted = int(settings.speculative_config.get("num_speculative_tokens") or 1)
+    draft = (model_costs(settings.speculative_draft, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
+             if settings.speculative_draft is not None else None)
+    return tuple(rl.speculative_point(costs, roof, b, context, method=method, drafted=drafted, draft=draft)
+                 for b in sorted(set(batches)))
+
+
 def _deployment(
     model: str | None, vllm_cmd: str | None, given: dict[str, object]
 ) -> tuple[ServeSettings, str, str | None]:
@@ -159,9 +189,9 @@ def _deployment(
     pasted `vllm serve` line's (flags win)."""
     import os
 
-    from kvplan.cli.fit import settings_from_flags
     from kvplan.errors import InvalidParameter
     from kvplan.vllm.environment import vllm_environment
+    from kvplan.vllm.flags import settings_from_flags
 
     pasted_env: dict[str, str] = {}
     if vllm_cmd is not None:
@@ -180,6 +210,28 @@ def _deployment(
                                    env=vllm_environment({**os.environ, **pasted_env}))
     revision = texts.get("revision")
     return settings, model, revision if isinstance(revision, str) else None
+
+
+def _sglang_caps(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, context: int,
+                 stored: int | None) -> tuple[int | None, int, int]:
+    """`--engine sglang`: the requests of `context` tokens SGLang's pool holds per attention-DP worker (None when
+    it would not start), its chunked_prefill_size and max_running_requests (kvplan/sglang/fit.py)."""
+    from kvplan.cli.console import err
+    from kvplan.sglang.defaults import SglangDeployment
+    from kvplan.sglang.fit import plan_sglang_fit
+    from kvplan.vllm.memory.weights import estimate_weights
+
+    dep = SglangDeployment(tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
+    term = estimate_weights(model, tp=dep.tp, pp=1, arch=gpu.arch, total_bytes=stored)
+    fit = plan_sglang_fit(model, gpu, dep, weights_bytes=term.bytes, weights_range=(term.low_bytes, term.high_bytes))
+    err().print("note: KV capacity, running-request cap and prefill chunk by SGLang 0.5.23's rules; the speed model "
+                "is the same (fitted on vLLM and other engines' runs)")
+    if not fit.fits:
+        err().print(f"warning: KV capacity not computed: SGLang would not start ({fit.startup})")
+        return None, fit.defaults.chunked_prefill_size, fit.max_running_requests or 1
+    page = fit.defaults.page_size
+    at_context = min(fit.max_total_num_tokens // (-(-max(context, 1) // page) * page), fit.max_running_requests)
+    return at_context, fit.defaults.chunked_prefill_size, fit.max_running_requests
 
 
 def _fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings) -> FitReport:
