@@ -130,6 +130,8 @@ class TowerSpec:
     deepstack_levels: int = 0
     tokens_per_image: int = 0  # gemma-4: vision_config.default_output_length (an image's soft-token ceiling)
     loaded: bool = True
+    # attention heads the tower splits over the TP ranks (dist_utils.divide asserts they divide); 0: not checked
+    tp_heads: int = 0
 
     @property
     def params(self) -> int:
@@ -171,9 +173,16 @@ class ModelSpec:
     mm_prefix_lm: bool = False  # bidirectional attention over image tokens (vLLM's is_mm_prefix_lm)
     custom_code: bool = False  # config.json's auto_map names the repository's own config/model code
     quant_method: str | None = None  # quantization_config.quant_method as vLLM normalizes it
+    # hf_quant_config.json's quantization.kv_cache_quant_algo as written (config.json without a
+    # quantization_config), whatever its producer: SGLang reads the file regardless
+    # (configs/model_config.py:ModelConfig._parse_quant_hf_config); vLLM drops it without producer modelopt.
+    checkpoint_kv_quant_algo: str = ""
     unnamed_text_model_type: str = ""  # a nested text_config's model_type when it names no architectures
     # Multimodal models: the modalities vLLM's processor supports (get_supported_mm_limits) and the encoder
     # towers whose parameters kvplan counts; () for text models and towers kvplan does not count.
     mm_modalities: tuple[str, ...] = ()
     towers: tuple[TowerSpec, ...] = ()
+    # The top-level config's vision_config as written ({} without one): SGLang scales mem_fraction_static by its
+    # depth and width (arg_groups/memory_hook.py:adjust_mem_fraction_for_vlm).
+    vision_config: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
