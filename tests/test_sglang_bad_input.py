@@ -23,7 +23,7 @@ def _kvplan(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(("args", "message"), [
     (("fit", QWEN, "--gpu", "h100", "--engine", "sglang", "--tp", "0"), "--tp-size must be ≥ 1, got 0"),
     (("fit", QWEN, "--engine", "sglang", "--tp", "0"), "--tp-size must be ≥ 1, got 0"),
-    (("fit", QWEN, "--gpu", "h100", "--engine", "both", "--tp", "0"), "--tp-size must be ≥ 1, got 0"),
+    (("fit", QWEN, "--gpu", "h100", "--engine", "both", "--tp", "0"), "SGLang's --tp 0 differs from vLLM's -tp 1"),
     (("fit", QWEN, "--gpu", "h100", "--engine", "sglang", "--context-length", "0"),
      "--context-length must be ≥ 1, got 0"),
     (("size", QWEN, "--engine", "sglang", "-tp", "0"), "--tensor-parallel-size must be ≥ 1, got 0"),
@@ -105,6 +105,7 @@ def test_roofline_engine_sglang_names_sglangs_cap() -> None:
 @pytest.mark.parametrize(("extra", "message"), [
     (("--max-model-len", "4096", "--context-length", "8192"),
      "SGLang's --context-length 8192 differs from vLLM's --max-model-len 4096"),
+    (("--context-length", "4096"), "SGLang's --context-length 4096 differs from vLLM's default max_model_len"),
     (("--gpu-memory", "24GiB"), "--engine both plans a catalog GPU: --gpu-memory / --gpu-bandwidth"),
 ])
 def test_engine_both_refuses_two_deployments_in_one(extra: tuple[str, ...], message: str) -> None:
@@ -157,3 +158,11 @@ def test_engine_both_takes_the_checkpoints_own_quantization() -> None:
     fp8 = str(Path(__file__).parent / "fixtures/configs/nvidia--Llama-3.1-70B-Instruct-FP8")
     r = _kvplan("fit", fp8, "--gpu", "h100", "--engine", "both", "-tp", "2", "-q", "modelopt", "--json")
     assert r.returncode == 0 and json.loads(r.stdout)["kind"] == "fit-compare", r.stderr
+
+
+def test_engine_both_checks_sglangs_attention_dp_at_vllms_tp() -> None:
+    # SGLang's --tp follows vLLM's -tp 2, so --dp 2 --enable-dp-attention is attention TP 1, not "tp 1 % 2"
+    r = _kvplan("fit", QWEN, "--gpu", "h100", "--engine", "both", "-tp", "2", "--dp", "2", "--enable-dp-attention",
+                "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["sglang"]["engine"] == "sglang"

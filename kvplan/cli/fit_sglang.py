@@ -72,8 +72,9 @@ def wants_sglang(params: dict[str, Any]) -> bool:
     return engine == "sglang"
 
 
-def _deployment(params: dict[str, Any], pasted: dict[str, str | bool]) -> Any:
-    """The deployment of the typed SGLang flags over a pasted line's (kvplan.sglang.engine_args)."""
+def _deployment(params: dict[str, Any], pasted: dict[str, str | bool], *, check: bool = True) -> Any:
+    """The deployment of the typed SGLang flags over a pasted line's (kvplan.sglang.engine_args), checked
+    (`check`) before anything divides by its sizes."""
     from kvplan.errors import InvalidParameter, ParseError
     from kvplan.sglang.defaults import SglangDeployment, check_deployment
     from kvplan.sglang.engine_args import deployment_fields
@@ -88,7 +89,8 @@ def _deployment(params: dict[str, Any], pasted: dict[str, str | bool]) -> Any:
         dep = SglangDeployment(**deployment_fields(options))  # type: ignore[arg-type]
     except ParseError as exc:
         raise InvalidParameter(str(exc)) from None
-    check_deployment(dep)  # before the weights estimate divides by --tp
+    if check:
+        check_deployment(dep)  # before the weights estimate divides by --tp
     return dep
 
 
@@ -179,17 +181,21 @@ def plan_sglang_beside(params: dict[str, Any], *, model: str, tp: int, pp: int, 
 
     if params.get("gpu") is None:
         raise InvalidParameter("--engine both needs --gpu (one deployment on one GPU type)")
-    dep = _deployment(params, {})
+    from kvplan.sglang.defaults import check_deployment
+
+    dep = _deployment(params, {}, check=False)  # its --tp defaults to vLLM's -tp: checked once that is in
     if params.get("sgl_tp") is not None and dep.tp != tp:
         raise InvalidParameter(f"--engine both compares one deployment: SGLang's --tp {dep.tp} differs from vLLM's "
                                f"-tp {tp}", hint="give one of them")
-    if context is not None and dep.context_length is not None and dep.context_length != context:
+    if dep.context_length is not None and dep.context_length != context:
+        vllm_len = f"--max-model-len {context}" if context is not None else "default max_model_len"
         raise InvalidParameter(f"--engine both compares one deployment: SGLang's --context-length "
-                               f"{dep.context_length} differs from vLLM's --max-model-len {context}",
-                               hint="give one of them")
+                               f"{dep.context_length} differs from vLLM's {vllm_len}",
+                               hint="give --max-model-len alone (SGLang's --context-length follows it)")
     if pp != 1:
         raise InvalidParameter("--engine both: pipeline parallelism is not modelled for SGLang yet")
     dep = replace(dep, tp=tp, context_length=dep.context_length if dep.context_length is not None else context)
+    check_deployment(dep)
     return _plan(model, params, dep, quiet=True)
 
 
