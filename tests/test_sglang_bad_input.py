@@ -166,3 +166,11 @@ def test_engine_both_checks_sglangs_attention_dp_at_vllms_tp() -> None:
                 "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["sglang"]["engine"] == "sglang"
+
+
+def test_sweep_with_attention_dp_tries_the_tps_that_divide_it() -> None:
+    # --dp 2 --enable-dp-attention without --tp: the sweep starts at TP 1 (refused by SGLang: 1 % 2) and goes on
+    r = _kvplan("fit", QWEN, "--engine", "sglang", "--dp", "2", "--enable-dp-attention", "--json")
+    assert r.returncode == 0, r.stderr
+    h100 = next(row for row in json.loads(r.stdout)["rows"] if row["gpu"] == "h100-sxm")
+    assert h100["tp"] == 2

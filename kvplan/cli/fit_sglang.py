@@ -127,7 +127,13 @@ def run_sglang_fit(params: dict[str, Any]) -> None:
             if params.get(name) is not None:
                 raise InvalidParameter(f"--{name.replace('_', '-')} is measured on one GPU: the catalog sweep "
                                        "(no --gpu) cannot use it", hint="name that GPU with --gpu")
-        _sweep(str(model), params, _deployment(params, pasted), json_=json_)
+        from dataclasses import replace
+
+        from kvplan.sglang.defaults import check_deployment
+
+        dep = _deployment(params, pasted, check=False)
+        check_deployment(replace(dep, enable_dp_attention=False))  # the sweep tries each TP against the DP size
+        _sweep(str(model), params, dep, json_=json_)
         return
     report = _plan(str(model), params, _deployment(params, pasted), quiet=json_)
     if json_:
