@@ -174,3 +174,11 @@ def test_sweep_with_attention_dp_tries_the_tps_that_divide_it() -> None:
     assert r.returncode == 0, r.stderr
     h100 = next(row for row in json.loads(r.stdout)["rows"] if row["gpu"] == "h100-sxm")
     assert h100["tp"] == 2
+
+
+def test_plan_num_gpus_sets_sglangs_tp_before_the_attention_dp_rule(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"deployments:\n  - name: x\n    model: {QWEN}\n    gpu: h100\n    engine: sglang\n"
+                    "    num_gpus: 2\n    sglang: {dp: 2, enable-dp-attention: true}\n    require: {starts: true}\n")
+    r = _kvplan("check", str(plan))
+    assert r.returncode == 0, r.stderr

@@ -905,6 +905,8 @@ def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[s
 
 def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Path) -> Deployment:
     """An `engine: sglang` deployment: SGLang's flags, the requirements SGLang's plan can judge."""
+    from dataclasses import replace as dc_replace
+
     from kvplan.sglang.defaults import SglangDeployment, check_deployment
     from kvplan.sglang.engine_args import deployment_fields
     from kvplan.vllm.settings import ServeSettings
@@ -925,7 +927,8 @@ def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Pa
     revision = c.string(d["revision"], (*path, "revision")) if d.get("revision") is not None else None
     try:
         dep = SglangDeployment(**deployment_fields(options))  # type: ignore[arg-type]
-        check_deployment(dep)  # before the weights estimate divides by tp
+        # the values, before num_gpus divides by pp; TP ÷ attention DP once num_gpus has set the TP
+        check_deployment(dc_replace(dep, enable_dp_attention=False))
     except KvplanError as exc:
         raise doc.error((*path, "sglang"), str(exc)) from None
     if d.get("num_gpus") is not None:
@@ -935,12 +938,14 @@ def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Pa
             raise doc.error(gpath, f"{num_gpus} GPUs are not a whole number of SGLang's {dep.pp} pipeline stages",
                             at_value=True)
         if "tp_size" not in options:
-            from dataclasses import replace as dc_replace
-
             dep = dc_replace(dep, tp=num_gpus // dep.pp)
         elif num_gpus != dep.tp * dep.pp:
             raise doc.error(gpath, f"{num_gpus} GPUs, but SGLang's tp {dep.tp} × pp {dep.pp} uses {dep.tp * dep.pp}",
                             at_value=True)
+    try:
+        check_deployment(dep)  # before the weights estimate divides by tp
+    except KvplanError as exc:
+        raise doc.error((*path, "sglang"), str(exc)) from None
     fields: dict[str, Any] = {}
     if d.get("measured") is not None:
         mpath = (*path, "measured")
