@@ -78,10 +78,10 @@ def _platform(chip: GpuSpec) -> tuple[str, int | None]:
 def check_config_readable(spec: ModelSpec, *, remote_code_allowed: bool) -> None:
     """Refuse a config SGLang cannot read without running the repository's code, in transformers' words
     (utils/hf_transformers/common.py:get_config: SGLang's _CONFIG_REGISTRY, else AutoConfig)."""
-    model_type = spec.config_model_type or spec.raw.get("model_type")  # the top-level config's
+    model_type = spec.config_model_type or spec.spelt.model_type  # the top-level config's
     if model_type in SGLANG_CONFIG_REGISTRY or model_type in TRANSFORMERS_MODEL_TYPES:
         return
-    if "auto_map" in spec.raw:
+    if spec.spelt.has_auto_map:
         if not remote_code_allowed:
             raise InvalidParameter(f"The repository {spec.name} contains custom code which must be executed to "
                                    "correctly load the model.", hint="SGLang needs --trust-remote-code for it")
@@ -95,9 +95,9 @@ def is_multimodal(spec: ModelSpec) -> bool:
     """configs/model_config.py:ModelConfig.is_multimodal: a listed architecture, or a nested text config."""
     if spec.architectures and any(a in MULTIMODAL_ARCHITECTURES for a in spec.architectures):
         return True
-    # kvplan's spec.raw is the text config; a top-level model_type of its own means it was nested.
+    # kvplan's ModelSpec reads the text config; a top-level model_type of its own means it was nested.
     nested = bool(spec.config_model_type) and spec.config_model_type != spec.model_type
-    return nested or any(isinstance(spec.raw.get(k), dict) for k in ("text_config", "thinker_config", "llm_config"))
+    return nested or spec.spelt.nested
 
 
 def _tokens_at(budget_gib: float, geo: PoolGeometry, page: int) -> int:

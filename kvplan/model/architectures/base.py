@@ -1,0 +1,66 @@
+"""What one architecture family says about itself: the vLLM classes it covers, how its weights are laid out
+beyond the Llama shape, its rotary cache, and its quirks. Frozen data only: the registry
+(kvplan/model/architectures/__init__.py) resolves a config to one `Family`; the reader
+(kvplan.model.config) copies what the rest of kvplan needs onto ModelSpec."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+AttentionBias = Literal["none", "qkv", "all"]
+
+
+@dataclass(frozen=True)
+class WeightRules:
+    """How the family's checkpoint differs from a Llama-shaped decoder (kvplan.model.weights.count_parameters),
+    each from the family's modeling file."""
+
+    attention_bias: AttentionBias = "none"  # "qkv": q, k, v biases; "all": q, k, v and o biases
+    qk_norm: bool = False  # per-head q_norm and k_norm (head_dim each)
+    attention_sinks: bool = False  # one learned sink per query head
+    mlp_bias: bool = False  # up / down biases
+    layernorm_bias: bool = False  # LayerNorm (weight and bias) rather than RMSNorm
+    learned_positions: int | None = None  # learned absolute position table: max positions + this many rows
+    expert_bias: bool = False  # routed experts carry biases (2·I + hidden each)
+    router_bias: bool = False  # the router carries one bias per expert
+    router_scales: bool = False  # router scale (hidden) and per-expert scale, three extra norms per MoE block
+    shared_expert_gate: bool = False  # a hidden → 1 gate on the shared expert
+    mixer_layers_have_mlp: bool = True  # False: attention / recurrent layers carry no MLP ("-" layers do)
+    recurrent_layers_have_mlp: bool = False  # recurrent (Mamba, short-conv) layers also carry the MLP
+    gated_mlp: bool = True  # gate, up, down (3 matrices); False: up, down
+    four_x_mlp: bool = False  # the config may leave the MLP width out: 4 × hidden
+
+
+@dataclass(frozen=True)
+class RopeRules:
+    """The rotary cos/sin cache the family's vLLM model builds (kvplan.vllm.memory.weights.rope_cache_bytes)."""
+
+    rotary: bool = True  # False: learned or ALiBi positions, or no positional encoding
+    half_rotary: bool = False  # rotary_dim = head_dim // 2
+    cache_dtype_bytes: int | None = None  # the cache's element size when not the model dtype
+    local_cache: bool = False  # a second, unscaled cache for the sliding-window layers
+
+
+@dataclass(frozen=True)
+class Family:
+    """One architecture family: the vLLM registry names (`architectures`) and model types it covers, and what
+    kvplan needs to know of it beyond what config.json spells."""
+
+    name: str
+    source: str  # the vLLM model file(s) and transformers modeling file the rules follow
+    architectures: tuple[str, ...] = ()  # names vLLM registers (model_executor/models/registry.py)
+    model_types: tuple[str, ...] = ()  # the fallback key (the text config's model_type)
+    weights: WeightRules = field(default_factory=WeightRules)
+    rope: RopeRules = field(default_factory=RopeRules)
+    tied_by_default: bool = False  # transformers' config class ties the LM head when the key is absent
+    # config/model.py:_FLOAT16_NOT_SUPPORTED_MODELS lists every model type of this family.
+    float16_unsafe: bool = False
+    mtp_default_layers: int = 0  # MTP layers the family's MTP module assumes when the config states none
+    # Top-level model types whose multimodal item sizes kvplan states without running the processor.
+    mm_item_tokens_model_types: tuple[str, ...] = ()
+    # transformers' attribute_map reads max_position_embeddings from n_positions (SGLang's context length).
+    n_positions_alias: bool = False
+
+
+# A family kvplan knows nothing special of: the Llama shape.
+DEFAULT = Family(name="default", source="model_executor/models/llama.py (the Llama shape)")

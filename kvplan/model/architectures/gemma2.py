@@ -1,0 +1,14 @@
+"""Gemma-2: tied LM head by default; vLLM refuses float16 for it ("Numerical instability",
+config/model.py:_FLOAT16_NOT_SUPPORTED_MODELS). Its alternating sliding layers: families/attention.py."""
+from __future__ import annotations
+
+from kvplan.model.architectures.base import Family
+
+FAMILY = Family(
+    name="gemma2",
+    source="models/gemma2.py",
+    architectures=("Gemma2ForCausalLM",),
+    model_types=("gemma2",),
+    tied_by_default=True,
+    float16_unsafe=True,
+)
