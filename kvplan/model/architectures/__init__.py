@@ -22,7 +22,7 @@ from functools import lru_cache
 
 from kvplan.model.architectures.base import DEFAULT, Family
 
-__all__ = ["DEFAULT", "Family", "families", "family_for"]
+__all__ = ["DEFAULT", "Family", "build_index", "families", "family_for", "gemma_line", "model_types_where"]
 
 _NOT_FAMILIES = frozenset({"__init__.py", "base.py"})
 
@@ -49,9 +49,14 @@ class _Index:
 
 @lru_cache(maxsize=1)
 def _index() -> _Index:
+    return build_index(families())
+
+
+def build_index(all_families: Sequence[Family]) -> _Index:
+    """Each architecture name and model type to its family; a name two families claim is an error."""
     by_arch: dict[str, Family] = {}
     by_type: dict[str, Family] = {}
-    for family in families():
+    for family in all_families:
         for table, keys in ((by_arch, family.architectures), (by_type, family.model_types)):
             for key in keys:
                 if key in table:
