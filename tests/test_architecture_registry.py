@@ -4,7 +4,6 @@ each one vLLM registers."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -29,9 +28,9 @@ def test_a_name_claimed_by_two_families_is_refused() -> None:
     """Two families may not claim one architecture (or one model type): the registry would depend on file order."""
     gpt2 = next(f for f in families() if f.name == "gpt2")
     with pytest.raises(ValueError, match="'GPT2LMHeadModel' is claimed by both gpt2 and copy"):
-        build_index([*families(), replace(gpt2, name="copy", model_types=())])
+        build_index([*families(), gpt2._replace(name="copy", model_types=())])
     with pytest.raises(ValueError, match="'gpt2' is claimed by both gpt2 and copy"):
-        build_index([*families(), replace(gpt2, name="copy", architectures=())])
+        build_index([*families(), gpt2._replace(name="copy", architectures=())])
 
 
 def test_every_architecture_a_family_claims_is_one_vllm_registers() -> None:
@@ -76,5 +75,5 @@ def test_qwen3_next_defaults_to_one_mtp_layer() -> None:
     config = json.loads((ROOT / "tests/fixtures/corpus/configs/Qwen--Qwen3-Next-80B-A3B-Instruct-FP8/config.json")
                         .read_text(encoding="utf-8"))
     assert config.get("num_nextn_predict_layers") is None
-    assert parse_config(config).mtp_layers == 1
-    assert parse_config({**config, "num_nextn_predict_layers": 3}).mtp_layers == 3
+    assert parse_config(config).facts.mtp_layers == 1
+    assert parse_config({**config, "num_nextn_predict_layers": 3}).facts.mtp_layers == 3

@@ -11,8 +11,7 @@ counts, the quantization scheme) never stops `size`; it leaves `ModelSpec.weight
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kvplan.errors import BadConfig
 from kvplan.model.architectures import Family, family_for
@@ -199,8 +198,9 @@ def _declared_quant_method(qc: Any) -> str | None:
     return method[:64] or None
 
 
-@dataclass(frozen=True)
-class _Geometry:
+# _Geometry and _WeightsPart are NamedTuples: internal records, built at start-up, where a frozen dataclass class
+# costs five times as much to create (kvplan size).
+class _Geometry(NamedTuple):
     """What every attention layer shares (heads, head size, MLA, model dtype)."""
 
     heads: int
@@ -213,8 +213,7 @@ class _Geometry:
     v4: Dsv4Dims | None = None  # DeepSeek-V4's compressed sparse attention
 
 
-@dataclass(frozen=True)
-class _WeightsPart:
+class _WeightsPart(NamedTuple):
     """What only the weight estimate needs; `unknown` says why it could not be read."""
 
     intermediate: int = 0

@@ -5,7 +5,7 @@ Frozen data only; `kvplan.model.config.parse_config` builds it from config.json.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 from kvplan.model.architectures.base import DEFAULT, Family
 
@@ -116,8 +116,9 @@ class QuantSpec:
     w8a8: str | None = None
 
 
-@dataclass(frozen=True)
-class QuantLayout:
+# QuantLayout, RopeConfig and SpeltText are NamedTuples, as kvplan.model.architectures' records are: built at
+# start-up, a NamedTuple class costs a fifth of a frozen dataclass's.
+class QuantLayout(NamedTuple):
     """How the quantization_config lays the scales out, as the text config spells it (vLLM's per-scheme
     process_weights_after_loading; kvplan.vllm.memory.weights)."""
 
@@ -127,8 +128,7 @@ class QuantLayout:
     channel_scales: bool = False  # a compressed-tensors config group with strategy "channel"
 
 
-@dataclass(frozen=True)
-class RopeConfig:
+class RopeConfig(NamedTuple):
     """What config.json says of the rotary embedding (rotary_embedding/__init__.py:get_rope's inputs); the family's
     own rules (kvplan.model.architectures) say whether and how it builds one."""
 
@@ -140,8 +140,7 @@ class RopeConfig:
     original_max_positions: float | None = None
 
 
-@dataclass(frozen=True)
-class SpeltText:
+class SpeltText(NamedTuple):
     """The text config's keys as config.json spells them, before kvplan's own resolution: for readers that follow
     another engine's rules (kvplan.sglang), which read the config differently from vLLM."""
 
@@ -179,6 +178,26 @@ class TowerSpec:
     def params(self) -> int:
         """All its parameters (what the checkpoint stores)."""
         return self.replicated_params + self.sharded_params
+
+
+class ConfigFacts(NamedTuple):
+    """What kvplan's consumers need from the text config beyond the KV geometry and the weight shapes, read by
+    kvplan.model.spelt (a NamedTuple field of ModelSpec rather than 14 more dataclass fields: start-up cost)."""
+
+    rope: RopeConfig = RopeConfig()
+    quant_layout: QuantLayout = QuantLayout()
+    parallel_attn: bool = False  # Falcon: attention and MLP in parallel off one input norm
+    per_layer_input_size: int = 0  # Gemma-3n / Gemma-4 "E": hidden_size_per_layer_input (0: none)
+    per_layer_input_vocab: int = 0  # vocab_size_per_layer_input (0: the vocabulary)
+    mtp_layers: int = 0  # MTP layers the checkpoint carries (num_nextn_predict_layers …; the family's default)
+    n_predict: object = None  # a draft config's `n_predict` as written (vLLM checks it)
+    draft_vocab_size: int = 0  # an EAGLE-3 draft's own vocabulary (0: the target's)
+    index_topk: object = None  # DeepSeek sparse attention's `index_topk` as written (None: absent)
+    swa_attention_sinks: bool = False  # MiMo-V2 add_swa_attention_sink_bias, Laguna swa_attention_sink_enabled
+    layer_type_names: tuple[str, ...] | None = None  # text config `layer_types` as written (vLLM quotes it)
+    float16_unsafe_model_type: str = ""  # the model type vLLM refuses float16 for ("" when none)
+    mm_item_tokens_stated: bool = False  # the multimodal item sizes are stated (Gemma-4), not the processor's
+    spelt: SpeltText = SpeltText()
 
 
 @dataclass(frozen=True)
@@ -221,19 +240,7 @@ class ModelSpec:
     mm_modalities: tuple[str, ...] = ()
     towers: tuple[TowerSpec, ...] = ()
     # The architecture family (kvplan.model.architectures): its weight layout, rotary cache and quirks.
-    family: Family = DEFAULT
-    # What only some consumers need, read by the reader so that nothing past it touches config.json:
-    rope: RopeConfig = field(default_factory=RopeConfig)
-    quant_layout: QuantLayout = field(default_factory=QuantLayout)
-    parallel_attn: bool = False  # Falcon: attention and MLP in parallel off one input norm
-    per_layer_input_size: int = 0  # Gemma-3n / Gemma-4 "E": hidden_size_per_layer_input (0: none)
-    per_layer_input_vocab: int = 0  # vocab_size_per_layer_input (0: the vocabulary)
-    mtp_layers: int = 0  # MTP layers the checkpoint carries (num_nextn_predict_layers …; the family's default)
-    n_predict: object = None  # a draft config's `n_predict` as written (vLLM checks it)
-    draft_vocab_size: int = 0  # an EAGLE-3 draft's own vocabulary (0: the target's)
-    index_topk: object = None  # DeepSeek sparse attention's `index_topk` as written (None: absent)
-    swa_attention_sinks: bool = False  # MiMo-V2 add_swa_attention_sink_bias, Laguna swa_attention_sink_enabled
-    layer_type_names: tuple[str, ...] | None = None  # text config `layer_types` as written (vLLM quotes it)
-    float16_unsafe_model_type: str = ""  # the model type vLLM refuses float16 for ("" when none)
-    mm_item_tokens_stated: bool = False  # the multimodal item sizes are stated (Gemma-4), not the processor's
-    spelt: SpeltText = field(default_factory=SpeltText)
+    family: Family = field(default=DEFAULT, repr=False)  # not in --json output (kvplan.render.json skips repr=False)
+    # What only some consumers need, read by the reader (kvplan.model.spelt) so that nothing past it reads config.json.
+    # Not compared or hashed: n_predict / index_topk hold the config's values as written (a list is unhashable).
+    facts: ConfigFacts = field(default=ConfigFacts(), repr=False, compare=False)

@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvplan.model.architectures import Family, families, model_types_where
-from kvplan.model.spec import QuantLayout, RopeConfig, SpeltText
+from kvplan.model.spec import ConfigFacts, QuantLayout, RopeConfig, SpeltText
 
 # config/speculative.py: keys of the config that count MTP layers, per family.
 MTP_LAYER_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
@@ -98,22 +98,21 @@ def consumer_fields(data: Mapping[str, Any], family: Family, model_type: str, co
                 if isinstance(v := data.get(k), int) and not isinstance(v, bool) and v > 0), family.mtp_default_layers)
     unsafe = sorted({model_type, config_model_type} & model_types_where("float16_unsafe"))
     layer_types = data.get("layer_types")
-    return {
-        "family": family,
-        "rope": rope_config(data),
-        "quant_layout": quant_layout(data),
-        "parallel_attn": bool(data.get("parallel_attn")),
-        "per_layer_input_size": _int_or_zero(data.get("hidden_size_per_layer_input")),
-        "per_layer_input_vocab": _int_or_zero(data.get("vocab_size_per_layer_input")),
-        "mtp_layers": mtp,
-        "n_predict": data.get("n_predict"),
-        "draft_vocab_size": _int_or_zero(data.get("draft_vocab_size")),
-        "index_topk": data.get("index_topk"),
-        "swa_attention_sinks": bool(data.get("add_swa_attention_sink_bias")) or bool(
+    return {"family": family, "facts": ConfigFacts(
+        rope=rope_config(data),
+        quant_layout=quant_layout(data),
+        parallel_attn=bool(data.get("parallel_attn")),
+        per_layer_input_size=_int_or_zero(data.get("hidden_size_per_layer_input")),
+        per_layer_input_vocab=_int_or_zero(data.get("vocab_size_per_layer_input")),
+        mtp_layers=mtp,
+        n_predict=data.get("n_predict"),
+        draft_vocab_size=_int_or_zero(data.get("draft_vocab_size")),
+        index_topk=data.get("index_topk"),
+        swa_attention_sinks=bool(data.get("add_swa_attention_sink_bias")) or bool(
             data.get("swa_attention_sink_enabled")),
-        "layer_type_names": tuple(str(t) for t in layer_types) if isinstance(layer_types, list) else None,
-        "float16_unsafe_model_type": unsafe[0] if unsafe else "",
-        "mm_item_tokens_stated": any(config_model_type in f.mm_item_tokens_model_types for f in families()),
-        "spelt": spelt_text(data),
-    }
+        layer_type_names=tuple(str(t) for t in layer_types) if isinstance(layer_types, list) else None,
+        float16_unsafe_model_type=unsafe[0] if unsafe else "",
+        mm_item_tokens_stated=any(config_model_type in f.mm_item_tokens_model_types for f in families()),
+        spelt=spelt_text(data),
+    )}
 

@@ -144,7 +144,7 @@ def count_parameters(model: ModelSpec) -> ParamCount:
     for layer in model.layers:
         attention += _attention_params(model, layer)
         # Falcon's parallel attention/MLP block shares one input norm (modeling_falcon.py).
-        norms += norm_size if layer.kind == "mlp_only" or model.parallel_attn else 2 * norm_size
+        norms += norm_size if layer.kind == "mlp_only" or model.facts.parallel_attn else 2 * norm_size
         if layer.kind == "mlp_only" and not layer.moe:
             mlp += _mlp_params(model, model.intermediate_size)
             norms -= norm_size  # one norm for a lone MLP block (Nemotron-H)
@@ -195,11 +195,11 @@ def _per_layer_inputs(model: ModelSpec) -> tuple[int, int, int]:
     Gemma4Model.__init__, gemma3n.py alike) as (embedding, MLP, norm) parameters: embed_tokens_per_layer,
     vocab_size_per_layer_input × (hidden_size_per_layer_input × num_hidden_layers), a projection hidden → that
     width and its norm; in every layer a gate (hidden → ple), a projection back (ple → hidden) and a norm."""
-    ple, h = model.per_layer_input_size, model.hidden_size
+    ple, h = model.facts.per_layer_input_size, model.hidden_size
     if ple <= 0:
         return 0, 0, 0
     total_ple = ple * model.num_layers
-    embedding = (model.per_layer_input_vocab or model.vocab_size) * total_ple + h * total_ple + ple
+    embedding = (model.facts.per_layer_input_vocab or model.vocab_size) * total_ple + h * total_ple + ple
     return embedding, model.num_layers * 2 * h * ple, model.num_layers * h
 
 

@@ -78,10 +78,10 @@ def _platform(chip: GpuSpec) -> tuple[str, int | None]:
 def check_config_readable(spec: ModelSpec, *, remote_code_allowed: bool) -> None:
     """Refuse a config SGLang cannot read without running the repository's code, in transformers' words
     (utils/hf_transformers/common.py:get_config: SGLang's _CONFIG_REGISTRY, else AutoConfig)."""
-    model_type = spec.config_model_type or spec.spelt.model_type  # the top-level config's
+    model_type = spec.config_model_type or spec.facts.spelt.model_type  # the top-level config's
     if model_type in SGLANG_CONFIG_REGISTRY or model_type in TRANSFORMERS_MODEL_TYPES:
         return
-    if spec.spelt.has_auto_map:
+    if spec.facts.spelt.has_auto_map:
         if not remote_code_allowed:
             raise InvalidParameter(f"The repository {spec.name} contains custom code which must be executed to "
                                    "correctly load the model.", hint="SGLang needs --trust-remote-code for it")
@@ -97,7 +97,7 @@ def is_multimodal(spec: ModelSpec) -> bool:
         return True
     # kvplan's ModelSpec reads the text config; a top-level model_type of its own means it was nested.
     nested = bool(spec.config_model_type) and spec.config_model_type != spec.model_type
-    return nested or spec.spelt.nested
+    return nested or spec.facts.spelt.nested
 
 
 def _tokens_at(budget_gib: float, geo: PoolGeometry, page: int) -> int:

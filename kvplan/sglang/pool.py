@@ -80,10 +80,10 @@ def model_dtype(spec: ModelSpec) -> str:
     """configs/model_config.py:_get_and_verify_dtype under --dtype auto: the config's dtype / torch_dtype;
     float32 or none is served as float16 (bfloat16 for gemma model types). Not vLLM's rule: a float16
     checkpoint stays float16."""
-    value = spec.spelt.dtype or spec.config_dtype
+    value = spec.facts.spelt.dtype or spec.config_dtype
     dtype = _STR_DTYPES.get(value) if isinstance(value, str) else None
     if dtype in (None, "float32"):
-        return "bfloat16" if gemma_line(spec.spelt.model_type or "") else "float16"
+        return "bfloat16" if gemma_line(spec.facts.spelt.model_type or "") else "float16"
     return dtype
 
 
@@ -191,7 +191,7 @@ def context_length(spec: ModelSpec, given: int | None) -> int:
     seq_length, max_seq_len, model_max_length, max_position_embeddings, times rope_scaling's factor unless it
     has original_max_position_embeddings or is llama3 rope; 2048 if none. A larger --context-length is refused
     (without SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN), as SGLang refuses it."""
-    s = spec.spelt
+    s = spec.facts.spelt
     factor: float = 1
     if s.rope_scaling:
         factor = s.rope_factor

@@ -127,7 +127,7 @@ def serving_refusal(model: ModelSpec, version: VllmVersion, *, allow_custom_code
     if via_transformers_backend(model.architectures) and not any(is_served(a, version)
                                                                         for a in model.architectures):
         if no_attention:
-            return transformers_backend_refusal(no_attention[0], model.layer_type_names,
+            return transformers_backend_refusal(no_attention[0], model.facts.layer_type_names,
                                                 model.architectures[0], version)
         return None
     return not_served_reason(model.architectures, version)

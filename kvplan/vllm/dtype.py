@@ -23,7 +23,7 @@ def served_dtype(model: ModelSpec, arch: str | None, requested: str = "auto") ->
     supported = ["float16", "float32"] if (arch or "") in _NO_BF16_ARCHS else ["bfloat16", "float16", "float32"]
     # config/model.py:_FLOAT16_NOT_SUPPORTED_MODELS ("Numerical instability"): the families that say
     # float16_unsafe (kvplan/model/architectures/); the reader names the model type.
-    unsafe = model.float16_unsafe_model_type
+    unsafe = model.facts.float16_unsafe_model_type
     wanted = DTYPES[requested]
     if wanted == "float16" and unsafe:
         raise InvalidParameter(f"The model type {unsafe!r} does not support float16. Reason: Numerical "

@@ -115,7 +115,7 @@ def _has_sink(model: ModelSpec, layer: LayerSpec) -> bool:
     add_swa_attention_sink_bias, models/laguna.py swa_attention_sink_enabled)."""
     if "GptOssForCausalLM" in model.architectures:
         return True
-    return model.swa_attention_sinks and layer.sliding_window is not None
+    return model.facts.swa_attention_sinks and layer.sliding_window is not None
 
 
 def _mha_reasons(backend: AttentionBackend, model: ModelSpec, layer: LayerSpec, kv_dtype: str) -> list[str]:

@@ -56,7 +56,7 @@ class SpecDecode:
 def mtp_layers(model: ModelSpec) -> int:
     """The checkpoint's MTP layers (0: none): the count it states (kvplan.model.spelt.MTP_LAYER_KEYS), else its
     family's MTP module default (Qwen3-Next: qwen3_next_mtp.py `getattr(config, "num_nextn_predict_layers", 1)`)."""
-    return model.mtp_layers
+    return model.facts.mtp_layers
 
 
 # config/speculative.py: methods whose draft is a separate checkpoint named by `model`.
@@ -110,7 +110,7 @@ def _tokens(config: Mapping[str, Any], method: str, draft: ModelSpec | None, mtp
     if tokens is None and method == "mtp":
         tokens = mtp_layers or None
     elif tokens is None and method in DRAFT_METHODS:
-        tokens = draft.n_predict if draft is not None else None
+        tokens = draft.facts.n_predict if draft is not None else None
         if tokens is None:
             raise InvalidParameter("--speculative-config: A speculative model was provided, but "
                                    "`num_speculative_tokens` was not provided")
@@ -261,7 +261,7 @@ def eagle_head_params(draft: ModelSpec, spec: SpecDecode, target: ModelSpec) -> 
         total += draft.num_attention_heads * hd * h + 3 * h * draft.intermediate_size
         total += (3 if (eagle3 and i == 0) else 2) * h
     total += (3 * target.hidden_size if eagle3 else 2 * h) * h + h
-    draft_vocab = draft.draft_vocab_size
+    draft_vocab = draft.facts.draft_vocab_size
     if eagle3 and draft_vocab and draft_vocab != target.vocab_size:
         total += draft_vocab * h
     return total, draft.vocab_size * h

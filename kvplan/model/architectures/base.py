@@ -1,17 +1,17 @@
 """What one architecture family says about itself: the vLLM classes it covers, how its weights are laid out
-beyond the Llama shape, its rotary cache, and its quirks. Frozen data only: the registry
+beyond the Llama shape, its rotary cache, and its quirks. Frozen, typed records (NamedTuple rather than frozen
+dataclasses: `kvplan size` builds these classes at start-up, and a NamedTuple class costs a fifth of a frozen
+dataclass's creation): the registry
 (kvplan/model/architectures/__init__.py) resolves a config to one `Family`; the reader
 (kvplan.model.config) copies what the rest of kvplan needs onto ModelSpec."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from typing import Literal, NamedTuple
 
 AttentionBias = Literal["none", "qkv", "all"]
 
 
-@dataclass(frozen=True)
-class WeightRules:
+class WeightRules(NamedTuple):
     """How the family's checkpoint differs from a Llama-shaped decoder (kvplan.model.weights.count_parameters),
     each from the family's modeling file."""
 
@@ -31,8 +31,7 @@ class WeightRules:
     four_x_mlp: bool = False  # the config may leave the MLP width out: 4 × hidden
 
 
-@dataclass(frozen=True)
-class RopeRules:
+class RopeRules(NamedTuple):
     """The rotary cos/sin cache the family's vLLM model builds (kvplan.vllm.memory.weights.rope_cache_bytes)."""
 
     rotary: bool = True  # False: learned or ALiBi positions, or no positional encoding
@@ -41,8 +40,7 @@ class RopeRules:
     local_cache: bool = False  # a second, unscaled cache for the sliding-window layers
 
 
-@dataclass(frozen=True)
-class Family:
+class Family(NamedTuple):
     """One architecture family: the vLLM registry names (`architectures`) and model types it covers, and what
     kvplan needs to know of it beyond what config.json spells."""
 
@@ -50,8 +48,8 @@ class Family:
     source: str  # the vLLM model file(s) and transformers modeling file the rules follow
     architectures: tuple[str, ...] = ()  # names vLLM registers (model_executor/models/registry.py)
     model_types: tuple[str, ...] = ()  # the fallback key (the text config's model_type)
-    weights: WeightRules = field(default_factory=WeightRules)
-    rope: RopeRules = field(default_factory=RopeRules)
+    weights: WeightRules = WeightRules()
+    rope: RopeRules = RopeRules()
     tied_by_default: bool = False  # transformers' config class ties the LM head when the key is absent
     # config/model.py:_FLOAT16_NOT_SUPPORTED_MODELS lists every model type of this family.
     float16_unsafe: bool = False

@@ -191,7 +191,7 @@ def rope_cache_bytes(model: ModelSpec) -> int:
     head_size × partial_rotary_factor (qk_rope_head_dim for MLA, half the head for ChatGLM).
     Gemma 3 builds a second, unscaled cache for its sliding layers (gemma3.py: rope_local_base_freq).
     """
-    rope, rules = model.rope, model.family.rope
+    rope, rules = model.facts.rope, model.family.rope
     if not rules.rotary or rope.disabled:
         return 0
     if not any(layer.kind not in ("mamba", "mlp_only") for layer in model.layers):
@@ -268,7 +268,7 @@ def _mxfp4_adjustment(model: ModelSpec, tp: int, backend: MoeBackend | None) -> 
 def _gptq_marlin_adjustment(model: ModelSpec, tp: int, arch: str | None) -> LoadAdjustment | None:
     """gptq_marlin.py: sym 4/8-bit GPTQ runs on Marlin from SM80 (is_gptq_marlin_compatible); Marlin
     drops the (symmetric, constant) qzeros and keeps g_idx + sort indices only with act-order."""
-    q, layout = model.quant, model.quant_layout
+    q, layout = model.quant, model.facts.quant_layout
     if q is None or q.method != "gptq" or arch not in _MARLIN_ARCHS or not q.group_size:
         return None
     if not layout.symmetric or q.weight_bits not in (4, 8):
@@ -286,7 +286,7 @@ def _gptq_marlin_adjustment(model: ModelSpec, tp: int, arch: str | None) -> Load
 def _fp8_scale_adjustment(model: ModelSpec, tp: int) -> LoadAdjustment | None:
     """8-bit scales the stored-bytes formula leaves out: fp32 per 128×128 block (FP8 block quantization)
     or per output channel (compressed-tensors "channel" strategy); per-tensor scales are negligible."""
-    q, layout = model.quant, model.quant_layout
+    q, layout = model.quant, model.facts.quant_layout
     if q is None or q.weight_bits != 8:
         return None
     shapes = _linear_shapes(model, tp)
