@@ -112,7 +112,7 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
     family = family_for(architectures, model_type)
     num_layers = c.num(*classic.LAYER_KEYS, what="num_hidden_layers")
     hidden = c.num(*classic.HIDDEN_KEYS, what="hidden_size")
-    types = attention.layer_pattern(c, model_type, num_layers)
+    types = attention.layer_pattern(c, family, num_layers)
     has_attention = any(t not in _RECURRENT_TYPES | {"conv", "mlp", "moe"} for t in types)
     # Pure state-space models (Mamba, Falcon-Mamba) have no attention heads at all.
     heads = c.num(*classic.HEAD_KEYS, what="num_attention_heads") if has_attention else c.num(

@@ -9,6 +9,11 @@ from __future__ import annotations
 from typing import Literal, NamedTuple
 
 AttentionBias = Literal["none", "qkv", "all"]
+# Which layers a model-wide `sliding_window` covers when the config lists no per-layer pattern
+# (kvplan.model.families.attention.layer_pattern): "uniform" every layer (engine/arg_utils.py), "every_nth" all but
+# every sliding_window_pattern-th (default 6; transformers Gemma3), "alternate" the even layers (transformers Gemma2,
+# vLLM gpt_oss.py), "max_window_layers" the layers from max_window_layers on (vLLM qwen2.py, qwen3.py).
+SlidingLayout = Literal["uniform", "every_nth", "alternate", "max_window_layers"]
 
 
 class WeightRules(NamedTuple):
@@ -50,6 +55,11 @@ class Family(NamedTuple):
     model_types: tuple[str, ...] = ()  # the fallback key (the text config's model_type)
     weights: WeightRules = WeightRules()
     rope: RopeRules = RopeRules()
+    # How the config is read: the sliding-window layout, whether every layer is a state-space block (no attention
+    # heads to read), and the block kinds the config class cycles through when the config names none.
+    sliding_layout: SlidingLayout = "uniform"
+    pure_ssm: bool = False
+    default_block_types: tuple[str, ...] = ()
     tied_by_default: bool = False  # transformers' config class ties the LM head when the key is absent
     # config/model.py:_FLOAT16_NOT_SUPPORTED_MODELS lists every model type of this family.
     float16_unsafe: bool = False

@@ -1,5 +1,5 @@
 """Gemma-2: tied LM head by default; vLLM refuses float16 for it ("Numerical instability",
-config/model.py:_FLOAT16_NOT_SUPPORTED_MODELS). Its alternating sliding layers: families/attention.py."""
+config/model.py:_FLOAT16_NOT_SUPPORTED_MODELS); its even layers slide (transformers Gemma2)."""
 from __future__ import annotations
 
 from kvplan.model.architectures.base import Family
@@ -9,6 +9,7 @@ FAMILY = Family(
     source="models/gemma2.py",
     architectures=("Gemma2ForCausalLM",),
     model_types=("gemma2",),
+    sliding_layout="alternate",
     tied_by_default=True,
     float16_unsafe=True,
 )
