@@ -119,7 +119,7 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         *classic.HEAD_KEYS, default=1)
     blocks = heterogeneous.block_configs(c, num_layers)
     kv_heads = (heterogeneous.total_kv_heads(blocks, heads) if blocks is not None
-                else classic.total_kv_heads(c, model_type, heads))
+                else classic.total_kv_heads(c, family, heads))
     if heads % kv_heads:
         raise BadConfig(f"config.json: num_attention_heads ({heads}) is not a multiple of the KV heads ({kv_heads})")
     mla.refuse_unmodelled(c, model_type)

@@ -14,6 +14,11 @@ AttentionBias = Literal["none", "qkv", "all"]
 # every sliding_window_pattern-th (default 6; transformers Gemma3), "alternate" the even layers (transformers Gemma2,
 # vLLM gpt_oss.py), "max_window_layers" the layers from max_window_layers on (vLLM qwen2.py, qwen3.py).
 SlidingLayout = Literal["uniform", "every_nth", "alternate", "max_window_layers"]
+# How the attention layers' KV heads are read (transformers_utils/model_arch_config_convertor.py:
+# get_total_num_kv_heads and its overrides; kvplan.model.families.classic.total_kv_heads): "keys" the first KV-head
+# key, else MHA; "falcon" new_decoder_architecture → n_head_kv, else multi_query (default true) → 1; "chatglm" MHA
+# unless multi_query_attention; "multi_query" one head unless multi_query is false (GPTBigCodeConfig default true).
+KvHeadsRule = Literal["keys", "falcon", "chatglm", "multi_query"]
 
 
 class WeightRules(NamedTuple):
@@ -58,6 +63,7 @@ class Family(NamedTuple):
     # How the config is read: the sliding-window layout, whether every layer is a state-space block (no attention
     # heads to read), and the block kinds the config class cycles through when the config names none.
     sliding_layout: SlidingLayout = "uniform"
+    kv_heads: KvHeadsRule = "keys"
     pure_ssm: bool = False
     default_block_types: tuple[str, ...] = ()
     tied_by_default: bool = False  # transformers' config class ties the LM head when the key is absent

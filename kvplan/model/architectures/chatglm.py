@@ -1,5 +1,5 @@
 """ChatGLM / GLM-4 (chatglm configs): q, k, v biases (add_qkv_bias) and rotary over half of each head
-(vLLM models/chatglm.py: rotary_dim = head_dim // 2). Its multi_query_attention KV heads: families/classic.py."""
+(vLLM models/chatglm.py: rotary_dim = head_dim // 2). MHA unless multi_query_attention."""
 from __future__ import annotations
 
 from kvplan.model.architectures.base import Family, RopeRules, WeightRules
@@ -11,4 +11,5 @@ FAMILY = Family(
     model_types=("chatglm",),
     weights=WeightRules(attention_bias="qkv"),
     rope=RopeRules(half_rotary=True),
+    kv_heads="chatglm",
 )

@@ -1,6 +1,6 @@
 """Falcon (and its RefinedWeb configs): LayerNorm with biases, up/down MLP of 4 × hidden (vLLM models/falcon.py;
-transformers modeling_falcon.py). Its KV heads (new_decoder_architecture, multi_query) are read in
-kvplan/model/families/classic.py; its parallel attention / MLP block (parallel_attn) in the reader."""
+transformers modeling_falcon.py). Its KV heads: n_head_kv with new_decoder_architecture, else one
+under multi_query; its parallel attention / MLP block (parallel_attn) in the reader."""
 from __future__ import annotations
 
 from kvplan.model.architectures.base import Family, WeightRules
@@ -11,4 +11,5 @@ FAMILY = Family(
     architectures=("FalconForCausalLM", "RWForCausalLM"),
     model_types=("falcon", "RefinedWeb", "RefinedWebModel"),
     weights=WeightRules(layernorm_bias=True, gated_mlp=False, four_x_mlp=True),
+    kv_heads="falcon",
 )
