@@ -1,12 +1,16 @@
 """kvplan: KV-cache sizing and capacity planning for vLLM-style LLM serving.
 
-The core is importable as a library; results are the same objects the CLI renders::
+The commands are importable as a library (kvplan/api.py): the same answers and the same refusals, as the same
+objects the CLI renders::
 
     import kvplan
-    spec = kvplan.load_model("Qwen/Qwen2.5-7B")           # config.json from the Hub or a folder
-    report = kvplan.size_report(spec)                     # bytes per token, layers, weights
-    fit = kvplan.plan_fit(spec, kvplan.get_gpu("h100"), kvplan.ServeSettings(max_model_len=32768))
-    fit.kv_cache_tokens, fit.max_concurrency, fit.fits    # what vLLM would log, and whether it starts
+    report = kvplan.fit("Qwen/Qwen2.5-7B", "h100", max_model_len=32768)  # = kvplan fit … --gpu h100 …
+    report.kv_cache_tokens, report.max_concurrency, report.fits         # what vLLM would log, whether it starts
+    kvplan.size("Qwen/Qwen2.5-7B").kv_bytes_per_token                    # = kvplan size
+    kvplan.check("deploy/plan.yaml").passed                              # = kvplan check
+
+The core stages are public too: `load_model` (config.json from the Hub or a folder, refused as vLLM refuses
+it), `size_report`, `plan_fit(spec, get_gpu("h100"), ServeSettings(max_model_len=32768))`, `roofline`, ….
 """
 from __future__ import annotations
 
@@ -16,7 +20,10 @@ __version__ = "0.1.0"  # the one place the version is written (pyproject.toml re
 
 # Public names, resolved lazily so `import kvplan` stays cheap for the CLI.
 _LAZY = {
-    "load_model": "kvplan.model.hub",
+    "load_model": "kvplan.api",
+    "size": "kvplan.api",
+    "fit": "kvplan.api",
+    "check": "kvplan.api",
     "parse_config": "kvplan.model.config",
     "ModelSpec": "kvplan.model.spec",
     "LayerSpec": "kvplan.model.spec",

@@ -1,6 +1,6 @@
-"""Regenerate the command outputs embedded in README.md, or check that they are current.
+"""Regenerate the command outputs embedded in README.md and docs/*.md, or check that they are current.
 
-Each block in README.md looks like
+Each block in those files looks like
 
     <!-- kvplan: size tests/fixtures/configs/Qwen--Qwen2.5-7B -->
     ```text
@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import os
 import re
 import shlex
@@ -24,10 +25,18 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 README = ROOT / "README.md"
+
+
+def documents() -> list[Path]:
+    """The files whose blocks are generated: README.md, then docs/*.md by name."""
+    return [README, *sorted((ROOT / "docs").glob("*.md"))]
+
+
 BLOCK = re.compile(r"(<!-- kvplan: (?P<args>.*?) -->\n)(?P<body>.*?)(<!-- /kvplan -->)", re.S)
 WIDTH = "100"
 
 
+@functools.cache  # README.md and docs/ may show the same command
 def run(args: str) -> str:
     """The command's stdout (and its exit code when not 0), as a user at a 100-column terminal sees it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KVPLAN_", "FORCE_COLOR"))}
@@ -50,19 +59,26 @@ def render(readme: str) -> str:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--check", action="store_true", help="exit 1 if README.md is not current")
+    ap.add_argument("--check", action="store_true", help="exit 1 if a file's blocks are not current")
     args = ap.parse_args()
-    old = README.read_text(encoding="utf-8")
-    new = render(old)
-    if args.check:
-        if new != old:
+    stale = []
+    for path in documents():
+        name = path.relative_to(ROOT).as_posix()
+        old = path.read_text(encoding="utf-8")
+        new = render(old)
+        if new == old:
+            continue
+        if args.check:
             sys.stdout.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True),
-                                                       "README.md", "README.md (regenerated)"))
-            print("README.md is stale: run `python scripts/readme.py`", file=sys.stderr)
-            return 1
-        print("README.md is current")
-        return 0
-    README.write_text(new, encoding="utf-8")
+                                                       name, f"{name} (regenerated)"))
+            stale.append(name)
+        else:
+            path.write_text(new, encoding="utf-8")
+    if stale:
+        print(f"{', '.join(stale)}: stale: run `python scripts/readme.py`", file=sys.stderr)
+        return 1
+    if args.check:
+        print(f"{', '.join(p.relative_to(ROOT).as_posix() for p in documents())}: current")
     return 0
 
 

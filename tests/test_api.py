@@ -2,8 +2,13 @@
 the CLI renders."""
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
 
 import kvplan
 from tests.conftest import CONFIGS
@@ -27,3 +32,113 @@ def test_import_kvplan_loads_no_submodule() -> None:
     out = subprocess.run([sys.executable, "-c", "import sys, kvplan; print(sorted(m for m in sys.modules "
                           "if m.startswith('kvplan.')))"], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+# --- the library is what the CLI calls: same answers, same refusals ----------------------------------------------
+
+ROOT = CONFIGS.parents[2]
+QWEN_7B = str(CONFIGS / "Qwen--Qwen2.5-7B")
+
+
+def _cli(*args: str) -> tuple[int, str, str]:
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    result = CliRunner().invoke(app, list(args))
+    return result.exit_code, result.stdout, result.stderr
+
+
+def _json(kind: str, report: object) -> str:
+    from kvplan.render.json import dumps
+
+    return dumps(kind, report)
+
+
+def test_library_fit_is_the_fit_command() -> None:
+    report = kvplan.fit(QWEN_7B, "h100", max_model_len=32768, kv_cache_dtype="fp8", max_num_seqs=64)
+    code, out, _ = _cli("fit", QWEN_7B, "--gpu", "h100", "--max-model-len", "32768", "--kv-cache-dtype", "fp8",
+                        "--max-num-seqs", "64", "--json")
+    assert code == 0 and report.fits
+    assert _json("fit", report) == out.strip()
+
+
+def test_library_fit_reads_a_pasted_vllm_line_and_num_gpus_as_the_command_does() -> None:
+    line = f"VLLM_USE_V2_MODEL_RUNNER=0 vllm serve {QWEN_7B} --max-model-len 16384 --port 8000"
+    report = kvplan.fit(vllm_cmd=line, gpu="l40s", num_gpus=4, pipeline_parallel_size=2, environ={})
+    code, out, _ = _cli("fit", "--vllm-cmd", line, "--gpu", "l40s", "--num-gpus", "4", "-pp", "2", "--json")
+    assert code == 0 and (report.tp, report.pp) == (2, 2)
+    assert _json("fit", report) == out.strip()
+
+
+def test_library_fit_without_a_gpu_is_the_sweep() -> None:
+    small = str(CONFIGS / "Qwen--Qwen2.5-1.5B")
+    report = kvplan.fit(small, max_model_len=8192, concurrency=4)
+    code, out, _ = _cli("fit", small, "--max-model-len", "8192", "--concurrency", "4", "--json")
+    assert code == 0 and report.rows
+    assert _json("fit-sweep", report) == out.strip()
+
+
+def test_library_size_is_the_size_command() -> None:
+    report = kvplan.size(QWEN_7B, kv_cache_dtype="fp8", tp=2)
+    code, out, _ = _cli("size", QWEN_7B, "--kv-cache-dtype", "fp8", "-tp", "2", "--json")
+    assert code == 0 and report.kv_bytes_per_token == 14_336  # 28 layers × 2 × 2 KV heads (4 ÷ TP 2) × 128 × 1 B
+    assert _json("size", report) == out.strip()
+
+
+def test_library_check_is_the_check_command(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    plan = str(ROOT / "examples" / "plan.yaml")
+    report = kvplan.check(plan)
+    code, out, _ = _cli("check", plan, "--offline", "--json")
+    assert code == 0 and report.passed and report.num_requirements == 15
+    assert _json("check", report) == out.strip()
+
+
+def _refusal(call: Callable[[], object], *cli_args: str) -> tuple[str, str]:
+    """The library's error as the CLI words it, and the CLI's own `Error:` line."""
+    from kvplan.errors import KvplanError
+
+    try:
+        call()
+    except KvplanError as exc:
+        library = f"Error: {exc}" + (f" ({exc.hint})" if exc.hint else "")
+    else:
+        raise AssertionError("the library did not refuse")
+    code, _, err = _cli(*cli_args)
+    assert code == 2
+    return library, err.strip()
+
+
+def test_library_refuses_bad_flags_as_the_command_does() -> None:
+    library, cli = _refusal(lambda: kvplan.fit(QWEN_7B, "h100", max_model_len="32k tokens"),
+                            "fit", QWEN_7B, "--gpu", "h100", "--max-model-len", "32k tokens")
+    assert library == cli and "--max-model-len" in cli
+    library, cli = _refusal(lambda: kvplan.fit(QWEN_7B, "h100", tensor_parallel_size=2, num_gpus=3),
+                            "fit", QWEN_7B, "--gpu", "h100", "-tp", "2", "--num-gpus", "3")
+    assert library == cli and "not a multiple of -tp 2" in cli
+    library, cli = _refusal(lambda: kvplan.fit(QWEN_7B, "h100", tensor_parallel_size=3),
+                            "fit", QWEN_7B, "--gpu", "h100", "-tp", "3")
+    assert library == cli
+
+
+def test_library_load_model_refuses_a_config_as_vllm_does(tmp_path: Path) -> None:
+    """RecurrentGemma (test_model_rules): kvplan cannot read it, and vLLM would refuse it at layer 0: the library,
+    like every command, gives vLLM's reason, not kvplan's."""
+    raw = json.loads((CONFIGS.parent / "corpus" / "configs" / "unsloth--gemma-2-2b" / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps(
+        {**raw, "model_type": "recurrent_gemma", "architectures": ["RecurrentGemmaForCausalLM"]}))
+    library, cli = _refusal(lambda: kvplan.load_model(str(tmp_path)), "fit", str(tmp_path), "--gpu", "h100")
+    assert library == cli
+    assert cli.startswith("Error: Layer 0 does not dispatch through the Transformers attention interface")
+
+
+def test_library_fit_names_an_unknown_option() -> None:
+    from kvplan.errors import InvalidParameter
+
+    try:
+        kvplan.fit(QWEN_7B, "h100", max_model_lenn=4096)
+    except InvalidParameter as exc:
+        assert str(exc) == "unknown fit option 'max_model_lenn' (did you mean max_model_len?)"
+    else:
+        raise AssertionError("an unknown option was accepted")

@@ -1,7 +1,7 @@
 """The package's architecture, pinned by static analysis of kvplan/ (no module is imported).
 
 * no import cycle among kvplan modules, counting every import anywhere in a module;
-* imports point one way: base < model < hardware < vllm < sglang < sim < observe < ci < render < cli;
+* imports point one way: base < model < hardware < vllm < sglang < sim < observe < ci < api < render < cli;
 * no function over 80 lines outside kvplan/cli/ (whose commands are long Typer option lists);
 * typer, rich and huggingface_hub stay at the edges: huggingface_hub in kvplan/model/hub.py only,
   rich in kvplan/render/ and kvplan/cli/, typer in kvplan/cli/;
@@ -28,6 +28,7 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("sim", ("kvplan.sim",)),
     ("observe", ("kvplan.observe",)),
     ("ci", ("kvplan.ci",)),
+    ("api", ("kvplan.api",)),
     ("render", ("kvplan.render",)),
     ("cli", ("kvplan.cli",)),
 )

@@ -17,8 +17,7 @@ from typing import Any
 
 import pytest
 
-from kvplan.model.kv_cache import kv_cache_specs
-from kvplan.vllm.block_plan import plan_kv_cache
+from kvplan import kv_cache_specs, plan_kv_cache  # the public API (kvplan/__init__.py)
 from tests.conftest import load_fixture
 
 ORACLE = Path(__file__).parent / "fixtures" / "oracle"

@@ -48,3 +48,41 @@ def test_a_bad_estimate_value_is_refused(tmp_path: Path) -> None:
         _evaluate(tmp_path, "min_kv_tokens: {value: 1, estimate: worst}", 0.3)
     with pytest.raises(ParseError, match="expected `true` or `pessimistic`"):
         _evaluate(tmp_path, "starts: maybe", 0.3)
+
+
+def test_min_concurrency_can_be_judged_at_the_pessimistic_end(tmp_path: Path) -> None:
+    # Util 0.21: 1,465 usable blocks at the best estimate (5 requests of 4,096 tokens = 256 blocks each), 703 at
+    # the pessimistic end (0.60 GiB of KV memory): 2 requests.
+    best = _evaluate(tmp_path, "min_concurrency: {value: 4, context: 4096}", 0.21).checks[0]
+    worst = _evaluate(tmp_path, "min_concurrency: {value: 4, context: 4096, estimate: pessimistic}", 0.21).checks[0]
+    assert best.passed and best.measured == 5
+    assert not worst.passed and worst.measured == 2
+    assert "at the pessimistic end of the estimate (703 usable blocks" in worst.message
+    assert _evaluate(tmp_path, "min_concurrency: {value: 4, context: 4096, estimate: pessimistic}",
+                     0.22).checks[0].measured == 6
+
+
+def test_estimate_pessimistic_beside_the_requirements_judges_every_memory_requirement_at_the_low_end(
+        tmp_path: Path) -> None:
+    require = ("estimate: pessimistic\n      min_concurrency: {value: 4, context: 4096}\n"
+               "      no_preemption: {concurrency: 4, context: 4096}\n      starts: true")
+    conc, preempt, starts = _evaluate(tmp_path, require, 0.21).checks
+    assert (conc.passed, conc.measured) == (False, 2)
+    assert not preempt.passed and "1,024 blocks but only 703 are usable" in preempt.message
+    assert starts.passed and starts.required == "starts (pessimistic)"
+    # At 0.2 the pessimistic end does not start: the load requirements say so instead of counting requests.
+    conc, preempt, starts = _evaluate(tmp_path, require, 0.2).checks
+    assert not conc.passed and conc.measured is None
+    assert "at the pessimistic end of the estimate vLLM starts only if the estimate is optimistic" in conc.message
+    assert not starts.passed
+    # A requirement's own `estimate: best` keeps the best estimate.
+    own = _evaluate(tmp_path, "estimate: pessimistic\n      min_concurrency: {value: 4, context: 4096, "
+                              "estimate: best}", 0.21).checks[0]
+    assert own.passed and own.measured == 5
+
+
+def test_estimate_beside_the_requirements_must_be_best_or_pessimistic(tmp_path: Path) -> None:
+    with pytest.raises(ParseError, match=r"require\.estimate: must be best or pessimistic"):
+        _evaluate(tmp_path, "estimate: low\n      starts: true", 0.5)
+    with pytest.raises(ParseError, match="no requirements"):
+        _evaluate(tmp_path, "estimate: pessimistic", 0.5)

@@ -36,7 +36,8 @@ def _moe_layers(rec: dict[str, object]) -> int:
 
 @pytest.mark.parametrize("rec", RECORDS, ids=[r["id"] for r in RECORDS])
 def test_the_logged_estimate_lies_inside_kvplans_range(rec: dict[str, object]) -> None:
-    pw, full, tp = int(rec["piecewise"]), int(rec["full"]), int(rec["tp"])  # type: ignore[call-overload]
+    pw, full = int(rec["piecewise"]), int(rec["full"])  # type: ignore[call-overload]
+    tp = int(rec.get("moe_tp", rec["tp"]))  # type: ignore[call-overload]  # the ranks an expert is split over
     moe = _moe_layers(rec)
     logged = float(rec["estimated_gib"])  # type: ignore[arg-type]
     low = cuda_graph_bytes(pw, full, moe_layers=moe, tp=tp, end="low") / GiB
@@ -84,3 +85,11 @@ def test_the_term_carries_the_range_and_names_the_moe_part() -> None:
                                           cuda_graph_bytes(35, 19, moe_layers=62, tp=4, end="high"))
     assert "62 MoE layers" in t.assumption and "extrapolates 52" in t.assumption
     assert CONFIGS.is_dir()
+
+
+def test_with_expert_parallelism_the_moe_part_of_the_estimate_is_not_divided_by_tp() -> None:
+    """GLM-5.2-NVFP4 at TP 4 with EP on four 184 GiB GPUs (vLLM 0.26.0): 51 + 51 graphs → 4.99 GiB. Each rank holds
+    whole experts (FusedMoEParallelConfig.make: tp_size 1 under EP), so the per-MoE-layer cost is TP 1's: kvplan's
+    range 3.10 … 10.82 GiB holds it; divided by TP 4 it would top out at 3.68."""
+    assert round(cuda_graph_bytes(51, 51, moe_layers=75, tp=1, end="low") / GiB, 2) == 3.10
+    assert round(cuda_graph_bytes(51, 51, moe_layers=75, tp=4, end="high") / GiB, 2) == 3.68 < 4.99

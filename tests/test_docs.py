@@ -1,5 +1,5 @@
-"""Docs that cannot drift: every command has help with runnable examples and is in the README;
-the exit-code and environment tables match the code."""
+"""Docs that cannot drift: every command has help with runnable examples and is in the README and the command
+reference (docs/commands.md); the exit-code, environment and JSON-key tables there match the code."""
 from __future__ import annotations
 
 import re
@@ -15,6 +15,8 @@ from kvplan.cli.app import app
 
 ROOT = Path(__file__).resolve().parent.parent
 README = (ROOT / "README.md").read_text(encoding="utf-8")
+COMMANDS_DOC = (ROOT / "docs" / "commands.md").read_text(encoding="utf-8")  # exit codes, environment variables
+JSON_DOC = (ROOT / "docs" / "json-schema.md").read_text(encoding="utf-8")  # the JSON key table
 runner = CliRunner()
 
 
@@ -82,21 +84,22 @@ def test_command_has_an_example_that_runs_offline(name: str, monkeypatch: pytest
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
-def test_command_appears_in_readme(name: str) -> None:
+def test_command_appears_in_readme_and_the_command_reference(name: str) -> None:
     assert f"kvplan {name}" in README
+    assert f"kvplan {name}" in COMMANDS_DOC
 
 
-def test_readme_exit_codes_match_the_cli() -> None:
-    rows = dict(re.findall(r"^\| (\d) \| (.+?) \|$", README, re.M))
+def test_documented_exit_codes_match_the_cli() -> None:
+    rows = dict(re.findall(r"^\| (\d) \| (.+?) \|$", COMMANDS_DOC, re.M))
     assert set(rows) == {str(app_module.EXIT_OK), str(app_module.EXIT_CHECK_FAILED), str(app_module.EXIT_BAD_INPUT)}
     assert "check" in rows["1"] and "bad input" in rows["2"]
 
 
-def test_readme_lists_every_environment_variable_kvplan_reads() -> None:
+def test_docs_list_every_environment_variable_kvplan_reads() -> None:
     source = "\n".join(p.read_text(encoding="utf-8") for p in (ROOT / "kvplan").rglob("*.py"))
     vllm_env = (ROOT / "kvplan" / "vllm" / "environment.py").read_text(encoding="utf-8")
     used = set(re.findall(r"\b(KVPLAN_[A-Z_]+)\b", source)) | set(re.findall(r'= "(VLLM_[A-Z0-9_]+)"', vllm_env))
-    documented = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", README, re.M))
+    documented = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", COMMANDS_DOC, re.M))
     assert len(used) >= 5
     assert used <= documented
     assert {"HF_TOKEN", "HF_HUB_OFFLINE", "HF_ENDPOINT", "HF_HOME"} <= documented
@@ -118,13 +121,13 @@ JSON_EXAMPLES = {
 }
 
 
-def _readme_json_keys() -> dict[str, list[str]]:
-    rows = re.findall(r"^\| `([a-z-]+)` \| `kvplan [a-z ]+` \| (.+) \|$", README, re.M)
+def _documented_json_keys() -> dict[str, list[str]]:
+    rows = re.findall(r"^\| `([a-z-]+)` \| `kvplan [a-z ]+` \| (.+) \|$", JSON_DOC, re.M)
     return {kind: re.findall(r"`([a-z_0-9]+)`", keys) for kind, keys in rows}
 
 
-def test_readme_json_table_covers_every_kind() -> None:
-    assert sorted(_readme_json_keys()) == sorted(JSON_EXAMPLES)
+def test_json_table_covers_every_kind() -> None:
+    assert sorted(_documented_json_keys()) == sorted(JSON_EXAMPLES)
 
 
 @pytest.mark.parametrize("kind", sorted(JSON_EXAMPLES))
@@ -136,4 +139,13 @@ def test_json_output_has_the_documented_keys(kind: str, monkeypatch: pytest.Monk
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
     assert (data["schema_version"], data["kind"]) == (1, kind)
-    assert [k for k in data if k not in ("schema_version", "kind")] == _readme_json_keys()[kind]
+    assert [k for k in data if k not in ("schema_version", "kind")] == _documented_json_keys()[kind]
+
+
+def test_the_docs_relative_links_point_at_files_that_exist() -> None:
+    """README.md and docs/*.md link each other by relative path: a moved or renamed file breaks no link."""
+    docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    assert len(docs) >= 4
+    for doc in docs:
+        for target in re.findall(r"\]\(([^)#:]+)(?:#[^)]*)?\)", doc.read_text(encoding="utf-8")):
+            assert (doc.parent / target).exists(), f"{doc.name}: link to {target}"

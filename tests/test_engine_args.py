@@ -15,10 +15,10 @@ import pytest
 import typer
 
 from kvplan.ci.plan import load_plan, parse_plan, parse_yaml
-from kvplan.cli.fit import settings_from_flags
 from kvplan.vllm import defaults
 from kvplan.vllm.command_line import classify_ignored, parse_vllm_command
 from kvplan.vllm.engine_args import BY_NAME, ENGINE_ARGS, SETTING_ARGS, EngineArg, fit_options, lookup, suggested_flags
+from kvplan.vllm.flags import settings_from_flags
 from kvplan.vllm.settings import ServeSettings
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -3,10 +3,8 @@
 amdsmi/HIP answers, stub aiter/flash_attn packages)."""
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,20 +17,12 @@ from kvplan.vllm.environment import vllm_environment
 from kvplan.vllm.fit import plan_fit
 from kvplan.vllm.rocm import RocmAiter, fp8_view_dtype, rocm_backend
 from kvplan.vllm.settings import ServeSettings
+from tests import vllm_goldens
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDENS = ROOT / "tests" / "fixtures" / "oracle-rocm"
 CORPUS = ROOT / "tests" / "fixtures" / "corpus" / "configs"
 KV_20_GIB = 21474836480
-
-
-def _coverage() -> Any:
-    spec = importlib.util.spec_from_file_location("kvplan_rocm_coverage", ROOT / "benchmarks" / "coverage_rocm.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules["kvplan_rocm_coverage"] = module
-    spec.loader.exec_module(module)
-    return module
 
 
 def _model(config_dir: str) -> Any:
@@ -55,9 +45,16 @@ def test_goldens_cover_the_three_parts_and_every_aiter_mode() -> None:
 
 @pytest.mark.parametrize("path", VERDICT_FILES, ids=[p.stem for p in VERDICT_FILES])
 def test_each_rocm_golden_is_exact_or_refused_with_vllms_reason(path: Path) -> None:
-    outcome = _coverage().classify(json.loads(path.read_text()))
-    assert outcome is not None
-    assert outcome.cls in ("exact", "refused-vllm"), outcome.detail
+    outcome = vllm_goldens.classify_rocm(json.loads(path.read_text()))
+    assert outcome.judged
+    assert vllm_goldens.passes(outcome), outcome.detail
+
+
+def test_every_rocm_golden_is_counted_and_the_unjudged_are_the_oracles_failures() -> None:
+    outcomes = [vllm_goldens.classify_rocm(json.loads(p.read_text())) for p in GOLDEN_FILES]
+    unjudged = {o.case for o in outcomes if not o.judged}
+    assert unjudged == {p.stem for p in GOLDEN_FILES} - {p.stem for p in VERDICT_FILES}
+    assert all(o.cls == "oracle-failure" for o in outcomes if not o.judged)  # none for an unmodelled flag
 
 
 def test_failures_md_lists_every_oracle_failure() -> None:

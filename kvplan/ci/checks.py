@@ -120,11 +120,14 @@ def check_report(plan_path: str, deployments: Sequence[DeploymentResult]) -> Che
 
 
 def _plan_fit(model: ModelSpec, gpu: GpuSpec, dep: Deployment, *, context: int | None = None,
-              concurrency: int | None = None) -> FitReport:
-    """capacity.plan_fit at the deployment's settings, judged at `context` × `concurrency`."""
+              concurrency: int | None = None, kv_cache_memory_bytes: int | None = None) -> FitReport:
+    """capacity.plan_fit at the deployment's settings, judged at `context` × `concurrency` (with
+    `kv_cache_memory_bytes`: that KV memory per worker instead of the profiled one)."""
     from kvplan.vllm.fit import plan_fit
 
     settings = replace(dep.settings, context=context, concurrency=concurrency)
+    if kv_cache_memory_bytes is not None:
+        settings = replace(settings, kv_cache_memory_bytes=max(1, kv_cache_memory_bytes))
     return plan_fit(model, gpu, settings, advise=False)
 
 
@@ -177,14 +180,17 @@ class _Ctx:
     model: ModelSpec
     gpu: GpuSpec
     fit: FitReport
-    loads: dict[tuple[int, int], PreemptionVerdict] = field(default_factory=dict)
+    loads: dict[tuple[int, int, bool], PreemptionVerdict] = field(default_factory=dict)
 
-    def load(self, context: int, concurrency: int) -> PreemptionVerdict:
-        """How `concurrency` requests of `context` tokens sit in the KV cache (capacity's verdict)."""
-        key = (context, concurrency)
+    def load(self, context: int, concurrency: int, *, pessimistic: bool = False) -> PreemptionVerdict:
+        """How `concurrency` requests of `context` tokens sit in the KV cache (capacity's verdict); with
+        `pessimistic`, in the cache of the low end of kvplan's available KV memory: the deployment re-planned
+        with that memory given as --kv-cache-memory-bytes (every worker at the tightest stage's low end)."""
+        key = (context, concurrency, pessimistic)
         if key not in self.loads:
+            low = self.fit.available_kv_range[0] if pessimistic else None
             self.loads[key] = _plan_fit(self.model, self.gpu, self.dep, context=context,
-                                        concurrency=concurrency).preemption
+                                        concurrency=concurrency, kv_cache_memory_bytes=low).preemption
         return self.loads[key]
 
 
@@ -242,6 +248,10 @@ def _cannot_run(ctx: _Ctx, q: Requirement, *, required: float, unit: str, compar
     why = None
     if not fit.fits:
         why = f"vLLM would not start ({fit.startup})"
+    elif q.pessimistic and q.kind in ("min_concurrency", "no_preemption") and fit.startup_range != "starts":
+        low = fit.available_kv_range[0]
+        why = (f"at the pessimistic end of the estimate vLLM {fit.startup_range} ({low / 2**30:.2f} GiB of KV "
+               f"memory; best {fit.available_kv_bytes / 2**30:.2f})")
     elif context is not None and context > fit.max_model_len:
         why = (f"context {context:,} is above max_model_len {fit.max_model_len:,}: vLLM rejects such requests")
     if why is None:
@@ -251,10 +261,12 @@ def _cannot_run(ctx: _Ctx, q: Requirement, *, required: float, unit: str, compar
 
 
 def _starts(ctx: _Ctx, q: Requirement) -> CheckResult:
+    from kvplan.vllm.verdicts import StartupRange
+
     fit = ctx.fit
     if q.pessimistic and fit.fits:
         low, high = fit.available_kv_range
-        ok = fit.startup_range == "starts"
+        ok = fit.startup_range is StartupRange.STARTS
         message = (f"vLLM starts even at the pessimistic end of the estimate ({low / 2**30:.2f} … "
                    f"{high / 2**30:.2f} GiB of KV memory)" if ok else
                    f"vLLM {fit.startup_range}: at the pessimistic end of the estimate only {low / 2**30:.2f} GiB "
@@ -276,12 +288,13 @@ def _min_concurrency(ctx: _Ctx, q: Requirement) -> CheckResult:
     failed = _cannot_run(ctx, q, required=required, unit="requests", comparison=">=", context=context)
     if failed:
         return failed
-    v = ctx.load(context, fit.max_num_seqs)
+    v = ctx.load(context, fit.max_num_seqs, pessimistic=q.pessimistic)
     measured = min(v.max_requests_at_context, fit.max_num_seqs)
     limit = (f"max_num_seqs {fit.max_num_seqs:,} caps it" if fit.max_num_seqs < v.max_requests_at_context else
              f"{v.usable_blocks:,} usable blocks ÷ {v.blocks_per_request:,} per request")
+    end = " at the pessimistic end of the estimate" if q.pessimistic else ""
     return _result(q, comparison=">=", required=required, measured=measured, unit="requests", context=context,
-                   message=f"{measured:,} requests of {context:,} tokens run at once ({limit}); "
+                   message=f"{measured:,} requests of {context:,} tokens run at once{end} ({limit}); "
                            f"required ≥ {_num(required)}")
 
 
@@ -294,9 +307,11 @@ def _no_preemption(ctx: _Ctx, q: Requirement) -> CheckResult:
                          concurrency=asked)
     if failed:
         return failed
-    v = ctx.load(context, asked)
+    v = ctx.load(context, asked, pessimistic=q.pessimistic)
     note = (f" ({asked:,} asked; max_num_seqs {fit.max_num_seqs:,} run at once, the rest wait in the queue)"
             if asked > fit.max_num_seqs else "")
+    if q.pessimistic:
+        note += " (at the pessimistic end of the estimate)"
     # needed ≤ usable ⟺ running × per_request ≤ usable ⟺ running ≤ usable // per_request = max_requests_at_context
     return _result(q, passed=not v.possible, comparison=">=", required=running,
                    measured=v.max_requests_at_context, unit="requests", context=context, concurrency=asked,

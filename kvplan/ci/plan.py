@@ -27,6 +27,7 @@ Shape (keys may be spelled with `-` or `_`)::
         measured: {weights-memory: 14.3GiB}  # replaces kvplan's estimate (as `kvplan fit` flags)
         workload: {num_requests: 200, request_rate: 4, prompt_len: 2048, output_len: 256}
         require:
+          estimate: pessimistic           # optional: judge the memory requirements at kvplan's low end
           starts: true
           min_concurrency: {value: 8, context: 32768}
           …
@@ -70,6 +71,9 @@ RequirementKind = Literal[
     "max_p99_ttft_ms", "min_headroom_pct",
 ]
 REQUIREMENT_KINDS: tuple[str, ...] = get_args(RequirementKind)
+# The requirements on the KV cache's size, which `estimate: pessimistic` judges at the low end of the available KV
+# memory kvplan prints (every estimated term at its high end, vllm/memory/budget.py).
+PESSIMISTIC_KINDS = ("starts", "min_kv_tokens", "min_concurrency", "no_preemption")
 
 Path_ = tuple[str | int, ...]
 
@@ -282,8 +286,9 @@ class Requirement:
     batch: int | None = None
     concurrency: int | None = None
     workload: Workload | None = None
-    # `starts: pessimistic`, `min_kv_tokens: {value: …, estimate: pessimistic}`: judged at the pessimistic
-    # end of kvplan's range (every estimated term at its high end, vllm/memory/budget.py), not its best value.
+    # `starts: pessimistic`, `{…, estimate: pessimistic}` on min_kv_tokens / min_concurrency / no_preemption, or
+    # `estimate: pessimistic` beside the requirements: judged at the pessimistic end of kvplan's range (every
+    # estimated term at its high end, vllm/memory/budget.py), not its best value.
     pessimistic: bool = False
 
 
@@ -466,8 +471,8 @@ _WORKLOAD_KEYS = ("num_requests", "request_rate", "arrival", "prompt_len", "outp
 # Requirement → keys its mapping takes (the first is what a bare scalar means).
 _REQUIREMENT_KEYS: Mapping[str, tuple[str, ...]] = {
     "starts": (),
-    "min_concurrency": ("value", "context"),
-    "no_preemption": ("concurrency", "context"),
+    "min_concurrency": ("value", "context", "estimate"),
+    "no_preemption": ("concurrency", "context", "estimate"),
     "min_kv_tokens": ("value", "estimate"),
     "min_decode_throughput": ("value", "batch", "context"),
     "max_itl_ms": ("value", "batch", "context"),
@@ -917,10 +922,26 @@ def _requirements(c: _Checker, value: Any, path: Path_, workload: Workload | Non
     r = c.mapping(value, path, "a mapping of requirements")
     if not r:
         raise doc.error(path, "no requirements", hint=f"give at least one of {', '.join(REQUIREMENT_KINDS)}")
-    c.keys(r, path, REQUIREMENT_KINDS)
+    c.keys(r, path, (*REQUIREMENT_KINDS, "estimate"))
+    # `estimate: pessimistic` beside the requirements: every memory requirement (PESSIMISTIC_KINDS) is judged at
+    # the pessimistic end of kvplan's range unless it says `estimate: best` itself.
+    pessimistic = False
+    if "estimate" in r:
+        if r["estimate"] not in ("best", "pessimistic"):
+            raise doc.error((*path, "estimate"), f"must be best or pessimistic, got {r['estimate']!r}",
+                            at_value=True)
+        pessimistic = r["estimate"] == "pessimistic"
+    if not any(k != "estimate" for k in r):
+        raise doc.error(path, "no requirements", hint=f"give at least one of {', '.join(REQUIREMENT_KINDS)}")
     out: list[Requirement] = []
     for kind, spec in r.items():
-        out.append(_requirement(c, kind, spec, (*path, kind), workload))
+        if kind == "estimate":
+            continue
+        q = _requirement(c, kind, spec, (*path, kind), workload)
+        own = isinstance(spec, dict) and "estimate" in spec
+        if pessimistic and kind in PESSIMISTIC_KINDS and not own:
+            q = _with(q, pessimistic=True)
+        out.append(q)
     # min_headroom_pct without its own load borrows the one of no_preemption, else min_concurrency.
     fixed: list[Requirement] = []
     by_kind = {q.kind: q for q in out}

@@ -89,11 +89,11 @@ def command(
     from dataclasses import replace
 
     from kvplan.cli.console import out, print_json
-    from kvplan.cli.fit import settings_from_flags
     from kvplan.errors import ParseError
     from kvplan.observe.calibration import calibrate, figures_only
     from kvplan.render.calibrate import render_calibrate
     from kvplan.render.json import dumps
+    from kvplan.vllm.flags import settings_from_flags
     from kvplan.vllm.startup_log import parse_startup_log
 
     log = parse_startup_log(_read(logfile))

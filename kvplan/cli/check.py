@@ -10,7 +10,7 @@ import typer
 
 if TYPE_CHECKING:
     from kvplan.ci.checks import CheckReport
-    from kvplan.ci.plan import Deployment, Plan
+    from kvplan.ci.plan import Plan
 
 NAME = "check"
 HELP = "Check a plan of deployments against capacity requirements (CI gate: exit 1 when one fails)."
@@ -66,47 +66,16 @@ def command(
 
 
 def _evaluate(plan: Plan, gpus_file: Path | None, *, quiet: bool) -> CheckReport:
-    """Load each deployment's model (once per source) and GPU, and judge its requirements."""
-    from kvplan.ci.checks import check_report, evaluate_deployment
-    from kvplan.cli.common import load_model
+    """Load each deployment's model (once per source) and GPU, and judge its requirements: the library's
+    kvplan.check (kvplan/api.py), with the CLI's spinner and warnings."""
+    from kvplan import api
+    from kvplan.cli.common import progress
     from kvplan.cli.console import err
-    from kvplan.errors import KvplanError
-    from kvplan.hardware.gpus import get_gpu
-    from kvplan.model.spec import ModelSpec
 
-    models: dict[tuple[str, str | None, str], ModelSpec] = {}
-    results = []
-    for dep in plan.deployments:
-        for warning in dep.warnings:
-            err().print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
-        try:
-            key = (dep.model_source, dep.revision, repr(sorted((dep.hf_overrides or {}).items())))
-            if key not in models:
-                models[key] = load_model(dep.model_source, dep.revision, quiet=quiet,
-                                         hf_overrides=dict(dep.hf_overrides) if dep.hf_overrides else None)
-        except KvplanError as exc:
-            raise dep.locate(exc, "model") from None
-        try:
-            gpu = get_gpu(dep.gpu, gpus_file if gpus_file is not None else plan.gpus_file)
-        except KvplanError as exc:
-            raise dep.locate(exc, "gpu") from None
-        results.append(evaluate_deployment(_with_draft(dep), models[key], gpu))
-    return check_report(plan.path, results)
+    def warn(warning: str) -> None:
+        err().print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
 
-
-def _with_draft(dep: Deployment) -> Deployment:
-    """The deployment with the speculative draft its `speculative_config` names loaded, as `fit` loads it."""
-    from dataclasses import replace
-
-    from kvplan.cli.fit import load_speculative_draft
-    from kvplan.errors import KvplanError
-
-    spec = dep.settings.speculative_config
-    try:
-        draft = load_speculative_draft(dict(spec) if spec is not None else None)
-    except KvplanError as exc:
-        raise dep.locate(exc, "vllm") from None
-    return dep if draft is None else replace(dep, settings=replace(dep.settings, speculative_draft=draft))
+    return api.check(plan, gpus_file, progress=progress(quiet), on_warning=warn)
 
 
 def _emit(report: CheckReport, fmt: Format, output: str | None, repo_path: str) -> None:

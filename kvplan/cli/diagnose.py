@@ -131,10 +131,10 @@ def _with_plan(report: DiagnoseReport, plan: str, args: dict[str, Any], *, quiet
     from dataclasses import replace
 
     from kvplan.cli.common import load_model_with_weights
-    from kvplan.cli.fit import settings_from_flags
     from kvplan.hardware import gpus
     from kvplan.observe.diagnose import compare_report_with_plan
     from kvplan.units import parse_bytes
+    from kvplan.vllm.flags import settings_from_flags
 
     base = settings_from_flags(args, None, args["vllm_version"], args["weights_memory"],
                                args["activation_memory"], args["non_torch_memory"], args["cuda_graph_memory"],

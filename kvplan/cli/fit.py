@@ -33,9 +33,8 @@ from kvplan.cli.options import (
 )
 
 if TYPE_CHECKING:
-    from kvplan.model.spec import ModelSpec
-    from kvplan.vllm.environment import VllmEnvironment
-    from kvplan.vllm.settings import ServeSettings
+    from kvplan.vllm.report import FitReport
+    from kvplan.vllm.sweep import SweepReport
 
 NAME = "fit"
 HELP = "Will it start, how many KV blocks and tokens, how much concurrency: vLLM's own sizing, per GPU."
@@ -260,270 +259,57 @@ def command(
     if wants_sglang(flags):
         run_sglang_fit(flags)
         return
-    import os
-
-    from kvplan.cli.console import err
-    from kvplan.errors import InvalidParameter
+    from kvplan import api
+    from kvplan.cli.common import progress, warn
     from kvplan.vllm.engine_args import fit_options
-    from kvplan.vllm.environment import vllm_environment
 
     # The vLLM options, by their rows in kvplan/vllm/engine_args.py (each has a parameter of its name above).
     params = locals()
-    given: dict[str, object] = {arg.name: params[arg.name] for arg in fit_options()}
-    given["moe_backend"] = moe_backend
-    given["rocm_aiter"] = aiter
-    pasted_env: dict[str, str] = {}
-    if vllm_cmd is not None:
-        from kvplan.vllm.command_line import parse_vllm_command
-
-        parsed = parse_vllm_command(vllm_cmd)
-        pasted_env = parsed.env  # the server's `VLLM_…=` words win over this shell's
-        if parsed.ignored and not json_:
-            from kvplan.vllm.command_line import classify_ignored
-
-            ignored, unmodelled, unknown = classify_ignored(parsed.ignored)
-            for label, words in (("ignored vLLM flags that do not change the KV plan", ignored),
-                                 ("vLLM flags kvplan does not know, ignored (they may change memory)", unknown)):
-                if words:
-                    err().print(f"Note: {label}: {' '.join(words)}", markup=False)
-            for line in unmodelled:
-                err().print(f"Warning: not modelled: {line}", markup=False)
-        for key, value in parsed.options.items():
-            if given.get(key) is None:
-                given[key] = value
-        model = model or parsed.model
-    if not model:
-        raise InvalidParameter('a model is needed: kvplan fit MODEL (or --vllm-cmd "vllm serve MODEL …")')
-
-    settings = settings_from_flags(
-        given,
-        usage,
-        vllm_version,
-        weights_memory,
-        activation_memory,
-        non_torch_memory,
-        cuda_graph_memory,
-        context,
-        concurrency,
-        env=vllm_environment({**os.environ, **pasted_env, **_env_flags(env_vars)}),
-    )
-    tp, pp = settings.tp, settings.pp
-    if num_gpus is not None:
-        if num_gpus < 1:
-            raise InvalidParameter(f"--num-gpus must be ≥ 1, got {num_gpus}")
-        implied_tp = given["tensor_parallel_size"] is None
-        if implied_tp:
-            tp = max(1, num_gpus // pp)
-        if tp * pp > num_gpus:
-            raise InvalidParameter(f"-tp {tp} × -pp {pp} needs {tp * pp} GPUs, more than --num-gpus {num_gpus}")
-        if num_gpus % (tp * pp):
-            raise InvalidParameter(
-                f"--num-gpus {num_gpus} is not a multiple of -tp {tp} × -pp {pp} = {tp * pp}: each replica "
-                f"takes {tp * pp} GPUs", hint=f"give --num-gpus {num_gpus - num_gpus % (tp * pp)} or "
-                f"{num_gpus + tp * pp - num_gpus % (tp * pp)}, or a -tp that divides it")
-        replicas = num_gpus // (tp * pp)
-        from dataclasses import replace
-
-        settings = replace(settings, tp=tp, data_parallel_size=max(replicas, settings.data_parallel_size))
-
-    spec, stored = _load(model, str(given["revision"]) if given["revision"] else None, quiet=json_,
-                         hf_overrides=json_option(given.get("hf_overrides"), "--hf-overrides"))
-    if num_gpus is not None and given["tensor_parallel_size"] is None:
-        _check_implied_tp(spec, settings.tp, num_gpus)
-    if stored is not None and settings.weights_bytes is None:
-        from dataclasses import replace
-
-        settings = replace(settings, weights_total_bytes=stored)
-    if gpu is None and gpu_memory is None:
-        _sweep(spec, settings, gpus_file, json_)
-        return
-    _single(spec, settings, gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file, json_)
+    given: dict[str, Any] = {arg.name: params[arg.name] for arg in fit_options()}
+    flags_ = api.fit_flags(model, vllm_cmd=vllm_cmd, num_gpus=num_gpus, usage=usage, vllm_version=vllm_version,
+                           weights_memory=weights_memory, activation_memory=activation_memory,
+                           non_torch_memory=non_torch_memory, cuda_graph_memory=cuda_graph_memory, context=context,
+                           concurrency=concurrency, env=env_vars, on_ignored=None if json_ else _print_ignored,
+                           moe_backend=moe_backend, rocm_aiter=aiter, **given)
+    loaded = api.load_model_with_weights(flags_.model, flags_.revision, hf_overrides=flags_.hf_overrides,
+                                         progress=progress(json_))
+    if loaded.note:
+        warn(loaded.note)
+    report = api.fit_plan(flags_, loaded, gpu, gpu_memory=gpu_memory, gpu_bandwidth=gpu_bandwidth,
+                          gpu_total_bytes=gpu_total_bytes, gpus_file=gpus_file)
+    _emit(report, json_)
 
 
-def _env_flags(values: list[str] | None) -> dict[str, str]:
-    """--env NAME=VALUE words as a mapping; a word without '=' or with another name than VLLM_… is an error."""
-    from kvplan.errors import InvalidParameter
+def _print_ignored(words: tuple[str, ...]) -> None:
+    """A pasted line's flags kvplan did not use: ignored, not modelled (a warning), unknown."""
+    from kvplan.cli.console import err
+    from kvplan.vllm.command_line import classify_ignored
 
-    out: dict[str, str] = {}
-    for word in values or ():
-        name, sep, value = word.partition("=")
-        if not sep or not name.startswith("VLLM_"):
-            raise InvalidParameter(f"--env {word!r}: expected VLLM_NAME=VALUE")
-        out[name] = value
-    return out
-
-
-def _check_implied_tp(spec: Any, tp: int, num_gpus: int) -> None:
-    """A -tp that --num-gpus implied and vLLM would refuse is blamed on --num-gpus, the flag typed."""
-    from kvplan.errors import InvalidParameter
-    from kvplan.model.parallel import check_tensor_parallel
-
-    try:
-        check_tensor_parallel(spec, tp)
-    except InvalidParameter as exc:
-        text = str(exc).replace(f"--tensor-parallel-size {tp} ", f"--num-gpus {num_gpus} implies -tp {tp}, which ", 1)
-        raise InvalidParameter(text, hint=exc.hint) from None
+    ignored, unmodelled, unknown = classify_ignored(list(words))
+    for label, found in (("ignored vLLM flags that do not change the KV plan", ignored),
+                         ("vLLM flags kvplan does not know, ignored (they may change memory)", unknown)):
+        if found:
+            err().print(f"Note: {label}: {' '.join(found)}", markup=False)
+    for line in unmodelled:
+        err().print(f"Warning: not modelled: {line}", markup=False)
 
 
-def json_option(value: object, flag: str) -> dict[str, Any] | None:
-    """A vLLM option given as JSON text (or already a mapping, from a plan file)."""
-    from kvplan.vllm.engine_args import json_object
-
-    return json_object(value, flag)
-
-
-def _load(model: str, revision: str | None, *, quiet: bool,
-          hf_overrides: dict[str, Any] | None = None) -> tuple[ModelSpec, int | None]:
-    from kvplan.cli.common import load_model_with_weights
-
-    spec, weights = load_model_with_weights(model, revision, quiet=quiet, hf_overrides=hf_overrides)
-    return spec, (weights.bytes if weights else None)
-
-
-def load_speculative_draft(config: dict[str, Any] | None) -> ModelSpec | None:
-    """The EAGLE / EAGLE-3 draft or the draft model that `--speculative-config` names (`model`: a Hub id or a
-    folder), parsed as the target is (never its code); None when it names none. A speculators-format
-    checkpoint is read as vLLM reads it (its layer config)."""
-    from kvplan.vllm.speculative import needs_draft_config, speculators_layer_config
-
-    if config is None or not needs_draft_config(config):
-        return None
-    from kvplan.cli.common import load_model
-    from kvplan.model import hub
-    from kvplan.model.config import parse_config
-
-    source = str(config["model"])
-    revision = config.get("revision") if hub.is_hub_id(source) and isinstance(config.get("revision"), str) else None
-    raw = hub.read_config(source, revision)
-    flat = speculators_layer_config(raw)
-    if flat is raw:
-        return load_model(source, revision, quiet=True)
-    return parse_config(flat, name=source)
-
-
-def settings_from_flags(
-    given: dict[str, object],
-    usage: str | None,
-    vllm_version: str | None,
-    weights_memory: str | None,
-    activation_memory: str | None,
-    non_torch_memory: str | None,
-    cuda_graph_memory: str | None,
-    context: str | None,
-    concurrency: int | None,
-    *,
-    env: VllmEnvironment | None = None,
-) -> ServeSettings:
-    """Turn flag texts (from the command line or a pasted vLLM command) into ServeSettings.
-
-    `given` maps vLLM option names (`max_model_len`, `tensor_parallel_size`, …) to their texts; each is read
-    as its row of kvplan/vllm/engine_args.py says (an absent one keeps ServeSettings' default, vLLM's);
-    `moe_backend` is kvplan's own. Shared by `kvplan fit`, `calibrate`, `diagnose --plan` and `simulate`;
-    `env` is vLLM's environment as vllm/environment.py reads it (None: all unset). Raises InvalidParameter
-    on a bad value.
-    """
-    from kvplan.errors import InvalidParameter
-    from kvplan.units import parse_bytes, parse_count
-    from kvplan.vllm.engine_args import SETTING_ARGS, read_flag_text
-    from kvplan.vllm.environment import VllmEnvironment
-    from kvplan.vllm.memory.weights import MOE_BACKENDS
-    from kvplan.vllm.settings import ServeSettings
-
-    env = env or VllmEnvironment()
-
-    def size(value: str | None, flag: str) -> int | None:
-        return None if value is None else parse_bytes(value, what=flag)
-
-    fields: dict[str, Any] = {}
-    for arg in SETTING_ARGS:
-        value = given.get(arg.name)
-        # An empty text keeps the default for the text options (as `x or default` did), not for the numbers.
-        if value is None or (value == "" and arg.kind in ("choice", "lower", "text")):
-            continue
-        assert arg.field is not None
-        fields[arg.field] = read_flag_text(arg, value)
-    usage_ = (usage or "serve").lower()
-    if usage_ not in ("serve", "llm"):
-        raise InvalidParameter(f"--usage must be serve or llm, got {usage!r}")
-    moe_backend = given.get("moe_backend")
-    if moe_backend is not None and moe_backend not in MOE_BACKENDS:
-        raise InvalidParameter(f"--moe-backend must be one of {', '.join(MOE_BACKENDS)}, got {moe_backend!r}")
-    if given.get("rocm_aiter") is not None:
-        fields["rocm_aiter_installed"] = bool(given["rocm_aiter"])
-    return ServeSettings(
-        **fields,
-        usage=usage_,  # type: ignore[arg-type]
-        vllm_version=vllm_version,
-        **env.settings(),
-        weights_bytes=size(weights_memory, "--weights-memory"),
-        activation_bytes=size(activation_memory, "--activation-memory"),
-        non_torch_bytes=size(non_torch_memory, "--non-torch-memory"),
-        cuda_graph_bytes=size(cuda_graph_memory, "--cuda-graph-memory"),
-        context=None if context is None else parse_count(context, what="--context", minimum=1),
-        concurrency=concurrency,
-        moe_backend=moe_backend,
-        speculative_draft=load_speculative_draft(fields.get("speculative_config")),
-    )
-
-
-def _single(
-    spec: ModelSpec,
-    settings: ServeSettings,
-    gpu: str | None,
-    gpu_memory: str | None,
-    gpu_bandwidth: str | None,
-    gpu_total_bytes: str | None,
-    gpus_file: str | None,
-    json_: bool,
-) -> None:
+def _emit(report: FitReport | SweepReport, json_: bool) -> None:
+    """One GPU's plan or the sweep, as JSON or tables; exit 1 when vLLM would not start (no GPU serves it)."""
     from kvplan.cli.console import out, print_json
-    from kvplan.hardware import gpus
-    from kvplan.units import parse_bytes
-    from kvplan.vllm.fit import plan_fit
+    from kvplan.vllm.report import FitReport
 
-    if gpu_bandwidth is not None and gpu_memory is None:
-        from kvplan.errors import InvalidParameter
-
-        raise InvalidParameter("--gpu-bandwidth describes a custom GPU: give --gpu-memory with it",
-                               hint="a catalog GPU keeps its datasheet bandwidth (kvplan gpus ID)")
-    if gpu_memory is not None:
-        chip = gpus.custom_gpu(gpu_memory, gpu_bandwidth, name=gpu or "custom")
-    else:
-        assert gpu is not None
-        chip = gpus.get_gpu(gpu, gpus_file)
-    if gpu_total_bytes is not None:
-        chip = chip.with_cuda_total(parse_bytes(gpu_total_bytes, what="--gpu-total-bytes"))
-    report = plan_fit(spec, chip, settings)
+    single = isinstance(report, FitReport)
     if json_:
         from kvplan.render.json import dumps
 
-        print_json(dumps("fit", report))
+        print_json(dumps("fit" if single else "fit-sweep", report))
     else:
-        from kvplan.render.fit import render_fit
+        from kvplan.render.fit import render_fit, render_sweep
 
-        out().print(render_fit(report))
-    if not report.fits:
+        out().print(render_fit(report) if isinstance(report, FitReport) else render_sweep(report))
+    if not (report.fits if isinstance(report, FitReport) else report.rows):
         from kvplan.cli.exit_codes import EXIT_CHECK_FAILED
 
-        raise typer.Exit(EXIT_CHECK_FAILED)  # vLLM would refuse to start: a capacity verdict, not an error
-
-
-def _sweep(spec: ModelSpec, settings: ServeSettings, gpus_file: str | None, json_: bool) -> None:
-    from kvplan.cli.console import out, print_json
-    from kvplan.hardware import gpus
-    from kvplan.vllm.sweep import sweep_gpus
-
-    catalog = list(gpus.load_catalog(gpus_file).values())  # NVIDIA by vLLM's CUDA rules, AMD by its ROCm rules
-    report = sweep_gpus(spec, catalog, settings)
-    if json_:
-        from kvplan.render.json import dumps
-
-        print_json(dumps("fit-sweep", report))
-    else:
-        from kvplan.render.fit import render_sweep
-
-        out().print(render_sweep(report))
-    if not report.rows:
-        from kvplan.cli.exit_codes import EXIT_CHECK_FAILED
-
-        raise typer.Exit(EXIT_CHECK_FAILED)  # no catalog GPU serves the model
+        # vLLM would refuse to start, or no catalog GPU serves the model: a capacity verdict, not an error
+        raise typer.Exit(EXIT_CHECK_FAILED)

@@ -154,9 +154,9 @@ def _deployment(
     pasted `vllm serve` line's (flags win)."""
     import os
 
-    from kvplan.cli.fit import settings_from_flags
     from kvplan.errors import InvalidParameter
     from kvplan.vllm.environment import vllm_environment
+    from kvplan.vllm.flags import settings_from_flags
 
     pasted_env: dict[str, str] = {}
     if vllm_cmd is not None:

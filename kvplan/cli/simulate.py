@@ -120,11 +120,11 @@ def _fit_pool(
         raise InvalidParameter("give the pool size as one of --num-gpu-blocks, --kv-tokens, or --model with --gpu, "
                                "not several")
     from kvplan.cli.common import load_model_with_weights
-    from kvplan.cli.fit import settings_from_flags
     from kvplan.hardware.gpus import get_gpu
     from kvplan.sim.sizing import fitted_pool
     from kvplan.vllm.environment import vllm_environment
     from kvplan.vllm.fit import plan_fit
+    from kvplan.vllm.flags import settings_from_flags
 
     settings = settings_from_flags(given, None, None, None, None, None, None, None, None,
                                    env=vllm_environment(os.environ))

@@ -9,24 +9,13 @@ if TYPE_CHECKING:
 
 def size_report_for(model: str, revision: str | None = None, kv_cache_dtype: str = "auto", tp: int = 1,
                     pp: int = 1, *, quiet: bool = False) -> SizeReport:
-    """Load `model` and size it, with vLLM's refusal (if the latest vLLM does not serve it) as a note."""
-    from dataclasses import replace
+    """Load `model` and size it, with vLLM's refusal (if the latest vLLM does not serve it) as a note: the library's
+    kvplan.size (kvplan/api.py), with the CLI's spinner and warnings."""
+    from kvplan import api
+    from kvplan.cli.common import progress, warn
 
-    from kvplan.cli.common import load_model_with_weights
-    from kvplan.model.size import size_report
-    from kvplan.vllm.architectures import serving_refusal
-    from kvplan.vllm.defaults import LATEST
-
-    spec, weights = load_model_with_weights(model, revision, quiet=quiet)
-    report = size_report(
-        spec, tp=tp, pp=pp, kv_cache_dtype=kv_cache_dtype,
-        weights_bytes=weights.bytes if weights else None,
-        weights_source="safetensors metadata" if weights else "analytic parameter count",
-    )
-    reason = serving_refusal(spec, LATEST)  # the same reason `fit` stops with
-    if reason is not None:  # sized all the same: an older vLLM (or --trust-remote-code) may serve it
-        report = replace(report, notes=(*report.notes, reason))
-    return report
+    return api.size(model, revision=revision, kv_cache_dtype=kv_cache_dtype, tp=tp, pp=pp, progress=progress(quiet),
+                    on_warning=warn)
 
 
 def print_size(report: SizeReport, *, json_: bool) -> None:

@@ -9,6 +9,7 @@ from rich.text import Text
 from kvplan.units import GiB
 from kvplan.vllm.report import FitReport
 from kvplan.vllm.sweep import SweepReport
+from kvplan.vllm.verdicts import StartupRange
 
 BAR_WIDTH = 60
 _TERM_LABEL = {
@@ -177,7 +178,7 @@ def _verdict(r: FitReport) -> list[RenderableType]:
         lines.append(Text.assemble(("vLLM would log: ", "bold"), (r.log_line, "green")))
     for line in r.vllm_log:
         lines.append(Text(f"vLLM would also log: {line}", style="dim"))
-    if r.fits and r.startup_range != "starts":
+    if r.fits and r.startup_range is not StartupRange.STARTS:
         lines.append(Text(f"✓ vLLM starts with these settings, but {r.startup_range}: at the pessimistic end "
                           "of the range it does not.", style="bold yellow"))
     elif r.fits:
@@ -185,7 +186,7 @@ def _verdict(r: FitReport) -> list[RenderableType]:
     else:
         lines.append(Text(f"✗ vLLM does not start ({r.startup}):", style="bold red"))
         lines.append(Text(r.error or "", style="red"))
-        if r.startup_range != "does not start":
+        if r.startup_range is not StartupRange.DOES_NOT_START:
             lines.append(Text(f"  At the optimistic end of the range it would: it {r.startup_range}.",
                               style="yellow"))
     p = r.preemption

@@ -10,6 +10,7 @@ from kvplan.errors import InvalidParameter, NotServed
 from kvplan.vllm.backends import FP8_KV_DTYPES
 from kvplan.vllm.report import Advice, FitReport
 from kvplan.vllm.settings import ServeSettings
+from kvplan.vllm.verdicts import Startup
 
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
@@ -46,7 +47,7 @@ def _first_fix(report: FitReport, replan: Callable[[ServeSettings], FitReport],
 def _utilization_candidates(settings: ServeSettings, report: FitReport,
                             replan: Callable[[ServeSettings], FitReport]) -> Iterator[_Candidate]:
     """1. gpu_memory_utilization: the smallest value (in 0.01 steps, ≤ 0.98) that fixes it."""
-    if settings.kv_cache_memory_bytes is not None or report.startup == "OOM loading weights":
+    if settings.kv_cache_memory_bytes is not None or report.startup is Startup.OOM_LOADING_WEIGHTS:
         return
     lo = math.floor(report.gpu_memory_utilization * 100) + 1
     hi = round(MAX_ADVISED_UTILIZATION * 100)
@@ -65,7 +66,7 @@ def _utilization_candidates(settings: ServeSettings, report: FitReport,
 
 def _free_memory_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
     """1b. Utilization above what is free at startup: the largest value that starts, tried downwards."""
-    if report.startup != "refuses: free memory":
+    if report.startup is not Startup.REFUSES_FREE_MEMORY:
         return
     top = math.ceil(report.gpu_memory_utilization * 100) - 1
     for pct in range(top, MIN_ADVISED_UTILIZATION_PCT - 1, -1):
@@ -83,7 +84,7 @@ ADVISED_MAX_NUM_BATCHED_TOKENS = (8192, 4096, 2048)
 def _profile_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
     """2. A smaller profiling peak, when vLLM refuses for lack of KV memory: the largest max_num_seqs that
     starts (the fewest requests given up), then a smaller max_num_batched_tokens, then no CUDA graphs."""
-    if report.fits or report.startup.startswith("OOM") or settings.kv_cache_memory_bytes is not None:
+    if report.fits or report.startup.out_of_memory or settings.kv_cache_memory_bytes is not None:
         return
     for seqs in ADVISED_MAX_NUM_SEQS:
         if seqs < report.max_num_seqs:
@@ -169,7 +170,7 @@ def _first_true(lo: int, hi: int, pred: Callable[[int], bool]) -> int:
 
 def _advised_max_len(settings: ServeSettings, report: FitReport) -> int | None:
     if not report.fits:
-        if report.startup == "refuses: max_model_len" and report.estimated_max_model_len:
+        if report.startup is Startup.REFUSES_MAX_MODEL_LEN and report.estimated_max_model_len:
             return report.estimated_max_model_len
         return None
     if settings.context is not None:  # preemption at a user-given context: max_model_len does not bound it

@@ -8,7 +8,7 @@ vLLM settings is generated from it:
 
 - a pasted `vllm serve …` line (`kvplan.vllm.command_line`: VALUE_FLAGS, BOOL_FLAGS, SHORT_FLAGS, …),
 - plan files and vLLM `--config` files (`kvplan.ci.plan`: VLLM_OPTIONS, VLLM_ALIASES, VLLM_NEGATED),
-- `kvplan fit`'s settings (`kvplan.cli.fit.settings_from_flags`; the Typer options stay hand-written there,
+- `kvplan fit`'s settings (`kvplan.vllm.flags.settings_from_flags`; the Typer options stay hand-written there,
   and `tests/test_engine_args.py` checks each row with `fit_option` has one),
 - `kvplan calibrate`'s suggested `kvplan fit` flags (`suggested_flags`),
 - the "ignored" / "not modelled" notes (`effect` and `note`).

@@ -60,7 +60,7 @@ from kvplan.vllm.speculative import (
     own_draft_specs,
     resolve_speculative,
 )
-from kvplan.vllm.verdicts import PreemptionVerdict, preemption_verdict, startup_verdict
+from kvplan.vllm.verdicts import PreemptionVerdict, Startup, StartupRange, preemption_verdict, startup_verdict
 
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
@@ -99,7 +99,8 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                  else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, s), pp=s.pp, version=r.version,
                                                              integrated=integrated, arch=gpu.arch), model, r))
     graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
-              else estimate_cuda_graphs(moe_layers_on_worker=_moe_layers_on_worker(model, s, stage), tp=s.tp,
+              else estimate_cuda_graphs(moe_layers_on_worker=_moe_layers_on_worker(model, s, stage),
+                                        tp=_moe_tensor_parallel(model, s),
                                         max_num_seqs=batch.max_num_seqs,
                                         max_num_batched_tokens=batch.max_num_batched_tokens,
                                         arch=gpu.arch, enforce_eager=s.enforce_eager, version=r.version,
@@ -126,6 +127,14 @@ def _moe_layers_on_worker(model: ModelSpec, s: ServeSettings, stage: int | None)
     ranges = pp_layer_ranges(model.num_layers, s.pp)
     counts = [sum(1 for i in r if i < len(model.layers) and model.layers[i].moe) for r in ranges]
     return max(counts, default=0) if stage is None else counts[stage]
+
+
+def _moe_tensor_parallel(model: ModelSpec, s: ServeSettings) -> int:
+    """The ranks each expert's intermediate is split over (model_executor/layers/fused_moe/config.py:
+    FusedMoEParallelConfig.make, read in 0.33): TP × DP flattened, or 1 with --enable-expert-parallel ("In EP,
+    each device owns a set of experts fully"). Divides the MoE part of the CUDA-graph estimate."""
+    group = _moe_group(model, s)
+    return 1 if s.enable_expert_parallel and group > 1 else group
 
 
 def _moe_group(model: ModelSpec, s: ServeSettings) -> int:
@@ -172,9 +181,9 @@ def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
                    "GiB)", low_delta=extra, high_delta=2 * extra)
 
 
-STARTS = "starts"
-STARTS_IF_OPTIMISTIC = "starts only if the estimate is optimistic"
-DOES_NOT_START = "does not start"
+STARTS = StartupRange.STARTS
+STARTS_IF_OPTIMISTIC = StartupRange.STARTS_IF_OPTIMISTIC
+DOES_NOT_START = StartupRange.DOES_NOT_START
 
 
 def range_fields(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings, s: ServeSettings,
@@ -195,7 +204,7 @@ def range_fields(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSetting
         if budget.stages:
             end = replace(end, stages=tuple(at_end(b, b.available_kv_range[k]) for b in budget.stages))
         plan, _ = block_stage(specs, end, r, s, spec_decode)
-        ends.append((plan, startup_verdict(heaviest_stage(end), plan)[0] == "ok"))
+        ends.append((plan, startup_verdict(heaviest_stage(end), plan)[0] is Startup.OK))
     (p_low, ok_low), (p_high, ok_high) = ends
     verdict = STARTS if ok_low else STARTS_IF_OPTIMISTIC if ok_high else DOES_NOT_START
     return {"available_kv_range": (low, high),
@@ -506,10 +515,10 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
 
 
 def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings, budget: MemoryBudget,
-                 plan: KVCachePlan, *, startup: str, error: str | None, preemption: PreemptionVerdict,
+                 plan: KVCachePlan, *, startup: Startup, error: str | None, preemption: PreemptionVerdict,
                  block_size_source: str, notes: list[str]) -> FitReport:
     """Stage 6: the flat report the renderers and `--json` read."""
-    fits = startup == "ok"
+    fits = startup is Startup.OK
     max_len = plan.max_model_len
     return FitReport(
         model=model.name,

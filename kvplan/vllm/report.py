@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from kvplan.vllm.verdicts import PreemptionVerdict
+from kvplan.vllm.verdicts import PreemptionVerdict, Startup, StartupRange
 
 if TYPE_CHECKING:
     from kvplan.vllm.memory.budget import MemoryTerm
@@ -96,7 +96,7 @@ class FitReport:
     model_runner: str  # "V1" or "V2" (vllm/model_runner.py; why: settings_sources["model_runner"])
     max_concurrency: float
     fits: bool
-    startup: str  # ok | refuses: no KV memory | refuses: max_model_len | refuses: free memory | OOM …
+    startup: Startup  # ok | refuses: no KV memory | refuses: max_model_len | refuses: free memory | OOM …
     error: str | None  # the message vLLM (or CUDA) would stop with
     estimated_max_model_len: int | None
     log_line: str | None
@@ -116,7 +116,7 @@ class FitReport:
     kv_cache_tokens_range: tuple[int, int] = (0, 0)
     max_concurrency_range: tuple[float, float] = (0.0, 0.0)
     # starts | starts only if the estimate is optimistic | does not start
-    startup_range: str = "starts"
+    startup_range: StartupRange = StartupRange.STARTS
     # --kv-offloading-size: the CPU tier one engine gets (vllm/offload.py); None without it.
     kv_offload: CpuTier | None = None
     # Multimodal models: the towers kvplan counts, loaded or skipped by the limits (part of weights_bytes).

@@ -2,17 +2,50 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from enum import Enum
 
 from kvplan.units import GiB
 from kvplan.vllm.block_plan import NO_MEMORY_MESSAGE, KVCachePlan
 from kvplan.vllm.memory.budget import MemoryBudget
 
-if TYPE_CHECKING:
-    pass
 
-def startup_verdict(budget: MemoryBudget, plan: KVCachePlan, *, platform: str = "cuda") -> tuple[str, str | None]:
-    """("ok", None) or the way startup fails and the message vLLM (or CUDA) stops with, in the order vLLM
+class _Verdict(str, Enum):
+    """A verdict that is its own string: `--json` and the tables show the value, code compares members."""
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, spec: str) -> str:
+        return format(str(self.value), spec)
+
+
+class Startup(_Verdict):
+    """Whether vLLM starts, or the way it stops (startup_verdict; FitReport.startup)."""
+
+    OK = "ok"
+    OOM_LOADING_WEIGHTS = "OOM loading weights"
+    OOM_ALLOCATING_KV_CACHE = "OOM allocating the KV cache"
+    REFUSES_FREE_MEMORY = "refuses: free memory"
+    REFUSES_NO_KV_MEMORY = "refuses: no KV memory"
+    REFUSES_MAX_MODEL_LEN = "refuses: max_model_len"
+
+    @property
+    def out_of_memory(self) -> bool:
+        """CUDA (or HIP) runs out of memory: the weights, or the KV cache --kv-cache-memory-bytes asks for."""
+        return self in (Startup.OOM_LOADING_WEIGHTS, Startup.OOM_ALLOCATING_KV_CACHE)
+
+
+class StartupRange(_Verdict):
+    """The startup verdict over kvplan's estimate range (vllm/fit.py:range_fields; FitReport.startup_range)."""
+
+    STARTS = "starts"
+    STARTS_IF_OPTIMISTIC = "starts only if the estimate is optimistic"
+    DOES_NOT_START = "does not start"
+
+
+def startup_verdict(budget: MemoryBudget, plan: KVCachePlan, *,
+                    platform: str = "cuda") -> tuple[Startup, str | None]:
+    """(Startup.OK, None) or the way startup fails and the message vLLM (or CUDA) stops with, in the order vLLM
     meets them: loading the weights, allocating `--kv-cache-memory-bytes`, the free-memory check at init
     (v1/worker/utils.py:request_memory), no KV memory, one max-length request not fitting
     (kv_cache_utils.py:_check_enough_kv_cache_memory). On ROCm torch's allocator says "HIP out of memory"."""
@@ -21,22 +54,22 @@ def startup_verdict(budget: MemoryBudget, plan: KVCachePlan, *, platform: str = 
     weights = budget.weights.bytes
     given = budget.kv_cache_memory_bytes
     if given is None and weights > free:
-        return "OOM loading weights", (
+        return Startup.OOM_LOADING_WEIGHTS, (
             f"{runtime} out of memory while loading the weights: {weights / GiB:.2f} GiB per GPU do not fit in "
             f"{free / GiB:.2f} GiB free"
         )
     if given is not None and weights + given > free:
-        return "OOM allocating the KV cache", (
+        return Startup.OOM_ALLOCATING_KV_CACHE, (
             f"{runtime} out of memory: {weights / GiB:.2f} GiB of weights plus the {given / GiB:.2f} GiB asked for "
             f"with --kv-cache-memory-bytes exceed the {free / GiB:.2f} GiB free per GPU"
         )
     if not budget.startup_ok:
-        return "refuses: free memory", budget.startup_error()
+        return Startup.REFUSES_FREE_MEMORY, budget.startup_error()
     if plan.refusal == NO_MEMORY_MESSAGE:
-        return "refuses: no KV memory", plan.refusal
+        return Startup.REFUSES_NO_KV_MEMORY, plan.refusal
     if plan.refusal is not None:
-        return "refuses: max_model_len", plan.refusal
-    return "ok", None
+        return Startup.REFUSES_MAX_MODEL_LEN, plan.refusal
+    return Startup.OK, None
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,11 @@ which the range covers.
 
 kvplan cannot capture, so it models the extrapolation: a first capture, plus a cost per extrapolated graph
 (PIECEWISE − 1 and FULL − 1): a constant for the model's dense part, and a cost per MoE layer on the worker
-that shrinks with TP (the experts' intermediate activations are split over the TP ranks; an assumption the
-two MoE logs agree with better than without it). Fitted on logs that print both the capture counts and the
+that shrinks with the ranks an expert is split over (TP × DP; the experts' intermediate activations are split
+over them; an assumption the two MoE logs agree with better than without it), not with expert parallelism,
+where each rank holds whole experts (fused_moe/config.py:FusedMoEParallelConfig.make): GLM-5.2-NVFP4 at TP 4 +
+EP logs 4.99 GiB for 51 + 51 graphs, inside the undivided range and above the divided one.
+Fitted on logs that print both the capture counts and the
 estimate for a model whose layers are known (tests/fixtures/data/cuda-graph-estimates.yaml). Which graphs
 are captured follows config/vllm.py:_set_cudagraph_sizes and the capture descriptors: PIECEWISE graphs for
 every capture size, FULL graphs for the decode sizes up to max_num_seqs (FULL_AND_PIECEWISE,
@@ -203,7 +206,8 @@ def extrapolated_graphs(piecewise: int, full: int) -> int:
 def cuda_graph_bytes(piecewise: int, full: int, *, moe_layers: int = 0, tp: int = 1,
                      end: Literal["best", "low", "high"] = "best") -> int:
     """vLLM's estimate for that many graphs (see the module docstring): a first capture, plus per extrapolated
-    graph a constant and a cost per MoE layer on the worker ÷ TP; `end` picks the range's low or high end."""
+    graph a constant and a cost per MoE layer on the worker ÷ `tp`, the ranks an expert's intermediate is split
+    over (1 with expert parallelism: each rank holds whole experts); `end` picks the range's low or high end."""
     if piecewise + full == 0:
         return 0
     if end == "best":

@@ -36,6 +36,15 @@ NON_TORCH_BYTES_MULTI_GPU = round(0.54 * GiB)
 NON_TORCH_BYTES_SINGLE_GPU_V010 = round(0.05 * GiB)
 NON_TORCH_BYTES_MULTI_GPU_V010 = round(0.17 * GiB)
 NON_TORCH_V011_SINCE = VllmVersion(0, 11)
+# vLLM 0.10 on Hopper at TP/PP > 1: v1/worker/gpu_worker.py:init_device (read in 0.10.1.1) takes init_snapshot
+# *before* init_worker_distributed_environment (0.11 moved it after), so 0.10's non-torch growth also holds the
+# distributed init: pynccl's communicator and warm-up all-reduce, the device group's NCCL communicator and the
+# custom all-reduce IPC buffers. On H100 that init costs 1.54 − 0.61 = 0.93 GiB at TP 2 (the llm-d startup
+# baselines, budget.py), so 0.54 + 0.93 = 1.47 GiB; measured on the calibration half: "1.38 GiB for non-torch
+# memory" on 2 × H200 (ghlog-2xh200-qwen3-next-80b-a3b-instruct-tp2-v0102, vLLM 0.10.2). The A100 0.10.1.1 TP 2
+# logs above imply 0.17: NCCL's buffers scale with the channels it opens, fewer on A100's NVLink 3 than on
+# Hopper's NVLink 4, so the Hopper value is kept to Hopper (an assumption the A100 and H200 logs bound).
+NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER = round(1.38 * GiB)
 # Ranges (GiB, low … high) from the calibration residuals above, widened by the logs' 2-decimal rounding.
 # TP/PP > 1 beyond TP=2 is assumed to cost what TP=2 costs (no calibration log with TP ≥ 4 states it). The
 # multi-GPU top is the calibration half's highest measured value: 1.38 GiB "for non-torch memory" on
@@ -88,18 +97,26 @@ def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integ
     (NVLink with custom all-reduce, as the calibration logs ran); a PCIe box without custom all-reduce
     falls inside the range, not on the best value. On an `integrated` GPU the host's growth joins it
     (INTEGRATED_HOST_GROWTH_BYTES). At TP ≥ 3 on Hopper or SM10x Blackwell, NCCL's NVLS buffers widen the high
-    end (nvls_buffer_bytes)."""
+    end (nvls_buffer_bytes). vLLM 0.10 on Hopper charges the distributed init as well
+    (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER)."""
     multi = tp * pp > 1
     old = version < NON_TORCH_V011_SINCE
     band = version_band(version)
     if multi:
-        value = NON_TORCH_BYTES_MULTI_GPU_V010 if old else NON_TORCH_BYTES_MULTI_GPU
-        where = ("A100 0.10.1.1 logs at TP=2, implied" if old
+        hopper = old and arch == "hopper"
+        value = (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER if hopper else NON_TORCH_BYTES_MULTI_GPU_V010 if old
+                 else NON_TORCH_BYTES_MULTI_GPU)
+        where = ("2 × H200 0.10.2 log, measured; 0.10 snapshots before the distributed init, so NCCL's "
+                 "communicators count here" if hopper
+                 else "A100 0.10.1.1 logs at TP=2, implied" if old
                  else "H100 0.11 logs at TP=2, measured")
         text = (f"vLLM {band}: {value / GiB:.2f} GiB ({where}: the NCCL connections the profile run's first "
                 "large collectives make; custom all-reduce and symmetric-memory buffers are allocated before "
                 "vLLM's snapshot, not here); assumed for any TP×PP > 1")
         lo, hi = NON_TORCH_RANGE_MULTI_GIB
+        if hopper:  # the 0.11+ range's spread around its best value, moved with it
+            shift = (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER - NON_TORCH_BYTES_MULTI_GPU) / GiB
+            lo, hi = lo + shift, hi + shift
     else:
         value = NON_TORCH_BYTES_SINGLE_GPU_V010 if old else NON_TORCH_BYTES_SINGLE_GPU
         where = "A100 0.10.1.1 logs, implied" if old else "H100 0.11 logs, measured"
