@@ -4,8 +4,9 @@ dataclasses: `kvplan size` builds these classes at start-up, and a NamedTuple cl
 dataclass's creation): the registry
 (kvplan/model/architectures/__init__.py) resolves a config to one `Family`; the reader
 (kvplan.model.config) copies what the rest of kvplan needs onto ModelSpec."""
-from __future__ import annotations
 
+# No `from __future__ import annotations` here: NamedTuple and dataclass creation turn string annotations into
+# ForwardRefs (one compile() each) or match them against ClassVar; real ones cost `kvplan size` less at start-up.
 from typing import Literal, NamedTuple
 
 AttentionBias = Literal["none", "qkv", "all"]
