@@ -11,6 +11,7 @@ from pathlib import Path
 
 import yaml
 
+from kvplan.hardware import model_costs as mc
 from kvplan.hardware import roofline as rl
 from kvplan.hardware import speed_model as sm
 from kvplan.hardware.gpus import get_gpu
@@ -101,7 +102,7 @@ def _load(path: Path) -> list[tuple[MeasuredPoint | None, tuple[str, str]]]:
         gpu = get_gpu(k["gpu"])
         model = apply_quantization(load_model(str(ROOT / k["config"])), k.get("quantization"),
                                    served_quantization_methods())
-        costs = rl.model_costs(model, tp=tp, kv_cache_dtype=k.get("kv_cache_dtype", "auto"), gpu_flops=gpu.flops,
+        costs = mc.model_costs(model, tp=tp, kv_cache_dtype=k.get("kv_cache_dtype", "auto"), gpu_flops=gpu.flops,
                                dp=dp, expert_parallel=ep)
         value = float(p["measured"]["value"])
         if k["compare"].endswith("_ms") and p["measured"].get("unit") == "s":  # published in seconds

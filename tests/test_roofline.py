@@ -12,24 +12,26 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kvplan.errors import InvalidParameter
+from kvplan.hardware.model_costs import (
+    AttentionLayerCost,
+    ModelCosts,
+    expected_experts_hit,
+    model_costs,
+    step_cost,
+    weight_bytes_read,
+)
 from kvplan.hardware.roofline import (
     DEFAULT_BANDWIDTH_EFFICIENCY,
     DEFAULT_COMPUTE_EFFICIENCY,
-    AttentionLayerCost,
-    ModelCosts,
     Roof,
     RooflineCost,
     compute_bound_batch,
     decode_point,
     decode_step_time,
-    expected_experts_hit,
-    model_costs,
     prefill,
     ridge_point,
     roofline,
-    step_cost,
     throughput_limit,
-    weight_bytes_read,
 )
 from tests.conftest import ALL_FIXTURES, load_fixture
 
@@ -375,7 +377,7 @@ def test_a_multimodal_w8a8_checkpoint_runs_its_matmuls_on_fp8_tensor_cores() -> 
     its quantization_config at the top of a multimodal config: the text sub-config the roofline reads has none,
     and the compute roof was BF16's. The reader now carries the W8A8 type in the QuantSpec."""
     from kvplan.hardware.gpus import get_gpu
-    from kvplan.hardware.roofline import select_compute_dtype
+    from kvplan.hardware.model_costs import select_compute_dtype
     from kvplan.model.hub import load_model
     from tests.conftest import CONFIGS
 
@@ -384,3 +386,38 @@ def test_a_multimodal_w8a8_checkpoint_runs_its_matmuls_on_fp8_tensor_cores() -> 
     assert model.quant is not None and model.quant.w8a8 == "float"
     assert select_compute_dtype(model, get_gpu("h100").flops)[0] == "fp8"
     assert select_compute_dtype(model, get_gpu("a100").flops)[0] == "bf16"  # no FP8 tensor cores
+
+
+def test_a_verify_step_reads_each_request_s_kv_once_for_its_k_plus_one_queries() -> None:
+    costs = model_costs(load_fixture("Qwen--Qwen2.5-7B"))
+    one = step_cost(costs, decode_reqs=4, decode_context=1000)
+    verify = step_cost(costs, decode_reqs=4, decode_context=1000, queries_per_request=3)
+    assert verify.num_tokens == 12 and verify.decode_reqs == 4
+    assert verify.linear_flops == 3 * one.linear_flops
+    assert verify.attention_flops == 3 * one.attention_flops
+    written = (12 - 4) * costs.kv_bytes_per_token  # the 8 more queries' K/V; the context's is read once
+    assert verify.kv_bytes == one.kv_bytes + written
+
+
+def test_speculative_decode_is_the_draft_and_verify_steps_over_the_tokens_they_yield() -> None:
+    from kvplan.hardware.model_costs import one_layer_draft
+    from kvplan.hardware.roofline import MTP_ACCEPTANCE, speculative_point, tokens_per_verify_step
+
+    # Leviathan et al. 2023 eq. 1: (1 − α^(k+1)) / (1 − α).
+    assert tokens_per_verify_step(0.8, 3) == pytest.approx((1 - 0.8 ** 4) / 0.2) == pytest.approx(2.952)
+    assert tokens_per_verify_step(1.0, 3) == 4.0 and tokens_per_verify_step(0.0, 3) == 1.0
+    costs = model_costs(load_fixture("Qwen--Qwen2.5-7B"))
+    roof = Roof("h100-sxm", H100_BANDWIDTH, H100_BF16_DENSE, "bf16")
+    p = speculative_point(costs, roof, 8, 2048, method="mtp", drafted=2)
+    from kvplan.hardware.roofline import step_time
+
+    verify = step_time(step_cost(costs, decode_reqs=8, decode_context=2048, queries_per_request=3), roof).time_s
+    draft = 2 * decode_step_time(one_layer_draft(costs), roof, 8, 2048)
+    assert p.draft_s == pytest.approx(draft)
+    assert p.step_s == pytest.approx(verify + draft)
+    assert verify > decode_step_time(costs, roof, 8, 2048)  # 24 tokens through the GEMMs, not 8
+    assert (p.acceptance_low, p.acceptance_high) == MTP_ACCEPTANCE
+    assert p.itl_low_s == pytest.approx(p.step_s / tokens_per_verify_step(0.90, 2))
+    assert p.tokens_per_s_low == pytest.approx(8 * tokens_per_verify_step(0.85, 2) / p.step_s)
+    layer = one_layer_draft(costs)
+    assert layer.num_layers == 1 and layer.lm_head_params == costs.lm_head_params == 152_064 * 3584

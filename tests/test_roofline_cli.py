@@ -10,8 +10,10 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli.app import app
+from kvplan.hardware import roofline as rl
 from kvplan.hardware.gpus import get_gpu
-from kvplan.hardware.roofline import decode_point, model_costs, prefill, roof_from_gpu
+from kvplan.hardware.model_costs import model_costs
+from kvplan.hardware.roofline import decode_point, prefill, roof_from_gpu
 from kvplan.hardware.speed_model import CALIBRATION
 from kvplan.render.roofline import chart_text
 from kvplan.vllm.fit import plan_fit
@@ -154,3 +156,27 @@ def test_help_says_the_default_efficiencies_come_from_the_speed_model() -> None:
     result = runner.invoke(app, ["roofline", "--help"], env={"COLUMNS": "200"})
     assert result.exit_code == 0
     assert result.stdout.count("(default: the speed model's") == 2
+
+
+def test_settings_the_step_times_leave_out_are_said_beside_them() -> None:
+    doc = roofline_json("--gpu", "h100", "--vllm-cmd", f"vllm serve {QWEN_1_5B} -pp 2 --enforce-eager",
+                        "--batch", "1")
+    notes = " ".join(doc["notes"])
+    assert "pipeline parallelism (2 stages) is not in the step times" in notes
+    assert "--enforce-eager: the per-layer costs are fitted on runs with CUDA graphs" in notes
+    plain = roofline_json(QWEN_1_5B, "--gpu", "h100", "--batch", "1")
+    assert not any("step times" in n or "enforce-eager" in n for n in plain["notes"])
+    assert rl.unmodelled_settings() == ()
+
+
+def test_a_speculative_deployment_gets_its_decode_over_the_acceptance_range() -> None:
+    r1 = str(CONFIGS.parent / "corpus" / "configs" / "deepseek-ai--DeepSeek-R1")
+    mtp = '{"method": "mtp", "num_speculative_tokens": 1}'
+    doc = roofline_json("--gpu", "h200", "--vllm-cmd", f"vllm serve {r1} -tp 8 --speculative-config '{mtp}'",
+                        "--batch", "1,8", "--context", "2048")
+    spec = doc["speculative"]
+    assert [p["batch"] for p in spec] == [1, 8]
+    assert spec[0]["method"] == "mtp" and (spec[0]["acceptance_low"], spec[0]["acceptance_high"]) == (0.85, 0.90)
+    assert spec[0]["tokens_per_step_low"] == pytest.approx(1.85) and spec[0]["tokens_per_step_high"] == 1.9
+    assert spec[0]["itl_low_s"] == pytest.approx(spec[0]["step_s"] / 1.9)
+    assert roofline_json(QWEN_1_5B, "--gpu", "h100", "--batch", "1")["speculative"] == []

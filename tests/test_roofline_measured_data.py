@@ -148,7 +148,7 @@ def test_the_shared_points_come_first_unchanged_in_order_and_more_were_added() -
     points = _points()
     assert [p["id"] for p in points[:17]] == SHARED_IDS
     # 17 shared + 57 added by issue 21's data helper; a truncated file fails here.
-    assert len(points) == 74
+    assert len(points) == 82
 
 
 def test_every_compare_in_use_is_defined_in_the_header() -> None:

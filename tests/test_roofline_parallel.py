@@ -10,9 +10,15 @@ import pytest
 from typer.testing import CliRunner
 
 from kvplan.cli.app import app
-from kvplan.hardware import roofline as rl
+from kvplan.hardware import model_costs as mc
 from kvplan.model.hub import load_model
-from kvplan.model.weights import expert_parallel_bytes_saved, routed_expert_bytes, weights_bytes_per_gpu
+from kvplan.model.weights import (
+    count_parameters,
+    expert_parallel_bytes_saved,
+    routed_expert_bytes,
+    stored_weights_bytes,
+    weights_bytes_per_gpu,
+)
 from tests.conftest import CONFIGS
 
 runner = CliRunner()
@@ -27,7 +33,7 @@ def roofline_json(*args: str) -> dict[str, Any]:
 
 def test_expert_parallel_keeps_an_eighth_of_the_experts_whole_on_each_gpu() -> None:
     model = load_model(str(R1))
-    costs = rl.model_costs(model, tp=1, dp=8, expert_parallel=True)
+    costs = mc.model_costs(model, tp=1, dp=8, expert_parallel=True)
     assert (costs.ep, costs.dp, costs.local_experts) == (8, 8, 256 // 8)
     # One routed expert of DeepSeek-R1: gate, up and down projections of 7,168 × 2,048, FP8 (1 byte each).
     assert costs.expert_bytes == 3 * 7168 * 2048
@@ -36,24 +42,38 @@ def test_expert_parallel_keeps_an_eighth_of_the_experts_whole_on_each_gpu() -> N
     assert costs.weight_bytes == weights_bytes_per_gpu(model, tp=1) - (experts - experts // 8)
 
 
+def test_mla_down_projections_are_whole_on_every_tp_rank() -> None:
+    model = load_model(str(R1))
+    # vLLM deepseek_v2.py: fused_qkv_a_proj (disable_tp=True), 7,168 × (1,536 + 512 + 64), in all 61 MLA layers.
+    assert mc.mla_replicated_params(model) == 61 * 7168 * (1536 + 512 + 64) == 923_467_776
+    one, eight = mc.model_costs(model, tp=1), mc.model_costs(model, tp=8)
+    extra = 923_467_776 * 7 // 8
+    assert eight.matmul_params_per_token == one.matmul_params_per_token // 8 + extra
+    # The replicated share at the checkpoint's mean stored bytes per parameter (~1: FP8).
+    per_param = stored_weights_bytes(model) / count_parameters(model).total
+    assert eight.weight_bytes == weights_bytes_per_gpu(model, tp=8) + round(extra * per_param)
+    assert mc.model_costs(load_model(str(CONFIGS / "Qwen--Qwen2.5-7B")), tp=4).weight_bytes == weights_bytes_per_gpu(
+        load_model(str(CONFIGS / "Qwen--Qwen2.5-7B")), tp=4)
+
+
 def test_every_dp_rank_s_tokens_reach_each_moe_layer() -> None:
-    costs = rl.model_costs(load_model(str(R1)), tp=1, dp=8, expert_parallel=True)
+    costs = mc.model_costs(load_model(str(R1)), tp=1, dp=8, expert_parallel=True)
     # One request per rank: each MoE layer serves 8 tokens, each expert hit with probability 1 − (1 − 8/256)^8.
     missed = 32 * (1 - 8 / 256) ** 8
     expected = costs.weight_bytes - costs.unread_weight_bytes - round(missed * costs.expert_bytes * 58)
-    assert rl.weight_bytes_read(costs, 1) == expected
-    no_dp = rl.model_costs(load_model(str(R1)), tp=8, expert_parallel=True)
+    assert mc.weight_bytes_read(costs, 1) == expected
+    no_dp = mc.model_costs(load_model(str(R1)), tp=8, expert_parallel=True)
     assert no_dp.moe_tokens(1) == 1 and costs.moe_tokens(1) == 8
 
 
 def test_the_moe_all_reduce_becomes_an_all_gather_and_a_reduce_scatter_under_dp_attention() -> None:
     model = load_model(str(R1))
     # 61 layers: an all-reduce after each attention, after each of the 3 dense MLPs and each of the 58 MoE blocks.
-    assert rl.collectives(rl.model_costs(model, tp=8)) == (2 * 61, 0)
-    assert rl.collectives(rl.model_costs(model, tp=8, expert_parallel=True)) == (2 * 61, 0)
-    dp = rl.model_costs(model, tp=1, dp=8, expert_parallel=True)
-    assert rl.collectives(dp) == (0, 2 * 58)
-    step = rl.step_cost(dp, decode_reqs=1, decode_context=100)
+    assert mc.collectives(mc.model_costs(model, tp=8)) == (2 * 61, 0)
+    assert mc.collectives(mc.model_costs(model, tp=8, expert_parallel=True)) == (2 * 61, 0)
+    dp = mc.model_costs(model, tp=1, dp=8, expert_parallel=True)
+    assert mc.collectives(dp) == (0, 2 * 58)
+    step = mc.step_cost(dp, decode_reqs=1, decode_context=100)
     # Each gathers 8 ranks' hidden states (7,168 × 2 bytes each) and receives 7/8 of them from the others.
     assert step.gather_bytes == round(2 * 58 * 8 * 7168 * 2 * 7 / 8) and step.all_reduces == 116
 

@@ -6,6 +6,7 @@ from dataclasses import replace
 import pytest
 
 from kvplan.errors import InvalidParameter
+from kvplan.hardware import model_costs as mc
 from kvplan.hardware import roofline as rl
 from kvplan.hardware.gpus import get_gpu
 from kvplan.sim.scheduler import SchedulerConfig, simulate_serve
@@ -84,9 +85,9 @@ def test_requests_longer_than_max_model_len_are_refused() -> None:
         check_request_lengths([100, 8193], 8192)
 
 
-def _qwen_h100() -> tuple[rl.ModelCosts, rl.Roof]:
+def _qwen_h100() -> tuple[mc.ModelCosts, rl.Roof]:
     gpu = get_gpu("h100")
-    costs = rl.model_costs(load_fixture("Qwen--Qwen2.5-1.5B"), gpu_flops=gpu.flops)
+    costs = mc.model_costs(load_fixture("Qwen--Qwen2.5-1.5B"), gpu_flops=gpu.flops)
     return costs, rl.roof_from_gpu(gpu, costs.compute_dtype)
 
 

@@ -40,6 +40,25 @@ def test_the_fit_recovers_the_coefficients_that_made_the_data() -> None:
     assert (o.ratio_low, o.ratio_high) == pytest.approx((1.0, 1.0), rel=1e-6)
 
 
+def test_the_fit_recovers_a_cost_per_decode_request_per_layer() -> None:
+    # Large batches of short contexts: the attention kernels' per-sequence work grows with batch × layers,
+    # which neither the bytes nor the per-layer constant explain.
+    truth = sm.SpeedCalibration({"hopper": 0.85}, {"hopper": 0.7}, {}, sm.StepOverheads(layer_s=1e-4, seq_layer_s=1e-6),
+                                kv_bandwidth_efficiency={"hopper": 0.9})
+    obs = []
+    for i, (memory_s, kv_s, layers, reqs) in enumerate([(0.002, 0.010, 32, 48), (0.002, 0.011, 32, 768),
+                                                        (0.014, 0.006, 80, 960), (0.004, 0.0, 32, 1),
+                                                        (0.010, 0.001, 40, 64)]):
+        draft = sm.Observation(f"p{i}", "hopper", None, (sm.StepShape(memory_s, 0.0, 0.0, layers, 0, 0, kv_s=kv_s,
+                                                                       decode_reqs=reqs),), False, 1.0)
+        obs.append(dataclasses.replace(draft, measured_s=sm.predict_s(draft, truth)))
+    fit = sm.fit_speed_model(obs)
+    assert fit.overheads.seq_layer_s == pytest.approx(1e-6, rel=1e-4)
+    assert fit.kv_bandwidth_efficiency["hopper"] == pytest.approx(0.9, rel=1e-4)
+    over = sm.StepOverheads(layer_s=1e-4, seq_layer_s=1e-6)
+    assert over.time_s(layers=32, moe_layers=0, all_reduces=0, decode_reqs=768) == pytest.approx(32 * (1e-4 + 768e-6))
+
+
 def test_a_coefficient_the_data_drive_negative_is_pinned_at_zero() -> None:
     # Times that fall with the layer count: the only non-negative explanation is no per-layer cost.
     shapes = [(0.010, 32, 0.0105), (0.010, 64, 0.0102), (0.020, 32, 0.0209)]
@@ -60,6 +79,7 @@ def test_the_shipped_calibration_is_the_fit_of_the_calibration_half() -> None:
     assert fitted.fitted_on == shipped.fitted_on
     assert fitted.kv_bandwidth_efficiency == shipped.kv_bandwidth_efficiency
     assert fitted.engine_overheads == shipped.engine_overheads
+    assert fitted.layer_s_by_arch == shipped.layer_s_by_arch
 
 
 def test_no_published_measurement_beats_its_physical_bound() -> None:
@@ -88,6 +108,21 @@ def test_each_engine_keeps_its_own_overheads_and_shares_the_efficiencies() -> No
     assert (g.layer_s, g.step_s) == pytest.approx((3e-5, 1e-3), rel=1e-3)
 
 
+def test_the_per_layer_cost_is_fitted_per_gpu_class_and_an_unmeasured_class_takes_the_largest() -> None:
+    per_arch = {"vllm": {"ampere": 2e-4, "hopper": 5e-5}}
+    truth = sm.SpeedCalibration({"ampere": 0.85, "hopper": 0.8}, {"ampere": 0.6, "hopper": 0.6}, {},
+                                sm.StepOverheads(layer_s=2e-4), layer_s_by_arch=per_arch)
+    obs = []
+    for i, (arch, memory_s, layers) in enumerate([("ampere", 0.010, 32), ("ampere", 0.004, 80), ("ampere", 0.002, 24),
+                                                  ("hopper", 0.003, 32), ("hopper", 0.007, 80), ("hopper", 0.001, 61)]):
+        draft = sm.Observation(f"p{i}", arch, None, (sm.StepShape(memory_s, 0.0, 0.0, layers, 0, 0),), False, 1.0)
+        obs.append(dataclasses.replace(draft, measured_s=sm.predict_s(draft, truth)))
+    fit = sm.fit_speed_model(obs)
+    assert fit.layer_s_by_arch["vllm"] == pytest.approx({"ampere": 2e-4, "hopper": 5e-5}, rel=1e-4)
+    assert fit.for_gpu("hopper", "nvlink")[2].layer_s == pytest.approx(5e-5, rel=1e-4)
+    assert fit.for_gpu("blackwell", "nvlink")[2].layer_s == pytest.approx(2e-4, rel=1e-4)  # the slower class's
+
+
 def test_a_gpu_class_without_measurements_takes_the_slowest_class_and_a_wider_range() -> None:
     cal = sm.SpeedCalibration({"ampere": 0.7, "hopper": 0.6}, {"ampere": 0.65}, {"nvlink": 1e-5},
                               sm.StepOverheads(ratio_low=0.95, ratio_high=1.05))
@@ -102,7 +137,7 @@ def test_a_predicted_decode_step_is_the_roofs_plus_the_named_overheads() -> None
     costs, roof = rl.deployment_roofline(load_fixture("Qwen--Qwen2.5-7B"), gpu, tp=2)
     assert roof.overheads is not None
     point = rl.decode_point(costs, roof, 8, 1024)
-    over = roof.overheads.time_s(layers=28, moe_layers=0, all_reduces=2 * 28)
+    over = roof.overheads.time_s(layers=28, moe_layers=0, all_reduces=2 * 28, decode_reqs=8)
     assert point.overhead_s == pytest.approx(over)
     assert point.itl_s == pytest.approx(max(point.memory_s, point.compute_s) + point.comm_s + over)
     rated = rl.decode_point(costs, roof.rated(), 8, 1024)

@@ -11,6 +11,8 @@ from kvplan.cli.options import DEPLOYMENT_PANEL, JsonFlag, KvCacheDtypeOpt, Revi
 
 if TYPE_CHECKING:
     from kvplan.hardware.gpus import GpuSpec
+    from kvplan.hardware.model_costs import ModelCosts
+    from kvplan.hardware.roofline import Roof, SpeculativePoint
     from kvplan.model.spec import ModelSpec
     from kvplan.vllm.report import FitReport
     from kvplan.vllm.settings import ServeSettings
@@ -132,6 +134,9 @@ def command(
         max_num_batched_tokens=fit.max_num_batched_tokens, kv_capacity_batch=capacity,
         max_num_seqs=fit.max_num_seqs, gpu_flops=spec_gpu.flops,
     )
+    report = dataclasses.replace(
+        report, notes=report.notes + rl.unmodelled_settings(pp=settings.pp, enforce_eager=settings.enforce_eager),
+        speculative=_speculative(costs, roof, settings, batches, ctx))
     if svg is not None:
         from kvplan.files import write_output
         from kvplan.render.roofline import chart_svg
@@ -145,6 +150,23 @@ def command(
     from kvplan.render.roofline import render_roofline
 
     out().print(render_roofline(report))
+
+
+def _speculative(costs: ModelCosts, roof: Roof, settings: ServeSettings, batches: list[int],
+                 context: int) -> tuple[SpeculativePoint, ...]:
+    """Decode with the deployment's --speculative-config at each batch (none without one)."""
+    from kvplan.hardware import roofline as rl
+    from kvplan.hardware.model_costs import model_costs
+    from kvplan.vllm.speculative import speculative_method
+
+    if not settings.speculative_config:
+        return ()
+    method = speculative_method(settings.speculative_config)
+    drafted = int(settings.speculative_config.get("num_speculative_tokens") or 1)
+    draft = (model_costs(settings.speculative_draft, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
+             if settings.speculative_draft is not None else None)
+    return tuple(rl.speculative_point(costs, roof, b, context, method=method, drafted=drafted, draft=draft)
+                 for b in sorted(set(batches)))
 
 
 def _deployment(

@@ -9,7 +9,8 @@ cores; it cannot be faster than either roof:
 (Williams, Waterman & Patterson, "Roofline", CACM 2009; the decode/prefill reading of it is the
 starting document §1: intensity ≈ batch FLOP/byte for decode, ≈ prompt length for prefill.)
 
-Everything here is per GPU (one tensor-parallel rank). Pure: numbers in, frozen dataclasses out.
+Everything here is per GPU (one tensor-parallel rank). Pure: numbers in, frozen dataclasses out. What a
+step reads and computes (ModelCosts, StepCost) is model_costs.py's; this module times it on a GPU.
 
 Modelled: weight reads (MoE: only the experts the step's tokens are expected to hit), KV-cache
 reads (sliding windows and chunked-local attention capped, MLA's latent, recurrent state),
@@ -18,24 +19,36 @@ linear and attention FLOPs, the ring all-reduce of activations under TP. With a 
 (per layer, per MoE layer, per all-reduce, per step, before a first token), fitted on measured runs;
 `Roof.rated()` is the physical bound. Expert parallelism spreads the routed experts whole over TP × DP
 ranks, every DP rank's tokens passing through each MoE layer.
-Not modelled: activations' HBM traffic, pipeline parallelism, speculative decoding, EP inside a TP
-group smaller than it, load imbalance between experts, and CUDA-graph padding of the batch.
+Speculative decoding is a range: k draft steps and one verify step of k + 1 queries per request, over an
+acceptance range (speculative_point). Not modelled: activations' HBM traffic, pipeline parallelism and
+--enforce-eager (said in notes: unmodelled_settings), EP inside a TP group smaller than it, load imbalance
+between experts, and CUDA-graph padding of the batch.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 from kvplan.errors import InvalidParameter
+from kvplan.hardware.model_costs import (
+    ACTIVATION_BYTES,
+    ALL_REDUCES_PER_LAYER,
+    ModelCosts,
+    StepCost,
+    batch_prefill_cost,
+    expected_experts_hit,
+    model_costs,
+    one_layer_draft,
+    step_cost,
+)
 from kvplan.hardware.speed_model import VLLM, LinkKind, Observation, SpeedCalibration, StepOverheads, StepShape
-from kvplan.model.spec import LayerSpec, ModelSpec
 
 if TYPE_CHECKING:
     from kvplan.hardware.gpus import GpuSpec
-    from kvplan.model.kv_cache import KVCacheSpec
+    from kvplan.model.spec import ModelSpec
 
 Bound = Literal["memory", "compute"]
 ThroughputLimit = Literal["kv_capacity", "max_num_seqs", "compute", "unknown"]
@@ -51,20 +64,11 @@ DEFAULT_BANDWIDTH_EFFICIENCY = 0.70
 # benchmarks/roofline_gpu.py and pass --compute-efficiency.
 DEFAULT_COMPUTE_EFFICIENCY = 0.76
 
-FLOPS_PER_MAC = 2  # one multiply + one add per weight per token: 2·P·n FLOPs for n tokens
-ATTENTION_MATMULS = 2  # QKᵀ and softmax(QKᵀ)·V, each 2·heads·head_dim FLOPs per (query, key) pair
-# Megatron-style TP (Shoeybi et al. 2019, §3; vLLM RowParallelLinear): one all-reduce after the
-# attention output projection and one after the MLP/MoE down projection, per layer.
-ALL_REDUCES_PER_LAYER = 2
-ACTIVATION_BYTES = 2  # hidden states are all-reduced in the model dtype (bf16/fp16)
 # Ring all-reduce moves 2(n−1)/n of the buffer through each GPU's link (Patarasuk & Yuan 2009).
 RING_ALLREDUCE_FACTOR_NUM = 2
 # gpus.yaml stores NVLink bandwidth bidirectional, as marketed (H100 SXM "900GB/s" = 450 GB/s each
 # way); a ring all-reduce sends and receives at the same time, so each direction carries the traffic.
 INTERCONNECT_DIRECTIONS = 2
-# A recurrent (Mamba / linear-attention) layer reads its per-request state and writes it back
-# every step (vLLM mamba selective_state_update loads and stores the state in place).
-STATE_TRAFFIC_FACTOR = 2
 # Largest batch searched for the compute-bound crossing (beyond any real max_num_seqs).
 MAX_SEARCH_BATCH = 1 << 24
 CHART_MAX_BATCH = 1 << 16  # the chart's curve stops here even if the crossing is further
@@ -72,17 +76,6 @@ CHART_MAX_BATCH = 1 << 16  # the chart's curve stops here even if the crossing i
 # 62,500). More is a typo (--context 1e17 would never finish), so it is refused.
 MAX_PREFILL_CHUNKS = 1 << 16
 DEFAULT_BATCHES: tuple[int, ...] = (1, 2, 4, 8, 16, 32, 64, 128, 256)
-
-# Quantization methods whose matmuls run on FP8 tensor cores (W8A8) when the GPU has them
-# (vLLM quantization/fp8.py, modelopt.py ModelOptFp8Config, fbgemm_fp8.py, ptpc_fp8.py).
-# ModelOpt W4A8-AWQ keeps FP8 activations, so its matmuls also run at the FP8 rate.
-_FP8_COMPUTE_METHODS = frozenset(
-    {"fp8", "modelopt_fp8", "fbgemm_fp8", "ptpc_fp8", "modelopt", "modelopt_w4a8_awq"}
-)
-# NVFP4 checkpoints run W4A4 on FP4 tensor cores (Blackwell); elsewhere vLLM falls back to a
-# weight-only kernel (Marlin W4A16) that computes in 16 bits (quantization/modelopt.py).
-_FP4_COMPUTE_METHODS = frozenset({"modelopt_fp4", "nvfp4"})
-_MODEL_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}  # unquantized weights, as stored
 
 
 # --- inputs ---------------------------------------------------------------------------------------
@@ -136,130 +129,6 @@ class Roof:
         return self.bandwidth_efficiency if self.kv_bandwidth_efficiency is None else self.kv_bandwidth_efficiency
 
 
-@dataclass(frozen=True)
-class AttentionLayerCost:
-    """One attention layer on one GPU: what a query reads and computes per key it attends to.
-
-    `kv_bytes_per_token` is per rank (kv.py KVCacheSpec.bytes_per_token). Head dims are the ones the
-    kernels multiply: for MLA, decode runs on the absorbed latent (QK over kv_lora_rank + rope, AV
-    over kv_lora_rank) and prefill on up-projected heads (qk_nope + rope, v_head_dim)
-    (DeepSeek-V2 paper §2.1.3; vLLM mla_attention.py forward_mqa / forward_mha).
-    """
-
-    layer: int
-    kv_bytes_per_token: int
-    num_q_heads: int  # per rank
-    qk_head_dim: int
-    v_head_dim: int
-    prefill_qk_head_dim: int
-    prefill_v_head_dim: int
-    sliding_window: int | None = None
-    attention_chunk_size: int | None = None
-    stores_kv: bool = True  # False for KV-sharing layers: they read another layer's cache
-
-    def attended(self, position: int) -> int:
-        """Keys the query at 1-based `position` attends to (itself included)."""
-        if position <= 0:
-            return 0
-        if self.sliding_window is not None:
-            return min(position, self.sliding_window)
-        if self.attention_chunk_size is not None:
-            return (position - 1) % self.attention_chunk_size + 1
-        return position
-
-    def decode_keys(self, context: int) -> int:
-        """Keys a decode query at context `context` reads: full context, or capped at the window.
-
-        Chunked-local attention is capped at the chunk (the worst case: the query at the end of a
-        chunk; across requests at random offsets the mean is about half a chunk).
-        """
-        if self.sliding_window is not None:
-            return min(context, self.sliding_window)
-        if self.attention_chunk_size is not None:
-            return min(context, self.attention_chunk_size)
-        return context
-
-    def cached_keys(self, prefix: int) -> int:
-        """Cached keys of a `prefix`-token history that the next chunk of queries can still see."""
-        if self.sliding_window is not None:
-            return min(prefix, self.sliding_window)
-        if self.attention_chunk_size is not None:
-            return prefix % self.attention_chunk_size
-        return prefix
-
-    def causal_pairs(self, n: int) -> int:
-        """Σ_{i=1..n} attended(i): (query, key) pairs of causal attention over the first n tokens.
-
-        Full: n(n+1)/2. Window W: W(W+1)/2 + (n−W)·W once n > W. Chunk c: per full chunk c(c+1)/2.
-        """
-        if n <= 0:
-            return 0
-        if self.sliding_window is not None:
-            w = self.sliding_window
-            return n * (n + 1) // 2 if n <= w else w * (w + 1) // 2 + (n - w) * w
-        if self.attention_chunk_size is not None:
-            c = self.attention_chunk_size
-            full, rest = divmod(n, c)
-            return full * (c * (c + 1) // 2) + rest * (rest + 1) // 2
-        return n * (n + 1) // 2
-
-
-@dataclass(frozen=True)
-class ModelCosts:
-    """Per-GPU sizes of a model that a step's bytes and FLOPs are built from.
-
-    Bytes read per step = `weight_bytes − unread_weight_bytes − (E − E_hit(n)) × expert_bytes ×
-    num_moe_layers`. `unread_weight_bytes` is the input-embedding table when it is not tied to the
-    LM head (a lookup reads n rows, not the table). FLOPs = 2 × `matmul_params_per_token` × n plus
-    attention.
-    """
-
-    name: str
-    weight_bytes: int  # stored weights on this GPU (quantization included)
-    matmul_params_per_token: int  # on this GPU: dense + k routed + shared experts + LM head
-    hidden_size: int
-    num_layers: int
-    tp: int = 1
-    unread_weight_bytes: int = 0
-    num_moe_layers: int = 0
-    num_experts: int = 0
-    experts_per_token: int = 0
-    expert_bytes: int = 0  # one routed expert of one MoE layer, on this GPU
-    ep: int = 1  # expert-parallel ranks (--enable-expert-parallel: TP × DP): each holds E ÷ ep experts, whole
-    dp: int = 1  # data-parallel ranks, each its own requests, whose tokens every MoE layer serves under EP
-    attention: tuple[AttentionLayerCost, ...] = ()
-    state_bytes_per_request: int = 0  # recurrent state on this GPU, all layers
-    compute_dtype: str = "bf16"
-    compute_dtype_reason: str = "model dtype"
-    notes: tuple[str, ...] = field(default=(), compare=False)
-
-    def __post_init__(self) -> None:
-        if self.num_moe_layers and not 0 < self.experts_per_token <= self.num_experts:
-            raise InvalidParameter(
-                f"{self.name}: experts_per_token must be in 1..num_experts, "
-                f"got {self.experts_per_token} of {self.num_experts}"
-            )
-
-    @property
-    def kv_bytes_per_token(self) -> int:
-        """KV bytes one token adds on this GPU, summed over the attention layers that store KV."""
-        return sum(a.kv_bytes_per_token for a in self.attention if a.stores_kv)
-
-    @property
-    def is_moe(self) -> bool:
-        return self.num_moe_layers > 0
-
-    @property
-    def local_experts(self) -> int:
-        """Routed experts of one MoE layer on this GPU (all of them, TP-split, without EP)."""
-        return -(-self.num_experts // self.ep)
-
-    def moe_tokens(self, num_tokens: int) -> int:
-        """Tokens one MoE layer of this GPU serves when this rank steps `num_tokens`: under EP with DP every
-        rank's (the DP ranks step together, layers/fused_moe: the all-gather before the experts)."""
-        return num_tokens * (self.dp if self.ep > 1 else 1)
-
-
 # --- the formulas -------------------------------------------------------------------------------
 
 
@@ -271,66 +140,6 @@ def ridge_point(peak_flops: float, bandwidth_bytes_per_s: float) -> float:
     if bandwidth_bytes_per_s <= 0:
         raise InvalidParameter("memory bandwidth must be positive")
     return peak_flops / bandwidth_bytes_per_s
-
-
-def expected_experts_hit(num_experts: int, experts_per_token: int, num_tokens: int) -> float:
-    """Expected distinct experts of one MoE layer that `num_tokens` tokens route to.
-
-    E × (1 − (1 − k/E)^n): each token picks k of E experts; a given expert is among them with
-    probability k/E; tokens are independent. Assumes uniform, independent routing (the load-balancing
-    objective of Switch Transformer, Fedus et al. 2021 §2.2, pushes towards it). Real routing is
-    skewed and correlated within a sequence, so real steps touch somewhat fewer experts. n=1 → k;
-    n → ∞ → E.
-    """
-    if num_experts <= 0 or num_tokens <= 0:
-        return 0.0
-    return num_experts * (1.0 - (1.0 - experts_per_token / num_experts) ** num_tokens)
-
-
-def weight_bytes_read(costs: ModelCosts, num_tokens: int) -> int:
-    """Weight bytes a step over `num_tokens` tokens reads: all dense weights, the experts it hits.
-
-    Under EP this GPU holds `local_experts` of the E; each is hit with the probability any expert is
-    (expected_experts_hit ÷ E) by the tokens its MoE layers serve (`moe_tokens`).
-    """
-    read = costs.weight_bytes - costs.unread_weight_bytes
-    if costs.is_moe:
-        n = costs.moe_tokens(num_tokens)
-        hit = expected_experts_hit(costs.num_experts, costs.experts_per_token, n) / costs.num_experts
-        missed = costs.local_experts * (1.0 - hit)
-        read -= round(missed * costs.expert_bytes * costs.num_moe_layers)
-    return max(read, 0)
-
-
-@dataclass(frozen=True)
-class StepCost:
-    """Bytes and FLOPs of one engine step on one GPU."""
-
-    num_tokens: int
-    weight_bytes: int
-    kv_bytes: int  # KV read (history) + written (new tokens)
-    state_bytes: int  # recurrent state read + written
-    linear_flops: int
-    attention_flops: int
-    allreduce_bytes: int  # payload of all the step's all-reduces (0 without TP)
-    layers: int = 0  # transformer layers the step runs (each a group of kernels)
-    moe_layers: int = 0
-    all_reduces: int = 0  # collectives: TP all-reduces, and under EP with DP the MoE all-gathers/reduce-scatters
-    gather_bytes: int = 0  # what this GPU receives in the EP all-gathers and sends in the reduce-scatters
-
-    @property
-    def bytes(self) -> int:
-        """All HBM traffic the model counts."""
-        return self.weight_bytes + self.kv_bytes + self.state_bytes
-
-    @property
-    def flops(self) -> int:
-        return self.linear_flops + self.attention_flops
-
-    @property
-    def arithmetic_intensity(self) -> float:
-        """FLOP per byte moved (starting document §1)."""
-        return self.flops / self.bytes if self.bytes else math.inf
 
 
 @dataclass(frozen=True)
@@ -353,76 +162,6 @@ class StepTime:
         return "compute" if self.compute_s >= self.memory_s else "memory"
 
 
-def step_cost(
-    costs: ModelCosts,
-    *,
-    decode_reqs: int = 0,
-    decode_context: int = 0,
-    prefill_tokens: int = 0,
-    prefill_prefix: int = 0,
-) -> StepCost:
-    """Bytes and FLOPs of a step with `decode_reqs` decodes at `decode_context` and one prefill chunk.
-
-    Decode: each request's query reads its context's KV (capped per layer at the window/chunk) and
-    does 2·heads·(d_qk + d_v) FLOPs per key. Prefill chunk of `prefill_tokens` after
-    `prefill_prefix` cached tokens: the cached KV is read once (FlashAttention tiles reuse it across
-    the chunk's queries) and each query attends to the prefix plus the causal part of the chunk.
-    Every new token's K/V is written. Linear FLOPs: 2 × params × tokens.
-    """
-    if min(decode_reqs, decode_context, prefill_tokens, prefill_prefix) < 0:
-        raise InvalidParameter("batch, context and token counts must be ≥ 0")
-    n = decode_reqs + prefill_tokens
-    kv = 0
-    attn_flops = 0
-    for a in costs.attention:
-        dec_keys = a.decode_keys(decode_context)
-        kv += decode_reqs * dec_keys * a.kv_bytes_per_token
-        attn_flops += (
-            decode_reqs * dec_keys * ATTENTION_MATMULS * a.num_q_heads * (a.qk_head_dim + a.v_head_dim)
-        )
-        if prefill_tokens:
-            kv += a.cached_keys(prefill_prefix) * a.kv_bytes_per_token
-            pairs = a.causal_pairs(prefill_prefix + prefill_tokens) - a.causal_pairs(prefill_prefix)
-            attn_flops += (
-                pairs * ATTENTION_MATMULS * a.num_q_heads * (a.prefill_qk_head_dim + a.prefill_v_head_dim)
-            )
-        if a.stores_kv:
-            kv += n * a.kv_bytes_per_token  # write the new tokens' K/V
-    requests = decode_reqs + (1 if prefill_tokens else 0)
-    state = requests * costs.state_bytes_per_request * STATE_TRAFFIC_FACTOR
-    all_reduces, gathers = collectives(costs) if n else (0, 0)
-    allreduce = all_reduces * n * costs.hidden_size * ACTIVATION_BYTES
-    # allgather_reducescatter (vLLM's default all2all_backend, config/parallel.py): each MoE layer gathers every
-    # DP rank's hidden states and scatters the sums back; this GPU moves (ep − 1)/ep of them each way.
-    gather = round(gathers * costs.moe_tokens(n) * costs.hidden_size * ACTIVATION_BYTES * (costs.ep - 1) / costs.ep)
-    return StepCost(
-        num_tokens=n,
-        weight_bytes=weight_bytes_read(costs, n) if n else 0,
-        kv_bytes=kv,
-        state_bytes=state,
-        linear_flops=FLOPS_PER_MAC * costs.matmul_params_per_token * n,
-        attention_flops=attn_flops,
-        allreduce_bytes=allreduce,
-        layers=costs.num_layers if n else 0,
-        moe_layers=costs.num_moe_layers if n else 0,
-        all_reduces=all_reduces + gathers,
-        gather_bytes=gather,
-    )
-
-
-def collectives(costs: ModelCosts) -> tuple[int, int]:
-    """(TP all-reduces, EP all-gathers + reduce-scatters) of one step.
-
-    Megatron-style TP: one all-reduce after attention and one after each MLP / MoE block. Under EP with DP
-    the MoE block's all-reduce becomes an all-gather before the experts and a reduce-scatter after them
-    (fused_moe's allgather_reducescatter); with EP inside the TP group alone it stays an all-reduce.
-    """
-    gathered = costs.ep > 1 and costs.dp > 1
-    moe_ar = 0 if gathered else costs.num_moe_layers
-    all_reduces = (costs.num_layers + (costs.num_layers - costs.num_moe_layers) + moe_ar) if costs.tp > 1 else 0
-    return all_reduces, (2 * costs.num_moe_layers if gathered else 0)
-
-
 def step_time(cost: StepCost, roof: Roof, tp: int = 1, *, first_token: bool = False) -> StepTime:
     """Time of one step at the roofs: each side scaled by its efficiency; all-reduce and overheads on top.
 
@@ -439,7 +178,8 @@ def step_time(cost: StepCost, roof: Roof, tp: int = 1, *, first_token: bool = Fa
     overhead = 0.0
     if roof.overheads is not None and cost.num_tokens:
         overhead = roof.overheads.time_s(layers=cost.layers, moe_layers=cost.moe_layers,
-                                         all_reduces=cost.all_reduces, first_token=first_token)
+                                         all_reduces=cost.all_reduces, decode_reqs=cost.decode_reqs,
+                                         first_token=first_token)
     return StepTime(
         memory_s=(cost.weight_bytes / roof.bandwidth_efficiency
                   + (cost.kv_bytes + cost.state_bytes) / roof.kv_efficiency) / roof.bandwidth_bytes_per_s,
@@ -731,6 +471,7 @@ class RooflineReport:
     speed_model: str  # where the efficiencies and overheads come from ("" for the roofs alone)
     overheads: StepOverheads | None  # the per-step costs in every predicted time
     notes: tuple[str, ...]
+    speculative: tuple[SpeculativePoint, ...] = ()  # decode with the deployment's speculative draft, per batch
 
 
 def throughput_limit(
@@ -838,158 +579,88 @@ def roofline(
     )
 
 
-# --- from a ModelSpec ----------------------------------------------------------------------------
+# --- speculative decoding --------------------------------------------------------------------------
+
+# DeepSeek-V3 technical report (arXiv:2412.19437) §5.4.3: "the acceptance rate of the second token prediction
+# ranges between 85% and 90%" (one MTP module drafting one token).
+MTP_ACCEPTANCE = (0.85, 0.90)
+# EAGLE, EAGLE-3, a separate draft model: an assumption, neither fitted nor sourced (no measured point of ours ran
+# with a draft): a drafted token is accepted with probability 0.5 to 0.9 (MTP's measured 0.85–0.90 near the top);
+# it is printed beside every figure that rests on it.
+DRAFT_ACCEPTANCE = (0.5, 0.9)
 
 
-def select_compute_dtype(model: ModelSpec, gpu_flops: Mapping[str, float]) -> tuple[str, str]:
-    """The tensor-core dtype the model's matmuls run in on this GPU, and why.
+def tokens_per_verify_step(acceptance: float, drafted: int) -> float:
+    """Expected tokens a request gains per verify step: (1 − α^(k+1)) ÷ (1 − α) for k drafted tokens, each accepted
+    with probability α independently (Leviathan, Kalman & Matias, ICML 2023, eq. 1); α = 1 gives k + 1."""
+    if not 0.0 <= acceptance <= 1.0 or drafted < 0:
+        raise InvalidParameter(f"acceptance must be in [0, 1] and drafted tokens ≥ 0, got {acceptance}, {drafted}")
+    if acceptance == 1.0:
+        return drafted + 1.0
+    return (1.0 - acceptance ** (drafted + 1)) / (1.0 - acceptance)
 
-    16-bit by default (the model dtype; vLLM's `dtype=auto` downcasts float32 checkpoints to 16 bits,
-    config/model.py, logging "Downcasting torch.float32 to …"). FP8 checkpoints (W8A8) use the FP8
-    peak when the GPU lists one; NVFP4 uses FP4 when listed. Weight-only schemes (GPTQ, AWQ,
-    bitsandbytes, MXFP4, NVFP4/FP8 without the tensor cores) dequantize to 16 bits, so their FLOPs
-    run at the 16-bit peak.
+
+@dataclass(frozen=True)
+class SpeculativePoint:
+    """Decode with a speculative draft at one batch: each step drafts k tokens, then verifies k + 1 per request."""
+
+    batch: int
+    method: str
+    num_speculative_tokens: int
+    acceptance_low: float  # per drafted token (the range assumed: MTP_ACCEPTANCE or DRAFT_ACCEPTANCE)
+    acceptance_high: float
+    step_s: float  # k draft steps + one verify step (predicted)
+    draft_s: float
+    tokens_per_step_low: float  # per request
+    tokens_per_step_high: float
+    itl_low_s: float  # per output token: step ÷ tokens per step (at the high and the low acceptance)
+    itl_high_s: float
+    tokens_per_s_low: float
+    tokens_per_s_high: float
+
+
+def speculative_point(costs: ModelCosts, roof: Roof, batch: int, context: int, *, method: str, drafted: int,
+                      draft: ModelCosts | None = None) -> SpeculativePoint:
+    """A speculative decode step at `batch` × `context`: `drafted` draft steps, then one verify step of k + 1
+    queries per request (vLLM v1 spec decode: the target scores all drafted tokens in one forward pass).
+
+    `draft`: a separate draft model's costs; without one (MTP, EAGLE) the draft is one layer of the target's shapes
+    with its LM head (model_costs.one_layer_draft, an estimate). Acceptance: MTP_ACCEPTANCE for MTP, else
+    DRAFT_ACCEPTANCE (an assumption). The range is the acceptance's alone; the step time's own range is not added.
     """
-    base = "fp16" if model.dtype == "float16" and "fp16" in gpu_flops else "bf16"
-    q = model.quant
-    if q is None:
-        return base, "model dtype " + model.dtype
-    method = q.method.lower()
-    ct = q.w8a8 if method == "compressed-tensors" else None
-    if ct == "int" and "int8" in gpu_flops:
-        return "int8", f"{q.method} INT8 weights and activations (W8A8) on INT8 tensor cores"
-    fp8 = method in _FP8_COMPUTE_METHODS or ct == "float"
-    if fp8:
-        if "fp8" in gpu_flops:
-            return "fp8", f"{q.method} weights (W8A8) on FP8 tensor cores"
-        return base, f"{q.method} weights but no FP8 tensor cores: weight-only, {base} compute"
-    if method in _FP4_COMPUTE_METHODS:
-        if "fp4" in gpu_flops:
-            return "fp4", f"{q.method} weights (W4A4) on FP4 tensor cores"
-        return base, f"{q.method} weights but no FP4 tensor cores: weight-only (Marlin), {base} compute"
-    return base, f"{q.method} is weight-only: {base} compute"
+    if drafted < 1:
+        raise InvalidParameter(f"num_speculative_tokens must be ≥ 1, got {drafted}")
+    verify = step_time(step_cost(costs, decode_reqs=batch, decode_context=context, queries_per_request=drafted + 1),
+                       roof, costs.tp).time_s
+    drafter = draft if draft is not None else one_layer_draft(costs)
+    draft_s = drafted * decode_step_time(drafter, roof, batch, context)
+    low, high = MTP_ACCEPTANCE if method == "mtp" else DRAFT_ACCEPTANCE
+    few, many = tokens_per_verify_step(low, drafted), tokens_per_verify_step(high, drafted)
+    step = verify + draft_s
+    return SpeculativePoint(batch, method, drafted, low, high, step, draft_s, few, many, step / many, step / few,
+                            batch * few / step, batch * many / step)
 
 
-def _attention_layer_cost(model: ModelSpec, layer: LayerSpec, spec: KVCacheSpec | None, tp: int,
-                          dtype_bytes: int) -> AttentionLayerCost:
-    """One attention layer's KV read per token and head dims per GPU (MLA: latent for decode, full for prefill)."""
-    q_heads = max(1, (layer.num_attention_heads or model.num_attention_heads) // tp)
-    head, head_v = layer.head_size, layer.head_size_v or layer.head_size
-    if layer.kind == "kv_shared":  # attends over an earlier layer's cache: reads it, stores none
-        head = head_v = model.head_size
-        kv_bpt = max(1, model.num_kv_heads // tp) * 2 * model.head_size * dtype_bytes
-    else:
-        kv_bpt = spec.bytes_per_token if spec is not None else 0
-    if layer.kind == "mla" and model.mla is not None:
-        m = model.mla
-        dims = (m.kv_lora_rank + m.qk_rope_head_dim, m.kv_lora_rank,
-                m.qk_nope_head_dim + m.qk_rope_head_dim, m.v_head_dim)
-    else:
-        dims = (head, head_v, head, head_v)
-    return AttentionLayerCost(
-        layer=layer.index, kv_bytes_per_token=kv_bpt, num_q_heads=q_heads,
-        qk_head_dim=dims[0], v_head_dim=dims[1], prefill_qk_head_dim=dims[2], prefill_v_head_dim=dims[3],
-        sliding_window=layer.sliding_window, attention_chunk_size=layer.attention_chunk_size,
-        stores_kv=layer.kind != "kv_shared",
-    )
+def unmodelled_settings(*, pp: int = 1, enforce_eager: bool = False) -> tuple[str, ...]:
+    """What in a deployment the predicted times leave out, in words (each a note beside the prediction).
 
-
-def _layer_costs(model: ModelSpec, specs: Sequence[KVCacheSpec], tp: int,
-                 full_bytes: int) -> tuple[tuple[AttentionLayerCost, ...], int]:
-    """The cost of every attention layer, and the recurrent state bytes per request (Mamba/GDN layers)."""
-    by_layer = {s.layer: s for s in specs}
-    attention: list[AttentionLayerCost] = []
-    state = 0
-    dtype_bytes = specs[0].dtype_bytes if specs else full_bytes
-    for layer in model.layers:
-        spec = by_layer.get(layer.index)
-        if layer.kind == "mlp_only":
-            continue
-        if layer.kind == "mamba":
-            state += spec.state_bytes if spec is not None else 0
-            continue
-        attention.append(_attention_layer_cost(model, layer, spec, tp, dtype_bytes))
-    return tuple(attention), state
-
-
-def model_costs(
-    model: ModelSpec,
-    *,
-    tp: int = 1,
-    kv_cache_dtype: str = "auto",
-    gpu_flops: Mapping[str, float] | None = None,
-    weights_bytes: int | None = None,
-    dp: int = 1,
-    expert_parallel: bool = False,
-) -> ModelCosts:
-    """Per-GPU costs of `model` under tensor parallelism `tp` (no pipeline parallelism), on one of `dp`
-    data-parallel ranks (each its own requests and KV cache).
-
-    `expert_parallel` (vLLM --enable-expert-parallel): the routed experts are spread whole over the
-    TP × DP ranks (layers/fused_moe/layer.py: ep_size = tp × dp), so each GPU holds E ÷ (tp × dp) of
-    them and its MoE layers serve every DP rank's tokens.
-
-    Parameters by role come from count_parameters, KV per layer from kv.kv_cache_specs.
-    `weights_bytes`: stored bytes of the whole model when known (safetensors metadata), else the
-    analytic weights_bytes. Matmul parameters per token = attention + dense MLP + routers +
-    shared + k routed experts + the LM head (vocab × hidden, tied or not); embeddings and norms
-    do no matmul. Everything is split 1/tp (vLLM column/row/vocab-parallel layers); the few
-    replicated weights (norms, MLA's down-projections) are counted as split.
-    `gpu_flops` (dtype → FLOP/s) picks the compute dtype (select_compute_dtype).
+    Every fitted point ran with CUDA graphs and without pipeline parallelism
+    (tests/fixtures/data/roofline-measured.yaml): the per-layer costs are those of graph replays, and a step
+    is one pass over every layer on one GPU's share of them.
     """
-    from kvplan.model.kv_cache import kv_cache_specs
-    from kvplan.model.weights import (
-        count_parameters,
-        expert_parallel_bytes_saved,
-        quantized_bits_per_weight,
-        stored_weights_bytes,
-        weights_bytes_per_gpu,
-    )
-
-    if dp < 1:
-        raise InvalidParameter(f"data-parallel-size must be ≥ 1, got {dp}")
-
-    specs = kv_cache_specs(model, tp=tp, pp=1, kv_cache_dtype=kv_cache_dtype)[0]
-    params = count_parameters(model)
-    total_bytes = weights_bytes if weights_bytes is not None else stored_weights_bytes(model, params)
-    per_gpu = weights_bytes_per_gpu(model, tp=tp, pp=1, total_bytes=total_bytes)
-    moe = model.moe
-    ep = tp * dp if expert_parallel and moe is not None else 1
-    if ep > 1:
-        per_gpu -= expert_parallel_bytes_saved(model, tp=tp, ep=ep)
-    full_bytes = _MODEL_DTYPE_BYTES.get(model.dtype, 2)
-    lm_head = model.vocab_size * model.hidden_size
-    matmul = params.active - params.embedding - params.norms - params.lm_head + lm_head
-    # An untied input embedding is looked up (n rows), not streamed: it is not read per step.
-    unread = 0 if model.tie_word_embeddings else params.embedding * full_bytes // tp
-    # weights_bytes keeps routed experts at the quantized width whenever a scheme is declared.
-    expert_bits = quantized_bits_per_weight(model) if model.quant else 8.0 * full_bytes
-    expert_bytes = round(params.params_per_expert * expert_bits / 8 / (1 if ep > 1 else tp))
-    dtype, reason = select_compute_dtype(model, gpu_flops or {})
-    attention, state = _layer_costs(model, specs, tp, full_bytes)
     notes: list[str] = []
-    if any(layer.kind == "kv_shared" for layer in model.layers):
-        notes.append("KV-sharing layers are costed as full attention over the shared cache")
-    return ModelCosts(
-        name=model.name,
-        weight_bytes=per_gpu,
-        matmul_params_per_token=matmul // tp,
-        hidden_size=model.hidden_size,
-        num_layers=model.num_layers,
-        tp=tp,
-        unread_weight_bytes=unread,
-        num_moe_layers=params.moe_layers if moe is not None else 0,
-        num_experts=moe.num_experts if moe is not None else 0,
-        experts_per_token=moe.experts_per_token if moe is not None else 0,
-        expert_bytes=expert_bytes if moe is not None else 0,
-        ep=ep,
-        dp=dp,
-        attention=attention,
-        state_bytes_per_request=state,
-        compute_dtype=dtype,
-        compute_dtype_reason=reason,
-        notes=tuple(notes),
-    )
+    if pp > 1:
+        notes.append(f"pipeline parallelism ({pp} stages) is not in the step times: they are one TP group's pass over "
+                     f"all layers; a stage holds about 1/{pp} of them, and a token crosses every stage in turn")
+    if enforce_eager:
+        notes.append("--enforce-eager: the per-layer costs are fitted on runs with CUDA graphs; without them each "
+                     "kernel is launched from Python, and measured decode ran 1.1–4.3× slower at small batches "
+                     "(vLLM PR #1440: Llama-2-7B 1.2 s vs 1.05 s; vllm-omni #7960: 1.7–4.3× on A800 and H200): "
+                     "not modelled")
+    return tuple(notes)
+
+
+# --- from a ModelSpec ----------------------------------------------------------------------------
 
 
 def roof_from_gpu(
@@ -1058,22 +729,6 @@ MEASURED_KINDS: tuple[str, ...] = ("per_request_tok_s", "itl_ms", "tpot_ms", "tt
                                    "static_batch_out_tok_s", "static_batch_out_tok_s_per_gpu")
 
 
-def batch_prefill_cost(costs: ModelCosts, batch: int, prompt: int) -> StepCost:
-    """One step that prefills `batch` prompts of `prompt` tokens together (no cached prefix).
-
-    The weights are read once for all `batch × prompt` tokens; KV, state, FLOPs and all-reduce payload
-    are one prompt's times `batch` (each prompt attends causally to itself only).
-    """
-    if batch < 1 or prompt < 1:
-        raise InvalidParameter("batch and prompt must be ≥ 1")
-    one = step_cost(costs, prefill_tokens=prompt)
-    return dataclasses.replace(
-        one, num_tokens=batch * prompt, weight_bytes=weight_bytes_read(costs, batch * prompt),
-        kv_bytes=batch * one.kv_bytes, state_bytes=batch * one.state_bytes, linear_flops=batch * one.linear_flops,
-        attention_flops=batch * one.attention_flops, allreduce_bytes=batch * one.allreduce_bytes,
-    )
-
-
 def measured_observation(
     point_id: str, costs: ModelCosts, roof: Roof, *, kind: str, value: float, batch: int, context: int,
     prompt: int | None = None, output: int | None = None, gpus: int = 1, engine: str = VLLM,
@@ -1096,7 +751,7 @@ def measured_observation(
         t = step_time(cost, rated, costs.tp)
         weights_s = cost.weight_bytes / rated.bandwidth_bytes_per_s
         return StepShape(weights_s, t.compute_s, t.comm_s, cost.layers, cost.moe_layers, cost.all_reduces, count,
-                         kv_s=t.memory_s - weights_s)
+                         kv_s=t.memory_s - weights_s, decode_reqs=cost.decode_reqs)
 
     decode = step_cost(costs, decode_reqs=batch, decode_context=context)
     if kind in ("per_request_tok_s", "itl_ms", "tpot_ms"):

@@ -78,6 +78,7 @@ def render_roofline(r: RooflineReport, *, chart_width: int = 56, chart_height: i
         lp = r.limit_point
         limit.append(f": batch {lp.batch:,} → {_tps(lp.tokens_per_s)} tok/s, ITL {_ms(lp.itl_s)} ms")
     caps.append(limit)
+    caps += _speculative_lines(r)
     chart = Text(chart_text(r.curve, r.kv_capacity_batch, r.compute_bound_batch, width=chart_width,
                             height=chart_height))
     pf = r.prefill
@@ -100,6 +101,24 @@ def render_roofline(r: RooflineReport, *, chart_width: int = 56, chart_height: i
     tail = [Text(f"TP communication: {r.communication}", style="dim")]
     tail += [Text(f"note: {n}", style="dim") for n in r.notes]
     return Group(*head, t, *caps, chart, *prefill, *tail)
+
+
+def _speculative_lines(r: RooflineReport) -> list[Text]:
+    """Decode with the deployment's speculative draft: tokens per step, ITL and tok/s over the acceptance range."""
+    if not r.speculative:
+        return []
+    first = r.speculative[0]
+    source = ("DeepSeek-V3 report §5.4.3" if first.method == "mtp" else "assumed, not measured")
+    lines = [Text.assemble(
+        ("Speculative decoding ", "bold"),
+        f"({first.method}, {first.num_speculative_tokens} drafted per step, acceptance "
+        f"{first.acceptance_low:.2f}–{first.acceptance_high:.2f} per token, {source}):")]
+    for p in r.speculative:
+        lines.append(Text(
+            f"  batch {p.batch:,}: {p.tokens_per_step_low:.2f}–{p.tokens_per_step_high:.2f} tokens per step of "
+            f"{_ms(p.step_s)} ms (draft {_ms(p.draft_s)} ms) → ITL {_ms(p.itl_low_s)}–{_ms(p.itl_high_s)} ms, "
+            f"{_tps(p.tokens_per_s_low)}–{_tps(p.tokens_per_s_high)} tok/s"))
+    return lines
 
 
 def _parallel(r: RooflineReport) -> str:
@@ -149,6 +168,8 @@ def _speed_model_lines(r: RooflineReport) -> list[Text]:
     parts = [f"{o.step_s * 1e3:,.2f} ms per step"] if o.step_s else []
     if o.layer_s:
         parts.append(f"{o.layer_s * 1e6:,.1f} µs per layer")
+    if o.seq_layer_s:
+        parts.append(f"{o.seq_layer_s * 1e6:,.2f} µs per decode request per layer")
     if o.moe_layer_s and any(p.expected_experts is not None for p in r.batches):
         parts.append(f"{o.moe_layer_s * 1e6:,.1f} µs per MoE layer")
     if r.tp > 1:

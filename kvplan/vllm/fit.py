@@ -92,7 +92,8 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                   else _with_encoder_profile(
                       estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
                                           max_num_seqs=batch.max_num_seqs, version=r.version,
-                                          flashinfer_sampler=s.flashinfer_sampler, with_sampler=last),
+                                          flashinfer_sampler=s.flashinfer_sampler, with_sampler=last,
+                                          model_runner_v2=r.model_runner.v2, first_stage=stage in (None, 0)),
                       model, s, r, first=stage in (None, 0)))
     integrated = getattr(gpu, "integrated", False)
     non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None

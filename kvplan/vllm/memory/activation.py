@@ -129,7 +129,8 @@ ACTIVATION_RANGE = (-0.10, 0.10)
 
 def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
                         version: VllmVersion = LATEST, flashinfer_sampler: bool | None = None,
-                        with_sampler: bool = True) -> MemoryTerm:
+                        with_sampler: bool = True, model_runner_v2: bool | None = None,
+                        first_stage: bool = True) -> MemoryTerm:
     """Torch peak above what stays allocated after vLLM's profiling run (`transient_peak_headroom`).
 
     Follows v1/worker/gpu_model_runner.py:profile_run (the V1 runner) and v1/worker/gpu/model_runner.py:profile_run
@@ -142,7 +143,14 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
     `with_sampler=False` is a PP stage before the last: profile_run runs `_dummy_sampler_run` only on the last PP
     rank (v1/worker/gpu/model_runner.py and v1/worker/gpu_model_runner.py, "Only run sampler/pooler on last
     PP rank"), so its peak is the forward's. Range: ACTIVATION_RANGE.
+
+    `model_runner_v2=False` on vLLM ≥ 0.33 (V1_SAMPLER_SINCE) with the sampler path left to vLLM: the V1 runner's
+    profile run as ported from 0.33's code (v1_profile_peak_bytes / v1_forward_phase_bytes), checked against its own
+    run (tests/fixtures/oracle-profile); `first_stage=False` for a PP stage after the first.
     """
+    if model_runner_v2 is False and version >= V1_SAMPLER_SINCE and flashinfer_sampler is None:
+        return _v1_033_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
+                                  max_num_seqs=max_num_seqs, with_sampler=with_sampler, first_stage=first_stage)
     if not with_sampler:
         return _forward_only_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens)
     num_reqs = min(max_num_batched_tokens, max_num_seqs)
@@ -185,3 +193,201 @@ def _forward_only_activation(model: ModelSpec, *, tp: int, max_num_batched_token
                       f"{max_num_batched_tokens:,} retained hidden states (no sampler: not the last PP stage)")
     lo, hi = ACTIVATION_RANGE
     return with_range(term, int(peak * (1 + lo)), int(peak * (1 + hi)))
+
+
+# --- vLLM 0.33's V1-runner profile run, ported from its code ----------------------------------------------------
+# Checked against vLLM 0.33's own profile run on meta tensors (tests/fixtures/oracle-profile, made by
+# tools/cuda_oracle/profile_goldens.py over the vllm-cuda-oracle kit's profile_probe.py). The V1 runner is what 0.33
+# builds when Model Runner V2 is off (vllm/model_runner.py: VLLM_USE_V2_MODEL_RUNNER=0 or an unsupported feature).
+#
+# Sampler (v1/worker/gpu_model_runner.py:_dummy_sampler_run, 0.33): rand_like(hidden rows) → compute_logits (model-dtype
+# logits, [rows, vocab], gathered over TP) → the V1 Sampler twice with temperature 0.5, top_k = vocab − 1, top_p 0.9 and
+# no_penalties=True (no penalty step in 0.33). The first pass (TopKTopPSampler.forward_cuda → FlashInfer) frees its
+# temporaries; the second, with a per-request generator, runs forward_native: v1/sample/sampler.py:Sampler.forward's
+# fp32 copy (4 B), topk_topp_triton.py:apply_top_k_top_p_triton in place with its cached [min(next_pow2(rows), SMs),
+# vocab] fp32 buffer (_TRITON_BUFFER_CACHE), softmax to fp32 probs (4 B) and random_sample's exponential noise q
+# (empty_like probs, 4 B): 2 + 4 + 4 + 4 = 14 B per logit at the peak, with the model-dtype logits alive.
+V1_SAMPLER_FP32_COPIES_033 = 3  # logits.to(float32), softmax(probs), exponential noise q
+V1_SAMPLER_SINCE = VllmVersion(0, 33)  # the release whose code this ports (no penalties in the dummy run)
+# The SM count the Triton buffer is capped at (platforms/cuda.py:num_compute_units). H100 SXM: 132; the probe's fake
+# device reports 132 for every GPU (A100: 108, B200: 148 on the real cards: ≤ 16 rows × vocab × 4 B apart).
+DEFAULT_NUM_SMS = 132
+# The first (FlashInfer) pass leaves FlashInfer's cached 1 MiB row-states buffer behind (flashinfer/sampling.py,
+# flashinfer-python 0.7.2 as vLLM 0.33 ships it: top_k_renorm_probs / top_k_mask_logits, `buffer_bytes = 1024 * 1024`,
+# kept by _get_cache_buf), alive at the second pass's peak.
+FLASHINFER_ROW_STATES_BYTES = 1024 * 1024
+
+
+def _next_pow2(n: int) -> int:
+    return 1 << max(0, (n - 1).bit_length())
+
+
+def v1_sampler_phase_bytes(model: ModelSpec, *, num_reqs: int, num_sms: int = DEFAULT_NUM_SMS) -> int:
+    """What vLLM 0.33's V1 `_dummy_sampler_run` adds at its peak over `num_reqs` rows (see the block above): the
+    model-dtype logits, three fp32 copies of them, the Triton top-k/top-p buffer, the random hidden states and
+    FlashInfer's cached row-states buffer."""
+    e = _ACT_BYTES.get(model.dtype, 2)
+    logits = num_reqs * model.vocab_size
+    triton_buffer = min(_next_pow2(num_reqs), num_sms) * model.vocab_size * 4
+    return (logits * (e + 4 * V1_SAMPLER_FP32_COPIES_033) + triton_buffer + num_reqs * model.hidden_size * e
+            + FLASHINFER_ROW_STATES_BYTES)
+
+
+# Model Runner V2 (v1/worker/gpu/model_runner.py:_dummy_sampler_run, vLLM 0.33): compute_logits on the hidden rows as
+# they are (no rand_like), a default pass (no logits processing), then every request set to
+# SamplingParams.for_sampler_warmup (penalties, logit bias, bad words, top-k 50, top-p 0.9, min-p, logprobs 5):
+# v1/worker/gpu/sample/sampler.py:Sampler.apply_sampling_params's fp32 copy (4 B; penalties, bias, temperature and
+# min-p in place), then _sample_random's fused FlashInfer path (flashinfer_sample → top_k_mask_logits, 4 B, and its
+# softmax, 4 B): 2 + 4 + 4 + 4 = 14 B per logit with the model-dtype logits, plus FlashInfer's cached 1 MiB buffer.
+# Its persistent request and sampling state is built before the profile (not in this peak; penalty_state_bytes).
+MRV2_SAMPLER_FP32_COPIES_033 = 3
+
+
+def mrv2_sampler_phase_bytes(model: ModelSpec, *, num_reqs: int) -> int:
+    """What Model Runner V2's `_dummy_sampler_run` adds at its peak on vLLM 0.33 (see the block above)."""
+    e = _ACT_BYTES.get(model.dtype, 2)
+    return num_reqs * model.vocab_size * (e + 4 * MRV2_SAMPLER_FP32_COPIES_033) + FLASHINFER_ROW_STATES_BYTES
+
+
+def triton_moe_workspace_bytes(model: ModelSpec, *, tp: int, num_tokens: int) -> int:
+    """The fused-MoE workspace vLLM 0.33 keeps for good once the profile run has grown it (v1/worker/workspace.py
+    WorkspaceManager; model_executor/layers/fused_moe/modular_kernel.py:_allocate_buffers takes workspace13 and
+    workspace2 in one get_simultaneous call). TritonExperts.workspace_shapes (fused_moe/experts/triton_moe.py):
+    workspace1 = M × top_k × max(N / 2, K), workspace2 = M × top_k × max(N, K), with N = 2 × the expert width per TP
+    rank (gate and up) and K = hidden, in the activation dtype. The BF16 Triton path only: other experts (FP8 block,
+    Marlin, DeepGEMM, FlashInfer/TRT-LLM) size theirs differently. 0 for a dense model."""
+    if model.moe is None:
+        return 0
+    e = _ACT_BYTES.get(model.dtype, 2)
+    width = _per_rank(model.moe.expert_intermediate_size, tp)
+    # gated experts (SiLU/GELU-and-mul): N = 2 × width and the activation halves it (adjust_N_for_activation);
+    # ungated ones (Nemotron-H's relu²): N = width, kept whole.
+    n, act_out = (2 * width, width) if model.gated_mlp else (width, width)
+    k = model.hidden_size
+    per_token = model.moe.experts_per_token * (max(act_out, k) + max(n, k))
+    return num_tokens * per_token * e
+
+
+# Hidden-sized buffers alive through a decoder layer of vLLM 0.33's profile forward (llama.py / qwen2.py: the model's
+# layer loop and its decoder layer, read with the probe's allocation sites): the residual stream (the embedding
+# output, updated in place by fused_add_rms_norm: kernels/vllm_c.py, inplace=True), the previous layer's output still
+# held by the model loop's `hidden_states` while the next layer runs, and the layer's attention output (the MLP's
+# input). A multimodal model's forward starts from the runner's persistent inputs_embeds buffer (allocated before the
+# profile, so not in its peak): one fewer.
+FORWARD_BASE_HIDDEN = 3
+# Model types whose vLLM MLP.forward rebinds `x` to the SiluAndMul output, so gate_up is freed before down_proj runs
+# (llama.py:LlamaMLP.forward and mistral.py:MistralMLP.forward: `x, _ = self.gate_up_proj(x); x = self.act_fn(x)`).
+# Every other dense MLP read keeps `gate_up` alive through down_proj (qwen2.py:Qwen2MLP.forward, which qwen3.py and
+# qwen3_vl.py reuse; deepseek_v2.py, gemma*.py, granite.py, commandr.py, ...: `gate_up, _ = ...; x = act(gate_up)`):
+# the default, and the pessimistic side.
+MLP_REBINDS_GATE_UP = frozenset({"llama", "mistral"})
+
+
+# W8A8 FP8 linears with block scales quantize each linear's input per token group of 128
+# (model_executor/layers/quantization/utils/fp8_utils.py:per_token_group_quant_fp8: an fp8 copy, 1 B per element,
+# and fp32 scales, one per group): at the MLP peak, down_proj's input (I/tp wide) alongside gate_up and the
+# activation. Hopper and Blackwell (CUTLASS / DeepGEMM block FP8, SM ≥ 9.0); an A100 runs FP8 weight-only (Marlin).
+FP8_GROUP = 128
+
+
+def _fp8_input_copy_bytes(width: int, num_tokens: int) -> int:
+    """per_token_group_quant_fp8's outputs for a [num_tokens, width] input: the fp8 copy and its fp32 scales."""
+    return num_tokens * width + num_tokens * -(-width // FP8_GROUP) * 4
+
+
+def _dense_mlp_point(model: ModelSpec, *, tp: int, num_tokens: int, base: int) -> int:
+    """Elements alive at a dense MLP's peak: gate_up (2·I/tp), the SiluAndMul output (I/tp) and, when gate_up
+    survives down_proj, the down_proj output with its out-of-place all-reduce copy (TP > 1:
+    distributed/parallel_state.py GroupCoordinator.all_reduce returns a new tensor). An ungated MLP: up and its
+    activation, with the down_proj output."""
+    i = _per_rank(model.intermediate_size, tp)
+    h = model.hidden_size
+    down = h * (2 if tp > 1 else 1)
+    if not model.gated_mlp:  # up (I/tp) and its activation (I/tp, a new tensor: starcoder2.py's c_fc → act → c_proj)
+        return num_tokens * (2 * i + base * h + down)
+    with_down = 3 * i + base * h + down
+    if model.model_type in MLP_REBINDS_GATE_UP:
+        return num_tokens * max(3 * i + base * h, i + base * h + down)
+    return num_tokens * with_down
+
+
+def _attention_point(model: ModelSpec, *, tp: int, num_tokens: int, base: int) -> int:
+    """Elements alive at the attention op: the projections (q + k + v, or MLA's q, latent and kv_b output), the
+    attention output, the o_proj output and, with TP > 1, its all-reduce copy, on the base hidden buffers."""
+    heads = _per_rank(model.num_attention_heads, tp)
+    if model.mla is not None:  # deepseek_v2.py:DeepseekV2MLAAttention on the MLA backend's forward (no metadata)
+        d = model.mla
+        proj = heads * (d.qk_nope_head_dim + d.qk_rope_head_dim) + (d.kv_lora_rank + d.qk_rope_head_dim)
+        proj += heads * (d.qk_nope_head_dim + d.v_head_dim) + heads * d.v_head_dim
+    else:
+        q = heads * model.head_size
+        proj = q + 2 * max(1, model.num_kv_heads // tp) * model.head_size + q
+    h = model.hidden_size
+    return num_tokens * (proj + base * h + h * (2 if tp > 1 else 1))
+
+
+def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_activations: bool = False,
+                           first_stage: bool = True) -> int:
+    """Peak of vLLM 0.33's profile forward over `num_tokens` tokens on one TP rank: the larger of the dense MLP point
+    (_dense_mlp_point) and the attention point (_attention_point), the latter with the fused-MoE workspace alive
+    (triton_moe_workspace_bytes) once an MoE layer has run. The workspace is taken at the first MoE layer's call:
+    the dense layers before it (DeepSeek's first_k_dense) run without it. `fp8_activations`: W8A8 block-FP8 linears
+    (a block-FP8 checkpoint on SM ≥ 9.0), whose down_proj input is quantized at the MLP peak (_fp8_input_copy_bytes).
+    `first_stage=False`: a PP stage after the first, whose residual stream arrives in the runner's persistent
+    intermediate tensors (allocated before the profile): one hidden buffer fewer, as for a multimodal model."""
+    e = _ACT_BYTES.get(model.dtype, 2)
+    from_buffer = bool(model.mm_modalities or model.towers) or not first_stage
+    base = FORWARD_BASE_HIDDEN - (1 if from_buffer else 0)
+    attention = _attention_point(model, tp=tp, num_tokens=num_tokens, base=base) * e
+    dense = _dense_mlp_point(model, tp=tp, num_tokens=num_tokens, base=base) * e if _has_dense_mlp(model) else 0
+    if dense and fp8_activations:
+        dense += _fp8_input_copy_bytes(_per_rank(model.intermediate_size, tp), num_tokens)
+    workspace = triton_moe_workspace_bytes(model, tp=tp, num_tokens=num_tokens)
+    if model.moe is None:
+        return max(dense, attention)
+    return max(dense, attention + workspace)
+
+
+def _has_dense_mlp(model: ModelSpec) -> bool:
+    """A layer with a dense MLP of `intermediate_size` (every layer of a dense model; DeepSeek's first_k_dense)."""
+    if model.moe is None:
+        return True
+    return any(not layer.moe for layer in model.layers) and model.intermediate_size > 0
+
+
+def v1_profile_peak_bytes(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
+                          num_sms: int = DEFAULT_NUM_SMS, fp8_activations: bool = False,
+                          first_stage: bool = True, model_runner_v2: bool = False) -> int:
+    """vLLM 0.33 V1 runner's "peak activation": the larger of the forward's peak (v1_forward_phase_bytes) and the
+    sampler's (v1_sampler_phase_bytes over min(tokens, max_num_seqs) rows) on top of what the forward leaves alive —
+    the hidden states, their logits rows (hidden_states[logit_indices]) and the MoE workspace. The last PP stage of
+    several: `first_stage=False`. `model_runner_v2`: Model Runner V2's sampler (mrv2_sampler_phase_bytes) on the same
+    forward (the model code is the runner-independent part)."""
+    e = _ACT_BYTES.get(model.dtype, 2)
+    rows = min(max_num_batched_tokens, max_num_seqs)
+    forward = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, fp8_activations=fp8_activations,
+                                     first_stage=first_stage)
+    retained = ((max_num_batched_tokens + rows) * model.hidden_size * e
+                + triton_moe_workspace_bytes(model, tp=tp, num_tokens=max_num_batched_tokens))
+    sampler = (mrv2_sampler_phase_bytes(model, num_reqs=rows) if model_runner_v2
+               else v1_sampler_phase_bytes(model, num_reqs=rows, num_sms=num_sms))
+    return max(forward, retained + sampler)
+
+
+def _v1_033_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
+                       with_sampler: bool, first_stage: bool) -> MemoryTerm:
+    """The V1 runner's profile peak on vLLM 0.33 (v1_profile_peak_bytes; a PP stage before the last: the forward's,
+    v1_forward_phase_bytes). Range ACTIVATION_RANGE: what the meta-tensor run cannot see (kernel-internal scratch,
+    the real SM count, Inductor's fusion around the custom ops)."""
+    if with_sampler:
+        peak = v1_profile_peak_bytes(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
+                                     max_num_seqs=max_num_seqs, first_stage=first_stage)
+        rows = min(max_num_batched_tokens, max_num_seqs)
+        what = (f"vLLM 0.33 V1 runner's profile run: forward over {max_num_batched_tokens:,} tokens, sampler over "
+                f"{rows:,} rows × {model.vocab_size:,} vocab (14 B + Triton buffer)")
+    else:
+        peak = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, first_stage=first_stage)
+        what = (f"vLLM 0.33 V1 runner's profile forward over {max_num_batched_tokens:,} tokens "
+                "(no sampler: not the last PP stage)")
+    lo, hi = ACTIVATION_RANGE
+    return with_range(MemoryTerm("activation", peak, "estimate", what), int(peak * (1 + lo)), int(peak * (1 + hi)))
