@@ -21,7 +21,7 @@ def test_every_module_in_the_folder_is_a_family() -> None:
     """Adding a family is adding one file: each module but base.py registers itself, under its own name."""
     modules = sorted(p.stem for p in FOLDER.glob("*.py") if p.name not in ("__init__.py", "base.py"))
     assert [f.name for f in families()] == modules
-    assert len(modules) == 33
+    assert len(modules) == 35
 
 
 def test_a_name_claimed_by_two_families_is_refused() -> None:
@@ -42,11 +42,12 @@ def test_every_architecture_a_family_claims_is_one_vllm_registers() -> None:
 
 def test_the_architecture_wins_and_the_model_type_is_the_fallback() -> None:
     """registry.py resolves the first registered architecture; a wrapper kvplan does not list (LLaVA-OneVision)
-    falls back to its text config's model_type (its language model is Qwen2); an unknown one is the Llama shape."""
+    falls back to its text config's model_type (its language model is Qwen2); a family kvplan knows nothing
+    special of is the Llama shape."""
     assert family_for(("GptOssForCausalLM",), "llama").name == "gpt_oss"
     assert family_for(("LlavaOnevisionForConditionalGeneration",), "qwen2").name == "qwen2"
     assert family_for((), "qwen3_vl_text").name == "qwen3"
-    assert family_for(("LlamaForCausalLM",), "llama") is DEFAULT
+    assert family_for(("MixtralForCausalLM",), "mixtral") is DEFAULT
 
 
 @pytest.mark.parametrize("path", FIXTURE_CONFIGS, ids=lambda p: str(p.parent.relative_to(ROOT / "tests" / "fixtures")))

@@ -71,6 +71,11 @@ class Family(NamedTuple):
     # config/model.py:_FLOAT16_NOT_SUPPORTED_MODELS lists every model type of this family.
     float16_unsafe: bool = False
     mtp_default_layers: int = 0  # MTP layers the family's MTP module assumes when the config states none
+    # The dense MLP's forward rebinds `x` to the SiluAndMul output, so gate_up is freed before down_proj runs
+    # (kvplan.vllm.memory.activation: the profile run's peak). Every other dense MLP keeps gate_up alive through
+    # down_proj (qwen2.py:Qwen2MLP.forward, deepseek_v2.py, gemma*.py, granite.py, commandr.py: `gate_up, _ = …;
+    # x = act(gate_up)`): the default, and the pessimistic side.
+    mlp_rebinds_gate_up: bool = False
     # Top-level model types whose multimodal item sizes kvplan states without running the processor.
     mm_item_tokens_model_types: tuple[str, ...] = ()
     # transformers' attribute_map reads max_position_embeddings from n_positions (SGLang's context length).
