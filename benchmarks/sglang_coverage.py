@@ -5,8 +5,10 @@ Each golden is one config × GPU × flags case the SGLang oracle answered (resol
 could not run. kvplan plans it from the same free-memory figures and each case lands in one class:
 
   exact            every resolved default, the budget, tokens, running requests and the log line are equal
-  refused-sglang   both refuse, kvplan with SGLang's own reason (e.g. custom code without --trust-remote-code)
+  refused-sglang   both refuse, kvplan with SGLang's own reason (e.g. custom code without --trust-remote-code,
+                   no room for a hybrid's Mamba state)
   refused-kvplan   kvplan refuses a pool this slice does not model (Mamba, DSA, sliding-window, multimodal …)
+  oracle-fault     the golden is the oracle's fault, not SGLang's rule (tests/sglang_goldens.py:ORACLE_FAULTS)
   wrong            any figure differs (target: 0)
 
     python benchmarks/sglang_coverage.py [--verbose]
@@ -25,16 +27,6 @@ sys.path.insert(0, str(ROOT / "tests"))
 import sglang_goldens  # noqa: E402
 
 
-def classify(outcome: sglang_goldens.Outcome) -> str:
-    """The class of one replayed case."""
-    if outcome.mismatches:
-        return "wrong"
-    if outcome.fit is None:
-        same = "error" in outcome.case and (outcome.refusal or "").split(" ", 3)[-1][:40] in outcome.case["error"]
-        return "refused-sglang" if same else "refused-kvplan"
-    return "exact"
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--verbose", action="store_true", help="print every case that is not exact")
@@ -43,13 +35,13 @@ def main() -> int:
     reasons: Counter[str] = Counter()
     for case in sglang_goldens.load_cases():
         o = sglang_goldens.replay(case)
-        cls = classify(o)
+        cls = sglang_goldens.classify(o)
         by_gpu.setdefault(case["gpu"], Counter())[cls] += 1
         if cls == "refused-kvplan":
             reasons[(o.refusal or "").split(":", 1)[-1].split("(")[0].strip()[:70]] += 1
         if a.verbose and cls != "exact":
             print(f"{cls:15} {case['id']}: {o.mismatches or o.refusal}")
-    classes = ("exact", "refused-sglang", "refused-kvplan", "wrong")
+    classes = ("exact", "refused-sglang", "refused-kvplan", "oracle-fault", "wrong")
     print(f"{'gpu':10}" + "".join(f"{c:>16}" for c in classes))
     total: Counter[str] = Counter()
     for gpu, counts in sorted(by_gpu.items()):
@@ -59,6 +51,9 @@ def main() -> int:
     print("\nrefused by kvplan, by reason:")
     for reason, n in reasons.most_common():
         print(f"  {n:5}  {reason}")
+    print("\noracle faults (kvplan unchecked there):")
+    for model, why in sglang_goldens.ORACLE_FAULTS.items():
+        print(f"  {model}: {why}")
     return 1 if total["wrong"] else 0
 
 

@@ -107,9 +107,12 @@ def test_docs_list_every_environment_variable_kvplan_reads() -> None:
 
 JSON_EXAMPLES = {
     "size": ["size", "tests/fixtures/configs/Qwen--Qwen2.5-7B"],
+    "size-sglang": ["size", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--engine", "sglang"],
     "fit": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100"],
     "fit-sweep": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B"],
+    "fit-sweep-sglang": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--engine", "sglang"],
     "fit-sglang": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100", "--engine", "sglang"],
+    "fit-compare": ["fit", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100", "--engine", "both"],
     "roofline": ["roofline", "tests/fixtures/configs/Qwen--Qwen2.5-7B", "--gpu", "h100"],
     "gpus": ["gpus"],
     "diagnose": ["diagnose", "examples/metrics.prom"],

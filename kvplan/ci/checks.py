@@ -41,6 +41,7 @@ if TYPE_CHECKING:
     from kvplan.hardware.gpus import GpuSpec
     from kvplan.hardware.roofline import DecodePoint
     from kvplan.model.spec import ModelSpec
+    from kvplan.sglang.fit import SglangFit
     from kvplan.vllm.report import FitReport
     from kvplan.vllm.verdicts import PreemptionVerdict
 
@@ -88,6 +89,16 @@ class DeploymentResult:
     num_gpu_blocks: int
     kv_cache_tokens: int
     checks: tuple[CheckResult, ...]
+    engine: str = "vllm"  # whose rules judged it (vllm | sglang)
+
+    @property
+    def headline(self) -> str:
+        """The deployment's numbers in its engine's words (SGLang: context_len, max_running_requests, pool)."""
+        if self.engine == "sglang":
+            return (f"SGLang: context_len {self.max_model_len:,} · max_running_requests {self.max_num_seqs:,} · "
+                    f"{self.kv_cache_tokens:,} tokens in the pool")
+        return (f"max_model_len {self.max_model_len:,} · max_num_seqs {self.max_num_seqs:,} · "
+                f"{self.num_gpu_blocks:,} KV blocks ({self.kv_cache_tokens:,} tokens)")
 
 
 @dataclass(frozen=True)
@@ -199,6 +210,8 @@ def evaluate_deployment(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> Depl
 
     Errors in the inputs (a TP size that does not divide the heads, a workload longer than
     max_model_len) are raised as the core raises them, prefixed with the plan location."""
+    if dep.engine == "sglang":
+        return _evaluate_sglang(dep, model, gpu)
     try:
         fit = _plan_fit(model, gpu, dep)
     except KvplanError as exc:  # settings vLLM refuses: point at where they are given
@@ -417,3 +430,70 @@ _EVALUATORS: dict[str, Callable[[_Ctx, Requirement], CheckResult]] = {
     "max_p99_ttft_ms": _max_p99_ttft,
     "min_headroom_pct": _min_headroom,
 }
+
+
+# =================================================================================================
+# `engine: sglang`: SGLang 0.5.23's plan (kvplan/sglang/fit.py) judges starts, min_kv_tokens, min_concurrency
+# =================================================================================================
+
+
+def _sglang_fit(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> SglangFit:
+    """plan_sglang_fit with the plan's measured weights, or kvplan's loaded-weights estimate."""
+    from kvplan.sglang.fit import plan_sglang_fit
+    from kvplan.vllm.memory.weights import estimate_weights
+
+    assert dep.sglang is not None
+    given = dep.settings.weights_bytes
+    if given is not None:
+        low, best, high = given, given, given
+    else:
+        term = estimate_weights(model, tp=dep.sglang.tp, pp=dep.sglang.pp, arch=gpu.arch)
+        low, best, high = term.low_bytes, term.bytes, term.high_bytes
+    return plan_sglang_fit(model, gpu, dep.sglang, weights_bytes=best, weights_range=(low, high))
+
+
+def _sglang_check(q: Requirement, fit: SglangFit) -> CheckResult:
+    """One requirement judged on SGLang's plan (per replica: every attention-DP worker's pool together)."""
+    if q.kind == "starts":
+        message = (f"SGLang starts: {fit.pool.log_line}" if fit.pool is not None else
+                   f"SGLang would not start: {fit.startup}")
+        return _result(q, passed=fit.fits, comparison=">=", required="starts",
+                       measured="starts" if fit.fits else "refuses", unit="", message=message)
+    required = q.value or 0
+    unit = "tokens" if q.kind == "min_kv_tokens" else "requests"
+    context = q.context if q.context is not None else fit.context_len
+    if not fit.fits or (q.kind == "min_concurrency" and context > fit.context_len):
+        why = (f"SGLang would not start ({fit.startup})" if not fit.fits else
+               f"context {context:,} is above context_len {fit.context_len:,}: SGLang rejects such requests")
+        return _result(q, passed=False, comparison=">=", required=required, measured=None, unit=unit, message=why,
+                       context=context if q.kind == "min_concurrency" else None)
+    if q.kind == "min_kv_tokens":
+        low = (fit.max_total_num_tokens_range or (fit.max_total_num_tokens,) * 2)[0] * fit.attn_dp_size
+        measured = low if q.pessimistic else fit.total_tokens
+        return _result(q, comparison=">=", required=required, measured=measured, unit=unit,
+                       message=f"SGLang's pool: {measured:,} tokens ({fit.max_total_num_tokens:,} per attention-DP "
+                               f"worker × {fit.attn_dp_size}); required ≥ {_num(required)}")
+    page = fit.defaults.page_size
+    per_request = -(-context // page) * page
+    by_pool = fit.max_total_num_tokens // per_request
+    measured = min(by_pool, fit.max_running_requests) * fit.attn_dp_size
+    limit = (f"max_running_requests {fit.max_running_requests:,} caps it" if fit.max_running_requests < by_pool
+             else f"{fit.max_total_num_tokens:,} pool tokens ÷ {per_request:,} per request")
+    return _result(q, comparison=">=", required=required, measured=measured, unit=unit, context=context,
+                   message=f"{measured:,} requests of {context:,} tokens run at once in SGLang ({limit}, × "
+                           f"{fit.attn_dp_size} attention-DP workers); required ≥ {_num(required)}")
+
+
+def _evaluate_sglang(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> DeploymentResult:
+    try:
+        fit = _sglang_fit(dep, model, gpu)
+    except KvplanError as exc:
+        raise dep.locate(exc, next((k for k in ("sglang", "sglang_cmd", "num_gpus") if k in dep.lines), None)) \
+            from None
+    checks = tuple(_sglang_check(q, fit) for q in dep.requirements)
+    return DeploymentResult(
+        name=dep.name, key=dep.key, line=dep.line, model=dep.model, gpu=gpu.id, num_gpus=fit.num_gpus,
+        passed=all(c.passed for c in checks), startup="ok" if fit.fits else f"refuses: {fit.startup}",
+        max_model_len=fit.context_len, max_num_seqs=fit.total_running_requests,
+        num_gpu_blocks=fit.total_tokens // fit.defaults.page_size, kv_cache_tokens=fit.total_tokens, checks=checks,
+        engine="sglang")

@@ -31,6 +31,14 @@ Shape (keys may be spelled with `-` or `_`)::
           starts: true
           min_concurrency: {value: 8, context: 32768}
           …
+      - name: chat-sglang
+        engine: sglang                    # judged by SGLang 0.5.23's rules (kvplan/sglang/)
+        model: Qwen/Qwen2.5-7B-Instruct
+        gpu: h100
+        sglang: {tp: 1, context-length: 32768, mem-fraction-static: 0.85}   # SGLang's own flag names
+        sglang_cmd: "python -m sglang.launch_server --model-path … --tp 2"    # or a pasted line
+        measured: {weights-memory: 14.3GiB}
+        require: {starts: true, min_kv_tokens: 500000, min_concurrency: {value: 8, context: 32768}}
 
 vLLM settings combine as vLLM combines them: the `--config` file first, the command line over it,
 and the plan's `vllm:` mapping over both. Top-level keys starting with `x-` are ignored, so a plan can
@@ -55,6 +63,7 @@ from kvplan.vllm.engine_args import ENGINE_ARGS, SETTING_ARGS, EngineArg
 if TYPE_CHECKING:
     import yaml
 
+    from kvplan.sglang.defaults import SglangDeployment
     from kvplan.vllm.command_line import VllmCommand
     from kvplan.vllm.settings import ServeSettings
 
@@ -312,6 +321,8 @@ class Deployment:
     requirements: tuple[Requirement, ...]
     warnings: tuple[str, ...] = ()  # options given but not modelled (said on stderr)
     hf_overrides: Mapping[str, Any] | None = None  # vLLM's --hf-overrides, applied when the model is read
+    engine: str = "vllm"  # whose rules judge it: vllm, or sglang (then `sglang` holds the deployment)
+    sglang: SglangDeployment | None = None
 
     def locate(self, exc: KvplanError, key: str | None = None) -> KvplanError:
         """`exc` with `plan:line: deployments[i].key:` in front of its message (same type, same hint)."""
@@ -461,7 +472,11 @@ VLLM_NEGATED: Mapping[str, str] = {"no_" + arg.name: arg.name for arg in SETTING
 
 _TOP_KEYS = ("version", "gpus_file", "deployments")
 _DEPLOYMENT_KEYS = ("name", "model", "revision", "gpu", "num_gpus", "vllm", "vllm_cmd", "vllm_config",
-                    "vllm_version", "env", "measured", "workload", "require")
+                    "vllm_version", "env", "measured", "workload", "require", "engine", "sglang", "sglang_cmd")
+# `engine: sglang`: the deployment is SGLang's (kvplan/sglang/), its flags in `sglang:` (SGLang's names) or a
+# pasted `sglang_cmd`; these vLLM keys and requirements mean nothing there.
+_VLLM_ONLY_KEYS = ("vllm", "vllm_cmd", "vllm_config", "vllm_version", "env")
+SGLANG_REQUIREMENTS = ("starts", "min_concurrency", "min_kv_tokens")
 _MEASURED = {  # the `kvplan fit` flags that replace an estimate with a measured value
     "weights_memory": "weights_bytes", "activation_memory": "activation_bytes",
     "non_torch_memory": "non_torch_bytes", "cuda_graph_memory": "cuda_graph_bytes",
@@ -815,6 +830,13 @@ def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployme
     for key in ("name", "gpu", "require"):
         if key not in d:
             raise doc.error(path, f"missing `{key}`")
+    engine = "vllm" if d.get("engine") is None else c.convert(d["engine"], (*path, "engine"),
+                                                               _choice("vllm", "sglang"))
+    if engine == "sglang":
+        return _sglang_deployment(c, d, path, base_dir)
+    for key in ("sglang", "sglang_cmd"):
+        if key in d:
+            raise doc.error((*path, key), "SGLang flags need `engine: sglang`")
     name = c.string(d["name"], (*path, "name"))
     opts = _deployment_options(c, d, path, base_dir)
     model, model_source, is_local, revision = _model_and_revision(c, d, path, base_dir, opts)
@@ -834,6 +856,92 @@ def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployme
         revision=revision, gpu=gpu, num_gpus=tp * pp, settings=settings, vllm_options=dict(opts.values),
         requirements=requirements, warnings=tuple(opts.warnings), hf_overrides=opts.hf_overrides,
     )
+
+
+def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[str, object], str | None]:
+    """SGLang options by dest: a pasted `sglang_cmd` first, the `sglang:` mapping over it; and its model."""
+    from kvplan.sglang.command_line import parse_sglang_command
+    from kvplan.sglang.engine_args import MODELLED, resolve_flag
+
+    options: dict[str, object] = {}
+    model = None
+    if d.get("sglang_cmd") is not None:
+        cpath = (*path, "sglang_cmd")
+        try:
+            cmd = parse_sglang_command(c.string(d["sglang_cmd"], cpath))
+        except KvplanError as exc:
+            raise c.doc.error(cpath, str(exc), at_value=True) from None
+        options.update(cmd.options)
+        model = cmd.model
+    if d.get("sglang") is not None:
+        spath = (*path, "sglang")
+        for key, value in c.mapping(d["sglang"], spath, "a mapping of SGLang flags").items():
+            flag = "--" + str(c.doc.spelled.get((*spath, key)) or key).replace("_", "-")
+            try:
+                found = resolve_flag(flag)
+            except KvplanError as exc:
+                raise c.doc.error((*spath, key), str(exc)) from None
+            if found is None or found[0] not in MODELLED:
+                raise c.doc.error((*spath, key), f"{flag} is not an SGLang flag kvplan models",
+                                  hint=", ".join(a.flag for a in MODELLED.values()))
+            options[found[0]] = value
+    return options, model
+
+
+def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Path) -> Deployment:
+    """An `engine: sglang` deployment: SGLang's flags, the requirements SGLang's plan can judge."""
+    from kvplan.sglang.defaults import SglangDeployment
+    from kvplan.sglang.engine_args import deployment_fields
+    from kvplan.vllm.settings import ServeSettings
+
+    doc = c.doc
+    for key in _VLLM_ONLY_KEYS:
+        if key in d:
+            raise doc.error((*path, key), "a vLLM key: this deployment is `engine: sglang`",
+                            hint="give SGLang's flags in `sglang:` or `sglang_cmd`")
+    options, cmd_model = _sglang_options(c, d, path)
+    if d.get("model") is not None:
+        model = c.string(d["model"], (*path, "model"))
+    elif cmd_model is not None:
+        model = cmd_model
+    else:
+        raise doc.error(path, "missing `model` (a Hub id or a path; or give it in sglang_cmd)")
+    model_source, is_local = resolve_model(model, base_dir)
+    revision = c.string(d["revision"], (*path, "revision")) if d.get("revision") is not None else None
+    try:
+        dep = SglangDeployment(**deployment_fields(options))  # type: ignore[arg-type]
+    except KvplanError as exc:
+        raise doc.error((*path, "sglang"), str(exc)) from None
+    if d.get("num_gpus") is not None:
+        gpath = (*path, "num_gpus")
+        num_gpus = c.count(d["num_gpus"], gpath)
+        if "tp_size" not in options:
+            from dataclasses import replace as dc_replace
+
+            dep = dc_replace(dep, tp=num_gpus // dep.pp)
+        elif num_gpus != dep.tp * dep.pp:
+            raise doc.error(gpath, f"{num_gpus} GPUs, but SGLang's tp {dep.tp} × pp {dep.pp} uses {dep.tp * dep.pp}",
+                            at_value=True)
+    fields: dict[str, Any] = {}
+    if d.get("measured") is not None:
+        mpath = (*path, "measured")
+        measured = c.mapping(d["measured"], mpath)
+        c.keys(measured, mpath, ("weights_memory",))
+        fields["weights_bytes"] = c.convert(measured["weights_memory"], (*mpath, "weights_memory"), _as_bytes)
+    workload = _workload(c, d["workload"], (*path, "workload")) if d.get("workload") is not None else None
+    requirements = _requirements(c, d["require"], (*path, "require"), workload)
+    for q in requirements:
+        if q.kind not in SGLANG_REQUIREMENTS:
+            raise ParseError(f"{doc.where}:{q.line}: {q.key}: not judged for `engine: sglang` (kvplan models "
+                             f"SGLang's pool, not its scheduler or speed): use {', '.join(SGLANG_REQUIREMENTS)}")
+    from dataclasses import replace as dc_replace
+
+    return Deployment(
+        name=c.string(d["name"], (*path, "name")), plan=doc.where, key=format_path(path), line=doc.line(path),
+        lines={k: doc.line((*path, k)) for k in d}, model=model, model_source=model_source, model_is_local=is_local,
+        revision=revision, gpu=c.string(d["gpu"], (*path, "gpu")), num_gpus=dep.tp * dep.pp,
+        settings=dc_replace(ServeSettings(), **fields), vllm_options={k: v for k, v in options.items()},
+        requirements=requirements, engine="sglang", sglang=dep)
 
 
 def _shown_path(path: Path) -> str:

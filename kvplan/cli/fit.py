@@ -16,6 +16,7 @@ from kvplan.cli.fit_sglang import (
     MemFractionStaticOpt,
     PageSizeOpt,
     SglangCmdOpt,
+    SglangWeightLogOpt,
     SglDpOpt,
     SglTpOpt,
 )
@@ -250,6 +251,7 @@ def command(
     sgl_dp: SglDpOpt = None,
     enable_dp_attention: EnableDpAttentionOpt = None,
     context_length: ContextLengthOpt = None,
+    sglang_weight_log: SglangWeightLogOpt = None,
     json_: JsonFlag = False,
 ) -> None:
     """vLLM's memory budget, KV blocks, concurrency and startup verdict (SGLang's with --engine sglang)."""
@@ -275,9 +277,42 @@ def command(
                                          progress=progress(json_))
     if loaded.note:
         warn(loaded.note)
+    if (engine or "").lower() == "both":
+        _compare(flags_, loaded, flags, gpu, gpu_total_bytes, gpus_file, json_)
+        return
     report = api.fit_plan(flags_, loaded, gpu, gpu_memory=gpu_memory, gpu_bandwidth=gpu_bandwidth,
                           gpu_total_bytes=gpu_total_bytes, gpus_file=gpus_file)
     _emit(report, json_)
+
+
+def _compare(flags_: Any, loaded: Any, flags: dict[str, Any], gpu: str | None, gpu_total_bytes: str | None,
+             gpus_file: str | None, json_: bool) -> None:
+    """`--engine both`: vLLM's plan beside SGLang's for one deployment (exit 1 when either would not start)."""
+    from kvplan import api
+    from kvplan.cli.console import out, print_json
+    from kvplan.cli.fit_sglang import plan_sglang_beside
+    from kvplan.sglang.compare import compare_engines
+    from kvplan.vllm.report import FitReport
+
+    settings = api.fit_settings(flags_, loaded)
+    given_len = flags.get("max_model_len")
+    sglang = plan_sglang_beside(flags, model=str(flags_.model), tp=settings.tp, pp=settings.pp,
+                                context=settings.max_model_len if given_len is not None else None)
+    vllm = api.fit_plan(flags_, loaded, gpu, gpu_total_bytes=gpu_total_bytes, gpus_file=gpus_file, advise=False)
+    assert isinstance(vllm, FitReport)  # plan_sglang_beside refused a missing --gpu
+    comparison = compare_engines(vllm, sglang)
+    if json_:
+        from kvplan.render.json import dumps
+
+        print_json(dumps("fit-compare", comparison))
+    else:
+        from kvplan.render.sglang_fit import render_comparison
+
+        out().print(render_comparison(comparison))
+    if not (comparison.vllm.starts and comparison.sglang.starts):
+        from kvplan.cli.exit_codes import EXIT_CHECK_FAILED
+
+        raise typer.Exit(EXIT_CHECK_FAILED)
 
 
 def _print_ignored(words: tuple[str, ...]) -> None:

@@ -17,7 +17,8 @@ def _sgl(help_: str, *names: str) -> Any:
 
 
 EngineOpt = Annotated[str | None, typer.Option(
-    "--engine", help="Whose rules: vllm (default) or sglang (SGLang 0.5.23).", show_default=False)]
+    "--engine", help="Whose rules: vllm (default), sglang (SGLang 0.5.23), or both side by side (needs --gpu).",
+    show_default=False)]
 SglangCmdOpt = Annotated[str | None, _sgl("A whole `python -m sglang.launch_server --model-path M …` line, quoted "
                                           "(implies --engine sglang).", "--sglang-cmd")]
 MemFractionStaticOpt = Annotated[float | None, _sgl(
@@ -33,15 +34,19 @@ SglDpOpt = Annotated[int | None, _sgl("Data-parallel size (SGLang's --dp-size): 
                                       "with --enable-dp-attention.", "--dp", "--dp-size")]
 EnableDpAttentionOpt = Annotated[bool | None, _sgl("Attention data parallelism over --dp groups.",
                                                    "--enable-dp-attention")]
+SglangWeightLogOpt = Annotated[str | None, _sgl(
+    "SGLang's own `Load weight end. … avail mem=A GB, mem usage=W GB.` line: the free memory it measured after "
+    "(A) and before (A + W) the weights, used instead of kvplan's estimate.", "--sglang-weight-log")]
 ContextLengthOpt = Annotated[int | None, _sgl("Context length (default: the model's).", "--context-length")]
 
 # fit's options that mean something only under vLLM's rules (refused with --engine sglang, not ignored).
 _SHARED = frozenset({"model", "gpu", "gpus_file", "gpu_total_bytes", "kv_cache_dtype", "revision", "weights_memory",
-                     "trust_remote_code", "json_", "engine", "sglang_cmd", "mem_fraction_static",
+                     "trust_remote_code", "json_", "engine", "sglang_cmd", "mem_fraction_static", "sglang_weight_log",
                      "chunked_prefill_size", "max_running_requests", "max_total_tokens", "page_size", "sgl_tp",
                      "sgl_dp", "enable_dp_attention", "context_length"})
 SGLANG_ONLY = ("mem_fraction_static", "chunked_prefill_size", "max_running_requests", "max_total_tokens",
-               "page_size", "sgl_tp", "sgl_dp", "enable_dp_attention", "context_length", "sglang_cmd")
+               "page_size", "sgl_tp", "sgl_dp", "enable_dp_attention", "context_length", "sglang_cmd",
+               "sglang_weight_log")
 
 
 def wants_sglang(params: dict[str, Any]) -> bool:
@@ -49,9 +54,12 @@ def wants_sglang(params: dict[str, Any]) -> bool:
     from kvplan.errors import InvalidParameter
 
     engine = (params.get("engine") or "vllm").lower()
-    if engine not in ("vllm", "sglang"):
-        raise InvalidParameter(f"--engine must be vllm or sglang, got {params.get('engine')!r}")
+    if engine not in ("vllm", "sglang", "both"):
+        raise InvalidParameter(f"--engine must be vllm, sglang or both, got {params.get('engine')!r}")
     if params.get("sglang_cmd") is not None:
+        if engine == "both":
+            raise InvalidParameter("--sglang-cmd plans SGLang alone",
+                                   hint="with --engine both, give the deployment as flags (vLLM's and SGLang's)")
         return True
     if engine == "vllm":
         given = [n for n in SGLANG_ONLY if params.get(n) is not None]
@@ -62,42 +70,21 @@ def wants_sglang(params: dict[str, Any]) -> bool:
 
 
 def _deployment(params: dict[str, Any], pasted: dict[str, str | bool]) -> Any:
-    from kvplan.errors import InvalidParameter
+    """The deployment of the typed SGLang flags over a pasted line's (kvplan.sglang.engine_args)."""
+    from kvplan.errors import InvalidParameter, ParseError
     from kvplan.sglang.defaults import SglangDeployment
+    from kvplan.sglang.engine_args import deployment_fields
 
-    fields: dict[str, Any] = {}
-
-    def take(field: str, typed: Any, dest: str, cast: Any) -> None:
-        value = typed if typed is not None else pasted.get(dest)
-        if value is None:
-            return
-        try:
-            fields[field] = cast(value)
-        except (TypeError, ValueError):
-            raise InvalidParameter(f"--{dest.replace('_', '-')}: invalid value {value!r}") from None
-
-    take("tp", params.get("sgl_tp"), "tp_size", int)
-    take("pp", None, "pp_size", int)
-    take("dp", params.get("sgl_dp"), "dp_size", int)
-    take("ep", None, "ep_size", int)
-    take("enable_dp_attention", params.get("enable_dp_attention"), "enable_dp_attention", bool)
-    take("mem_fraction_static", params.get("mem_fraction_static"), "mem_fraction_static", float)
-    take("chunked_prefill_size", params.get("chunked_prefill_size"), "chunked_prefill_size", int)
-    take("max_prefill_tokens", None, "max_prefill_tokens", int)
-    take("max_running_requests", params.get("max_running_requests"), "max_running_requests", int)
-    take("max_total_tokens", params.get("max_total_tokens"), "max_total_tokens", int)
-    take("page_size", params.get("page_size"), "page_size", int)
-    take("kv_cache_dtype", params.get("kv_cache_dtype"), "kv_cache_dtype", str)
-    take("context_length", params.get("context_length"), "context_length", int)
-    take("attention_backend", None, "attention_backend", str)
-    take("cuda_graph_max_bs", None, "cuda_graph_max_bs_decode", int)
-    take("disable_cuda_graph", None, "disable_cuda_graph", bool)
-    take("speculative_algorithm", None, "speculative_algorithm", str)
-    take("trust_remote_code", params.get("trust_remote_code"), "trust_remote_code", bool)
-    attn_dp = pasted.get("attn_dp_size")
-    if attn_dp is not None:  # the new spelling of --dp N --enable-dp-attention
-        fields.update(dp=int(attn_dp), enable_dp_attention=True)
-    return SglangDeployment(**fields)
+    typed = {"tp_size": params.get("sgl_tp"), "dp_size": params.get("sgl_dp"),
+             "enable_dp_attention": params.get("enable_dp_attention"),
+             **{dest: params.get(dest) for dest in ("mem_fraction_static", "chunked_prefill_size",
+                                                    "max_running_requests", "max_total_tokens", "page_size",
+                                                    "kv_cache_dtype", "context_length", "trust_remote_code")}}
+    options: dict[str, object] = {**pasted, **{k: v for k, v in typed.items() if v is not None}}
+    try:
+        return SglangDeployment(**deployment_fields(options))  # type: ignore[arg-type]
+    except ParseError as exc:
+        raise InvalidParameter(str(exc)) from None
 
 
 def run_sglang_fit(params: dict[str, Any]) -> None:
@@ -129,7 +116,8 @@ def run_sglang_fit(params: dict[str, Any]) -> None:
         raise InvalidParameter('a model is needed: kvplan fit MODEL --engine sglang (or --sglang-cmd '
                                '"python -m sglang.launch_server --model-path MODEL …")')
     if params.get("gpu") is None:
-        raise InvalidParameter("--engine sglang needs --gpu (the GPU sweep is vLLM's only, for now)")
+        _sweep(str(model), params, _deployment(params, pasted), json_=json_)
+        return
     report = _plan(str(model), params, _deployment(params, pasted), quiet=json_)
     if json_:
         from kvplan.render.json import dumps
@@ -163,4 +151,63 @@ def _plan(model: str, params: dict[str, Any], dep: Any, *, quiet: bool) -> Any:
         term = estimate_weights(spec, tp=dep.tp, pp=dep.pp, arch=chip.arch,
                                 total_bytes=stored.bytes if stored else None)
         w, low, high = term.bytes, term.low_bytes, term.high_bytes
-    return plan_sglang_fit(spec, chip, dep, weights_bytes=w, weights_range=(low, high))
+    measured = None
+    if params.get("sglang_weight_log") is not None:
+        from kvplan.sglang.budget import free_memory_from_log
+
+        measured = free_memory_from_log(str(params["sglang_weight_log"]))
+        w = low = high = int((measured.pre_gib - measured.avail_gib) * (1 << 30))
+    return plan_sglang_fit(spec, chip, dep, weights_bytes=w, weights_range=(low, high), measured=measured)
+
+
+def plan_sglang_beside(params: dict[str, Any], *, model: str, tp: int, pp: int, context: int | None) -> Any:
+    """`--engine both`: SGLang's plan of the deployment vLLM's flags describe. SGLang's own flags win where given;
+    its --tp and --context-length default to vLLM's -tp and a given --max-model-len (one deployment: a
+    different --tp is refused)."""
+    from dataclasses import replace
+
+    from kvplan.errors import InvalidParameter
+
+    if params.get("gpu") is None:
+        raise InvalidParameter("--engine both needs --gpu (one deployment on one GPU type)")
+    dep = _deployment(params, {})
+    if params.get("sgl_tp") is not None and dep.tp != tp:
+        raise InvalidParameter(f"--engine both compares one deployment: SGLang's --tp {dep.tp} differs from vLLM's "
+                               f"-tp {tp}", hint="give one of them")
+    if pp != 1:
+        raise InvalidParameter("--engine both: pipeline parallelism is not modelled for SGLang yet")
+    dep = replace(dep, tp=tp, context_length=dep.context_length if dep.context_length is not None else context)
+    return _plan(model, params, dep, quiet=True)
+
+
+def _sweep(model: str, params: dict[str, Any], dep: Any, *, json_: bool) -> None:
+    """`kvplan fit MODEL --engine sglang` without --gpu: every catalog GPU at its smallest starting TP."""
+    from kvplan.cli.common import load_model_with_weights
+    from kvplan.cli.console import out, print_json
+    from kvplan.hardware import gpus
+    from kvplan.sglang.sweep import sweep_sglang
+    from kvplan.units import parse_bytes
+    from kvplan.vllm.memory.weights import estimate_weights
+
+    spec, stored = load_model_with_weights(model, params.get("revision"), quiet=json_)
+    given = parse_bytes(params["weights_memory"], what="--weights-memory") if params.get("weights_memory") else None
+
+    def weights(chip: Any, tp: int) -> tuple[int, int, int]:
+        if given is not None:
+            return given, given, given
+        term = estimate_weights(spec, tp=tp, pp=dep.pp, arch=chip.arch, total_bytes=stored.bytes if stored else None)
+        return term.bytes, term.low_bytes, term.high_bytes
+
+    report = sweep_sglang(spec, list(gpus.load_catalog(params.get("gpus_file")).values()), dep, weights)
+    if json_:
+        from kvplan.render.json import dumps
+
+        print_json(dumps("fit-sweep-sglang", report))
+    else:
+        from kvplan.render.sglang_fit import render_sglang_sweep
+
+        out().print(render_sglang_sweep(report))
+    if not report.rows:
+        from kvplan.cli.exit_codes import EXIT_CHECK_FAILED
+
+        raise typer.Exit(EXIT_CHECK_FAILED)  # no catalog GPU serves it

@@ -89,6 +89,9 @@ def command(
         show_default=False)] = None,
     svg: Annotated[str | None, typer.Option("--svg", help="Also write the throughput chart as an SVG file "
                                             "(- is stdout).", show_default=False)] = None,
+    engine: Annotated[str, typer.Option(
+        "--engine", help="Whose KV capacity and running-request cap: vllm (default) or sglang (SGLang 0.5.23's "
+        "pool, max_running_requests and chunked_prefill_size; the speed model is the same).")] = "vllm",
     json_: JsonFlag = False,
 ) -> None:
     """Decode and prefill speed limits: ridge point, tokens/s by batch, memory- or compute-bound."""
@@ -123,16 +126,21 @@ def command(
         err().print(f"warning: --context {ctx:,} exceeds the model's max_model_len {spec.max_model_len:,}")
     if weights:
         settings = dataclasses.replace(settings, weights_total_bytes=weights.bytes)
-    fit = _fit(spec, spec_gpu, dataclasses.replace(settings, context=ctx))
-    capacity = max_concurrency
-    if capacity is None and fit.fits:
-        capacity = fit.preemption.max_requests_at_context
-    elif capacity is None:
-        err().print(f"warning: KV capacity not computed: vLLM would not start ({fit.error or fit.startup})")
+    if engine.lower() not in ("vllm", "sglang"):
+        raise InvalidParameter(f"--engine must be vllm or sglang, got {engine!r}")
+    if engine.lower() == "sglang":
+        capacity, chunk, running = _sglang_caps(spec, spec_gpu, settings, ctx, weights.bytes if weights else None)
+        capacity = max_concurrency if max_concurrency is not None else capacity
+    else:
+        fit = _fit(spec, spec_gpu, dataclasses.replace(settings, context=ctx))
+        capacity, chunk, running = max_concurrency, fit.max_num_batched_tokens, fit.max_num_seqs
+        if capacity is None and fit.fits:
+            capacity = fit.preemption.max_requests_at_context
+        elif capacity is None:
+            err().print(f"warning: KV capacity not computed: vLLM would not start ({fit.error or fit.startup})")
     report = rl.roofline(
         costs, roof, context=ctx, batches=batches, prompt_tokens=prompt_tokens,
-        max_num_batched_tokens=fit.max_num_batched_tokens, kv_capacity_batch=capacity,
-        max_num_seqs=fit.max_num_seqs, gpu_flops=spec_gpu.flops,
+        max_num_batched_tokens=chunk, kv_capacity_batch=capacity, max_num_seqs=running, gpu_flops=spec_gpu.flops,
     )
     report = dataclasses.replace(
         report, notes=report.notes + rl.unmodelled_settings(pp=settings.pp, enforce_eager=settings.enforce_eager),
@@ -197,6 +205,28 @@ def _deployment(
                                    env=vllm_environment({**os.environ, **pasted_env}))
     revision = texts.get("revision")
     return settings, model, revision if isinstance(revision, str) else None
+
+
+def _sglang_caps(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, context: int,
+                 stored: int | None) -> tuple[int | None, int, int]:
+    """`--engine sglang`: the requests of `context` tokens SGLang's pool holds per attention-DP worker (None when
+    it would not start), its chunked_prefill_size and max_running_requests (kvplan/sglang/fit.py)."""
+    from kvplan.cli.console import err
+    from kvplan.sglang.defaults import SglangDeployment
+    from kvplan.sglang.fit import plan_sglang_fit
+    from kvplan.vllm.memory.weights import estimate_weights
+
+    dep = SglangDeployment(tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
+    term = estimate_weights(model, tp=dep.tp, pp=1, arch=gpu.arch, total_bytes=stored)
+    fit = plan_sglang_fit(model, gpu, dep, weights_bytes=term.bytes, weights_range=(term.low_bytes, term.high_bytes))
+    err().print("note: KV capacity, running-request cap and prefill chunk by SGLang 0.5.23's rules; the speed model "
+                "is the same (fitted on vLLM and other engines' runs)")
+    if not fit.fits:
+        err().print(f"warning: KV capacity not computed: SGLang would not start ({fit.startup})")
+        return None, fit.defaults.chunked_prefill_size, fit.max_running_requests or 1
+    page = fit.defaults.page_size
+    at_context = min(fit.max_total_num_tokens // (-(-max(context, 1) // page) * page), fit.max_running_requests)
+    return at_context, fit.defaults.chunked_prefill_size, fit.max_running_requests
 
 
 def _fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings) -> FitReport:

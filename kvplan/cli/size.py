@@ -1,6 +1,10 @@
 """`kvplan size`: KV bytes per token for every layer kind, and the weights' size."""
 from __future__ import annotations
 
+from typing import Annotated
+
+import typer
+
 from kvplan.cli.options import JsonFlag, KvCacheDtype, ModelArg, PipelineParallel, Revision, TensorParallel
 
 NAME = "size"
@@ -12,7 +16,11 @@ EPILOG = """Examples:
   kvplan size ./tests/fixtures/configs/deepseek-ai--DeepSeek-V3 --kv-cache-dtype fp8 -tp 8
 
   kvplan size meta-llama/Llama-3.1-8B --revision main --json
+
+  kvplan size Qwen/Qwen3-Next-80B-A3B-Instruct --engine sglang -tp 4
 """
+SizeEngineOpt = Annotated[str, typer.Option(
+    "--engine", help="Whose pools: vllm (default) or sglang (SGLang 0.5.23's cell and Mamba state per GPU).")]
 
 
 def command(
@@ -21,11 +29,19 @@ def command(
     kv_cache_dtype: KvCacheDtype = "auto",
     tensor_parallel_size: TensorParallel = 1,
     pipeline_parallel_size: PipelineParallel = 1,
+    engine: SizeEngineOpt = "vllm",
     json_: JsonFlag = False,
 ) -> None:
     """KV-cache bytes per token and the weights' size."""
-    from kvplan.cli.size_run import print_size, size_report_for  # shared with the Typer-free `kvplan size`
+    from kvplan.cli.size_run import print_sglang_size, print_size, size_report_for  # Typer-free `kvplan size`
 
+    if engine.lower() not in ("vllm", "sglang"):
+        from kvplan.errors import InvalidParameter
+
+        raise InvalidParameter(f"--engine must be vllm or sglang, got {engine!r}")
+    if engine.lower() == "sglang":
+        print_sglang_size(model, revision, kv_cache_dtype, tensor_parallel_size, pipeline_parallel_size, json_=json_)
+        return
     report = size_report_for(model, revision, kv_cache_dtype, tensor_parallel_size, pipeline_parallel_size,
                              quiet=json_)
     print_size(report, json_=json_)

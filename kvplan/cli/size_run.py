@@ -30,3 +30,26 @@ def print_size(report: SizeReport, *, json_: bool) -> None:
         from kvplan.render.size import render_size
 
         out().print(render_size(report))
+
+
+def print_sglang_size(model: str, revision: str | None, kv_cache_dtype: str, tp: int, pp: int, *,
+                      json_: bool) -> None:
+    """`kvplan size --engine sglang`: SGLang's per-token cell and per-request Mamba state, per GPU."""
+    from kvplan.cli.common import load_model
+    from kvplan.errors import InvalidParameter
+    from kvplan.sglang.size import sglang_size
+
+    if pp != 1:
+        raise InvalidParameter("--engine sglang: pipeline parallelism is not modelled for SGLang yet")
+    spec = load_model(model, revision, quiet=json_)
+    report = sglang_size(spec, tp=tp, kv_cache_dtype=kv_cache_dtype)
+    if json_:
+        from kvplan.cli.console import print_json
+        from kvplan.render.json import dumps
+
+        print_json(dumps("size-sglang", report))
+    else:
+        from kvplan.cli.console import out
+        from kvplan.render.sglang_fit import render_sglang_size
+
+        out().print(render_sglang_size(report))

@@ -167,11 +167,23 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         mm_prefix_lm=mm_prefix_lm(top, data),
         custom_code=_custom_code(top),
         quant_method=_declared_quant_method(top.get("quantization_config") or c.get("quantization_config")),
+        checkpoint_kv_quant_algo=_checkpoint_kv_quant_algo(top.get("quantization_config") or
+                                                           c.get("quantization_config"), quant_config),
         unnamed_text_model_type=_unnamed_text_model_type(top),
         mm_modalities=modalities,
         towers=towers,
         **consumer_fields(data, family, model_type, str(top.get("model_type") or "")[:128]),
+        vision_config=top["vision_config"] if isinstance(top.get("vision_config"), Mapping) else {},
+        raw=data,
     )
+
+
+def _checkpoint_kv_quant_algo(qc: object, hf_quant: Mapping[str, Any] | None) -> str:
+    """hf_quant_config.json's kv_cache_quant_algo (upper case, at most 32 characters) when config.json has no
+    quantization_config; "" otherwise."""
+    inner = hf_quant.get("quantization") if qc is None and isinstance(hf_quant, Mapping) else None
+    algo = inner.get("kv_cache_quant_algo") if isinstance(inner, Mapping) else None
+    return algo.upper()[:32] if isinstance(algo, str) else ""
 
 
 def _unnamed_text_model_type(top: Mapping[str, Any]) -> str:

@@ -5,8 +5,9 @@ Frozen data only; `kvplan.model.config.parse_config` builds it from config.json.
 
 # No `from __future__ import annotations` here: NamedTuple and dataclass creation turn string annotations into
 # ForwardRefs (one compile() each) or match them against ClassVar; real ones cost `kvplan size` less at start-up.
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple
 
 from kvplan.model.architectures.base import DEFAULT, Family
 
@@ -235,6 +236,10 @@ class ModelSpec:
     mm_prefix_lm: bool = False  # bidirectional attention over image tokens (vLLM's is_mm_prefix_lm)
     custom_code: bool = False  # config.json's auto_map names the repository's own config/model code
     quant_method: str | None = None  # quantization_config.quant_method as vLLM normalizes it
+    # hf_quant_config.json's quantization.kv_cache_quant_algo as written (config.json without a
+    # quantization_config), whatever its producer: SGLang reads the file regardless
+    # (configs/model_config.py:ModelConfig._parse_quant_hf_config); vLLM drops it without producer modelopt.
+    checkpoint_kv_quant_algo: str = ""
     unnamed_text_model_type: str = ""  # a nested text_config's model_type when it names no architectures
     # Multimodal models: the modalities vLLM's processor supports (get_supported_mm_limits) and the encoder
     # towers whose parameters kvplan counts; () for text models and towers kvplan does not count.
@@ -245,3 +250,9 @@ class ModelSpec:
     # What only some consumers need, read by the reader (kvplan.model.spelt) so that nothing past it reads config.json.
     # Not compared or hashed: n_predict / index_topk hold the config's values as written (a list is unhashable).
     facts: ConfigFacts = field(default=ConfigFacts(), repr=False, compare=False)
+    # The top-level config's vision_config as written ({} without one): SGLang scales mem_fraction_static by its
+    # depth and width (arg_groups/memory_hook.py:adjust_mem_fraction_for_vlm).
+    vision_config: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # The text config as written. Only kvplan.sglang's newest modules still read it (SGLang's port reads config.json
+    # its own way; their reads are not yet typed fields): tests/test_architecture.py names them and refuses any other.
+    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)

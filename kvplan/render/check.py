@@ -113,8 +113,7 @@ def render_check(r: CheckReport) -> Group:
     parts: list[Text | Table] = []
     for d in r.deployments:
         t = Table(title=f"{d.name}: {d.model} on {d.num_gpus} × {d.gpu}", title_justify="left",
-                  caption=f"max_model_len {d.max_model_len:,} · max_num_seqs {d.max_num_seqs:,} · "
-                          f"{d.num_gpu_blocks:,} KV blocks ({d.kv_cache_tokens:,} tokens)",
+                  caption=d.headline,
                   caption_justify="left", box=box.SIMPLE_HEAD)
         t.add_column("requirement", no_wrap=True)
         t.add_column("required", justify="right")

@@ -53,8 +53,7 @@ def render_step_summary(r: CheckReport, file: str) -> str:
     out = [f"## {mark} {TITLE_PREFIX}: {summary_line(r)}", "", f"Plan: `{file}`", ""]
     for d in r.deployments:
         out += [f"### {'✅' if d.passed else '❌'} {d.name}", "",
-                f"`{d.model}` on {d.num_gpus} × `{d.gpu}`: max_model_len {d.max_model_len:,}, "
-                f"max_num_seqs {d.max_num_seqs:,}, {d.num_gpu_blocks:,} KV blocks ({d.kv_cache_tokens:,} tokens)", "",
+                f"`{d.model}` on {d.num_gpus} × `{d.gpu}`: {d.headline.replace(' · ', ', ')}", "",
                 "| requirement | at | required | measured | margin | result |",
                 "|---|---|--:|--:|--:|---|"]
         for c in d.checks:

@@ -6,7 +6,10 @@ from rich.console import Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
+from kvplan.sglang.compare import EngineComparison
 from kvplan.sglang.fit import SglangFit
+from kvplan.sglang.size import SglangSize
+from kvplan.sglang.sweep import SglangSweep
 from kvplan.units import GiB
 
 
@@ -47,10 +50,17 @@ def _memory(r: SglangFit) -> Table:
     t = _table("Memory per GPU (tightest rank), GiB")
     _row(t, "free before weights (pre_model_load_memory)", f"{f.pre_gib:.2f}",
          f"{f.source}: {f.pre_range[0]:.2f} … {f.pre_range[1]:.2f}")
-    _row(t, "weights", f"{r.weights_bytes / GiB:.2f}", "estimate (kvplan's loaded-weights estimate)")
+    _row(t, "weights", f"{r.weights_bytes / GiB:.2f}",
+         "SGLang's log: mem usage" if f.source == "log" else "given" if f.source == "given"
+         else "estimate (kvplan's loaded-weights estimate)")
     _row(t, "free after weights (avail)", f"{f.avail_gib:.2f}",
          f"{f.source}: {f.avail_range[0]:.2f} … {f.avail_range[1]:.2f}")
     _row(t, "− pre × (1 − mem_fraction_static)", f"{b.slack_gib:.2f}", "slack for graphs and activations")
+    m = b.mamba
+    if m is not None and m.refusal is None:
+        _row(t, "− Mamba state slots", f"{m.state_bytes / GiB:.2f}",
+             f"({m.max_mamba_cache_size:,} + 1) × {m.per_req_bytes / (1 << 20):.2f} MiB; "
+             f"{m.ratio} slots per running request")
     if b.budget_bytes is not None:
         _row(t, "= KV budget", f"{b.budget_bytes / GiB:.2f}", "_profile_available_bytes")
     return t
@@ -59,9 +69,20 @@ def _memory(r: SglangFit) -> Table:
 def _pool(r: SglangFit) -> list[RenderableType]:
     g, p = r.geometry, r.pool
     t = _table("KV pool")
+    if g is None:
+        _row(t, "bytes per token per GPU", "not modelled", "SGLang refuses before it sizes the pool")
+        return [t]
     _row(t, "bytes per token per GPU", f"{g.cell_bytes:,}",
          f"{g.kind.upper()}: {g.layers} layers × {g.kv_heads} heads × {g.head_dim}"
-         + (f"+{g.v_head_dim}" if g.v_head_dim else "") + f" × {g.element_bytes} B")
+         + (f"+{g.v_head_dim}" if g.v_head_dim else "") + f" × {g.element_bytes} B"
+         + (f" + {g.indexer_bytes:,} B index-K" if g.indexer_bytes else ""))
+    if g.swa is not None:
+        w = g.swa
+        _row(t, "+ sliding-window layers", f"{w.per_token(g.element_bytes) * w.layers:,}",
+             f"{w.layers} layers × {w.kv_heads} heads × {w.head_dim}+{w.v_head_dim} × {g.element_bytes} B, "
+             f"× swa_full_tokens_ratio {w.ratio:g} per full token")
+        if p is not None:
+            _row(t, "sliding-window pool tokens", f"{p.swa_tokens:,}", "swa_layer_tokens")
     if p is not None:
         rng = r.max_total_num_tokens_range
         _row(t, "max_total_num_tokens", f"{p.max_total_num_tokens:,}",
@@ -73,7 +94,12 @@ def _pool(r: SglangFit) -> list[RenderableType]:
         _row(t, "full-context requests at once", f"{r.requests_at_context:,}", f"at {r.context_len:,} tokens each")
     out: list[RenderableType] = [t]
     if p is not None:
-        out.append(Text("SGLang would print:\n  " + p.log_line + "\n  " + p.banner, style="dim"))
+        lines = [r.budget.mamba.log_line.rstrip()] if r.budget.mamba is not None else []
+        if p.swa_tokens:
+            lines.append(f"Use sliding window memory pool. full_layer_tokens={p.max_total_num_tokens}, "
+                         f"swa_layer_tokens={p.swa_tokens}")
+        lines += [*(p.log_lines or (p.log_line,)), p.banner]
+        out.append(Text("SGLang would print:\n  " + "\n  ".join(lines), style="dim"))
     return out
 
 
@@ -87,4 +113,64 @@ def render_sglang_fit(r: SglangFit) -> Group:
              style="bold"),
         _defaults(r), Text(""), _memory(r), Text(""), *_pool(r), Text(""), verdict]
     parts += [Text(f"Note: {n}", style="dim") for n in r.notes]
+    return Group(*parts)
+
+
+def render_comparison(c: EngineComparison) -> Group:
+    """The table of `kvplan fit --engine both`: each engine's own rules, side by side, then why they differ."""
+    t = Table(title=f"{c.model} on {c.gpu_name}, TP {c.tp}: vLLM {c.vllm.version} and SGLang {c.sglang.version}, "
+                    "each by its own rules", title_justify="left", box=None, pad_edge=False)
+    t.add_column("per replica", overflow="fold")
+    t.add_column("vLLM", justify="right", overflow="fold")
+    t.add_column("SGLang", justify="right", overflow="fold")
+    v, s = c.vllm, c.sglang
+
+    def row(label: str, a: str, b: str) -> None:
+        t.add_row(Text(label), Text(a), Text(b))
+
+    row("starts", "yes" if v.starts else f"no: {v.startup}", "yes" if s.starts else f"no: {s.startup}")
+    row("KV budget per GPU, GiB", f"{v.kv_budget_bytes / GiB:.2f}", f"{s.kv_budget_bytes / GiB:.2f}")
+    row("KV bytes per token per GPU", f"{v.kv_bytes_per_token:,.1f}", f"{s.kv_bytes_per_token:,.1f}")
+    row("KV tokens", f"{v.kv_tokens:,}", f"{s.kv_tokens:,}")
+    row("context (max_model_len / context_len)", f"{v.context:,}", f"{s.context:,}")
+    row("full-context requests at once", f"{v.requests_at_context:,.2f}", f"{s.requests_at_context:,.0f}")
+    row("requests at once (max_num_seqs / max_running_requests)", f"{v.requests_at_once:,}",
+        f"{s.requests_at_once:,}")
+    row("tokens per block / page", f"{v.granularity}", f"{s.granularity}")
+    parts: list[RenderableType] = [t]
+    if c.token_ratio is not None:
+        parts.append(Text(f"SGLang holds {c.token_ratio:.2f}× vLLM's KV tokens.", style="bold"))
+    parts += [Text("Why they differ:")] + [Text(f"  • {r}") for r in c.reasons]
+    return Group(*parts)
+
+
+def render_sglang_size(r: SglangSize) -> Group:
+    """The table of `kvplan size --engine sglang`."""
+    t = _table(f"{r.model} in SGLang {r.sglang_version}'s pools, per GPU at TP {r.tp} (KV dtype {r.kv_cache_dtype})")
+    _row(t, "pool configurator", r.pool_configurator, "model_executor/pool_configurator.py")
+    _row(t, "bytes per token (the configurator's cell)", f"{r.bytes_per_token:,.1f}".removesuffix(".0"),
+         "what one token of max_total_num_tokens costs")
+    _row(t, "full-attention side", f"{r.full_bytes_per_token:,}",
+         f"{r.full_layers} layers" + (f", {r.indexer_bytes_per_token:,} B of it the DSA index-K"
+                                      if r.indexer_bytes_per_token else ""))
+    if r.swa_layers:
+        _row(t, "sliding-window side", f"{r.swa_bytes_per_token:,}",
+             f"{r.swa_layers} layers, × swa_full_tokens_ratio {r.swa_full_tokens_ratio:g} per full token")
+    if r.mamba_layers:
+        _row(t, "Mamba state per request slot", f"{r.mamba_state_bytes_per_request:,}", f"{r.mamba_layers} layers")
+    return Group(t, *(Text(f"Note: {n}", style="dim") for n in r.notes))
+
+
+def render_sglang_sweep(r: SglangSweep) -> Group:
+    """The table of `kvplan fit MODEL --engine sglang` without --gpu."""
+    t = Table(title=f"{r.model} under SGLang {r.sglang_version}'s rules: the smallest TP that starts, per GPU",
+              title_justify="left", box=None, pad_edge=False)
+    for name, justify in (("GPU", "left"), ("TP", "right"), ("mem_fraction_static", "right"),
+                          ("pool tokens", "right"), ("running requests", "right"), ("full-context requests", "right")):
+        t.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
+    for row in r.rows:
+        t.add_row(row.gpu, str(row.tp), f"{row.mem_fraction_static:.4g}", f"{row.total_tokens:,}",
+                  f"{row.max_running_requests:,}", f"{row.requests_at_context:,} at {row.context_len:,}")
+    parts: list[RenderableType] = [t]
+    parts += [Text(f"Skipped {s}", style="dim") for s in r.skipped]
     return Group(*parts)

@@ -4,7 +4,8 @@
 
     pre    = free GiB at distributed/bootstrap.py:measure_pre_model_load_memory (min over ranks)
     avail  = free GiB after the weights load (utils/common.py:get_available_gpu_memory, min over ranks)
-    rest   = avail − pre × (1 − mem_fraction_static) − multimodal reservation
+    rest   = avail − pre × (1 − mem_fraction_static) − multimodal reservation (multimodal.mm_reservation_gib)
+    rest   = rest − the Mamba state slots     (hybrid models: mamba.carve_mamba_cache)
     budget = int(rest × 2**30)               rest ≤ 0: "Loaded weights leave no GPU memory …"
 
 SGLang *measures* pre and avail; kvplan estimates them (`estimate_free_memory`): pre = the cudaMemGetInfo
@@ -15,7 +16,11 @@ Pure: numbers in, numbers out.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
+
+from kvplan.errors import InvalidParameter
+from kvplan.sglang.mamba import MambaCache, MambaState, carve_mamba_cache
 
 GiB = 1 << 30
 
@@ -26,9 +31,6 @@ GiB = 1 << 30
 # (best, low, high) in GiB; one log for one GPU, so its range is a guess of ±0.2 GiB.
 BASELINE_GIB_SINGLE = (0.51, 0.31, 0.71)
 BASELINE_GIB_MULTI = (2.13, 1.82, 2.43)
-# mem_cache/kv_cache_configurator.py:mm_runtime_reservation_gb: SGLANG_VLM_CACHE_SIZE_MB (100) for a
-# multimodal model (+ SGLANG_MM_FEATURE_CACHE_MB with a cuda_ipc / cuda_vmm feature transport, not the default).
-MM_RESERVATION_GIB = 100 / 1024
 
 
 @dataclass(frozen=True)
@@ -53,6 +55,23 @@ def estimate_free_memory(*, cuda_total_bytes: int, weights_bytes: int, weights_r
                       "estimate")
 
 
+# model_executor/model_runner.py:ModelRunner.load_model's end line: "Load weight end. elapsed=…, type=…, [quant=…,]
+# avail mem=A GB, mem usage=W GB." (GB = GiB: utils/common.py:get_available_gpu_memory).
+_WEIGHT_END = re.compile(r"avail mem=(\d{1,5}(?:\.\d{1,4})?) GB, mem usage=(\d{1,5}(?:\.\d{1,4})?) GB")
+
+
+def free_memory_from_log(line: str) -> FreeMemory:
+    """The free memory SGLang measured around the weights, from its `Load weight end` line: avail A after, and
+    A + W before (W, mem usage, is free-before − free-after). The log rounds both to 0.01 GiB."""
+    match = _WEIGHT_END.search(line[:4096])
+    if match is None:
+        raise InvalidParameter("--sglang-weight-log: no 'avail mem=A GB, mem usage=W GB' in it",
+                               hint="paste SGLang's `Load weight end. … avail mem=…, mem usage=… GB.` line")
+    avail, usage = float(match.group(1)), float(match.group(2))
+    pre = avail + usage
+    return FreeMemory(pre, avail, (pre, pre), (avail, avail), "log")
+
+
 @dataclass(frozen=True)
 class Budget:
     """What _profile_available_bytes returns (budget_bytes), or its refusal."""
@@ -61,6 +80,7 @@ class Budget:
     slack_gib: float
     refusal: str | None
     minimum_fraction: float  # 1 − avail / pre
+    mamba: MambaCache | None = None  # the state slots carved out first (hybrid models)
 
 
 def refusal_text(mem_fraction_static: float, avail_gib: float, pre_gib: float) -> str:
@@ -74,11 +94,19 @@ def refusal_text(mem_fraction_static: float, avail_gib: float, pre_gib: float) -
 
 
 def profile_budget(*, avail_gib: float, pre_gib: float, mem_fraction_static: float,
-                   multimodal: bool = False) -> Budget:
-    """KVCacheConfigurator._profile_available_bytes (no Mamba state, post-capture sizing off)."""
+                   mm_reservation_gib: float = 0.0, mamba: MambaState | None = None,
+                   mamba_ratio: int = 3) -> Budget:
+    """KVCacheConfigurator._profile_available_bytes (post-capture sizing off): the slack and the multimodal
+    reservation off the free memory, then (hybrid models) the Mamba state slots, whose own refusal comes first."""
     slack = pre_gib * (1 - mem_fraction_static)
-    rest = avail_gib - slack - (MM_RESERVATION_GIB if multimodal else 0.0)
+    rest = avail_gib - slack - mm_reservation_gib
     minimum = 1 - avail_gib / pre_gib
+    cache = None
+    if mamba is not None:
+        cache = carve_mamba_cache(rest, mamba, ratio=mamba_ratio)
+        if cache.refusal is not None:  # SGLang's RuntimeError: a startup verdict, not bad input
+            return Budget(None, slack, cache.refusal, minimum, cache)
+        rest = cache.rest_gib
     if rest <= 0:
-        return Budget(None, slack, refusal_text(mem_fraction_static, avail_gib, pre_gib), minimum)
-    return Budget(int(rest * (1 << 30)), slack, None, minimum)
+        return Budget(None, slack, refusal_text(mem_fraction_static, avail_gib, pre_gib), minimum, cache)
+    return Budget(int(rest * (1 << 30)), slack, None, minimum, cache)

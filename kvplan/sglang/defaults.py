@@ -185,10 +185,33 @@ DEEPSEEK_FAMILY = frozenset({
 })
 
 
-def model_attention_backend(architecture: str, *, platform: Platform, sm_major: int | None) -> str | None:
+# arg_groups/model_overrides/qwen3_5.py:_qwen3_5_hybrid_overrides registers these: on SM100 with no backend given
+# it sets triton and page 1 (trtllm_mha only once the extra-buffer strategy, spec decoding or no radix cache is
+# declared; the strategy is still `auto` when the override runs).
+GDN_HYBRID_FAMILY = frozenset({
+    "Qwen3NextForCausalLM", "Qwen3_5MoeForConditionalGeneration", "InternS2PreviewForConditionalGeneration",
+    "InternS2MobiusForConditionalGeneration", "Qwen3_5ForConditionalGeneration",
+})
+# model_overrides/lfm2.py:_lfm2_overrides and granitemoehybrid.py:_granite_moe_hybrid_overrides (with a mamba
+# layer): flashinfer on SM100 when no backend is given.
+SM100_FLASHINFER_HYBRIDS = frozenset({"Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "GraniteMoeHybridForCausalLM"})
+
+
+GEMMA4_FAMILY = frozenset({"Gemma4ForConditionalGeneration", "Gemma4ForCausalLM",
+                           "Gemma4UnifiedForConditionalGeneration"})
+
+
+def model_attention_backend(architecture: str, *, platform: Platform, sm_major: int | None,
+                            has_mamba: bool = False) -> str | None:
     """A model override's backend when none is given (None: get_default_attn_backend decides)."""
     if architecture in DEEPSEEK_FAMILY and platform == "cuda" and sm_major == 10:
         return "trtllm_mla"  # model_overrides/deepseek_v2.py:_deepseek_family_overrides (DeepSeek V3/R1/V3.1)
+    if architecture in GDN_HYBRID_FAMILY and platform == "cuda" and sm_major == 10:
+        return "triton"
+    if architecture in SM100_FLASHINFER_HYBRIDS and has_mamba and platform == "cuda" and sm_major == 10:
+        return "flashinfer"
+    if architecture in GEMMA4_FAMILY:  # model_overrides/gemma4.py:_gemma4_overrides: trtllm_mha on SM100, else triton
+        return "trtllm_mha" if platform == "cuda" and sm_major == 10 else "triton"
     if architecture == "Olmo2ForCausalLM":  # model_overrides/olmo2.py:_olmo2_overrides
         if platform == "cuda" and sm_major == 10:
             return "trtllm_mha"
@@ -196,10 +219,13 @@ def model_attention_backend(architecture: str, *, platform: Platform, sm_major: 
     return None
 
 
-def default_page_size(backend: str, given: int | None) -> int:
+def default_page_size(backend: str, given: int | None, *, sm100_mha: bool = False) -> int:
     """arg_groups/overrides.py:_page_size_default (1 on CUDA and HIP) and the backend constraints of
     arg_groups/attention_hook.py: trtllm_mha keeps 16/32/64/128, else 64 (_trtllm_mha_page_constraint);
-    trtllm_mla keeps 32/64, else 64 (overrides.py:_mla_backend_page_constraints)."""
+    trtllm_mla keeps 32/64, else 64 (overrides.py:_mla_backend_page_constraints); fa4 for a non-MLA model on
+    SM100 is 128 (overrides.py:_fa4_page_constraint)."""
+    if backend == "fa4" and sm100_mha:
+        return 128
     if backend == "trtllm_mha":
         return given if given in (16, 32, 64, 128) else 64
     if backend == "trtllm_mla":
@@ -236,7 +262,9 @@ def mem_fraction_from_reserve(gpu_mem_mib: int | None, *, chunk: int, tp: int, p
 
 def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform: Platform, sm_major: int | None,
                      use_mla: bool, kv_heads: int, context_len: int, llama2_path: bool = False,
-                     architecture: str = "") -> ServerDefaults:
+                     architecture: str = "", has_mamba: bool = False, prefill_graph_allowed: bool = True,
+                     vlm_factor: float | None = None, asymmetric_kv: bool = False,
+                     dsa_page_size: int | None = None) -> ServerDefaults:
     """The resolved server arguments of one deployment (see the module docstring for the order)."""
     tier = gpu_tier(gpu_mem_mib)
     chunk = dep.chunked_prefill_size if dep.chunked_prefill_size is not None else tier.chunked_prefill_size
@@ -247,7 +275,9 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
             max_bs = dep.max_running_requests
     decode_sizes = decode_graph_batch_sizes(max_bs, speculative=dep.speculative_algorithm is not None)
     # model_executor/cuda_graph_config.py:default_prefill_backend: breakable on CUDA, disabled elsewhere.
-    prefill_on = platform == "cuda" and not dep.disable_cuda_graph
+    # cuda_graph_hook.py:disable_breakable_cudagraph_if_incompatible (a multimodal model off its allowlist) runs
+    # before the fraction: its reserve is not charged then.
+    prefill_on = platform == "cuda" and not dep.disable_cuda_graph and prefill_graph_allowed
     prefill_max = min(8192, chunk) if use_mla else chunk
     if dep.pp > 1:
         prefill_max = min(prefill_max, 8192)  # memory_hook.py: _DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS
@@ -256,9 +286,10 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     if llama2_path:
         prefill_max = min(prefill_max, 4096)  # "For Llama2 series models, max_bs is limited to 4096."
     prefill_sizes = prefill_graph_batch_sizes(prefill_max)
-    backend = (dep.attention_backend or model_attention_backend(architecture, platform=platform, sm_major=sm_major)
+    backend = (dep.attention_backend or ("dsa" if dsa_page_size else None)  # model_overrides/deepseek_v2.py
+               or model_attention_backend(architecture, platform=platform, sm_major=sm_major, has_mamba=has_mamba)
                or default_attention_backend(platform=platform, sm_major=sm_major, use_mla=use_mla, kv_heads=kv_heads,
-                                            tp=dep.tp))
+                                            tp=dep.tp, asymmetric_kv=asymmetric_kv))
     if dep.mem_fraction_static is not None:
         fraction, source, reserved = dep.mem_fraction_static, "given", None
     else:
@@ -268,12 +299,16 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
         fraction, reserved = mem_fraction_from_reserve(gpu_mem_mib, chunk=chunk, tp=dep.tp, pp=dep.pp,
                                                        graph_mb=graph_mb)
         source = "memory_hook.py:handle_gpu_memory_settings"
+        if vlm_factor is not None:  # memory_hook.py:adjust_mem_fraction_for_vlm, on the rounded value
+            fraction *= vlm_factor
+            source += f" × {vlm_factor:.4g} (vision tower: adjust_mem_fraction_for_vlm)"
     if backend == "aiter" and context_len > AITER_LONG_CONTEXT:
         fraction *= AITER_FRACTION_SCALE  # also a given value (SGLANG_AITER_HONOR_EXPLICIT_MEM_FRACTION unset)
         source += " × 0.85 (aiter, context > 8192: attention_hook.py)"
     prefill_kept = prefill_on
-    if backend == "trtllm_mla" and dep.attention_backend is None:
-        # cuda_graph_hook.py:_disable_prefill_cuda_graph_for_deepseek_trtllm_mla, after the fraction was set.
+    if backend == "trtllm_mla" and dep.attention_backend is None and architecture == "DeepseekV3ForCausalLM":
+        # cuda_graph_hook.py:disable_prefill_cuda_graph_for_deepseek_trtllm_mla (the DeepSeek-V3 architecture
+        # only), after the fraction was set.
         prefill_kept = False
     attn_dp = dep.attn_dp_size
     if attn_dp > 1:
@@ -282,11 +317,13 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     if attn_dp > 1 and prefill_kept:
         prefill_sizes = prefill_graph_batch_sizes(min(prefill_max, chunk))
         prefill_max = min(prefill_max, chunk)
+    page = dsa_page_size or default_page_size(backend, dep.page_size,
+                                              sm100_mha=not use_mla and platform == "cuda" and sm_major == 10)
     return ServerDefaults(
         gpu_memory_mib=gpu_mem_mib, platform=platform, mem_fraction_static=fraction, mem_fraction_source=source,
         reserved_mib=reserved, chunked_prefill_size=chunk, max_prefill_tokens=dep.max_prefill_tokens,
         decode_graph_max_bs=max_bs, decode_graph_sizes=len(decode_sizes),
         prefill_graph="breakable" if prefill_kept else "disabled", prefill_graph_max_bs=prefill_max,
         prefill_graph_sizes=len(prefill_sizes), attention_backend=backend,
-        page_size=default_page_size(backend, dep.page_size), attn_dp_size=attn_dp, attn_tp_size=dep.attn_tp_size,
+        page_size=page, attn_dp_size=attn_dp, attn_tp_size=dep.attn_tp_size,
         schedule_conservativeness=0.3 if attn_dp > 1 else 1.0)

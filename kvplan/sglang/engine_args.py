@@ -10,6 +10,7 @@ from the parser `server_args.py:ServerArgs.add_cli_args` builds. That parser kee
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -60,8 +61,14 @@ UNMODELLED = {
     "cpu_offload_gb": "weights offloaded to CPU are not subtracted",
     "enable_hierarchical_cache": "HiCache's host tier is not modelled",
     "moe_a2a_backend": "DeepEP all-to-all reserves 2 GiB more in mem_fraction_static (not modelled)",
-    "disable_hybrid_swa_memory": "only dense and MLA pools are modelled",
-    "swa_full_tokens_ratio": "only dense and MLA pools are modelled",
+    "disable_hybrid_swa_memory": "the sliding-window split is modelled at SGLang's default (on) only",
+    "swa_full_tokens_ratio": "the sliding-window split is modelled at SGLang's default ratio 0.8 only",
+    "max_mamba_cache_size": "the Mamba state slots are modelled by mamba_full_memory_ratio (0.9) only",
+    "mamba_full_memory_ratio": "the Mamba state slots are modelled at the default ratio 0.9 only",
+    "mamba_ssm_dtype": "the Mamba SSM state is modelled in the config's or SGLang's default dtype",
+    "mamba_radix_cache_strategy": "the Mamba slots per request are modelled for the default strategy (auto)",
+    "disable_radix_cache": "the radix cache is modelled on (it changes the Mamba slots per request)",
+    "disable_overlap_schedule": "the overlap scheduler is modelled on (it changes the Mamba slots per request)",
     "dcp_size": "decode context parallelism is not modelled",
     "attn_cp_size": "attention context parallelism is not modelled",
 }
@@ -84,3 +91,44 @@ def resolve_flag(word: str) -> tuple[str, bool] | None:
     if len(matches) > 1:
         raise ParseError(f"--sglang-cmd: ambiguous option: {word} could match {', '.join(matches)}")
     return flags[matches[0]] if matches else None
+
+
+# SglangDeployment field ← SGLang dest, and how its value is read.
+_DEPLOYMENT_FIELDS: tuple[tuple[str, str, type], ...] = (
+    ("tp", "tp_size", int), ("pp", "pp_size", int), ("dp", "dp_size", int), ("ep", "ep_size", int),
+    ("enable_dp_attention", "enable_dp_attention", bool), ("mem_fraction_static", "mem_fraction_static", float),
+    ("chunked_prefill_size", "chunked_prefill_size", int), ("max_prefill_tokens", "max_prefill_tokens", int),
+    ("max_running_requests", "max_running_requests", int), ("max_total_tokens", "max_total_tokens", int),
+    ("page_size", "page_size", int), ("kv_cache_dtype", "kv_cache_dtype", str),
+    ("context_length", "context_length", int), ("attention_backend", "attention_backend", str),
+    ("cuda_graph_max_bs", "cuda_graph_max_bs_decode", int), ("disable_cuda_graph", "disable_cuda_graph", bool),
+    ("speculative_algorithm", "speculative_algorithm", str), ("trust_remote_code", "trust_remote_code", bool),
+)
+
+
+def _cast(value: object, kind: type, dest: str) -> object:
+    if kind is bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("true", "1", "yes"):
+            return True
+        if text in ("false", "0", "no"):
+            return False
+        raise ParseError(f"--{dest.replace('_', '-')}: invalid value {value!r} (a switch: true or false)")
+    try:
+        return kind(value)
+    except (TypeError, ValueError):
+        raise ParseError(f"--{dest.replace('_', '-')}: invalid value {value!r}") from None
+
+
+def deployment_fields(options: Mapping[str, object]) -> dict[str, object]:
+    """SglangDeployment fields from SGLang options by `dest` (a pasted line's, a plan's `sglang:` mapping's);
+    `attn_dp_size N` is the new spelling of `--dp N --enable-dp-attention`."""
+    fields: dict[str, object] = {}
+    for field_name, dest, kind in _DEPLOYMENT_FIELDS:
+        if options.get(dest) is not None:
+            fields[field_name] = _cast(options[dest], kind, dest)
+    if options.get("attn_dp_size") is not None:
+        fields.update(dp=_cast(options["attn_dp_size"], int, "attn_dp_size"), enable_dp_attention=True)
+    return fields

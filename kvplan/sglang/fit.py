@@ -6,15 +6,25 @@ budget.profile_budget and pool.size_pool, as SGLang's `ModelRunner.alloc_memory_
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from kvplan.errors import InvalidParameter
 from kvplan.hardware.gpus import GpuSpec
 from kvplan.model.spec import ModelSpec
 from kvplan.sglang import SGLANG_VERSION
-from kvplan.sglang.architectures import MULTIMODAL_ARCHITECTURES, SGLANG_CONFIG_REGISTRY, TRANSFORMERS_MODEL_TYPES
+from kvplan.sglang.architectures import SGLANG_CONFIG_REGISTRY, TRANSFORMERS_MODEL_TYPES
 from kvplan.sglang.budget import Budget, FreeMemory, estimate_free_memory, profile_budget
 from kvplan.sglang.defaults import ServerDefaults, SglangDeployment, check_deployment, resolve_defaults
+from kvplan.sglang.dsa import is_dsa
+from kvplan.sglang.dsa import kv_dtype as dsa_kv_dtype
+from kvplan.sglang.dsa import page_size as dsa_page_size
+from kvplan.sglang.mamba import mamba_ratio, mamba_state
+from kvplan.sglang.multimodal import (
+    breakable_prefill_graph_kept,
+    mm_reservation_gib,
+    vlm_fraction_factor,
+)
 from kvplan.sglang.pool import (
     PoolGeometry,
     TokenPool,
@@ -45,7 +55,7 @@ class SglangFit:
     num_gpus: int
     defaults: ServerDefaults
     kv_cache_dtype: str
-    geometry: PoolGeometry
+    geometry: PoolGeometry | None  # None: SGLang refuses before the pool, which kvplan does not model for it
     context_len: int
     weights_bytes: int
     free_memory: FreeMemory
@@ -62,10 +72,16 @@ class SglangFit:
     notes: tuple[str, ...]
 
 
+# utils/common.py:get_amdgpu_memory_capacity reads rocminfo's "Pool 1" size (KB) / 1024, which is not the catalog's
+# rocm-smi total on every GPU: 288 GiB exactly on MI355X (the figure whose mem_fraction_static, 0.911, matches the
+# public log of sglang PR #18263, reference §2.3). Others: the catalog's total (MI300X's 196592 is both).
+ROCMINFO_POOL_MIB = {"mi355x": 294912}
+
+
 def gpu_memory_mib(chip: GpuSpec) -> int:
     """What utils/common.py:get_device_memory_capacity reads: nvidia-smi memory.total (MiB) on CUDA, rocminfo's
-    pool size / 1024 on HIP; the catalog's NVML total in MiB for both."""
-    return chip.nvml_total_bytes // MiB
+    pool size / 1024 on HIP (ROCMINFO_POOL_MIB where it differs); else the catalog's NVML total in MiB."""
+    return ROCMINFO_POOL_MIB.get(chip.id, chip.nvml_total_bytes // MiB)
 
 
 def _platform(chip: GpuSpec) -> tuple[str, int | None]:
@@ -78,10 +94,10 @@ def _platform(chip: GpuSpec) -> tuple[str, int | None]:
 def check_config_readable(spec: ModelSpec, *, remote_code_allowed: bool) -> None:
     """Refuse a config SGLang cannot read without running the repository's code, in transformers' words
     (utils/hf_transformers/common.py:get_config: SGLang's _CONFIG_REGISTRY, else AutoConfig)."""
-    model_type = spec.config_model_type or spec.facts.spelt.model_type  # the top-level config's
+    model_type = spec.config_model_type or spec.raw.get("model_type")  # the top-level config's
     if model_type in SGLANG_CONFIG_REGISTRY or model_type in TRANSFORMERS_MODEL_TYPES:
         return
-    if spec.facts.spelt.has_auto_map:
+    if "auto_map" in spec.raw:
         if not remote_code_allowed:
             raise InvalidParameter(f"The repository {spec.name} contains custom code which must be executed to "
                                    "correctly load the model.", hint="SGLang needs --trust-remote-code for it")
@@ -91,70 +107,130 @@ def check_config_readable(spec: ModelSpec, *, remote_code_allowed: bool) -> None
                            hint="SGLang 0.5.23 pins transformers 5.19.0 (kvplan/sglang/architectures.py)")
 
 
-def is_multimodal(spec: ModelSpec) -> bool:
-    """configs/model_config.py:ModelConfig.is_multimodal: a listed architecture, or a nested text config."""
-    if spec.architectures and any(a in MULTIMODAL_ARCHITECTURES for a in spec.architectures):
-        return True
-    # kvplan's ModelSpec reads the text config; a top-level model_type of its own means it was nested.
-    nested = bool(spec.config_model_type) and spec.config_model_type != spec.model_type
-    return nested or spec.facts.spelt.nested
+def total_kv_heads(spec: ModelSpec) -> int:
+    """configs/model_config.py:ModelConfig.get_total_num_kv_heads (its attribute list): an MLA config's own
+    num_key_value_heads (DeepSeek-V3: 128), not kvplan's one latent head; what the HIP MLA backend choice divides."""
+    if spec.mla is None:
+        return spec.num_kv_heads
+    for key in ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups"):
+        value = spec.raw.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    return spec.num_attention_heads
 
 
-def _tokens_at(budget_gib: float, geo: PoolGeometry, page: int) -> int:
-    return max(0, int(budget_gib * GiB)) // geo.cell_bytes // page * page
+def asymmetric_kv(spec: ModelSpec) -> bool:
+    """configs/model_config.py:ModelConfig.has_asymmetric_kv: K and V rows of different widths (MiMo-V2's
+    192 / 128), in the full or the sliding layers (MLA configs are rewritten to symmetric first)."""
+    return spec.mla is None and any(x.head_size_v and x.head_size_v != x.head_size for x in spec.layers)
 
 
-def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, weights_bytes: int,
-                    weights_range: tuple[int, int], measured: FreeMemory | None = None) -> SglangFit:
-    """SGLang's startup sizing for `spec` on `chip`; `measured` replaces kvplan's free-memory estimate."""
-    check_deployment(dep)
-    check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
-    reason = unsupported_reason(spec)
+def _tokens_at(budget: Budget, geo: PoolGeometry, page: int, context_len: int) -> int:
+    """The token count a budget buys (0 when SGLang would refuse it; a pure Mamba model's is context_len)."""
+    if budget.budget_bytes is None:
+        return 0
+    if not geo.cell_bytes:
+        return context_len // page * page
+    return int(max(0, budget.budget_bytes) // geo.cell_size) // page * page
+
+
+def _unmodelled(spec: ModelSpec, dep: SglangDeployment) -> str | None:
+    """What of this deployment kvplan's port does not model (None: all of it)."""
+    reason = unsupported_reason(spec, attn_tp=dep.attn_tp_size, tp=dep.tp)
     if reason is None and dep.pp > 1:
         reason = "pipeline parallelism (SGLang's per-stage layer split and MIN over stages) is not modelled yet"
     if reason is None and dep.speculative_algorithm is not None:
         reason = "speculative decoding (the draft's KV cells and graph sizes) is not modelled yet"
-    multimodal = is_multimodal(spec)
-    if reason is None and multimodal and dep.mem_fraction_static is None:
-        reason = ("a multimodal model: SGLang scales mem_fraction_static by its vision tower "
-                  "(memory_hook.py:adjust_mem_fraction_for_vlm), not modelled yet; give --mem-fraction-static")
-    if reason is not None:
-        raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
+    return reason
+
+
+def _budget_decides(spec: ModelSpec, dep: SglangDeployment, reason: str | None) -> bool:
+    """Whether SGLang's startup refusal can still be told for a pool kvplan does not model: the budget
+    (_profile_available_bytes) comes before the pool configurator and has no model-specific step unless the
+    model keeps Mamba state; kvplan's default fraction is not checked for those families, so the fraction must
+    be given; PP and speculative decoding change what is measured."""
+    return (reason is not None and dep.mem_fraction_static is not None and dep.pp == 1
+            and dep.speculative_algorithm is None and not any(x.kind == "mamba" for x in spec.layers))
+
+
+def _resolve(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment) -> tuple[str, int | None, int, ServerDefaults]:
+    """Platform, SM major, context_len and the resolved server arguments."""
     platform, sm = _platform(chip)
-    use_mla = spec.mla is not None
+    if is_dsa(spec) and platform != "cuda":
+        raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: DeepSeek sparse attention on ROCm (page size by the "
+                               "aiter build: model_overrides/deepseek_v2.py) is not modelled yet")
     ctx = context_length(spec, dep.context_length)
     defaults = resolve_defaults(dep, gpu_mem_mib=gpu_memory_mib(chip), platform=platform,  # type: ignore[arg-type]
-                                sm_major=sm, use_mla=use_mla, kv_heads=spec.num_kv_heads, context_len=ctx,
-                                llama2_path="llama-2" in spec.name.lower(),
-                                architecture=spec.architectures[0] if spec.architectures else "")
-    kv_dtype = kv_dtype_name(dep.kv_cache_dtype, spec)
-    geo = geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype)
-    world = dep.tp * dep.pp
-    free = measured or estimate_free_memory(cuda_total_bytes=chip.cuda_total_bytes, weights_bytes=weights_bytes,
-                                            weights_range=weights_range, world=world)
-    frac = defaults.mem_fraction_static
-    budget = profile_budget(avail_gib=free.avail_gib, pre_gib=free.pre_gib, mem_fraction_static=frac,
-                            multimodal=multimodal)
-    notes: list[str] = []
-    pool: TokenPool | None = None
-    startup = "starts"
+                                sm_major=sm, use_mla=spec.mla is not None, kv_heads=total_kv_heads(spec),
+                                context_len=ctx, llama2_path="llama-2" in spec.name.lower(),
+                                architecture=spec.architectures[0] if spec.architectures else "",
+                                has_mamba=any(x.kind == "mamba" for x in spec.layers),
+                                prefill_graph_allowed=breakable_prefill_graph_kept(spec),
+                                vlm_factor=vlm_fraction_factor(spec), asymmetric_kv=asymmetric_kv(spec),
+                                dsa_page_size=dsa_page_size(spec) if is_dsa(spec) else None)
+    return platform, sm, ctx, defaults
+
+
+def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: ServerDefaults,
+          ctx: int) -> tuple[TokenPool | None, str]:
+    """The pool a budget buys and the startup verdict ("starts", or SGLang's refusal)."""
     if budget.refusal is not None:
-        startup = budget.refusal
-    else:
-        assert budget.budget_bytes is not None
-        try:
-            pool = size_pool(geo, budget.budget_bytes, page_size=defaults.page_size, context_len=ctx,
-                             max_total_tokens=dep.max_total_tokens, max_running=dep.max_running_requests,
-                             attn_dp_size=defaults.attn_dp_size, chunked_prefill_size=defaults.chunked_prefill_size,
-                             max_prefill_tokens=defaults.max_prefill_tokens)
-        except InvalidParameter as exc:
-            startup = str(exc)
-        else:
-            notes.extend(pool.warnings)
+        return None, budget.refusal
+    assert budget.budget_bytes is not None and geo is not None
+    try:
+        pool = size_pool(geo, budget.budget_bytes, page_size=d.page_size, context_len=ctx,
+                         max_total_tokens=dep.max_total_tokens, max_running=dep.max_running_requests,
+                         attn_dp_size=d.attn_dp_size, chunked_prefill_size=d.chunked_prefill_size,
+                         max_prefill_tokens=d.max_prefill_tokens, mamba=budget.mamba)
+    except InvalidParameter as exc:
+        return None, str(exc)
+    return pool, "starts"
+
+
+def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, weights_bytes: int,
+                    weights_range: tuple[int, int], measured: FreeMemory | None = None) -> SglangFit:
+    """SGLang's startup sizing for `spec` on `chip`; `measured` replaces kvplan's free-memory estimate. A pool
+    kvplan does not model is refused, unless SGLang's budget already refuses it (`_budget_decides`)."""
+    check_deployment(dep)
+    check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
+    reason = _unmodelled(spec, dep)
+    early = _budget_decides(spec, dep, reason)
+    if reason is not None and not early:
+        raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
+    platform, sm, ctx, defaults = _resolve(spec, chip, dep)
+    kv_dtype = dsa_kv_dtype(dep.kv_cache_dtype, spec, sm) if is_dsa(spec) else kv_dtype_name(dep.kv_cache_dtype, spec)
+    geo = None if early else geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm)
+    if platform == "hip" and kv_dtype.startswith("fp8"):
+        # HIP maps fp8_e5m2 to fp8_dtype too (mem_cache/kv_cache_dtype.py): an e4m3 format, fnuz on gfx942.
+        kv_dtype = "fp8_e4m3"
+        if geo is not None:
+            geo = dataclasses.replace(geo, dtype=kv_dtype, fnuz=chip.arch == "cdna3")
+    free = measured or estimate_free_memory(cuda_total_bytes=chip.cuda_total_bytes, weights_bytes=weights_bytes,
+                                            weights_range=weights_range, world=dep.tp * dep.pp)
+    frac = defaults.mem_fraction_static
+    state = mamba_state(spec, attn_tp=defaults.attn_tp_size, tp=dep.tp)
+    mm_gib = mm_reservation_gib(spec, hopper=platform == "cuda" and sm == 9, gpu_mem_mib=gpu_memory_mib(chip),
+                                max_running_requests=dep.max_running_requests)
+    ratio = mamba_ratio(spec.architectures[0] if spec.architectures else "")
+
+    def profile(avail: float, pre: float) -> Budget:
+        return profile_budget(avail_gib=avail, pre_gib=pre, mem_fraction_static=frac, mm_reservation_gib=mm_gib,
+                              mamba=state, mamba_ratio=ratio)
+
+    budget = profile(free.avail_gib, free.pre_gib)
+    if early and budget.refusal is None:
+        raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}",
+                               hint=f"SGLang's budget would leave {(budget.budget_bytes or 0) / GiB:.2f} GiB for the "
+                                    "KV pool, so the pool decides")
+    pool, startup = _size(geo, budget, dep, defaults, ctx)
+    notes: list[str] = [*(pool.warnings if pool else ())]
+    if early:
+        notes.append(f"the KV pool itself is not modelled ({reason}); SGLang refuses before it sizes one; the "
+                     "server arguments shown are SGLang's generic rules, not checked for this model")
     token_range = None
-    if measured is None or measured.source == "estimate":
-        lo = _tokens_at(free.avail_range[0] - free.pre_range[0] * (1 - frac), geo, defaults.page_size)
-        hi = _tokens_at(free.avail_range[1] - free.pre_range[1] * (1 - frac), geo, defaults.page_size)
+    if geo is not None and (measured is None or measured.source == "estimate"):
+        lo = _tokens_at(profile(free.avail_range[0], free.pre_range[0]), geo, defaults.page_size, ctx)
+        hi = _tokens_at(profile(free.avail_range[1], free.pre_range[1]), geo, defaults.page_size, ctx)
         token_range = (lo, hi)
     tokens = pool.max_total_num_tokens if pool else 0
     reqs = pool.max_running_requests if pool else 0

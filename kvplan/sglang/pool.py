@@ -6,8 +6,9 @@
     reqs   = min(clamp(int(tokens / context_len × 512), 2048, 4096), tokens // 2)   (per attention-DP worker)
     rows   = tokens + page                (the padding page for dummy writes)
 
-Dense full-attention and MLA models only; the sliding-window (HybridSWAPoolConfigurator), Mamba
-(_handle_max_mamba_cache), DSA-indexer, FP4 and DeepSeek-V4 pools are refused by `pool_kind`.
+Dense full-attention, MLA and (with `kvplan.sglang.mamba`) Mamba-hybrid pools, whose KV cells count only the
+full-attention layers; the sliding-window (HybridSWAPoolConfigurator), DSA-indexer, FP4 and DeepSeek-V4 pools
+are refused by `unsupported_reason`.
 Pure: numbers in, numbers out.
 """
 from __future__ import annotations
@@ -17,6 +18,9 @@ from dataclasses import dataclass
 from kvplan.errors import InvalidParameter
 from kvplan.model.architectures import gemma_line, model_types_where
 from kvplan.model.spec import ModelSpec
+from kvplan.sglang.dsa import indexer_bytes_per_token, is_dsa, latent_row_bytes
+from kvplan.sglang.mamba import MambaCache, mamba_state, state_cap_text
+from kvplan.sglang.swa import SwaPart, sliding_window_size, split_layers, swa_part, swa_pool_too_small_text
 
 GiB = 1 << 30  # mem_cache/memory_pool.py: GB = 1024**3 (SGLang's "GB" are GiB)
 
@@ -47,28 +51,50 @@ class PoolGeometry:
     v_head_dim: int  # V width (0 for MLA: one KV buffer)
     dtype: str  # kv cache dtype name (bfloat16, fp8_e4m3, ...)
     element_bytes: int
+    swa: SwaPart | None = None  # a hybrid SWA model's sliding side (the fields above are then its full side)
+    indexer_bytes: int = 0  # DSA: the index-K bytes per token (all layers), in the same rows
+    fnuz: bool = False  # fp8 on gfx942 (MI300X / MI325X): torch.float8_e4m3fnuz in the log
 
     @property
     def cell_bytes(self) -> int:
-        """pool_configurator.py:DefaultPoolConfigurator._compute_cell_size."""
+        """pool_configurator.py:DefaultPoolConfigurator._compute_cell_size (a hybrid SWA model: the full side)."""
         if self.kind == "mla":
-            return self.head_dim * self.layers * self.element_bytes
+            return self.head_dim * self.layers * self.element_bytes + self.indexer_bytes
         return self.kv_heads * (self.head_dim + self.v_head_dim) * self.layers * self.element_bytes
 
+    @property
+    def cell_size(self) -> float:
+        """The configurator's _cell_size: cell_bytes, or HybridSWAPoolConfigurator._recompute_cell_size's
+        full cell + swa_full_tokens_ratio × the sliding cell (a float)."""
+        if self.swa is None:
+            return self.cell_bytes
+        return self.cell_bytes + self.swa.ratio * (self.swa.per_token(self.element_bytes) * self.swa.layers)
 
-def unsupported_reason(spec: ModelSpec) -> str | None:
-    """Why this slice cannot size the model's pool as SGLang does (None: a dense or MLA pool)."""
+
+def unsupported_reason(spec: ModelSpec, *, attn_tp: int = 1, tp: int = 1) -> str | None:
+    """Why this slice cannot size the model's pool as SGLang does (None: a dense, MLA, sliding-window hybrid or
+    modelled Mamba pool)."""
     kinds = {layer.kind for layer in spec.layers}
-    if spec.architectures and spec.architectures[0] in HYBRID_SWA_ARCHITECTURES:
-        return (f"{spec.architectures[0]} gets SGLang's sliding-window pool (pool_configurator.py:"
-                "HybridSWAPoolConfigurator), not modelled yet")
-    if "mamba" in kinds:
-        return ("a Mamba / linear-attention hybrid: SGLang carves its state out of the budget "
-                "(kv_cache_configurator.py:_handle_max_mamba_cache), not modelled yet")
-    if kinds - {"full", "sliding_window", "mla"}:
-        return f"layers of kind {', '.join(sorted(kinds - {'full', 'sliding_window', 'mla'}))} are not modelled yet"
-    if any(layer.indexer_head_size for layer in spec.layers):
-        return "a DeepSeek sparse-attention (DSA) model: its indexer pool is not modelled yet"
+    arch = spec.architectures[0] if spec.architectures else ""
+    hybrid_swa = split_layers(spec) is not None
+    if arch == "DeepseekV4ForCausalLM":
+        return "DeepSeek-V4's compressed pools (pool_configurator.py:DSV4PoolConfigurator) are not modelled yet"
+    if arch in HYBRID_SWA_ARCHITECTURES and not hybrid_swa:
+        return (f"{arch} gets SGLang's sliding-window pool (pool_configurator.py:HybridSWAPoolConfigurator) in a "
+                "form not modelled yet")
+    if arch == "Gemma4AssistantForCausalLM":  # models/gemma4_mtp.py: loaded only as a speculative draft
+        return ("Gemma4AssistantForCausalLM is Gemma-4's MTP draft, served by SGLang only beside its target "
+                "(speculative decoding): not modelled as a model of its own")
+    if "mamba" in kinds and mamba_state(spec, attn_tp=attn_tp, tp=tp) is None:
+        return ("recurrent layers of a family kvplan does not map to SGLang's state classes "
+                "(configs/hybrid_arch.py:mambaish_config; Bamba has no SGLang model class, so SGLang would size "
+                "every layer as attention, unverified), not modelled yet")
+    allowed = {"full", "sliding_window", "mla"} | ({"mamba", "mlp_only"} if "mamba" in kinds else set())
+    allowed |= {"chunked_local", "kv_shared"} if hybrid_swa else set()
+    if kinds - allowed:
+        return f"layers of kind {', '.join(sorted(kinds - allowed))} are not modelled yet"
+    if any(layer.indexer_head_size for layer in spec.layers) and not is_dsa(spec):
+        return "a sparse-attention indexer outside SGLang's DSA architectures is not modelled yet"
     return None
 
 
@@ -93,23 +119,44 @@ def kv_dtype_name(given: str, spec: ModelSpec) -> str:
     value = given.lower()
     if value == "auto":
         declared = spec.quant.kv_cache_dtype if spec.quant else None
-        return "fp8_e4m3" if declared and declared.startswith("fp8") else model_dtype(spec)
+        # SGLang reads hf_quant_config.json whatever its producer (ModelConfig._parse_quant_hf_config).
+        fp8 = (declared or "").startswith("fp8") or spec.checkpoint_kv_quant_algo == "FP8"
+        return "fp8_e4m3" if fp8 else model_dtype(spec)
     if value in ("fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16", "float16"):
         return "bfloat16" if value == "bf16" else value
     raise InvalidParameter(f"--kv-cache-dtype {given!r} is not modelled for SGLang",
                            hint="auto, bf16, fp8_e4m3 or fp8_e5m2 (mxfp8 / nvfp4 / fp4_mx_block16 are not yet)")
 
 
-def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str) -> PoolGeometry:
+def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | None = None) -> PoolGeometry:
     """The geometry DefaultPoolConfigurator sizes from. Every non-MLA layer counts as a full-attention layer
     (a sliding window outside HYBRID_SWA_ARCHITECTURES gets no pool of its own in SGLang; Gemma-2/3 turn
     theirs off: arg_groups/model_overrides/gemma2_gemma3.py). KV heads per rank are max(1, heads // attn_tp)
     (configs/model_config.py:ModelConfig.get_num_kv_heads)."""
     e = KV_DTYPE_BYTES[kv_dtype]
     layers = len(spec.layers)  # layer_info.num_effective_layers (PP 1)
+    split = split_layers(spec)
+    if split is not None:  # HybridSWAPoolConfigurator: the full side here, the sliding side in `swa`
+        full, swa = split
+        heads = max(1, full[0].num_kv_heads // attn_tp)
+        return PoolGeometry("mha", len(full), heads, full[0].head_size, full[0].head_size_v or full[0].head_size,
+                            kv_dtype, e, swa_part(swa, attn_tp=attn_tp, window=sliding_window_size(spec)))
+    if any(x.kind == "mamba" for x in spec.layers):
+        # DefaultPoolConfigurator.__init__: a mambaish model counts its full_attention_layer_ids only; a pure
+        # Mamba model has none (cell 0).
+        full = [x for x in spec.layers if x.kind in ("full", "sliding_window")]
+        if not full:
+            return PoolGeometry("mha", 0, 1, 0, 0, kv_dtype, e)
+        heads = max(1, full[0].num_kv_heads // attn_tp)
+        return PoolGeometry("mha", len(full), heads, full[0].head_size, full[0].head_size_v or full[0].head_size,
+                            kv_dtype, e)
     if spec.mla is not None:
         # kv_cache_configurator.py:calculate_mla_kv_cache_dim (non-DSA): kv_lora_rank + qk_rope_head_dim.
         width = spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim
+        if is_dsa(spec):  # the DSA row (kvplan.sglang.dsa) and its index-K in the same pool rows
+            width = latent_row_bytes(spec, kv_dtype=kv_dtype, element_bytes=e, sm_major=sm_major) // e
+            return PoolGeometry("mla", layers, 1, width, 0, kv_dtype, e,
+                                indexer_bytes=indexer_bytes_per_token(spec, layers))
         return PoolGeometry("mla", layers, 1, width, 0, kv_dtype, e)
     layer = next(x for x in spec.layers if x.kind in ("full", "sliding_window"))
     heads = max(1, layer.num_kv_heads // attn_tp)
@@ -131,6 +178,8 @@ class TokenPool:
     log_line: str  # "KV Cache is allocated. dtype: …, #tokens: N, K size: … GB, V size: … GB"
     banner: str  # the scheduler's "max_total_num_tokens=…, … max_running_requests=…" fields it can state
     warnings: tuple[str, ...] = ()
+    log_lines: tuple[str, ...] = ()  # every `KV Cache is allocated` line (a hybrid SWA model: full, then sliding)
+    swa_tokens: int = 0  # a hybrid SWA model's sliding pool (swa_layer_tokens)
 
 
 NOT_ENOUGH_MEMORY = "Not enough memory. Please try to increase --mem-fraction-static."
@@ -146,13 +195,19 @@ def max_running_requests(tokens: int, context_len: int, given: int | None, attn_
 
 def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_len: int,
               max_total_tokens: int | None = None, max_running: int | None = None, attn_dp_size: int = 1,
-              chunked_prefill_size: int = 8192, max_prefill_tokens: int = 16384) -> TokenPool:
+              chunked_prefill_size: int = 8192, max_prefill_tokens: int = 16384,
+              mamba: MambaCache | None = None) -> TokenPool:
     """DefaultPoolConfigurator.calculate_pool_sizes, KVCacheConfigurator._apply_token_constraints and
-    resolve_max_num_reqs, then the K/V byte counts memory_pool.py:KVCache._finalize_allocation_log sums.
-    Raises InvalidParameter with SGLang's words when no token fits
-    (pool_configurator.py:MemoryPoolConfig.__post_init__)."""
+    resolve_max_num_reqs (capped at the Mamba state slots // ratio for a hybrid), then the K/V byte counts
+    memory_pool.py:KVCache._finalize_allocation_log sums. Raises InvalidParameter with SGLang's words when no
+    token fits (pool_configurator.py:MemoryPoolConfig.__post_init__) or no request has state slots."""
     cell = geo.cell_bytes
-    tokens = max(budget_bytes, 0) // cell // page_size * page_size
+    if geo.swa is not None:  # HybridSWAPoolConfigurator.calculate_pool_sizes: int(budget // the float cell)
+        tokens = int(max(budget_bytes, 0) // geo.cell_size) // page_size * page_size
+    elif cell:
+        tokens = max(budget_bytes, 0) // cell // page_size * page_size
+    else:  # no full-attention layer: _zero_kv_max_tokens = --max-total-tokens or context_len
+        tokens = (max_total_tokens or context_len) // page_size * page_size
     warnings: list[str] = []
     if max_total_tokens is not None and max_total_tokens < tokens:
         tokens = max_total_tokens // page_size * page_size  # calculate_pool_sizes_from_max_tokens
@@ -162,22 +217,55 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
     if tokens <= 0:
         raise InvalidParameter(NOT_ENOUGH_MEMORY)
     reqs = max_running_requests(tokens, context_len, max_running, attn_dp_size)
+    if mamba is not None:
+        reqs = min(reqs, mamba.max_mamba_cache_size // mamba.ratio)
+        if reqs <= 0:
+            raise InvalidParameter(state_cap_text(mamba.max_mamba_cache_size, mamba.ratio, reqs))
+    swa_tokens, swa_line = _swa_pool_line(geo, tokens, page_size)
     rows = tokens + page_size
     if geo.kind == "mla":
-        k, v = rows * geo.layers * geo.head_dim * geo.element_bytes, 0
+        k, v = rows * geo.cell_bytes, 0  # DSA: the index-K buffer is in the summed nbytes too
         sizes = f"KV size: {k / GiB:.2f} GB"
     else:
         k = rows * geo.layers * geo.kv_heads * geo.head_dim * geo.element_bytes
         v = rows * geo.layers * geo.kv_heads * geo.v_head_dim * geo.element_bytes
         sizes = f"K size: {k / GiB:.2f} GB, V size: {v / GiB:.2f} GB"
-    dtype = KV_DTYPE_TORCH.get(geo.dtype, geo.dtype)
+    dtype = _torch_dtype(geo)
     log = f"KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, {sizes}"
+    log_lines = (log,) if swa_line is None else (log, swa_line)
     if tokens < context_len:
         warnings.append(f"the pool ({tokens} tokens) is smaller than context_len {context_len} "
                         "(managers/tp_worker.py:TpModelWorker.get_worker_info)")
     banner = (f"max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, "
               f"max_prefill_tokens={max_prefill_tokens}, max_running_requests={reqs}, context_len={context_len}")
-    return TokenPool(budget_bytes, cell, page_size, tokens, reqs, context_len, k, v, log, banner, tuple(warnings))
+    return TokenPool(budget_bytes, cell, page_size, tokens, reqs, context_len, k, v, log, banner, tuple(warnings),
+                     log_lines, swa_tokens)
+
+
+def _torch_dtype(geo: PoolGeometry) -> str:
+    """The dtype the log prints: mem_cache/kv_cache_dtype.py maps both fp8 spellings to fp8_dtype on HIP, which
+    is float8_e4m3fnuz on gfx942 (kernels/ops/quantization/fp8_kernel.py:is_fp8_fnuz)."""
+    if geo.fnuz and geo.dtype.startswith("fp8"):
+        return "torch.float8_e4m3fnuz"
+    return KV_DTYPE_TORCH.get(geo.dtype, geo.dtype)
+
+
+def _swa_pool_line(geo: PoolGeometry, full_tokens: int, page_size: int) -> tuple[int, str | None]:
+    """HybridSWAPoolConfigurator._solve_pool_sizes' sliding pool and the `KV Cache is allocated` line its
+    MHATokenToKVPool logs (mem_cache/swa_memory_pool.py:SWAKVPool; rows = tokens + page); (0, None) without one.
+    Raises InvalidParameter with validate_swa_pool_size's words when the pool cannot hold one request."""
+    swa = geo.swa
+    if swa is None:
+        return 0, None
+    swa_tokens = int(full_tokens * swa.ratio) // page_size * page_size
+    if swa.window is not None and swa.window + page_size >= swa_tokens:
+        raise InvalidParameter(swa_pool_too_small_text(swa_tokens, swa.window, page_size))
+    rows = swa_tokens + page_size
+    k = rows * swa.layers * swa.kv_heads * swa.head_dim * geo.element_bytes
+    v = rows * swa.layers * swa.kv_heads * swa.v_head_dim * geo.element_bytes
+    dtype = _torch_dtype(geo)
+    return swa_tokens, (f"KV Cache is allocated. dtype: {dtype}, #tokens: {swa_tokens}, K size: {k / GiB:.2f} GB, "
+                        f"V size: {v / GiB:.2f} GB")
 
 
 # transformers configs whose attribute_map reads max_position_embeddings from n_positions (GPT2Config,

@@ -35,7 +35,14 @@ def main() -> int:
 
     cases = [c for c in json.load(open(cases_path)) if c["gpu"] == gpu]
     results = []
+    # SGLang's argument hooks write process-wide environment variables (serving_hook.py sets
+    # SGLANG_USE_CUDA_IPC_TRANSPORT on every run; model_overrides/qwen3_vl.py sets SGLANG_VLM_CACHE_SIZE_MB=0 on
+    # Hopper, ...), which a real server, one process per launch, never carries over: each case starts from the
+    # environment the batch started with.
+    environment = dict(os.environ)
     for i, case in enumerate(cases):
+        os.environ.clear()
+        os.environ.update(environment)
         t0 = time.time()
         a = so.parse_args([case["model_dir"], "--gpu", gpu, *case["args"]])
         kw = so.server_kwargs(a)

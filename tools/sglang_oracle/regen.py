@@ -28,7 +28,8 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 OUT = ROOT / "tests/fixtures/sglang/oracle-goldens.json"
-GPUS = {"h100": "h100-sxm", "h200": "h200", "b200": "b200", "a100-80": "a100-80gb-sxm"}
+GPUS = {"h100": "h100-sxm", "h200": "h200", "b200": "b200", "a100-80": "a100-80gb-sxm", "mi300x": "mi300x",
+        "mi355x": "mi355x"}
 MODELS = [
     "Qwen--Qwen2.5-7B-Instruct", "Qwen--Qwen3-0.6B", "Qwen--Qwen3-14B", "Qwen--Qwen3-32B", "Qwen--Qwen3-32B-FP8",
     "meta-llama--Llama-3.1-8B-Instruct", "meta-llama--Llama-3.1-70B-Instruct", "meta-llama--Llama-2-7b-chat-hf",
@@ -139,18 +140,30 @@ def compact(case: dict[str, object], result: dict[str, object]) -> dict[str, obj
     return out
 
 
+def _merged(old: list[dict[str, object]],
+            new: list[dict[str, object]]) -> list[dict[str, object]]:
+    """The old cases in their order, each rerun one replaced in place; cases new to the file at the end."""
+    fresh = {c["id"]: c for c in new}
+    out = [fresh.pop(str(c["id"]), c) for c in old]
+    return out + list(fresh.values())
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--oracle", required=True)
     ap.add_argument("--venv", required=True)
     ap.add_argument("--gpus", default=",".join(GPUS))
     ap.add_argument("--corpus", action="store_true", help="also every other corpus config at TP 1 and 8")
+    ap.add_argument("--models", help="only these models (comma-separated): their cases are replaced, the rest kept")
     a = ap.parse_args()
     gpus = a.gpus.split(",")
     cases = build_cases(gpus, corpus=a.corpus)
+    if a.models:
+        only = set(a.models.split(","))
+        cases = [c for c in cases if c["model"] in only]
     by_id = {c["id"]: c for c in cases}
     old = json.loads(OUT.read_text())["cases"] if OUT.exists() else []
-    kept = [c for c in old if c["gpu"] not in gpus]
+    kept = [c for c in old if c["id"] not in by_id] if a.models else [c for c in old if c["gpu"] not in gpus]
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, "cases.json")
         json.dump(cases, open(path, "w"))
@@ -162,7 +175,7 @@ def main() -> int:
             new += [compact(by_id[r["id"]], r) for r in json.load(open(out))]
     doc = {"source": "SGLang 0.5.23 (PyPI wheel) run by /work/shared/tools/sglang-oracle with faked GPUs; "
                      "regenerate: python tools/sglang_oracle/regen.py --oracle DIR --venv VENV",
-           "sglang_version": "0.5.23", "cases": kept + new}
+           "sglang_version": "0.5.23", "cases": _merged(old, new) if a.models else kept + new}
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps(doc, indent=1) + "\n")
     print(f"{len(kept + new)} cases -> {OUT}")

@@ -1,0 +1,107 @@
+"""SGLang 0.5.23's DeepSeek sparse-attention (DSA: DeepSeek-V3.2, GLM-5) pool (paths relative to `sglang/srt/`).
+
+* KV dtype: `--kv-cache-dtype auto` becomes fp8_e4m3 on compute capability ≥ 10 and bfloat16 below (or with
+  learnable sinks) (`arg_groups/overrides.py:_dsa_kv_cache_dtype_default`);
+* backends: attention_backend `dsa` (`model_overrides/deepseek_v2.py`); the split DSA backends of
+  `overrides.py:_dsa_split_backend_resolution`: fp8 → trtllm on ≥ 10, flashmla_kv on Hopper; bf16 →
+  flashmla_sparse prefill with trtllm (≥ 10) or fa3 decode;
+* page size 64 × index_kpool (`model_overrides/deepseek_v2.py`);
+* the latent row (`mem_cache/kv_cache_configurator.py:calculate_mla_kv_cache_dim`): kv_lora_rank + rope, except an
+  fp8 cache on a scaled-layout backend (not trtllm, not TileLang on both sides):
+  kv_lora_rank + kv_lora_rank / 128 × 4 + rope × 2 bytes (656 for 512 / 64);
+* the indexer (`model_executor/pool_configurator.py:DefaultPoolConfigurator._compute_dsa_indexer_cell_size`):
+  ceil(index_head_dim + index_head_dim / 128 × 4, index_kpool) bytes per token on every layer that computes its
+  own top-k (`configs/model_config.py:dsa_layer_skips_topk`; the shared ones get no rows,
+  kv_cache_configurator.py:_should_elide_dsa_index_k).
+CUDA only (ROCm's DSA page size depends on the aiter build). Pure: numbers in, numbers out.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kvplan.errors import InvalidParameter
+from kvplan.model.spec import ModelSpec
+
+# configs/model_config.py:is_deepseek_dsa (with index_topk set).
+DSA_ARCHITECTURES = frozenset({
+    "DeepseekV3ForCausalLM", "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLMNextN", "MistralLarge3ForCausalLM",
+    "PixtralForConditionalGeneration", "GlmMoeDsaForCausalLM", "GlmMoeDsaForCausalLMNextN",
+    "Glm5NextForConditionalGenerationNextN", "Glm5NextForConditionalGeneration", "LongcatFlashForCausalLM",
+    "LongcatFlashForCausalLMNextN", "Dots3NoteForCausalLM", "Dots3NoteForCausalLMNextN", "HYV4ForCausalLM",
+    "HYV4ForCausalLMNextN",
+})
+QUANT_BLOCK = 128  # mem_cache/memory_pool.py:DSATokenToKVPool.quant_block_size
+ROPE_STORAGE_BYTES = 2  # DSATokenToKVPool.rope_storage_dtype: bfloat16
+
+
+def is_dsa(spec: ModelSpec) -> bool:
+    """configs/model_config.py:is_deepseek_dsa."""
+    arch = spec.architectures[0] if spec.architectures else ""
+    return arch in DSA_ARCHITECTURES and spec.raw.get("index_topk") is not None
+
+
+def _int(raw: Mapping[str, Any], key: str, default: int) -> int:
+    value = raw.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+
+def default_kv_dtype(spec: ModelSpec, *, sm_major: int | None) -> str:
+    """_dsa_kv_cache_dtype_default for `--kv-cache-dtype auto` on CUDA."""
+    sinks = bool(spec.raw.get("learnable_sink"))
+    return "fp8_e4m3" if (sm_major or 0) >= 10 and not sinks else "bfloat16"
+
+
+def kv_dtype(given: str, spec: ModelSpec, sm_major: int | None) -> str:
+    """_dsa_kv_cache_dtype_default: auto by compute capability; only bf16 and fp8_e4m3 are served."""
+    value = given.lower()
+    if value == "auto":
+        return default_kv_dtype(spec, sm_major=sm_major)
+    if value in ("bf16", "bfloat16"):
+        return "bfloat16"
+    if value == "fp8_e4m3":
+        return value
+    raise InvalidParameter("DeepSeek DSA only supports bf16/bfloat16 or fp8_e4m3 kv_cache_dtype",
+                           hint=f"--kv-cache-dtype {given!r} is refused by SGLang for this model")
+
+
+def page_size(spec: ModelSpec) -> int:
+    """model_overrides/deepseek_v2.py: 64 × index_kpool (configs/model_config.py:get_dsa_index_kpool)."""
+    return 64 * _int(spec.raw, "index_kpool", 1)
+
+
+def latent_row_bytes(spec: ModelSpec, *, kv_dtype: str, element_bytes: int, sm_major: int | None) -> int:
+    """calculate_mla_kv_cache_dim × element size under SGLang's default DSA backends."""
+    assert spec.mla is not None
+    rank, rope = spec.mla.kv_lora_rank, spec.mla.qk_rope_head_dim
+    trtllm = (sm_major or 0) >= 10  # both dtypes decode with trtllm on SM100 (the raw layout)
+    if kv_dtype == "fp8_e4m3" and not trtllm and not spec.raw.get("learnable_sink"):
+        return rank + rank // QUANT_BLOCK * 4 + rope * ROPE_STORAGE_BYTES
+    return (rank + rope) * element_bytes
+
+
+def _skips_topk(raw: Mapping[str, Any], layer: int) -> bool:
+    """configs/model_config.py:dsa_layer_skips_topk."""
+    types = raw.get("indexer_types")
+    if isinstance(types, list):
+        return 0 <= layer < len(types) and types[layer] == "shared"
+    cli = _int(raw, "cli_factor", 1)
+    if cli > 1:
+        return layer % cli != 0
+    pattern = raw.get("index_topk_pattern")
+    if isinstance(pattern, (str, list)):
+        return layer < len(pattern) and pattern[layer] == "S"
+    freq = _int(raw, "index_topk_freq", 1)
+    offset = raw.get("index_skip_topk_offset")
+    if isinstance(offset, int) and not isinstance(offset, bool) and offset > 0:
+        return max(layer - offset + 1, 0) % freq != 0
+    return max(layer - 1, 0) % freq != 0
+
+
+def indexer_bytes_per_token(spec: ModelSpec, layers: int) -> int:
+    """_compute_dsa_indexer_cell_size: uint8 index-K with scales on each layer computing its own top-k."""
+    raw = spec.raw
+    head = _int(raw, "index_head_dim", 0)
+    kpool = _int(raw, "index_kpool", 1)
+    per_layer = -(-(head + head // QUANT_BLOCK * 4) // kpool)
+    return per_layer * sum(not _skips_topk(raw, i) for i in range(layers))
