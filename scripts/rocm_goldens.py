@@ -26,7 +26,9 @@ TOOL = "vllm-rocm-oracle rocm_oracle.py (vLLM 0.33.0's RocmPlatform on a CPU: fa
 # Errors of the faked environment, not vLLM verdicts (FAILURES.md): a CUDA-only import, a workspace the
 # meta-device build never initialises, an aiter kernel the stub package cannot run. Such a case is an
 # `oracle_failure`, as in ../oracle-cuda.
-ORACLE_FAILURES = ("No module named 'cuda'", "WorkspaceManager not initialized", "fake_rocm: kernel ")
+ORACLE_FAILURES = ("No module named 'cuda'", "WorkspaceManager not initialized", "fake_rocm: kernel ",
+                   "Cannot copy out of meta tensor", "FlashAttention2 has been toggled on",
+                   "Cannot access accelerator device")
 
 
 def _error(text: str) -> dict[str, str]:
@@ -46,6 +48,10 @@ def _cases() -> list[tuple[str, str, list[str], str]]:
 def _inputs(raw: dict[str, Any], args: list[str]) -> dict[str, Any]:
     req = raw["request"]
     env = {"VLLM_ROCM_USE_AITER": "1"} if req["use_aiter"] else {}
+    for flag, value in zip(args, args[1:], strict=False):  # the oracle's --env K=V, set before vLLM is imported
+        if flag == "--env":
+            key, _, val = value.partition("=")
+            env[key] = val
     return {"gpu": req["gpu"], "oracle_args": [*args, "--kv-cache-memory-bytes", str(KV_BYTES)],
             "tensor_parallel_size": req["tp"], "pipeline_parallel_size": req["pp"],
             "kv_cache_dtype": req["kv_cache_dtype"], "kv_cache_memory_bytes": req["kv_cache_memory_bytes"],

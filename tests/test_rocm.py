@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,7 @@ import pytest
 from kvplan.errors import NotServed
 from kvplan.hardware.gpus import get_gpu, load_catalog
 from kvplan.model.config import parse_config
+from kvplan.model.kv_cache import KVCacheSpec
 from kvplan.vllm.environment import vllm_environment
 from kvplan.vllm.fit import plan_fit
 from kvplan.vllm.rocm import RocmAiter, fp8_view_dtype, rocm_backend
@@ -174,3 +176,150 @@ def test_rocm_oom_is_worded_as_torch_on_rocm_words_it() -> None:
     assert r.startup == "OOM loading weights" and r.error is not None and r.error.startswith("HIP out of memory")
     log = parse_startup_log("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB.")
     assert log.failure == "cuda_oom"
+
+
+def _golden(case: str) -> Any:
+    return json.loads((GOLDENS / f"{case}.json").read_text())
+
+
+def _cli(args: list[str], env: dict[str, str] | None = None) -> Any:
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    result = CliRunner().invoke(app, args, env=env or {})
+    assert result.exit_code in (0, 1), result.output
+    return json.loads(result.output)
+
+
+GPT_OSS = str(ROOT / "tests" / "fixtures" / "configs" / "openai--gpt-oss-20b")
+SERVE_8K_20GIB = "vllm serve x --kv-cache-memory-bytes 21474836480 --max-model-len 8192"
+
+
+def test_size_bytes_per_token_are_the_rocm_page_bytes_fp8_one_byte(monkeypatch: pytest.MonkeyPatch) -> None:
+    # ROCm stores fp8 KV as uint8 (one byte) and ROCM_ATTN's two head slots keep CUDA's bytes per token:
+    # vLLM's spec on MI300X is 28 layers × 16,384 B per 16-token page (…__mi300x-fp8.json) = 28,672 B/token
+    monkeypatch.delenv("VLLM_ROCM_USE_AITER", raising=False)
+    qwen = str(CORPUS / "Qwen--Qwen2.5-7B-Instruct")
+    for case, extra in (("Qwen--Qwen2.5-7B-Instruct__mi300x-fp8", ["--kv-cache-dtype", "fp8"]),
+                        ("Qwen--Qwen2.5-7B-Instruct__mi355x-fp8", ["--kv-cache-dtype", "fp8"]),
+                        ("Qwen--Qwen2.5-7B-Instruct__mi300x-tp2", ["-tp", "2"])):
+        (group,) = _golden(case)["per_pp_rank"][0]["spec_groups"]
+        want = group["num_layers"] * group["page_size_bytes"] // group["block_size"]
+        assert _cli(["size", qwen, *extra, "--json"])["kv_bytes_per_token"] == want
+    assert want == 28 * 2 * 128 * 2 * 2  # TP 2: 2 KV heads of 128 per rank, K and V, bf16
+
+
+def test_roofline_kv_capacity_is_planned_by_the_rocm_backend(monkeypatch: pytest.MonkeyPatch) -> None:
+    # gpt-oss-20b at 20 GiB on MI300X: ROCM_AITER_UNIFIED_ATTN's 64-token blocks (13,653, aiter installed) or
+    # TRITON_ATTN's 16 (54,613: no aiter, or ROCM_AITER_FA with VLLM_ROCM_USE_AITER=1), as vLLM 0.33 plans them
+    monkeypatch.delenv("VLLM_ROCM_USE_AITER", raising=False)
+    base = ["roofline", GPT_OSS, "--gpu", "mi300x", "--context", "1000", "--vllm-cmd", SERVE_8K_20GIB, "--json"]
+    capacity = {label: _cli(base + extra, env)["kv_capacity_batch"]
+                for label, extra, env in (("image", [], {}), ("pip", ["--no-aiter"], {}),
+                                          ("enabled", [], {"VLLM_ROCM_USE_AITER": "1"}))}
+    s = ServeSettings(max_model_len=8192, kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0, context=1000)
+    model = parse_config(json.loads((Path(GPT_OSS) / "config.json").read_text()), name="gpt-oss-20b")
+    for label, golden_case, settings in (
+            ("image", "openai--gpt-oss-20b__mi300x-mml8192", s),
+            ("pip", "openai--gpt-oss-20b__mi300x-mml8192-noaiter", replace(s, rocm_aiter_installed=False)),
+            ("enabled", "openai--gpt-oss-20b__mi300x-mml8192-useaiter", replace(s, rocm_use_aiter=True))):
+        r = plan_fit(model, get_gpu("mi300x"), settings, advise=False)
+        assert r.num_gpu_blocks == _golden(golden_case)["kv_cache"]["num_blocks"]
+        assert capacity[label] == r.preemption.max_requests_at_context
+    assert capacity == {"image": 413, "pip": 430, "enabled": 430}
+
+
+def test_check_plans_take_the_aiter_choice_and_vllms_variable(tmp_path: Path) -> None:
+    deployment = ("  - name: {name}\n    model: " + GPT_OSS + "\n    gpu: mi300x\n{extra}"
+                  "    vllm: {{max-model-len: 8192, kv-cache-memory-bytes: 21474836480}}\n"
+                  "    require: {{starts: true}}\n")
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("deployments:\n" + "".join(deployment.format(name=n, extra=e) for n, e in (
+        ("image", ""), ("pip", "    aiter: false\n"), ("enabled", "    env: {VLLM_ROCM_USE_AITER: \"1\"}\n"))))
+    report = _cli(["check", str(plan), "--json"])
+    got = {d["name"]: (d["num_gpu_blocks"], d["kv_cache_tokens"]) for d in report["deployments"]}
+    want = {n: (_golden(f"openai--gpt-oss-20b__mi300x-mml8192{s}")["kv_cache"]["num_blocks"],
+                _golden(f"openai--gpt-oss-20b__mi300x-mml8192{s}")["kv_cache"]["tokens"])
+            for n, s in (("image", ""), ("pip", "-noaiter"), ("enabled", "-useaiter"))}
+    assert got == want == {"image": (13653, 435196), "pip": (54613, 436477), "enabled": (54613, 436477)}
+    plan.write_text("deployments:\n" + deployment.format(name="bad", extra="    aiter: \"no\"\n"))
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    bad = CliRunner().invoke(app, ["check", str(plan)])
+    assert bad.exit_code == 2 and "deployments[0].aiter: true" in bad.output and "Traceback" not in bad.output
+
+
+def test_the_fit_sweep_offers_amd_beside_nvidia_with_the_rocm_figures(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("VLLM_ROCM_USE_AITER", raising=False)
+    args = ["fit", GPT_OSS, "--max-model-len", "8192", "--kv-cache-memory-bytes", "20GiB", "--json"]
+    for extra, suffix in (([], ""), (["--no-aiter"], "-noaiter")):
+        rows = {r["gpu"]: r for r in _cli(args + extra)["rows"]}
+        golden = _golden(f"openai--gpt-oss-20b__mi300x-mml8192{suffix}")["kv_cache"]
+        for gpu in ("mi300x", "mi325x", "mi355x"):
+            assert rows[gpu]["platform"] == "rocm"
+            assert (rows[gpu]["num_gpu_blocks"], rows[gpu]["kv_cache_tokens"]) == (golden["num_blocks"],
+                                                                                   golden["tokens"])
+        assert rows["h100-sxm"]["platform"] == "cuda" and rows["h100-sxm"]["num_gpu_blocks"] == 54613
+
+
+def test_deepseek_v4_on_rocm_keeps_the_flashmla_caches_under_rocms_backend() -> None:
+    # models/deepseek_v4/amd/rocm.py:DeepseekV4ROCMAiterMLAAttention keeps the fp8_ds_mla layout: vLLM 0.33 plans
+    # 21,426 blocks of 256 tokens at 20 GiB, TP 8, the same as on an H100 (oracle-cuda …V4-Flash__h100-tp8)
+    model = _model("deepseek-ai--DeepSeek-V4-Flash")
+    s = ServeSettings(tp=8, max_model_len=8192, kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0)
+    for gpu in ("mi300x", "mi355x"):
+        r = plan_fit(model, get_gpu(gpu), s, advise=False)
+        assert (r.attention_backend, r.block_size, r.num_gpu_blocks) == ("ROCM_FLASHMLA_SPARSE_DSV4", 256, 21426)
+        assert r.log_line == _golden(f"deepseek-ai--DeepSeek-V4-Flash__{gpu}-tp8-mml8192")["kv_cache"]["log_line"]
+    with pytest.raises(NotServed, match="fp8_ds_mla layout only supports fp8 kv-cache, got bfloat16"):
+        plan_fit(model, get_gpu("mi300x"), replace(s, kv_cache_dtype="bfloat16"), advise=False)
+
+
+ROCM_LOGS = ROOT / "tests" / "fixtures" / "startup-logs" / "rocm"
+
+
+def _logged(text: str, pattern: str) -> str:
+    match = re.search(pattern, text)
+    assert match is not None, pattern
+    return match.group(1)
+
+
+@pytest.mark.parametrize(("log", "specs", "tp"), [
+    # DeepSeek-R1-Distill-Qwen-14B (Qwen2ForCausalLM: 48 layers, 8 KV heads of 128, bf16), TP 2: 4 heads a rank
+    ("ray-rocm7-blog-r1-distill-qwen-14b-tp2.log", [[KVCacheSpec(i, "full", 8, 128, 128, 2) for i in range(48)]],
+     2),
+    ("unsloth-gfx1201-llama31-8b-merged.log", None, 1),
+])
+def test_public_rocm_startup_logs_are_reproduced_from_their_kv_memory(log: str, specs: Any, tp: int) -> None:
+    from kvplan.model.kv_cache import kv_cache_specs
+    from kvplan.units import GiB
+    from kvplan.vllm.block_plan import plan_kv_cache
+
+    text = (ROCM_LOGS / log).read_text()
+    gib = float(_logged(text, r"Available KV cache memory: ([\d.]+) GiB"))
+    tokens = int(_logged(text, r"GPU KV cache size: ([\d,]+) tokens").replace(",", ""))
+    max_len = int(_logged(text, r"'max_model_len': (\d+)"))
+    if specs is None:  # the Llama-3.1-8B geometry (README.md: inferred from the chat template and weights)
+        specs = kv_cache_specs(_model("meta-llama--Llama-3.1-8B-Instruct"), tp=tp, kv_cache_dtype="auto")
+    else:
+        specs = [[replace(s, num_kv_heads=s.num_kv_heads // tp) for s in specs[0]]]
+    lo, hi = (plan_kv_cache(specs, int((gib + d) * GiB), 16, max_len, 8192) for d in (-0.005, 0.005))
+    mid = plan_kv_cache(specs, int(gib * GiB), 16, max_len, 8192)
+    assert lo.kv_cache_tokens <= tokens <= hi.kv_cache_tokens
+    assert mid.kv_cache_tokens == tokens  # 103,813 and 4,925 blocks of 16 at the printed GiB
+
+
+def test_a_vision_tower_whose_heads_do_not_split_over_tp_is_refused_in_vllms_words() -> None:
+    # vLLM 0.33's RocmPlatform (…GLM-4.5V__mi300x-tp8-mml8192.json): "AssertionError: 12 is not divisible by 8"
+    # from glm4_1v.py:Glm4vVisionAttention; the rule is the model's, so CUDA refuses alike
+    model = _model("zai-org--GLM-4.5V")
+    s = ServeSettings(tp=8, max_model_len=8192, kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0)
+    golden = _golden("zai-org--GLM-4.5V__mi300x-tp8-mml8192")
+    assert golden["build_error"]["error_message"] == "12 is not divisible by 8"
+    for gpu in ("mi300x", "h100"):
+        with pytest.raises(NotServed, match=r"^12 is not divisible by 8"):
+            plan_fit(model, get_gpu(gpu), s, advise=False)
+    assert plan_fit(model, get_gpu("mi300x"), replace(s, tp=4), advise=False).fits  # 12 = 4 × 3

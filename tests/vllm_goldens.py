@@ -21,6 +21,7 @@ with `--kv-cache-memory-bytes` (the oracle's input) and each case lands in one c
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -69,11 +70,13 @@ def goldens(folder: Path = CUDA_GOLDENS) -> list[dict[str, Any]]:
     return [json.loads(p.read_text()) for p in sorted(folder.glob("*__*.json"))]
 
 
-def _unmodelled(g: dict[str, Any]) -> list[str]:
-    """The engine arguments of a case kvplan does not model (block_size and max_num_seqs are the oracle's)."""
+def _unmodelled(g: dict[str, Any], *, rocm: bool = False) -> list[str]:
+    """The engine arguments of a case kvplan does not model (block_size and max_num_seqs are the oracle's; the ROCm
+    oracle's --block-size is planned as `kvplan fit --block-size` plans it)."""
     inputs = g["inputs"]
     args = set(inputs.get("engine_args") or {}) - MODELLED_ARGS - UNMEASURED_ARGS
-    return sorted(args | {k for k in ("block_size", "max_num_seqs") if inputs.get(k)})
+    oracle_flags = ("max_num_seqs",) if rocm else ("block_size", "max_num_seqs")
+    return sorted(args | {k for k in oracle_flags if inputs.get(k)})
 
 
 def _plan(g: dict[str, Any], *, rocm: bool) -> kvplan.FitReport:
@@ -84,6 +87,9 @@ def _plan(g: dict[str, Any], *, rocm: bool) -> kvplan.FitReport:
     environ: dict[str, str] = {}
     if rocm:
         extra["rocm_aiter"] = bool(inputs["aiter_installed"])
+        if inputs.get("block_size"):
+            extra["block_size"] = inputs["block_size"]
+        extra["usage"] = inputs.get("usage_context") or "serve"
         if (inputs.get("env") or {}).get("VLLM_ROCM_USE_AITER") == "1":
             environ["VLLM_ROCM_USE_AITER"] = "1"
     model_dir = ROOT / str(g["model"]["source"]) / str(g["model"]["config_dir"])
@@ -127,19 +133,29 @@ VLLM_REASONS = (
 ROCM_REASONS = ("No valid attention backend found", "No valid MLA prefill backend found")
 
 
+# The same refusal in other words: kvplan's TP check (model/parallel.py) and vLLM's (config/parallel.py:
+# "Total number of attention heads (28) must be divisible by tensor parallel size (8)"), vLLM's only when both
+# name the same head count and TP size.
+_KVPLAN_TP = re.compile(r"--tensor-parallel-size (\d+) does not divide the (\d+) attention heads")
+_VLLM_TP = re.compile(r"Total number of attention heads \((\d+)\) must be divisible by tensor parallel size \((\d+)\)")
+
+
 def same_reason(kvplan_message: str, vllm_message: str, *, rocm: bool = False) -> bool:
     """kvplan states vLLM's reason: the same refusal by its key words, or vLLM's sentence itself."""
     reasons = (*ROCM_REASONS, *VLLM_REASONS) if rocm else VLLM_REASONS
     if any(r in kvplan_message and r in vllm_message for r in reasons):
         return True
+    ours, theirs = _KVPLAN_TP.search(kvplan_message), _VLLM_TP.search(vllm_message)
+    if ours and theirs and (ours.group(2), ours.group(1)) == theirs.groups():
+        return True
     head = kvplan_message.split(" (vLLM")[0].split("; served by")[0].split(" (served")[0].rstrip(".")
     return head in vllm_message or vllm_message in kvplan_message
 
 
-def _unjudged(g: dict[str, Any], case: str, family: str) -> Outcome | None:
+def _unjudged(g: dict[str, Any], case: str, family: str, *, rocm: bool = False) -> Outcome | None:
     if g["status"] == "oracle_failure":  # the oracle's own failure (FAILURES.md): no verdict
         return Outcome(case, family, "oracle-failure", "see FAILURES.md")
-    flags = _unmodelled(g)
+    flags = _unmodelled(g, rocm=rocm)
     if flags:
         return Outcome(case, family, "not-modelled", f"engine arguments kvplan does not model: {', '.join(flags)}")
     return None
@@ -181,7 +197,7 @@ def classify_rocm(g: dict[str, Any]) -> Outcome:
     """The class of one ROCm golden case (its aiter mode: installed, absent, or enabled with
     VLLM_ROCM_USE_AITER=1); the attention backend(s) vLLM picked are judged too."""
     case = str(g["case"])
-    unjudged = _unjudged(g, case, "")
+    unjudged = _unjudged(g, case, "", rocm=True)
     if unjudged is not None:
         return unjudged
     try:

@@ -24,6 +24,7 @@ Shape (keys may be spelled with `-` or `_`)::
         vllm_config: serve.yaml           # or vLLM's --config file
         vllm_version: "0.33"
         env: {VLLM_USE_V2_MODEL_RUNNER: "0"}  # vLLM's environment variables (as `kvplan fit` reads them)
+        aiter: false                      # AMD GPUs: a bare pip install (default true: vLLM's ROCm images)
         measured: {weights-memory: 14.3GiB}  # replaces kvplan's estimate (as `kvplan fit` flags)
         workload: {num_requests: 200, request_rate: 4, prompt_len: 2048, output_len: 256}
         require:
@@ -472,10 +473,11 @@ VLLM_NEGATED: Mapping[str, str] = {"no_" + arg.name: arg.name for arg in SETTING
 
 _TOP_KEYS = ("version", "gpus_file", "deployments")
 _DEPLOYMENT_KEYS = ("name", "model", "revision", "gpu", "num_gpus", "vllm", "vllm_cmd", "vllm_config",
-                    "vllm_version", "env", "measured", "workload", "require", "engine", "sglang", "sglang_cmd")
+                    "vllm_version", "env", "aiter", "measured", "workload", "require", "engine", "sglang",
+                    "sglang_cmd")
 # `engine: sglang`: the deployment is SGLang's (kvplan/sglang/), its flags in `sglang:` (SGLang's names) or a
 # pasted `sglang_cmd`; these vLLM keys and requirements mean nothing there.
-_VLLM_ONLY_KEYS = ("vllm", "vllm_cmd", "vllm_config", "vllm_version", "env")
+_VLLM_ONLY_KEYS = ("vllm", "vllm_cmd", "vllm_config", "vllm_version", "env", "aiter")
 SGLANG_REQUIREMENTS = ("starts", "min_concurrency", "min_kv_tokens")
 _MEASURED = {  # the `kvplan fit` flags that replace an estimate with a measured value
     "weights_memory": "weights_bytes", "activation_memory": "activation_bytes",
@@ -766,6 +768,11 @@ def _setting_fields(c: _Checker, d: dict[str, Any], path: Path_, opts: _Options)
     fields: dict[str, Any] = {VLLM_OPTIONS[k][0]: v for k, v in opts.values.items()}
     if d.get("vllm_version") is not None:
         fields["vllm_version"] = _vllm_version(c, d["vllm_version"], (*path, "vllm_version"))
+    if d.get("aiter") is not None:  # `kvplan fit --aiter/--no-aiter` (kvplan/vllm/rocm.py:RocmAiter.installed)
+        if not isinstance(d["aiter"], bool):
+            raise doc.error((*path, "aiter"), "true (aiter installed, as in vLLM's ROCm images) or false (a bare "
+                                              "pip install)", at_value=True)
+        fields["rocm_aiter_installed"] = d["aiter"]
     if d.get("measured") is not None:
         mpath = (*path, "measured")
         measured = c.mapping(d["measured"], mpath)

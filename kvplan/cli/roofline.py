@@ -84,6 +84,10 @@ def command(
     compute_efficiency: Annotated[float | None, typer.Option(
         "--compute-efficiency", help="Share of dense peak FLOP/s reached (default: the speed model's, fitted "
         "per GPU class on measured runs).", show_default=False)] = None,
+    aiter: Annotated[bool | None, typer.Option(
+        "--aiter/--no-aiter", help="AMD GPUs: aiter installed, as in vLLM's ROCm images (default), or a bare pip "
+        "install; as `kvplan fit` takes it (it sets the attention backend, so the block size and KV capacity).",
+        show_default=False, rich_help_panel=DEPLOYMENT_PANEL)] = None,
     gpus_file: Annotated[Path | None, typer.Option(
         "--gpus-file", help="YAML file of GPUs to add or override (default: $KVPLAN_GPUS_FILE).",
         show_default=False)] = None,
@@ -113,7 +117,8 @@ def command(
         "tensor_parallel_size": tensor_parallel_size, "data_parallel_size": data_parallel_size,
         "enable_expert_parallel": enable_expert_parallel, "kv_cache_dtype": kv_cache_dtype,
         "quantization": quantization, "max_num_batched_tokens": max_num_batched_tokens,
-        "max_num_seqs": max_num_seqs, "gpu_memory_utilization": gpu_memory_utilization, "revision": revision})
+        "max_num_seqs": max_num_seqs, "gpu_memory_utilization": gpu_memory_utilization, "revision": revision,
+        "rocm_aiter": aiter})
     spec_gpu = get_gpu(gpu, gpus_file)
     spec, weights = load_model_with_weights(model, revision, quiet=json_)
     spec = apply_quantization(spec, settings.quantization, served_quantization_methods())

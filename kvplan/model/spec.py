@@ -175,6 +175,8 @@ class TowerSpec:
     deepstack_levels: int = 0
     tokens_per_image: int = 0  # gemma-4: vision_config.default_output_length (an image's soft-token ceiling)
     loaded: bool = True
+    # attention heads the tower splits over the TP ranks (dist_utils.divide asserts they divide); 0: not checked
+    tp_heads: int = 0
 
     @property
     def params(self) -> int:

@@ -190,6 +190,18 @@ def gemma4_item_tokens(model: ModelSpec, limits: MmLimits) -> dict[str, int]:
     return tokens
 
 
+def tower_tp_refusal(model: ModelSpec, limits: MmLimits, tp: int) -> str | None:
+    """vLLM's refusal when a built tower's attention heads do not split over the TP ranks
+    (distributed/utils.py:ensure_divisibility, "{numerator} is not divisible by {denominator}"), e.g. GLM-4.5V's
+    12 vision heads at TP 8 (glm4_1v.py:Glm4vVisionAttention). A tower whose modalities are all limited to 0 is
+    not built (TowerSpec.loaded)."""
+    active = set(limits.active(model.mm_modalities))
+    for tower in model.towers:
+        if tower.tp_heads and tower.loaded and active & set(tower.modalities) and tower.tp_heads % tp:
+            return f"{tower.tp_heads} is not divisible by {tp}"
+    return None
+
+
 def encoder_budget_refusal(model: ModelSpec, limits: MmLimits, max_num_batched_tokens: int) -> str | None:
     """v1/core/encoder_cache_manager.py:compute_mm_encoder_budget: chunked MM input is disabled for a prefix
     LM, so the largest item of an allowed modality must fit in one step."""

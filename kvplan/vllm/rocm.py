@@ -18,6 +18,10 @@ planner run with its `RocmPlatform` (tests/fixtures/oracle-rocm/).
   float8_e4m3fnuz where `"gfx94" in _GCN_ARCH` (`RocmPlatform.is_fp8_fnuz`), float8_e4m3fn on gfx950.
 * MLA prefill (`RocmPlatform.get_mla_prefill_backend_cls`): ROCM_AITER_FA (aiter enabled) or FLASH_ATTN (the
   ROCm flash-attention package); neither → "No valid MLA prefill backend found".
+* DeepSeek-V4 (`models/deepseek_v4/__init__.py` picks `amd/model.py` when `current_platform.is_rocm()`): its
+  layers are `amd/rocm.py:DeepseekV4ROCMAiterMLAAttention`, a `DeepseekV4Attention` that keeps the fp8_ds_mla
+  layout (`use_fp8_ds_mla_layout` is not overridden), so the caches are CUDA's FlashMLA ones; only the backend's
+  name differs (ROCM_FLASHMLA_SPARSE_DSV4, 256-token blocks as sparse_mla.py:DeepseekV4SparseMLABackend).
 """
 from __future__ import annotations
 
@@ -25,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import NotServed
+from kvplan.model.kv_cache import DSV4_KV_DTYPE_REFUSAL, DSV4_SERVED_KV_DTYPES
 from kvplan.vllm.backends import AttentionBackend
 
 if TYPE_CHECKING:
@@ -45,12 +50,18 @@ class RocmAiter:
     """Whether AMD's aiter kernels are installed and enabled.
 
     `installed`: the `aiter` and ROCm `flash_attn` packages are importable. vLLM's ROCm images build both and set
-    no VLLM_ROCM_USE_AITER (vllm-project/vllm docker/Dockerfile.rocm_base@00256d59: AITER_BRANCH v0.1.10.post3,
-    FA_BRANCH, `pip install /install/*.whl` in its final stage; docker/Dockerfile.rocm@00305ee5 builds the image on
-    that base, with no AITER variable; the same in ROCm/vllm docker/Dockerfile.rocm_base@01d9e19a and
-    docker/Dockerfile.rocm@0004921e), so the default is installed, not enabled; a bare `pip install vllm` has
-    neither package. The rest are vLLM's variables (envs.py): VLLM_ROCM_USE_AITER
-    (default False), VLLM_ROCM_USE_AITER_MHA and VLLM_ROCM_USE_AITER_MLA (default True).
+    no VLLM_ROCM_USE_AITER, so the default is installed, not enabled. Source: vLLM 0.33.0's own Docker files, in
+    its PyPI sdist (vllm-0.33.0.tar.gz, sha256 f4c33c2503d52bb411146afa9618a4f48bed68912f617e6803ac8d76e4c74112):
+    docker/Dockerfile.rocm_base (sha256 54c0ade8…) builds flash-attention (FA_BRANCH 0e60e394) and aiter
+    (AITER_BRANCH v0.1.26) wheels and its `final` stage pip-installs them; docker/Dockerfile.rocm (sha256
+    f9ae35d6…), FROM that base, sets TOKENIZERS_PARALLELISM, SAFETENSORS_FAST_GPU, HIP_FORCE_DEV_KERNARG,
+    HSA_ENABLE_IPC_MODE_LEGACY, UCX_* and PYTORCH_NVML_BASED_CUDA_CHECK in its `final_common` stage and no
+    VLLM_ROCM_USE_AITER anywhere. The same holds in vllm-project/vllm docker/Dockerfile.rocm@00305ee5 and AMD's
+    ROCm/vllm docker/Dockerfile.rocm@0004921e (its final stage: TOKENIZERS_PARALLELISM, SAFETENSORS_FAST_GPU,
+    HIP_FORCE_DEV_KERNARG); run guides for that image pass `--env VLLM_ROCM_USE_AITER=1` themselves (e.g. a
+    madengine Kimi-K3 benchmark guide for vllm/vllm-openai-rocm, found by code search). A bare `pip install vllm`
+    has neither package. The rest are vLLM's variables (envs.py): VLLM_ROCM_USE_AITER (default False),
+    VLLM_ROCM_USE_AITER_MHA and VLLM_ROCM_USE_AITER_MLA (default True).
     """
 
     installed: bool = True
@@ -104,6 +115,12 @@ ROCM_AITER_MLA_SPARSE = AttentionBackend("ROCM_AITER_MLA_SPARSE", 16, 1)  # [1, 
 # MiMoV2Attention): FLASH_ATTN_DIFFKV needs FA3/FA4 (CUDA), so ROCm gets TRITON_ATTN_DIFFKV (MultipleOf(16)).
 TRITON_ATTN_DIFFKV = AttentionBackend("TRITON_ATTN_DIFFKV", 16, 16)
 _DIFFKV_ARCHITECTURES = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"})
+
+# amd/rocm.py:DeepseekV4ROCMAiterMLASparseBackend(DeepseekV4SparseMLABackend): get_name() ROCM_FLASHMLA_SPARSE_DSV4,
+# the parent's 256-token kernel blocks; vLLM 0.33's planner logs "Setting kv cache block size to 256 for
+# DEEPSEEK_SPARSE_SWA/ROCM_FLASHMLA_SPARSE_DSV4/DEEPSEEK_V4_INDEXER/CompressorBackend backend(s)" with or without
+# aiter (tests/fixtures/oracle-rocm/deepseek-ai--DeepSeek-V4-Flash__*).
+ROCM_DSV4_FLASHMLA = AttentionBackend("ROCM_FLASHMLA_SPARSE_DSV4", 256, 256)
 
 NO_MLA_PREFILL = ("No valid MLA prefill backend found: ROCM_AITER_FA needs aiter enabled (VLLM_ROCM_USE_AITER=1), "
                   "FLASH_ATTN the flash_attn package (platforms/rocm.py:get_mla_prefill_backend_cls)")
@@ -210,6 +227,14 @@ def rocm_backend(model: ModelSpec, gpu: RocmGpu, kv_dtype: str, aiter: RocmAiter
         return next(iter(chosen.values()))
     # _preferred_block_size_for_backends: every ROCm backend takes 16, so 16 it is
     return AttentionBackend(" + ".join(chosen), 16, 16)
+
+
+def rocm_dsv4_backend(kv_flag: str) -> AttentionBackend:
+    """DeepSeek-V4's backend on ROCm, or vLLM's refusal: attention.py:_resolve_dsv4_kv_cache_dtype serves auto and
+    every fp8 flag as fp8_ds_mla and refuses the rest, on ROCm as on CUDA (the ROCm layer inherits it)."""
+    if kv_flag not in DSV4_SERVED_KV_DTYPES:
+        raise NotServed(DSV4_KV_DTYPE_REFUSAL.format(kv_flag))
+    return ROCM_DSV4_FLASHMLA
 
 
 def rules_note(gpu: RocmGpu, aiter: RocmAiter, kv_dtype: str) -> str:

@@ -19,7 +19,13 @@ from kvplan.vllm.backends import FLASHINFER_MLA_SPARSE_SM120, AttentionBackend, 
 from kvplan.vllm.backends import GpuLike as BackendGpu
 from kvplan.vllm.defaults import BatchSettings, MambaCacheMode, PerformanceMode, Usage, VllmVersion
 from kvplan.vllm.model_runner import ModelRunner, model_runner
-from kvplan.vllm.multimodal import MmLimits, ModalityLimit, encoder_budget_refusal, gemma4_item_tokens
+from kvplan.vllm.multimodal import (
+    MmLimits,
+    ModalityLimit,
+    encoder_budget_refusal,
+    gemma4_item_tokens,
+    tower_tp_refusal,
+)
 from kvplan.vllm.speculative import speculative_method
 
 if TYPE_CHECKING:
@@ -346,6 +352,29 @@ def rocm_aiter(s: ServeSettings) -> RocmAiter:
                      use_mla=s.rocm_use_aiter_mla)
 
 
+def _refuse_multimodal(model: ModelSpec, limits: MmLimits, max_num_batched_tokens: int, tp: int) -> None:
+    """vLLM's multimodal refusals: the encoder budget (compute_mm_encoder_budget) and a tower whose attention
+    heads do not split over the TP ranks (kvplan/vllm/multimodal.py)."""
+    refusal = encoder_budget_refusal(model, limits, max_num_batched_tokens)
+    if refusal is not None:
+        raise InvalidParameter(refusal, hint="vLLM's encoder budget (compute_mm_encoder_budget); or limit that "
+                                             "modality with --limit-mm-per-prompt")
+    tower_refusal = tower_tp_refusal(model, limits, tp)
+    if tower_refusal is not None:
+        raise NotServed(tower_refusal, hint="the vision tower's attention heads must split over the TP ranks: "
+                                            "pick a TP size that divides them")
+
+
+def _dsv4_backend(gpu: GpuLike, kv_flag: str, version: VllmVersion) -> AttentionBackend:
+    """DeepSeek-V4's backend: CUDA's (backends.py:dsv4_backend), or on ROCm the same FlashMLA caches under
+    ROCm's backend name (kvplan/vllm/rocm.py:rocm_dsv4_backend)."""
+    if gpu_platform(gpu) == "rocm":
+        from kvplan.vllm.rocm import rocm_dsv4_backend
+
+        return rocm_dsv4_backend(kv_flag)
+    return dsv4_backend(gpu, kv_flag, version)
+
+
 def _rocm_backend(model: ModelSpec, gpu: GpuLike, kv_dtype: str, s: ServeSettings) -> AttentionBackend:
     """vLLM's RocmPlatform choice (kvplan/vllm/rocm.py) for a GPU whose catalog platform is rocm."""
     from kvplan.vllm.rocm import RocmGpu, rocm_backend
@@ -376,16 +405,10 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     )
     limits = mm_limits(s)
     batch = _mm_prefix_batch_floor(model, batch, limits, user_set=s.max_num_batched_tokens is not None)
-    refusal = encoder_budget_refusal(model, limits, batch.max_num_batched_tokens)
-    if refusal is not None:
-        raise InvalidParameter(refusal, hint="vLLM's encoder budget (compute_mm_encoder_budget); or limit that "
-                                             "modality with --limit-mm-per-prompt")
+    _refuse_multimodal(model, limits, batch.max_num_batched_tokens, s.tp)
     kv_flag = _model_kv_cache_dtype(model, gpu, s.kv_cache_dtype)
     if model.dsv4 is not None:
-        if gpu_platform(gpu) == "rocm":
-            raise NotServed("DeepSeek-V4 on AMD GPUs: kvplan does not model vLLM's ROCm backend for its compressed "
-                            "sparse attention yet (kvplan/vllm/rocm.py)", hint="plan it on an NVIDIA GPU")
-        backend = dsv4_backend(gpu, kv_flag, version)
+        backend = _dsv4_backend(gpu, kv_flag, version)
         kv_flag = "fp8_ds_mla"  # attention.py:_resolve_dsv4_kv_cache_dtype: auto and every fp8 flag
         kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
     else:

@@ -142,7 +142,9 @@ def _glm4v_vision(v: Mapping[str, Any]) -> TowerSpec:
     replicated = (ch * t * p * p * h + h + positions * h + depth * 2 * h + 2 * h + h * out * m * m + out
                   + 2 * out)  # patch, positions, block norms, post norms, downsample, merger LayerNorm
     sharded = depth * block_sharded + out * out + out * 2 * inter + inter * out
-    return TowerSpec("vision tower + projector", VISION, replicated, sharded, "glm4_1v.py:Glm4vVisionTransformer")
+    # Glm4vVisionAttention: num_attention_heads_per_partition = dist_utils.divide(num_heads, tp_size)
+    return TowerSpec("vision tower + projector", VISION, replicated, sharded, "glm4_1v.py:Glm4vVisionTransformer",
+                     tp_heads=_int(v, "num_heads"))
 
 
 def multimodal_parts(top: Mapping[str, Any], text_hidden: int) -> tuple[tuple[str, ...], tuple[TowerSpec, ...]]:
