@@ -21,7 +21,7 @@ def test_every_module_in_the_folder_is_a_family() -> None:
     """Adding a family is adding one file: each module but base.py registers itself, under its own name."""
     modules = sorted(p.stem for p in FOLDER.glob("*.py") if p.name not in ("__init__.py", "base.py"))
     assert [f.name for f in families()] == modules
-    assert len(modules) == 35
+    assert len(modules) >= 35  # the scan sees the folder (a new family needs no change here)
 
 
 def test_a_name_claimed_by_two_families_is_refused() -> None:
