@@ -9,6 +9,7 @@ import pytest
 from kvplan.errors import InvalidParameter
 from kvplan.units import parse_bytes
 from kvplan.vllm.fit import plan_fit
+from kvplan.vllm.memory.activation import MRV2_UNSEEN_BYTES
 from kvplan.vllm.memory.cuda_graphs import CUDA_GRAPH_BYTES_PER_GRAPH, CUDA_GRAPH_FIRST_CAPTURE_BYTES
 from kvplan.vllm.memory.non_torch import NON_TORCH_BYTES_SINGLE_GPU
 from kvplan.vllm.memory.weights import loaded_weights_bytes_per_gpu
@@ -39,9 +40,10 @@ def test_default_budget_on_h100_is_vllms_formula() -> None:
     r = plan_fit(model, H100, ServeSettings(max_model_len=32768))
     requested = math.ceil(H100.cuda_total_bytes * 0.92)
     weights = loaded_weights_bytes_per_gpu(model, arch="hopper")  # checkpoint + rope cache + vocab padding
-    # vLLM 0.17+: Triton top-k/top-p sampler; Model Runner V2 (0.29+): the persistent penalty state, which
-    # vLLM counts in the consumed memory beside the non-torch growth
-    activation = int(1024 * 152_064 * 20.0) + 8192 * 3584 * 2
+    # vLLM 0.33's Model Runner V2 profile run as ported (its warmup sampler pass: 14 B per logit + FlashInfer's
+    # 1 MiB, on the retained hidden states and logits rows) plus the unseen MRV2 term; Model Runner V2 (0.29+): the
+    # persistent penalty state, which vLLM counts in the consumed memory beside the non-torch growth
+    activation = (8192 + 1024) * 3584 * 2 + 1024 * 152_064 * 14 + 1024 * 1024 + MRV2_UNSEEN_BYTES
     non_torch = NON_TORCH_BYTES_SINGLE_GPU + int(1024 * 152_064 * (4 + 4 / 32))
     graphs = CUDA_GRAPH_FIRST_CAPTURE_BYTES + (50 + 50) * CUDA_GRAPH_BYTES_PER_GRAPH  # 51 + 51 graphs
     assert (r.requested_bytes, r.weights_bytes, r.activation_bytes, r.cuda_graph_bytes, r.non_torch_bytes) == (

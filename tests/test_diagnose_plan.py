@@ -10,6 +10,7 @@ import pytest
 from kvplan.hardware.gpus import get_gpu
 from kvplan.observe.diagnose import PlanComparison, plan_diagnosis, plan_settings
 from kvplan.vllm.fit import plan_fit
+from kvplan.vllm.memory.activation import MRV2_UNSEEN_BYTES
 from kvplan.vllm.settings import ServeSettings
 from tests import test_diagnose_cli
 from tests.conftest import CONFIGS, load_fixture
@@ -23,17 +24,19 @@ REQUESTED = 76_526_653_539  # ceil(85,029,615,043 × 0.9)
 # max_position_embeddings 131,072 × head 128 × 2 B = 32 MiB. The vocabulary (152,064 = 2,376 × 64) needs
 # no padding to 64 rows.
 WEIGHTS = 7_615_616_512 * 2 + 131_072 * 128 * 2
-# Activation: sampler 1024 rows (max_num_seqs, H100 default) × 152,064 vocab × 20 B (0.17+ Triton top-k/top-p),
-# plus 8192 retained hidden states × 3584 × 2 B and Model Runner V2's penalty state (1024 × 152,064 × 4.125 B);
+# Activation: Model Runner V2's profile run as ported from 0.33 (memory/activation.py): the warmup sampler pass over
+# 1024 rows (max_num_seqs, H100 default) × 152,064 vocab × 14 B + FlashInfer's 1 MiB, on the 8192 retained hidden
+# states and 1024 logits rows × 3584 × 2 B, plus MRV2_UNSEEN_BYTES; Model Runner V2's penalty state
+# (1024 × 152,064 × 4.125 B) goes with the non-torch memory;
 # non-torch 0.13 GiB (one GPU); CUDA graphs: vLLM's estimate extrapolates 50 + 50 of the 51 piecewise + 51 full
 # graphs at 6 MiB each on a 64 MiB first capture (memory/cuda_graphs.py; tests/fixtures/data/cuda-graph-estimates.yaml).
-ACTIVATION = int(1024 * 152_064 * 20.0) + 8192 * 3584 * 2
+ACTIVATION = (8192 + 1024) * 3584 * 2 + 1024 * 152_064 * 14 + 2**20 + MRV2_UNSEEN_BYTES
 NON_TORCH = round(0.13 * 2**30) + int(1024 * 152_064 * (4 + 4 / 32))  # + Model Runner V2's penalty state
 CUDA_GRAPHS = 64 * 2**20 + (50 + 50) * 6 * 2**20
-PREDICTED_AVAILABLE = REQUESTED - WEIGHTS - ACTIVATION - NON_TORCH - CUDA_GRAPHS  # 56,610,715,870
+PREDICTED_AVAILABLE = REQUESTED - WEIGHTS - ACTIVATION - NON_TORCH - CUDA_GRAPHS  # 57,107,111,749
 # A bf16 block is 28 layers × 16 tokens × (K, V) × 4 KV heads × 128 × 2 B = 917,504 B.
 BLOCK_BYTES = 917_504
-PREDICTED_BLOCKS = PREDICTED_AVAILABLE // BLOCK_BYTES  # 61,700
+PREDICTED_BLOCKS = PREDICTED_AVAILABLE // BLOCK_BYTES  # 62,241
 
 server = test_diagnose_cli.server  # the same 127.0.0.1 metrics-server fixture
 
@@ -53,10 +56,10 @@ def test_prediction_pinned() -> None:
     report = plan_fit(load_fixture("Qwen--Qwen2.5-7B"), get_gpu("h100"),
                       ServeSettings(gpu_memory_utilization=0.9, block_size=16), advise=False)
     assert (report.weights_bytes, report.activation_bytes, report.non_torch_bytes, report.cuda_graph_bytes) == (
-        WEIGHTS, ACTIVATION, NON_TORCH, CUDA_GRAPHS) == (15_264_787_456, 3_172_990_976, 781_904_773, 696_254_464)
+        WEIGHTS, ACTIVATION, NON_TORCH, CUDA_GRAPHS) == (15_264_787_456, 2_676_595_097, 781_904_773, 696_254_464)
     assert (report.available_kv_bytes, report.bytes_per_block) == (PREDICTED_AVAILABLE, BLOCK_BYTES)
-    assert PREDICTED_AVAILABLE == 56_610_715_870
-    assert report.num_gpu_blocks == PREDICTED_BLOCKS == 61_700
+    assert PREDICTED_AVAILABLE == 57_107_111_749
+    assert report.num_gpu_blocks == PREDICTED_BLOCKS == 62_241
 
 
 def test_server_with_the_predicted_blocks_matches(server: MetricsServer) -> None:
@@ -65,11 +68,11 @@ def test_server_with_the_predicted_blocks_matches(server: MetricsServer) -> None
     finding = plan_finding(data)
     assert (finding["code"], finding["severity"]) == ("plan_matches", "info")
     assert (finding["model_name"], finding["engine"]) == ("Qwen/Qwen2.5-7B", "0")
-    assert finding["evidence"]["observed_tokens"] == finding["evidence"]["predicted_tokens"] == 61_700 * 16
+    assert finding["evidence"]["observed_tokens"] == finding["evidence"]["predicted_tokens"] == 62_241 * 16
     assert finding["evidence"]["relative_difference"] == 0
     [plan] = data["plan"]
     assert (plan["observed_num_gpu_blocks"], plan["predicted_num_gpu_blocks"], plan["predicted_block_size"]) == (
-        61_700, 61_700, 16)
+        62_241, 62_241, 16)
     # the settings the plan took from the server's cache_config_info
     assert plan["settings"] == {"gpu_memory_utilization": "0.9", "cache_dtype": "auto", "block_size": "16",
                                 "enable_prefix_caching": "True"}
@@ -77,26 +80,26 @@ def test_server_with_the_predicted_blocks_matches(server: MetricsServer) -> None
 
 
 def test_server_with_20_percent_fewer_blocks_is_a_mismatch(server: MetricsServer) -> None:
-    observed = PREDICTED_BLOCKS * 8 // 10  # 49,360
+    observed = PREDICTED_BLOCKS * 8 // 10  # 49,792
     url = serve_blocks(server, observed)
     data = run_json(url, "--plan", QWEN7B, "--gpu", "h100")
     finding = plan_finding(data)
     assert (finding["code"], finding["severity"]) == ("plan_mismatch", "warning")
     ev = finding["evidence"]
-    assert (ev["observed_num_gpu_blocks"], ev["predicted_num_gpu_blocks"]) == (49_360, 61_700)
-    assert (ev["observed_tokens"], ev["predicted_tokens"]) == (49_360 * 16, 61_700 * 16)
-    assert ev["relative_difference"] == pytest.approx((49_360 - 61_700) / 49_360)  # -25.0% of the server's
+    assert (ev["observed_num_gpu_blocks"], ev["predicted_num_gpu_blocks"]) == (49_792, 62_241)
+    assert (ev["observed_tokens"], ev["predicted_tokens"]) == (49_792 * 16, 62_241 * 16)
+    assert ev["relative_difference"] == pytest.approx((49_792 - 62_241) / 49_792)  # -25.0% of the server's
     assert "-25.0% of the server's" in finding["message"] and "beyond 2%" in finding["message"]
     assert any("kvplan calibrate" in a for a in finding["actions"])
     text = " ".join(run(url, "--plan", QWEN7B, "--gpu", "h100").stdout.split())
-    assert "WARNING plan_mismatch: server: 49,360 blocks × 16 = 789,760 tokens; plan: 61,700 × 16 = 987,200" in text
+    assert "WARNING plan_mismatch: server: 49,792 blocks × 16 = 796,672 tokens; plan: 62,241 × 16 = 995,856" in text
 
 
 def test_the_servers_cache_settings_drive_the_prediction(server: MetricsServer) -> None:
     # fp8 KV halves the block (458,752 B): twice the blocks from the same memory.
     url = serve_blocks(server, 2 * PREDICTED_BLOCKS, cache_dtype="fp8")
     data = run_json(url, "--plan", QWEN7B, "--gpu", "h100", "--kv-cache-dtype", "auto")
-    assert data["plan"][0]["predicted_num_gpu_blocks"] == PREDICTED_AVAILABLE // (BLOCK_BYTES // 2) == 123_401
+    assert data["plan"][0]["predicted_num_gpu_blocks"] == PREDICTED_AVAILABLE // (BLOCK_BYTES // 2) == 124_483
     assert plan_finding(data)["code"] == "plan_matches"
     # utilization 0.5 on the server: 0.4 × total (34 GB) less KV, far fewer blocks than at 0.9.
     url = serve_blocks(server, PREDICTED_BLOCKS, gpu_memory_utilization="0.5")

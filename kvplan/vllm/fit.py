@@ -93,7 +93,8 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                       estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
                                           max_num_seqs=batch.max_num_seqs, version=r.version,
                                           flashinfer_sampler=s.flashinfer_sampler, with_sampler=last,
-                                          model_runner_v2=r.model_runner.v2, first_stage=stage in (None, 0)),
+                                          model_runner_v2=r.model_runner.v2, first_stage=stage in (None, 0),
+                                          moe_tp=_moe_tensor_parallel(model, s)),
                       model, s, r, first=stage in (None, 0)))
     integrated = getattr(gpu, "integrated", False)
     non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None
@@ -107,7 +108,7 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                                         arch=gpu.arch, enforce_eager=s.enforce_eager, version=r.version,
                                         compilation=compilation_settings(s.compilation_config),
                                         architecture=model.architectures[0] if model.architectures else None,
-                                        subtracted=s.estimate_cudagraphs))
+                                        subtracted=s.estimate_cudagraphs, model_runner_v2=r.model_runner.v2))
     return memory_budget(
         cuda_total_bytes=gpu.cuda_total_bytes,
         gpu_memory_utilization=r.gpu_memory_utilization,
@@ -133,7 +134,8 @@ def _moe_layers_on_worker(model: ModelSpec, s: ServeSettings, stage: int | None)
 def _moe_tensor_parallel(model: ModelSpec, s: ServeSettings) -> int:
     """The ranks each expert's intermediate is split over (model_executor/layers/fused_moe/config.py:
     FusedMoEParallelConfig.make, read in 0.33): TP × DP flattened, or 1 with --enable-expert-parallel ("In EP,
-    each device owns a set of experts fully"). Divides the MoE part of the CUDA-graph estimate."""
+    each device owns a set of experts fully"). Divides the MoE part of the CUDA-graph estimate and the expert width
+    of the fused-MoE workspace (memory/activation.py:triton_moe_workspace_bytes)."""
     group = _moe_group(model, s)
     return 1 if s.enable_expert_parallel and group > 1 else group
 

@@ -1,7 +1,10 @@
 """The activation peak of vLLM's profiling run: the dummy forward and the dummy sampler."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from kvplan.model.spec import ModelSpec
+from kvplan.units import GiB
 from kvplan.vllm.defaults import LATEST, TOTAL_CONSUMED_SINCE, VllmVersion, version_band
 from kvplan.vllm.memory.budget import MemoryTerm, with_range
 
@@ -91,9 +94,9 @@ def sampler_bytes_per_logit(version: VllmVersion = LATEST, flashinfer: bool | No
     Model Runner V2 (v1/worker/gpu/model_runner.py:_dummy_sampler_run) samples its dummy requests with their
     default state (greedy, no processing) up to 0.32 — 0.33 adds a second pass with
     SamplingParams.for_sampler_warmup (penalties, top-k/top-p, min-p, logprobs) after freeing the first — and
-    its sampler (v1/worker/gpu/sample/) works in place; the same per-logit figure stands for it, an estimate:
-    the one MRV2 log in the corpus (vLLM 0.31, A100, Llama-3.1-8B) shows a transient peak of 1.21 GiB where this
-    counts 0.62, unexplained.
+    its sampler (v1/worker/gpu/sample/) works in place. These figures serve where the runner is not given or the
+    release predates PROFILE_RULES; estimate_activation follows the ported rule otherwise (0.17+ V1: 14 B plus the
+    Triton buffer, the 20 B "penalties" figure not being what the dummy run does: no_penalties=True).
     """
     native = SAMPLER_BYTES_PER_LOGIT if version < SAMPLER_TRITON_SINCE else SAMPLER_BYTES_PER_LOGIT_TRITON
     if flashinfer is not None:
@@ -130,7 +133,7 @@ ACTIVATION_RANGE = (-0.10, 0.10)
 def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
                         version: VllmVersion = LATEST, flashinfer_sampler: bool | None = None,
                         with_sampler: bool = True, model_runner_v2: bool | None = None,
-                        first_stage: bool = True) -> MemoryTerm:
+                        first_stage: bool = True, moe_tp: int | None = None) -> MemoryTerm:
     """Torch peak above what stays allocated after vLLM's profiling run (`transient_peak_headroom`).
 
     Follows v1/worker/gpu_model_runner.py:profile_run (the V1 runner) and v1/worker/gpu/model_runner.py:profile_run
@@ -144,13 +147,16 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
     rank (v1/worker/gpu/model_runner.py and v1/worker/gpu_model_runner.py, "Only run sampler/pooler on last
     PP rank"), so its peak is the forward's. Range: ACTIVATION_RANGE.
 
-    `model_runner_v2=False` on vLLM ≥ 0.33 (V1_SAMPLER_SINCE) with the sampler path left to vLLM: the V1 runner's
-    profile run as ported from 0.33's code (v1_profile_peak_bytes / v1_forward_phase_bytes), checked against its own
-    run (tests/fixtures/oracle-profile); `first_stage=False` for a PP stage after the first.
+    A runner (`model_runner_v2` True / False) on a release PROFILE_RULES covers, with the sampler path left to vLLM:
+    that release's profile run as ported from vLLM's code (ported_profile_rule; v1_profile_peak_bytes /
+    v1_forward_phase_bytes), checked against 0.33's own run (tests/fixtures/oracle-profile); `first_stage=False` for
+    a PP stage after the first; `moe_tp`: the fused-MoE workspace's split (v1_forward_phase_bytes).
     """
-    if model_runner_v2 is False and version >= V1_SAMPLER_SINCE and flashinfer_sampler is None:
-        return _v1_033_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
-                                  max_num_seqs=max_num_seqs, with_sampler=with_sampler, first_stage=first_stage)
+    rule = ported_profile_rule(version, model_runner_v2=model_runner_v2)
+    if rule is not None and flashinfer_sampler is None:
+        return _ported_activation(model, rule, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
+                                  max_num_seqs=max_num_seqs, with_sampler=with_sampler, first_stage=first_stage,
+                                  moe_tp=moe_tp)
     if not with_sampler:
         return _forward_only_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens)
     num_reqs = min(max_num_batched_tokens, max_num_seqs)
@@ -208,7 +214,6 @@ def _forward_only_activation(model: ModelSpec, *, tp: int, max_num_batched_token
 # vocab] fp32 buffer (_TRITON_BUFFER_CACHE), softmax to fp32 probs (4 B) and random_sample's exponential noise q
 # (empty_like probs, 4 B): 2 + 4 + 4 + 4 = 14 B per logit at the peak, with the model-dtype logits alive.
 V1_SAMPLER_FP32_COPIES_033 = 3  # logits.to(float32), softmax(probs), exponential noise q
-V1_SAMPLER_SINCE = VllmVersion(0, 33)  # the release whose code this ports (no penalties in the dummy run)
 # The SM count the Triton buffer is capped at (platforms/cuda.py:num_compute_units). H100 SXM: 132; the probe's fake
 # device reports 132 for every GPU (A100: 108, B200: 148 on the real cards: ≤ 16 rows × vocab × 4 B apart).
 DEFAULT_NUM_SMS = 132
@@ -247,6 +252,22 @@ def mrv2_sampler_phase_bytes(model: ModelSpec, *, num_reqs: int) -> int:
     """What Model Runner V2's `_dummy_sampler_run` adds at its peak on vLLM 0.33 (see the block above)."""
     e = _ACT_BYTES.get(model.dtype, 2)
     return num_reqs * model.vocab_size * (e + 4 * MRV2_SAMPLER_FP32_COPIES_033) + FLASHINFER_ROW_STATES_BYTES
+
+
+# Model Runner V2 on vLLM 0.22–0.32 (v1/worker/gpu/model_runner.py:_dummy_sampler_run, read in 0.22, 0.23, 0.24,
+# 0.26, 0.27.1, 0.28, 0.29, 0.31 and 0.32): only the default pass. InputBatch.make_dummy maps every row to a request
+# slot with SamplingStates' initial values (v1/worker/gpu/sample/states.py: temperature 0, top_k = vocab, top_p 1), so
+# Sampler._requires_logits_processing is False (no fp32 copy), get_top_k_top_p returns None, None, and gumbel_sample
+# (sample/gumbel.py) reads the model-dtype logits with two [rows, cdiv(vocab, 1024)] buffers (int64 argmax, fp32 max).
+GUMBEL_BLOCK = 1024
+
+
+def mrv2_default_sampler_phase_bytes(model: ModelSpec, *, num_reqs: int) -> int:
+    """What Model Runner V2's `_dummy_sampler_run` adds at its peak on vLLM 0.22–0.32 (see the block above): the
+    model-dtype logits and gumbel_sample's per-block argmax (int64) and max (fp32)."""
+    e = _ACT_BYTES.get(model.dtype, 2)
+    blocks = -(-model.vocab_size // GUMBEL_BLOCK)
+    return num_reqs * model.vocab_size * e + num_reqs * blocks * (8 + 4)
 
 
 def triton_moe_workspace_bytes(model: ModelSpec, *, tp: int, num_tokens: int) -> int:
@@ -326,14 +347,16 @@ def _attention_point(model: ModelSpec, *, tp: int, num_tokens: int, base: int) -
 
 
 def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_activations: bool = False,
-                           first_stage: bool = True) -> int:
+                           first_stage: bool = True, moe_tp: int | None = None) -> int:
     """Peak of vLLM 0.33's profile forward over `num_tokens` tokens on one TP rank: the larger of the dense MLP point
     (_dense_mlp_point) and the attention point (_attention_point), the latter with the fused-MoE workspace alive
     (triton_moe_workspace_bytes) once an MoE layer has run. The workspace is taken at the first MoE layer's call:
     the dense layers before it (DeepSeek's first_k_dense) run without it. `fp8_activations`: W8A8 block-FP8 linears
     (a block-FP8 checkpoint on SM ≥ 9.0), whose down_proj input is quantized at the MLP peak (_fp8_input_copy_bytes).
     `first_stage=False`: a PP stage after the first, whose residual stream arrives in the runner's persistent
-    intermediate tensors (allocated before the profile): one hidden buffer fewer, as for a multimodal model."""
+    intermediate tensors (allocated before the profile): one hidden buffer fewer, as for a multimodal model.
+    `moe_tp`: the ranks each expert's width is split over (fused_moe/config.py:FusedMoEParallelConfig.make: TP × DP,
+    or 1 with --enable-expert-parallel, "each device owns a set of experts fully"); None: `tp`."""
     e = _ACT_BYTES.get(model.dtype, 2)
     from_buffer = bool(model.mm_modalities or model.towers) or not first_stage
     base = FORWARD_BASE_HIDDEN - (1 if from_buffer else 0)
@@ -341,7 +364,7 @@ def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_ac
     dense = _dense_mlp_point(model, tp=tp, num_tokens=num_tokens, base=base) * e if _has_dense_mlp(model) else 0
     if dense and fp8_activations:
         dense += _fp8_input_copy_bytes(_per_rank(model.intermediate_size, tp), num_tokens)
-    workspace = triton_moe_workspace_bytes(model, tp=tp, num_tokens=num_tokens)
+    workspace = triton_moe_workspace_bytes(model, tp=tp if moe_tp is None else moe_tp, num_tokens=num_tokens)
     if model.moe is None:
         return max(dense, attention)
     return max(dense, attention + workspace)
@@ -356,37 +379,111 @@ def _has_dense_mlp(model: ModelSpec) -> bool:
 
 def v1_profile_peak_bytes(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
                           num_sms: int = DEFAULT_NUM_SMS, fp8_activations: bool = False,
-                          first_stage: bool = True, model_runner_v2: bool = False) -> int:
+                          first_stage: bool = True, model_runner_v2: bool = False,
+                          mrv2_warmup_pass: bool = True, moe_tp: int | None = None) -> int:
     """vLLM 0.33 V1 runner's "peak activation": the larger of the forward's peak (v1_forward_phase_bytes) and the
     sampler's (v1_sampler_phase_bytes over min(tokens, max_num_seqs) rows) on top of what the forward leaves alive —
     the hidden states, their logits rows (hidden_states[logit_indices]) and the MoE workspace. The last PP stage of
     several: `first_stage=False`. `model_runner_v2`: Model Runner V2's sampler (mrv2_sampler_phase_bytes) on the same
-    forward (the model code is the runner-independent part)."""
+    forward (the model code is the runner-independent part); `mrv2_warmup_pass=False`: its default pass only
+    (mrv2_default_sampler_phase_bytes, vLLM 0.22–0.32). `moe_tp`: as v1_forward_phase_bytes."""
     e = _ACT_BYTES.get(model.dtype, 2)
     rows = min(max_num_batched_tokens, max_num_seqs)
     forward = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, fp8_activations=fp8_activations,
-                                     first_stage=first_stage)
+                                     first_stage=first_stage, moe_tp=moe_tp)
     retained = ((max_num_batched_tokens + rows) * model.hidden_size * e
-                + triton_moe_workspace_bytes(model, tp=tp, num_tokens=max_num_batched_tokens))
-    sampler = (mrv2_sampler_phase_bytes(model, num_reqs=rows) if model_runner_v2
-               else v1_sampler_phase_bytes(model, num_reqs=rows, num_sms=num_sms))
+                + triton_moe_workspace_bytes(model, tp=tp if moe_tp is None else moe_tp,
+                                             num_tokens=max_num_batched_tokens))
+    if model_runner_v2:
+        sampler = (mrv2_sampler_phase_bytes(model, num_reqs=rows) if mrv2_warmup_pass
+                   else mrv2_default_sampler_phase_bytes(model, num_reqs=rows))
+    else:
+        sampler = v1_sampler_phase_bytes(model, num_reqs=rows, num_sms=num_sms)
     return max(forward, retained + sampler)
 
 
-def _v1_033_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
-                       with_sampler: bool, first_stage: bool) -> MemoryTerm:
-    """The V1 runner's profile peak on vLLM 0.33 (v1_profile_peak_bytes; a PP stage before the last: the forward's,
+# Model Runner V2's profile run holds more than its ported code does on every real log but one: log − kvplan's ported
+# terms (activation, non-torch, penalty state, graphs) is +0.40 GiB on the calibration half's one MRV2 record
+# (saiyam-2xrtxpro6000-qwen3-32b-pp2-util0426: vLLM 0.27.1, Qwen3-32B PP 2, stage 0, rest 3.02 GiB against 2.62),
+# and on the validation half +0.74 (Llama-3.1-8B A100, 0.31), +1.64 (Qwen3-32B TP 1, 0.27.1) and −0.46 (the same at
+# TP 2). Not named (persistent buffers MRV2 builds lazily in its first execute_model, kernel scratch, Inductor): the
+# calibration figure, an estimate whose range runs from 0 (the TP 2 log) to twice it.
+MRV2_UNSEEN_BYTES = int(0.40 * GiB)
+
+
+@dataclass(frozen=True)
+class ProfileRule:
+    """Which ported profile run a release's runner has: `sampler` names the dummy sampler's peak function, `source`
+    the file and function it was read in."""
+
+    since: VllmVersion
+    until: VllmVersion | None  # exclusive; None: to the newest release read (0.33)
+    model_runner_v2: bool
+    sampler: str  # "v1" (v1_sampler_phase_bytes), "mrv2_default", "mrv2_warmup" (mrv2_*_sampler_phase_bytes)
+    source: str
+
+
+# The profile-run rule by release and runner, read in the wheels (pip download --no-deps vllm==X: 0.17.0, 0.19.0,
+# 0.22.0, 0.23.0, 0.24.0, 0.26.0, 0.27.1, 0.28.0, 0.29.0, 0.31.0, 0.32.0, 0.33.0). The forward (v1_forward_phase_bytes)
+# is the model's code on either runner; the fused-MoE workspace is WorkspaceManager's from 0.17 on
+# (v1/worker/workspace.py; TritonExperts.workspace_shapes the same M × top_k × max(N/2, K) and M × top_k × max(N, K)
+# in 0.17 and 0.27.1).
+# Releases before 0.17 keep the fitted per-logit figures (sampler_bytes_per_logit: 0.11's sort path).
+PROFILE_RULES: tuple[ProfileRule, ...] = (
+    ProfileRule(VllmVersion(0, 17), None, False, "v1",
+                "v1/worker/gpu_model_runner.py:_dummy_sampler_run — no_penalties=True in every release read; 0.17–0.21 "
+                "one pass, TopKTopPSampler.forward_native (FlashInfer only with VLLM_USE_FLASHINFER_SAMPLER=1), 0.22+ "
+                "a forward_cuda pass then forward_native with a generator; v1/sample/ops/topk_topp_triton.py:"
+                "apply_top_k_top_p_triton's [min(next_pow2(rows), SMs), vocab] buffer from 0.17"),
+    ProfileRule(VllmVersion(0, 22), VllmVersion(0, 33), True, "mrv2_default",
+                "v1/worker/gpu/model_runner.py:_dummy_sampler_run — the default pass only (sample/states.py defaults: "
+                "greedy, no logits processing; sample/gumbel.py:gumbel_sample)"),
+    ProfileRule(VllmVersion(0, 33), None, True, "mrv2_warmup",
+                "v1/worker/gpu/model_runner.py:_dummy_sampler_run — a default pass, then SamplingParams."
+                "for_sampler_warmup (sample/sampler.py:Sampler.apply_sampling_params, FlashInfer top-k/top-p)"),
+)
+
+
+def ported_profile_rule(version: VllmVersion, *, model_runner_v2: bool | None) -> ProfileRule | None:
+    """The PROFILE_RULES entry for `version` on this runner (None: the runner is not given, or the release predates
+    the port)."""
+    if model_runner_v2 is None:
+        return None
+    for rule in PROFILE_RULES:
+        if (rule.model_runner_v2 == model_runner_v2 and rule.since <= version
+                and (rule.until is None or version < rule.until)):
+            return rule
+    return None
+
+
+def _ported_activation(model: ModelSpec, rule: ProfileRule, *, tp: int, max_num_batched_tokens: int,
+                       max_num_seqs: int, with_sampler: bool, first_stage: bool,
+                       moe_tp: int | None = None) -> MemoryTerm:
+    """The profile peak as `rule`'s release runs it (v1_profile_peak_bytes; a PP stage before the last: the forward's,
     v1_forward_phase_bytes). Range ACTIVATION_RANGE: what the meta-tensor run cannot see (kernel-internal scratch,
     the real SM count, Inductor's fusion around the custom ops)."""
+    runner = "Model Runner V2" if rule.model_runner_v2 else "V1 runner"
+    band = f"vLLM {rule.since}+" if rule.until is None else f"vLLM {rule.since}–{rule.until}"
     if with_sampler:
         peak = v1_profile_peak_bytes(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
-                                     max_num_seqs=max_num_seqs, first_stage=first_stage)
+                                     max_num_seqs=max_num_seqs, first_stage=first_stage,
+                                     model_runner_v2=rule.model_runner_v2,
+                                     mrv2_warmup_pass=rule.sampler == "mrv2_warmup", moe_tp=moe_tp)
         rows = min(max_num_batched_tokens, max_num_seqs)
-        what = (f"vLLM 0.33 V1 runner's profile run: forward over {max_num_batched_tokens:,} tokens, sampler over "
-                f"{rows:,} rows × {model.vocab_size:,} vocab (14 B + Triton buffer)")
+        how = {"v1": "14 B + Triton buffer", "mrv2_default": "default pass: the model-dtype logits",
+               "mrv2_warmup": "warmup pass: 14 B"}[rule.sampler]
+        what = (f"{band} {runner}'s profile run: forward over {max_num_batched_tokens:,} tokens, sampler over "
+                f"{rows:,} rows × {model.vocab_size:,} vocab ({how})")
     else:
-        peak = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, first_stage=first_stage)
-        what = (f"vLLM 0.33 V1 runner's profile forward over {max_num_batched_tokens:,} tokens "
+        peak = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, first_stage=first_stage,
+                                      moe_tp=moe_tp)
+        what = (f"{band} {runner}'s profile forward over {max_num_batched_tokens:,} tokens "
                 "(no sampler: not the last PP stage)")
     lo, hi = ACTIVATION_RANGE
-    return with_range(MemoryTerm("activation", peak, "estimate", what), int(peak * (1 + lo)), int(peak * (1 + hi)))
+    low, high = int(peak * (1 + lo)), int(peak * (1 + hi))
+    if rule.model_runner_v2:
+        unseen = MRV2_UNSEEN_BYTES
+        peak, high = peak + unseen, high + 2 * unseen
+        what += (f", plus {unseen / GiB:.2f} GiB Model Runner V2 allocates that the meta-tensor run does not see "
+                 f"(measured on one log, estimate +0 … +{2 * unseen / GiB:.2f} GiB)")
+    return with_range(MemoryTerm("activation", peak, "estimate", what), low, high)

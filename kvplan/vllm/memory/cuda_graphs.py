@@ -223,6 +223,12 @@ def cuda_graph_bytes(piecewise: int, full: int, *, moe_layers: int = 0, tp: int 
     return first + extrapolated_graphs(piecewise, full) * each
 
 
+# Model Runner V2's profile_cudagraph_memory (v1/worker/gpu/model_runner.py, read in the wheels): `return 0` ("It is TBD
+# whether we keep this API or not") in 0.22, 0.23, 0.24, 0.26, 0.27.1 and 0.28.0; 0.29.0, 0.30–0.32 and 0.33 call
+# _profile_cudagraph_memory (v1/worker/gpu/cudagraph_utils.py). gpu_worker.py subtracts what it returns.
+MRV2_GRAPH_ESTIMATE_SINCE = VllmVersion(0, 29)
+
+
 def estimate_cuda_graphs(
     *,
     max_num_seqs: int,
@@ -235,9 +241,11 @@ def estimate_cuda_graphs(
     subtracted: bool | None = None,
     moe_layers_on_worker: int = 0,
     tp: int = 1,
+    model_runner_v2: bool = False,
 ) -> MemoryTerm:
     """CUDA-graph memory vLLM subtracts before sizing the cache (since v0.20, or as `subtracted` says:
-    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; 0 with --enforce-eager or cudagraph_mode NONE)."""
+    VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; 0 with --enforce-eager or cudagraph_mode NONE). Model Runner V2
+    estimates nothing before 0.29 (MRV2_GRAPH_ESTIMATE_SINCE)."""
     if enforce_eager:
         return MemoryTerm("cuda_graphs", 0, "none", "--enforce-eager: no CUDA graphs are captured")
     c = compilation or CompilationSettings()
@@ -253,6 +261,10 @@ def estimate_cuda_graphs(
             "not subtracted",
             f"vLLM {version} captures graphs after sizing the cache (estimate subtracted since 0.20)",
         )
+    if model_runner_v2 and version < MRV2_GRAPH_ESTIMATE_SINCE:
+        return MemoryTerm("cuda_graphs", 0, "not subtracted",
+                          f"vLLM {version}'s Model Runner V2 estimates no CUDA-graph memory before sizing the cache "
+                          "(v1/worker/gpu/model_runner.py:profile_cudagraph_memory returns 0 up to 0.28)")
     piecewise, full = graph_counts(max_num_seqs, max_num_batched_tokens, arch, c, architecture=architecture)
     m = moe_layers_on_worker
     total = cuda_graph_bytes(piecewise, full, moe_layers=m, tp=tp)
