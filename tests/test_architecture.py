@@ -4,7 +4,10 @@
 * imports point one way: base < model < hardware < vllm < sglang < sim < observe < ci < api < render < cli;
 * no function over 80 lines outside kvplan/cli/ (whose commands are long Typer option lists);
 * typer, rich and huggingface_hub stay at the edges: huggingface_hub in kvplan/model/hub.py only,
-  rich in kvplan/render/ and kvplan/cli/, typer in kvplan/cli/.
+  rich in kvplan/render/ and kvplan/cli/, typer in kvplan/cli/;
+* per-architecture knowledge stays in the reader and the registry: outside kvplan/model/config.py, reader.py,
+  spelt.py, families/ and architectures/ no module tests a model_type against a literal, and none reads a `.raw`
+  config.
 """
 from __future__ import annotations
 
@@ -33,6 +36,16 @@ EXEMPT_FROM_LAYERS = frozenset({"kvplan", "kvplan.__main__"})
 MAX_FUNCTION_LINES = 80
 LONG_FUNCTIONS_ALLOWED_UNDER = ("kvplan.cli",)
 # Third-party packages that only some places may import: package -> module prefixes allowed to.
+# Where a config's model_type may be tested against names and the raw config read: the reader and the registry.
+ARCHITECTURE_KNOWLEDGE = ("kvplan.model.config", "kvplan.model.reader", "kvplan.model.spelt", "kvplan.model.families",
+                          "kvplan.model.architectures")
+_MODEL_TYPE_FIELDS = frozenset({"model_type", "config_model_type", "unnamed_text_model_type"})
+# Left to move (issue 23): SGLang's newest port modules, merged while the registry landed, still read ModelSpec.raw
+# (index_topk, learnable_sink, index_kpool, mamba_ssm_dtype, language_model_only, sliding_window, layer_types, the MLA
+# config's own KV-head keys) and key SGLang's per-model-type Mamba state rules (mamba.py). Named one by one so that
+# no other module joins them; the list only shrinks.
+PENDING_RAW_READERS = frozenset({"kvplan.sglang.dsa", "kvplan.sglang.fit", "kvplan.sglang.mamba",
+                                 "kvplan.sglang.multimodal", "kvplan.sglang.swa"})
 EDGE_PACKAGES: dict[str, tuple[str, ...]] = {
     "huggingface_hub": ("kvplan.model.hub",),
     "rich": ("kvplan.render", "kvplan.cli"),
@@ -222,3 +235,118 @@ def test_edge_packages_stay_at_the_edges() -> None:
             if allowed is not None and not _under(module, allowed):
                 bad.append(f"{imp.where()} (allowed only in {', '.join(allowed)})")
     assert not bad, "edge packages imported in the core:\n  " + "\n  ".join(bad)
+
+
+def _mentions_model_type(node: ast.AST, aliases: frozenset[str] = frozenset()) -> bool:
+    """Whether an expression reads a model_type: `x.model_type` (config_model_type …), a name holding one (or
+    assigned one: `mt = model.model_type`), or `….get("model_type")`."""
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Attribute) and sub.attr in _MODEL_TYPE_FIELDS:
+            return True
+        if isinstance(sub, ast.Name) and ("model_type" in sub.id or sub.id in aliases):
+            return True
+        if isinstance(sub, ast.Call) and isinstance(sub.func, ast.Attribute) and sub.func.attr == "get" and any(
+                isinstance(a, ast.Constant) and a.value == "model_type" for a in sub.args):
+            return True
+    return False
+
+
+def _model_type_aliases(tree: ast.Module) -> frozenset[str]:
+    """Names a module assigns a model_type to (`mt = model.model_type`, `h, mt = …, model.model_type`)."""
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.Assign):
+            continue
+        for target in node.targets:
+            pairs = (zip(target.elts, node.value.elts, strict=False)
+                     if isinstance(target, ast.Tuple) and isinstance(node.value, ast.Tuple) else [(target, node.value)])
+            found |= {t.id for t, v in pairs if isinstance(t, ast.Name) and _mentions_model_type(v)}
+    return frozenset(found)
+
+
+def _string_literals(node: ast.AST, names: dict[str, ast.AST]) -> bool:
+    """Whether an expression is a string literal, a literal collection (or frozenset / dict) of them, or a
+    module-level name bound to one."""
+    if isinstance(node, ast.Name) and node.id in names:
+        node = names[node.id]
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in {"frozenset", "set", "tuple"}:
+        return bool(node.args) and _string_literals(node.args[0], names)
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str)
+    if isinstance(node, ast.Set | ast.Tuple | ast.List):
+        return any(_string_literals(e, names) for e in node.elts)
+    if isinstance(node, ast.Dict):
+        return any(k is not None and _string_literals(k, names) for k in node.keys)
+    return False
+
+
+def model_type_literal_tests(tree: ast.Module) -> list[int]:
+    """Lines that test a model_type against literal names: `==` / `in` / `not in` a literal (or a module-level
+    literal table), `&` with one, `.startswith("…")`, or a literal table indexed by a model_type (`T[mt]`,
+    `T.get(mt)`)."""
+    names = {t.id: n.value for n in tree.body if isinstance(n, ast.Assign) for t in n.targets
+             if isinstance(t, ast.Name)}
+    names |= {n.target.id: n.value for n in tree.body if isinstance(n, ast.AnnAssign)
+              and isinstance(n.target, ast.Name) and n.value is not None}
+    aliases = _model_type_aliases(tree)
+
+    def mentions(node: ast.AST) -> bool:
+        return _mentions_model_type(node, aliases)
+
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare | ast.BinOp):
+            operands = [node.left, *node.comparators] if isinstance(node, ast.Compare) else [node.left, node.right]
+            if any(mentions(o) for o in operands) and any(_string_literals(o, names) for o in operands):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
+            if node.func.attr in {"startswith", "endswith"} and mentions(node.func.value) and any(
+                    _string_literals(a, names) for a in node.args):
+                lines.append(node.lineno)
+            elif node.func.attr == "get" and node.args and mentions(node.args[0]) and \
+                    _string_literals(node.func.value, names):
+                lines.append(node.lineno)
+        elif isinstance(node, ast.Subscript) and mentions(node.slice) and _string_literals(node.value, names):
+            lines.append(node.lineno)
+    return sorted(set(lines))
+
+
+def test_the_model_type_scan_finds_each_form_of_test() -> None:
+    """The scan flags every way a module has tested a model_type by name (so the rule below can fail)."""
+    source = """
+_UNSAFE = frozenset({"gemma2", "glm4"})
+_ROPE = {"gpt_oss": 4}
+a = model.model_type == "gpt_oss"
+b = model.config_model_type in {"gemma3", "gemma3_text"}
+c = model.model_type in _UNSAFE
+d = str(raw.get("model_type", "")).startswith("gemma")
+e = _ROPE.get(model.model_type, 2)
+f = _ROPE[spec.model_type]
+g = model.architectures[0] == "GptOssForCausalLM"
+h = model.model_type in _backend()["model_types"]
+size, mt = model.hidden_size, model.model_type
+i = mt in _UNSAFE
+j = {model.model_type, model.config_model_type} & _UNSAFE
+"""
+    assert model_type_literal_tests(ast.parse(source)) == [4, 5, 6, 7, 8, 9, 13, 14]
+
+
+def test_model_types_are_tested_only_by_the_reader_and_the_registry() -> None:
+    """Per-architecture knowledge lives in one place (issue 23): outside the reader and kvplan/model/architectures/
+    no module compares a model_type with literal names; a rule about a family is a field of its Family."""
+    bad = [f"{module}:{line}" for module in _modules() if not _under(module, ARCHITECTURE_KNOWLEDGE)
+           and module not in PENDING_RAW_READERS for line in model_type_literal_tests(_tree(module))]
+    assert not bad, ("model_type tested by name outside the reader and the registry (add a field to "
+                     "kvplan/model/architectures/base.py:Family instead):\n  " + "\n  ".join(bad))
+
+
+def test_nothing_past_the_reader_reads_the_raw_config() -> None:
+    """No module outside the reader reads a `.raw` config (but PENDING_RAW_READERS, each of which still does): what a
+    consumer needs is a typed ModelSpec field."""
+    for module in PENDING_RAW_READERS:  # the list only shrinks: a module that no longer reads raw leaves it
+        assert any(isinstance(n, ast.Attribute) and n.attr == "raw" for n in ast.walk(_tree(module))) or \
+            model_type_literal_tests(_tree(module)), f"{module} reads no raw config: take it off PENDING_RAW_READERS"
+    bad = [f"{module}:{node.lineno}" for module in _modules() if not _under(module, ARCHITECTURE_KNOWLEDGE)
+           and module not in PENDING_RAW_READERS
+           for node in ast.walk(_tree(module)) if isinstance(node, ast.Attribute) and node.attr == "raw"]
+    assert not bad, "raw config read past the reader:\n  " + "\n  ".join(bad)

@@ -19,15 +19,14 @@ def test_gemma_e_models_count_their_per_layer_embeddings() -> None:
     for name, layers, hidden in (("google--gemma-4-E2B", 35, 1536), ("google--gemma-4-E4B", 42, 2560)):
         model = load_local(str(CORPUS / name))
         with_ple = count_parameters(model)
-        plain = count_parameters(replace(model, raw={k: v for k, v in model.raw.items()
-                                                     if k != "hidden_size_per_layer_input"}))
+        plain = count_parameters(replace(model, facts=model.facts._replace(per_layer_input_size=0)))
         ple_table = 262_144 * 256 * layers
         extra = ple_table + hidden * 256 * layers + 256 + layers * (2 * hidden * 256 + hidden)
         assert with_ple.total - plain.total == extra
         assert round(ple_table * 2 / GIB, 3) == {35: 4.375, 42: 5.25}[layers]
     # A model without per-layer inputs (hidden_size_per_layer_input 0 or absent) is unchanged.
     dense = load_local(str(CORPUS / "google--gemma-4-31B"))
-    assert not dense.raw.get("hidden_size_per_layer_input")
+    assert not dense.facts.per_layer_input_size
 
 
 def test_compressed_tensors_int4_counts_its_group_scales() -> None:

@@ -11,10 +11,10 @@ counts, the quantization scheme) never stops `size`; it leaves `ModelSpec.weight
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from kvplan.errors import BadConfig
+from kvplan.model.architectures import Family, family_for
 from kvplan.model.families import attention, classic, dsv4, heterogeneous, mla, moe, recurrent
 from kvplan.model.families.text_config import mm_prefix_lm, text_config
 from kvplan.model.families.towers import multimodal_parts
@@ -30,6 +30,7 @@ from kvplan.model.spec import (
     QuantSpec,
     RecurrentState,
 )
+from kvplan.model.spelt import consumer_fields
 
 # config/model.py:_get_and_verify_max_len: the keys that may bound the context length.
 _MAX_LEN_KEYS = (
@@ -108,16 +109,17 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
     c = ConfigReader(data, top)
     # vLLM resolves the model class from the top-level config's architectures (hf_config.architectures).
     architectures = names(top.get("architectures"), "config.json: architectures")
+    family = family_for(architectures, model_type)
     num_layers = c.num(*classic.LAYER_KEYS, what="num_hidden_layers")
     hidden = c.num(*classic.HIDDEN_KEYS, what="hidden_size")
-    types = attention.layer_pattern(c, model_type, num_layers)
+    types = attention.layer_pattern(c, family, num_layers)
     has_attention = any(t not in _RECURRENT_TYPES | {"conv", "mlp", "moe"} for t in types)
     # Pure state-space models (Mamba, Falcon-Mamba) have no attention heads at all.
     heads = c.num(*classic.HEAD_KEYS, what="num_attention_heads") if has_attention else c.num(
         *classic.HEAD_KEYS, default=1)
     blocks = heterogeneous.block_configs(c, num_layers)
     kv_heads = (heterogeneous.total_kv_heads(blocks, heads) if blocks is not None
-                else classic.total_kv_heads(c, model_type, heads))
+                else classic.total_kv_heads(c, family, heads))
     if heads % kv_heads:
         raise BadConfig(f"config.json: num_attention_heads ({heads}) is not a multiple of the KV heads ({kv_heads})")
     mla.refuse_unmodelled(c, model_type)
@@ -130,7 +132,7 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         head_size = _head_size(c, hidden, heads) if has_attention else 0
     dtype = _model_dtype(data, top)
     max_len, max_len_src = _max_model_len(data, model_type)
-    weights = _weights_part(c, top, model_type, hidden, num_layers, types, quant_config, blocks)
+    weights = _weights_part(c, top, family, hidden, num_layers, types, quant_config, blocks)
     geometry = _Geometry(heads, kv_heads, head_size, mla_dims, dtype, mla.indexer_head_size(c, mla_dims), plain_mha,
                          v4)
     layers, notes = _layers(c, model_type, types, geometry, weights.moe_layers, blocks)
@@ -150,8 +152,8 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         intermediate_size=weights.intermediate,
         max_model_len=max_len,
         layers=layers,
-        tie_word_embeddings=bool(tie if tie is not None else classic.tied_by_default(model_type)),
-        gated_mlp=classic.gated_mlp(model_type),
+        tie_word_embeddings=bool(tie if tie is not None else family.tied_by_default),
+        gated_mlp=family.weights.gated_mlp,
         moe=weights.moe,
         mla=mla_dims,
         dsv4=v4,
@@ -170,6 +172,7 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         unnamed_text_model_type=_unnamed_text_model_type(top),
         mm_modalities=modalities,
         towers=towers,
+        **consumer_fields(data, family, model_type, str(top.get("model_type") or "")[:128]),
         vision_config=top["vision_config"] if isinstance(top.get("vision_config"), Mapping) else {},
         raw=data,
     )
@@ -207,8 +210,9 @@ def _declared_quant_method(qc: Any) -> str | None:
     return method[:64] or None
 
 
-@dataclass(frozen=True)
-class _Geometry:
+# _Geometry and _WeightsPart are NamedTuples: internal records, built at start-up, where a frozen dataclass class
+# costs five times as much to create (kvplan size).
+class _Geometry(NamedTuple):
     """What every attention layer shares (heads, head size, MLA, model dtype)."""
 
     heads: int
@@ -221,8 +225,7 @@ class _Geometry:
     v4: Dsv4Dims | None = None  # DeepSeek-V4's compressed sparse attention
 
 
-@dataclass(frozen=True)
-class _WeightsPart:
+class _WeightsPart(NamedTuple):
     """What only the weight estimate needs; `unknown` says why it could not be read."""
 
     intermediate: int = 0
@@ -232,7 +235,7 @@ class _WeightsPart:
     unknown: str | None = None
 
 
-def _weights_part(c: ConfigReader, top: Mapping[str, Any], model_type: str, hidden: int, n: int,
+def _weights_part(c: ConfigReader, top: Mapping[str, Any], family: Family, hidden: int, n: int,
                   types: list[str], quant_config: Mapping[str, Any] | None,
                   blocks: object) -> _WeightsPart:
     """MoE widths, dense MLP width and quantization; a field kvplan cannot read becomes `unknown`, not an
@@ -247,7 +250,8 @@ def _weights_part(c: ConfigReader, top: Mapping[str, Any], model_type: str, hidd
     try:
         moe_spec = moe.moe_spec(c)
         moe_layers = moe.moe_layer_set(c, n, moe_spec, types)
-        intermediate = moe.dense_intermediate(c, model_type, hidden, moe_spec, n - len(moe_layers))
+        intermediate = moe.dense_intermediate(c, 4 * hidden if family.weights.four_x_mlp else None, moe_spec,
+                                              n - len(moe_layers))
     except BadConfig as exc:
         return _WeightsPart(quant=quant, unknown=str(exc))
     return _WeightsPart(intermediate, moe_spec, quant, moe_layers)

@@ -2,11 +2,14 @@
 
 Frozen data only; `kvplan.model.config.parse_config` builds it from config.json.
 """
-from __future__ import annotations
 
+# No `from __future__ import annotations` here: NamedTuple and dataclass creation turn string annotations into
+# ForwardRefs (one compile() each) or match them against ClassVar; real ones cost `kvplan size` less at start-up.
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, NamedTuple
+
+from kvplan.model.architectures.base import DEFAULT, Family
 
 LayerKind = Literal["full", "sliding_window", "chunked_local", "mla", "mamba", "kv_shared", "mlp_only"]
 # kv_shared: reuses another layer's KV (YOCO, Gemma-3n/4 num_kv_shared_layers): no cache of its own.
@@ -115,6 +118,48 @@ class QuantSpec:
     w8a8: str | None = None
 
 
+# QuantLayout, RopeConfig and SpeltText are NamedTuples, as kvplan.model.architectures' records are: built at
+# start-up, a NamedTuple class costs a fifth of a frozen dataclass's.
+class QuantLayout(NamedTuple):
+    """How the quantization_config lays the scales out, as the text config spells it (vLLM's per-scheme
+    process_weights_after_loading; kvplan.vllm.memory.weights)."""
+
+    symmetric: bool = True  # `sym` is true (or absent): GPTQ on Marlin drops the constant qzeros
+    desc_act: bool = False  # GPTQ act-order: Marlin keeps g_idx and the sort indices
+    fp8_block: tuple[int, int] | None = None  # weight_block_size (or a config group's block_structure)
+    channel_scales: bool = False  # a compressed-tensors config group with strategy "channel"
+
+
+class RopeConfig(NamedTuple):
+    """What config.json says of the rotary embedding (rotary_embedding/__init__.py:get_rope's inputs); the family's
+    own rules (kvplan.model.architectures) say whether and how it builds one."""
+
+    disabled: bool = False  # `alibi`, or position_embedding_type "nope"
+    partial_rotary_factor: float | None = None
+    max_positions: float | None = None  # max_position_embeddings, else seq_length (positive only)
+    rope_type: str = "default"  # rope_scaling / rope_parameters (their full_attention entry when per layer type)
+    factor: float | None = None
+    original_max_positions: float | None = None
+
+
+class SpeltText(NamedTuple):
+    """The text config's keys as config.json spells them, before kvplan's own resolution: for readers that follow
+    another engine's rules (kvplan.sglang), which read the config differently from vLLM."""
+
+    model_type: str | None = None  # its own `model_type` key (None when absent)
+    dtype: object = None  # the first set of dtype, torch_dtype (and those of a text_config nested in it)
+    has_auto_map: bool = False
+    nested: bool = False  # it holds a text_config, thinker_config or llm_config object
+    # The context-length keys of the text config (of its nested text_config when it has one), numbers only:
+    # max_sequence_length, seq_length, max_seq_len, model_max_length, max_position_embeddings, n_positions.
+    lengths: tuple[tuple[str, float], ...] = ()
+    has_max_position_embeddings: bool = False  # the key is present, whatever its value
+    rope_scaling: bool = False  # rope_scaling is a non-empty object
+    rope_factor: float = 1.0  # its factor when a number, else 1
+    rope_has_original: bool = False  # it names original_max_position_embeddings
+    rope_type: str | None = None
+
+
 @dataclass(frozen=True)
 class TowerSpec:
     """A multimodal encoder tower with its projector, as vLLM builds it (kvplan.model.families.towers).
@@ -137,6 +182,26 @@ class TowerSpec:
     def params(self) -> int:
         """All its parameters (what the checkpoint stores)."""
         return self.replicated_params + self.sharded_params
+
+
+class ConfigFacts(NamedTuple):
+    """What kvplan's consumers need from the text config beyond the KV geometry and the weight shapes, read by
+    kvplan.model.spelt (a NamedTuple field of ModelSpec rather than 14 more dataclass fields: start-up cost)."""
+
+    rope: RopeConfig = RopeConfig()
+    quant_layout: QuantLayout = QuantLayout()
+    parallel_attn: bool = False  # Falcon: attention and MLP in parallel off one input norm
+    per_layer_input_size: int = 0  # Gemma-3n / Gemma-4 "E": hidden_size_per_layer_input (0: none)
+    per_layer_input_vocab: int = 0  # vocab_size_per_layer_input (0: the vocabulary)
+    mtp_layers: int = 0  # MTP layers the checkpoint carries (num_nextn_predict_layers …; the family's default)
+    n_predict: object = None  # a draft config's `n_predict` as written (vLLM checks it)
+    draft_vocab_size: int = 0  # an EAGLE-3 draft's own vocabulary (0: the target's)
+    index_topk: object = None  # DeepSeek sparse attention's `index_topk` as written (None: absent)
+    swa_attention_sinks: bool = False  # MiMo-V2 add_swa_attention_sink_bias, Laguna swa_attention_sink_enabled
+    layer_type_names: tuple[str, ...] | None = None  # text config `layer_types` as written (vLLM quotes it)
+    float16_unsafe_model_type: str = ""  # the model type vLLM refuses float16 for ("" when none)
+    mm_item_tokens_stated: bool = False  # the multimodal item sizes are stated (Gemma-4), not the processor's
+    spelt: SpeltText = SpeltText()
 
 
 @dataclass(frozen=True)
@@ -182,7 +247,14 @@ class ModelSpec:
     # towers whose parameters kvplan counts; () for text models and towers kvplan does not count.
     mm_modalities: tuple[str, ...] = ()
     towers: tuple[TowerSpec, ...] = ()
+    # The architecture family (kvplan.model.architectures): its weight layout, rotary cache and quirks.
+    family: Family = field(default=DEFAULT, repr=False)  # not in --json output (kvplan.render.json skips repr=False)
+    # What only some consumers need, read by the reader (kvplan.model.spelt) so that nothing past it reads config.json.
+    # Not compared or hashed: n_predict / index_topk hold the config's values as written (a list is unhashable).
+    facts: ConfigFacts = field(default=ConfigFacts(), repr=False, compare=False)
     # The top-level config's vision_config as written ({} without one): SGLang scales mem_fraction_static by its
     # depth and width (arg_groups/memory_hook.py:adjust_mem_fraction_for_vlm).
     vision_config: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
+    # The text config as written. Only kvplan.sglang's newest modules still read it (SGLang's port reads config.json
+    # its own way; their reads are not yet typed fields): tests/test_architecture.py names them and refuses any other.
     raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)

@@ -2,8 +2,9 @@
 bytes vLLM holds once it has loaded them.
 
 Used when the Hub's safetensors metadata is not available. Parameter shapes follow the Hugging Face
-modeling files of each family (modeling_llama.py, modeling_qwen2.py, modeling_gpt2.py, modeling_opt.py,
-modeling_mixtral.py, modeling_deepseek_v3.py, modeling_qwen3_next.py, modeling_nemotron_h.py).
+modeling files of each family (modeling_llama.py, modeling_mixtral.py, modeling_deepseek_v3.py …); where a
+family departs from the Llama shape (biases, norms, sinks, routers, which layers carry an MLP), its module in
+kvplan/model/architectures/ says so (`ModelSpec.family.weights`).
 Pinned against published parameter counts in tests/test_weights.py.
 
 Stored bytes (`weights_bytes`, `weights_bytes_per_gpu`) are what the checkpoint holds and what a decode
@@ -15,17 +16,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from kvplan.model.spec import LayerSpec, ModelSpec, RecurrentState
+from kvplan.model.spec import LayerSpec, ModelSpec, MoESpec, RecurrentState
 
-# Families whose attention projections carry biases (q, k, v [, o]).
-_QKV_BIAS = frozenset({"qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl", "chatglm"})
-_ALL_ATTN_BIAS = frozenset({"gpt2", "opt", "gpt_oss"})
-_MLP_BIAS = frozenset({"gpt2", "opt"})
-_LAYERNORM_WITH_BIAS = frozenset({"gpt2", "opt", "falcon", "RefinedWeb", "RefinedWebModel", "cohere"})
-_QK_NORM = frozenset({"qwen3", "qwen3_moe", "qwen3_next", "qwen3_vl_text", "qwen3_vl_moe_text", "gemma3", "gemma3_text",
-                      "llama4_text", "gemma4_text", "granitemoehybrid_qknorm"})
-# Learned absolute position embeddings: rows = max positions (+2 for OPT's offset, modeling_opt.py).
-_LEARNED_POSITIONS = {"gpt2": 0, "opt": 2}
 FP_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
 
 
@@ -46,7 +38,7 @@ class ParamCount:
 
 
 def _attention_params(model: ModelSpec, layer: LayerSpec) -> int:
-    h, mt = model.hidden_size, model.model_type
+    h, rules = model.hidden_size, model.family.weights
     if layer.kind == "mamba":
         assert layer.state is not None
         return _recurrent_params(h, layer.state)
@@ -67,14 +59,12 @@ def _attention_params(model: ModelSpec, layer: LayerSpec) -> int:
         hd, kvh = model.head_size, model.num_kv_heads
     q, kv, o = h * heads * hd, h * kvh * hd, heads * hd * h
     n = q + 2 * kv + o
-    if mt in _QKV_BIAS:
-        n += heads * hd + 2 * kvh * hd
-    if mt in _ALL_ATTN_BIAS:
-        n += heads * hd + 2 * kvh * hd + h
-    if mt in _QK_NORM:
+    if rules.attention_bias != "none":
+        n += heads * hd + 2 * kvh * hd + (h if rules.attention_bias == "all" else 0)
+    if rules.qk_norm:
         n += 2 * hd
-    if mt == "gpt_oss":
-        n += heads  # attention sinks, one per head (modeling_gpt_oss.py)
+    if rules.attention_sinks:
+        n += heads  # one per head
     return n
 
 
@@ -128,13 +118,9 @@ def _recurrent_params(h: int, s: RecurrentState) -> int:
 def _mlp_params(model: ModelSpec, width: int) -> int:
     h = model.hidden_size
     n = (3 if model.gated_mlp else 2) * h * width
-    if model.model_type in _MLP_BIAS:
+    if model.family.weights.mlp_bias:
         n += width + h
     return n
-
-
-# Hybrids whose recurrent layers also carry an MLP (modeling_granitemoehybrid.py, modeling_jamba.py, lfm2.py).
-_RECURRENT_WITH_MLP = frozenset({"granitemoehybrid", "jamba", "lfm2", "lfm2_moe"})
 
 
 def count_parameters(model: ModelSpec) -> ParamCount:
@@ -146,19 +132,19 @@ def count_parameters(model: ModelSpec) -> ParamCount:
         from kvplan.errors import BadConfig
 
         raise BadConfig(model.weights_unknown)
-    h, v = model.hidden_size, model.vocab_size
+    h, v, rules = model.hidden_size, model.vocab_size, model.family.weights
     embedding = v * h
-    if model.model_type in _LEARNED_POSITIONS:
-        embedding += (model.max_model_len + _LEARNED_POSITIONS[model.model_type]) * h
+    if rules.learned_positions is not None:  # learned absolute positions: max positions (+ OPT's offset) rows
+        embedding += (model.max_model_len + rules.learned_positions) * h
     lm_head = 0 if model.tie_word_embeddings else v * h
-    norm_size = 2 * h if model.model_type in _LAYERNORM_WITH_BIAS else h
+    norm_size = 2 * h if rules.layernorm_bias else h
     attention = mlp = routed = norms = 0
     per_expert = moe_layers = 0
     moe = model.moe
     for layer in model.layers:
         attention += _attention_params(model, layer)
         # Falcon's parallel attention/MLP block shares one input norm (modeling_falcon.py).
-        norms += norm_size if layer.kind == "mlp_only" or model.raw.get("parallel_attn") else 2 * norm_size
+        norms += norm_size if layer.kind == "mlp_only" or model.facts.parallel_attn else 2 * norm_size
         if layer.kind == "mlp_only" and not layer.moe:
             mlp += _mlp_params(model, model.intermediate_size)
             norms -= norm_size  # one norm for a lone MLP block (Nemotron-H)
@@ -166,40 +152,55 @@ def count_parameters(model: ModelSpec) -> ParamCount:
         if layer.kind == "mlp_only":
             norms -= norm_size
         if moe is not None and layer.moe:
-            per_expert = _mlp_params(model, moe.expert_intermediate_size)
-            if model.model_type == "gpt_oss":
-                per_expert += 2 * moe.expert_intermediate_size + h  # expert biases (modeling_gpt_oss.py)
+            per_expert, router, extra_norms = _moe_block(model, moe)
             routed += moe.num_experts * per_expert
-            router = h * moe.num_experts + (moe.num_experts if model.model_type == "gpt_oss" else 0)
-            if model.model_type == "gemma4_text":  # gemma4.py:Gemma4Router scale (h), per_expert_scale (E);
-                router += h + moe.num_experts   # the MoE block's three extra RMSNorms
-                norms += 3 * h
+            norms += extra_norms
             shared = _mlp_params(model, moe.shared_intermediate_size) if moe.shared_intermediate_size else 0
-            if moe.shared_intermediate_size and model.model_type in {"qwen2_moe", "qwen3_next"}:
+            if moe.shared_intermediate_size and rules.shared_expert_gate:
                 shared += h  # shared_expert_gate
             mlp += router + shared
             moe_layers += 1
-        elif model.model_type == "nemotron_h":
+        elif not rules.mixer_layers_have_mlp:
             continue  # Nemotron-H: attention and Mamba layers have no MLP; "-" layers carry it
-        elif layer.kind != "mamba" or model.model_type in _RECURRENT_WITH_MLP:
+        elif layer.kind != "mamba" or rules.recurrent_layers_have_mlp:
             if model.intermediate_size:
                 mlp += _mlp_params(model, model.intermediate_size)
     norms += norm_size  # final norm
-    # Gemma-3n / Gemma-4 "E" models' per-layer embeddings (vLLM 0.33 model_executor/models/gemma4.py:
-    # Gemma4Model.__init__, gemma3n.py alike): embed_tokens_per_layer, vocab_size_per_layer_input ×
-    # (hidden_size_per_layer_input × num_hidden_layers), a projection hidden → that width and its norm;
-    # in every layer a gate (hidden → ple), a projection back (ple → hidden) and a norm.
-    ple = int(model.raw.get("hidden_size_per_layer_input") or 0)
-    if ple > 0:
-        total_ple = ple * model.num_layers
-        embedding += int(model.raw.get("vocab_size_per_layer_input") or v) * total_ple + h * total_ple + ple
-        mlp += model.num_layers * 2 * h * ple
-        norms += model.num_layers * h
+    ple_embedding, ple_mlp, ple_norms = _per_layer_inputs(model)
+    embedding, mlp, norms = embedding + ple_embedding, mlp + ple_mlp, norms + ple_norms
     total = embedding + lm_head + attention + mlp + routed + norms
     active = total - routed + (moe.experts_per_token * per_expert * moe_layers if moe else 0)
     return ParamCount(total=total, embedding=embedding, lm_head=lm_head, attention=attention, mlp=mlp,
                       routed_experts=routed, params_per_expert=per_expert, moe_layers=moe_layers, norms=norms,
                       active=active)
+
+
+def _moe_block(model: ModelSpec, moe: MoESpec) -> tuple[int, int, int]:
+    """One MoE layer's parameters per routed expert, its router, and the block's extra norms: expert and router
+    biases (gpt-oss, modeling_gpt_oss.py), Gemma-4's router scales and three RMSNorms (gemma4.py:Gemma4Router)."""
+    h, rules = model.hidden_size, model.family.weights
+    per_expert = _mlp_params(model, moe.expert_intermediate_size)
+    if rules.expert_bias:
+        per_expert += 2 * moe.expert_intermediate_size + h
+    router = h * moe.num_experts + (moe.num_experts if rules.router_bias else 0)
+    extra_norms = 0
+    if rules.router_scales:  # scale (h), per_expert_scale (E); the MoE block's three extra RMSNorms
+        router += h + moe.num_experts
+        extra_norms = 3 * h
+    return per_expert, router, extra_norms
+
+
+def _per_layer_inputs(model: ModelSpec) -> tuple[int, int, int]:
+    """Gemma-3n / Gemma-4 "E" models' per-layer embeddings (vLLM 0.33 model_executor/models/gemma4.py:
+    Gemma4Model.__init__, gemma3n.py alike) as (embedding, MLP, norm) parameters: embed_tokens_per_layer,
+    vocab_size_per_layer_input × (hidden_size_per_layer_input × num_hidden_layers), a projection hidden → that
+    width and its norm; in every layer a gate (hidden → ple), a projection back (ple → hidden) and a norm."""
+    ple, h = model.facts.per_layer_input_size, model.hidden_size
+    if ple <= 0:
+        return 0, 0, 0
+    total_ple = ple * model.num_layers
+    embedding = (model.facts.per_layer_input_vocab or model.vocab_size) * total_ple + h * total_ple + ple
+    return embedding, model.num_layers * 2 * h * ple, model.num_layers * h
 
 
 def quantized_bits_per_weight(model: ModelSpec) -> float:
@@ -228,8 +229,8 @@ def quantized_bits_per_weight(model: ModelSpec) -> float:
 
 
 def _expert_bias_params(model: ModelSpec, p: ParamCount) -> int:
-    """gpt-oss expert biases (2·I + hidden per expert): stored in bf16 next to the MXFP4 blocks."""
-    if model.model_type != "gpt_oss" or model.moe is None:
+    """Expert biases (gpt-oss: 2·I + hidden per expert): stored in bf16 next to the MXFP4 blocks."""
+    if not model.family.weights.expert_bias or model.moe is None:
         return 0
     return p.moe_layers * model.moe.num_experts * (2 * model.moe.expert_intermediate_size + model.hidden_size)
 

@@ -13,11 +13,10 @@ Pure: numbers in, numbers out.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from kvplan.errors import InvalidParameter
+from kvplan.model.architectures import gemma_line, model_types_where
 from kvplan.model.spec import ModelSpec
 from kvplan.sglang.dsa import indexer_bytes_per_token, is_dsa, latent_row_bytes
 from kvplan.sglang.mamba import MambaCache, mamba_state, state_cap_text
@@ -107,15 +106,10 @@ def model_dtype(spec: ModelSpec) -> str:
     """configs/model_config.py:_get_and_verify_dtype under --dtype auto: the config's dtype / torch_dtype;
     float32 or none is served as float16 (bfloat16 for gemma model types). Not vLLM's rule: a float16
     checkpoint stays float16."""
-    raw = spec.raw
-    nested = raw.get("text_config")
-    text: Mapping[str, Any] = nested if isinstance(nested, dict) else {}
-    value = (raw.get("dtype") or raw.get("torch_dtype") or text.get("dtype") or text.get("torch_dtype")
-             or spec.config_dtype)
+    value = spec.facts.spelt.dtype or spec.config_dtype
     dtype = _STR_DTYPES.get(value) if isinstance(value, str) else None
     if dtype in (None, "float32"):
-        model_type = str(raw.get("model_type", ""))
-        return "bfloat16" if model_type.startswith("gemma") else "float16"
+        return "bfloat16" if gemma_line(spec.facts.spelt.model_type or "") else "float16"
     return dtype
 
 
@@ -276,8 +270,7 @@ def _swa_pool_line(geo: PoolGeometry, full_tokens: int, page_size: int) -> tuple
 
 # transformers configs whose attribute_map reads max_position_embeddings from n_positions (GPT2Config,
 # GPTBigCodeConfig, CodeGenConfig, GPTJConfig, OpenAIGPTConfig): getattr(config, "max_position_embeddings") in
-# get_context_length then finds n_positions.
-N_POSITIONS_MODEL_TYPES = frozenset({"gpt2", "gpt_bigcode", "codegen", "gptj", "openai-gpt"})
+# get_context_length then finds n_positions. The families that say so (n_positions_alias): kvplan/model/architectures/.
 
 
 def context_length(spec: ModelSpec, given: int | None) -> int:
@@ -286,21 +279,19 @@ def context_length(spec: ModelSpec, given: int | None) -> int:
     seq_length, max_seq_len, model_max_length, max_position_embeddings, times rope_scaling's factor unless it
     has original_max_position_embeddings or is llama3 rope; 2048 if none. A larger --context-length is refused
     (without SGLANG_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN), as SGLang refuses it."""
-    raw = spec.raw
-    nested = raw.get("text_config")
-    text: Mapping[str, Any] = nested if isinstance(nested, dict) else raw
-    rope = text.get("rope_scaling")
+    s = spec.facts.spelt
     factor: float = 1
-    if isinstance(rope, dict) and rope:
-        factor = rope.get("factor", 1) if isinstance(rope.get("factor", 1), (int, float)) else 1
-        if "original_max_position_embeddings" in rope or rope.get("rope_type") == "llama3":
+    if s.rope_scaling:
+        factor = s.rope_factor
+        if s.rope_has_original or s.rope_type == "llama3":
             factor = 1
-    if raw.get("model_type") in N_POSITIONS_MODEL_TYPES and "max_position_embeddings" not in text:
-        text = {**text, "max_position_embeddings": text.get("n_positions")}
+    text = dict(s.lengths)
+    if s.model_type in model_types_where("n_positions_alias") and not s.has_max_position_embeddings:
+        text["max_position_embeddings"] = text.pop("n_positions", None)  # type: ignore[arg-type]
     derived = 2048
     for key in ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings"):
         value = text.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if value is not None:
             derived = int(factor * value)
             break
     if given is None:

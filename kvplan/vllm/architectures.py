@@ -127,19 +127,20 @@ def serving_refusal(model: ModelSpec, version: VllmVersion, *, allow_custom_code
     if via_transformers_backend(model.architectures) and not any(is_served(a, version)
                                                                         for a in model.architectures):
         if no_attention:
-            return transformers_backend_refusal(no_attention[0], model.raw.get("layer_types"),
+            return transformers_backend_refusal(no_attention[0], model.facts.layer_type_names,
                                                 model.architectures[0], version)
         return None
     return not_served_reason(model.architectures, version)
 
 
-def transformers_backend_refusal(index: int, layer_types: Any, architecture: str, version: VllmVersion) -> str:
+def transformers_backend_refusal(index: int, layer_types: Sequence[str] | None, architecture: str,
+                                 version: VllmVersion) -> str:
     """vLLM's refusal of a model its Transformers backend would serve but one of whose decoder layers has no
     module dispatching through the Transformers attention interface: models/transformers/base.py
     `_create_attention_instances`, for each layer on the rank `if i not in self.attention_fusers: raise
     ValueError(f"Layer {layer} does not dispatch through the Transformers attention interface and vLLM has no
     other way to handle it.")`, `layer` being `f"{i} ({layer_types[i]})"` when text_config has layer_types."""
-    layer = (f"{index} ({layer_types[index]})" if isinstance(layer_types, list) and index < len(layer_types)
+    layer = (f"{index} ({layer_types[index]})" if layer_types is not None and index < len(layer_types)
              else str(index))
     return (f"Layer {layer} does not dispatch through the Transformers attention interface and vLLM has no other "
             f"way to handle it (vLLM {version} would serve {architecture} through its Transformers backend)")

@@ -217,7 +217,7 @@ def _kv_dtype_refusal(model: ModelSpec, gpu: GpuLike, kv_dtype: str) -> None:
 
 def _sm120_sparse_refusal(model: ModelSpec) -> None:
     """FlashInferMLASparseSM120Backend.supports_combination's refusals (flashinfer_mla_sparse.py)."""
-    topk = model.raw.get("index_topk")
+    topk = model.facts.index_topk
     if model.dtype != "bfloat16":
         raise NotServed("No valid attention backend found for cuda with use_sparse=True: FLASHINFER_MLA_SPARSE_SM120: "
                         "dtype not supported", hint="it serves bfloat16 models only: --dtype bfloat16")

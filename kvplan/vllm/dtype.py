@@ -6,8 +6,6 @@ from __future__ import annotations
 from kvplan.errors import InvalidParameter
 from kvplan.model.spec import ModelSpec
 
-# config/model.py:_FLOAT16_NOT_SUPPORTED_MODELS ("Numerical instability").
-FLOAT16_UNSAFE_MODEL_TYPES = frozenset({"gemma2", "gemma3", "gemma3_text", "glm4"})
 # platforms/cuda.py:CudaPlatform.supported_dtypes: bfloat16 needs compute capability 8.0.
 _NO_BF16_ARCHS = frozenset({"volta", "turing"})
 
@@ -23,10 +21,12 @@ def served_dtype(model: ModelSpec, arch: str | None, requested: str = "auto") ->
     if requested not in DTYPES:
         raise InvalidParameter(f"--dtype must be one of {', '.join(DTYPES)}, got {requested!r}")
     supported = ["float16", "float32"] if (arch or "") in _NO_BF16_ARCHS else ["bfloat16", "float16", "float32"]
-    unsafe = {model.model_type, model.config_model_type} & FLOAT16_UNSAFE_MODEL_TYPES
+    # config/model.py:_FLOAT16_NOT_SUPPORTED_MODELS ("Numerical instability"): the families that say
+    # float16_unsafe (kvplan/model/architectures/); the reader names the model type.
+    unsafe = model.facts.float16_unsafe_model_type
     wanted = DTYPES[requested]
     if wanted == "float16" and unsafe:
-        raise InvalidParameter(f"The model type {sorted(unsafe)[0]!r} does not support float16. Reason: Numerical "
+        raise InvalidParameter(f"The model type {unsafe!r} does not support float16. Reason: Numerical "
                                "instability. Please use bfloat16 or float32 instead.")
     if wanted != "auto":
         if wanted not in supported:  # platforms/cuda.py: bfloat16 needs compute capability 8.0

@@ -205,7 +205,7 @@ def tower_tp_refusal(model: ModelSpec, limits: MmLimits, tp: int) -> str | None:
 def encoder_budget_refusal(model: ModelSpec, limits: MmLimits, max_num_batched_tokens: int) -> str | None:
     """v1/core/encoder_cache_manager.py:compute_mm_encoder_budget: chunked MM input is disabled for a prefix
     LM, so the largest item of an allowed modality must fit in one step."""
-    if not model.mm_prefix_lm or model.config_model_type != "gemma4":
+    if not model.mm_prefix_lm or not model.facts.mm_item_tokens_stated:
         return None
     tokens = gemma4_item_tokens(model, limits)
     active = [tokens[m] for m in limits.active(model.mm_modalities) if m in tokens]
@@ -233,7 +233,7 @@ def gemma4_encoder_profile(model: ModelSpec, limits: MmLimits, *, max_num_batche
     cache while the language model's dummy run and the sampler run. The budget is
     compute_mm_encoder_budget's: max(max_num_batched_tokens, the largest item). None: not gemma-4, or nothing
     allowed."""
-    if model.config_model_type != "gemma4" or not any(t.loaded for t in model.towers):
+    if not model.facts.mm_item_tokens_stated or not any(t.loaded for t in model.towers):
         return None
     tokens = gemma4_item_tokens(model, limits)
     active = {m: tokens[m] for m in model.mm_modalities if limits.count(m) > 0 and m in tokens}

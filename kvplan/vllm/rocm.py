@@ -132,8 +132,7 @@ def _has_sink(model: ModelSpec, layer: LayerSpec) -> bool:
     add_swa_attention_sink_bias, models/laguna.py swa_attention_sink_enabled)."""
     if "GptOssForCausalLM" in model.architectures:
         return True
-    swa_sinks = bool(model.raw.get("add_swa_attention_sink_bias")) or bool(model.raw.get("swa_attention_sink_enabled"))
-    return swa_sinks and layer.sliding_window is not None
+    return model.facts.swa_attention_sinks and layer.sliding_window is not None
 
 
 def _mha_reasons(backend: AttentionBackend, model: ModelSpec, layer: LayerSpec, kv_dtype: str) -> list[str]:

@@ -297,7 +297,7 @@ def _mm_prefix_batch_floor(model: ModelSpec, batch: BatchSettings, limits: MmLim
     _set_default_max_num_seqs_and_batched_tokens_args, _get_min_mm_batched_tokens); a text-only model (every
     limit 0) is no prefix LM. Only Gemma-4 states that bound without running its processor; other models keep
     the default."""
-    if user_set or not model.mm_prefix_lm or model.config_model_type != "gemma4":
+    if user_set or not model.mm_prefix_lm or not model.facts.mm_item_tokens_stated:
         return batch
     tokens = gemma4_item_tokens(model, limits)
     modality = max(tokens, key=tokens.__getitem__)

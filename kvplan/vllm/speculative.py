@@ -36,9 +36,8 @@ from typing import Any
 from kvplan.errors import InvalidParameter
 from kvplan.model.kv_cache import KV_CACHE_DTYPES, KVCacheSpec, kv_cache_specs
 from kvplan.model.spec import ModelSpec
+from kvplan.model.spelt import MTP_LAYER_KEYS
 
-# config/speculative.py: keys of the config that count MTP layers, per family.
-_MTP_LAYER_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
 MAX_SPECULATIVE_TOKENS = 64  # far above what any deployment uses; bounds the per-request state blocks
 
 
@@ -54,18 +53,10 @@ class SpecDecode:
     max_model_len: int | None = None  # draft_model: the draft's max_model_len (the target's is capped to it)
 
 
-# Model types whose MTP module defaults its layer count when the config states none
-# (model_executor/models/qwen3_next_mtp.py: `getattr(config, "num_nextn_predict_layers", 1)`).
-_MTP_DEFAULT_LAYERS = {"qwen3_next": 1}
-
-
 def mtp_layers(model: ModelSpec) -> int:
-    """The checkpoint's MTP layers (0: none)."""
-    for key in _MTP_LAYER_KEYS:
-        v = model.raw.get(key)
-        if isinstance(v, int) and not isinstance(v, bool) and v > 0:
-            return min(v, 16)
-    return _MTP_DEFAULT_LAYERS.get(model.model_type, 0)
+    """The checkpoint's MTP layers (0: none): the count it states (kvplan.model.spelt.MTP_LAYER_KEYS), else its
+    family's MTP module default (Qwen3-Next: qwen3_next_mtp.py `getattr(config, "num_nextn_predict_layers", 1)`)."""
+    return model.facts.mtp_layers
 
 
 # config/speculative.py: methods whose draft is a separate checkpoint named by `model`.
@@ -119,7 +110,7 @@ def _tokens(config: Mapping[str, Any], method: str, draft: ModelSpec | None, mtp
     if tokens is None and method == "mtp":
         tokens = mtp_layers or None
     elif tokens is None and method in DRAFT_METHODS:
-        tokens = draft.raw.get("n_predict") if draft is not None else None
+        tokens = draft.facts.n_predict if draft is not None else None
         if tokens is None:
             raise InvalidParameter("--speculative-config: A speculative model was provided, but "
                                    "`num_speculative_tokens` was not provided")
@@ -203,7 +194,7 @@ def resolve_speculative(model: ModelSpec, config: Mapping[str, Any] | None, draf
         layers = mtp_layers(model)
         if not layers:
             raise InvalidParameter(f"--speculative-config method {method!r}: {model.name} has no MTP layers "
-                                   f"({' / '.join(_MTP_LAYER_KEYS)} in config.json)")
+                                   f"({' / '.join(MTP_LAYER_KEYS)} in config.json)")
         # DeepSeek-style MTP reuses its layers across steps: the draft keeps one KV layer per MTP layer.
         return SpecDecode("mtp", tokens, layers)
     if method in DRAFT_METHODS:
@@ -270,7 +261,7 @@ def eagle_head_params(draft: ModelSpec, spec: SpecDecode, target: ModelSpec) -> 
         total += draft.num_attention_heads * hd * h + 3 * h * draft.intermediate_size
         total += (3 if (eagle3 and i == 0) else 2) * h
     total += (3 * target.hidden_size if eagle3 else 2 * h) * h + h
-    draft_vocab = int(draft.raw.get("draft_vocab_size") or 0)
+    draft_vocab = draft.facts.draft_vocab_size
     if eagle3 and draft_vocab and draft_vocab != target.vocab_size:
         total += draft_vocab * h
     return total, draft.vocab_size * h

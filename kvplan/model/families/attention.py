@@ -11,12 +11,9 @@ convolution), mlp / moe (no token mixer), recurrent (RecurrentGemma's RG-LRU blo
 from __future__ import annotations
 
 from kvplan.errors import BadConfig
+from kvplan.model.architectures import Family
 from kvplan.model.reader import ConfigReader, positive_int
 
-_PURE_SSM = frozenset({"mamba", "mamba2", "falcon_mamba"})
-# transformers' RecurrentGemmaConfig default `block_types` (configuration_recurrent_gemma.py, 5.19): the HF
-# checkpoints spell it `_block_types`, a key the 5.x class does not read, so the default is what applies.
-RECURRENT_GEMMA_BLOCK_TYPES = ("recurrent", "recurrent", "attention")
 _NEMOTRON_CODES = {"M": "mamba", "*": "full_attention", "-": "mlp", "E": "moe"}
 
 
@@ -41,7 +38,7 @@ def _listed(c: ConfigReader, key: str, n: int) -> list[str] | None:
     return [str(x) for x in v]
 
 
-def _explicit_pattern(c: ConfigReader, n: int, model_type: str) -> list[str] | None:
+def _explicit_pattern(c: ConfigReader, n: int, family: Family) -> list[str] | None:
     """A per-layer pattern the config spells out, under any of the families' keys."""
     lt = _listed(c, "layer_types", n)
     if lt is not None:
@@ -68,8 +65,8 @@ def _explicit_pattern(c: ConfigReader, n: int, model_type: str) -> list[str] | N
     hlp = c.int_list("hybrid_layer_pattern", n) if c.has("hybrid_layer_pattern") else None
     if hlp is not None:  # MiMo-V2 (mimo_v2.py: is_swa = hybrid_layer_pattern[i] == 1)
         return ["sliding_attention" if x == 1 else "full_attention" for x in hlp]
-    if model_type == "recurrent_gemma":  # RecurrentGemmaConfig.layers_block_type: (block_types * 100)[:n]
-        blocks = c.get("block_types", list(RECURRENT_GEMMA_BLOCK_TYPES))
+    if family.default_block_types:  # RecurrentGemmaConfig.layers_block_type: (block_types * 100)[:n]
+        blocks = c.get("block_types", list(family.default_block_types))
         if not isinstance(blocks, (list, tuple)) or not blocks:
             raise BadConfig("config.json: block_types must list block kinds")
         return [str(blocks[i % len(blocks)]) for i in range(n)]
@@ -79,24 +76,25 @@ def _explicit_pattern(c: ConfigReader, n: int, model_type: str) -> list[str] | N
     return None
 
 
-def layer_pattern(c: ConfigReader, model_type: str, n: int) -> list[str]:
-    """Per-layer token-mixer type for `n` decoder layers."""
-    explicit = _explicit_pattern(c, n, model_type)
+def layer_pattern(c: ConfigReader, family: Family, n: int) -> list[str]:
+    """Per-layer token-mixer type for `n` decoder layers (the family's layout where the config spells none:
+    kvplan.model.architectures.base.SlidingLayout)."""
+    explicit = _explicit_pattern(c, n, family)
     if explicit is not None:
         return explicit
-    if model_type in _PURE_SSM:
+    if family.pure_ssm:
         return ["mamba"] * n
     window = sliding_window(c)
     if window is None:
         return ["full_attention"] * n
-    if model_type in {"gemma3", "gemma3_text"} or c.has("sliding_window_pattern"):
+    if family.sliding_layout == "every_nth" or c.has("sliding_window_pattern"):
         p = c.num("sliding_window_pattern", default=6)
         # transformers Gemma3: sliding unless (i + 1) % pattern == 0.
         return ["full_attention" if (i + 1) % p == 0 else "sliding_attention" for i in range(n)]
-    if model_type in {"gemma2", "gpt_oss"}:
+    if family.sliding_layout == "alternate":
         # transformers Gemma2 and vLLM gpt_oss.py: even layers use the sliding window.
         return ["sliding_attention" if i % 2 == 0 else "full_attention" for i in range(n)]
-    if model_type in {"qwen2", "qwen2_moe", "qwen3", "qwen3_moe"} and c.has("max_window_layers"):
+    if family.sliding_layout == "max_window_layers" and c.has("max_window_layers"):
         mwl = c.get("max_window_layers")
         if isinstance(mwl, bool) or not isinstance(mwl, int) or mwl < 0:
             raise BadConfig(f"config.json: max_window_layers must be a whole number ≥ 0, got {mwl!r}")

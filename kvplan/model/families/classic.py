@@ -1,11 +1,13 @@
 """Key dialects of the classic decoder families (GPT-2, OPT, Falcon, ChatGLM, XGLM, CodeGen, GPT-J, NeoX,
-Bloom …): their names for layers, heads and widths, and the family defaults transformers applies.
+Bloom …): their names for layers, heads and widths. What each family is (gating, tying, 4 × hidden MLPs, its
+KV-head rule) lives in kvplan/model/architectures/.
 
 KV heads follow vLLM `transformers_utils/model_arch_config_convertor.py:get_total_num_kv_heads` with its
 Falcon and ChatGLM overrides.
 """
 from __future__ import annotations
 
+from kvplan.model.architectures import Family
 from kvplan.model.reader import ConfigReader
 
 # Key aliases, in vLLM's order (transformers_utils/config.py:CONFIG_FIELD_ALIASES and each family's config).
@@ -17,42 +19,18 @@ KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query
 # Dense MLP width keys (Llama-4 intermediate_size_mlp, Falcon/ChatGLM ffn_hidden_size, GPT-2 n_inner, OPT ffn_dim).
 INTERMEDIATE_KEYS = ("intermediate_size_mlp", "ffn_hidden_size", "intermediate_size", "n_inner", "ffn_dim")
 
-_FALCON = frozenset({"falcon", "RefinedWeb", "RefinedWebModel"})
-# MLPs of 4 × hidden when the width is not given (modeling_gpt2.py n_inner=None, modeling_falcon.py,
-# modeling_codegen.py n_inner=None, modeling_gptj.py).
-_FOUR_X_MLP = frozenset({"gpt2", "codegen", "gptj", *_FALCON})
-# Up / down MLPs (no gate matrix).
-_UNGATED = frozenset({"gpt2", "opt", "gpt_bigcode", "gptj", "gpt_neox", "bloom", "phi", "starcoder2", "codegen",
-                      "xglm", "nemotron_h", *_FALCON})  # nemotron_h: relu² up/down (modeling_nemotron_h.py)
-# transformers' config defaults for these families tie the LM head to the embeddings.
-_TIED_BY_DEFAULT = frozenset({"gpt2", "opt", "gemma", "gemma2", "gemma3", "gemma3_text", "cohere", "xglm"})
-
-
-def total_kv_heads(c: ConfigReader, model_type: str, heads: int) -> int:
-    """KV heads of the attention layers (get_total_num_kv_heads): Falcon's new_decoder_architecture /
-    multi_query, ChatGLM's multi_query_attention, else the first KV-head key, else MHA."""
-    if model_type in _FALCON:
+def total_kv_heads(c: ConfigReader, family: Family, heads: int) -> int:
+    """KV heads of the attention layers (get_total_num_kv_heads), by the family's rule (Family.kv_heads): Falcon's
+    new_decoder_architecture / multi_query, ChatGLM's multi_query_attention, GPT-BigCode's multi_query, else the
+    first KV-head key, else MHA."""
+    if family.kv_heads == "falcon":
         if c.get("new_decoder_architecture"):
             return c.num("n_head_kv", "num_kv_heads", default=heads)
         return 1 if c.get("multi_query", True) else heads
-    if model_type == "chatglm" and not c.get("multi_query_attention", False):
+    if family.kv_heads == "chatglm" and not c.get("multi_query_attention", False):
         return heads
-    if model_type == "gpt_bigcode":  # GPTBigCodeConfig.multi_query (default True): one KV head
+    if family.kv_heads == "multi_query":  # GPTBigCodeConfig.multi_query (default True): one KV head
         return 1 if c.get("multi_query", True) else heads
     kv = c.opt_int(*KV_HEAD_KEYS)
     return kv if kv is not None else heads
 
-
-def default_intermediate(model_type: str, hidden: int) -> int | None:
-    """The MLP width a family uses when its config does not state one."""
-    return 4 * hidden if model_type in _FOUR_X_MLP else None
-
-
-def gated_mlp(model_type: str) -> bool:
-    """SwiGLU-style gate + up + down (3 matrices), or up + down (2)."""
-    return model_type not in _UNGATED
-
-
-def tied_by_default(model_type: str) -> bool:
-    """Whether the family's transformers config ties the LM head when the key is absent."""
-    return model_type in _TIED_BY_DEFAULT

@@ -8,7 +8,7 @@ DeepSeek `n_routed_experts` / `n_shared_experts` / `first_k_dense_replace` / `mo
 from __future__ import annotations
 
 from kvplan.errors import BadConfig
-from kvplan.model.families.classic import INTERMEDIATE_KEYS, default_intermediate
+from kvplan.model.families.classic import INTERMEDIATE_KEYS
 from kvplan.model.reader import ConfigReader
 from kvplan.model.spec import MoESpec
 
@@ -37,17 +37,16 @@ def moe_spec(c: ConfigReader) -> MoESpec | None:
                    shared_intermediate_size=shared or 0)
 
 
-def dense_intermediate(c: ConfigReader, model_type: str, hidden: int, moe: MoESpec | None,
-                       dense_layers: int) -> int:
+def dense_intermediate(c: ConfigReader, fallback: int | None, moe: MoESpec | None, dense_layers: int) -> int:
     """The dense MLP width; 0 when no layer has a dense MLP (Mixtral-style `intermediate_size` is the expert
-    width; pure-MoE configs state no dense width at all)."""
+    width; pure-MoE configs state no dense width at all). `fallback`: the family's width when the config states
+    none (kvplan.model.architectures: WeightRules.four_x_mlp)."""
     for key in INTERMEDIATE_KEYS:
         if c.has(key):
             if moe and key == "intermediate_size" and moe.expert_intermediate_size == c.num(key) and \
                     not c.has("moe_intermediate_size"):
                 return 0
             return c.num(key)
-    fallback = default_intermediate(model_type, hidden)
     if fallback is not None:
         return fallback
     if moe is not None and dense_layers == 0:

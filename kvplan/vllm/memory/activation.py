@@ -296,12 +296,11 @@ def triton_moe_workspace_bytes(model: ModelSpec, *, tp: int, num_tokens: int) ->
 # input). A multimodal model's forward starts from the runner's persistent inputs_embeds buffer (allocated before the
 # profile, so not in its peak): one fewer.
 FORWARD_BASE_HIDDEN = 3
-# Model types whose vLLM MLP.forward rebinds `x` to the SiluAndMul output, so gate_up is freed before down_proj runs
-# (llama.py:LlamaMLP.forward and mistral.py:MistralMLP.forward: `x, _ = self.gate_up_proj(x); x = self.act_fn(x)`).
-# Every other dense MLP read keeps `gate_up` alive through down_proj (qwen2.py:Qwen2MLP.forward, which qwen3.py and
-# qwen3_vl.py reuse; deepseek_v2.py, gemma*.py, granite.py, commandr.py, ...: `gate_up, _ = ...; x = act(gate_up)`):
-# the default, and the pessimistic side.
-MLP_REBINDS_GATE_UP = frozenset({"llama", "mistral"})
+# Families whose vLLM MLP.forward rebinds `x` to the SiluAndMul output, so gate_up is freed before down_proj runs
+# (llama.py:LlamaMLP.forward and mistral.py:MistralMLP.forward: `x, _ = self.gate_up_proj(x); x = self.act_fn(x)`):
+# Family.mlp_rebinds_gate_up (kvplan/model/architectures/). Every other dense MLP keeps `gate_up` alive through
+# down_proj (qwen2.py:Qwen2MLP.forward, which qwen3.py and qwen3_vl.py reuse; deepseek_v2.py, gemma*.py, granite.py,
+# commandr.py, ...: `gate_up, _ = ...; x = act(gate_up)`): the default, and the pessimistic side.
 
 
 # W8A8 FP8 linears with block scales quantize each linear's input per token group of 128
@@ -327,7 +326,7 @@ def _dense_mlp_point(model: ModelSpec, *, tp: int, num_tokens: int, base: int) -
     if not model.gated_mlp:  # up (I/tp) and its activation (I/tp, a new tensor: starcoder2.py's c_fc → act → c_proj)
         return num_tokens * (2 * i + base * h + down)
     with_down = 3 * i + base * h + down
-    if model.model_type in MLP_REBINDS_GATE_UP:
+    if model.family.mlp_rebinds_gate_up:
         return num_tokens * max(3 * i + base * h, i + base * h + down)
     return num_tokens * with_down
 

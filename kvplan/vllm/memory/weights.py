@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from kvplan.model.spec import ModelSpec, TowerSpec
 from kvplan.model.weights import FP_BYTES, count_parameters, stage_stored_bytes, weights_bytes_per_gpu
@@ -175,24 +175,12 @@ def mxfp4_expert_bytes(hidden: int, intermediate: int, backend: MoeBackend | Non
 # cos and sin halves) as a GPU buffer when the model is built, in the model dtype unless the model
 # asks otherwise (get_rope's dtype). get_rope caches instances by their arguments, so layers share one.
 # vLLM sizes it from the config, not from --max-model-len (vllm#44738 measures what that costs).
-_NO_ROPE = frozenset({"gpt2", "opt", "bloom", "mpt", "gpt_bigcode", "nemotron_h", "jamba"})
+# Which families build no rotary cache, build it over half the head (ChatGLM), in float32 (gpt-oss) or twice
+# (Gemma-3): ModelSpec.family.rope (kvplan/model/architectures/).
 # Rope types whose cache covers max_position × factor (linear_scaling_rope.py, dynamic_ntk_scaling_rope.py)
 # or original_max_position × factor (yarn_scaling_rope.py, deepseek_scaling_rope.py).
 _ROPE_SCALED_FROM_MAX = frozenset({"linear", "dynamic"})
 _ROPE_SCALED_FROM_ORIGINAL = frozenset({"yarn", "deepseek_yarn"})
-# gpt_oss.py:OAIAttention builds its YaRN rope with dtype=torch.float32.
-_ROPE_DTYPE_BYTES = {"gpt_oss": 4}
-
-
-def _rope_scaling(raw: Mapping[str, Any]) -> Mapping[str, Any]:
-    rope = raw.get("rope_scaling") or raw.get("rope_parameters")
-    if isinstance(rope, Mapping) and isinstance(rope.get("full_attention"), Mapping):
-        rope = rope["full_attention"]  # per-layer-type rope parameters (transformers v5 style)
-    return rope if isinstance(rope, Mapping) else {}
-
-
-def _positive(value: Any) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
 
 
 def rope_cache_bytes(model: ModelSpec) -> int:
@@ -203,39 +191,32 @@ def rope_cache_bytes(model: ModelSpec) -> int:
     head_size × partial_rotary_factor (qk_rope_head_dim for MLA, half the head for ChatGLM).
     Gemma 3 builds a second, unscaled cache for its sliding layers (gemma3.py: rope_local_base_freq).
     """
-    raw = model.raw
-    if model.model_type in _NO_ROPE or raw.get("alibi") or raw.get("position_embedding_type") == "nope":
+    rope, rules = model.facts.rope, model.family.rope
+    if not rules.rotary or rope.disabled:
         return 0
     if not any(layer.kind not in ("mamba", "mlp_only") for layer in model.layers):
         return 0
     if model.mla is not None:
         rotary = model.mla.qk_rope_head_dim
-    elif model.model_type == "chatglm":
+    elif rules.half_rotary:
         rotary = model.head_size // 2  # chatglm.py: rotary_dim = head_dim // 2
     else:
-        rotary = int(model.head_size * (_positive(raw.get("partial_rotary_factor")) or 1.0))
-    max_pos = int(_positive(raw.get("max_position_embeddings")) or _positive(raw.get("seq_length"))
-                  or model.max_model_len)
-    rope = _rope_scaling(raw)
-    rtype = str(rope.get("rope_type") or rope.get("type") or "default")
-    factor = _positive(rope.get("factor")) or 1.0
+        rotary = int(model.head_size * (rope.partial_rotary_factor or 1.0))
+    max_pos = int(rope.max_positions or model.max_model_len)
+    rtype = rope.rope_type
+    factor = rope.factor or 1.0
     if rtype in _ROPE_SCALED_FROM_ORIGINAL:
-        original = _positive(rope.get("original_max_position_embeddings")) or max_pos
+        original = rope.original_max_positions or max_pos
         positions = max(math.ceil(original * factor), 0)
     elif rtype in _ROPE_SCALED_FROM_MAX:
         positions = int(max_pos * factor)
     else:
         positions = max_pos
-    elem = _ROPE_DTYPE_BYTES.get(model.model_type, FP_BYTES.get(model.dtype, 2))
+    elem = rules.cache_dtype_bytes or FP_BYTES.get(model.dtype, 2)
     caches = positions * rotary * elem
-    if model.model_type in {"gemma3", "gemma3_text"} and any(layer.sliding_window for layer in model.layers):
+    if rules.local_cache and any(layer.sliding_window for layer in model.layers):
         caches += max_pos * rotary * elem  # the sliding layers' local-base rope, unscaled
     return caches
-
-
-def _quant_config(model: ModelSpec) -> Mapping[str, Any]:
-    qc = model.raw.get("quantization_config")
-    return qc if isinstance(qc, Mapping) else {}
 
 
 def _linear_shapes(model: ModelSpec, tp: int) -> list[tuple[int, int, int]]:
@@ -244,7 +225,7 @@ def _linear_shapes(model: ModelSpec, tp: int) -> list[tuple[int, int, int]]:
     Attention q/k/v (fused, KV heads replicated when fewer than tp) and o, dense or shared-expert MLPs
     and routed experts. MLA and recurrent projections are left out (approximation).
     """
-    h, mt, moe = model.hidden_size, model.model_type, model.moe
+    h, moe, rules = model.hidden_size, model.moe, model.family.weights
     up = 2 if model.gated_mlp else 1
     out: list[tuple[int, int, int]] = []
 
@@ -262,8 +243,8 @@ def _linear_shapes(model: ModelSpec, tp: int) -> list[tuple[int, int, int]]:
         if moe is not None and layer.moe:
             mlp(moe.expert_intermediate_size, moe.num_experts)
             mlp(moe.shared_intermediate_size)
-        elif layer.kind == "mlp_only" or (mt != "nemotron_h" and (layer.kind != "mamba" or mt in {
-                "granitemoehybrid", "jamba"})):
+        elif layer.kind == "mlp_only" or (rules.mixer_layers_have_mlp and (layer.kind != "mamba" or
+                                                                             rules.recurrent_layers_have_mlp)):
             mlp(model.intermediate_size)
     return out
 
@@ -287,14 +268,14 @@ def _mxfp4_adjustment(model: ModelSpec, tp: int, backend: MoeBackend | None) -> 
 def _gptq_marlin_adjustment(model: ModelSpec, tp: int, arch: str | None) -> LoadAdjustment | None:
     """gptq_marlin.py: sym 4/8-bit GPTQ runs on Marlin from SM80 (is_gptq_marlin_compatible); Marlin
     drops the (symmetric, constant) qzeros and keeps g_idx + sort indices only with act-order."""
-    q, qc = model.quant, _quant_config(model)
+    q, layout = model.quant, model.facts.quant_layout
     if q is None or q.method != "gptq" or arch not in _MARLIN_ARCHS or not q.group_size:
         return None
-    if qc.get("sym", True) is not True or q.weight_bits not in (4, 8):
+    if not layout.symmetric or q.weight_bits not in (4, 8):
         return None
     shapes = _linear_shapes(model, tp)
     zeros = sum(c * n * (k // q.group_size) for c, n, k in shapes) * int(q.weight_bits) // 8
-    g_idx = sum(c * k for c, _, k in shapes) * GPTQ_G_IDX_BYTES_PER_ROW if qc.get("desc_act") else 0
+    g_idx = sum(c * k for c, _, k in shapes) * GPTQ_G_IDX_BYTES_PER_ROW if layout.desc_act else 0
     return LoadAdjustment(
         "GPTQ on Marlin: qzeros dropped" + (", act-order g_idx kept" if g_idx else ""),
         "quantization/kernels/mixed_precision/marlin.py:MarlinLinearKernel.process_weights_after_loading",
@@ -305,25 +286,15 @@ def _gptq_marlin_adjustment(model: ModelSpec, tp: int, arch: str | None) -> Load
 def _fp8_scale_adjustment(model: ModelSpec, tp: int) -> LoadAdjustment | None:
     """8-bit scales the stored-bytes formula leaves out: fp32 per 128×128 block (FP8 block quantization)
     or per output channel (compressed-tensors "channel" strategy); per-tensor scales are negligible."""
-    q, qc = model.quant, _quant_config(model)
+    q, layout = model.quant, model.facts.quant_layout
     if q is None or q.weight_bits != 8:
         return None
-    block = qc.get("weight_block_size")
-    strategy = None
-    groups = qc.get("config_groups")
-    if isinstance(groups, Mapping):
-        for g in groups.values():
-            w = g.get("weights") if isinstance(g, Mapping) else None
-            if isinstance(w, Mapping):
-                strategy = w.get("strategy")
-                block = w.get("block_structure") or block
-                break
     shapes = _linear_shapes(model, tp)
-    if isinstance(block, list) and len(block) == 2 and all(isinstance(b, int) and b > 0 for b in block):
-        bn, bk = block
+    if layout.fp8_block is not None:
+        bn, bk = layout.fp8_block
         scales = sum(c * -(-n // bn) * -(-k // bk) for c, n, k in shapes)
         what, src = f"FP8 {bn}×{bk}-block scales", "fp8.py:Fp8LinearMethod.create_weights (weight_scale_inv)"
-    elif strategy == "channel":
+    elif layout.channel_scales:
         scales = sum(c * n for c, n, _ in shapes)
         what, src = ("per-output-channel fp32 weight scales",
                      "compressed_tensors_w8a8_fp8.py / _w8a8_int8.py:create_weights (ChannelQuantScaleParameter)")

@@ -1,0 +1,86 @@
+"""What one architecture family says about itself: the vLLM classes it covers, how its weights are laid out
+beyond the Llama shape, its rotary cache, and its quirks. Frozen, typed records (NamedTuple rather than frozen
+dataclasses: `kvplan size` builds these classes at start-up, and a NamedTuple class costs a fifth of a frozen
+dataclass's creation): the registry
+(kvplan/model/architectures/__init__.py) resolves a config to one `Family`; the reader
+(kvplan.model.config) copies what the rest of kvplan needs onto ModelSpec."""
+
+# No `from __future__ import annotations` here: NamedTuple and dataclass creation turn string annotations into
+# ForwardRefs (one compile() each) or match them against ClassVar; real ones cost `kvplan size` less at start-up.
+from typing import Literal, NamedTuple
+
+AttentionBias = Literal["none", "qkv", "all"]
+# Which layers a model-wide `sliding_window` covers when the config lists no per-layer pattern
+# (kvplan.model.families.attention.layer_pattern): "uniform" every layer (engine/arg_utils.py), "every_nth" all but
+# every sliding_window_pattern-th (default 6; transformers Gemma3), "alternate" the even layers (transformers Gemma2,
+# vLLM gpt_oss.py), "max_window_layers" the layers from max_window_layers on (vLLM qwen2.py, qwen3.py).
+SlidingLayout = Literal["uniform", "every_nth", "alternate", "max_window_layers"]
+# How the attention layers' KV heads are read (transformers_utils/model_arch_config_convertor.py:
+# get_total_num_kv_heads and its overrides; kvplan.model.families.classic.total_kv_heads): "keys" the first KV-head
+# key, else MHA; "falcon" new_decoder_architecture → n_head_kv, else multi_query (default true) → 1; "chatglm" MHA
+# unless multi_query_attention; "multi_query" one head unless multi_query is false (GPTBigCodeConfig default true).
+KvHeadsRule = Literal["keys", "falcon", "chatglm", "multi_query"]
+
+
+class WeightRules(NamedTuple):
+    """How the family's checkpoint differs from a Llama-shaped decoder (kvplan.model.weights.count_parameters),
+    each from the family's modeling file."""
+
+    attention_bias: AttentionBias = "none"  # "qkv": q, k, v biases; "all": q, k, v and o biases
+    qk_norm: bool = False  # per-head q_norm and k_norm (head_dim each)
+    attention_sinks: bool = False  # one learned sink per query head
+    mlp_bias: bool = False  # up / down biases
+    layernorm_bias: bool = False  # LayerNorm (weight and bias) rather than RMSNorm
+    learned_positions: int | None = None  # learned absolute position table: max positions + this many rows
+    expert_bias: bool = False  # routed experts carry biases (2·I + hidden each)
+    router_bias: bool = False  # the router carries one bias per expert
+    router_scales: bool = False  # router scale (hidden) and per-expert scale, three extra norms per MoE block
+    shared_expert_gate: bool = False  # a hidden → 1 gate on the shared expert
+    mixer_layers_have_mlp: bool = True  # False: attention / recurrent layers carry no MLP ("-" layers do)
+    recurrent_layers_have_mlp: bool = False  # recurrent (Mamba, short-conv) layers also carry the MLP
+    gated_mlp: bool = True  # gate, up, down (3 matrices); False: up, down
+    four_x_mlp: bool = False  # the config may leave the MLP width out: 4 × hidden
+
+
+class RopeRules(NamedTuple):
+    """The rotary cos/sin cache the family's vLLM model builds (kvplan.vllm.memory.weights.rope_cache_bytes)."""
+
+    rotary: bool = True  # False: learned or ALiBi positions, or no positional encoding
+    half_rotary: bool = False  # rotary_dim = head_dim // 2
+    cache_dtype_bytes: int | None = None  # the cache's element size when not the model dtype
+    local_cache: bool = False  # a second, unscaled cache for the sliding-window layers
+
+
+class Family(NamedTuple):
+    """One architecture family: the vLLM registry names (`architectures`) and model types it covers, and what
+    kvplan needs to know of it beyond what config.json spells."""
+
+    name: str
+    source: str  # the vLLM model file(s) and transformers modeling file the rules follow
+    architectures: tuple[str, ...] = ()  # names vLLM registers (model_executor/models/registry.py)
+    model_types: tuple[str, ...] = ()  # the fallback key (the text config's model_type)
+    weights: WeightRules = WeightRules()
+    rope: RopeRules = RopeRules()
+    # How the config is read: the sliding-window layout, whether every layer is a state-space block (no attention
+    # heads to read), and the block kinds the config class cycles through when the config names none.
+    sliding_layout: SlidingLayout = "uniform"
+    kv_heads: KvHeadsRule = "keys"
+    pure_ssm: bool = False
+    default_block_types: tuple[str, ...] = ()
+    tied_by_default: bool = False  # transformers' config class ties the LM head when the key is absent
+    # config/model.py:_FLOAT16_NOT_SUPPORTED_MODELS lists every model type of this family.
+    float16_unsafe: bool = False
+    mtp_default_layers: int = 0  # MTP layers the family's MTP module assumes when the config states none
+    # The dense MLP's forward rebinds `x` to the SiluAndMul output, so gate_up is freed before down_proj runs
+    # (kvplan.vllm.memory.activation: the profile run's peak). Every other dense MLP keeps gate_up alive through
+    # down_proj (qwen2.py:Qwen2MLP.forward, deepseek_v2.py, gemma*.py, granite.py, commandr.py: `gate_up, _ = …;
+    # x = act(gate_up)`): the default, and the pessimistic side.
+    mlp_rebinds_gate_up: bool = False
+    # Top-level model types whose multimodal item sizes kvplan states without running the processor.
+    mm_item_tokens_model_types: tuple[str, ...] = ()
+    # transformers' attribute_map reads max_position_embeddings from n_positions (SGLang's context length).
+    n_positions_alias: bool = False
+
+
+# A family kvplan knows nothing special of: the Llama shape.
+DEFAULT = Family(name="default", source="model_executor/models/llama.py (the Llama shape)")

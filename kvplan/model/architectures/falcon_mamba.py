@@ -1,0 +1,12 @@
+"""Falcon-Mamba: Mamba-1 blocks only, no attention (vLLM models/mamba.py serves FalconMambaForCausalLM)."""
+from __future__ import annotations
+
+from kvplan.model.architectures.base import Family
+
+FAMILY = Family(
+    name="falcon_mamba",
+    source="models/mamba.py",
+    architectures=("FalconMambaForCausalLM",),
+    model_types=("falcon_mamba",),
+    pure_ssm=True,
+)

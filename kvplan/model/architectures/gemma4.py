@@ -1,0 +1,15 @@
+"""Gemma-4: q_norm / k_norm; its MoE router has a scale (hidden) and a per-expert scale and the MoE block three
+extra RMSNorms (vLLM models/gemma4.py: Gemma4Router); a `gemma4` wrapper states each image's soft tokens
+(vision_config.default_output_length), so its multimodal item sizes are known (kvplan.vllm.multimodal)."""
+from __future__ import annotations
+
+from kvplan.model.architectures.base import Family, WeightRules
+
+FAMILY = Family(
+    name="gemma4",
+    source="models/gemma4.py, gemma4_mm.py",
+    architectures=("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"),
+    model_types=("gemma4_text",),
+    weights=WeightRules(qk_norm=True, router_scales=True),
+    mm_item_tokens_model_types=("gemma4",),
+)

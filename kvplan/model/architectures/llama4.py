@@ -1,0 +1,13 @@
+"""Llama-4: q / k norms (use_qk_norm) and chunked local attention on its RoPE layers (the reader,
+kvplan.model.config; vLLM models/llama4.py)."""
+from __future__ import annotations
+
+from kvplan.model.architectures.base import Family, WeightRules
+
+FAMILY = Family(
+    name="llama4",
+    source="models/llama4.py, mllama4.py",
+    architectures=("Llama4ForCausalLM", "Llama4ForConditionalGeneration"),
+    model_types=("llama4_text",),
+    weights=WeightRules(qk_norm=True),
+)

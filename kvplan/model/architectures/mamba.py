@@ -1,0 +1,12 @@
+"""Mamba-1: every layer a state-space block, no attention (vLLM models/mamba.py; its state: families/recurrent.py)."""
+from __future__ import annotations
+
+from kvplan.model.architectures.base import Family
+
+FAMILY = Family(
+    name="mamba",
+    source="models/mamba.py",
+    architectures=("MambaForCausalLM",),
+    model_types=("mamba",),
+    pure_ssm=True,
+)

@@ -1,0 +1,15 @@
+"""Qwen3, Qwen3-MoE and the Qwen3-VL language models: per-head q_norm / k_norm, no biases; the layers from
+max_window_layers on slide (vLLM models/qwen3.py, qwen3_moe.py, qwen3_vl.py, qwen3_vl_moe.py)."""
+from __future__ import annotations
+
+from kvplan.model.architectures.base import Family, WeightRules
+
+FAMILY = Family(
+    name="qwen3",
+    source="models/qwen3.py, qwen3_moe.py, qwen3_vl.py, qwen3_vl_moe.py",
+    architectures=("Qwen3ForCausalLM", "Qwen3MoeForCausalLM", "Qwen3VLForConditionalGeneration",
+                   "Qwen3VLMoeForConditionalGeneration"),
+    model_types=("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text"),
+    weights=WeightRules(qk_norm=True),
+    sliding_layout="max_window_layers",
+)

@@ -1,0 +1,15 @@
+"""Qwen3-Next: gated-delta-net and attention layers (families/recurrent.py), q_norm / k_norm, a gated shared
+expert; its MTP module defaults to one layer (vLLM models/qwen3_next.py; qwen3_next_mtp.py:
+`getattr(config, "num_nextn_predict_layers", 1)`)."""
+from __future__ import annotations
+
+from kvplan.model.architectures.base import Family, WeightRules
+
+FAMILY = Family(
+    name="qwen3_next",
+    source="models/qwen3_next.py, qwen3_next_mtp.py",
+    architectures=("Qwen3NextForCausalLM",),
+    model_types=("qwen3_next",),
+    weights=WeightRules(qk_norm=True, shared_expert_gate=True),
+    mtp_default_layers=1,
+)

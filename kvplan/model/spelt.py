@@ -1,0 +1,118 @@
+"""The reader's last stage: what kvplan's consumers need from the text config beyond the KV geometry and the
+weight shapes (the rotary cache's inputs, the quantization scales' layout, MTP and draft keys, per-model vLLM
+switches, SGLang's view of the keys), as typed ModelSpec fields, so that nothing past the reader reads
+config.json. Each value is read as the consumer that cites vLLM (or SGLang) read it before; pure, no I/O."""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kvplan.model.architectures import Family, families, model_types_where
+from kvplan.model.spec import ConfigFacts, QuantLayout, RopeConfig, SpeltText
+
+# config/speculative.py: keys of the config that count MTP layers, per family.
+MTP_LAYER_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
+MAX_MTP_LAYERS = 16  # kvplan's bound on a stated MTP layer count (an assumption: none has more than a few)
+# SGLang's get_context_length order (utils/hf_transformers/common.py), and n_positions (see SpeltText).
+_SGLANG_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length",
+                       "max_position_embeddings", "n_positions")
+
+
+def _positive(value: Any) -> float | None:
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def _int_or_zero(value: Any) -> int:
+    """int(value or 0), 0 for a value int() cannot read."""
+    try:
+        return int(value or 0)
+    except (TypeError, ValueError, OverflowError):
+        return 0
+
+
+def rope_config(data: Mapping[str, Any]) -> RopeConfig:
+    """rotary_embedding/__init__.py:get_rope's inputs as config.json gives them: rope_scaling (or transformers v5
+    rope_parameters, whose full_attention entry when it is per layer type)."""
+    rope = data.get("rope_scaling") or data.get("rope_parameters")
+    if isinstance(rope, Mapping) and isinstance(rope.get("full_attention"), Mapping):
+        rope = rope["full_attention"]
+    rope = rope if isinstance(rope, Mapping) else {}
+    return RopeConfig(
+        disabled=bool(data.get("alibi")) or data.get("position_embedding_type") == "nope",
+        partial_rotary_factor=_positive(data.get("partial_rotary_factor")),
+        max_positions=_positive(data.get("max_position_embeddings")) or _positive(data.get("seq_length")),
+        rope_type=str(rope.get("rope_type") or rope.get("type") or "default")[:64],
+        factor=_positive(rope.get("factor")),
+        original_max_positions=_positive(rope.get("original_max_position_embeddings")),
+    )
+
+
+def quant_layout(data: Mapping[str, Any]) -> QuantLayout:
+    """The text config's quantization_config scale layout: GPTQ `sym` / `desc_act`; FP8 weight_block_size, or the
+    first compressed-tensors config group's block_structure and strategy."""
+    qc = data.get("quantization_config")
+    if not isinstance(qc, Mapping):
+        return QuantLayout()
+    block, strategy = qc.get("weight_block_size"), None
+    groups = qc.get("config_groups")
+    if isinstance(groups, Mapping):
+        for g in groups.values():
+            w = g.get("weights") if isinstance(g, Mapping) else None
+            if isinstance(w, Mapping):
+                strategy = w.get("strategy")
+                block = w.get("block_structure") or block
+                break
+    fp8_block = (int(block[0]), int(block[1])) if isinstance(block, list) and len(block) == 2 and all(
+        isinstance(b, int) and b > 0 for b in block) else None
+    return QuantLayout(symmetric=qc.get("sym", True) is True, desc_act=bool(qc.get("desc_act")), fp8_block=fp8_block,
+                       channel_scales=strategy == "channel")
+
+
+def spelt_text(data: Mapping[str, Any]) -> SpeltText:
+    """The keys SGLang reads, as spelt (kvplan.sglang.pool, kvplan.sglang.fit follow SGLang's rules on them)."""
+    nested = data.get("text_config")
+    inner: Mapping[str, Any] = nested if isinstance(nested, dict) else {}
+    text: Mapping[str, Any] = nested if isinstance(nested, dict) else data
+    mt = data.get("model_type")
+    rope = text.get("rope_scaling")
+    given = isinstance(rope, dict) and bool(rope)
+    factor = rope.get("factor", 1) if isinstance(rope, dict) else 1
+    return SpeltText(
+        model_type=None if mt is None else str(mt)[:128],
+        dtype=data.get("dtype") or data.get("torch_dtype") or inner.get("dtype") or inner.get("torch_dtype"),
+        has_auto_map="auto_map" in data,
+        nested=any(isinstance(data.get(k), dict) for k in ("text_config", "thinker_config", "llm_config")),
+        lengths=tuple((k, float(v)) for k in _SGLANG_LENGTH_KEYS
+                      if isinstance(v := text.get(k), (int, float)) and not isinstance(v, bool)),
+        has_max_position_embeddings="max_position_embeddings" in text,
+        rope_scaling=given,
+        rope_factor=float(factor) if given and isinstance(factor, (int, float)) else 1.0,
+        rope_has_original=given and "original_max_position_embeddings" in rope,  # type: ignore[operator]
+        rope_type=str(rope.get("rope_type"))[:64] if given and rope.get("rope_type") is not None else None,  # type: ignore[union-attr]
+    )
+
+
+def consumer_fields(data: Mapping[str, Any], family: Family, model_type: str, config_model_type: str) -> dict[str, Any]:
+    """The ModelSpec fields kvplan.model.config leaves to this stage (see ModelSpec)."""
+    mtp = next((min(v, MAX_MTP_LAYERS) for k in MTP_LAYER_KEYS
+                if isinstance(v := data.get(k), int) and not isinstance(v, bool) and v > 0), family.mtp_default_layers)
+    unsafe = sorted({model_type, config_model_type} & model_types_where("float16_unsafe"))
+    layer_types = data.get("layer_types")
+    return {"family": family, "facts": ConfigFacts(
+        rope=rope_config(data),
+        quant_layout=quant_layout(data),
+        parallel_attn=bool(data.get("parallel_attn")),
+        per_layer_input_size=_int_or_zero(data.get("hidden_size_per_layer_input")),
+        per_layer_input_vocab=_int_or_zero(data.get("vocab_size_per_layer_input")),
+        mtp_layers=mtp,
+        n_predict=data.get("n_predict"),
+        draft_vocab_size=_int_or_zero(data.get("draft_vocab_size")),
+        index_topk=data.get("index_topk"),
+        swa_attention_sinks=bool(data.get("add_swa_attention_sink_bias")) or bool(
+            data.get("swa_attention_sink_enabled")),
+        layer_type_names=tuple(str(t) for t in layer_types) if isinstance(layer_types, list) else None,
+        float16_unsafe_model_type=unsafe[0] if unsafe else "",
+        mm_item_tokens_stated=any(config_model_type in f.mm_item_tokens_model_types for f in families()),
+        spelt=spelt_text(data),
+    )}
+

@@ -1,0 +1,80 @@
+"""The architecture registry (kvplan/model/architectures/): one module per family, resolved as vLLM resolves a
+model class (the config's `architectures` first, its model_type as the fallback), each name claimed once and
+each one vLLM registers."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kvplan.errors import BadConfig
+from kvplan.model.architectures import DEFAULT, build_index, families, family_for, model_types_where
+from kvplan.model.config import parse_config
+
+ROOT = Path(__file__).resolve().parent.parent
+FOLDER = ROOT / "kvplan" / "model" / "architectures"
+FIXTURE_CONFIGS = sorted(set(ROOT.glob("tests/fixtures/**/config.json")))
+
+
+def test_every_module_in_the_folder_is_a_family() -> None:
+    """Adding a family is adding one file: each module but base.py registers itself, under its own name."""
+    modules = sorted(p.stem for p in FOLDER.glob("*.py") if p.name not in ("__init__.py", "base.py"))
+    assert [f.name for f in families()] == modules
+    assert len(modules) >= 35  # the scan sees the folder (a new family needs no change here)
+
+
+def test_a_name_claimed_by_two_families_is_refused() -> None:
+    """Two families may not claim one architecture (or one model type): the registry would depend on file order."""
+    gpt2 = next(f for f in families() if f.name == "gpt2")
+    with pytest.raises(ValueError, match="'GPT2LMHeadModel' is claimed by both gpt2 and copy"):
+        build_index([*families(), gpt2._replace(name="copy", model_types=())])
+    with pytest.raises(ValueError, match="'gpt2' is claimed by both gpt2 and copy"):
+        build_index([*families(), gpt2._replace(name="copy", architectures=())])
+
+
+def test_every_architecture_a_family_claims_is_one_vllm_registers() -> None:
+    """The keys are vLLM's own registry names (model_executor/models/registry.py, kvplan/vllm/architectures.json)."""
+    served = json.loads((ROOT / "kvplan" / "vllm" / "architectures.json").read_text(encoding="utf-8"))["served"]
+    unknown = [(f.name, a) for f in families() for a in f.architectures if a not in served]
+    assert unknown == []
+
+
+def test_the_architecture_wins_and_the_model_type_is_the_fallback() -> None:
+    """registry.py resolves the first registered architecture; a wrapper kvplan does not list (LLaVA-OneVision)
+    falls back to its text config's model_type (its language model is Qwen2); a family kvplan knows nothing
+    special of is the Llama shape."""
+    assert family_for(("GptOssForCausalLM",), "llama").name == "gpt_oss"
+    assert family_for(("LlavaOnevisionForConditionalGeneration",), "qwen2").name == "qwen2"
+    assert family_for((), "qwen3_vl_text").name == "qwen3"
+    assert family_for(("MixtralForCausalLM",), "mixtral") is DEFAULT
+
+
+@pytest.mark.parametrize("path", FIXTURE_CONFIGS, ids=lambda p: str(p.parent.relative_to(ROOT / "tests" / "fixtures")))
+def test_a_fixture_config_resolves_to_one_family_by_either_key(path: Path) -> None:
+    """For every fixture config, the family its architecture names and the family its model_type names agree when
+    both are registered, so the fallback never contradicts the architecture."""
+    config = json.loads(path.read_text(encoding="utf-8"))
+    try:
+        model = parse_config(config, name=path.parent.name)
+    except BadConfig:  # a config kvplan refuses (its own tests pin that) has no family to check
+        return
+    by_type = family_for((), model.model_type)
+    by_arch = next((family_for((a,), "") for a in model.architectures if family_for((a,), "") is not DEFAULT), None)
+    if by_arch is not None and by_type is not DEFAULT:
+        assert by_arch is by_type
+    assert model.family is (by_arch or by_type)
+
+
+def test_the_float16_rule_is_vllms_table() -> None:
+    """vLLM 0.33 config/model.py:_FLOAT16_NOT_SUPPORTED_MODELS = {gemma2, gemma3, gemma3_text, glm4}."""
+    assert model_types_where("float16_unsafe") == {"gemma2", "gemma3", "gemma3_text", "glm4"}
+
+
+def test_qwen3_next_defaults_to_one_mtp_layer() -> None:
+    """qwen3_next_mtp.py: `self.num_mtp_layers = getattr(config, "num_nextn_predict_layers", 1)`."""
+    config = json.loads((ROOT / "tests/fixtures/corpus/configs/Qwen--Qwen3-Next-80B-A3B-Instruct-FP8/config.json")
+                        .read_text(encoding="utf-8"))
+    assert config.get("num_nextn_predict_layers") is None
+    assert parse_config(config).facts.mtp_layers == 1
+    assert parse_config({**config, "num_nextn_predict_layers": 3}).facts.mtp_layers == 3
