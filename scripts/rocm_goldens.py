@@ -28,7 +28,9 @@ TOOL = "vllm-rocm-oracle rocm_oracle.py (vLLM 0.33.0's RocmPlatform on a CPU: fa
 # `oracle_failure`, as in ../oracle-cuda.
 ORACLE_FAILURES = ("No module named 'cuda'", "WorkspaceManager not initialized", "fake_rocm: kernel ",
                    "Cannot copy out of meta tensor", "FlashAttention2 has been toggled on",
-                   "Cannot access accelerator device")
+                   "Cannot access accelerator device",
+                   # the corpus holds config.json only: no processor or tokenizer files to load (as ../oracle-cuda)
+                   "Failed to load the processor", "object has no attribute 'vocab'")
 
 
 def _error(text: str) -> dict[str, str]:
@@ -89,7 +91,7 @@ def golden(case: str, config: str, args: list[str], source: str, raw: dict[str, 
         "inputs": _inputs(raw, args),
     }
     if "error" in raw:
-        out["status"] = "config_refused"
+        out["status"] = "oracle_failure" if any(f in raw["error"] for f in ORACLE_FAILURES) else "config_refused"
         out["config_error"] = _error(raw["error"])
         return out
     plan = raw.get("plan") or {}

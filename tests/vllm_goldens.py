@@ -207,6 +207,8 @@ def classify_rocm(g: dict[str, Any]) -> Outcome:
             return Outcome(case, "", "refused-vllm", str(exc)[:160])
         return Outcome(case, "", "refused-kvplan", str(exc)[:160])
     names = sorted({GET_NAME.get(n, n) for n in r.attention_backend.split(" + ")})
+    if "resolved" not in g:  # vLLM refused the config or the model build; kvplan planned it
+        return Outcome(case, "", "wrong", f"kvplan: {r.startup}; vLLM: {vllm_message(g)[:160]}")
     golden_names = sorted(set(g["resolved"]["attn_backends"] or ()) & ATTENTION_NAMES) or names  # none: Mamba
     if g["status"] == "answered":
         kv = g["kv_cache"]
