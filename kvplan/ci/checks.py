@@ -473,10 +473,12 @@ def _sglang_check(q: Requirement, fit: SglangFit) -> CheckResult:
         return _result(q, comparison=">=", required=required, measured=measured, unit=unit,
                        message=f"SGLang's pool: {measured:,} tokens ({fit.max_total_num_tokens:,} per attention-DP "
                                f"worker × {fit.attn_dp_size}); required ≥ {_num(required)}")
+    from kvplan.sglang.fit import requests_at
+
     page = fit.defaults.page_size
-    per_request = -(-context // page) * page
+    per_request = -(-context // page) * page  # for the message; the count is requests_at's
     by_pool = fit.max_total_num_tokens // per_request
-    measured = min(by_pool, fit.max_running_requests) * fit.attn_dp_size
+    measured = requests_at(fit, context) * fit.attn_dp_size
     limit = (f"max_running_requests {fit.max_running_requests:,} caps it" if fit.max_running_requests < by_pool
              else f"{fit.max_total_num_tokens:,} pool tokens ÷ {per_request:,} per request")
     return _result(q, comparison=">=", required=required, measured=measured, unit=unit, context=context,

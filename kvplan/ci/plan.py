@@ -874,14 +874,16 @@ def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[s
     model = None
     if d.get("sglang_cmd") is not None:
         cpath = (*path, "sglang_cmd")
+        line = c.string(d["sglang_cmd"], cpath)  # located already
         try:
-            cmd = parse_sglang_command(c.string(d["sglang_cmd"], cpath))
+            cmd = parse_sglang_command(line)
         except KvplanError as exc:
             raise c.doc.error(cpath, str(exc), at_value=True) from None
         options.update(cmd.options)
         model = cmd.model
     if d.get("sglang") is not None:
         spath = (*path, "sglang")
+        given: dict[str, str] = {}  # dest -> the flag that set it in this mapping
         for key, value in c.mapping(d["sglang"], spath, "a mapping of SGLang flags").items():
             flag = "--" + str(c.doc.spelled.get((*spath, key)) or key).replace("_", "-")
             try:
@@ -891,13 +893,21 @@ def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[s
             if found is None or found[0] not in MODELLED:
                 raise c.doc.error((*spath, key), f"{flag} is not an SGLang flag kvplan models",
                                   hint=", ".join(a.flag for a in MODELLED.values()))
+            if found[0] == "model_path":
+                raise c.doc.error((*spath, key), "the model goes in the deployment's `model:` (or in sglang_cmd)")
+            if found[0] in given:
+                raise c.doc.error((*spath, key), f"{MODELLED[found[0]].flag} given twice "
+                                  f"({given[found[0]]} and {flag})", hint="give it once")
+            given[found[0]] = flag
             options[found[0]] = value
     return options, model
 
 
 def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Path) -> Deployment:
     """An `engine: sglang` deployment: SGLang's flags, the requirements SGLang's plan can judge."""
-    from kvplan.sglang.defaults import SglangDeployment
+    from dataclasses import replace as dc_replace
+
+    from kvplan.sglang.defaults import SglangDeployment, check_deployment
     from kvplan.sglang.engine_args import deployment_fields
     from kvplan.vllm.settings import ServeSettings
 
@@ -917,18 +927,25 @@ def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Pa
     revision = c.string(d["revision"], (*path, "revision")) if d.get("revision") is not None else None
     try:
         dep = SglangDeployment(**deployment_fields(options))  # type: ignore[arg-type]
+        # the values, before num_gpus divides by pp; TP ÷ attention DP once num_gpus has set the TP
+        check_deployment(dc_replace(dep, enable_dp_attention=False))
     except KvplanError as exc:
         raise doc.error((*path, "sglang"), str(exc)) from None
     if d.get("num_gpus") is not None:
         gpath = (*path, "num_gpus")
         num_gpus = c.count(d["num_gpus"], gpath)
+        if num_gpus % dep.pp:
+            raise doc.error(gpath, f"{num_gpus} GPUs are not a whole number of SGLang's {dep.pp} pipeline stages",
+                            at_value=True)
         if "tp_size" not in options:
-            from dataclasses import replace as dc_replace
-
             dep = dc_replace(dep, tp=num_gpus // dep.pp)
         elif num_gpus != dep.tp * dep.pp:
             raise doc.error(gpath, f"{num_gpus} GPUs, but SGLang's tp {dep.tp} × pp {dep.pp} uses {dep.tp * dep.pp}",
                             at_value=True)
+    try:
+        check_deployment(dep)  # before the weights estimate divides by tp
+    except KvplanError as exc:
+        raise doc.error((*path, "sglang"), str(exc)) from None
     fields: dict[str, Any] = {}
     if d.get("measured") is not None:
         mpath = (*path, "measured")

@@ -278,6 +278,11 @@ def command(
     if loaded.note:
         warn(loaded.note)
     if (engine or "").lower() == "both":
+        if gpu_memory is not None or gpu_bandwidth is not None:
+            from kvplan.errors import InvalidParameter
+
+            raise InvalidParameter("--engine both plans a catalog GPU: --gpu-memory / --gpu-bandwidth (a custom GPU) "
+                                   "are not read by SGLang's plan", hint="name the GPU with --gpu (kvplan gpus)")
         _compare(flags_, loaded, flags, gpu, gpu_total_bytes, gpus_file, json_)
         return
     report = api.fit_plan(flags_, loaded, gpu, gpu_memory=gpu_memory, gpu_bandwidth=gpu_bandwidth,
@@ -295,6 +300,7 @@ def _compare(flags_: Any, loaded: Any, flags: dict[str, Any], gpu: str | None, g
     from kvplan.vllm.report import FitReport
 
     settings = api.fit_settings(flags_, loaded)
+    _refuse_unshared(settings, loaded.spec)
     given_len = flags.get("max_model_len")
     sglang = plan_sglang_beside(flags, model=str(flags_.model), tp=settings.tp, pp=settings.pp,
                                 context=settings.max_model_len if given_len is not None else None)
@@ -313,6 +319,24 @@ def _compare(flags_: Any, loaded: Any, flags: dict[str, Any], gpu: str | None, g
         from kvplan.cli.exit_codes import EXIT_CHECK_FAILED
 
         raise typer.Exit(EXIT_CHECK_FAILED)
+
+
+def _refuse_unshared(settings: Any, spec: Any) -> None:
+    """`--engine both` compares one deployment: a vLLM setting that changes vLLM's memory and that SGLang's plan
+    does not take (kvplan/sglang/engine_args.py's UNMODELLED, or no SGLang counterpart) would compare two. A
+    --quantization naming the checkpoint's own scheme changes nothing (vllm/quantization.py:apply_quantization)."""
+    from kvplan.errors import InvalidParameter
+
+    online = settings.quantization is not None and spec.quant_method is None and spec.quant is None
+    unshared = (("--quantization", online),
+                ("--cpu-offload-gb", settings.cpu_offload_bytes > 0),
+                ("--kv-cache-memory-bytes", settings.kv_cache_memory_bytes is not None),
+                ("--num-gpu-blocks-override", settings.num_gpu_blocks_override is not None),
+                ("--speculative-config", bool(settings.speculative_config)))
+    for flag, given in unshared:
+        if given:
+            raise InvalidParameter(f"--engine both compares one deployment: {flag} changes vLLM's plan and is not "
+                                   "modelled in SGLang's", hint="plan each engine alone (--engine vllm / sglang)")
 
 
 def _print_ignored(words: tuple[str, ...]) -> None:

@@ -60,6 +60,9 @@ def wants_sglang(params: dict[str, Any]) -> bool:
         if engine == "both":
             raise InvalidParameter("--sglang-cmd plans SGLang alone",
                                    hint="with --engine both, give the deployment as flags (vLLM's and SGLang's)")
+        if params.get("engine") is not None and engine == "vllm":
+            raise InvalidParameter("--sglang-cmd plans with SGLang's rules, not --engine vllm",
+                                   hint="drop --engine vllm, or paste a vllm serve line with --vllm-cmd")
         return True
     if engine == "vllm":
         given = [n for n in SGLANG_ONLY if params.get(n) is not None]
@@ -69,10 +72,11 @@ def wants_sglang(params: dict[str, Any]) -> bool:
     return engine == "sglang"
 
 
-def _deployment(params: dict[str, Any], pasted: dict[str, str | bool]) -> Any:
-    """The deployment of the typed SGLang flags over a pasted line's (kvplan.sglang.engine_args)."""
+def _deployment(params: dict[str, Any], pasted: dict[str, str | bool], *, check: bool = True) -> Any:
+    """The deployment of the typed SGLang flags over a pasted line's (kvplan.sglang.engine_args), checked
+    (`check`) before anything divides by its sizes."""
     from kvplan.errors import InvalidParameter, ParseError
-    from kvplan.sglang.defaults import SglangDeployment
+    from kvplan.sglang.defaults import SglangDeployment, check_deployment
     from kvplan.sglang.engine_args import deployment_fields
 
     typed = {"tp_size": params.get("sgl_tp"), "dp_size": params.get("sgl_dp"),
@@ -82,9 +86,12 @@ def _deployment(params: dict[str, Any], pasted: dict[str, str | bool]) -> Any:
                                                     "kv_cache_dtype", "context_length", "trust_remote_code")}}
     options: dict[str, object] = {**pasted, **{k: v for k, v in typed.items() if v is not None}}
     try:
-        return SglangDeployment(**deployment_fields(options))  # type: ignore[arg-type]
+        dep = SglangDeployment(**deployment_fields(options))  # type: ignore[arg-type]
     except ParseError as exc:
         raise InvalidParameter(str(exc)) from None
+    if check:
+        check_deployment(dep)  # before the weights estimate divides by --tp
+    return dep
 
 
 def run_sglang_fit(params: dict[str, Any]) -> None:
@@ -116,7 +123,17 @@ def run_sglang_fit(params: dict[str, Any]) -> None:
         raise InvalidParameter('a model is needed: kvplan fit MODEL --engine sglang (or --sglang-cmd '
                                '"python -m sglang.launch_server --model-path MODEL …")')
     if params.get("gpu") is None:
-        _sweep(str(model), params, _deployment(params, pasted), json_=json_)
+        for name in ("sglang_weight_log", "gpu_total_bytes"):
+            if params.get(name) is not None:
+                raise InvalidParameter(f"--{name.replace('_', '-')} is measured on one GPU: the catalog sweep "
+                                       "(no --gpu) cannot use it", hint="name that GPU with --gpu")
+        from dataclasses import replace
+
+        from kvplan.sglang.defaults import check_deployment
+
+        dep = _deployment(params, pasted, check=False)
+        check_deployment(replace(dep, enable_dp_attention=False))  # the sweep tries each TP against the DP size
+        _sweep(str(model), params, dep, json_=json_)
         return
     report = _plan(str(model), params, _deployment(params, pasted), quiet=json_)
     if json_:
@@ -170,13 +187,21 @@ def plan_sglang_beside(params: dict[str, Any], *, model: str, tp: int, pp: int, 
 
     if params.get("gpu") is None:
         raise InvalidParameter("--engine both needs --gpu (one deployment on one GPU type)")
-    dep = _deployment(params, {})
+    from kvplan.sglang.defaults import check_deployment
+
+    dep = _deployment(params, {}, check=False)  # its --tp defaults to vLLM's -tp: checked once that is in
     if params.get("sgl_tp") is not None and dep.tp != tp:
         raise InvalidParameter(f"--engine both compares one deployment: SGLang's --tp {dep.tp} differs from vLLM's "
                                f"-tp {tp}", hint="give one of them")
+    if dep.context_length is not None and dep.context_length != context:
+        vllm_len = f"--max-model-len {context}" if context is not None else "default max_model_len"
+        raise InvalidParameter(f"--engine both compares one deployment: SGLang's --context-length "
+                               f"{dep.context_length} differs from vLLM's {vllm_len}",
+                               hint="give --max-model-len alone (SGLang's --context-length follows it)")
     if pp != 1:
         raise InvalidParameter("--engine both: pipeline parallelism is not modelled for SGLang yet")
     dep = replace(dep, tp=tp, context_length=dep.context_length if dep.context_length is not None else context)
+    check_deployment(dep)
     return _plan(model, params, dep, quiet=True)
 
 

@@ -134,6 +134,8 @@ def command(
     if engine.lower() not in ("vllm", "sglang"):
         raise InvalidParameter(f"--engine must be vllm or sglang, got {engine!r}")
     if engine.lower() == "sglang":
+        _refuse_vllm_only(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
+                          gpu_memory_utilization=gpu_memory_utilization, settings=settings)
         capacity, chunk, running = _sglang_caps(spec, spec_gpu, settings, ctx, weights.bytes if weights else None)
         capacity = max_concurrency if max_concurrency is not None else capacity
     else:
@@ -149,7 +151,7 @@ def command(
     )
     report = dataclasses.replace(
         report, notes=report.notes + rl.unmodelled_settings(pp=settings.pp, enforce_eager=settings.enforce_eager),
-        speculative=_speculative(costs, roof, settings, batches, ctx))
+        speculative=_speculative(costs, roof, settings, batches, ctx), engine=engine.lower())
     if svg is not None:
         from kvplan.files import write_output
         from kvplan.render.roofline import chart_svg
@@ -212,13 +214,29 @@ def _deployment(
     return settings, model, revision if isinstance(revision, str) else None
 
 
+def _refuse_vllm_only(*, max_num_seqs: int | None, max_num_batched_tokens: int | None,
+                      gpu_memory_utilization: float | None, settings: ServeSettings) -> None:
+    """`--engine sglang` takes its caps and chunk from SGLang's rules: a vLLM setting that would be silently
+    replaced by SGLang's is refused, and so is a speculative draft (SGLang's is not modelled: kvplan/sglang/fit.py)."""
+    from kvplan.errors import InvalidParameter
+
+    for flag, value in (("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", max_num_batched_tokens),
+                        ("--gpu-memory-utilization", gpu_memory_utilization)):
+        if value is not None:
+            raise InvalidParameter(f"{flag} is a vLLM flag: --engine sglang takes SGLang's running-request cap, "
+                                   "prefill chunk and memory fraction", hint="drop it, or use --engine vllm")
+    if settings.speculative_config:
+        raise InvalidParameter("--engine sglang: speculative decoding is not modelled for SGLang yet "
+                               "(the draft's KV cells and graph sizes)", hint="use --engine vllm")
+
+
 def _sglang_caps(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, context: int,
                  stored: int | None) -> tuple[int | None, int, int]:
     """`--engine sglang`: the requests of `context` tokens SGLang's pool holds per attention-DP worker (None when
     it would not start), its chunked_prefill_size and max_running_requests (kvplan/sglang/fit.py)."""
     from kvplan.cli.console import err
     from kvplan.sglang.defaults import SglangDeployment
-    from kvplan.sglang.fit import plan_sglang_fit
+    from kvplan.sglang.fit import plan_sglang_fit, requests_at
     from kvplan.vllm.memory.weights import estimate_weights
 
     dep = SglangDeployment(tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
@@ -229,9 +247,7 @@ def _sglang_caps(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, contex
     if not fit.fits:
         err().print(f"warning: KV capacity not computed: SGLang would not start ({fit.startup})")
         return None, fit.defaults.chunked_prefill_size, fit.max_running_requests or 1
-    page = fit.defaults.page_size
-    at_context = min(fit.max_total_num_tokens // (-(-max(context, 1) // page) * page), fit.max_running_requests)
-    return at_context, fit.defaults.chunked_prefill_size, fit.max_running_requests
+    return requests_at(fit, context), fit.defaults.chunked_prefill_size, fit.max_running_requests
 
 
 def _fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings) -> FitReport:

@@ -472,6 +472,7 @@ class RooflineReport:
     overheads: StepOverheads | None  # the per-step costs in every predicted time
     notes: tuple[str, ...]
     speculative: tuple[SpeculativePoint, ...] = ()  # decode with the deployment's speculative draft, per batch
+    engine: str = "vllm"  # whose KV capacity and running-request cap (max_num_seqs: SGLang's max_running_requests)
 
 
 def throughput_limit(

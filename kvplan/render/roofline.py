@@ -21,6 +21,13 @@ _LIMIT_TEXT = {
     "max_num_seqs": "max_num_seqs (vLLM runs no more requests at once; the KV cache holds more)",
     "unknown": "the KV capacity, which is not known here (pass --max-concurrency)",
 }
+
+
+def _cap_words(r: RooflineReport) -> tuple[str, str]:
+    """Who caps the running requests, and the setting's name: vLLM's max_num_seqs or SGLang's max_running_requests."""
+    return ("SGLang", "max_running_requests") if r.engine == "sglang" else ("vLLM", "max_num_seqs")
+
+
 # Chart glyphs: the model's prediction, the bandwidth roof, the compute roof, the KV-capacity limit.
 MODEL_GLYPH, MEMORY_GLYPH, COMPUTE_GLYPH, KV_GLYPH = "●", "/", "─", "┊"
 
@@ -69,11 +76,15 @@ def render_roofline(r: RooflineReport, *, chart_width: int = 56, chart_height: i
         ),
         Text(
             f"KV cache holds {r.kv_capacity_batch:,} requests of {r.context:,} tokens"
-            + (f"; vLLM runs at most {r.max_num_seqs:,} at once (max_num_seqs)" if r.max_num_seqs else "")
+            + (f"; {_cap_words(r)[0]} runs at most {r.max_num_seqs:,} at once ({_cap_words(r)[1]})"
+               if r.max_num_seqs else "")
             if r.kv_capacity_batch is not None else "KV capacity: not computed"
         ),
     ]
-    limit = Text.assemble(("Throughput capped by ", "bold"), _LIMIT_TEXT[r.throughput_limit])
+    limit_text = _LIMIT_TEXT[r.throughput_limit]
+    if r.throughput_limit == "max_num_seqs" and r.engine == "sglang":
+        limit_text = "max_running_requests (SGLang runs no more requests at once; the KV cache holds more)"
+    limit = Text.assemble(("Throughput capped by ", "bold"), limit_text)
     if r.limit_point is not None:
         lp = r.limit_point
         limit.append(f": batch {lp.batch:,} → {_tps(lp.tokens_per_s)} tok/s, ITL {_ms(lp.itl_s)} ms")

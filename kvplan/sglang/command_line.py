@@ -33,6 +33,10 @@ def parse_sglang_command(text: str) -> SglangCommand:
     """Parse `[ENV=v …] python -m sglang.launch_server --model-path M --tp 8 …` or `sglang serve …`."""
     pasted = split_command(text, what="--sglang-cmd", env_prefix="SGLANG_", programs=_PROGRAMS)
     words, env = pasted.words, pasted.env
+    model: str | None = None
+    if words and words[0].rsplit("/", 1)[-1] == "vllm":
+        raise ParseError("--sglang-cmd: this is a vllm command line, not SGLang's",
+                         hint="paste it with --vllm-cmd (kvplan fit --vllm-cmd \"vllm serve M …\")")
     if (prog := pasted.program) is not None:
         if prog.startswith("python") and words[:1] == ["-m"] and len(words) > 1:
             if words[1] not in _MODULES:
@@ -41,7 +45,8 @@ def parse_sglang_command(text: str) -> SglangCommand:
             words = words[2:]
         elif words[:1] == ["serve"]:
             words.pop(0)
-    model: str | None = None
+            if words and not words[0].startswith("-"):  # cli/serve.py:_normalize_positional_model_path
+                model = words.pop(0)
     options: dict[str, str | bool] = {}
     ignored: list[str] = []
     unmodelled: list[str] = []
@@ -50,6 +55,9 @@ def parse_sglang_command(text: str) -> SglangCommand:
         word = words[i]
         i += 1
         if not word.startswith("--"):
+            if i == 1:  # before any flag: argparse has no positional argument (later ones may be nargs values)
+                raise ParseError(f"--sglang-cmd: unrecognized arguments: {word}",
+                                 hint="SGLang 0.5.23's launch_server would refuse it too (the model is --model-path M)")
             ignored.append(word)
             continue
         flag, eq, inline = word.partition("=")
@@ -59,6 +67,8 @@ def parse_sglang_command(text: str) -> SglangCommand:
                              hint="SGLang 0.5.23's launch_server would refuse it too")
         dest, takes_value = found
         value: str | bool = True
+        if eq and not takes_value:  # argparse's store_true action refuses `--switch=value`
+            raise ParseError(f"--sglang-cmd: argument {flag}: ignored explicit argument {inline!r}")
         if takes_value:
             if eq:
                 value = inline

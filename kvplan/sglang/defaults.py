@@ -128,6 +128,12 @@ def check_deployment(dep: SglangDeployment) -> None:
         raise InvalidParameter(f"--mem-fraction-static must be in (0, 1), got {dep.mem_fraction_static}")
     if dep.page_size is not None and dep.page_size < 1:
         raise InvalidParameter(f"--page-size must be ≥ 1, got {dep.page_size}")
+    # SGLang itself divides by a zero context_length and clamps a request cap below 1 to 1
+    # (kv_cache_configurator.py:resolve_max_num_reqs); kvplan refuses these as bad input instead.
+    for name, given in (("--context-length", dep.context_length), ("--max-total-tokens", dep.max_total_tokens),
+                        ("--max-running-requests", dep.max_running_requests)):
+        if given is not None and given < 1:
+            raise InvalidParameter(f"{name} must be ≥ 1, got {given}")
 
 
 @dataclass(frozen=True)

@@ -116,6 +116,9 @@ def _cast(value: object, kind: type, dest: str) -> object:
         if text in ("false", "0", "no"):
             return False
         raise ParseError(f"--{dest.replace('_', '-')}: invalid value {value!r} (a switch: true or false)")
+    if kind is int and (isinstance(value, bool) or (isinstance(value, float) and not value.is_integer())):
+        # argparse's type=int refuses "2.5" and "true"; int() would read a plan's 2.5 as 2 and true as 1
+        raise ParseError(f"--{dest.replace('_', '-')}: invalid value {value!r} (a whole number)")
     try:
         return kind(value)
     except (TypeError, ValueError):

@@ -72,6 +72,15 @@ class SglangFit:
     notes: tuple[str, ...]
 
 
+def requests_at(fit: SglangFit, context: int) -> int:
+    """Requests of `context` tokens one attention-DP worker runs at once: its pool ÷ the context rounded up to
+    whole pages (mem_cache/allocator/paged.py:PagedTokenToKVPoolAllocator hands a request whole pages), capped at
+    max_running_requests. 0 when SGLang would not start."""
+    page = fit.defaults.page_size
+    per_request = -(-max(context, 1) // page) * page
+    return min(fit.max_total_num_tokens // per_request, fit.max_running_requests)
+
+
 # utils/common.py:get_amdgpu_memory_capacity reads rocminfo's "Pool 1" size (KB) / 1024, which is not the catalog's
 # rocm-smi total on every GPU: 288 GiB exactly on MI355X (the figure whose mem_fraction_static, 0.911, matches the
 # public log of sglang PR #18263, reference §2.3). Others: the catalog's total (MI300X's 196592 is both).

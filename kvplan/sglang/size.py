@@ -42,6 +42,8 @@ class SglangSize:
 
 def sglang_size(spec: ModelSpec, *, tp: int = 1, kv_cache_dtype: str = "auto") -> SglangSize:
     """SGLang's per-token and per-request bytes for `spec` at TP `tp`; InvalidParameter for a pool not modelled."""
+    if tp < 1:
+        raise InvalidParameter(f"--tensor-parallel-size must be ≥ 1, got {tp}")
     reason = unsupported_reason(spec, attn_tp=tp, tp=tp)
     if reason is not None:
         raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
