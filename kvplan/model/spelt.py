@@ -1,7 +1,8 @@
 """The reader's last stage: what kvplan's consumers need from the text config beyond the KV geometry and the
 weight shapes (the rotary cache's inputs, the quantization scales' layout, MTP and draft keys, per-model vLLM
 switches, SGLang's view of the keys and what only its port reads: SglangFacts), as typed ModelSpec fields, so
-that nothing past the reader reads config.json (ModelSpec keeps no copy of it). Each value is read as the consumer that cites vLLM (or SGLang) read it before; pure, no I/O."""
+that nothing past the reader reads config.json (ModelSpec keeps no copy of it). Each value is read as the
+consumer that cites vLLM (or SGLang) read it before; pure, no I/O."""
 from __future__ import annotations
 
 from collections.abc import Mapping
