@@ -35,17 +35,11 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 EXEMPT_FROM_LAYERS = frozenset({"kvplan", "kvplan.__main__"})
 MAX_FUNCTION_LINES = 80
 LONG_FUNCTIONS_ALLOWED_UNDER = ("kvplan.cli",)
-# Third-party packages that only some places may import: package -> module prefixes allowed to.
 # Where a config's model_type may be tested against names and the raw config read: the reader and the registry.
 ARCHITECTURE_KNOWLEDGE = ("kvplan.model.config", "kvplan.model.reader", "kvplan.model.spelt", "kvplan.model.families",
                           "kvplan.model.architectures")
 _MODEL_TYPE_FIELDS = frozenset({"model_type", "config_model_type", "unnamed_text_model_type"})
-# Left to move (issue 23): SGLang's newest port modules, merged while the registry landed, still read ModelSpec.raw
-# (index_topk, learnable_sink, index_kpool, mamba_ssm_dtype, language_model_only, sliding_window, layer_types, the MLA
-# config's own KV-head keys) and key SGLang's per-model-type Mamba state rules (mamba.py). Named one by one so that
-# no other module joins them; the list only shrinks.
-PENDING_RAW_READERS = frozenset({"kvplan.sglang.dsa", "kvplan.sglang.fit", "kvplan.sglang.mamba",
-                                 "kvplan.sglang.multimodal", "kvplan.sglang.swa"})
+# Third-party packages that only some places may import: package -> module prefixes allowed to.
 EDGE_PACKAGES: dict[str, tuple[str, ...]] = {
     "huggingface_hub": ("kvplan.model.hub",),
     "rich": ("kvplan.render", "kvplan.cli"),
@@ -335,18 +329,23 @@ def test_model_types_are_tested_only_by_the_reader_and_the_registry() -> None:
     """Per-architecture knowledge lives in one place (issue 23): outside the reader and kvplan/model/architectures/
     no module compares a model_type with literal names; a rule about a family is a field of its Family."""
     bad = [f"{module}:{line}" for module in _modules() if not _under(module, ARCHITECTURE_KNOWLEDGE)
-           and module not in PENDING_RAW_READERS for line in model_type_literal_tests(_tree(module))]
+           for line in model_type_literal_tests(_tree(module))]
     assert not bad, ("model_type tested by name outside the reader and the registry (add a field to "
                      "kvplan/model/architectures/base.py:Family instead):\n  " + "\n  ".join(bad))
 
 
 def test_nothing_past_the_reader_reads_the_raw_config() -> None:
-    """No module outside the reader reads a `.raw` config (but PENDING_RAW_READERS, each of which still does): what a
-    consumer needs is a typed ModelSpec field."""
-    for module in PENDING_RAW_READERS:  # the list only shrinks: a module that no longer reads raw leaves it
-        assert any(isinstance(n, ast.Attribute) and n.attr == "raw" for n in ast.walk(_tree(module))) or \
-            model_type_literal_tests(_tree(module)), f"{module} reads no raw config: take it off PENDING_RAW_READERS"
+    """No module outside the reader reads a `.raw` config: what a consumer needs is a typed ModelSpec field."""
     bad = [f"{module}:{node.lineno}" for module in _modules() if not _under(module, ARCHITECTURE_KNOWLEDGE)
-           and module not in PENDING_RAW_READERS
            for node in ast.walk(_tree(module)) if isinstance(node, ast.Attribute) and node.attr == "raw"]
     assert not bad, "raw config read past the reader:\n  " + "\n  ".join(bad)
+
+
+def test_model_spec_carries_no_untyped_config_mapping() -> None:
+    """ModelSpec and its NamedTuple parts hold typed fields only: no `Mapping` / `dict` / `Any` field (the raw text
+    config or a sub-config as written, such as vision_config) for a consumer to read past the reader."""
+    tree = _tree("kvplan.model.spec")
+    bad = [f"{cls.name}.{node.target.id}" for cls in tree.body if isinstance(cls, ast.ClassDef)
+           for node in cls.body if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+           and any(isinstance(n, ast.Name) and n.id in {"Mapping", "dict", "Any"} for n in ast.walk(node.annotation))]
+    assert not bad, "untyped config mappings on ModelSpec's parts:\n  " + "\n  ".join(bad)

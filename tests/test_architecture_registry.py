@@ -78,3 +78,26 @@ def test_qwen3_next_defaults_to_one_mtp_layer() -> None:
     assert config.get("num_nextn_predict_layers") is None
     assert parse_config(config).facts.mtp_layers == 1
     assert parse_config({**config, "num_nextn_predict_layers": 3}).facts.mtp_layers == 3
+
+
+def test_sglangs_state_rules_are_its_config_classes_model_types() -> None:
+    """SGLang 0.5.23 keys the recurrent-state rule by the config class (configs/qwen3_next.py, qwen3_5.py whose text
+    configs subclass Qwen3NextConfig, nemotron_h.py, granitemoehybrid.py, lfm2.py, mamba.py): each model type is
+    claimed by one family only, and the table is exactly these."""
+    claimed = [(t, f.sglang_state) for f in families() for t in f.sglang_state_model_types]
+    assert len({t for t, _ in claimed}) == len(claimed)
+    assert dict(claimed) == {
+        "qwen3_next": "gdn", "qwen3_5": "gdn", "qwen3_5_text": "gdn", "qwen3_5_moe": "gdn", "qwen3_5_moe_text": "gdn",
+        "nemotron_h": "nemotron_h", "granitemoehybrid": "granite", "lfm2": "short_conv", "lfm2_moe": "short_conv",
+        "lfm2_vl": "short_conv", "mamba": "mamba1", "falcon_mamba": "mamba1"}
+
+
+@pytest.mark.parametrize(("fixture", "rule"), [
+    ("Qwen--Qwen3.5-0.8B", "gdn"), ("LiquidAI--LFM2-VL-1.6B", "short_conv"),
+    ("ibm-granite--granite-4.0-h-1b", "granite"), ("Qwen--Qwen3-0.6B", ""),
+])
+def test_the_text_configs_model_type_picks_sglangs_state_rule(fixture: str, rule: str) -> None:
+    """The rule follows the text config's own model_type (Qwen3.5's qwen3_5_text, LFM2-VL's text lfm2), not the
+    architecture: SGLang builds the state from the text config class."""
+    config = json.loads((ROOT / f"tests/fixtures/corpus/configs/{fixture}/config.json").read_text(encoding="utf-8"))
+    assert parse_config(config).facts.sglang.state_rule == rule

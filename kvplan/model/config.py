@@ -172,9 +172,7 @@ def _parse(config: Mapping[str, Any], name: str, quant_config: Mapping[str, Any]
         unnamed_text_model_type=_unnamed_text_model_type(top),
         mm_modalities=modalities,
         towers=towers,
-        **consumer_fields(data, family, model_type, str(top.get("model_type") or "")[:128]),
-        vision_config=top["vision_config"] if isinstance(top.get("vision_config"), Mapping) else {},
-        raw=data,
+        **consumer_fields(data, top, family, model_type, str(top.get("model_type") or "")[:128]),
     )
 
 

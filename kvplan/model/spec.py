@@ -5,9 +5,8 @@ Frozen data only; `kvplan.model.config.parse_config` builds it from config.json.
 
 # No `from __future__ import annotations` here: NamedTuple and dataclass creation turn string annotations into
 # ForwardRefs (one compile() each) or match them against ClassVar; real ones cost `kvplan size` less at start-up.
-from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple
+from typing import Literal, NamedTuple
 
 from kvplan.model.architectures.base import DEFAULT, Family
 
@@ -160,6 +159,43 @@ class SpeltText(NamedTuple):
     rope_type: str | None = None
 
 
+class SglangFacts(NamedTuple):
+    """The text config's keys that only kvplan.sglang reads (SGLang 0.5.23's configs/model_config.py reads them
+    off the config its own way), typed by kvplan.model.spelt; paths relative to `sglang/srt/`."""
+
+    # configs/<file>.py:mamba2_cache_params that sizes the recurrent state, chosen by the text config's model_type
+    # (kvplan.model.architectures Family.sglang_state_model_types; "" when none of kvplan's modelled rules).
+    state_rule: str = ""
+    mamba_ssm_dtype: str | None = None  # `mamba_ssm_dtype` as written (None: absent or null)
+    # get_total_num_kv_heads' first integer of n_head_kv, num_kv_heads, num_key_value_heads, multi_query_group_num,
+    # num_attention_groups (None: none is an integer).
+    stated_kv_heads: int | None = None
+    language_model_only: bool = False  # `language_model_only` is true
+    has_sliding_window: bool = False  # `sliding_window` is set (not absent, not null)
+    window_size: int | None = None  # _get_sliding_window_size: sliding_window_size, sliding_window, window_size
+    # DeepSeek sparse attention (kvplan.sglang.dsa): learnable_sink; index_head_dim (0 when not a positive
+    # integer), index_kpool (1 likewise); dsa_layer_skips_topk's inputs: indexer_types (each entry "shared"?),
+    # cli_factor, index_topk_pattern (each entry "S"?), index_topk_freq (1 when not a positive integer) and
+    # index_skip_topk_offset (0 when not a positive integer).
+    learnable_sink: bool = False
+    index_head_dim: int = 0
+    index_kpool: int = 1
+    indexer_shared: tuple[bool, ...] | None = None
+    cli_factor: int = 1
+    topk_pattern_shared: tuple[bool, ...] | None = None
+    index_topk_freq: int = 1
+    skip_topk_offset: int = 0
+    # The top-level config's vision_config (arg_groups/memory_hook.py:adjust_mem_fraction_for_vlm): whether it is a
+    # non-empty object, and its num_hidden_layers / hidden_size when positive integers (0 otherwise).
+    has_vision_config: bool = False
+    vision_layers: int = 0
+    vision_hidden: int = 0
+    # SGLang's own vision config class defaults (num_hidden_layers, hidden_size) for the top-level model_type, when
+    # it builds one (None: transformers' class, read as the JSON gives it).
+    vision_defaults: tuple[int, int] | None = None
+    hopper_qwen3_vl_type: bool = False  # the top-level model_type is one qwen3_vl.py's Hopper override names
+
+
 @dataclass(frozen=True)
 class TowerSpec:
     """A multimodal encoder tower with its projector, as vLLM builds it (kvplan.model.families.towers).
@@ -202,6 +238,7 @@ class ConfigFacts(NamedTuple):
     float16_unsafe_model_type: str = ""  # the model type vLLM refuses float16 for ("" when none)
     mm_item_tokens_stated: bool = False  # the multimodal item sizes are stated (Gemma-4), not the processor's
     spelt: SpeltText = SpeltText()
+    sglang: SglangFacts = SglangFacts()
 
 
 @dataclass(frozen=True)
@@ -252,9 +289,3 @@ class ModelSpec:
     # What only some consumers need, read by the reader (kvplan.model.spelt) so that nothing past it reads config.json.
     # Not compared or hashed: n_predict / index_topk hold the config's values as written (a list is unhashable).
     facts: ConfigFacts = field(default=ConfigFacts(), repr=False, compare=False)
-    # The top-level config's vision_config as written ({} without one): SGLang scales mem_fraction_static by its
-    # depth and width (arg_groups/memory_hook.py:adjust_mem_fraction_for_vlm).
-    vision_config: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
-    # The text config as written. Only kvplan.sglang's newest modules still read it (SGLang's port reads config.json
-    # its own way; their reads are not yet typed fields): tests/test_architecture.py names them and refuses any other.
-    raw: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)

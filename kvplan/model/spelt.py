@@ -1,14 +1,15 @@
 """The reader's last stage: what kvplan's consumers need from the text config beyond the KV geometry and the
 weight shapes (the rotary cache's inputs, the quantization scales' layout, MTP and draft keys, per-model vLLM
-switches, SGLang's view of the keys), as typed ModelSpec fields, so that nothing past the reader reads
-config.json. Each value is read as the consumer that cites vLLM (or SGLang) read it before; pure, no I/O."""
+switches, SGLang's view of the keys and what only its port reads: SglangFacts), as typed ModelSpec fields, so
+that nothing past the reader reads config.json (ModelSpec keeps no copy of it). Each value is read as the
+consumer that cites vLLM (or SGLang) read it before; pure, no I/O."""
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
 from kvplan.model.architectures import Family, families, model_types_where
-from kvplan.model.spec import ConfigFacts, QuantLayout, RopeConfig, SpeltText
+from kvplan.model.spec import ConfigFacts, QuantLayout, RopeConfig, SglangFacts, SpeltText
 
 # config/speculative.py: keys of the config that count MTP layers, per family.
 MTP_LAYER_KEYS = ("num_nextn_predict_layers", "mtp_num_hidden_layers", "num_mtp_layers")
@@ -20,6 +21,16 @@ _SGLANG_LENGTH_KEYS = ("max_sequence_length", "seq_length", "max_seq_len", "mode
 
 def _positive(value: Any) -> float | None:
     return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0 else None
+
+
+def _positive_int(value: Any, default: int) -> int:
+    """value when a positive integer (not a bool), else default."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+
+def _first_int(data: Mapping[str, Any], keys: tuple[str, ...]) -> int | None:
+    """The first of keys whose value is an integer (not a bool)."""
+    return next((v for k in keys if isinstance(v := data.get(k), int) and not isinstance(v, bool)), None)
 
 
 def _int_or_zero(value: Any) -> int:
@@ -92,8 +103,61 @@ def spelt_text(data: Mapping[str, Any]) -> SpeltText:
     )
 
 
-def consumer_fields(data: Mapping[str, Any], family: Family, model_type: str, config_model_type: str) -> dict[str, Any]:
-    """The ModelSpec fields kvplan.model.config leaves to this stage (see ModelSpec)."""
+# SGLang configs/model_config.py:get_total_num_kv_heads's attribute list; _get_sliding_window_size's.
+_SGLANG_KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
+                        "num_attention_groups")
+_SGLANG_WINDOW_KEYS = ("sliding_window_size", "sliding_window", "window_size")
+# Vision configs SGLang builds with its own class, whose defaults stand in for keys the JSON does not give, keyed by
+# the top-level model_type: configs/kimi_k25.py:KimiK25VisionConfig (num_hidden_layers 27, hidden_size 1152; the
+# JSON's vt_* keys are not read as these).
+_SGLANG_VISION_DEFAULTS = {"kimi_k25": (27, 1152)}
+# arg_groups/model_overrides/qwen3_vl.py:_HOPPER_QWEN3_VL_TYPES.
+_HOPPER_QWEN3_VL_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe"})
+
+
+def _entries_equal(value: Any, name: str, *, string: bool = False) -> tuple[bool, ...] | None:
+    """Whether each entry of a list (or, with `string`, each character of a string) is `name`; None otherwise."""
+    if isinstance(value, list) or (string and isinstance(value, str)):
+        return tuple(v == name for v in value)
+    return None
+
+
+def sglang_facts(data: Mapping[str, Any], top: Mapping[str, Any], config_model_type: str) -> SglangFacts:
+    """The keys only kvplan.sglang reads, as SGLang 0.5.23 reads them (the rules cited on SglangFacts);
+    `config_model_type` the top-level config's model_type as ModelSpec holds it."""
+    mt = data.get("model_type")
+    text_type = str(mt if mt is not None else "")
+    vision = top.get("vision_config")
+    vision = vision if isinstance(vision, Mapping) else {}
+    ssm = data.get("mamba_ssm_dtype")
+    offset = data.get("index_skip_topk_offset")
+    return SglangFacts(
+        state_rule=next((f.sglang_state for f in families() if text_type in f.sglang_state_model_types), ""),
+        mamba_ssm_dtype=None if ssm is None else str(ssm)[:64],
+        stated_kv_heads=_first_int(data, _SGLANG_KV_HEAD_KEYS),
+        language_model_only=data.get("language_model_only") is True,
+        has_sliding_window=data.get("sliding_window") is not None,
+        window_size=_first_int(data, _SGLANG_WINDOW_KEYS),
+        learnable_sink=bool(data.get("learnable_sink")),
+        index_head_dim=_positive_int(data.get("index_head_dim"), 0),
+        index_kpool=_positive_int(data.get("index_kpool"), 1),
+        indexer_shared=_entries_equal(data.get("indexer_types"), "shared"),
+        cli_factor=_positive_int(data.get("cli_factor"), 1),
+        topk_pattern_shared=_entries_equal(data.get("index_topk_pattern"), "S", string=True),
+        index_topk_freq=_positive_int(data.get("index_topk_freq"), 1),
+        skip_topk_offset=offset if isinstance(offset, int) and not isinstance(offset, bool) and offset > 0 else 0,
+        has_vision_config=bool(vision),
+        vision_layers=_positive_int(vision.get("num_hidden_layers"), 0),
+        vision_hidden=_positive_int(vision.get("hidden_size"), 0),
+        vision_defaults=_SGLANG_VISION_DEFAULTS.get(config_model_type),
+        hopper_qwen3_vl_type=config_model_type in _HOPPER_QWEN3_VL_TYPES,
+    )
+
+
+def consumer_fields(data: Mapping[str, Any], top: Mapping[str, Any], family: Family, model_type: str,
+                    config_model_type: str) -> dict[str, Any]:
+    """The ModelSpec fields kvplan.model.config leaves to this stage (see ModelSpec): `data` the text config,
+    `top` the top-level config.json."""
     mtp = next((min(v, MAX_MTP_LAYERS) for k in MTP_LAYER_KEYS
                 if isinstance(v := data.get(k), int) and not isinstance(v, bool) and v > 0), family.mtp_default_layers)
     unsafe = sorted({model_type, config_model_type} & model_types_where("float16_unsafe"))
@@ -114,5 +178,6 @@ def consumer_fields(data: Mapping[str, Any], family: Family, model_type: str, co
         float16_unsafe_model_type=unsafe[0] if unsafe else "",
         mm_item_tokens_stated=any(config_model_type in f.mm_item_tokens_model_types for f in families()),
         spelt=spelt_text(data),
+        sglang=sglang_facts(data, top, config_model_type),
     )}
 

@@ -17,11 +17,8 @@ CUDA only (ROCm's DSA page size depends on the aiter build). Pure: numbers in, n
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from kvplan.errors import InvalidParameter
-from kvplan.model.spec import ModelSpec
+from kvplan.model.spec import ModelSpec, SglangFacts
 
 # configs/model_config.py:is_deepseek_dsa (with index_topk set).
 DSA_ARCHITECTURES = frozenset({
@@ -38,17 +35,12 @@ ROPE_STORAGE_BYTES = 2  # DSATokenToKVPool.rope_storage_dtype: bfloat16
 def is_dsa(spec: ModelSpec) -> bool:
     """configs/model_config.py:is_deepseek_dsa."""
     arch = spec.architectures[0] if spec.architectures else ""
-    return arch in DSA_ARCHITECTURES and spec.raw.get("index_topk") is not None
-
-
-def _int(raw: Mapping[str, Any], key: str, default: int) -> int:
-    value = raw.get(key)
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+    return arch in DSA_ARCHITECTURES and spec.facts.index_topk is not None
 
 
 def default_kv_dtype(spec: ModelSpec, *, sm_major: int | None) -> str:
     """_dsa_kv_cache_dtype_default for `--kv-cache-dtype auto` on CUDA."""
-    sinks = bool(spec.raw.get("learnable_sink"))
+    sinks = spec.facts.sglang.learnable_sink
     return "fp8_e4m3" if (sm_major or 0) >= 10 and not sinks else "bfloat16"
 
 
@@ -67,7 +59,7 @@ def kv_dtype(given: str, spec: ModelSpec, sm_major: int | None) -> str:
 
 def page_size(spec: ModelSpec) -> int:
     """model_overrides/deepseek_v2.py: 64 × index_kpool (configs/model_config.py:get_dsa_index_kpool)."""
-    return 64 * _int(spec.raw, "index_kpool", 1)
+    return 64 * spec.facts.sglang.index_kpool
 
 
 def latent_row_bytes(spec: ModelSpec, *, kv_dtype: str, element_bytes: int, sm_major: int | None) -> int:
@@ -75,33 +67,28 @@ def latent_row_bytes(spec: ModelSpec, *, kv_dtype: str, element_bytes: int, sm_m
     assert spec.mla is not None
     rank, rope = spec.mla.kv_lora_rank, spec.mla.qk_rope_head_dim
     trtllm = (sm_major or 0) >= 10  # both dtypes decode with trtllm on SM100 (the raw layout)
-    if kv_dtype == "fp8_e4m3" and not trtllm and not spec.raw.get("learnable_sink"):
+    if kv_dtype == "fp8_e4m3" and not trtllm and not spec.facts.sglang.learnable_sink:
         return rank + rank // QUANT_BLOCK * 4 + rope * ROPE_STORAGE_BYTES
     return (rank + rope) * element_bytes
 
 
-def _skips_topk(raw: Mapping[str, Any], layer: int) -> bool:
-    """configs/model_config.py:dsa_layer_skips_topk."""
-    types = raw.get("indexer_types")
-    if isinstance(types, list):
-        return 0 <= layer < len(types) and types[layer] == "shared"
-    cli = _int(raw, "cli_factor", 1)
-    if cli > 1:
-        return layer % cli != 0
-    pattern = raw.get("index_topk_pattern")
-    if isinstance(pattern, (str, list)):
-        return layer < len(pattern) and pattern[layer] == "S"
-    freq = _int(raw, "index_topk_freq", 1)
-    offset = raw.get("index_skip_topk_offset")
-    if isinstance(offset, int) and not isinstance(offset, bool) and offset > 0:
-        return max(layer - offset + 1, 0) % freq != 0
-    return max(layer - 1, 0) % freq != 0
+def _skips_topk(s: SglangFacts, layer: int) -> bool:
+    """configs/model_config.py:dsa_layer_skips_topk (indexer_types, cli_factor, index_topk_pattern, index_topk_freq
+    with index_skip_topk_offset, in that order)."""
+    if s.indexer_shared is not None:
+        return 0 <= layer < len(s.indexer_shared) and s.indexer_shared[layer]
+    if s.cli_factor > 1:
+        return layer % s.cli_factor != 0
+    if s.topk_pattern_shared is not None:
+        return layer < len(s.topk_pattern_shared) and s.topk_pattern_shared[layer]
+    if s.skip_topk_offset > 0:
+        return max(layer - s.skip_topk_offset + 1, 0) % s.index_topk_freq != 0
+    return max(layer - 1, 0) % s.index_topk_freq != 0
 
 
 def indexer_bytes_per_token(spec: ModelSpec, layers: int) -> int:
     """_compute_dsa_indexer_cell_size: uint8 index-K with scales on each layer computing its own top-k."""
-    raw = spec.raw
-    head = _int(raw, "index_head_dim", 0)
-    kpool = _int(raw, "index_kpool", 1)
+    s = spec.facts.sglang
+    head, kpool = s.index_head_dim, s.index_kpool
     per_layer = -(-(head + head // QUANT_BLOCK * 4) // kpool)
-    return per_layer * sum(not _skips_topk(raw, i) for i in range(layers))
+    return per_layer * sum(not _skips_topk(s, i) for i in range(layers))

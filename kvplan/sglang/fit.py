@@ -103,10 +103,10 @@ def _platform(chip: GpuSpec) -> tuple[str, int | None]:
 def check_config_readable(spec: ModelSpec, *, remote_code_allowed: bool) -> None:
     """Refuse a config SGLang cannot read without running the repository's code, in transformers' words
     (utils/hf_transformers/common.py:get_config: SGLang's _CONFIG_REGISTRY, else AutoConfig)."""
-    model_type = spec.config_model_type or spec.raw.get("model_type")  # the top-level config's
+    model_type = spec.config_model_type or spec.facts.spelt.model_type  # the top-level config's
     if model_type in SGLANG_CONFIG_REGISTRY or model_type in TRANSFORMERS_MODEL_TYPES:
         return
-    if "auto_map" in spec.raw:
+    if spec.facts.spelt.has_auto_map:
         if not remote_code_allowed:
             raise InvalidParameter(f"The repository {spec.name} contains custom code which must be executed to "
                                    "correctly load the model.", hint="SGLang needs --trust-remote-code for it")
@@ -121,11 +121,8 @@ def total_kv_heads(spec: ModelSpec) -> int:
     num_key_value_heads (DeepSeek-V3: 128), not kvplan's one latent head; what the HIP MLA backend choice divides."""
     if spec.mla is None:
         return spec.num_kv_heads
-    for key in ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num", "num_attention_groups"):
-        value = spec.raw.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return spec.num_attention_heads
+    stated = spec.facts.sglang.stated_kv_heads  # n_head_kv, num_kv_heads, num_key_value_heads, … (spelt.py)
+    return stated if stated is not None else spec.num_attention_heads
 
 
 def asymmetric_kv(spec: ModelSpec) -> bool:

@@ -50,11 +50,6 @@ MAMBA_EXTRA_BUFFER_ARCHITECTURES = frozenset({
     "InklingForConditionalGenerationMTP",
 })
 
-# The model types whose state kvplan sizes as SGLang's config class does (configs/<file>.py:mamba2_cache_params).
-GDN_MODEL_TYPES = frozenset({"qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"})
-SHORT_CONV_MODEL_TYPES = frozenset({"lfm2", "lfm2_moe", "lfm2_vl"})
-MAMBA1_MODEL_TYPES = frozenset({"mamba", "falcon_mamba"})
-
 
 @dataclass(frozen=True)
 class MambaState:
@@ -102,31 +97,33 @@ def mamba_state(spec: ModelSpec, *, attn_tp: int, tp: int) -> MambaState | None:
     layers = [x for x in spec.layers if x.kind == "mamba" and x.state is not None]
     if not layers or layers[0].state is None:
         return None
-    s, raw = layers[0].state, spec.raw
-    model_type = str(raw.get("model_type", ""))
+    # The config class SGLang builds for the text config's model_type picks the rule (kvplan.model.architectures:
+    # Family.sglang_state_model_types, read into SglangFacts.state_rule).
+    s, facts = layers[0].state, spec.facts.sglang
+    rule = facts.state_rule
     n = len(layers)
-    if model_type in GDN_MODEL_TYPES and s.variant == "gdn":  # configs/qwen3_next.py:mamba2_cache_params
+    if rule == "gdn" and s.variant == "gdn":  # configs/qwen3_next.py:mamba2_cache_params
         conv, ssm = _mamba2_shape(attn_tp, intermediate=s.head_v_dim * s.num_v_heads, n_groups=s.num_k_heads,
                                   heads=s.num_v_heads, head_dim=s.head_v_dim, state=s.head_k_dim,
                                   conv_kernel=s.conv_kernel)
-        return MambaState("gdn", n, conv, ssm, _ssm_bytes(raw.get("mamba_ssm_dtype")))
-    if model_type == "nemotron_h" and s.variant == "mamba2":  # configs/nemotron_h.py:mamba2_cache_params
+        return MambaState("gdn", n, conv, ssm, _ssm_bytes(facts.mamba_ssm_dtype))
+    if rule == "nemotron_h" and s.variant == "mamba2":  # configs/nemotron_h.py:mamba2_cache_params
         conv, ssm = _mamba2_shape(attn_tp, intermediate=s.num_heads * s.head_dim, n_groups=s.n_groups,
                                   heads=s.num_heads, head_dim=s.head_dim, state=s.state_size,
                                   conv_kernel=s.conv_kernel)
-        return MambaState("mamba2", n, conv, ssm, _ssm_bytes(raw.get("mamba_ssm_dtype")))
-    if model_type == "granitemoehybrid" and s.variant == "mamba2":
+        return MambaState("mamba2", n, conv, ssm, _ssm_bytes(facts.mamba_ssm_dtype))
+    if rule == "granite" and s.variant == "mamba2":
         # configs/granitemoehybrid.py:mamba2_cache_params (mamba_expand × hidden; no dtype from the config).
         conv, ssm = _mamba2_shape(attn_tp, intermediate=s.intermediate_size, n_groups=s.n_groups,
                                   heads=s.num_heads, head_dim=s.head_dim, state=s.state_size,
                                   conv_kernel=s.conv_kernel)
         return MambaState("mamba2", n, conv, ssm, 4)
-    if model_type in SHORT_CONV_MODEL_TYPES and s.variant == "short_conv":
+    if rule == "short_conv" and s.variant == "short_conv":
         # configs/lfm2.py:mamba2_cache_params: a conv state of hidden_size channels, no SSM state.
-        conv, _ = _mamba2_shape(attn_tp, intermediate=int(raw["hidden_size"]), n_groups=1, heads=attn_tp,
-                                head_dim=int(raw["hidden_size"]), state=0, conv_kernel=s.conv_kernel)
+        conv, _ = _mamba2_shape(attn_tp, intermediate=spec.hidden_size, n_groups=1, heads=attn_tp,
+                                head_dim=spec.hidden_size, state=0, conv_kernel=s.conv_kernel)
         return MambaState("short_conv", n, conv, 0, 4)
-    if model_type in MAMBA1_MODEL_TYPES and s.variant == "mamba1":
+    if rule == "mamba1" and s.variant == "mamba1":
         # Mamba2StateShape.create_full_rank: conv (d_inner / tp, kernel − 1), ssm (d_inner / tp, 1, d_state).
         inner = _divide(s.intermediate_size, tp, "Mamba-1 channels")
         return MambaState("mamba1", n, inner * (s.conv_kernel - 1), inner * s.state_size, 4)

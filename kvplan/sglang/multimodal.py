@@ -33,10 +33,6 @@ BREAKABLE_GRAPH_MULTIMODAL_ARCHITECTURES = frozenset({
     "Qwen4ExpForConditionalGeneration", "MuseGlimmerForConditionalGeneration", "MuseSparkForConditionalGeneration",
     "KimiK3ForConditionalGeneration", "KimiK25ForConditionalGeneration", "MiniMaxM3SparseForCausalLM",
 })
-# Vision configs that SGLang builds with its own class, whose defaults stand in for keys the JSON does not give:
-# configs/kimi_k25.py:KimiK25VisionConfig (num_hidden_layers 27, hidden_size 1152; the JSON's vt_* keys are
-# not read as these). Keyed by the top-level model_type.
-SGLANG_VISION_DEFAULTS = {"kimi_k25": (27, 1152)}
 # adjust_mem_fraction_for_vlm's getattr defaults and its baseline (ViT-L/14).
 VIT_LAYERS_DEFAULT, VIT_HIDDEN_DEFAULT = 24, 1024
 BASELINE_SCORE = 24 * 1024 ** 2
@@ -45,22 +41,18 @@ BASELINE_SCORE = 24 * 1024 ** 2
 def is_multimodal(spec: ModelSpec) -> bool:
     """ModelConfig.is_multimodal with SGLang's default --enable-multimodal."""
     arch = spec.architectures[0] if spec.architectures else ""
-    if arch in MM_DISABLED_ARCHITECTURES or spec.raw.get("language_model_only") is True:
+    if arch in MM_DISABLED_ARCHITECTURES or spec.facts.sglang.language_model_only:
         return False
     if any(a in MULTIMODAL_ARCHITECTURES for a in spec.architectures):
         return True
-    # kvplan's spec.raw is the text config; a top-level model_type of its own means it was nested.
+    # kvplan's ModelSpec reads the text config; a top-level model_type of its own means it was nested.
     nested = bool(spec.config_model_type) and spec.config_model_type != spec.model_type
-    return nested or any(isinstance(spec.raw.get(k), dict) for k in ("text_config", "thinker_config", "llm_config"))
+    return nested or spec.facts.spelt.nested  # a text_config, thinker_config or llm_config object in it
 
 
 def breakable_prefill_graph_kept(spec: ModelSpec) -> bool:
     """Whether disable_breakable_cudagraph_if_incompatible keeps the prefill graph of a multimodal model."""
     return not is_multimodal(spec) or any(a in BREAKABLE_GRAPH_MULTIMODAL_ARCHITECTURES for a in spec.architectures)
-
-
-def _vision_dim(value: object, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
 
 
 def vlm_fraction_factor(spec: ModelSpec) -> float | None:
@@ -69,23 +61,23 @@ def vlm_fraction_factor(spec: ModelSpec) -> float | None:
     A key the config omits reads as the getattr default (24 layers, 1024 wide), which is what SGLang sees where
     the transformers class has no such attribute (Qwen2.5-VL, Qwen3-VL, Qwen3.5, GLM-4V and EXAONE-4.5 vision
     configs name their depth `depth`: pinned by the corpus goldens), or SGLang's own class default
-    (SGLANG_VISION_DEFAULTS)."""
+    (kvplan.model.spelt: SglangFacts.vision_defaults, Kimi-K2.5's)."""
     if not is_multimodal(spec):
         return None
-    vision = spec.vision_config
-    defaults = SGLANG_VISION_DEFAULTS.get(spec.config_model_type)
-    if not vision and defaults is None:
+    vision = spec.facts.sglang  # the vision_config's num_hidden_layers / hidden_size, 0 when not positive integers
+    defaults = vision.vision_defaults
+    if not vision.has_vision_config and defaults is None:
         return None
     layers_default, hidden_default = defaults or (VIT_LAYERS_DEFAULT, VIT_HIDDEN_DEFAULT)
-    layers = _vision_dim(vision.get("num_hidden_layers"), layers_default)
-    hidden = _vision_dim(vision.get("hidden_size"), hidden_default)
+    layers = vision.vision_layers or layers_default
+    hidden = vision.vision_hidden or hidden_default
     ratio = layers * hidden ** 2 / BASELINE_SCORE
     dynamic = max(0.8, min(1.05, 1.0 - 0.1 * (ratio - 1.0)))
     return 0.95 * dynamic
 
 
-# arg_groups/model_overrides/qwen3_vl.py:_HOPPER_QWEN3_VL_TYPES and the architectures its override registers for.
-HOPPER_QWEN3_VL_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe"})
+# The architectures arg_groups/model_overrides/qwen3_vl.py's override registers for (its model types:
+# kvplan.model.spelt, SglangFacts.hopper_qwen3_vl_type).
 HOPPER_QWEN3_VL_ARCHITECTURES = frozenset({"Qwen3VLForConditionalGeneration", "Qwen3VLMoeForConditionalGeneration"})
 VLM_CACHE_MB = 100  # environ.py: SGLANG_VLM_CACHE_SIZE_MB
 MM_FEATURE_CACHE_MB = 1024  # environ.py: SGLANG_MM_FEATURE_CACHE_MB
@@ -100,7 +92,7 @@ def mm_reservation_gib(spec: ModelSpec, *, hopper: bool, gpu_mem_mib: int | None
         return 0.0
     arch = spec.architectures[0] if spec.architectures else ""
     large_hopper = hopper and gpu_mem_mib is not None and gpu_mem_mib >= 60 * 1024
-    if large_hopper and arch in HOPPER_QWEN3_VL_ARCHITECTURES and spec.config_model_type in HOPPER_QWEN3_VL_TYPES:
+    if large_hopper and arch in HOPPER_QWEN3_VL_ARCHITECTURES and spec.facts.sglang.hopper_qwen3_vl_type:
         # _qwen3vl_hopper_serving_overrides: no embedding cache, cuda_ipc transport with its feature pool.
         feature = (MM_FEATURE_CACHE_HIGH_CONCURRENCY_MB if max_running_requests is not None
                    and max_running_requests >= 400 else MM_FEATURE_CACHE_MB)

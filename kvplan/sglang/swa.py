@@ -54,14 +54,14 @@ def split_layers(spec: ModelSpec) -> tuple[list[LayerSpec], list[LayerSpec]] | N
     arch = spec.architectures[0] if spec.architectures else ""
     if arch not in MODELLED_SWA_ARCHITECTURES:
         return None
-    if arch == "LagunaForCausalLM" and spec.raw.get("sliding_window") is None:
+    if arch == "LagunaForCausalLM" and not spec.facts.sglang.has_sliding_window:
         return None  # is_hybrid_swa_model: Laguna only with a sliding_window
-    types = spec.raw.get("layer_types")
+    types = spec.facts.layer_type_names
     full: list[LayerSpec] = []
     swa: list[LayerSpec] = []
     for layer in spec.layers:
         if layer.kind == "kv_shared":  # Gemma-4's shared-KV layers: rows of their own (layer_types names the side)
-            named = types[layer.index] if isinstance(types, list) and layer.index < len(types) else None
+            named = types[layer.index] if types is not None and layer.index < len(types) else None
             (swa if named == "sliding_attention" else full).append(layer)
         elif layer.kind in SWA_KINDS:
             swa.append(layer)
@@ -80,12 +80,8 @@ def split_layers(spec: ModelSpec) -> tuple[list[LayerSpec], list[LayerSpec]] | N
 
 def sliding_window_size(spec: ModelSpec) -> int | None:
     """configs/model_config.py:ModelConfig._get_sliding_window_size: the text config's sliding_window_size,
-    sliding_window or window_size, the first that is set."""
-    for key in ("sliding_window_size", "sliding_window", "window_size"):
-        value = spec.raw.get(key)
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    return None
+    sliding_window or window_size, the first that is an integer (kvplan.model.spelt reads it)."""
+    return spec.facts.sglang.window_size
 
 
 def swa_part(swa: Sequence[LayerSpec], *, attn_tp: int, window: int | None) -> SwaPart:

@@ -20,6 +20,10 @@ SlidingLayout = Literal["uniform", "every_nth", "alternate", "max_window_layers"
 # key, else MHA; "falcon" new_decoder_architecture → n_head_kv, else multi_query (default true) → 1; "chatglm" MHA
 # unless multi_query_attention; "multi_query" one head unless multi_query is false (GPTBigCodeConfig default true).
 KvHeadsRule = Literal["keys", "falcon", "chatglm", "multi_query"]
+# Which SGLang 0.5.23 config class's mamba2_cache_params sizes the recurrent state (kvplan.sglang.mamba; paths
+# under sglang/srt/configs/): "gdn" qwen3_next.py, "nemotron_h" nemotron_h.py, "granite" granitemoehybrid.py,
+# "short_conv" lfm2.py, "mamba1" mamba.py (_mamba1_cache_params); "" none kvplan models.
+SglangStateRule = Literal["", "gdn", "nemotron_h", "granite", "short_conv", "mamba1"]
 
 
 class WeightRules(NamedTuple):
@@ -80,6 +84,10 @@ class Family(NamedTuple):
     mm_item_tokens_model_types: tuple[str, ...] = ()
     # transformers' attribute_map reads max_position_embeddings from n_positions (SGLang's context length).
     n_positions_alias: bool = False
+    # SGLang keys its recurrent-state rule by the text config's model_type (the config class it builds), not by the
+    # architecture: these model types get `sglang_state` (kvplan.model.spelt: SglangFacts.state_rule).
+    sglang_state: SglangStateRule = ""
+    sglang_state_model_types: tuple[str, ...] = ()
 
 
 # A family kvplan knows nothing special of: the Llama shape.

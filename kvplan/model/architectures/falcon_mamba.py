@@ -9,4 +9,6 @@ FAMILY = Family(
     architectures=("FalconMambaForCausalLM",),
     model_types=("falcon_mamba",),
     pure_ssm=True,
+    sglang_state="mamba1",
+    sglang_state_model_types=("falcon_mamba",),
 )

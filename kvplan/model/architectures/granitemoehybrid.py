@@ -10,4 +10,6 @@ FAMILY = Family(
     architectures=("GraniteMoeHybridForCausalLM",),
     model_types=("granitemoehybrid",),
     weights=WeightRules(recurrent_layers_have_mlp=True),
+    sglang_state="granite",
+    sglang_state_model_types=("granitemoehybrid",),
 )

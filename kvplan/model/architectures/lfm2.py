@@ -9,4 +9,6 @@ FAMILY = Family(
     architectures=("Lfm2ForCausalLM", "Lfm2MoeForCausalLM", "Lfm2VlForConditionalGeneration"),
     model_types=("lfm2", "lfm2_moe"),
     weights=WeightRules(recurrent_layers_have_mlp=True),
+    sglang_state="short_conv",
+    sglang_state_model_types=("lfm2", "lfm2_moe", "lfm2_vl"),
 )

@@ -11,4 +11,6 @@ FAMILY = Family(
     model_types=("nemotron_h",),
     weights=WeightRules(mixer_layers_have_mlp=False, gated_mlp=False),
     rope=RopeRules(rotary=False),
+    sglang_state="nemotron_h",
+    sglang_state_model_types=("nemotron_h",),
 )

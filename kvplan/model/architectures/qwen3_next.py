@@ -12,4 +12,8 @@ FAMILY = Family(
     model_types=("qwen3_next",),
     weights=WeightRules(qk_norm=True, shared_expert_gate=True),
     mtp_default_layers=1,
+    # SGLang configs/qwen3_5.py: Qwen3_5TextConfig and Qwen3_5MoeTextConfig subclass Qwen3NextConfig, so Qwen3.5's
+    # text configs size their state with Qwen3-Next's mamba2_cache_params.
+    sglang_state="gdn",
+    sglang_state_model_types=("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"),
 )
