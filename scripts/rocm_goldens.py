@@ -30,7 +30,10 @@ ORACLE_FAILURES = ("No module named 'cuda'", "WorkspaceManager not initialized",
                    "Cannot copy out of meta tensor", "FlashAttention2 has been toggled on",
                    "Cannot access accelerator device",
                    # the corpus holds config.json only: no processor or tokenizer files to load (as ../oracle-cuda)
-                   "Failed to load the processor", "object has no attribute 'vocab'")
+                   "Failed to load the processor", "object has no attribute 'vocab'",
+                   # files the oracle cannot reach: a Mistral-format folder without its consolidated weights,
+                   # a speculator's base model on the Hub
+                   "Invalid repository ID or local directory specified")
 
 
 def _error(text: str) -> dict[str, str]:
