@@ -11,9 +11,7 @@ to: exact, refused-vllm (both pass), refused-kvplan, wrong, and the cases not ju
 """
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -23,13 +21,8 @@ from tests import vllm_goldens  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--verbose", action="store_true", help="also list the exact cases")
-    args = ap.parse_args()
-    start = time.perf_counter()
-    outcomes = [vllm_goldens.classify(g) for g in vllm_goldens.goldens(vllm_goldens.CUDA_GOLDENS)]
-    print("\n".join(vllm_goldens.report_lines("vLLM 0.33 CUDA-oracle goldens", outcomes,
-                                              time.perf_counter() - start, verbose=args.verbose)))
+    vllm_goldens.coverage_main(
+        __doc__, 'vLLM 0.33 CUDA-oracle goldens', vllm_goldens.classify, vllm_goldens.CUDA_GOLDENS)
 
 
 if __name__ == "__main__":

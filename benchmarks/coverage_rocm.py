@@ -13,9 +13,7 @@ the ones tests/test_rocm.py holds kvplan to.
 """
 from __future__ import annotations
 
-import argparse
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -25,13 +23,8 @@ from tests import vllm_goldens  # noqa: E402
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--verbose", action="store_true", help="also list the exact cases")
-    args = ap.parse_args()
-    start = time.perf_counter()
-    outcomes = [vllm_goldens.classify_rocm(g) for g in vllm_goldens.goldens(vllm_goldens.ROCM_GOLDENS)]
-    print("\n".join(vllm_goldens.report_lines("kvplan vs vLLM 0.33's ROCm planner", outcomes,
-                                              time.perf_counter() - start, verbose=args.verbose)))
+    vllm_goldens.coverage_main(
+        __doc__, "kvplan vs vLLM 0.33's ROCm planner", vllm_goldens.classify_rocm, vllm_goldens.ROCM_GOLDENS)
 
 
 if __name__ == "__main__":

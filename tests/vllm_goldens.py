@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -238,3 +239,17 @@ def report_lines(title: str, outcomes: list[Outcome], elapsed: float, *, verbose
     lines += [f"{o.cls:15s} {o.case}: {o.detail}" for o in outcomes
               if verbose or (o.cls != "exact" and o.cls != "oracle-failure")]
     return lines
+
+
+def coverage_main(doc: str | None, title: str, judge: Callable[[dict[str, Any]], Outcome], folder: Path) -> None:
+    """The coverage benchmarks' command (benchmarks/coverage.py, coverage_rocm.py): every golden in `folder`
+    judged by `judge`, and the report printed; `--verbose` lists the exact cases too."""
+    import argparse
+    import time
+
+    ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--verbose", action="store_true", help="also list the exact cases")
+    args = ap.parse_args()
+    start = time.perf_counter()
+    outcomes = [judge(g) for g in goldens(folder)]
+    print("\n".join(report_lines(title, outcomes, time.perf_counter() - start, verbose=args.verbose)))
