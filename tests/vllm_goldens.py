@@ -208,9 +208,8 @@ def classify_rocm(g: dict[str, Any]) -> Outcome:
             return Outcome(case, "", "refused-vllm", str(exc)[:160])
         return Outcome(case, "", "refused-kvplan", str(exc)[:160])
     names = sorted({GET_NAME.get(n, n) for n in r.attention_backend.split(" + ")})
-    if "resolved" not in g:  # vLLM refused the config or the model build; kvplan planned it
-        return Outcome(case, "", "wrong", f"kvplan: {r.startup}; vLLM: {vllm_message(g)[:160]}")
-    golden_names = sorted(set(g["resolved"]["attn_backends"] or ()) & ATTENTION_NAMES) or names  # none: Mamba
+    resolved = g.get("resolved")  # absent when vLLM refused the config itself
+    golden_names = sorted(set((resolved or {}).get("attn_backends") or ()) & ATTENTION_NAMES) or names  # none: Mamba
     if g["status"] == "answered":
         kv = g["kv_cache"]
         got = (r.num_gpu_blocks, r.block_size, r.log_line, names)
@@ -219,7 +218,7 @@ def classify_rocm(g: dict[str, Any]) -> Outcome:
             return Outcome(case, "", "exact", r.attention_backend)
         return Outcome(case, "", "wrong", f"kvplan {got} {r.attention_backend}; vLLM {want} "
                                           f"{g['resolved']['attn_backends']}")
-    if (names, r.block_size) != (golden_names, g["resolved"]["block_size"]):  # refused later, but planned alike
+    if resolved and (names, r.block_size) != (golden_names, resolved["block_size"]):  # refused later, planned alike
         return Outcome(case, "", "wrong", f"kvplan {names} {r.block_size}; vLLM {golden_names} "
                                           f"{g['resolved']['block_size']}")
     if not r.fits and r.error == vllm_message(g):
