@@ -36,7 +36,7 @@ import hashlib
 import re
 import statistics
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -395,7 +395,7 @@ def _raw_log(rec: dict[str, Any]) -> str:
 def settings_of(rec: dict[str, Any], version: str) -> ServeSettings:
     """The `vllm serve` flags the record states (the rest: vLLM's defaults for its version)."""
     kv = rec.get("kv_cache_dtype") or "auto"
-    return ServeSettings(
+    return ServeSettings.of(
         tp=rec.get("tp") or 1,
         pp=rec.get("pp") or 1,
         gpu_memory_utilization=rec.get("gpu_memory_utilization"),
@@ -410,7 +410,7 @@ def settings_of(rec: dict[str, Any], version: str) -> ServeSettings:
         enable_expert_parallel=bool(rec.get("ep")),
         kv_cache_memory_bytes=None,
         # the log's own sampler line ("FlashInfer is not available. Falling back …"), as calibrate reads it
-        flashinfer_sampler=parse_startup_log(_raw_log(rec)).flashinfer_sampler,
+        use_flashinfer_sampler=parse_startup_log(_raw_log(rec)).flashinfer_sampler,
     )
 
 
@@ -437,9 +437,10 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
         gpu = custom_gpu(f"{rec['total_gpu_memory_gib']}GiB")
     settings = settings_of(rec, version)
     backend = MOE_BACKEND_FOR_RECORD.get(rec["id"])
-    weights = estimate_weights(model, tp=settings.tp, pp=settings.pp, arch=gpu.arch,
+    par = settings.parallel_config
+    weights = estimate_weights(model, tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, arch=gpu.arch,
                                version=parse_vllm_version(version), moe_backend=backend)
-    r = plan_fit(model, gpu, replace(settings, weights_bytes=weights.bytes, moe_backend=backend), advise=False)
+    r = plan_fit(model, gpu, settings.updated(weights_bytes=weights.bytes, moe_backend=backend), advise=False)
     # plan_fit sees the weights as given by the user (no range): put the estimate's range back.
     low, high = _range_with_estimated_weights(r, weights.bytes, weights.low_bytes, weights.high_bytes)
     logged = rec["available_kv_gib"]
@@ -484,7 +485,7 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
             ours = (st.activation_bytes + st.non_torch_bytes + st.cuda_graph_bytes) / GiB
         parts.append(f"rest {ours:.2f}/{implied:.2f}")
         residuals["rest"] = implied - ours
-        fixed = plan_fit(model, gpu, replace(settings, weights_bytes=int(rec["model_weights_gib"] * GiB)),
+        fixed = plan_fit(model, gpu, settings.updated(weights_bytes=int(rec["model_weights_gib"] * GiB)),
                          advise=False)
         fixed_gib = (fixed.pp_stages[stage].available_kv_bytes if stage is not None and stage < len(fixed.pp_stages)
                      else fixed.available_kv_bytes) / GiB

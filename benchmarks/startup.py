@@ -134,7 +134,7 @@ def fit_sweep() -> tuple[int, float]:
     for gpu in gpus:
         for tp in SWEEP_TP:
             for ctx in SWEEP_CONTEXTS:
-                plan_fit(model, gpu, ServeSettings(tp=tp, max_model_len=ctx))
+                plan_fit(model, gpu, ServeSettings.of(tp=tp, max_model_len=ctx))
                 plans += 1
     return plans, time.perf_counter() - t0
 

@@ -10,7 +10,7 @@ objects the CLI renders::
     kvplan.check("deploy/plan.yaml").passed                              # = kvplan check
 
 The core stages are public too: `load_model` (config.json from the Hub or a folder, refused as vLLM refuses
-it), `size_report`, `plan_fit(spec, get_gpu("h100"), ServeSettings(max_model_len=32768))`, `roofline`, ….
+it), `size_report`, `plan_fit(spec, get_gpu("h100"), ServeSettings.of(max_model_len=32768))`, `roofline`, ….
 """
 from __future__ import annotations
 

@@ -96,14 +96,13 @@ def fit_settings(flags: FitFlags, loaded: LoadedModel) -> ServeSettings:
     """The settings a read deployment is planned with on its loaded model: a -tp that --num-gpus implied is
     checked against the model (and blamed on --num-gpus), and the Hub's stored weight bytes are used unless
     --weights-memory gives them."""
-    from dataclasses import replace
 
     from kvplan.vllm.flags import check_implied_tp
 
     check_implied_tp(loaded.spec, flags)
     settings = flags.settings
-    if loaded.weights is not None and settings.weights_bytes is None:
-        settings = replace(settings, weights_total_bytes=loaded.weights.bytes)
+    if loaded.weights is not None and settings.measured.weights_bytes is None:
+        settings = settings.updated(weights_total_bytes=loaded.weights.bytes)
     return settings
 
 

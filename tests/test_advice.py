@@ -17,5 +17,5 @@ def test_a_smaller_sampler_peak_is_advised_before_more_gpus_or_a_shorter_context
     assert changes.index(seqs) < changes.index("--tensor-parallel-size 2")
     assert changes.index(seqs) < next(i for i, c in enumerate(changes) if c.startswith("--max-model-len"))
     fixed = plan_fit(load_fixture("openai--gpt-oss-120b"), get_gpu("h100"),
-                     ServeSettings(max_num_seqs=int(seqs.split()[1])), advise=False)
+                     ServeSettings.of(max_num_seqs=int(seqs.split()[1])), advise=False)
     assert fixed.fits and fixed.max_model_len == r.max_model_len

@@ -22,7 +22,7 @@ def test_every_public_name_resolves() -> None:
 def test_library_fit_equals_the_vllm_numbers() -> None:
     spec = kvplan.load_model(str(CONFIGS / "Qwen--Qwen2.5-1.5B"))
     report = kvplan.plan_fit(spec, kvplan.get_gpu("h100"),
-                             kvplan.ServeSettings(max_model_len=32768, kv_cache_memory_bytes=60 * 2**30))
+                             kvplan.ServeSettings.of(max_model_len=32768, kv_cache_memory_bytes=60 * 2**30))
     # vllm-reference §10(a): 60 GiB of KV → 140,434 blocks, 2,246,944 tokens, 68.57x.
     got = (report.num_gpu_blocks, report.kv_cache_tokens, round(report.max_concurrency, 2))
     assert got == (140_434, 2_246_944, 68.57)

@@ -235,7 +235,7 @@ def test_no_async_scheduling_leaves_one_batch_in_flight_as_vllm_plans_it(tmp_pat
             kv["num_blocks"], kv["kv_cache_size_tokens"], 8192)
     from kvplan.ci.plan import load_plan
 
-    assert load_plan(plan).deployments[0].settings.async_scheduling is False
+    assert load_plan(plan).deployments[0].settings.scheduler_config.async_scheduling is False
 
 
 def test_mtp_loads_the_checkpoints_mtp_modules_on_every_gpu() -> None:
@@ -248,7 +248,7 @@ def test_mtp_loads_the_checkpoints_mtp_modules_on_every_gpu() -> None:
     from kvplan.vllm.settings import ServeSettings
 
     model = load_local(str(CONFIGS / "deepseek-ai--DeepSeek-V3"))
-    base = ServeSettings(tp=8, max_model_len=8192)
+    base = ServeSettings.of(tp=8, max_model_len=8192)
     plain = plan_fit(model, get_gpu("h200"), base, advise=False)
     mtp = plan_fit(model, get_gpu("h200"), replace(base, speculative_config={"method": "mtp"}), advise=False)
     assert mtp.weights_bytes - plain.weights_bytes == -(-mtp_module_stored_bytes(model) // 8)
@@ -263,7 +263,7 @@ def test_a_hub_safetensors_total_holds_the_mtp_modules_which_load_only_with_mtp(
     from kvplan.vllm.settings import ServeSettings
 
     model = load_local(str(CONFIGS / "deepseek-ai--DeepSeek-V3"))
-    base = ServeSettings(tp=8, max_model_len=8192, weights_total_bytes=700 * 10**9)
+    base = ServeSettings.of(tp=8, max_model_len=8192, weights_total_bytes=700 * 10**9)
     plain = plan_fit(model, get_gpu("h200"), base, advise=False)
     mtp = plan_fit(model, get_gpu("h200"), replace(base, speculative_config={"method": "mtp"}), advise=False)
     assert mtp.weights_bytes - plain.weights_bytes == -(-mtp_module_stored_bytes(model) // 8)
@@ -301,19 +301,19 @@ def test_prefill_context_parallelism_adds_gpus_and_keeps_or_shards_the_kv_as_vll
     from kvplan.vllm.settings import ServeSettings
 
     mla = load_local(str(CONFIGS / "deepseek-ai--DeepSeek-V2-Lite"))
-    base = ServeSettings(max_model_len=8192, kv_cache_memory_bytes=20 * 2**30)
+    base = ServeSettings.of(max_model_len=8192, kv_cache_memory_bytes=20 * 2**30)
     one = plan_fit(mla, get_gpu("h100"), base, advise=False)
-    pcp = plan_fit(mla, get_gpu("h100"), replace(base, prefill_context_parallel_size=2), advise=False)
+    pcp = plan_fit(mla, get_gpu("h100"), base.updated(prefill_context_parallel_size=2), advise=False)
     assert (pcp.num_gpus, pcp.num_gpu_blocks, pcp.kv_cache_tokens) == (2, one.num_gpu_blocks, one.kv_cache_tokens)
-    sharded = plan_fit(mla, get_gpu("h100"), replace(base, prefill_context_parallel_size=2,
+    sharded = plan_fit(mla, get_gpu("h100"), base.updated(prefill_context_parallel_size=2,
                                                      decode_context_parallel_size=2), advise=False)
     assert sharded.num_gpu_blocks == one.num_gpu_blocks and sharded.kv_cache_tokens == 2 * one.kv_cache_tokens
     with pytest.raises(InvalidParameter, match="valid DCP sizes are \\[1, 2\\]"):
-        plan_fit(mla, get_gpu("h100"), replace(base, prefill_context_parallel_size=2,
+        plan_fit(mla, get_gpu("h100"), base.updated(prefill_context_parallel_size=2,
                                                decode_context_parallel_size=4), advise=False)
     with pytest.raises(NotServed, match="PCP not supported"):
         plan_fit(load_local(str(CONFIGS / "Qwen--Qwen2.5-7B")), get_gpu("h100"),
-                 replace(base, prefill_context_parallel_size=2), advise=False)
+                 base.updated(prefill_context_parallel_size=2), advise=False)
     r = json.loads(runner.invoke(app, ["fit", "--vllm-cmd", f"vllm serve {CONFIGS / 'deepseek-ai--DeepSeek-V2-Lite'} "
                                        "-pcp 2 --max-model-len 8192 --kv-cache-memory-bytes 21474836480",
                                        "--gpu", "h100", "--json"]).stdout)
@@ -361,13 +361,13 @@ def test_lora_and_offload_move_the_weights_range_with_the_estimate() -> None:
     from kvplan.vllm.settings import ServeSettings
 
     model = load_local(str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"))
-    base = ServeSettings(max_model_len=8192)
+    base = ServeSettings.of(max_model_len=8192)
 
     def weights(s: ServeSettings) -> Any:
         return next(t for t in plan_fit(model, get_gpu("h100"), s, advise=False).memory_terms if t.name == "weights")
 
-    plain, lora = weights(base), weights(replace(base, enable_lora=True))
+    plain, lora = weights(base), weights(base.updated(enable_lora=True))
     added = lora.bytes - plain.bytes
     assert added > 0 and (lora.low_bytes - plain.low_bytes, lora.high_bytes - plain.high_bytes) == (added, added)
-    offload = weights(replace(base, cpu_offload_bytes=2**30))
+    offload = weights(base.updated(cpu_offload_bytes=2**30))
     assert (plain.bytes - offload.bytes, plain.high_bytes - offload.high_bytes) == (2**30, 2**30)

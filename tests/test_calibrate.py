@@ -430,9 +430,10 @@ def test_term_comparison_difference_and_percent() -> None:
 
 def test_settings_from_log_and_back_to_fit_flags() -> None:
     log = parse_startup_log(V033_LOG)
-    settings, from_log, notes = settings_from_log(log, ServeSettings(max_num_seqs=64, kv_cache_dtype="fp8"))
-    assert (settings.gpu_memory_utilization, settings.max_model_len, settings.vllm_version) == (0.9, 32768, "0.33")
-    assert settings.allow_long_max_model_len and notes == ()
+    settings, from_log, notes = settings_from_log(log, ServeSettings.of(max_num_seqs=64, kv_cache_dtype="fp8"))
+    assert (settings.cache_config.gpu_memory_utilization, settings.model_config.max_model_len,
+            settings.vllm_version) == (0.9, 32768, "0.33")
+    assert settings.env.allow_long_max_model_len and notes == ()
     assert set(from_log) == {"gpu_memory_utilization", "max_model_len", "vllm_version"}
     assert fit_flags(settings) == ("--gpu-memory-utilization 0.9", "--max-model-len 32768", "--max-num-seqs 64",
                                    "--kv-cache-dtype fp8", "--vllm-version 0.33")

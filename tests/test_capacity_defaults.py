@@ -130,8 +130,8 @@ def test_performance_mode_is_refused_before_0_17() -> None:
 
     model = load_fixture("Qwen--Qwen2.5-1.5B")
     with pytest.raises(InvalidParameter, match="vLLM 0.16 has no such flag"):
-        resolve_settings(model, get_gpu("h100"), ServeSettings(vllm_version="0.16", performance_mode="throughput"))
-    r = resolve_settings(model, get_gpu("h100"), ServeSettings(vllm_version="0.17", performance_mode="throughput"))
+        resolve_settings(model, get_gpu("h100"), ServeSettings.of(vllm_version="0.16", performance_mode="throughput"))
+    r = resolve_settings(model, get_gpu("h100"), ServeSettings.of(vllm_version="0.17", performance_mode="throughput"))
     assert r.batch.max_num_seqs == 2048
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 import pytest
 
@@ -37,7 +37,7 @@ LAPTOP = FakeGpu("laptop", "Laptop GPU", 8 * GIB, 8 * GIB, "blackwell-rtx")
 
 def test_default_budget_on_h100_is_vllms_formula() -> None:
     model = load_fixture("Qwen--Qwen2.5-7B")
-    r = plan_fit(model, H100, ServeSettings(max_model_len=32768))
+    r = plan_fit(model, H100, ServeSettings.of(max_model_len=32768))
     requested = math.ceil(H100.cuda_total_bytes * 0.92)
     weights = loaded_weights_bytes_per_gpu(model, arch="hopper")  # checkpoint + rope cache + vocab padding
     # vLLM 0.33's Model Runner V2 profile run as ported (its warmup sampler pass: 14 B per logit + FlashInfer's
@@ -63,7 +63,7 @@ def test_starting_document_section7_deployment_preempts_from_the_4th_long_reques
     The document does not name a model config we hold; Qwen3-30B-A3B with an fp8 cache (49,152 B per
     token) maps 2.9 GB to the same ≈ 57–59k tokens. The verdict is what is pinned."""
     model = load_fixture("Qwen--Qwen3-30B-A3B")
-    s = ServeSettings(gpu_memory_utilization=0.93, max_model_len=16384, max_num_seqs=4, max_num_batched_tokens=2048,
+    s = ServeSettings.of(gpu_memory_utilization=0.93, max_model_len=16384, max_num_seqs=4, max_num_batched_tokens=2048,
                       kv_cache_dtype="fp8", kv_cache_memory_bytes=parse_bytes("2.9GB"))
     r = plan_fit(model, H100, s)
     assert r.available_kv_bytes == 2_900_000_000
@@ -80,7 +80,7 @@ def test_starting_document_section7_deployment_preempts_from_the_4th_long_reques
 
 def test_refusal_gets_advice_that_each_fixes_it() -> None:
     model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
-    s = ServeSettings(max_model_len=131072, gpu_memory_utilization=0.6)
+    s = ServeSettings.of(max_model_len=131072, gpu_memory_utilization=0.6)
     r = plan_fit(model, L40S, s)
     assert not r.fits and r.startup == "refuses: max_model_len"
     assert r.error is not None and r.error.startswith("To serve at least one request")
@@ -93,33 +93,33 @@ def test_refusal_gets_advice_that_each_fixes_it() -> None:
         field = {"--gpu-memory-utilization": ("gpu_memory_utilization", float), "--kv-cache-dtype": (
             "kv_cache_dtype", str), "--tensor-parallel-size": ("tp", int), "--max-model-len": ("max_model_len", int)}
         name, kind = field[flag]
-        assert plan_fit(model, L40S, replace(s, **{name: kind(value)}), advise=False).fits, a.change
+        assert plan_fit(model, L40S, s.updated(**{name: kind(value)}), advise=False).fits, a.change
     util = float(changes[0].split()[1])
-    assert not plan_fit(model, L40S, replace(s, gpu_memory_utilization=round(util - 0.01, 2)), advise=False).fits
+    assert not plan_fit(model, L40S, s.updated(gpu_memory_utilization=round(util - 0.01, 2)), advise=False).fits
 
 
 def test_weights_larger_than_the_gpu_is_an_oom_not_a_kv_refusal() -> None:
-    r = plan_fit(load_fixture("meta-llama--Meta-Llama-3.1-70B"), L40S, ServeSettings(max_model_len=4096))
+    r = plan_fit(load_fixture("meta-llama--Meta-Llama-3.1-70B"), L40S, ServeSettings.of(max_model_len=4096))
     assert r.startup == "OOM loading weights" and not r.fits and r.log_line is None
     assert any(a.change.startswith("--tensor-parallel-size") for a in r.advice)
 
 
 def test_negative_budget_is_vllms_no_available_memory_error() -> None:
     model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
-    r = plan_fit(model, L40S, ServeSettings(max_model_len=4096, gpu_memory_utilization=0.3))
+    r = plan_fit(model, L40S, ServeSettings.of(max_model_len=4096, gpu_memory_utilization=0.3))
     assert r.available_kv_bytes < 0 and r.startup == "refuses: no KV memory"
     assert r.error is not None and r.error.startswith("No available memory for the cache blocks.")
 
 
 def test_utilization_above_free_memory_refuses_at_startup() -> None:
-    r = plan_fit(load_fixture("Qwen--Qwen2.5-1.5B"), H100, ServeSettings(gpu_memory_utilization=1.0))
+    r = plan_fit(load_fixture("Qwen--Qwen2.5-1.5B"), H100, ServeSettings.of(gpu_memory_utilization=1.0))
     assert r.startup == "refuses: free memory"
     assert r.error is not None and "on startup is less than desired GPU memory utilization (1.0," in r.error
     assert [a.change for a in r.advice][:1] == ["--gpu-memory-utilization 0.99"]
 
 
 def test_user_measured_terms_replace_the_estimates() -> None:
-    s = ServeSettings(max_model_len=8192, weights_bytes=3 * GIB, activation_bytes=GIB, non_torch_bytes=0,
+    s = ServeSettings.of(max_model_len=8192, weights_bytes=3 * GIB, activation_bytes=GIB, non_torch_bytes=0,
                       cuda_graph_bytes=GIB // 2)
     r = plan_fit(load_fixture("Qwen--Qwen2.5-1.5B"), H100, s)
     assert r.available_kv_bytes == math.ceil(H100.cuda_total_bytes * 0.92) - 3 * GIB - GIB - GIB // 2
@@ -128,41 +128,41 @@ def test_user_measured_terms_replace_the_estimates() -> None:
 
 
 def test_older_vllm_rules_use_0_9_and_no_graph_deduction() -> None:
-    r = plan_fit(load_fixture("Qwen--Qwen2.5-1.5B"), H100, ServeSettings(max_model_len=8192, vllm_version="0.11"))
+    r = plan_fit(load_fixture("Qwen--Qwen2.5-1.5B"), H100, ServeSettings.of(max_model_len=8192, vllm_version="0.11"))
     assert r.gpu_memory_utilization == 0.9 and r.cuda_graph_bytes == 0 and r.in_flight_tokens == 8192
 
 
 def test_fp8_mla_on_hopper_selects_flashmla_block_64() -> None:
     r = plan_fit(load_fixture("deepseek-ai--DeepSeek-V2-Lite"), H100,
-                 ServeSettings(kv_cache_dtype="fp8", max_model_len=32768))
+                 ServeSettings.of(kv_cache_dtype="fp8", max_model_len=32768))
     assert (r.attention_backend, r.block_size) == ("FLASHMLA", 64)
     assert "Setting kv cache block size to 64 for FLASHMLA backend." in r.vllm_log
 
 
 def test_hybrid_block_size_source_is_explained() -> None:
     r = plan_fit(load_fixture("Qwen--Qwen3-Next-80B-A3B-Instruct"), H100,
-                 ServeSettings(tp=4, max_model_len=262_144, kv_cache_memory_bytes=20 * GIB))
+                 ServeSettings.of(tp=4, max_model_len=262_144, kv_cache_memory_bytes=20 * GIB))
     assert r.block_size == 320 and "raised from 16" in r.block_size_source
 
 
 def test_auto_max_model_len_shrinks_to_what_fits() -> None:
     model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
-    r = plan_fit(model, L40S, ServeSettings(max_model_len=-1, kv_cache_memory_bytes=2 * GIB))
+    r = plan_fit(model, L40S, ServeSettings.of(max_model_len=-1, kv_cache_memory_bytes=2 * GIB))
     assert r.fits and r.max_model_len == 2 * GIB // 2_097_152 * 16 - 16  # one block is the null block
     assert any("Auto-fit max_model_len" in n for n in r.notes)
 
 
 @pytest.mark.parametrize(
     ("settings", "message"),
-    [(ServeSettings(gpu_memory_utilization=0.0), "--gpu-memory-utilization must be in (0, 1]"),
-     (ServeSettings(gpu_memory_utilization=1.5), "--gpu-memory-utilization must be in (0, 1]"),
-     (ServeSettings(tp=5), "does not divide the 28 attention heads"),
-     (ServeSettings(max_model_len=200_000), "greater than the derived max_model_len (131072"),
-     (ServeSettings(max_model_len=0), "--max-model-len must be ≥ 1"),
-     (ServeSettings(max_num_seqs=-1), "--max-num-seqs must be ≥ 1"),
-     (ServeSettings(kv_cache_memory_bytes=-5), "--kv-cache-memory-bytes must be ≥ 0"),
-     (ServeSettings(max_num_seqs=512, max_num_batched_tokens=256), "must be greater than or equal to max_num_seqs"),
-     (ServeSettings(kv_cache_dtype="int3"), "--kv-cache-dtype 'int3'")],
+    [(ServeSettings.of(gpu_memory_utilization=0.0), "--gpu-memory-utilization must be in (0, 1]"),
+     (ServeSettings.of(gpu_memory_utilization=1.5), "--gpu-memory-utilization must be in (0, 1]"),
+     (ServeSettings.of(tp=5), "does not divide the 28 attention heads"),
+     (ServeSettings.of(max_model_len=200_000), "greater than the derived max_model_len (131072"),
+     (ServeSettings.of(max_model_len=0), "--max-model-len must be ≥ 1"),
+     (ServeSettings.of(max_num_seqs=-1), "--max-num-seqs must be ≥ 1"),
+     (ServeSettings.of(kv_cache_memory_bytes=-5), "--kv-cache-memory-bytes must be ≥ 0"),
+     (ServeSettings.of(max_num_seqs=512, max_num_batched_tokens=256), "must be greater than or equal to max_num_seqs"),
+     (ServeSettings.of(kv_cache_dtype="int3"), "--kv-cache-dtype 'int3'")],
 )
 def test_invalid_settings_are_refused_like_vllm(settings: ServeSettings, message: str) -> None:
     with pytest.raises(InvalidParameter, match=None) as exc:
@@ -172,14 +172,14 @@ def test_invalid_settings_are_refused_like_vllm(settings: ServeSettings, message
 
 def test_long_max_model_len_allowed_with_vllms_escape_hatch() -> None:
     r = plan_fit(load_fixture("Qwen--Qwen2.5-1.5B"), H100,
-                 ServeSettings(max_model_len=262_144, allow_long_max_model_len=True, kv_cache_memory_bytes=40 * GIB))
+                 ServeSettings.of(max_model_len=262_144, allow_long_max_model_len=True, kv_cache_memory_bytes=40 * GIB))
     assert r.max_model_len == 262_144 and r.blocks_per_request == 16_384
 
 
 def test_sweep_lists_gpus_that_serve_sorted_by_gpu_count_then_memory() -> None:
     model = load_fixture("Qwen--Qwen2.5-72B")
     small = FakeGpu("small", "Small 24GB", 24 * GIB, 24 * GIB, "ada")
-    r = sweep_gpus(model, [H100, L40S, small], ServeSettings(max_model_len=32768))
+    r = sweep_gpus(model, [H100, L40S, small], ServeSettings.of(max_model_len=32768))
     keys = [(row.gpu, row.tp) for row in r.rows]
     # 145 GB of weights: 67.7 GiB per H100 at TP 2 leaves no KV memory after the ~5.6 GiB sampler peak.
     assert keys[:2] == [("l40s", 4), ("h100", 4)]  # 4 GPUs each; the smaller GPU first

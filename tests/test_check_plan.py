@@ -51,7 +51,8 @@ deployments:
 """)
     dep = load_plan(path).deployments[0]
     s = dep.settings
-    assert (s.tp, s.max_model_len, s.gpu_memory_utilization, dep.num_gpus) == (1, 32768, 0.9, 1)
+    assert (s.parallel_config.tensor_parallel_size, s.model_config.max_model_len, s.cache_config.gpu_memory_utilization,
+            dep.num_gpus) == (1, 32768, 0.9, 1)
     assert [(q.kind, q.line, q.value, q.context) for q in dep.requirements] == [
         ("starts", 8, None, None), ("min_concurrency", 9, 8, 32768)]
     assert dep.requirements[1].key == "deployments[0].require.min_concurrency"
@@ -229,7 +230,7 @@ deployments:
     require: {{starts: true}}
 """)
     s = load_plan(path).deployments[0].settings
-    assert (s.max_model_len, s.gpu_memory_utilization) == (8192, 0.85)
+    assert (s.model_config.max_model_len, s.cache_config.gpu_memory_utilization) == (8192, 0.85)
 
 
 def test_an_explicit_key_after_a_merge_keeps_its_own_line(tmp_path: Path) -> None:
@@ -256,7 +257,8 @@ deployments:
 """)
     dep = load_plan(path).deployments[0]
     s = dep.settings
-    assert (s.max_model_len, s.max_num_seqs, s.tp, s.gpu_memory_utilization, dep.num_gpus) == (16384, 16, 2, 0.8, 2)
+    assert (s.model_config.max_model_len, s.scheduler_config.max_num_seqs, s.parallel_config.tensor_parallel_size,
+            s.cache_config.gpu_memory_utilization, dep.num_gpus) == (16384, 16, 2, 0.8, 2)
     assert dep.model == QWEN7 and dep.model_is_local and dep.warnings == ()
 
 
@@ -278,19 +280,22 @@ def test_unmodelled_options_warn_and_unknown_harmless_ones_are_ignored(tmp_path:
         "recomputing; no GPU memory); planned without it",
         f"{where}:5: deployments[0].vllm_cmd: --my-plugin: ignored: kvplan does not know this vLLM option",
     )
-    assert deployment.settings.kv_offloading_size == 4.0  # modelled: the CPU tier
-    assert deployment.settings.limit_mm_per_prompt == (("image", ModalityLimit(count=2)),)  # modelled: the towers
+    assert deployment.settings.cache_config.kv_offloading_size == 4.0  # modelled: the CPU tier
+    # modelled: the towers
+    assert deployment.settings.multimodal_config.limit_mm_per_prompt == (("image", ModalityLimit(count=2)),)
 
 
 def test_num_gpus_alone_sets_tensor_parallel_size(tmp_path: Path) -> None:
     dep = load_plan(write(tmp_path, plan_text(extra="    num_gpus: 4\n    vllm: {pp: 2}\n"))).deployments[0]
-    assert (dep.settings.tp, dep.settings.pp, dep.num_gpus) == (2, 2, 4)
+    par = dep.settings.parallel_config
+    assert (par.tensor_parallel_size, par.pipeline_parallel_size, dep.num_gpus) == (2, 2, 4)
 
 
 def test_measured_memory_and_auto_max_model_len(tmp_path: Path) -> None:
     extra = "    measured: {weights-memory: 14GiB, cuda_graph_memory: 512MiB}\n    vllm: {max-model-len: auto}\n"
     s = load_plan(write(tmp_path, plan_text(extra=extra))).deployments[0].settings
-    assert (s.weights_bytes, s.cuda_graph_bytes, s.max_model_len) == (14 * 2**30, 512 * 2**20, -1)
+    assert (s.measured.weights_bytes, s.measured.cuda_graph_bytes, s.model_config.max_model_len) == (
+        14 * 2**30, 512 * 2**20, -1)
 
 
 # --- models: relative to the plan, Hub ids ------------------------------------------------------------
@@ -329,9 +334,10 @@ def test_big_deployment_options_in_a_plan_reach_the_settings(tmp_path: Path) -> 
     extra = ("    vllm: {dtype: half, dcp: 2, dp: 2, enable_expert_parallel: true, num_gpu_blocks_override: 1000,\n"
              "           speculative_config: {method: mtp, num_speculative_tokens: 2}, cpu_offload_gb: 2}\n")
     s = load_plan(write(tmp_path, plan_text(extra=extra))).deployments[0].settings
-    assert (s.dtype, s.decode_context_parallel_size, s.data_parallel_size, s.enable_expert_parallel) == \
-        ("half", 2, 2, True)
-    assert (s.num_gpu_blocks_override, s.cpu_offload_bytes) == (1000, 2 * 2**30)
+    par = s.parallel_config
+    assert (s.model_config.dtype, par.decode_context_parallel_size, par.data_parallel_size,
+            par.enable_expert_parallel) == ("half", 2, 2, True)
+    assert (s.cache_config.num_gpu_blocks_override, s.offload_config.cpu_offload_bytes) == (1000, 2 * 2**30)
     assert s.speculative_config == {"method": "mtp", "num_speculative_tokens": 2}
 
 
@@ -341,7 +347,7 @@ def test_a_deployments_vllm_environment_comes_from_env_and_the_command_line(tmp_
     extra = ('    vllm_cmd: "HF_TOKEN=hf_x VLLM_USE_V2_MODEL_RUNNER=0 VLLM_USE_FLASHINFER_SAMPLER=1 vllm serve m"\n'
              "    env: {VLLM_USE_V2_MODEL_RUNNER: 1, VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS: '0'}\n")
     s = load_plan(write(tmp_path, plan_text(extra=extra))).deployments[0].settings
-    assert (s.use_v2_model_runner, s.estimate_cudagraphs, s.flashinfer_sampler) == (True, False, True)
+    assert (s.env.use_v2_model_runner, s.env.estimate_cudagraphs, s.env.use_flashinfer_sampler) == (True, False, True)
     message = error_of(tmp_path, plan_text(extra="    env: {VLLM_USE_V2_MODEL_RUNNER: 'yes'}\n"))
     assert message.endswith(
         "plan.yaml:5: deployments[0].env: VLLM_USE_V2_MODEL_RUNNER='yes': vLLM reads it as an integer (0 or 1)")

@@ -68,7 +68,7 @@ def test_before_sm80_auto_dtype_is_float16_or_float32_for_float16_unsafe_models(
     golden = json.loads((ROOT / "tests" / "fixtures" / "oracle-cuda" / "t4" / f"{folder}.json").read_text())
     assert golden["config"]["dtype"] == dtype
     r = kvplan.plan_fit(kvplan.load_model(str(ROOT / "tests" / "fixtures" / "configs" / folder)), kvplan.get_gpu("t4"),
-                        kvplan.ServeSettings(kv_cache_memory_bytes=4294967296, max_model_len=4096, weights_bytes=0),
+                        kvplan.ServeSettings.of(kv_cache_memory_bytes=4294967296, max_model_len=4096, weights_bytes=0),
                         advise=False)
     assert r.kv_cache_dtype == dtype
     assert (r.num_gpu_blocks, r.log_line) == (golden["plan"]["kv_cache_config"]["num_blocks"],

@@ -54,7 +54,7 @@ def plan_finding(data: dict[str, Any]) -> dict[str, Any]:
 
 def test_prediction_pinned() -> None:
     report = plan_fit(load_fixture("Qwen--Qwen2.5-7B"), get_gpu("h100"),
-                      ServeSettings(gpu_memory_utilization=0.9, block_size=16), advise=False)
+                      ServeSettings.of(gpu_memory_utilization=0.9, block_size=16), advise=False)
     assert (report.weights_bytes, report.activation_bytes, report.non_torch_bytes, report.cuda_graph_bytes) == (
         WEIGHTS, ACTIVATION, NON_TORCH, CUDA_GRAPHS) == (15_264_787_456, 2_676_595_097, 781_904_773, 696_254_464)
     assert (report.available_kv_bytes, report.bytes_per_block) == (PREDICTED_AVAILABLE, BLOCK_BYTES)
@@ -111,7 +111,7 @@ def test_the_servers_cache_settings_drive_the_prediction(server: MetricsServer) 
 def test_fits_flags_reach_the_prediction(server: MetricsServer) -> None:
     # A measured activation 1 GiB larger than kvplan's estimate leaves exactly 1 GiB less for KV.
     base = plan_fit(load_fixture("Qwen--Qwen2.5-7B"), get_gpu("h100"),
-                    ServeSettings(gpu_memory_utilization=0.9, block_size=16), advise=False)
+                    ServeSettings.of(gpu_memory_utilization=0.9, block_size=16), advise=False)
     activation = base.activation_bytes + 2**30
     url = serve_blocks(server, PREDICTED_BLOCKS)
     data = run_json(url, "--plan", QWEN7B, "--gpu", "h100", "--activation-memory", str(activation))
@@ -134,9 +134,11 @@ def test_plan_usage_errors(server: MetricsServer, args: tuple[str, ...], words: 
 def test_plan_settings_and_diagnosis_are_pure() -> None:
     settings, used = plan_settings({"gpu_memory_utilization": "0.85", "cache_dtype": "fp8", "block_size": "32",
                                     "enable_prefix_caching": "False", "kv_cache_memory_bytes": "None"},
-                                   ServeSettings(tp=2))
-    assert (settings.tp, settings.gpu_memory_utilization, settings.kv_cache_dtype) == (2, 0.85, "fp8")
-    assert (settings.block_size, settings.enable_prefix_caching, settings.kv_cache_memory_bytes) == (32, False, None)
+                                   ServeSettings.of(tp=2))
+    cache = settings.cache_config
+    assert (settings.parallel_config.tensor_parallel_size, cache.gpu_memory_utilization, cache.kv_cache_dtype) == (
+        2, 0.85, "fp8")
+    assert (cache.block_size, cache.enable_prefix_caching, cache.kv_cache_memory_bytes) == (32, False, None)
     assert "kv_cache_memory_bytes" not in used
     c = PlanComparison(100, 16, 90, 32, 1600, 2880, -1280, -0.8)
     d = plan_diagnosis(c, "m", "0")

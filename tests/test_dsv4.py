@@ -105,7 +105,7 @@ def test_fit_equals_vllms_cuda_planner(case: str) -> None:
     inputs = golden["inputs"]
     gpu = {"h100": "h100-sxm", "h200": "h200", "b200": "b200", "a100-80": "a100-80gb-sxm"}[inputs["gpu"]]
     model = FLASH if "Flash" in case else PRO
-    r = plan_fit(model, get_gpu(gpu), ServeSettings(tp=inputs["tensor_parallel_size"],
+    r = plan_fit(model, get_gpu(gpu), ServeSettings.of(tp=inputs["tensor_parallel_size"],
                                                     kv_cache_dtype=inputs["kv_cache_dtype"],
                                                     kv_cache_memory_bytes=KV_20GIB, weights_bytes=0), advise=False)
     kv = golden["kv_cache"]
@@ -115,7 +115,7 @@ def test_fit_equals_vllms_cuda_planner(case: str) -> None:
 
 def test_pro_on_b200_is_refused_with_vllms_needed_memory() -> None:
     golden = json.loads((GOLDENS / "deepseek-ai--DeepSeek-V4-Pro__b200-tp4.json").read_text())
-    r = plan_fit(PRO, get_gpu("b200"), ServeSettings(tp=4, kv_cache_memory_bytes=KV_20GIB, weights_bytes=0),
+    r = plan_fit(PRO, get_gpu("b200"), ServeSettings.of(tp=4, kv_cache_memory_bytes=KV_20GIB, weights_bytes=0),
                  advise=False)
     assert not r.fits and r.error == golden["kv_cache"]["error_message"]
     assert "(23.32 GiB KV cache is needed" in r.error
@@ -124,7 +124,7 @@ def test_pro_on_b200_is_refused_with_vllms_needed_memory() -> None:
 def test_a_bfloat16_kv_cache_is_refused_with_vllms_message() -> None:
     """attention.py:_resolve_dsv4_kv_cache_dtype: the fp8_ds_mla layout takes auto and fp8 flags only."""
     with pytest.raises(KvplanError, match="DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got bfloat16"):
-        plan_fit(FLASH, get_gpu("h200"), ServeSettings(tp=2, kv_cache_dtype="bfloat16",
+        plan_fit(FLASH, get_gpu("h200"), ServeSettings.of(tp=2, kv_cache_dtype="bfloat16",
                                                         kv_cache_memory_bytes=KV_20GIB, weights_bytes=0))
     with pytest.raises(InvalidParameter, match="got bfloat16"):
         kv_cache_specs(FLASH, kv_cache_dtype="bfloat16")
@@ -133,7 +133,8 @@ def test_a_bfloat16_kv_cache_is_refused_with_vllms_message() -> None:
 def test_sm12x_is_refused_not_guessed() -> None:
     """SM12x runs DeepseekV4FlashInferSM120Attention (nvidia/model.py:_select_dsv4_attn_cls), not modelled."""
     with pytest.raises(KvplanError, match="FlashInfer SM120"):
-        plan_fit(FLASH, get_gpu("rtx-pro-6000"), ServeSettings(tp=2, kv_cache_memory_bytes=KV_20GIB, weights_bytes=0))
+        plan_fit(FLASH, get_gpu("rtx-pro-6000"),
+                 ServeSettings.of(tp=2, kv_cache_memory_bytes=KV_20GIB, weights_bytes=0))
 
 
 def _legacy(gib: float, max_len: int, in_flight: int) -> Any:
@@ -168,7 +169,7 @@ def test_the_gh200_failed_start_is_a_refusal_with_vllms_kv_needed_figure() -> No
 
 def test_fit_uses_the_layout_of_the_vllm_version_asked_for() -> None:
     """--vllm-version 0.23 plans the layer-tuple layout with max_num_batched_tokens in the windows: the 256k log."""
-    s = ServeSettings(tp=2, kv_cache_dtype="fp8", max_model_len=262144, vllm_version="0.23",
+    s = ServeSettings.of(tp=2, kv_cache_dtype="fp8", max_model_len=262144, vllm_version="0.23",
                       kv_cache_memory_bytes=int(32.08 * GiB), weights_bytes=0)
     r = plan_fit(FLASH, get_gpu("h200"), s, advise=False)
     assert r.bytes_per_block == 1039680
@@ -208,8 +209,9 @@ def test_the_mtp_layer_adds_one_sliding_window_cache(case: str) -> None:
     draft = draft_specs(stage, model.num_layers, spec)
     assert [(s.layer, s.kind, s.block_size, s.sliding_window) for s in draft] == [(model.num_layers, "sliding_window",
                                                                                   64, 128)]
-    r = plan_fit(model, get_gpu("h200"), ServeSettings(tp=2, speculative_config=config, kv_cache_memory_bytes=KV_20GIB,
-                                                       weights_bytes=0), advise=False)
+    r = plan_fit(model, get_gpu("h200"), ServeSettings.of(tp=2, speculative_config=config,
+                                                          kv_cache_memory_bytes=KV_20GIB, weights_bytes=0),
+                 advise=False)
     kv = golden["kv_cache"]
     assert (r.num_gpu_blocks, r.log_line) == (kv["num_blocks"], kv["log_line"])
     assert [g["num_layers"] for g in kv["groups"]][:2] == ([22, 22] if model is FLASH else [31, 31])
@@ -220,11 +222,11 @@ def test_before_vllm_0_30_an_auto_kv_cache_is_refused_with_the_logged_assertion(
     with kv_cache_dtype=auto on vLLM 0.23 logged exactly kvplan's line. From 0.30 auto is served as fp8_ds_mla."""
     raw = (CONFIGS.parent / "startup-logs" / "raw" / "ptocu-2xh200nvl-dsv4-flash-tp2-llm-4k.log").read_text()
     with pytest.raises(KvplanError) as err:
-        plan_fit(FLASH, get_gpu("h200"), ServeSettings(tp=2, vllm_version="0.23", weights_bytes=0,
+        plan_fit(FLASH, get_gpu("h200"), ServeSettings.of(tp=2, vllm_version="0.23", weights_bytes=0,
                                                         kv_cache_memory_bytes=KV_20GIB))
     assert str(err.value).split(" (")[0] in raw
     with pytest.raises(KvplanError, match="DeepseekV4 fp8_ds_mla layout only supports fp8 kv-cache, got auto"):
-        plan_fit(FLASH, get_gpu("h200"), ServeSettings(tp=2, vllm_version="0.29", weights_bytes=0,
+        plan_fit(FLASH, get_gpu("h200"), ServeSettings.of(tp=2, vllm_version="0.29", weights_bytes=0,
                                                         kv_cache_memory_bytes=KV_20GIB))
-    assert plan_fit(FLASH, get_gpu("h200"), ServeSettings(tp=2, vllm_version="0.30", weights_bytes=0,
+    assert plan_fit(FLASH, get_gpu("h200"), ServeSettings.of(tp=2, vllm_version="0.30", weights_bytes=0,
                                                           kv_cache_memory_bytes=KV_20GIB), advise=False).fits

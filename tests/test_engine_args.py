@@ -134,11 +134,21 @@ def test_each_default_names_kvplans_version_rule() -> None:
 
 
 def test_every_settings_field_exists_and_is_set_by_one_row() -> None:
+    """Each modelled row sets one field, of the nested config its `config` column names (ServeSettings'
+    model_config for "model" …; a top-level field for VllmConfig's own and the JSON objects kept as given)."""
     import dataclasses
+
+    from kvplan.vllm.configs import CONFIG_ATTRS, SETTING_PATHS
 
     fields = [a.field for a in SETTING_ARGS]
     assert len(fields) == len(set(fields))
-    assert set(fields) <= {f.name for f in dataclasses.fields(ServeSettings)}
+    for arg in SETTING_ARGS:
+        group = CONFIG_ATTRS[arg.config]
+        owner = type(getattr(ServeSettings(), group)) if group else ServeSettings
+        assert arg.field in {f.name for f in dataclasses.fields(owner)}, arg.name
+        assert SETTING_PATHS[arg.field] == (group, arg.field)
+    assert SETTING_PATHS["tensor_parallel_size"] == ("parallel_config", "tensor_parallel_size")
+    assert SETTING_PATHS["max_num_seqs"] == ("scheduler_config", "max_num_seqs")
 
 
 @pytest.mark.parametrize("arg", SETTING_ARGS, ids=lambda a: a.name)
@@ -149,7 +159,7 @@ def test_a_value_gives_the_same_setting_on_every_surface(arg: EngineArg, tmp_pat
     text, _ = SAMPLES[arg.name]
     expected = _expected(arg)
     reference = _pasted(_words(arg, arg.flag, text))
-    assert getattr(reference, arg.field) == expected
+    assert reference.value(arg.field) == expected
     for spelling in (arg.flag, *arg.aliases):
         assert _pasted(_words(arg, spelling, text)) == reference, spelling
         if arg.fit_option:
@@ -170,7 +180,7 @@ def test_every_negation_is_read_on_every_surface(arg: EngineArg, tmp_path: Path)
     assert arg.field is not None
     negated = "--no-" + arg.flag[2:]
     reference = _pasted([negated])
-    assert getattr(reference, arg.field) is False
+    assert reference.value(arg.field) is False
     if arg.fit_option:
         assert _fit([negated]) == reference
     assert _plan(negated[2:], True, tmp_path) == reference
@@ -195,7 +205,7 @@ def test_fit_has_an_option_for_each_row_it_names() -> None:
 def test_calibrates_suggested_flags_give_the_settings_back(arg: EngineArg) -> None:
     assert arg.field is not None
     words = _words(arg, arg.flag, SAMPLES[arg.name][0])
-    if getattr(_pasted(words), arg.field) == getattr(ServeSettings(), arg.field):  # on by default: the negation
+    if _pasted(words).value(arg.field) == ServeSettings().value(arg.field):  # on by default: the negation
         words = ["--no-" + arg.flag[2:]]
     settings = _pasted(words)
     flags = suggested_flags(settings, ServeSettings())
@@ -234,18 +244,20 @@ def test_the_disagreements_the_table_fixed(tmp_path: Path) -> None:
     """Each spelling below was read by one surface and refused or dropped by another before the table."""
     base = _pasted([])
     # --device-memory-utilization: a pasted line's, an "unknown key" in a plan.
-    assert _plan("device-memory-utilization", 0.8, tmp_path).gpu_memory_utilization == 0.8
+    assert _plan("device-memory-utilization", 0.8, tmp_path).cache_config.gpu_memory_utilization == 0.8
     # -q: a pasted line's, not a plan key; -ep and -sc: vLLM 0.33's, read nowhere (a pasted -ep was unknown).
-    assert _plan("q", "fp8", tmp_path).quantization == "fp8"
-    assert _pasted(["-ep"]).enable_expert_parallel and _plan("ep", True, tmp_path).enable_expert_parallel
+    assert _plan("q", "fp8", tmp_path).model_config.quantization == "fp8"
+    assert _pasted(["-ep"]).parallel_config.enable_expert_parallel
+    assert _plan("ep", True, tmp_path).parallel_config.enable_expert_parallel
     assert _pasted(["-sc", '{"method": "ngram"}']).speculative_config == {"method": "ngram"}
     # --no-trust-remote-code / --no-enable-lora: vLLM's negations, read by no surface.
     assert _pasted(["--no-enable-lora"]) == base and _pasted(["--no-trust-remote-code"]) == base
     # --no-enable-expert-parallel / --no-disable-hybrid-kv-cache-manager: a pasted line's, unknown plan keys.
     assert _plan("no-enable-expert-parallel", True, tmp_path) == base
-    assert _plan("no-disable-hybrid-kv-cache-manager", True, tmp_path).disable_hybrid_kv_cache_manager is False
+    no_hma = _plan("no-disable-hybrid-kv-cache-manager", True, tmp_path)
+    assert no_hma.scheduler_config.disable_hybrid_kv_cache_manager is False
     # --kv-cache-memory (argparse's abbreviation): a pasted line's and a plan's, not `kvplan fit`'s.
-    assert _fit(["--kv-cache-memory", "1GiB"]).kv_cache_memory_bytes == 2**30
+    assert _fit(["--kv-cache-memory", "1GiB"]).cache_config.kv_cache_memory_bytes == 2**30
     # A bool that is ignored on a pasted line (--disable-custom-all-reduce …) was "unknown" in a plan file.
     assert _plan("disable-custom-all-reduce", True, tmp_path) == base
     # --block-size above kvplan's bound: refused by `kvplan fit`, accepted by a plan file.

@@ -32,7 +32,7 @@ def _no_env_file(monkeypatch: pytest.MonkeyPatch) -> None:
     ("gb300", 273_138_445_190),  # ceil(276.50 GiB × 0.92)
 ])
 def test_nvl72_fit_is_the_b200_budget_on_a_larger_total(gpu_id: str, requested: int) -> None:
-    model, settings = load_fixture("Qwen--Qwen2.5-7B"), ServeSettings(max_model_len=32768)
+    model, settings = load_fixture("Qwen--Qwen2.5-7B"), ServeSettings.of(max_model_len=32768)
     gpu = get_gpu(gpu_id)
     r, b200 = plan_fit(model, gpu, settings), plan_fit(model, get_gpu("b200"), settings)
     assert r.requested_bytes == math.ceil(gpu.cuda_total_bytes * 0.92) == requested
@@ -54,7 +54,7 @@ def test_nvl72_fit_is_the_b200_budget_on_a_larger_total(gpu_id: str, requested: 
 def test_dgx_spark_fit_uses_the_unified_total_and_vllms_small_gb10_tier() -> None:
     model = load_fixture("Qwen--Qwen2.5-7B")
     gpu = get_gpu("dgx-spark")
-    r = plan_fit(model, gpu, ServeSettings(max_model_len=32768))
+    r = plan_fit(model, gpu, ServeSettings.of(max_model_len=32768))
     assert r.gpu == "gb10" and r.cuda_total_bytes == 130_599_218_053  # 121.63 GiB
     assert r.requested_bytes == math.ceil(gpu.cuda_total_bytes * 0.92) == 120_151_280_609
     # 121.63 GiB is above the 70 GiB tier, but vLLM keeps cc 12.1 on the small one.
@@ -69,7 +69,8 @@ def test_dgx_spark_fit_uses_the_unified_total_and_vllms_small_gb10_tier() -> Non
 
 def test_mla_on_each_capability_takes_vllms_backend() -> None:
     model = load_fixture("deepseek-ai--DeepSeek-V2-Lite")
-    backends = {g: plan_fit(model, get_gpu(g), ServeSettings(max_model_len=8192)) for g in ("gb200", "gb300", "gb10")}
+    backends = {g: plan_fit(model, get_gpu(g), ServeSettings.of(max_model_len=8192))
+                for g in ("gb200", "gb300", "gb10")}
     assert {g: (r.attention_backend, r.block_size) for g, r in backends.items()} == {
         "gb200": ("FLASHINFER_MLA", 32), "gb300": ("FLASHINFER_MLA", 32), "gb10": ("TRITON_MLA", 16)}
 
@@ -102,7 +103,7 @@ def test_node_shapes_of_nvl72_and_dgx_spark() -> None:
 
 def test_sweep_runs_tp_across_nvl72_trays_and_counts_trays_as_nodes() -> None:
     model = load_fixture("meta-llama--Meta-Llama-3.1-405B")
-    r = sweep_gpus(model, [get_gpu("gb200"), get_gpu("b200")], ServeSettings(max_model_len=8192))
+    r = sweep_gpus(model, [get_gpu("gb200"), get_gpu("b200")], ServeSettings.of(max_model_len=8192))
     rows = {row.gpu: row for row in r.rows}
     gb200, b200 = rows["gb200"], rows["b200"]
     # 756 GiB of weights need 8 GPUs: one TP group of 8 over two 4-GPU trays of one NVLink domain.
@@ -116,7 +117,7 @@ def test_sweep_runs_tp_across_nvl72_trays_and_counts_trays_as_nodes() -> None:
 def test_sweep_keeps_dgx_spark_tp_within_a_linked_pair() -> None:
     model = load_fixture("meta-llama--Meta-Llama-3.1-70B")
     # 0.85: what Spark users run (0.92 exceeds a host's MemAvailable, see test_memory).
-    settings = ServeSettings(max_model_len=32768, concurrency=16, gpu_memory_utilization=0.85)
+    settings = ServeSettings.of(max_model_len=32768, concurrency=16, gpu_memory_utilization=0.85)
     failures: dict[str, list[str]] = {}
     layouts = _layouts(model, get_gpu("gb10"), settings, 16, node_shape("gb10"), failures)
     assert {row.tp for row in layouts} == {1, 2}  # 140 GiB of weights: never one box, never TP 4
@@ -139,7 +140,7 @@ def test_deepseek_sparse_attention_runs_on_sm12x_with_flashinfers_sm120_backend(
     from kvplan.model.hub import load_local
 
     model = load_local("tests/fixtures/corpus/configs/deepseek-ai--DeepSeek-V3.2")
-    r = plan_fit(model, get_gpu(gpu_id), ServeSettings(tp=8, max_model_len=8192, kv_cache_memory_bytes=20 * 2**30),
+    r = plan_fit(model, get_gpu(gpu_id), ServeSettings.of(tp=8, max_model_len=8192, kv_cache_memory_bytes=20 * 2**30),
                  advise=False)
     assert (r.attention_backend, r.block_size, r.kv_cache_dtype) == ("FLASHINFER_MLA_SPARSE_SM120", 64, "fp8_ds_mla")
     assert r.bytes_per_block == 61 * (656 + 132) * 64
@@ -152,7 +153,7 @@ def test_sm120_sparse_mla_refuses_a_float16_model_as_vllm_does() -> None:
 
     model = load_local("tests/fixtures/corpus/configs/deepseek-ai--DeepSeek-V3.2")
     with pytest.raises(NotServed, match="FLASHINFER_MLA_SPARSE_SM120: dtype not supported"):
-        plan_fit(model, get_gpu("rtx-pro-6000"), ServeSettings(tp=8, dtype="float16", max_model_len=8192,
+        plan_fit(model, get_gpu("rtx-pro-6000"), ServeSettings.of(tp=8, dtype="float16", max_model_len=8192,
                                                                kv_cache_memory_bytes=2**34), advise=False)
 
 

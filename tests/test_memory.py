@@ -125,12 +125,12 @@ def test_dgx_spark_is_refused_at_0_92_as_its_logged_host_use_makes_vllm_refuse()
     from kvplan.vllm.settings import ServeSettings
 
     model = load_fixture("Qwen--Qwen2.5-7B")
-    r = plan_fit(model, get_gpu("dgx-spark"), ServeSettings(max_model_len=8192), advise=False)
+    r = plan_fit(model, get_gpu("dgx-spark"), ServeSettings.of(max_model_len=8192), advise=False)
     assert r.startup == "refuses: free memory"
     assert r.error is not None and r.error.startswith(
         "Free memory on device cuda:0 (110.73/121.63 GiB) on startup is less than desired GPU memory utilization "
         "(0.92, 111.9 GiB)")
-    ok = plan_fit(model, get_gpu("dgx-spark"), ServeSettings(max_model_len=8192, gpu_memory_utilization=0.89),
+    ok = plan_fit(model, get_gpu("dgx-spark"), ServeSettings.of(max_model_len=8192, gpu_memory_utilization=0.89),
                   advise=False)
     # 0.89 × 121.63 = 108.25 GiB: under the clean hosts' 110.73–111.18 GiB free, above a busy host's 101.28.
     assert ok.startup == "ok" and ok.startup_range == STARTS_IF_OPTIMISTIC
@@ -211,26 +211,25 @@ def test_estimated_terms_carry_a_range_and_measured_ones_do_not() -> None:
 
 
 def test_fit_report_carries_ranges_and_the_range_verdict() -> None:
-    from dataclasses import replace as _replace
 
     from kvplan.hardware.gpus import get_gpu
     from kvplan.vllm.fit import plan_fit
     from kvplan.vllm.settings import ServeSettings
 
     model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
-    r = plan_fit(model, get_gpu("h100"), ServeSettings(max_model_len=8192), advise=False)
+    r = plan_fit(model, get_gpu("h100"), ServeSettings.of(max_model_len=8192), advise=False)
     low, high = r.available_kv_range
     assert low < r.available_kv_bytes < high
     assert r.kv_cache_tokens_range[0] < r.kv_cache_tokens < r.kv_cache_tokens_range[1]
     assert r.startup_range == "starts"
-    exact = plan_fit(model, get_gpu("h100"), ServeSettings(max_model_len=8192, kv_cache_memory_bytes=GIB),
+    exact = plan_fit(model, get_gpu("h100"), ServeSettings.of(max_model_len=8192, kv_cache_memory_bytes=GIB),
                      advise=False)
     assert exact.available_kv_range == (GIB, GIB)
     # 16.3 GiB of KV at the best estimate for one 131,072-token request (16 GiB): the pessimistic end of
     # the range (measured weights, estimated activation/non-torch/graphs) falls below what it needs.
-    r = plan_fit(model, get_gpu("h100"), ServeSettings(max_model_len=131072), advise=False)
+    r = plan_fit(model, get_gpu("h100"), ServeSettings.of(max_model_len=131072), advise=False)
     w = r.requested_bytes - r.activation_bytes - r.non_torch_bytes - r.cuda_graph_bytes - int(16.3 * GIB)
-    tight = plan_fit(model, get_gpu("h100"), _replace(ServeSettings(max_model_len=131072), weights_bytes=w),
+    tight = plan_fit(model, get_gpu("h100"), ServeSettings.of(max_model_len=131072, weights_bytes=w),
                      advise=False)
     assert tight.fits and tight.startup_range == "starts only if the estimate is optimistic"
     assert tight.available_kv_range[0] < 16 * GIB < tight.available_kv_range[1]

@@ -167,7 +167,7 @@ def test_the_mm_prefix_fall_through_names_vllms_backend(case: str, gpu: str) -> 
 
     g = json.loads((CONFIGS.parent / "oracle-cuda" / f"{case}.json").read_text())
     model = load_local(str(CONFIGS / "google--gemma-3-4b-it"), hf_overrides={"text_config": {"head_dim": 128}})
-    r = plan_fit(model, get_gpu(gpu), ServeSettings(kv_cache_memory_bytes=g["inputs"]["kv_cache_memory_bytes"],
+    r = plan_fit(model, get_gpu(gpu), ServeSettings.of(kv_cache_memory_bytes=g["inputs"]["kv_cache_memory_bytes"],
                                                     weights_bytes=0), advise=False)
     assert ([r.attention_backend], r.block_size, r.num_gpu_blocks, r.log_line) == (
         g["resolved"]["attn_backends"], g["resolved"]["block_size"], g["kv_cache"]["num_blocks"],

@@ -48,7 +48,7 @@ def test_the_runner_decides_batches_in_flight_and_the_penalty_state() -> None:
     gpu = get_gpu("h100")
 
     def fit(version: str, pp: int = 1):  # type: ignore[no-untyped-def]
-        return plan_fit(model, gpu, ServeSettings(vllm_version=version, pp=pp, max_model_len=8192), advise=False)
+        return plan_fit(model, gpu, ServeSettings.of(vllm_version=version, pp=pp, max_model_len=8192), advise=False)
 
     assert (fit("0.22", 2).model_runner, fit("0.22", 2).in_flight_tokens) == ("V1", 2 * 8192)
     assert (fit("0.23", 2).model_runner, fit("0.23", 2).in_flight_tokens) == ("V2", 3 * 8192)

@@ -191,7 +191,7 @@ def test_kv_plan_under_the_limits_matches_vllms_planner(case: str, limits: str |
                                                         settings: dict[str, Any]) -> None:
     g = _golden(case)
     name, rest = case.split("__")
-    s = ServeSettings(max_model_len=8192, kv_cache_memory_bytes=20 * GiB, weights_bytes=0,
+    s = ServeSettings.of(max_model_len=8192, kv_cache_memory_bytes=20 * GiB, weights_bytes=0,
                       limit_mm_per_prompt=parse_mm_limits(limits) if limits else (), **settings)
     model = load_local(str(CONFIGS / name)) if name == "google--gemma-3-4b-it" else _model(name)
     r = plan_fit(model, get_gpu(GPUS[rest.split("-")[0]]), s, advise=False)
@@ -211,7 +211,7 @@ def test_all_limits_0_turn_gemma4_into_a_text_model_on_b200() -> None:
 
 def test_gemma4_refuses_a_batch_smaller_than_one_video_as_vllm_does() -> None:
     info = _golden(f"{GEMMA}__h100-mml8192-mnbt2048")["mm_oracle"]["config"]["info"]
-    s = ServeSettings(max_model_len=8192, max_num_batched_tokens=2048)
+    s = ServeSettings.of(max_model_len=8192, max_num_batched_tokens=2048)
     with pytest.raises(InvalidParameter) as exc:
         plan_fit(_model(GEMMA), get_gpu("h100-sxm"), s, advise=False)
     assert f"ValueError: {exc.value.args[0]}" == info["encoder_budget_error"] == (
@@ -281,7 +281,8 @@ def test_plan_files_take_the_limits(tmp_path: Path) -> None:
                     "    vllm: {limit_mm_per_prompt: {image: 0, video: 0}, language_model_only: false}\n"
                     "    require: {starts: true}\n")
     dep = load_plan(plan).deployments[0]
-    assert dep.settings.limit_mm_per_prompt == (("image", ModalityLimit(0)), ("video", ModalityLimit(0)))
+    assert dep.settings.multimodal_config.limit_mm_per_prompt == (
+        ("image", ModalityLimit(0)), ("video", ModalityLimit(0)))
     assert dep.warnings == ()
 
 
@@ -304,10 +305,10 @@ def test_gemma4_encoder_profile_holds_its_dummy_outputs_through_the_profiling_ru
         limits: str | None, items: int, detail: str) -> None:
     """8,192 tokens of budget: 8,192 // 2,496 = 3 videos of 32 frames × 70 embeddings, or 8,192 // 280 = 29 images,
     each embedding 2,816 × 2 bytes (estimate: the encoder's own forward peak is not modelled)."""
-    s = ServeSettings(max_model_len=8192, limit_mm_per_prompt=parse_mm_limits(limits) if limits else ())
+    s = ServeSettings.of(max_model_len=8192, limit_mm_per_prompt=parse_mm_limits(limits) if limits else ())
     r = plan_fit(_model(GEMMA), get_gpu("h100-sxm"), s, advise=False)
     activation = next(t for t in r.memory_terms if t.name == "activation")
-    bare = plan_fit(_model(GEMMA), get_gpu("h100-sxm"), ServeSettings(max_model_len=8192, language_model_only=True),
+    bare = plan_fit(_model(GEMMA), get_gpu("h100-sxm"), ServeSettings.of(max_model_len=8192, language_model_only=True),
                     advise=False)
     embeds = {3: 3 * 2240, 29: 29 * 280, 0: 0}[items]
     assert activation.bytes - next(t for t in bare.memory_terms if t.name == "activation").bytes == embeds * 2816 * 2

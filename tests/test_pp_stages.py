@@ -17,7 +17,7 @@ H100 = get_gpu("h100")
 
 def _qwen3_moe_pp2():  # type: ignore[no-untyped-def]
     model = load_fixture("Qwen--Qwen3-30B-A3B")
-    return model, plan_fit(model, H100, ServeSettings(pp=2, max_model_len=32768), advise=False)
+    return model, plan_fit(model, H100, ServeSettings.of(pp=2, max_model_len=32768), advise=False)
 
 
 def test_each_stage_has_its_own_budget_and_the_smallest_block_count_wins() -> None:
@@ -64,7 +64,7 @@ def test_the_report_names_the_tightest_stage() -> None:
 
 
 def test_one_stage_has_no_stage_table() -> None:
-    r = plan_fit(load_fixture("Qwen--Qwen3-30B-A3B"), H100, ServeSettings(max_model_len=32768), advise=False)
+    r = plan_fit(load_fixture("Qwen--Qwen3-30B-A3B"), H100, ServeSettings.of(max_model_len=32768), advise=False)
     assert r.pp_stages == () and r.tightest_stage is None
     assert not any(n.startswith("PP ") for n in r.notes)
 

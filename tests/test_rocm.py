@@ -112,12 +112,12 @@ def test_triton_mla_refuses_fp8_e5m2_but_aiter_mla_takes_it() -> None:
 
 def test_rocm_fit_says_which_platform_planned_it() -> None:
     model = _model("Qwen--Qwen2.5-7B-Instruct")
-    r = plan_fit(model, get_gpu("mi300x"), ServeSettings(kv_cache_dtype="fp8", kv_cache_memory_bytes=KV_20_GIB,
+    r = plan_fit(model, get_gpu("mi300x"), ServeSettings.of(kv_cache_dtype="fp8", kv_cache_memory_bytes=KV_20_GIB,
                                                          weights_bytes=0), advise=False)
     assert r.platform == "rocm" and r.attention_backend == "ROCM_ATTN"
     assert r.platform_rules is not None and "float8_e4m3fnuz" in r.platform_rules
     assert r.max_num_batched_tokens == 16384 and r.max_num_seqs == 1024  # ≥ 160 GiB tier
-    h100 = plan_fit(model, get_gpu("h100"), ServeSettings(kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0),
+    h100 = plan_fit(model, get_gpu("h100"), ServeSettings.of(kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0),
                     advise=False)
     assert h100.platform == "cuda" and h100.platform_rules is None and h100.attention_backend == "FLASH_ATTN"
 
@@ -127,7 +127,7 @@ def test_the_sweep_lists_amd_beside_nvidia_each_by_its_platform() -> None:
 
     model = _model("Qwen--Qwen2.5-7B-Instruct")
     report = sweep_gpus(model, [get_gpu("h100"), get_gpu("mi300x"), get_gpu("mi355x")],
-                        ServeSettings(kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0))
+                        ServeSettings.of(kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0))
     platforms = {row.gpu: row.platform for row in report.rows}
     assert platforms == {"h100-sxm": "cuda", "mi300x": "rocm", "mi355x": "rocm"}
 
@@ -137,7 +137,7 @@ def test_a_rocm_refusal_is_a_sweep_reason_not_an_abort() -> None:
 
     model = _model("deepseek-ai--DeepSeek-V2-Lite-Chat")
     report = sweep_gpus(model, [get_gpu("h100"), get_gpu("mi300x")],
-                        ServeSettings(kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0, rocm_aiter_installed=False))
+                        ServeSettings.of(kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0, rocm_aiter_installed=False))
     assert [row.gpu for row in report.rows] == ["h100-sxm"]
     assert any("No valid MLA prefill backend found" in reason.reason for reason in report.reasons)
 
@@ -172,7 +172,7 @@ def test_rocm_oom_is_worded_as_torch_on_rocm_words_it() -> None:
     from kvplan.vllm.startup_log import parse_startup_log
 
     model = _model("Qwen--Qwen3-235B-A22B")  # ~438 GiB of bf16 weights on one 192 GB part
-    r = plan_fit(model, get_gpu("mi300x"), ServeSettings(max_model_len=8192), advise=False)
+    r = plan_fit(model, get_gpu("mi300x"), ServeSettings.of(max_model_len=8192), advise=False)
     assert r.startup == "OOM loading weights" and r.error is not None and r.error.startswith("HIP out of memory")
     log = parse_startup_log("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB.")
     assert log.failure == "cuda_oom"
@@ -218,12 +218,12 @@ def test_roofline_kv_capacity_is_planned_by_the_rocm_backend(monkeypatch: pytest
     capacity = {label: _cli(base + extra, env)["kv_capacity_batch"]
                 for label, extra, env in (("image", [], {}), ("pip", ["--no-aiter"], {}),
                                           ("enabled", [], {"VLLM_ROCM_USE_AITER": "1"}))}
-    s = ServeSettings(max_model_len=8192, kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0, context=1000)
+    s = ServeSettings.of(max_model_len=8192, kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0, context=1000)
     model = parse_config(json.loads((Path(GPT_OSS) / "config.json").read_text()), name="gpt-oss-20b")
     for label, golden_case, settings in (
             ("image", "openai--gpt-oss-20b__mi300x-mml8192", s),
-            ("pip", "openai--gpt-oss-20b__mi300x-mml8192-noaiter", replace(s, rocm_aiter_installed=False)),
-            ("enabled", "openai--gpt-oss-20b__mi300x-mml8192-useaiter", replace(s, rocm_use_aiter=True))):
+            ("pip", "openai--gpt-oss-20b__mi300x-mml8192-noaiter", s.updated(rocm_aiter_installed=False)),
+            ("enabled", "openai--gpt-oss-20b__mi300x-mml8192-useaiter", s.updated(rocm_use_aiter=True))):
         r = plan_fit(model, get_gpu("mi300x"), settings, advise=False)
         assert r.num_gpu_blocks == _golden(golden_case)["kv_cache"]["num_blocks"]
         assert capacity[label] == r.preemption.max_requests_at_context
@@ -269,13 +269,13 @@ def test_deepseek_v4_on_rocm_keeps_the_flashmla_caches_under_rocms_backend() -> 
     # models/deepseek_v4/amd/rocm.py:DeepseekV4ROCMAiterMLAAttention keeps the fp8_ds_mla layout: vLLM 0.33 plans
     # 21,426 blocks of 256 tokens at 20 GiB, TP 8, the same as on an H100 (oracle-cuda …V4-Flash__h100-tp8)
     model = _model("deepseek-ai--DeepSeek-V4-Flash")
-    s = ServeSettings(tp=8, max_model_len=8192, kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0)
+    s = ServeSettings.of(tp=8, max_model_len=8192, kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0)
     for gpu in ("mi300x", "mi355x"):
         r = plan_fit(model, get_gpu(gpu), s, advise=False)
         assert (r.attention_backend, r.block_size, r.num_gpu_blocks) == ("ROCM_FLASHMLA_SPARSE_DSV4", 256, 21426)
         assert r.log_line == _golden(f"deepseek-ai--DeepSeek-V4-Flash__{gpu}-tp8-mml8192")["kv_cache"]["log_line"]
     with pytest.raises(NotServed, match="fp8_ds_mla layout only supports fp8 kv-cache, got bfloat16"):
-        plan_fit(model, get_gpu("mi300x"), replace(s, kv_cache_dtype="bfloat16"), advise=False)
+        plan_fit(model, get_gpu("mi300x"), s.updated(kv_cache_dtype="bfloat16"), advise=False)
 
 
 ROCM_LOGS = ROOT / "tests" / "fixtures" / "startup-logs" / "rocm"
@@ -316,10 +316,10 @@ def test_a_vision_tower_whose_heads_do_not_split_over_tp_is_refused_in_vllms_wor
     # vLLM 0.33's RocmPlatform (…GLM-4.5V__mi300x-tp8-mml8192.json): "AssertionError: 12 is not divisible by 8"
     # from glm4_1v.py:Glm4vVisionAttention; the rule is the model's, so CUDA refuses alike
     model = _model("zai-org--GLM-4.5V")
-    s = ServeSettings(tp=8, max_model_len=8192, kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0)
+    s = ServeSettings.of(tp=8, max_model_len=8192, kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0)
     golden = _golden("zai-org--GLM-4.5V__mi300x-tp8-mml8192")
     assert golden["build_error"]["error_message"] == "12 is not divisible by 8"
     for gpu in ("mi300x", "h100"):
         with pytest.raises(NotServed, match=r"^12 is not divisible by 8"):
             plan_fit(model, get_gpu(gpu), s, advise=False)
-    assert plan_fit(model, get_gpu("mi300x"), replace(s, tp=4), advise=False).fits  # 12 = 4 × 3
+    assert plan_fit(model, get_gpu("mi300x"), s.updated(tp=4), advise=False).fits  # 12 = 4 × 3

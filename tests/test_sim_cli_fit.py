@@ -112,7 +112,7 @@ BURST_BLOCKS = 13 * -(-1999 // 16)
 
 def _blocks(**settings: Any) -> int:
     fit = plan_fit(load_fixture("meta-llama--Meta-Llama-3.1-8B"), get_gpu("l4"),
-                   ServeSettings(max_model_len=8192, **settings), advise=False)
+                   ServeSettings.of(max_model_len=8192, **settings), advise=False)
     return fit.num_gpu_blocks
 
 

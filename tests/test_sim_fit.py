@@ -19,7 +19,7 @@ from tests.conftest import load_fixture
 
 # Qwen2.5-1.5B: 28 layers × 2 KV heads × head 128 × (K, V) × 2 bytes = 28,672 bytes per token; × 16 = 458,752.
 QWEN_15B_BLOCK_BYTES = 28 * 2 * 128 * 2 * 2 * 16
-DOC_SETTINGS = ServeSettings(kv_cache_memory_bytes=1345 * QWEN_15B_BLOCK_BYTES, max_model_len=8192, max_num_seqs=4,
+DOC_SETTINGS = ServeSettings.of(kv_cache_memory_bytes=1345 * QWEN_15B_BLOCK_BYTES, max_model_len=8192, max_num_seqs=4,
                              max_num_batched_tokens=2048)
 
 
@@ -36,7 +36,7 @@ def test_document_deployment_gives_vllms_pool_exactly() -> None:
 
 def test_sliding_window_hybrid_maps_to_full_attention_blocks_and_states_the_rest() -> None:
     # gpt-oss-20b: 12 sliding-window (128 tokens) + 12 full layers, two groups sharing one pool.
-    fit = plan_fit(load_fixture("openai--gpt-oss-20b"), get_gpu("h100"), ServeSettings(max_model_len=8192),
+    fit = plan_fit(load_fixture("openai--gpt-oss-20b"), get_gpu("h100"), ServeSettings.of(max_model_len=8192),
                    advise=False)
     pool = fitted_pool(fit)
     assert [g.kind for g in fit.groups] == ["sliding_window", "full"]
@@ -63,7 +63,7 @@ def test_two_full_attention_groups_each_take_a_block_id_per_block_of_tokens() ->
 
 def test_mamba_hybrids_and_all_windowed_models_are_refused_with_a_way_out() -> None:
     gpu = get_gpu("h100")
-    next_fit = plan_fit(load_fixture("Qwen--Qwen3-Next-80B-A3B-Instruct"), gpu, ServeSettings(tp=4), advise=False)
+    next_fit = plan_fit(load_fixture("Qwen--Qwen3-Next-80B-A3B-Instruct"), gpu, ServeSettings.of(tp=4), advise=False)
     with pytest.raises(InvalidParameter, match="Mamba/linear-attention state") as mamba:
         fitted_pool(next_fit)
     assert f"--num-gpu-blocks {next_fit.num_gpu_blocks} --block-size {next_fit.block_size}" in (mamba.value.hint or "")

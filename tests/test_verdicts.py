@@ -21,8 +21,8 @@ def test_the_verdict_strings_are_the_ones_the_json_has_always_carried() -> None:
 
 def test_a_report_carries_members_and_prints_and_serialises_their_strings() -> None:
     model = load_fixture("Qwen--Qwen2.5-7B")
-    ok = plan_fit(model, get_gpu("h100"), ServeSettings(max_model_len=32768), advise=False)
-    too_long = plan_fit(model, get_gpu("l4"), ServeSettings(max_model_len=131072), advise=False)
+    ok = plan_fit(model, get_gpu("h100"), ServeSettings.of(max_model_len=32768), advise=False)
+    too_long = plan_fit(model, get_gpu("l4"), ServeSettings.of(max_model_len=131072), advise=False)
     assert ok.startup is Startup.OK and ok.startup_range is StartupRange.STARTS
     assert too_long.startup is Startup.REFUSES_MAX_MODEL_LEN and not too_long.fits
     assert (f"({too_long.startup})", str(ok.startup_range)) == ("(refuses: max_model_len)", "starts")

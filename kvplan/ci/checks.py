@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
 from kvplan.ci.plan import locate
@@ -136,9 +136,9 @@ def _plan_fit(model: ModelSpec, gpu: GpuSpec, dep: Deployment, *, context: int |
     `kv_cache_memory_bytes`: that KV memory per worker instead of the profiled one)."""
     from kvplan.vllm.fit import plan_fit
 
-    settings = replace(dep.settings, context=context, concurrency=concurrency)
+    settings = dep.settings.updated(context=context, concurrency=concurrency)
     if kv_cache_memory_bytes is not None:
-        settings = replace(settings, kv_cache_memory_bytes=max(1, kv_cache_memory_bytes))
+        settings = settings.updated(kv_cache_memory_bytes=max(1, kv_cache_memory_bytes))
     return plan_fit(model, gpu, settings, advise=False)
 
 
@@ -146,8 +146,10 @@ def _decode(model: ModelSpec, gpu: GpuSpec, dep: Deployment, *, batch: int, cont
     """roofline.decode_point as `kvplan roofline` computes it (the speed model's efficiencies and overheads)."""
     from kvplan.hardware import roofline as rl
 
-    costs, roof = rl.deployment_roofline(model, gpu, tp=dep.settings.tp, kv_cache_dtype=dep.settings.kv_cache_dtype,
-                                         weights_bytes=dep.settings.weights_total_bytes)
+    s = dep.settings
+    costs, roof = rl.deployment_roofline(model, gpu, tp=s.parallel_config.tensor_parallel_size,
+                                         kv_cache_dtype=s.cache_config.kv_cache_dtype,
+                                         weights_bytes=s.measured.weights_total_bytes)
     return rl.decode_point(costs, roof, batch, context)
 
 
@@ -161,12 +163,13 @@ def _p99_ttft_s(model: ModelSpec, gpu: GpuSpec, dep: Deployment, fit: FitReport,
     from kvplan.sim.sizing import pool_from_fit
     from kvplan.sim.workloads import parse_length_dist, synthetic_serve_requests
 
+    s = dep.settings
     cost = rl.RooflineCost(*rl.deployment_roofline(
-        model, gpu, tp=dep.settings.tp, kv_cache_dtype=dep.settings.kv_cache_dtype,
-        weights_bytes=dep.settings.weights_total_bytes))
+        model, gpu, tp=s.parallel_config.tensor_parallel_size, kv_cache_dtype=s.cache_config.kv_cache_dtype,
+        weights_bytes=s.measured.weights_total_bytes))
     config = SchedulerConfig(
         num_gpu_blocks=pool_from_fit(fit), block_size=fit.block_size, max_num_seqs=fit.max_num_seqs,
-        max_num_batched_tokens=fit.max_num_batched_tokens, enable_prefix_caching=dep.settings.enable_prefix_caching,
+        max_num_batched_tokens=fit.max_num_batched_tokens, enable_prefix_caching=s.cache_config.enable_prefix_caching,
         max_model_len=fit.max_model_len,
     )
     requests = synthetic_serve_requests(
@@ -443,7 +446,7 @@ def _sglang_fit(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> SglangFit:
     from kvplan.vllm.memory.weights import estimate_weights
 
     assert dep.sglang is not None
-    given = dep.settings.weights_bytes
+    given = dep.settings.measured.weights_bytes
     if given is not None:
         low, best, high = given, given, given
     else:

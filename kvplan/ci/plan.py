@@ -779,14 +779,14 @@ def _setting_fields(c: _Checker, d: dict[str, Any], path: Path_, opts: _Options)
         c.keys(measured, mpath, tuple(_MEASURED))
         for key, value in measured.items():
             fields[_MEASURED[key]] = c.convert(value, (*mpath, key), _as_bytes)
-    tp, pp = int(fields.get("tp", 1)), int(fields.get("pp", 1))
+    tp, pp = int(fields.get("tensor_parallel_size", 1)), int(fields.get("pipeline_parallel_size", 1))
     if d.get("num_gpus") is not None:
         gpath = (*path, "num_gpus")
         num_gpus = c.count(d["num_gpus"], gpath)
-        if "tp" not in fields:
+        if "tensor_parallel_size" not in fields:
             if num_gpus % pp:
                 raise doc.error(gpath, f"{num_gpus} GPUs cannot be split into {pp} pipeline stages", at_value=True)
-            fields["tp"] = num_gpus // pp
+            fields["tensor_parallel_size"] = num_gpus // pp
         elif num_gpus != tp * pp:
             raise doc.error(gpath, f"{num_gpus} GPUs, but tensor-parallel-size {tp} × pipeline-parallel-size {pp} "
                                    f"uses {tp * pp}", at_value=True)
@@ -820,14 +820,13 @@ def _environment_fields(c: _Checker, d: dict[str, Any], path: Path_, opts: _Opti
     if not env:
         return {}
     try:
-        return vllm_environment(env).settings()
+        return {"env": vllm_environment(env)}
     except InvalidParameter as exc:
         raise c.doc.error((*path, "env") if d.get("env") is not None else (*path, "vllm_cmd"), str(exc)) from None
 
 
 def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployment:
     """Validate one deployment of a plan: its name, model, GPU, vLLM settings, workload and requirements."""
-    from dataclasses import replace as dc_replace
 
     from kvplan.vllm.settings import ServeSettings
 
@@ -851,8 +850,8 @@ def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployme
     fields = _setting_fields(c, d, path, opts)
     fields.update(_draft_source(fields.get("speculative_config"), base_dir))
     fields.update(_environment_fields(c, d, path, opts))
-    tp, pp = int(fields.get("tp", 1)), int(fields.get("pp", 1))
-    settings = dc_replace(ServeSettings(), **fields)
+    tp, pp = int(fields.get("tensor_parallel_size", 1)), int(fields.get("pipeline_parallel_size", 1))
+    settings = ServeSettings.of(**fields)
     workload = None
     if d.get("workload") is not None:
         workload = _workload(c, d["workload"], (*path, "workload"))
@@ -964,7 +963,7 @@ def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Pa
         name=c.string(d["name"], (*path, "name")), plan=doc.where, key=format_path(path), line=doc.line(path),
         lines={k: doc.line((*path, k)) for k in d}, model=model, model_source=model_source, model_is_local=is_local,
         revision=revision, gpu=c.string(d["gpu"], (*path, "gpu")), num_gpus=dep.tp * dep.pp,
-        settings=dc_replace(ServeSettings(), **fields), vllm_options={k: v for k, v in options.items()},
+        settings=ServeSettings.of(**fields), vllm_options={k: v for k, v in options.items()},
         requirements=requirements, engine="sglang", sglang=dep)
 
 

@@ -86,7 +86,6 @@ def command(
     json_output: JsonFlag = False,
 ) -> None:
     """Compare a vLLM startup log with kvplan's prediction and print the overrides that reproduce it."""
-    from dataclasses import replace
 
     from kvplan.cli.console import out, print_json
     from kvplan.errors import ParseError
@@ -130,8 +129,8 @@ def command(
         report = figures_only(log, source=logfile, missing=missing)
     else:
         source, spec, stored = loaded
-        if stored is not None and flags.weights_bytes is None:
-            flags = replace(flags, weights_total_bytes=stored)
+        if stored is not None and flags.measured.weights_bytes is None:
+            flags = flags.updated(weights_total_bytes=stored)
         report = calibrate(log, spec, chip, flags, source=logfile, model_source=source, given=names,
                            gpu_flags=gpu_flags)
     if json_output:

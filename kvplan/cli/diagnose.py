@@ -128,7 +128,6 @@ def _check_plan_args(plan: str | None, args: dict[str, object]) -> None:
 
 def _with_plan(report: DiagnoseReport, plan: str, args: dict[str, Any], *, quiet: bool) -> DiagnoseReport:
     """The report with kvplan's prediction for MODEL on the GPU compared with each engine's KV capacity."""
-    from dataclasses import replace
 
     from kvplan.cli.common import load_model_with_weights
     from kvplan.hardware import gpus
@@ -140,8 +139,8 @@ def _with_plan(report: DiagnoseReport, plan: str, args: dict[str, Any], *, quiet
                                args["activation_memory"], args["non_torch_memory"], args["cuda_graph_memory"],
                                None, None)
     spec, weights = load_model_with_weights(plan, args["revision"], quiet=quiet)
-    if weights is not None and base.weights_bytes is None:
-        base = replace(base, weights_total_bytes=weights.bytes)
+    if weights is not None and base.measured.weights_bytes is None:
+        base = base.updated(weights_total_bytes=weights.bytes)
     if args["gpu_memory"] is not None:
         chip = gpus.custom_gpu(args["gpu_memory"], name=args["gpu"] or "custom")
     else:

@@ -302,8 +302,10 @@ def _compare(flags_: Any, loaded: Any, flags: dict[str, Any], gpu: str | None, g
     settings = api.fit_settings(flags_, loaded)
     _refuse_unshared(settings, loaded.spec)
     given_len = flags.get("max_model_len")
-    sglang = plan_sglang_beside(flags, model=str(flags_.model), tp=settings.tp, pp=settings.pp,
-                                context=settings.max_model_len if given_len is not None else None)
+    par = settings.parallel_config
+    sglang = plan_sglang_beside(flags, model=str(flags_.model), tp=par.tensor_parallel_size,
+                                pp=par.pipeline_parallel_size,
+                                context=settings.model_config.max_model_len if given_len is not None else None)
     vllm = api.fit_plan(flags_, loaded, gpu, gpu_total_bytes=gpu_total_bytes, gpus_file=gpus_file, advise=False)
     assert isinstance(vllm, FitReport)  # plan_sglang_beside refused a missing --gpu
     comparison = compare_engines(vllm, sglang)
@@ -327,11 +329,11 @@ def _refuse_unshared(settings: Any, spec: Any) -> None:
     --quantization naming the checkpoint's own scheme changes nothing (vllm/quantization.py:apply_quantization)."""
     from kvplan.errors import InvalidParameter
 
-    online = settings.quantization is not None and spec.quant_method is None and spec.quant is None
+    online = settings.model_config.quantization is not None and spec.quant_method is None and spec.quant is None
     unshared = (("--quantization", online),
-                ("--cpu-offload-gb", settings.cpu_offload_bytes > 0),
-                ("--kv-cache-memory-bytes", settings.kv_cache_memory_bytes is not None),
-                ("--num-gpu-blocks-override", settings.num_gpu_blocks_override is not None),
+                ("--cpu-offload-gb", settings.offload_config.cpu_offload_bytes > 0),
+                ("--kv-cache-memory-bytes", settings.cache_config.kv_cache_memory_bytes is not None),
+                ("--num-gpu-blocks-override", settings.cache_config.num_gpu_blocks_override is not None),
                 ("--speculative-config", bool(settings.speculative_config)))
     for flag, given in unshared:
         if given:

@@ -121,16 +121,17 @@ def command(
         "rocm_aiter": aiter})
     spec_gpu = get_gpu(gpu, gpus_file)
     spec, weights = load_model_with_weights(model, revision, quiet=json_)
-    spec = apply_quantization(spec, settings.quantization, served_quantization_methods())
+    spec = apply_quantization(spec, settings.model_config.quantization, served_quantization_methods())
     costs, roof = rl.deployment_roofline(
-        spec, spec_gpu, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype,
-        weights_bytes=weights.bytes if weights else None, bandwidth_efficiency=bandwidth_efficiency,
-        compute_efficiency=compute_efficiency, dp=settings.data_parallel_size,
-        expert_parallel=settings.enable_expert_parallel)
+        spec, spec_gpu, tp=settings.parallel_config.tensor_parallel_size,
+        kv_cache_dtype=settings.cache_config.kv_cache_dtype, weights_bytes=weights.bytes if weights else None,
+        bandwidth_efficiency=bandwidth_efficiency,
+        compute_efficiency=compute_efficiency, dp=settings.parallel_config.data_parallel_size,
+        expert_parallel=settings.parallel_config.enable_expert_parallel)
     if ctx > spec.max_model_len:
         err().print(f"warning: --context {ctx:,} exceeds the model's max_model_len {spec.max_model_len:,}")
     if weights:
-        settings = dataclasses.replace(settings, weights_total_bytes=weights.bytes)
+        settings = settings.updated(weights_total_bytes=weights.bytes)
     if engine.lower() not in ("vllm", "sglang"):
         raise InvalidParameter(f"--engine must be vllm or sglang, got {engine!r}")
     if engine.lower() == "sglang":
@@ -139,7 +140,7 @@ def command(
         capacity, chunk, running = _sglang_caps(spec, spec_gpu, settings, ctx, weights.bytes if weights else None)
         capacity = max_concurrency if max_concurrency is not None else capacity
     else:
-        fit = _fit(spec, spec_gpu, dataclasses.replace(settings, context=ctx))
+        fit = _fit(spec, spec_gpu, settings.updated(context=ctx))
         capacity, chunk, running = max_concurrency, fit.max_num_batched_tokens, fit.max_num_seqs
         if capacity is None and fit.fits:
             capacity = fit.preemption.max_requests_at_context
@@ -150,7 +151,8 @@ def command(
         max_num_batched_tokens=chunk, kv_capacity_batch=capacity, max_num_seqs=running, gpu_flops=spec_gpu.flops,
     )
     report = dataclasses.replace(
-        report, notes=report.notes + rl.unmodelled_settings(pp=settings.pp, enforce_eager=settings.enforce_eager),
+        report, notes=report.notes + rl.unmodelled_settings(pp=settings.parallel_config.pipeline_parallel_size,
+                                                            enforce_eager=settings.model_config.enforce_eager),
         speculative=_speculative(costs, roof, settings, batches, ctx), engine=engine.lower())
     if svg is not None:
         from kvplan.files import write_output
@@ -178,7 +180,8 @@ def _speculative(costs: ModelCosts, roof: Roof, settings: ServeSettings, batches
         return ()
     method = speculative_method(settings.speculative_config)
     drafted = int(settings.speculative_config.get("num_speculative_tokens") or 1)
-    draft = (model_costs(settings.speculative_draft, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
+    draft = (model_costs(settings.speculative_draft, tp=settings.parallel_config.tensor_parallel_size,
+                         kv_cache_dtype=settings.cache_config.kv_cache_dtype)
              if settings.speculative_draft is not None else None)
     return tuple(rl.speculative_point(costs, roof, b, context, method=method, drafted=drafted, draft=draft)
                  for b in sorted(set(batches)))
@@ -239,7 +242,8 @@ def _sglang_caps(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, contex
     from kvplan.sglang.fit import plan_sglang_fit, requests_at
     from kvplan.vllm.memory.weights import estimate_weights
 
-    dep = SglangDeployment(tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
+    dep = SglangDeployment(tp=settings.parallel_config.tensor_parallel_size,
+                           kv_cache_dtype=settings.cache_config.kv_cache_dtype)
     term = estimate_weights(model, tp=dep.tp, pp=1, arch=gpu.arch, total_bytes=stored)
     fit = plan_sglang_fit(model, gpu, dep, weights_bytes=term.bytes, weights_range=(term.low_bytes, term.high_bytes))
     err().print("note: KV capacity, running-request cap and prefill chunk by SGLang 0.5.23's rules; the speed model "
@@ -257,11 +261,11 @@ def _fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings) -> FitReport:
     from kvplan.vllm.fit import plan_fit
 
     report = plan_fit(model, gpu, settings, advise=False)
-    context = settings.context or 0
+    context = settings.load.context or 0
     if report.startup == "refuses: max_model_len" and 0 < context < report.max_model_len:
         # The model's full length does not fit, but requests of `context` tokens may: plan the
         # server one would run for them (vLLM's own advice: decrease max_model_len).
         err().print(f"note: the KV capacity assumes --max-model-len {context} (the model's "
                     f"{report.max_model_len:,} does not fit)")
-        report = plan_fit(model, gpu, dataclasses.replace(settings, max_model_len=context), advise=False)
+        report = plan_fit(model, gpu, settings.updated(max_model_len=context), advise=False)
     return report

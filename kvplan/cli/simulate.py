@@ -101,7 +101,6 @@ def _fit_pool(
     """`kvplan fit` at the flags in `given` (vLLM's names, read by fit's own helper), or None when the pool is
     given directly. The flags named in `deployment_only` mean nothing without --model/--gpu."""
     import os
-    from dataclasses import replace
 
     from kvplan.errors import InvalidParameter
 
@@ -133,7 +132,7 @@ def _fit_pool(
     revision = given.get("revision")
     spec, weights = load_model_with_weights(model, str(revision) if revision else None, quiet=quiet)
     if weights is not None:
-        settings = replace(settings, weights_total_bytes=weights.bytes)
+        settings = settings.updated(weights_total_bytes=weights.bytes)
     return fitted_pool(plan_fit(spec, chip, settings, advise=False)), spec, chip, settings
 
 
@@ -274,12 +273,11 @@ def prefix(
         if fitted is None:
             raise InvalidParameter("--kv-offloading-size needs --model and --gpu: the CPU tier's tokens follow "
                                    "the plan's bytes per block")
-        from dataclasses import replace
 
         from kvplan.vllm.engine_args import kv_offloading_gib
         from kvplan.vllm.offload import deployment_tier
 
-        tier = deployment_tier(fitted[1], replace(fitted[3], kv_offloading_size=kv_offloading_gib(kv_offloading_size)),
+        tier = deployment_tier(fitted[1], fitted[3].updated(kv_offloading_size=kv_offloading_gib(kv_offloading_size)),
                                bytes_per_block=fitted[0].bytes_per_block, block_size=fitted[0].block_size)
         cpu_tokens = tier.tokens or 0
         if offload_chunk_tokens is None:
@@ -569,13 +567,15 @@ def _roofline(spec: ModelSpec, chip: GpuSpec, settings: ServeSettings, bandwidth
     from kvplan.sim.sizing import RooflineStepCost
 
     costs, roof = rl.deployment_roofline(
-        spec, chip, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype, weights_bytes=settings.weights_total_bytes,
+        spec, chip, tp=settings.parallel_config.tensor_parallel_size,
+        kv_cache_dtype=settings.cache_config.kv_cache_dtype,
+        weights_bytes=settings.measured.weights_total_bytes,
         bandwidth_efficiency=bandwidth_efficiency, compute_efficiency=compute_efficiency)
     return RooflineStepCost(rl.RooflineCost(costs, roof))
 
 
 def _cost_notes(settings: ServeSettings) -> tuple[str, ...]:
-    if settings.pp > 1:
+    if settings.parallel_config.pipeline_parallel_size > 1:
         return ("Pipeline parallelism: each step is timed as the whole model at this TP (the stages run one after "
                 "another; no overlap of micro-batches).",)
     return ()

@@ -21,7 +21,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from kvplan.units import GiB, format_gib_vllm
@@ -283,10 +283,10 @@ def predicted_terms(report: FitReport, *, v0_token_capacity: bool = False) -> di
 # Settings
 
 
-# StartupLog setting → ServeSettings field.
+# StartupLog setting → ServeSettings flat name (ServeSettings.of).
 _LOG_SETTINGS: Final[Mapping[str, str]] = {
-    "tensor_parallel_size": "tp",
-    "pipeline_parallel_size": "pp",
+    "tensor_parallel_size": "tensor_parallel_size",
+    "pipeline_parallel_size": "pipeline_parallel_size",
     "gpu_memory_utilization": "gpu_memory_utilization",
     "max_model_len": "max_model_len",
     "max_num_seqs": "max_num_seqs",
@@ -295,7 +295,7 @@ _LOG_SETTINGS: Final[Mapping[str, str]] = {
     "block_size": "block_size",
     "enforce_eager": "enforce_eager",
     "enable_prefix_caching": "enable_prefix_caching",
-    "flashinfer_sampler": "flashinfer_sampler",
+    "flashinfer_sampler": "use_flashinfer_sampler",
 }
 
 
@@ -348,8 +348,8 @@ def settings_from_log(
         value = getattr(log, attr)
         if value is None:
             continue
-        if name in given and getattr(flags, name) != value:
-            notes.append(f"{_flag_name(name)} {getattr(flags, name)} is overruled by the log's {value}.")
+        if name in given and flags.value(name) != value:
+            notes.append(f"{_flag_name(name)} {flags.value(name)} is overruled by the log's {value}.")
         changes[name] = value
     version, note = _rules_version(log, flags.vllm_version)
     if note:
@@ -360,14 +360,16 @@ def settings_from_log(
         changes["vllm_version"] = version
     if _RULE_KV_OVERRIDE in _rules(log) and log.available_kv_bytes is not None:
         changes["kv_cache_memory_bytes"] = log.available_kv_bytes
-    from_log = tuple(changes)
+    from kvplan.vllm.configs import LEGACY_KEYS
+
+    from_log = tuple(LEGACY_KEYS.get(name, name) for name in changes)  # as schema_version 1 names them
     if "max_model_len" in changes:  # the server accepted it, so vLLM's length check was passed or waived
         changes["allow_long_max_model_len"] = True
-    return replace(flags, **changes), from_log, tuple(notes)  # type: ignore[arg-type]
+    return flags.updated(**changes), from_log, tuple(notes)
 
 
 def _flag_name(name: str) -> str:
-    """The vLLM flag that sets a ServeSettings field (`tp` → --tensor-parallel-size)."""
+    """The vLLM flag that sets a ServeSettings flat name (`tensor_parallel_size` → --tensor-parallel-size)."""
     from kvplan.vllm.engine_args import SETTING_ARGS
 
     return next((a.flag for a in SETTING_ARGS if a.field == name), "--" + name.replace("_", "-"))
@@ -377,9 +379,9 @@ def fit_environment(settings: ServeSettings) -> tuple[str, ...]:
     """vLLM environment assignments that give these settings (before `kvplan fit`, as before `vllm serve`)."""
     from kvplan.vllm.environment import USE_FLASHINFER_SAMPLER
 
-    if settings.flashinfer_sampler is None:
+    if settings.env.use_flashinfer_sampler is None:
         return ()
-    return (f"{USE_FLASHINFER_SAMPLER}={int(settings.flashinfer_sampler)}",)
+    return (f"{USE_FLASHINFER_SAMPLER}={int(settings.env.use_flashinfer_sampler)}",)
 
 
 def fit_flags(settings: ServeSettings) -> tuple[str, ...]:
@@ -600,9 +602,9 @@ def _fit_budget(
 
     values, known = _measured(_observed(log, graphs_subtracted=graphs_subtracted), predicted, graphs_subtracted)
     blocks = _implied_blocks(log, predicted, v0_tokens)
-    if settings.kv_cache_memory_bytes is not None:
+    if settings.cache_config.kv_cache_memory_bytes is not None:
         note = "The server ran with --kv-cache-memory-bytes: its KV memory does not depend on the budget."
-        return settings.kv_cache_memory_bytes, blocks, BudgetFit(values, known, 0), [note]
+        return settings.cache_config.kv_cache_memory_bytes, blocks, BudgetFit(values, known, 0), [note]
     target, target_note = _target(log, predicted, blocks)
     notes = [target_note] if target_note else []
     budget = BudgetFit(values, known, 0)
@@ -666,7 +668,7 @@ def calibrate(
     # Verify: plan again with the overrides.
     pinned = {TERM_FLAGS[term][1]: budget.values[term] for term in TERM_FLAGS if term in budget.sources}
     _check_log_terms(pinned)
-    after = plan_fit(model, chip, replace(settings, **pinned), advise=False)  # type: ignore[arg-type]
+    after = plan_fit(model, chip, settings.updated(**pinned), advise=False)
     overrides = tuple(o.text for o in details)
     gflags = gpu_flags if gpu_flags is not None else ("--gpu", gpu.id)
     return CalibrationReport(

@@ -594,7 +594,7 @@ def plan_settings(cache_config: Mapping[str, str], base: ServeSettings) -> tuple
             raise InvalidParameter(f"the server's cache_config_info has an unusable {label} ({text!r})") from None
         changes[name] = value
         used[label] = text
-    return replace(base, **changes), used  # type: ignore[arg-type]
+    return base.updated(**changes), used
 
 
 def compare_report_with_plan(report: DiagnoseReport, model: ModelSpec, gpu: GpuLike, base: ServeSettings,

@@ -17,6 +17,8 @@ SCHEMA_VERSION = 1
 def to_data(obj: Any) -> Any:
     """Dataclasses, enums, tuples and mappings to JSON-ready data (NaN/inf become null)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        if callable(flat := getattr(obj, "json_data", None)):  # an object that says its own shape (ServeSettings)
+            return to_data(flat())
         return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.repr}
     if isinstance(obj, enum.Enum):
         return obj.value

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from kvplan.errors import InvalidParameter, NotServed
@@ -47,20 +46,20 @@ def _first_fix(report: FitReport, replan: Callable[[ServeSettings], FitReport],
 def _utilization_candidates(settings: ServeSettings, report: FitReport,
                             replan: Callable[[ServeSettings], FitReport]) -> Iterator[_Candidate]:
     """1. gpu_memory_utilization: the smallest value (in 0.01 steps, ≤ 0.98) that fixes it."""
-    if settings.kv_cache_memory_bytes is not None or report.startup is Startup.OOM_LOADING_WEIGHTS:
+    if settings.cache_config.kv_cache_memory_bytes is not None or report.startup is Startup.OOM_LOADING_WEIGHTS:
         return
     lo = math.floor(report.gpu_memory_utilization * 100) + 1
     hi = round(MAX_ADVISED_UTILIZATION * 100)
 
     def ok(pct: int) -> bool:
         try:
-            return _problem_solved(report, replan(replace(settings, gpu_memory_utilization=pct / 100)))
+            return _problem_solved(report, replan(settings.updated(gpu_memory_utilization=pct / 100)))
         except InvalidParameter:
             return False
 
     if lo <= hi and ok(hi):
         best = _first_true(lo, hi, ok)
-        yield (f"--gpu-memory-utilization {best / 100:.2f}", replace(settings, gpu_memory_utilization=best / 100),
+        yield (f"--gpu-memory-utilization {best / 100:.2f}", settings.updated(gpu_memory_utilization=best / 100),
                "more of the GPU for vLLM")
 
 
@@ -70,7 +69,7 @@ def _free_memory_candidates(settings: ServeSettings, report: FitReport) -> Itera
         return
     top = math.ceil(report.gpu_memory_utilization * 100) - 1
     for pct in range(top, MIN_ADVISED_UTILIZATION_PCT - 1, -1):
-        yield (f"--gpu-memory-utilization {pct / 100:.2f}", replace(settings, gpu_memory_utilization=pct / 100),
+        yield (f"--gpu-memory-utilization {pct / 100:.2f}", settings.updated(gpu_memory_utilization=pct / 100),
                "leave room for what vLLM finds in use at startup (the CUDA context; on a unified-memory GPU such "
                "as DGX Spark, the host's own use)")
 
@@ -84,37 +83,37 @@ ADVISED_MAX_NUM_BATCHED_TOKENS = (8192, 4096, 2048)
 def _profile_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
     """2. A smaller profiling peak, when vLLM refuses for lack of KV memory: the largest max_num_seqs that
     starts (the fewest requests given up), then a smaller max_num_batched_tokens, then no CUDA graphs."""
-    if report.fits or report.startup.out_of_memory or settings.kv_cache_memory_bytes is not None:
+    if report.fits or report.startup.out_of_memory or settings.cache_config.kv_cache_memory_bytes is not None:
         return
     for seqs in ADVISED_MAX_NUM_SEQS:
         if seqs < report.max_num_seqs:
-            yield (f"--max-num-seqs {seqs}", replace(settings, max_num_seqs=seqs),
+            yield (f"--max-num-seqs {seqs}", settings.updated(max_num_seqs=seqs),
                    f"a smaller sampler peak in vLLM's profiling run; at most {seqs} requests at once")
     for mnbt in ADVISED_MAX_NUM_BATCHED_TOKENS:
         if mnbt < report.max_num_batched_tokens:
-            yield (f"--max-num-batched-tokens {mnbt}", replace(settings, max_num_batched_tokens=mnbt),
+            yield (f"--max-num-batched-tokens {mnbt}", settings.updated(max_num_batched_tokens=mnbt),
                    f"a smaller forward peak; prefill in chunks of {mnbt:,} tokens")
-    if not settings.enforce_eager:
-        yield "--enforce-eager", replace(settings, enforce_eager=True), "no CUDA-graph memory; slower decode"
+    if not settings.model_config.enforce_eager:
+        yield "--enforce-eager", settings.updated(enforce_eager=True), "no CUDA-graph memory; slower decode"
 
 
 def _fp8_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
     """2. An fp8 KV cache, unless it is one already."""
     if report.kv_cache_dtype not in FP8_KV_DTYPES:
-        yield "--kv-cache-dtype fp8", replace(settings, kv_cache_dtype="fp8"), "half the bytes per token"
+        yield "--kv-cache-dtype fp8", settings.updated(kv_cache_dtype="fp8"), "half the bytes per token"
 
 
 def _tp_candidates(model: ModelSpec, settings: ServeSettings) -> Iterator[_Candidate]:
     """3. More tensor parallelism, smallest first, among sizes that divide the attention heads."""
     for tp in ADVISED_TP_SIZES:
-        if tp > settings.tp and model.num_attention_heads % tp == 0:
-            yield (f"--tensor-parallel-size {tp}", replace(settings, tp=tp),
-                   f"{tp * settings.pp} GPUs: weights and KV heads split {tp} ways")
+        if tp > settings.parallel_config.tensor_parallel_size and model.num_attention_heads % tp == 0:
+            yield (f"--tensor-parallel-size {tp}", settings.updated(tensor_parallel_size=tp),
+                   f"{tp * settings.parallel_config.pipeline_parallel_size} GPUs: weights and KV heads split {tp} ways")
 
 
 def _max_len_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
     """4. A shorter max_model_len: to start, or (when the user gave --concurrency) to keep that many resident."""
-    if settings.max_model_len == -1 or (report.fits and settings.concurrency is None):
+    if settings.model_config.max_model_len == -1 or (report.fits and settings.load.concurrency is None):
         return
     length = _advised_max_len(settings, report)
     if length:
@@ -123,15 +122,15 @@ def _max_len_candidates(settings: ServeSettings, report: FitReport) -> Iterator[
             if not report.fits
             else (f"the longest context at which {report.preemption.concurrency} requests stay resident")
         )
-        yield f"--max-model-len {length}", replace(settings, max_model_len=length), detail
+        yield f"--max-model-len {length}", settings.updated(max_model_len=length), detail
 
 
 def _max_num_seqs_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
     """5. Fewer concurrent sequences: as many requests as stay resident at the context."""
     if report.fits and report.preemption.possible and report.preemption.max_requests_at_context >= 1:
         z = report.preemption.max_requests_at_context
-        new = replace(
-            settings, max_num_seqs=z, concurrency=None if settings.concurrency is None else min(settings.concurrency, z)
+        new = settings.updated(
+            max_num_seqs=z, concurrency=None if settings.load.concurrency is None else min(settings.load.concurrency, z)
         )
         yield f"--max-num-seqs {z}", new, f"at most {z} requests of {report.preemption.context:,} tokens at once"
 
@@ -173,7 +172,7 @@ def _advised_max_len(settings: ServeSettings, report: FitReport) -> int | None:
         if report.startup is Startup.REFUSES_MAX_MODEL_LEN and report.estimated_max_model_len:
             return report.estimated_max_model_len
         return None
-    if settings.context is not None:  # preemption at a user-given context: max_model_len does not bound it
+    if settings.load.context is not None:  # preemption at a user-given context: max_model_len does not bound it
         return None
     p = report.preemption
     if p.from_context is None or p.from_context <= 1:

@@ -13,10 +13,12 @@ vLLM settings is generated from it:
 - `kvplan calibrate`'s suggested `kvplan fit` flags (`suggested_flags`),
 - the "ignored" / "not modelled" notes (`effect` and `note`).
 
-**A new vLLM flag is one row here.** A row that changes the plan names the ServeSettings field it sets
-(`field`; vLLM's default stays ServeSettings' None/default, resolved per vLLM version by the function
-`default_from` names in kvplan.vllm.defaults); one that does not is `effect="ignored"`; one that changes
-memory in a way kvplan does not model is `effect="unmodelled"` with its reason in `note`.
+**A new vLLM flag is one row here.** A row that changes the plan names the field it sets (`field`, vLLM's
+name for it) of the nested config its `config` column names (kvplan/vllm/configs.py: ServeSettings'
+`cache_config` for "cache" …, built from this table by `ServeSettings.of`; vLLM's default stays the
+config's None/default, resolved per vLLM version by the function `default_from` names in
+kvplan.vllm.defaults), and a field of that config dataclass; one that does not is `effect="ignored"`; one
+that changes memory in a way kvplan does not model is `effect="unmodelled"` with its reason in `note`.
 
 Pure and cheap to import (typing only): the CLI imports it on the `fit`/`check` paths only.
 """
@@ -24,7 +26,7 @@ Pure and cheap to import (typing only): the CLI imports it on the `fit`/`check` 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal, NamedTuple
+from typing import Any, Literal, NamedTuple, Protocol
 
 # The vLLM config dataclass an argument belongs to (vllm/config/*.py; the title of its argument group in
 # `vllm serve --help`). "frontend": the OpenAI API server's own arguments (entrypoints/openai/cli_args.py),
@@ -54,7 +56,7 @@ class EngineArg(NamedTuple):
     name: str  # EngineArgs' field (the argparse dest): max_model_len
     config: VllmConfigName
     kind: ValueKind = "text"
-    field: str | None = None  # the ServeSettings field it sets; None for model/revision/hf_overrides and ignored rows
+    field: str | None = None  # the field it sets in `config`'s dataclass (configs.py); None for model/revision/…
     aliases: tuple[str, ...] = ()  # vLLM's other spellings: "-tp", "--device-memory-utilization"
     negatable: bool = False  # `--no-NAME` (vLLM: argparse.BooleanOptionalAction)
     effect: Effect = "modelled"
@@ -102,8 +104,8 @@ ENGINE_ARGS: tuple[EngineArg, ...] = (
     EngineArg("model", "model", fit_option=False),  # `vllm serve MODEL` or --model: the model to plan
     EngineArg("revision", "model"),
     EngineArg("hf_overrides", "model", "json"),  # applied to config.json before it is read
-    EngineArg("tensor_parallel_size", "parallel", "count", "tp", aliases=("-tp",)),
-    EngineArg("pipeline_parallel_size", "parallel", "count", "pp", aliases=("-pp",)),
+    EngineArg("tensor_parallel_size", "parallel", "count", "tensor_parallel_size", aliases=("-tp",)),
+    EngineArg("pipeline_parallel_size", "parallel", "count", "pipeline_parallel_size", aliases=("-pp",)),
     EngineArg("gpu_memory_utilization", "cache", "fraction", "gpu_memory_utilization",
               aliases=("--device-memory-utilization",), default_from="default_gpu_memory_utilization"),
     EngineArg("max_model_len", "model", "max_model_len", "max_model_len"),
@@ -132,7 +134,7 @@ ENGINE_ARGS: tuple[EngineArg, ...] = (
     EngineArg("data_parallel_size", "parallel", "count", "data_parallel_size", aliases=("-dp",)),
     EngineArg("enable_expert_parallel", "parallel", "bool", "enable_expert_parallel", aliases=("-ep",),
               negatable=True),
-    EngineArg("trust_remote_code", "model", "bool", "allow_custom_code", negatable=True),
+    EngineArg("trust_remote_code", "model", "bool", "trust_remote_code", negatable=True),
     EngineArg("dtype", "model", "choice", "dtype", choices="dtype"),
     EngineArg("mamba_cache_dtype", "cache", "choice", "mamba_cache_dtype", choices="mamba_cache_dtype"),
     EngineArg("mamba_ssm_cache_dtype", "cache", "choice", "mamba_ssm_cache_dtype", choices="mamba_cache_dtype"),
@@ -221,6 +223,11 @@ _ALIASES: Mapping[str, EngineArg] = {
 }
 
 
+# --kv-offloading-backend's values (vllm/config/cache.py: KVOffloadingBackend); kept here, not in offload.py,
+# so the table imports no module that imports the settings built from it.
+OFFLOADING_BACKENDS = ("native", "lmcache")
+
+
 def choices_of(arg: EngineArg) -> tuple[str, ...]:
     """The allowed values of a `choice` row, from the module that owns them (imported on first use: the table
     itself stays cheap)."""
@@ -243,9 +250,7 @@ def choices_of(arg: EngineArg) -> tuple[str, ...]:
 
         return get_args(PerformanceMode)
     if arg.choices == "kv_offloading_backend":
-        from kvplan.vllm.offload import OFFLOADING_BACKENDS
-
-        return tuple(OFFLOADING_BACKENDS)
+        return OFFLOADING_BACKENDS
     raise ValueError(f"{arg.name}: no choices named {arg.choices!r}")
 
 
@@ -360,7 +365,13 @@ def cpu_offload_bytes(value: object, flag: str = "--cpu-offload-gb") -> int:
 # =================================================================================================
 
 
-def suggested_flags(settings: object, default: object) -> tuple[str, ...]:
+class _Settings(Protocol):
+    """What suggested_flags reads of a ServeSettings (kvplan/vllm/configs.py, which imports this table)."""
+
+    def value(self, name: str) -> Any: ...
+
+
+def suggested_flags(settings: _Settings, default: _Settings) -> tuple[str, ...]:
     """The flags (vLLM's names, in table order: values first, then switches) that give `settings`' modelled
     fields where they differ from `default` (a ServeSettings; None fields are vLLM's default, left out)."""
     import json
@@ -370,7 +381,7 @@ def suggested_flags(settings: object, default: object) -> tuple[str, ...]:
     switches: list[str] = []
     for arg in SETTING_ARGS:
         assert arg.field is not None
-        value, base = getattr(settings, arg.field), getattr(default, arg.field)
+        value, base = settings.value(arg.field), default.value(arg.field)
         if value is None or value == base or arg.field == "limit_mm_per_prompt" and not value:
             continue
         if arg.kind == "bool":

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from kvplan.errors import InvalidParameter
 
@@ -19,7 +18,8 @@ ROCM_USE_AITER_MLA = "VLLM_ROCM_USE_AITER_MLA"
 
 @dataclass(frozen=True)
 class VllmEnvironment:
-    """The variables kvplan models; None: unset (vLLM's default applies)."""
+    """The variables kvplan models; None: unset (vLLM's default applies). ServeSettings.env holds one
+    (`fit`, `simulate` and plan files all pass it on)."""
 
     allow_long_max_model_len: bool = False
     use_v2_model_runner: bool | None = None
@@ -28,13 +28,9 @@ class VllmEnvironment:
     rocm_use_aiter: bool = False  # VLLM_ROCM_USE_AITER (ROCm: aiter kernels on; envs.py default False)
     rocm_use_aiter_mha: bool = True  # VLLM_ROCM_USE_AITER_MHA (default True)
     rocm_use_aiter_mla: bool = True  # VLLM_ROCM_USE_AITER_MLA (default True)
-
-    def settings(self) -> dict[str, Any]:
-        """The ServeSettings fields these variables set (`fit`, `simulate` and plan files all pass them on)."""
-        return {"allow_long_max_model_len": self.allow_long_max_model_len,
-                "use_v2_model_runner": self.use_v2_model_runner, "estimate_cudagraphs": self.estimate_cudagraphs,
-                "flashinfer_sampler": self.use_flashinfer_sampler, "rocm_use_aiter": self.rocm_use_aiter,
-                "rocm_use_aiter_mha": self.rocm_use_aiter_mha, "rocm_use_aiter_mla": self.rocm_use_aiter_mla}
+    # ROCm (AMD GPUs): the aiter + flash_attn packages installed (vLLM's ROCm images; False: a bare pip install);
+    # no variable, but the environment vLLM runs in (kvplan/vllm/rocm.py:RocmAiter).
+    rocm_aiter_installed: bool = True
 
 
 def _int_flag(env: Mapping[str, str], name: str) -> bool | None:

@@ -75,40 +75,47 @@ def memory_stage(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
     run on the last), as each worker profiles itself (v1/worker/gpu_worker.py:determine_available_memory);
     the budget returned is the last stage's until block_stage names the tightest. A term the user measured
     (`--weights-memory` …) replaces kvplan's estimate of it on every stage."""
-    if s.pp == 1:
+    par = s.parallel_config
+    if par.pipeline_parallel_size == 1:
         return _stage_budget(model, gpu, s, r, specs, spec_decode, None)
-    stages = tuple(_stage_budget(model, gpu, s, r, specs, spec_decode, i) for i in range(s.pp))
+    stages = tuple(_stage_budget(model, gpu, s, r, specs, spec_decode, i) for i in range(par.pipeline_parallel_size))
     return replace(stages[-1], stages=stages)
 
 
 def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings, specs: SpecsPerWorker,
                   spec_decode: SpecDecode | None, stage: int | None) -> MemoryBudget:
     """One worker's budget: PP stage `stage`, or the only one (None)."""
+    par, cache, mc = s.parallel_config, s.cache_config, s.model_config
     batch = r.batch
     weights = _weights_term(model, gpu, s, r, spec_decode, stage)
-    last = stage is None or stage == s.pp - 1
-    activation = (user_term("activation", s.activation_bytes, "--activation-memory")
-                  if s.activation_bytes is not None
+    last = stage is None or stage == par.pipeline_parallel_size - 1
+    activation = (user_term("activation", s.measured.activation_bytes, "--activation-memory")
+                  if s.measured.activation_bytes is not None
                   else _with_encoder_profile(
-                      estimate_activation(model, tp=s.tp, max_num_batched_tokens=batch.max_num_batched_tokens,
+                      estimate_activation(model, tp=par.tensor_parallel_size,
+                                          max_num_batched_tokens=batch.max_num_batched_tokens,
                                           max_num_seqs=batch.max_num_seqs, version=r.version,
-                                          flashinfer_sampler=s.flashinfer_sampler, with_sampler=last,
+                                          flashinfer_sampler=s.env.use_flashinfer_sampler, with_sampler=last,
                                           model_runner_v2=r.model_runner.v2, first_stage=stage in (None, 0),
                                           moe_tp=_moe_tensor_parallel(model, s)),
                       model, s, r, first=stage in (None, 0)))
     integrated = getattr(gpu, "integrated", False)
-    non_torch = (user_term("non_torch", s.non_torch_bytes, "--non-torch-memory") if s.non_torch_bytes is not None
-                 else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, s), pp=s.pp, version=r.version,
-                                                             integrated=integrated, arch=gpu.arch), model, r))
-    graphs = (user_term("cuda_graphs", s.cuda_graph_bytes, "--cuda-graph-memory") if s.cuda_graph_bytes is not None
+    measured = s.measured
+    non_torch = (user_term("non_torch", measured.non_torch_bytes, "--non-torch-memory")
+                 if measured.non_torch_bytes is not None
+                 else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, s), pp=par.pipeline_parallel_size,
+                                                             version=r.version, integrated=integrated, arch=gpu.arch),
+                                          model, r))
+    graphs = (user_term("cuda_graphs", measured.cuda_graph_bytes, "--cuda-graph-memory")
+              if measured.cuda_graph_bytes is not None
               else estimate_cuda_graphs(moe_layers_on_worker=_moe_layers_on_worker(model, s, stage),
                                         tp=_moe_tensor_parallel(model, s),
                                         max_num_seqs=batch.max_num_seqs,
                                         max_num_batched_tokens=batch.max_num_batched_tokens,
-                                        arch=gpu.arch, enforce_eager=s.enforce_eager, version=r.version,
+                                        arch=gpu.arch, enforce_eager=mc.enforce_eager, version=r.version,
                                         compilation=compilation_settings(s.compilation_config),
                                         architecture=model.architectures[0] if model.architectures else None,
-                                        subtracted=s.estimate_cudagraphs, model_runner_v2=r.model_runner.v2))
+                                        subtracted=s.env.estimate_cudagraphs, model_runner_v2=r.model_runner.v2))
     return memory_budget(
         cuda_total_bytes=gpu.cuda_total_bytes,
         gpu_memory_utilization=r.gpu_memory_utilization,
@@ -116,8 +123,9 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
         activation=activation,
         non_torch=non_torch,
         cuda_graphs=graphs,
-        kv_cache_memory_bytes=s.kv_cache_memory_bytes,
-        startup_baseline=startup_baseline_bytes(tp=s.tp, pp=s.pp, integrated=integrated),
+        kv_cache_memory_bytes=cache.kv_cache_memory_bytes,
+        startup_baseline=startup_baseline_bytes(tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size,
+                                                integrated=integrated),
     )
 
 
@@ -126,7 +134,8 @@ def _moe_layers_on_worker(model: ModelSpec, s: ServeSettings, stage: int | None)
     vLLM's CUDA-graph estimate that grows per layer (memory/cuda_graphs.py). A draft runs eagerly or is small."""
     from kvplan.model.parallel import pp_layer_ranges
 
-    ranges = pp_layer_ranges(model.num_layers, s.pp)
+    par = s.parallel_config
+    ranges = pp_layer_ranges(model.num_layers, par.pipeline_parallel_size)
     counts = [sum(1 for i in r if i < len(model.layers) and model.layers[i].moe) for r in ranges]
     return max(counts, default=0) if stage is None else counts[stage]
 
@@ -136,8 +145,9 @@ def _moe_tensor_parallel(model: ModelSpec, s: ServeSettings) -> int:
     FusedMoEParallelConfig.make, read in 0.33): TP × DP flattened, or 1 with --enable-expert-parallel ("In EP,
     each device owns a set of experts fully"). Divides the MoE part of the CUDA-graph estimate and the expert width
     of the fused-MoE workspace (memory/activation.py:triton_moe_workspace_bytes)."""
+    par = s.parallel_config
     group = _moe_group(model, s)
-    return 1 if s.enable_expert_parallel and group > 1 else group
+    return 1 if par.enable_expert_parallel and group > 1 else group
 
 
 def _moe_group(model: ModelSpec, s: ServeSettings) -> int:
@@ -145,7 +155,8 @@ def _moe_group(model: ModelSpec, s: ServeSettings) -> int:
     layers dispatch and combine over the DP group (layers/fused_moe: dp_size > 1), with or without EP. A V1
     log (Qwen3-30B-A3B, TP 1 × DP 2 with EP, vllm#30942) prints 0.61 GiB of non-torch growth, where one GPU
     shows 0.02–0.26."""
-    return s.tp * (s.data_parallel_size if model.moe is not None else 1)
+    par = s.parallel_config
+    return par.tensor_parallel_size * (par.data_parallel_size if model.moe is not None else 1)
 
 
 def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings) -> MemoryTerm:
@@ -221,30 +232,35 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     """`--weights-memory`, else kvplan's loaded-weights estimate. When the config does not say enough to
     count the weights, `fit` stops with the reason, unless --kv-cache-memory-bytes makes them irrelevant to
     the KV cache (only the out-of-memory check needs them, and it is skipped)."""
-    if s.weights_bytes is not None:
-        return user_term("weights", s.weights_bytes, "--weights-memory")
+    par, cache, lora = s.parallel_config, s.cache_config, s.lora_config
+    if s.measured.weights_bytes is not None:
+        return user_term("weights", s.measured.weights_bytes, "--weights-memory")
     try:
-        term = estimate_weights(model, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version,
-                                moe_backend=s.moe_backend, total_bytes=s.weights_total_bytes,
+        term = estimate_weights(model, tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, arch=gpu.arch,
+                                version=r.version, moe_backend=s.kernel_config.moe_backend,
+                                total_bytes=s.measured.weights_total_bytes,
                                 max_num_batched_tokens=r.batch.max_num_batched_tokens, stage=stage)
         if spec_decode is not None and spec_decode.method == DRAFT_MODEL and spec_decode.draft is not None:
             term = _draft_weights(term, replace(spec_decode.draft, dtype=model.dtype), gpu, s, r, stage)
-        last = stage is None or stage == s.pp - 1  # MTP modules and EAGLE heads sit with the LM head
+        # MTP modules and EAGLE heads sit with the LM head
+        last = stage is None or stage == par.pipeline_parallel_size - 1
         term = _mtp_weights(term, model, spec_decode, s) if last else term
         if last and spec_decode is not None and spec_decode.method in EAGLE_METHODS and spec_decode.draft is not None:
             term = _eagle_weights(term, model, spec_decode, s)
-        if s.enable_lora:  # adapter slots are allocated while the model loads ("Model loading took")
-            lora = lora_bytes_per_gpu(model, tp=s.tp, max_loras=s.max_loras, max_lora_rank=s.max_lora_rank)
-            term = shifted(term, lora, f"LoRA buffers for {s.max_loras} adapter(s) of rank {s.max_lora_rank} "
-                                       f"+{lora / GiB:.2f} GiB (estimate)")
-        if s.enable_expert_parallel and s.data_parallel_size > 1 and model.moe is not None:
+        if lora.enable_lora:  # adapter slots are allocated while the model loads ("Model loading took")
+            adapters = lora_bytes_per_gpu(model, tp=par.tensor_parallel_size, max_loras=lora.max_loras,
+                                          max_lora_rank=lora.max_lora_rank)
+            term = shifted(term, adapters, f"LoRA buffers for {lora.max_loras} adapter(s) of rank {lora.max_lora_rank} "
+                                           f"+{adapters / GiB:.2f} GiB (estimate)")
+        if par.enable_expert_parallel and par.data_parallel_size > 1 and model.moe is not None:
             term = _expert_parallel(model, s, term)
-        if s.cpu_offload_bytes:  # model_loader/utils.py: parameters are placed in CPU memory up to this budget
-            moved = min(term.bytes, s.cpu_offload_bytes)
+        # model_loader/utils.py: parameters are placed in CPU memory up to this budget
+        if s.offload_config.cpu_offload_bytes:
+            moved = min(term.bytes, s.offload_config.cpu_offload_bytes)
             term = shifted(term, -moved, f"--cpu-offload-gb keeps {moved / GiB:.2f} GiB in CPU memory")
         return term
     except BadConfig as exc:
-        if s.kv_cache_memory_bytes is not None:
+        if cache.kv_cache_memory_bytes is not None:
             return MemoryTerm("weights", 0, "none", f"unknown ({exc}); not needed with --kv-cache-memory-bytes, "
                                                     "so the out-of-memory check is skipped")
         raise BadConfig(f"the weights cannot be estimated: {exc}",
@@ -258,7 +274,9 @@ def _draft_weights(term: MemoryTerm, draft: ModelSpec, gpu: GpuLike, s: ServeSet
     load_model runs speculator.load_model under its DeviceMemoryProfiler), in the target's dtype (`draft`
     comes in it), split like the target's by the worker's TP and PP groups
     (standalone_ar/speculator.py:load_draft_model)."""
-    own = estimate_weights(draft, tp=s.tp, pp=s.pp, arch=gpu.arch, version=r.version, stage=stage)
+    par = s.parallel_config
+    own = estimate_weights(draft, tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, arch=gpu.arch,
+                           version=r.version, stage=stage)
     return shifted(term, own.bytes, f"draft model {draft.name} +{own.bytes / GiB:.2f} GiB (parameters × stored "
                                     "bytes)", low_delta=own.low_bytes, high_delta=own.high_bytes)
 
@@ -266,10 +284,11 @@ def _draft_weights(term: MemoryTerm, draft: ModelSpec, gpu: GpuLike, s: ServeSet
 def _eagle_weights(term: MemoryTerm, model: ModelSpec, spec: SpecDecode, s: ServeSettings) -> MemoryTerm:
     """An EAGLE head loads inside "Model loading took", in the target's dtype, split over the TP ranks of the
     last stage (speculative.eagle_head_params: an estimate; its high end keeps an embedding of its own)."""
+    par = s.parallel_config
     assert spec.draft is not None
     params, embed = eagle_head_params(spec.draft, spec, model)
     e = FP_BYTES.get(model.dtype, 2)
-    extra, own_embed = -(-params * e // s.tp), -(-embed * e // s.tp)
+    extra, own_embed = -(-params * e // par.tensor_parallel_size), -(-embed * e // par.tensor_parallel_size)
     return shifted(term, extra, f"{spec.method} head +{extra / GiB:.2f} GiB (embedding shared with the target; "
                                 f"+{own_embed / GiB:.2f} GiB if the head keeps its own; estimate)",
                    low_delta=extra, high_delta=extra + own_embed)
@@ -280,11 +299,12 @@ def _mtp_weights(term: MemoryTerm, model: ModelSpec, spec: SpecDecode | None, s:
     last pipeline stage, split over its TP ranks (model/weights.py:mtp_module_stored_bytes: an estimate). The
     analytic count leaves them out, so MTP adds them; a Hub safetensors total holds them, so without MTP they
     come off it."""
+    par = s.parallel_config
     layers = mtp_layers(model)
     on = spec is not None and spec.method == "mtp"
-    if not layers or on == (s.weights_total_bytes is not None):
+    if not layers or on == (s.measured.weights_total_bytes is not None):
         return term
-    delta = -(-layers * mtp_module_stored_bytes(model) // s.tp) * (1 if on else -1)
+    delta = -(-layers * mtp_module_stored_bytes(model) // par.tensor_parallel_size) * (1 if on else -1)
     what = (f"{layers} MTP module(s) {delta / GiB:+.2f} GiB (a decoder layer + eh_proj each; estimate)" if on else
             f"the checkpoint's {layers} MTP module(s), not loaded without MTP speculation, {delta / GiB:+.2f} GiB")
     return shifted(term, delta, what, low_delta=delta, high_delta=delta)
@@ -293,8 +313,9 @@ def _mtp_weights(term: MemoryTerm, model: ModelSpec, spec: SpecDecode | None, s:
 def _expert_parallel(model: ModelSpec, s: ServeSettings, term: MemoryTerm) -> MemoryTerm:
     """--enable-expert-parallel with DP: the routed experts are split over TP × DP ranks instead of each DP
     replica holding its TP share of all of them (layers/fused_moe/layer.py: ep_size = tp × dp, expert_map)."""
-    ranks = s.tp * s.data_parallel_size
-    saved = expert_parallel_bytes_saved(model, tp=s.tp, ep=ranks)
+    par = s.parallel_config
+    ranks = par.tensor_parallel_size * par.data_parallel_size
+    saved = expert_parallel_bytes_saved(model, tp=par.tensor_parallel_size, ep=ranks)
     return shifted(term, -saved, f"experts split over {ranks} EP ranks -{saved / GiB:.2f} GiB")
 
 
@@ -327,6 +348,7 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
     longest length that fits, as vLLM does. Decode context parallelism and a speculative draft's extra
     state blocks enter here. Returns the plan and the notes it gives rise to."""
 
+    par, cache = s.parallel_config, s.cache_config
     def plan_at(length: int) -> KVCachePlan:
         return plan_kv_cache(
             specs, stage_available_kv(budget), r.block_size, length, r.window_tokens,
@@ -336,8 +358,8 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
             min_kernel_block_size=r.backend.min_kernel_block_size,
             disable_hybrid_kv_cache_manager=r.disable_hybrid_kv_cache_manager,
             num_speculative_blocks=spec_decode.num_speculative_tokens if spec_decode is not None else 0,
-            context_parallel=s.decode_context_parallel_size,
-            num_blocks_override=s.num_gpu_blocks_override,
+            context_parallel=par.decode_context_parallel_size,
+            num_blocks_override=cache.num_gpu_blocks_override,
             tokens_per_group_block=r.version < KV_TOKENS_FROM_CONCURRENCY_SINCE,
             dsv4_layer_tuples=r.version < DSV4_PACKED_GROUPS_SINCE,
         )
@@ -356,9 +378,10 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
 def _block_size_source(plan: KVCachePlan, s: ServeSettings, r: ResolvedSettings) -> tuple[KVCachePlan, str]:
     """Where the final block size came from; adds vLLM's "Setting kv cache block size" line when the backend
     changed it."""
+    cache = s.cache_config
     if plan.block_size != r.block_size:
         return plan, f"raised from {r.block_size} so an attention page holds the Mamba/GDN state"
-    if r.block_size != DEFAULT_BLOCK_SIZE and s.block_size is None:
+    if r.block_size != DEFAULT_BLOCK_SIZE and cache.block_size is None:
         line = f"Setting kv cache block size to {r.block_size} for {r.backend.name} backend."
         return replace(plan, vllm_log=(line, *plan.vllm_log)), r.block_size_source
     return plan, r.block_size_source
@@ -366,8 +389,10 @@ def _block_size_source(plan: KVCachePlan, s: ServeSettings, r: ResolvedSettings)
 
 def _towers(model: ModelSpec, s: ServeSettings) -> tuple[TowerSummary, ...]:
     """The towers in the weights (memory/weights.py:tower_bytes_per_gpu), one line each."""
+    par = s.parallel_config
     return tuple(TowerSummary(t.name, t.modalities, t.loaded, t.params,
-                              tower_bytes_per_gpu(model, t, tp=s.tp) if t.loaded else 0) for t in model.towers)
+                              tower_bytes_per_gpu(model, t, tp=par.tensor_parallel_size) if t.loaded else 0)
+                 for t in model.towers)
 
 
 def _stages(specs: SpecsPerWorker, budget: MemoryBudget, plan: KVCachePlan) -> tuple[StageSummary, ...]:
@@ -392,42 +417,44 @@ def stage_note(stages: tuple[StageSummary, ...], tightest: int | None) -> str:
 
 
 def _budget_notes(s: ServeSettings) -> list[str]:
-    if s.kv_cache_memory_bytes is not None:
+    cache = s.cache_config
+    if cache.kv_cache_memory_bytes is not None:
         return ["--kv-cache-memory-bytes: vLLM skips the memory profile and ignores --gpu-memory-utilization."]
     return []
 
 
 def _load_notes(s: ServeSettings, max_len: int, max_num_seqs: int) -> list[str]:
     """What the report should say about the settings it was judged at."""
+    par = s.parallel_config
     notes = []
-    if s.context is not None and s.context > max_len:
+    if s.load.context is not None and s.load.context > max_len:
         notes.append(
-            f"--context {s.context:,} is above max_model_len {max_len:,}: vLLM rejects such requests; "
+            f"--context {s.load.context:,} is above max_model_len {max_len:,}: vLLM rejects such requests; "
             f"judged at {max_len:,}."
         )
-    if s.concurrency is not None and s.concurrency > max_num_seqs:
+    if s.load.concurrency is not None and s.load.concurrency > max_num_seqs:
         notes.append(
-            f"--concurrency {s.concurrency} is above max_num_seqs {max_num_seqs}: the rest wait "
+            f"--concurrency {s.load.concurrency} is above max_num_seqs {max_num_seqs}: the rest wait "
             "in the queue, so preemption is judged at max_num_seqs."
         )
-    if s.decode_context_parallel_size > 1:
-        notes.append(f"Decode context parallelism {s.decode_context_parallel_size}: each block id holds "
-                     f"block_size × {s.decode_context_parallel_size} tokens of a request, sharded over "
-                     f"{s.decode_context_parallel_size} ranks.")
+    if par.decode_context_parallel_size > 1:
+        notes.append(f"Decode context parallelism {par.decode_context_parallel_size}: each block id holds "
+                     f"block_size × {par.decode_context_parallel_size} tokens of a request, sharded over "
+                     f"{par.decode_context_parallel_size} ranks.")
     if s.kv_transfer_config is not None:
         notes.append(f"KV connector {str(s.kv_transfer_config.get('kv_connector'))[:80]}: planned with the hybrid KV "
                      "cache manager as vLLM leaves it for this connector; the connector's own GPU buffers are not "
                      "modelled.")
-    if s.prefill_context_parallel_size > 1:
-        pcp = s.prefill_context_parallel_size
-        notes.append(f"Prefill context parallelism {pcp}: {s.tp * s.pp * pcp} GPUs per replica (tp × pp × pcp), each "
+    if par.prefill_context_parallel_size > 1:
+        pcp = par.prefill_context_parallel_size
+        notes.append(f"Prefill context parallelism {pcp}: {par.world_size} GPUs per replica (tp × pp × pcp), each "
                      "with the plan above: "
                      + ("PCP alone replicates the KV cache (config/parallel.py: pcp_shard_decode_requests)."
-                        if s.decode_context_parallel_size == 1 else
-                        f"DCP {s.decode_context_parallel_size} shards each request's KV over the PCP ranks."))
-    if s.data_parallel_size > 1:
-        per_replica = s.tp * s.pp * s.prefill_context_parallel_size
-        notes.append(f"{s.data_parallel_size} data-parallel replicas of {per_replica} GPU(s), each its own KV pool "
+                        if par.decode_context_parallel_size == 1 else
+                        f"DCP {par.decode_context_parallel_size} shards each request's KV over the PCP ranks."))
+    if par.data_parallel_size > 1:
+        per_replica = par.world_size
+        notes.append(f"{par.data_parallel_size} data-parallel replicas of {per_replica} GPU(s), each its own KV pool "
                      "and its own requests: the figures above are one replica's.")
     return notes
 
@@ -461,28 +488,30 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     """Plan a `vllm serve` deployment: memory budget, KV blocks, tokens, concurrency, startup verdict,
     preemption verdict and (with `advise`) changes that fix what fails. Pure."""
     s = settings
-    model = apply_quantization(model, s.quantization, served_quantization_methods())
-    dtype = served_dtype(model, gpu.arch, s.dtype)
+    par, cache, mc = s.parallel_config, s.cache_config, s.model_config
+    model = apply_quantization(model, mc.quantization, served_quantization_methods())
+    dtype = served_dtype(model, gpu.arch, mc.dtype)
     dtype_notes = []
     if dtype != model.dtype:  # --dtype, or no bfloat16 before SM80: every dtype-sized figure follows
-        if s.dtype == "auto":
+        if mc.dtype == "auto":
             dtype_notes.append(f"{gpu.name} has no {model.dtype}: vLLM runs the model (and an auto KV cache) in "
                                f"{dtype}")
         model = replace(model, dtype=dtype)
     model, mm_notes = apply_mm_limits(model, mm_limits(s))
     r = resolve_settings(model, gpu, s)
-    spec_decode = resolve_speculative(model, s.speculative_config, s.speculative_draft, tp=s.tp,
+    spec_decode = resolve_speculative(model, s.speculative_config, s.speculative_draft, tp=par.tensor_parallel_size,
                                       max_model_len=r.max_model_len)
-    r, spec_notes = _limit_to_draft(r, spec_decode, allow_custom_code=s.allow_custom_code)
-    specs = kv_cache_specs(model, tp=s.tp, pp=s.pp, kv_cache_dtype=r.kv_cache_dtype_flag,
-                           mamba_cache_dtype=s.mamba_cache_dtype, mamba_ssm_cache_dtype=s.mamba_ssm_cache_dtype)
+    r, spec_notes = _limit_to_draft(r, spec_decode, allow_custom_code=mc.trust_remote_code)
+    specs = kv_cache_specs(model, tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size,
+                           kv_cache_dtype=r.kv_cache_dtype_flag,
+                           mamba_cache_dtype=cache.mamba_cache_dtype, mamba_ssm_cache_dtype=cache.mamba_ssm_cache_dtype)
     if spec_decode is not None and spec_decode.method == DRAFT_MODEL:
-        own = own_draft_specs(model.num_layers, spec_decode, tp=s.tp, pp=s.pp,
+        own = own_draft_specs(model.num_layers, spec_decode, tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size,
                               kv_cache_dtype=r.kv_cache_dtype_flag, dtype=model.dtype)
         for stage, draft_stage in zip(specs, own, strict=True):
             stage.extend(draft_stage)
     elif spec_decode is not None:
-        specs[-1].extend(draft_specs(specs[-1], model.num_layers, spec_decode, tp=s.tp,
+        specs[-1].extend(draft_specs(specs[-1], model.num_layers, spec_decode, tp=par.tensor_parallel_size,
                                      kv_cache_dtype=r.kv_cache_dtype_flag, dtype=model.dtype))
     budget = memory_stage(model, gpu, s, r, specs, spec_decode)
     plan, plan_notes = block_stage(specs, budget, r, s, spec_decode)
@@ -494,8 +523,8 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     preempt = preemption_verdict(
         plan,
         max_num_seqs=r.batch.max_num_seqs,
-        context=min(s.context, max_len) if s.context is not None else None,
-        concurrency=s.concurrency,
+        context=min(s.load.context, max_len) if s.load.context is not None else None,
+        concurrency=s.load.concurrency,
         # config/vllm.py:num_lookahead_tokens: EAGLE, MTP and draft models reserve one slot per draft token
         lookahead=spec_decode.num_speculative_tokens if spec_decode is not None else 0,
     )
@@ -508,9 +537,9 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
                      tightest_stage=budget.tightest_stage)
     if report.pp_stages:
         report = replace(report, notes=(*report.notes, stage_note(report.pp_stages, report.tightest_stage)))
-    if s.kv_offloading_size is not None:
+    if cache.kv_offloading_size is not None:
         tier = deployment_tier(model, s, bytes_per_block=report.bytes_per_block, block_size=report.block_size)
-        report = replace(report, kv_offload=tier, notes=(*report.notes, tier_note(tier, s.data_parallel_size)))
+        report = replace(report, kv_offload=tier, notes=(*report.notes, tier_note(tier, par.data_parallel_size)))
     if advise and (not report.fits or preempt.possible):
         report = replace(report, advice=tuple(advise_fixes(
             model, s, report, lambda new: plan_fit(model, gpu, new, advise=False))))
@@ -521,15 +550,16 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
                  plan: KVCachePlan, *, startup: Startup, error: str | None, preemption: PreemptionVerdict,
                  block_size_source: str, notes: list[str]) -> FitReport:
     """Stage 6: the flat report the renderers and `--json` read."""
+    par, cache = s.parallel_config, s.cache_config
     fits = startup is Startup.OK
     max_len = plan.max_model_len
     return FitReport(
         model=model.name,
         gpu=gpu.id,
         gpu_name=gpu.name,
-        tp=s.tp,
-        pp=s.pp,
-        num_gpus=s.tp * s.pp * s.prefill_context_parallel_size * s.data_parallel_size,
+        tp=par.tensor_parallel_size,
+        pp=par.pipeline_parallel_size,
+        num_gpus=par.world_size_across_dp,
         vllm_version=str(r.version),
         gpu_memory_utilization=r.gpu_memory_utilization,
         cuda_total_bytes=gpu.cuda_total_bytes,
@@ -559,7 +589,7 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         log_line=plan.log_line if fits else None,
         preemption=preemption,
         memory_terms=budget.terms,
-        kv_cache_memory_bytes_given=s.kv_cache_memory_bytes is not None,
+        kv_cache_memory_bytes_given=cache.kv_cache_memory_bytes is not None,
         block_size_source=block_size_source,
         attention_backend=r.backend.name,
         groups=tuple(

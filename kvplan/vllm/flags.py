@@ -9,7 +9,7 @@ speculative draft's config.json (vllm/loading.py). Every bad value raises Invali
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -68,11 +68,11 @@ def settings_from_flags(
         raise InvalidParameter(f"--moe-backend must be one of {', '.join(MOE_BACKENDS)}, got {moe_backend!r}")
     if given.get("rocm_aiter") is not None:
         fields["rocm_aiter_installed"] = bool(given["rocm_aiter"])
-    return ServeSettings(
+    return ServeSettings.of(
         **fields,
-        usage=usage_,  # type: ignore[arg-type]
+        usage=usage_,
         vllm_version=vllm_version,
-        **env.settings(),
+        env=env,
         weights_bytes=size(weights_memory, "--weights-memory"),
         activation_bytes=size(activation_memory, "--activation-memory"),
         non_torch_bytes=size(non_torch_memory, "--non-torch-memory"),
@@ -178,7 +178,7 @@ def _with_num_gpus(settings: ServeSettings, num_gpus: int, *, tp_given: bool) ->
     num_gpus ÷ pp."""
     from kvplan.errors import InvalidParameter
 
-    tp, pp = settings.tp, settings.pp
+    tp, pp = settings.parallel_config.tensor_parallel_size, settings.parallel_config.pipeline_parallel_size
     if num_gpus < 1:
         raise InvalidParameter(f"--num-gpus must be ≥ 1, got {num_gpus}")
     if not tp_given:
@@ -191,7 +191,8 @@ def _with_num_gpus(settings: ServeSettings, num_gpus: int, *, tp_given: bool) ->
             f"takes {tp * pp} GPUs", hint=f"give --num-gpus {num_gpus - num_gpus % (tp * pp)} or "
             f"{num_gpus + tp * pp - num_gpus % (tp * pp)}, or a -tp that divides it")
     replicas = num_gpus // (tp * pp)
-    return replace(settings, tp=tp, data_parallel_size=max(replicas, settings.data_parallel_size))
+    return settings.updated(tensor_parallel_size=tp,
+                            data_parallel_size=max(replicas, settings.parallel_config.data_parallel_size))
 
 
 def check_implied_tp(spec: ModelSpec, flags: FitFlags) -> None:
@@ -201,7 +202,7 @@ def check_implied_tp(spec: ModelSpec, flags: FitFlags) -> None:
 
     if flags.num_gpus is None or flags.tp_given:
         return
-    tp = flags.settings.tp
+    tp = flags.settings.parallel_config.tensor_parallel_size
     try:
         check_tensor_parallel(spec, tp)
     except InvalidParameter as exc:

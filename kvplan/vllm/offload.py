@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from kvplan.errors import InvalidParameter
+from kvplan.vllm.engine_args import OFFLOADING_BACKENDS  # the table owns vLLM's choices
 
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
     from kvplan.vllm.settings import ServeSettings
 
-OFFLOADING_BACKENDS = ("native", "lmcache")
 HOST_PAGE_BYTES = 4096  # SharedOffloadRegion.BLOCK_SIZE_ALIGNMENT = mmap.PAGESIZE (x86-64 Linux)
 GiB = 1 << 30
 
@@ -68,11 +68,12 @@ def replicated_layout(*, mla: bool, tp: int, pp: int, dcp: int) -> bool:
 
 def deployment_tier(model: ModelSpec, s: ServeSettings, *, bytes_per_block: int, block_size: int) -> CpuTier:
     """The CPU tier of a planned deployment (`s.kv_offloading_size` set): one engine's, i.e. one DP replica's."""
-    assert s.kv_offloading_size is not None
-    dcp = s.decode_context_parallel_size
-    return cpu_tier(s.kv_offloading_size, s.kv_offloading_backend, bytes_per_block=bytes_per_block,
-                    block_size=block_size, world_size=s.tp * s.pp,
-                    replicated=replicated_layout(mla=model.mla is not None, tp=s.tp, pp=s.pp, dcp=dcp),
+    cache, par = s.cache_config, s.parallel_config
+    assert cache.kv_offloading_size is not None
+    tp, pp, dcp = par.tensor_parallel_size, par.pipeline_parallel_size, par.decode_context_parallel_size
+    return cpu_tier(cache.kv_offloading_size, cache.kv_offloading_backend, bytes_per_block=bytes_per_block,
+                    block_size=block_size, world_size=tp * pp,
+                    replicated=replicated_layout(mla=model.mla is not None, tp=tp, pp=pp, dcp=dcp),
                     context_parallel=dcp)
 
 

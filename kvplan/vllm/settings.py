@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any, Protocol, cast
+from typing import TYPE_CHECKING, Protocol, cast
 
 from kvplan.errors import InvalidParameter, NotServed
 from kvplan.model.kv_cache import (
@@ -17,11 +17,11 @@ from kvplan.vllm import defaults as vd
 from kvplan.vllm.architectures import serving_refusal
 from kvplan.vllm.backends import FLASHINFER_MLA_SPARSE_SM120, AttentionBackend, dsv4_backend, select_backend
 from kvplan.vllm.backends import GpuLike as BackendGpu
-from kvplan.vllm.defaults import BatchSettings, MambaCacheMode, PerformanceMode, Usage, VllmVersion
+from kvplan.vllm.configs import ServeSettings as ServeSettings  # re-exported: the settings this module checks
+from kvplan.vllm.defaults import BatchSettings, MambaCacheMode, VllmVersion
 from kvplan.vllm.model_runner import ModelRunner, model_runner
 from kvplan.vllm.multimodal import (
     MmLimits,
-    ModalityLimit,
     encoder_budget_refusal,
     gemma4_item_tokens,
     tower_tp_refusal,
@@ -30,7 +30,6 @@ from kvplan.vllm.speculative import speculative_method
 
 if TYPE_CHECKING:
     from kvplan.model.spec import ModelSpec
-    from kvplan.vllm.memory.weights import MoeBackend
     from kvplan.vllm.rocm import RocmAiter
 
 class GpuLike(BackendGpu, Protocol):
@@ -45,102 +44,33 @@ class GpuLike(BackendGpu, Protocol):
     def nvml_total_bytes(self) -> int: ...
 
 
-@dataclass(frozen=True)
-class ServeSettings:
-    """`vllm serve` settings with vLLM's flag names; None means "vLLM's default"."""
-
-    tp: int = 1
-    pp: int = 1
-    gpu_memory_utilization: float | None = None
-    max_model_len: int | None = None  # -1: vLLM's auto-fit
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    kv_cache_dtype: str = "auto"
-    block_size: int | None = None
-    enforce_eager: bool = False
-    kv_cache_memory_bytes: int | None = None
-    enable_prefix_caching: bool = True
-    async_scheduling: bool | None = None  # None: vLLM's choice (on where supported)
-    kv_transfer_config: Mapping[str, Any] | None = None  # --kv-transfer-config: a KV connector
-    disable_hybrid_kv_cache_manager: bool | None = None
-    performance_mode: PerformanceMode = "balanced"
-    usage: Usage = "serve"
-    vllm_version: str | None = None
-    allow_long_max_model_len: bool = False  # VLLM_ALLOW_LONG_MAX_MODEL_LEN
-    use_v2_model_runner: bool | None = None  # VLLM_USE_V2_MODEL_RUNNER (None: vLLM's choice, vllm/model_runner.py)
-    estimate_cudagraphs: bool | None = None  # VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS (None: the version's default)
-    flashinfer_sampler: bool | None = None  # VLLM_USE_FLASHINFER_SAMPLER, or FlashInfer missing (False); None: default
-    # ROCm (AMD GPUs): the aiter + flash_attn packages installed (vLLM's ROCm images; False: a bare pip install),
-    # and VLLM_ROCM_USE_AITER / _MHA / _MLA (kvplan/vllm/rocm.py:RocmAiter).
-    rocm_aiter_installed: bool = True
-    rocm_use_aiter: bool = False
-    rocm_use_aiter_mha: bool = True
-    rocm_use_aiter_mla: bool = True
-    allow_custom_code: bool = False  # vLLM's --trust-remote-code (kvplan never runs the code either way)
-    # Big deployments (vLLM's flags): a speculative draft, decode context parallelism, expert/data parallelism.
-    speculative_config: Mapping[str, Any] | None = None  # --speculative-config, e.g. {"method": "mtp", …}
-    speculative_draft: ModelSpec | None = None  # the EAGLE / draft model named by speculative_config's `model`
-    decode_context_parallel_size: int = 1  # --decode-context-parallel-size / -dcp
-    prefill_context_parallel_size: int = 1  # --prefill-context-parallel-size / -pcp
-    enable_expert_parallel: bool = False  # --enable-expert-parallel: experts split over TP×DP ranks
-    data_parallel_size: int = 1  # --data-parallel-size / -dp: independent replicas, each its own KV pool
-    dtype: str = "auto"  # --dtype: the model (and `auto` KV cache) dtype
-    mamba_cache_dtype: str = "auto"  # --mamba-cache-dtype: conv state
-    mamba_ssm_cache_dtype: str = "auto"  # --mamba-ssm-cache-dtype: SSM state
-    num_gpu_blocks_override: int | None = None  # --num-gpu-blocks-override: the block count, whatever the memory
-    cpu_offload_bytes: int = 0  # --cpu-offload-gb: weights kept in CPU memory, per GPU
-    kv_offloading_size: float | None = None  # --kv-offloading-size: GiB of CPU memory for offloaded KV blocks
-    kv_offloading_backend: str = "native"  # --kv-offloading-backend: native (OffloadingConnector) | lmcache
-    quantization: str | None = None  # --quantization: the checkpoint's method, or an online one (fp8)
-    enable_lora: bool = False  # --enable-lora: adapter slots on every GPU
-    max_loras: int = 1  # --max-loras (vLLM's default)
-    max_lora_rank: int = 16  # --max-lora-rank (vLLM's default)
-    # --limit-mm-per-prompt (parsed: multimodal.parse_mm_limits) and --language-model-only (multimodal.py).
-    limit_mm_per_prompt: tuple[tuple[str, ModalityLimit], ...] = ()
-    language_model_only: bool = False
-    enable_mm_embeds: bool = False  # --enable-mm-embeds
-    # Measured values that replace kvplan's estimates (bytes per GPU).
-    weights_bytes: int | None = None
-    activation_bytes: int | None = None
-    non_torch_bytes: int | None = None
-    cuda_graph_bytes: int | None = None
-    # Stored bytes of the whole checkpoint (e.g. from the Hub's safetensors metadata), split per GPU
-    # like the analytic count; None: parameters × bytes from config.json.
-    weights_total_bytes: int | None = None
-    # MXFP4 MoE kernel whose weight layout to assume (weights.MOE_BACKENDS); None: vLLM's default for the GPU.
-    moe_backend: MoeBackend | None = None
-    # --compilation-config / -cc (a JSON object): cudagraph_mode and capture sizes (memory/cuda_graphs.py).
-    compilation_config: Mapping[str, Any] | None = None
-    # The load to judge preemption at (defaults: max_model_len, max_num_seqs).
-    context: int | None = None
-    concurrency: int | None = None
-
-
 def _validate_lora(s: ServeSettings) -> None:
     """config/lora.py: max_lora_rank is one of MaxLoRARanks; max_loras ≥ 1."""
     from kvplan.vllm.memory.lora import LORA_RANKS, MAX_LORAS
 
-    if s.max_lora_rank not in LORA_RANKS:
+    if s.lora_config.max_lora_rank not in LORA_RANKS:
         raise InvalidParameter(f"--max-lora-rank must be one of {', '.join(map(str, LORA_RANKS))}, "
-                               f"got {s.max_lora_rank}")
-    if not 1 <= s.max_loras <= MAX_LORAS:
-        raise InvalidParameter(f"--max-loras must be 1–{MAX_LORAS}, got {s.max_loras}")
+                               f"got {s.lora_config.max_lora_rank}")
+    if not 1 <= s.lora_config.max_loras <= MAX_LORAS:
+        raise InvalidParameter(f"--max-loras must be 1–{MAX_LORAS}, got {s.lora_config.max_loras}")
 
 
 def _validate_parallel(model: ModelSpec, s: ServeSettings) -> None:
     """vLLM's checks of decode context and data parallelism (config/parallel.py, config/vllm.py)."""
-    dcp, pcp = s.decode_context_parallel_size, s.prefill_context_parallel_size
-    for flag, value in (("--decode-context-parallel-size", dcp), ("--data-parallel-size", s.data_parallel_size),
+    par = s.parallel_config
+    dcp, pcp = par.decode_context_parallel_size, par.prefill_context_parallel_size
+    for flag, value in (("--decode-context-parallel-size", dcp), ("--data-parallel-size", par.data_parallel_size),
                         ("--prefill-context-parallel-size", pcp)):
         if value < 1 or value > MAX_PARALLEL_SIZE:
             raise InvalidParameter(f"{flag} must be 1–{MAX_PARALLEL_SIZE}, got {value}")
     if pcp > 1:
-        _validate_prefill_context_parallel(model, s.tp, pcp, dcp)
+        _validate_prefill_context_parallel(model, par.tensor_parallel_size, pcp, dcp)
         return
-    if s.tp % dcp:
-        raise InvalidParameter(f"--tensor-parallel-size {s.tp} must be divisible by --decode-context-parallel-size "
-                               f"{dcp}", hint="vLLM shards each request's KV over dcp ranks of the TP group")
-    if dcp > 1 and model.mla is None and s.tp <= model.num_kv_heads:
+    if par.tensor_parallel_size % dcp:
+        raise InvalidParameter(f"--tensor-parallel-size {par.tensor_parallel_size} must be divisible by "
+                               f"--decode-context-parallel-size {dcp}",
+                               hint="vLLM shards each request's KV over dcp ranks of the TP group")
+    if dcp > 1 and model.mla is None and par.tensor_parallel_size <= model.num_kv_heads:
         raise InvalidParameter(f"--decode-context-parallel-size {dcp} needs --tensor-parallel-size above the "
                                f"{model.num_kv_heads} KV heads for a non-MLA model",
                                hint="DCP reuses the ranks that would otherwise replicate KV heads")
@@ -166,48 +96,50 @@ def validate_settings(model: ModelSpec, s: ServeSettings) -> None:
     """vLLM's own argument checks that kvplan can make without a GPU."""
     from kvplan.model.parallel import check_tensor_parallel
 
-    if s.gpu_memory_utilization is not None and not 0 < s.gpu_memory_utilization <= 1:
-        raise InvalidParameter(f"--gpu-memory-utilization must be in (0, 1], got {s.gpu_memory_utilization}")
-    check_tensor_parallel(model, s.tp)
-    if s.pp < 1 or s.pp > model.num_layers:
-        raise InvalidParameter(f"--pipeline-parallel-size must be between 1 and {model.num_layers}, got {s.pp}")
+    par, cache, sched, mc = s.parallel_config, s.cache_config, s.scheduler_config, s.model_config
+    if cache.gpu_memory_utilization is not None and not 0 < cache.gpu_memory_utilization <= 1:
+        raise InvalidParameter(f"--gpu-memory-utilization must be in (0, 1], got {cache.gpu_memory_utilization}")
+    check_tensor_parallel(model, par.tensor_parallel_size)
+    if par.pipeline_parallel_size < 1 or par.pipeline_parallel_size > model.num_layers:
+        raise InvalidParameter(f"--pipeline-parallel-size must be between 1 and {model.num_layers}, "
+                               f"got {par.pipeline_parallel_size}")
     for flag, value in (
-        ("--max-num-seqs", s.max_num_seqs),
-        ("--max-num-batched-tokens", s.max_num_batched_tokens),
-        ("--block-size", s.block_size),
-        ("--context", s.context),
-        ("--concurrency", s.concurrency),
+        ("--max-num-seqs", sched.max_num_seqs),
+        ("--max-num-batched-tokens", sched.max_num_batched_tokens),
+        ("--block-size", cache.block_size),
+        ("--context", s.load.context),
+        ("--concurrency", s.load.concurrency),
     ):
         if value is not None and value < 1:
             raise InvalidParameter(f"{flag} must be ≥ 1, got {value}")
-    if s.max_model_len is not None and s.max_model_len != -1:
-        if s.max_model_len < 1:
-            raise InvalidParameter(f"--max-model-len must be ≥ 1 (or -1/auto), got {s.max_model_len}")
-        if s.max_model_len > model.max_model_len and not s.allow_long_max_model_len:
+    if mc.max_model_len is not None and mc.max_model_len != -1:
+        if mc.max_model_len < 1:
+            raise InvalidParameter(f"--max-model-len must be ≥ 1 (or -1/auto), got {mc.max_model_len}")
+        if mc.max_model_len > model.max_model_len and not s.env.allow_long_max_model_len:
             raise InvalidParameter(
-                f"User-specified max_model_len ({s.max_model_len}) is greater than the derived max_model_len "
+                f"User-specified max_model_len ({mc.max_model_len}) is greater than the derived max_model_len "
                 f"({model.max_model_len}{', ' + model.max_model_len_source if model.max_model_len_source else ''})",
                 hint="vLLM refuses this unless VLLM_ALLOW_LONG_MAX_MODEL_LEN=1 is set",
             )
     for flag, value in (
-        ("--kv-cache-memory-bytes", s.kv_cache_memory_bytes),
-        ("--weights-memory", s.weights_bytes),
-        ("--activation-memory", s.activation_bytes),
-        ("--non-torch-memory", s.non_torch_bytes),
-        ("--cuda-graph-memory", s.cuda_graph_bytes),
+        ("--kv-cache-memory-bytes", cache.kv_cache_memory_bytes),
+        ("--weights-memory", s.measured.weights_bytes),
+        ("--activation-memory", s.measured.activation_bytes),
+        ("--non-torch-memory", s.measured.non_torch_bytes),
+        ("--cuda-graph-memory", s.measured.cuda_graph_bytes),
     ):
         if value is not None and value < 0:
             raise InvalidParameter(f"{flag} must be ≥ 0, got {value}")
-    if s.kv_cache_dtype not in KV_CACHE_DTYPES:
-        raise InvalidParameter(f"--kv-cache-dtype {s.kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
+    if cache.kv_cache_dtype not in KV_CACHE_DTYPES:
+        raise InvalidParameter(f"--kv-cache-dtype {cache.kv_cache_dtype!r} is not one of {', '.join(KV_CACHE_DTYPES)}")
     if (
-        s.max_num_seqs is not None
-        and s.max_num_batched_tokens is not None
-        and s.max_num_batched_tokens < s.max_num_seqs
+        sched.max_num_seqs is not None
+        and sched.max_num_batched_tokens is not None
+        and sched.max_num_batched_tokens < sched.max_num_seqs
     ):
         raise InvalidParameter(
-            f"max_num_batched_tokens ({s.max_num_batched_tokens}) must be greater than or equal to "
-            f"max_num_seqs ({s.max_num_seqs})",
+            f"max_num_batched_tokens ({sched.max_num_batched_tokens}) must be greater than or equal to "
+            f"max_num_seqs ({sched.max_num_seqs})",
             hint="vLLM's SchedulerConfig check",
         )
 
@@ -240,17 +172,17 @@ class ResolvedSettings:
 
 
 def _max_model_len(model: ModelSpec, s: ServeSettings) -> tuple[int, str]:
-    if s.max_model_len is None:
+    if s.model_config.max_model_len is None:
         return model.max_model_len, f"model config ({model.max_model_len_source or 'derived'})"
-    if s.max_model_len == -1:
+    if s.model_config.max_model_len == -1:
         return model.max_model_len, "auto-fit"
-    return s.max_model_len, "--max-model-len"
+    return s.model_config.max_model_len, "--max-model-len"
 
 
 def _block_size(s: ServeSettings, backend: AttentionBackend) -> tuple[int, str]:
     """--block-size, else the attention backend's preference (Platform.update_block_size_for_backend)."""
-    if s.block_size is not None:
-        return s.block_size, "--block-size"
+    if s.cache_config.block_size is not None:
+        return s.cache_config.block_size, "--block-size"
     if backend.block_size != vd.DEFAULT_BLOCK_SIZE:
         return backend.block_size, f"{backend.name} backend"
     return backend.block_size, f"vLLM default; the {backend.name} backend keeps it"
@@ -287,7 +219,8 @@ def check_model_served(model: ModelSpec, version: VllmVersion, *, allow_custom_c
 
 def mm_limits(s: ServeSettings) -> MmLimits:
     """The multimodal limits the settings give (vLLM's defaults when none)."""
-    return MmLimits(s.limit_mm_per_prompt, s.language_model_only, s.enable_mm_embeds)
+    mm = s.multimodal_config
+    return MmLimits(mm.limit_mm_per_prompt, mm.language_model_only, mm.enable_mm_embeds)
 
 
 def _mm_prefix_batch_floor(model: ModelSpec, batch: BatchSettings, limits: MmLimits, *,
@@ -328,11 +261,13 @@ def _runner_and_async(model: ModelSpec, s: ServeSettings, version: VllmVersion, 
                       mode: MambaCacheMode) -> tuple[ModelRunner, bool, str, str]:
     """The model runner vLLM builds and whether async scheduling is on, each with why (vllm/model_runner.py,
     defaults.async_scheduling_default)."""
-    runner = model_runner(model, version, quantized=model.quant is not None, speculative_method=method, pp=s.pp,
-                          pcp=s.prefill_context_parallel_size, env=s.use_v2_model_runner)
-    if s.async_scheduling is not None:
-        return runner, s.async_scheduling, runner.reason, (
-            "--async-scheduling" if s.async_scheduling else "--no-async-scheduling")
+    par, sched = s.parallel_config, s.scheduler_config
+    runner = model_runner(model, version, quantized=model.quant is not None, speculative_method=method,
+                          pp=par.pipeline_parallel_size, pcp=par.prefill_context_parallel_size,
+                          env=s.env.use_v2_model_runner)
+    if sched.async_scheduling is not None:
+        return runner, sched.async_scheduling, runner.reason, (
+            "--async-scheduling" if sched.async_scheduling else "--no-async-scheduling")
     # vLLM sets a Mamba cache mode only for models with Mamba layers (models/config.py)
     async_on, why = vd.async_scheduling_default(version, speculative_method=method,
                                                 mamba_cache_mode=mode if has_recurrent_layers(model) else "none")
@@ -348,8 +283,9 @@ def rocm_aiter(s: ServeSettings) -> RocmAiter:
     """The aiter packages and switches these settings describe (ROCm GPUs only)."""
     from kvplan.vllm.rocm import RocmAiter
 
-    return RocmAiter(installed=s.rocm_aiter_installed, use_aiter=s.rocm_use_aiter, use_mha=s.rocm_use_aiter_mha,
-                     use_mla=s.rocm_use_aiter_mla)
+    env = s.env
+    return RocmAiter(installed=env.rocm_aiter_installed, use_aiter=env.rocm_use_aiter, use_mha=env.rocm_use_aiter_mha,
+                     use_mla=env.rocm_use_aiter_mla)
 
 
 def _refuse_multimodal(model: ModelSpec, limits: MmLimits, max_num_batched_tokens: int, tp: int) -> None:
@@ -385,8 +321,9 @@ def _rocm_backend(model: ModelSpec, gpu: GpuLike, kv_dtype: str, s: ServeSetting
 
 def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> ResolvedSettings:
     """Stage 1 of `fit`: check the settings as vLLM does, then resolve each to vLLM's value."""
+    par, cache, sched, mc = s.parallel_config, s.cache_config, s.scheduler_config, s.model_config
     version = vd.parse_vllm_version(s.vllm_version or vd.LATEST_VLLM_VERSION)
-    check_model_served(model, version, allow_custom_code=s.allow_custom_code)
+    check_model_served(model, version, allow_custom_code=mc.trust_remote_code)
     validate_settings(model, s)
     _validate_parallel(model, s)
     _validate_lora(s)
@@ -394,19 +331,19 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
         raise InvalidParameter(f"--performance-mode: vLLM {version} has no such flag (it appears in "
                                f"{vd.PERFORMANCE_MODE_SINCE})", hint="set --max-num-seqs / --max-num-batched-tokens")
     max_len, len_source = _max_model_len(model, s)
-    util = s.gpu_memory_utilization if s.gpu_memory_utilization is not None else vd.default_gpu_memory_utilization(
-        version)
+    util = (cache.gpu_memory_utilization if cache.gpu_memory_utilization is not None
+            else vd.default_gpu_memory_utilization(version))
     batch = vd.resolve_batch_settings(
         vd.batch_defaults(gpu.nvml_total_bytes, gpu.name, s.usage, version),
         max_model_len=max_len,
-        max_num_seqs=s.max_num_seqs,
-        max_num_batched_tokens=s.max_num_batched_tokens,
+        max_num_seqs=sched.max_num_seqs,
+        max_num_batched_tokens=sched.max_num_batched_tokens,
         performance_mode=s.performance_mode,
     )
     limits = mm_limits(s)
-    batch = _mm_prefix_batch_floor(model, batch, limits, user_set=s.max_num_batched_tokens is not None)
-    _refuse_multimodal(model, limits, batch.max_num_batched_tokens, s.tp)
-    kv_flag = _model_kv_cache_dtype(model, gpu, s.kv_cache_dtype)
+    batch = _mm_prefix_batch_floor(model, batch, limits, user_set=sched.max_num_batched_tokens is not None)
+    _refuse_multimodal(model, limits, batch.max_num_batched_tokens, par.tensor_parallel_size)
+    kv_flag = _model_kv_cache_dtype(model, gpu, cache.kv_cache_dtype)
     if model.dsv4 is not None:
         backend = _dsv4_backend(gpu, kv_flag, version)
         kv_flag = "fp8_ds_mla"  # attention.py:_resolve_dsv4_kv_cache_dtype: auto and every fp8 flag
@@ -414,27 +351,27 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     else:
         kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
         backend = (_rocm_backend(model, gpu, kv_dtype, s) if gpu_platform(gpu) == "rocm"
-                   else select_backend(model, gpu, kv_dtype, checkpoint_kv=s.kv_cache_dtype == "auto"))
+                   else select_backend(model, gpu, kv_dtype, checkpoint_kv=cache.kv_cache_dtype == "auto"))
     if backend == FLASHINFER_MLA_SPARSE_SM120 and kv_flag != "fp8_ds_mla":
         # mla_attention.py:_canonicalize_sparse_mla_kv_cache_dtype: the SM120 kernel reads fp8_ds_mla only
         kv_flag = "fp8_ds_mla"
         kv_dtype = resolve_kv_cache_dtype(model, kv_flag)
     block_size, bs_source = _block_size(s, backend)
     # vLLM disables prefix caching for attention-free models (Mamba, Falcon-Mamba): one state per request.
-    mode = vd.mamba_cache_mode(s.enable_prefix_caching and not attention_free(model))
+    mode = vd.mamba_cache_mode(cache.enable_prefix_caching and not attention_free(model))
     alignment, checkpoint_blocks = _mamba_alignment(model, gpu.arch, mode)
     has_chunked = any(layer.kind == "chunked_local" for layer in model.layers)
     method = speculative_method(s.speculative_config) if s.speculative_config else None
-    hma_off = (s.disable_hybrid_kv_cache_manager if s.disable_hybrid_kv_cache_manager is not None
+    hma_off = (sched.disable_hybrid_kv_cache_manager if sched.disable_hybrid_kv_cache_manager is not None
                else vd.hybrid_manager_disabled_by_default(has_chunked, version, speculative_method=method)
                or _connector_turns_hma_off(s))
-    kv_source = ("--kv-cache-dtype" if s.kv_cache_dtype != "auto" else
+    kv_source = ("--kv-cache-dtype" if cache.kv_cache_dtype != "auto" else
                  f"auto: vLLM's default for {model.architectures[0]} on {gpu.arch}" if kv_flag != "auto"
                  else ("auto: checkpoint's KV scheme" if model.quant and model.quant.kv_cache_dtype
                        else "auto: model dtype"))
     sources = {
         "max_model_len": len_source,
-        "gpu_memory_utilization": ("--gpu-memory-utilization" if s.gpu_memory_utilization is not None
+        "gpu_memory_utilization": ("--gpu-memory-utilization" if cache.gpu_memory_utilization is not None
                                    else f"default for vLLM {version}"),
         "max_num_batched_tokens": batch.mnbt_source,
         "max_num_seqs": batch.seqs_source,
@@ -442,10 +379,10 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     }
     runner, async_on, sources["model_runner"], sources["async_scheduling"] = _runner_and_async(
         model, s, version, method, mode)
-    in_flight = vd.max_in_flight_tokens(batch.max_num_batched_tokens, s.pp, async_scheduling=async_on,
-                                        model_runner_v2=runner.v2)
+    in_flight = vd.max_in_flight_tokens(batch.max_num_batched_tokens, par.pipeline_parallel_size,
+                                        async_scheduling=async_on, model_runner_v2=runner.v2)
     return ResolvedSettings(
-        version=version, gpu_memory_utilization=util, max_model_len=max_len, auto_fit=s.max_model_len == -1,
+        version=version, gpu_memory_utilization=util, max_model_len=max_len, auto_fit=mc.max_model_len == -1,
         batch=batch, kv_cache_dtype=kv_dtype, kv_cache_dtype_flag=kv_flag, backend=backend, block_size=block_size,
         block_size_source=bs_source,
         in_flight_tokens=in_flight,

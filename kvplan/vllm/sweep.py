@@ -3,7 +3,7 @@ and keeps the requested load resident, node-aware, with the `vllm serve` line of
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kvplan.errors import InvalidParameter, NotServed
@@ -71,12 +71,12 @@ def _command(model: ModelSpec, settings: ServeSettings, tp: int, pp: int, replic
         parts.append(f"-pp {pp}")
     if replicas > 1:
         parts.append(f"-dp {replicas}")
-    if settings.max_model_len is not None or context != model.max_model_len:
-        parts.append(f"--max-model-len {settings.max_model_len if settings.max_model_len else context}")
-    if settings.kv_cache_dtype != "auto":
-        parts.append(f"--kv-cache-dtype {settings.kv_cache_dtype}")
-    if settings.gpu_memory_utilization is not None:  # the plan assumed it: the line must carry it
-        parts.append(f"--gpu-memory-utilization {settings.gpu_memory_utilization:g}")
+    if settings.model_config.max_model_len is not None or context != model.max_model_len:
+        parts.append(f"--max-model-len {settings.model_config.max_model_len or context}")
+    if settings.cache_config.kv_cache_dtype != "auto":
+        parts.append(f"--kv-cache-dtype {settings.cache_config.kv_cache_dtype}")
+    if settings.cache_config.gpu_memory_utilization is not None:  # the plan assumed it: the line must carry it
+        parts.append(f"--gpu-memory-utilization {settings.cache_config.gpu_memory_utilization:g}")
     return " ".join(parts)
 
 
@@ -97,7 +97,8 @@ def _layouts(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, want: int,
                 continue
             where = f"{gpu.id} tp {tp} pp {pp}"
             try:
-                r = plan_fit(model, gpu, replace(settings, tp=tp, pp=pp, concurrency=want), advise=False)
+                layout = settings.updated(tensor_parallel_size=tp, pipeline_parallel_size=pp, concurrency=want)
+                r = plan_fit(model, gpu, layout, advise=False)
             except InvalidParameter as exc:
                 failures.setdefault(_reason(str(exc)), []).append(where)
                 continue
@@ -131,7 +132,7 @@ def sweep_gpus(model: ModelSpec, gpus: Iterable[GpuLike], settings: ServeSetting
     combinations fail are grouped in `reasons`."""
     from kvplan.hardware.nodes import node_shape
 
-    want = settings.concurrency or 1
+    want = settings.load.concurrency or 1
     failures: dict[str, list[str]] = {}
     rows = []
     for gpu in gpus:
@@ -139,7 +140,8 @@ def sweep_gpus(model: ModelSpec, gpus: Iterable[GpuLike], settings: ServeSetting
         if layouts:
             rows.append(min(layouts, key=lambda row: (row.num_gpus, row.nodes, row.pp, row.tp)))
     rows.sort(key=lambda row: (row.num_gpus, row.cuda_total_bytes, row.gpu))
-    context = rows[0].context if rows else (settings.context or settings.max_model_len or model.max_model_len)
+    context = rows[0].context if rows else (settings.load.context or settings.model_config.max_model_len
+                                            or model.max_model_len)
     reasons = tuple(SweepReason(reason, len(where), where[0])
                     for reason, where in sorted(failures.items(), key=lambda kv: -len(kv[1])))
     return SweepReport(model.name, context, want, tuple(rows), reasons=reasons)
