@@ -51,7 +51,7 @@ from kvplan.model.hub import load_local  # noqa: E402
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs  # noqa: E402
 from kvplan.units import GiB  # noqa: E402
 from kvplan.vllm.backends import DSV4_FLASHMLA  # noqa: E402
-from kvplan.vllm.block_plan import plan_kv_cache  # noqa: E402
+from kvplan.vllm.block_plan import BlockPlanSettings, plan_kv_cache  # noqa: E402
 from kvplan.vllm.defaults import (  # noqa: E402
     DSV4_PACKED_GROUPS_SINCE,
     KV_TOKENS_FROM_CONCURRENCY_SINCE,
@@ -357,12 +357,11 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     by_groups = version is not None and parse_vllm_version(version) < KV_TOKENS_FROM_CONCURRENCY_SINCE
     cp = DCP_FOR_RECORD.get(rec["id"], 1)
     tuples = version is not None and parse_vllm_version(version) < DSV4_PACKED_GROUPS_SINCE  # DeepSeek-V4 ≤ 0.28
-    lo = plan_kv_cache(specs, lo_b, block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp,
-                       dsv4_layer_tuples=tuples)
-    hi = plan_kv_cache(specs, hi_b, block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp,
-                       dsv4_layer_tuples=tuples)
-    mid = plan_kv_cache(specs, [int(g * GiB) for g in logged_gib], block, max_len, in_flight,
-                        tokens_per_group_block=by_groups, context_parallel=cp, dsv4_layer_tuples=tuples)
+    settings = BlockPlanSettings(block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp,
+                                 dsv4_layer_tuples=tuples)
+    lo = plan_kv_cache(specs, lo_b, settings)
+    hi = plan_kv_cache(specs, hi_b, settings)
+    mid = plan_kv_cache(specs, [int(g * GiB) for g in logged_gib], settings)
     ranks = (rec.get("tp") or 1) * (rec.get("pp") or 1) > 1
     if rec.get("num_gpu_blocks") is not None:
         logged = rec["num_gpu_blocks"]

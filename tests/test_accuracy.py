@@ -61,12 +61,12 @@ def test_failed_startups_are_refusals_with_vllms_needed_memory_and_max_length(re
     """'To serve at least one request … (X GiB KV cache is needed …) … estimated maximum model length is M':
     kvplan refuses at the logged available memory, needs X within 1 %, and M falls in the rounding interval."""
     from kvplan.model.kv_cache import kv_cache_specs
-    from kvplan.vllm.block_plan import plan_kv_cache
+    from kvplan.vllm.block_plan import BlockPlanSettings, plan_kv_cache
 
     rec = BY_ID[record]
     model, _ = BENCH._model(rec)
     specs = kv_cache_specs(model, tp=rec.get("tp") or 1)
-    plan = plan_kv_cache(specs, int(rec["available_kv_gib"] * GiB), 16, rec["max_model_len"], 8192)
+    plan = plan_kv_cache(specs, int(rec["available_kv_gib"] * GiB), BlockPlanSettings(16, rec["max_model_len"], 8192))
     assert not plan.fits and plan.refusal is not None
     assert abs(plan.needed_bytes / GiB - rec["kv_needed_gib"]) <= 0.01 * rec["kv_needed_gib"]
     assert plan.estimated_max_model_len is not None

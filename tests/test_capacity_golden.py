@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from kvplan import kv_cache_specs, plan_kv_cache  # the public API (kvplan/__init__.py)
+from kvplan import BlockPlanSettings, kv_cache_specs, plan_kv_cache  # the public API (kvplan/__init__.py)
 from tests.conftest import load_fixture
 
 ORACLE = Path(__file__).parent / "fixtures" / "oracle"
@@ -70,11 +70,12 @@ def test_kv_plan_matches_vllm(golden: dict[str, Any]) -> None:
     assert max_len == expected_len, "kvplan derives a different max_model_len from config.json"
 
     plan = plan_kv_cache(
-        specs, inputs["kv_cache_memory_bytes_per_worker"], inputs["block_size"], max_len,
-        inputs["max_in_flight_tokens"], mamba_cache_mode=inputs["mamba_cache_mode"],
-        mamba_prefill_checkpoint_blocks=checkpoint_blocks, sliding_window_block_size=sw_block,
-        min_kernel_block_size=CPU_MIN_KERNEL_BLOCK,
-    )
+        specs, inputs["kv_cache_memory_bytes_per_worker"], BlockPlanSettings(inputs["block_size"], max_len,
+                                                                             inputs["max_in_flight_tokens"],
+                                                                             mamba_cache_mode=inputs["mamba_cache_mode"],
+                                                                             mamba_prefill_checkpoint_blocks=checkpoint_blocks,
+                                                                             sliding_window_block_size=sw_block,
+                                                                             min_kernel_block_size=CPU_MIN_KERNEL_BLOCK))
     resolved = golden.get("resolved") or {}
     if resolved.get("block_size_after_backend_update"):
         assert plan.block_size == resolved["block_size_after_backend_update"]

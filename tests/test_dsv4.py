@@ -15,7 +15,7 @@ from kvplan.hardware.gpus import get_gpu
 from kvplan.model.config import parse_config
 from kvplan.model.kv_cache import dsv4_specs, kv_cache_specs
 from kvplan.units import GiB
-from kvplan.vllm.block_plan import plan_kv_cache
+from kvplan.vllm.block_plan import BlockPlanSettings, plan_kv_cache
 from kvplan.vllm.fit import plan_fit
 from kvplan.vllm.kv_groups import approximate_gcd, build_groups
 from kvplan.vllm.settings import ServeSettings
@@ -138,8 +138,8 @@ def test_sm12x_is_refused_not_guessed() -> None:
 
 
 def _legacy(gib: float, max_len: int, in_flight: int) -> Any:
-    return plan_kv_cache(kv_cache_specs(FLASH, tp=2, kv_cache_dtype="fp8"), int(gib * GiB), 256, max_len, in_flight,
-                         dsv4_layer_tuples=True)
+    return plan_kv_cache(kv_cache_specs(FLASH, tp=2, kv_cache_dtype="fp8"), int(gib * GiB),
+                         BlockPlanSettings(256, max_len, in_flight, dsv4_layer_tuples=True))
 
 
 def test_vllm_0_23_layer_tuples_give_the_logged_h200_tokens() -> None:
@@ -153,7 +153,8 @@ def test_vllm_0_23_layer_tuples_give_the_logged_h200_tokens() -> None:
         assert lo.kv_cache_tokens <= logged <= hi.kv_cache_tokens
     assert _legacy(29.07, 4096, 8192).blocks_per_request == 1494
     # vLLM 0.33's packed layout at the same memory gives other numbers: the version rule matters
-    assert plan_kv_cache(kv_cache_specs(FLASH, tp=2), int(29.07 * GiB), 256, 4096, 8192).bytes_per_block == 1002240
+    assert plan_kv_cache(kv_cache_specs(FLASH, tp=2), int(29.07 * GiB),
+                         BlockPlanSettings(256, 4096, 8192)).bytes_per_block == 1002240
 
 
 def test_the_gh200_failed_start_is_a_refusal_with_vllms_kv_needed_figure() -> None:

@@ -66,7 +66,7 @@ def _words(arg: EngineArg, spelling: str, text: str) -> list[str]:
 def _pasted(words: list[str]) -> ServeSettings:
     command = parse_vllm_command(shlex.join(["vllm", "serve", MODEL, *words]))
     assert command.ignored == ()
-    return settings_from_flags(dict(command.options), None, None, None, None, None, None, None, None)
+    return settings_from_flags(dict(command.options))
 
 
 def _fit_command() -> Any:
@@ -81,7 +81,7 @@ def _fit(words: list[str]) -> ServeSettings:
     """What `kvplan fit MODEL WORDS…` sets: Click parses the Typer options, `given` is built as fit builds it."""
     params = _fit_command().make_context("fit", [MODEL, *words]).params
     given: dict[str, object] = {arg.name: params[arg.name] for arg in fit_options()}
-    return settings_from_flags(given, None, None, None, None, None, None, None, None)
+    return settings_from_flags(given)
 
 
 def _plan(key: str, value: object, tmp_path: Path) -> ServeSettings:

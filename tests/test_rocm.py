@@ -296,7 +296,7 @@ def _logged(text: str, pattern: str) -> str:
 def test_public_rocm_startup_logs_are_reproduced_from_their_kv_memory(log: str, specs: Any, tp: int) -> None:
     from kvplan.model.kv_cache import kv_cache_specs
     from kvplan.units import GiB
-    from kvplan.vllm.block_plan import plan_kv_cache
+    from kvplan.vllm.block_plan import BlockPlanSettings, plan_kv_cache
 
     text = (ROCM_LOGS / log).read_text()
     gib = float(_logged(text, r"Available KV cache memory: ([\d.]+) GiB"))
@@ -306,8 +306,8 @@ def test_public_rocm_startup_logs_are_reproduced_from_their_kv_memory(log: str, 
         specs = kv_cache_specs(_model("meta-llama--Llama-3.1-8B-Instruct"), tp=tp, kv_cache_dtype="auto")
     else:
         specs = [[replace(s, num_kv_heads=s.num_kv_heads // tp) for s in specs[0]]]
-    lo, hi = (plan_kv_cache(specs, int((gib + d) * GiB), 16, max_len, 8192) for d in (-0.005, 0.005))
-    mid = plan_kv_cache(specs, int(gib * GiB), 16, max_len, 8192)
+    lo, hi = (plan_kv_cache(specs, int((gib + d) * GiB), BlockPlanSettings(16, max_len, 8192)) for d in (-0.005, 0.005))
+    mid = plan_kv_cache(specs, int(gib * GiB), BlockPlanSettings(16, max_len, 8192))
     assert lo.kv_cache_tokens <= tokens <= hi.kv_cache_tokens
     assert mid.kv_cache_tokens == tokens  # 103,813 and 4,925 blocks of 16 at the printed GiB
 

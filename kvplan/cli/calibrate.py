@@ -106,8 +106,9 @@ def command(
         "kv_cache_dtype": kv_cache_dtype, "block_size": block_size, "enforce_eager": enforce_eager,
         "enable_prefix_caching": enable_prefix_caching,
     }
-    flags = settings_from_flags(given, usage, vllm_version, weights_memory, activation_memory, non_torch_memory,
-                                cuda_graph_memory, None, None)
+    flags = settings_from_flags(given, usage, vllm_version, measured={
+        "weights": weights_memory, "activation": activation_memory, "non_torch": non_torch_memory,
+        "cuda_graph": cuda_graph_memory})
     from kvplan.vllm.engine_args import BY_NAME
 
     names = frozenset(BY_NAME[k].field or k for k, v in given.items() if v is not None)  # the ServeSettings fields

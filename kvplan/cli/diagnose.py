@@ -135,9 +135,8 @@ def _with_plan(report: DiagnoseReport, plan: str, args: dict[str, Any], *, quiet
     from kvplan.units import parse_bytes
     from kvplan.vllm.flags import settings_from_flags
 
-    base = settings_from_flags(args, None, args["vllm_version"], args["weights_memory"],
-                               args["activation_memory"], args["non_torch_memory"], args["cuda_graph_memory"],
-                               None, None)
+    base = settings_from_flags(args, None, args["vllm_version"], measured={
+        term: args[f"{term}_memory"] for term in ("weights", "activation", "non_torch", "cuda_graph")})
     spec, weights = load_model_with_weights(plan, args["revision"], quiet=quiet)
     if weights is not None and base.measured.weights_bytes is None:
         base = base.updated(weights_total_bytes=weights.bytes)

@@ -211,8 +211,7 @@ def _deployment(
         raise InvalidParameter('a model is needed: kvplan roofline MODEL (or --vllm-cmd "vllm serve MODEL …")')
     texts: dict[str, object] = {k: (v if isinstance(v, (str, bool)) else str(v)) for k, v in given.items()
                                 if v is not None}
-    settings = settings_from_flags(texts, None, None, None, None, None, None, None, None,
-                                   env=vllm_environment({**os.environ, **pasted_env}))
+    settings = settings_from_flags(texts, env=vllm_environment({**os.environ, **pasted_env}))
     revision = texts.get("revision")
     return settings, model, revision if isinstance(revision, str) else None
 

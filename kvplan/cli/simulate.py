@@ -125,8 +125,7 @@ def _fit_pool(
     from kvplan.vllm.fit import plan_fit
     from kvplan.vllm.flags import settings_from_flags
 
-    settings = settings_from_flags(given, None, None, None, None, None, None, None, None,
-                                   env=vllm_environment(os.environ))
+    settings = settings_from_flags(given, env=vllm_environment(os.environ))
     gpus_file = given.get("gpus_file")
     chip = get_gpu(gpu, str(gpus_file) if gpus_file else None)
     revision = given.get("revision")

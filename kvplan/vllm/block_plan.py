@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
 
 from kvplan.errors import InvalidParameter
 from kvplan.model.kv_cache import KVCacheSpec
@@ -38,9 +37,6 @@ from kvplan.vllm.kv_groups import (
     bytes_per_block,
     mamba_blocks_per_request,
 )
-
-if TYPE_CHECKING:
-    pass
 
 # v1/core/block_pool.py:BlockPool.__init__ pops block 0 as the null block.
 NULL_BLOCKS = 1
@@ -147,6 +143,33 @@ def capacity_log_line(tokens: int, max_model_len: int, concurrency: float, devic
 
 
 @dataclass(frozen=True)
+class BlockPlanSettings:
+    """What the block plan reads besides the specs and the memory: the KV settings as resolve_settings left them
+    (vllm/settings.py) and the speculative / context-parallel extras.
+
+    `block_size` is the size after the backend's preference (or `--block-size`); hybrid alignment is applied by
+    the plan. Mamba/GDN layers: `mamba_cache_mode` (align with prefix caching), the state-checkpoint token
+    alignment and the extra checkpoint blocks of the GDN kernel (vllm_defaults.gdn_*).
+    `tokens_per_group_block`: count "GPU KV cache size" as vLLM ≤ 0.20 printed it (see _counted_plan).
+    `dsv4_layer_tuples`: DeepSeek-V4 grouped and counted as vLLM ≤ 0.28 did (kv_groups.LayerTupleLayout)."""
+
+    block_size: int
+    max_model_len: int
+    in_flight_tokens: int
+    mamba_cache_mode: MambaCacheMode = "align"
+    mamba_checkpoint_alignment: int = 1
+    mamba_prefill_checkpoint_blocks: int = 0
+    min_kernel_block_size: int = MIN_KERNEL_BLOCK_SIZE
+    disable_hybrid_kv_cache_manager: bool = False
+    sliding_window_block_size: int | None = None
+    num_speculative_blocks: int = 0
+    context_parallel: int = 1  # --decode-context-parallel-size
+    num_blocks_override: int | None = None  # --num-gpu-blocks-override
+    tokens_per_group_block: bool = False
+    dsv4_layer_tuples: bool = False
+
+
+@dataclass(frozen=True)
 class _Layout:
     """The block size, groups and per-request blocks of a plan, before any memory is counted."""
 
@@ -217,31 +240,27 @@ def _hybrid_block_size(
     return hybrid, bs, hybrid.mamba_page_padded_bytes, log
 
 
-def _layout(
-    flat: Sequence[KVCacheSpec], block_size: int, max_model_len: int, in_flight_tokens: int, *,
-    mamba_cache_mode: MambaCacheMode, mamba_checkpoint_alignment: int, mamba_prefill_checkpoint_blocks: int,
-    min_kernel_block_size: int, disable_hybrid_kv_cache_manager: bool, sliding_window_block_size: int | None,
-    num_speculative_blocks: int, dsv4_layer_tuples: bool = False,
-) -> _Layout:
+def _layout(flat: Sequence[KVCacheSpec], c: BlockPlanSettings) -> _Layout:
     """Block size, KV cache groups and blocks per request (steps 1–2: kv_cache_planning.py:get_kv_cache_groups)."""
     hybrid, bs, padded, log = _hybrid_block_size(
-        flat, block_size, mamba_cache_mode=mamba_cache_mode,
-        mamba_checkpoint_alignment=mamba_checkpoint_alignment, min_kernel_block_size=min_kernel_block_size,
+        flat, c.block_size, mamba_cache_mode=c.mamba_cache_mode,
+        mamba_checkpoint_alignment=c.mamba_checkpoint_alignment, min_kernel_block_size=c.min_kernel_block_size,
     )
     grouping = build_groups(
         flat,
         bs,
         mamba_page_padded_bytes=padded,
-        disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
-        sliding_window_block_size=sliding_window_block_size,
-        dsv4_layer_tuples=dsv4_layer_tuples,
+        disable_hybrid_kv_cache_manager=c.disable_hybrid_kv_cache_manager,
+        sliding_window_block_size=c.sliding_window_block_size,
+        dsv4_layer_tuples=c.dsv4_layer_tuples,
     )
     log.extend(grouping.warnings)
-    mamba_blocks = mamba_blocks_per_request(mamba_cache_mode, num_speculative_blocks, mamba_prefill_checkpoint_blocks)
+    mamba_blocks = mamba_blocks_per_request(c.mamba_cache_mode, c.num_speculative_blocks,
+                                            c.mamba_prefill_checkpoint_blocks)
     if grouping.tuples is not None:
-        bpr = grouping.tuples.blocks_per_request(max_model_len, in_flight_tokens)
+        bpr = grouping.tuples.blocks_per_request(c.max_model_len, c.in_flight_tokens)
     else:
-        bpr = blocks_per_request(grouping.groups, max_model_len, in_flight_tokens, mamba_blocks)
+        bpr = blocks_per_request(grouping.groups, c.max_model_len, c.in_flight_tokens, mamba_blocks)
     return _Layout(bs, hybrid, grouping.groups, grouping.hma_disabled, mamba_blocks, bpr, tuple(log), grouping.tuples)
 
 
@@ -323,16 +342,15 @@ def _attention_free_plan(
     )
 
 
-def _counted_plan(
-    layout: _Layout, workers: Sequence[Sequence[KVCacheSpec]], avail: Sequence[int], max_model_len: int,
-    in_flight_tokens: int, mamba_cache_mode: MambaCacheMode, num_blocks_override: int | None = None,
-    tokens_per_group_block: bool = False,
-) -> KVCachePlan:
+def _counted_plan(layout: _Layout, workers: Sequence[Sequence[KVCacheSpec]], avail: Sequence[int],
+                  c: BlockPlanSettings) -> KVCachePlan:
     """Steps 3–5: bytes per block per worker, the block count, the fit check and the capacity log line.
     `--num-gpu-blocks-override` replaces the count (kv_cache_planning.py:may_override_num_blocks).
     "GPU KV cache size" is max_concurrency × max_model_len since vLLM 0.21 (kv_cache_utils.py:
     get_kv_cache_capacity); up to 0.20 `tokens_per_group_block`: num_blocks // groups × the smallest block
     size (kv_cache_utils.py:_report_kv_cache_config), far fewer for a hybrid model's several groups."""
+    max_model_len, in_flight_tokens, mamba_cache_mode = c.max_model_len, c.in_flight_tokens, c.mamba_cache_mode
+    num_blocks_override, tokens_per_group_block = c.num_blocks_override, c.tokens_per_group_block
     bpb_workers = tuple(bytes_per_block(layout.groups, [s.layer for s in w]) if layout.tuples is None
                         else layout.tuples.bytes_per_block for w in workers)
     num_blocks, bound = _num_blocks(avail, bpb_workers)
@@ -369,49 +387,19 @@ def _counted_plan(
     )
 
 
-def plan_kv_cache(
-    specs_per_worker: Sequence[Sequence[KVCacheSpec]],
-    available_kv_bytes: int | Sequence[int],
-    block_size: int,
-    max_model_len: int,
-    in_flight_tokens: int,
-    *,
-    mamba_cache_mode: MambaCacheMode = "align",
-    mamba_checkpoint_alignment: int = 1,
-    mamba_prefill_checkpoint_blocks: int = 0,
-    min_kernel_block_size: int = MIN_KERNEL_BLOCK_SIZE,
-    disable_hybrid_kv_cache_manager: bool = False,
-    sliding_window_block_size: int | None = None,
-    num_speculative_blocks: int = 0,
-    context_parallel: int = 1,
-    num_blocks_override: int | None = None,
-    tokens_per_group_block: bool = False,
-    dsv4_layer_tuples: bool = False,
-) -> KVCachePlan:
-    """Blocks, tokens, concurrency and the fit verdict for KV memory given per worker (PP stage).
-
-    `block_size` is the size after the backend's preference (or `--block-size`); hybrid alignment
-    is applied here. `available_kv_bytes` is one value for every worker or one per worker.
-    Mamba/GDN layers: `mamba_cache_mode` (align with prefix caching), the state-checkpoint token
-    alignment and the extra checkpoint blocks of the GDN kernel (vllm_defaults.gdn_*).
-    `tokens_per_group_block`: count "GPU KV cache size" as vLLM ≤ 0.20 printed it (see _counted_plan).
-    `dsv4_layer_tuples`: DeepSeek-V4 grouped and counted as vLLM ≤ 0.28 did (kv_groups.LayerTupleLayout).
-    """
-    workers, avail = _worker_budgets(specs_per_worker, available_kv_bytes, block_size, max_model_len)
-    layout = _layout(
-        [s for w in workers for s in w], block_size, max_model_len, in_flight_tokens,
-        mamba_cache_mode=mamba_cache_mode, mamba_checkpoint_alignment=mamba_checkpoint_alignment,
-        mamba_prefill_checkpoint_blocks=mamba_prefill_checkpoint_blocks, min_kernel_block_size=min_kernel_block_size,
-        disable_hybrid_kv_cache_manager=disable_hybrid_kv_cache_manager,
-        sliding_window_block_size=sliding_window_block_size, num_speculative_blocks=num_speculative_blocks,
-        dsv4_layer_tuples=dsv4_layer_tuples,
-    )
+def plan_kv_cache(specs_per_worker: Sequence[Sequence[KVCacheSpec]], available_kv_bytes: int | Sequence[int],
+                  settings: BlockPlanSettings) -> KVCachePlan:
+    """Blocks, tokens, concurrency and the fit verdict for KV memory given per worker (PP stage):
+    `available_kv_bytes` is one value for every worker or one per worker; `settings` the rest
+    (BlockPlanSettings)."""
+    c = settings
+    workers, avail = _worker_budgets(specs_per_worker, available_kv_bytes, c.block_size, c.max_model_len)
+    layout = _layout([s for w in workers for s in w], c)
     if not layout.groups:  # attention-free and state-free: vLLM keeps just the null block
-        return _attention_free_plan(layout, avail, max_model_len, in_flight_tokens, mamba_cache_mode)
-    if context_parallel > 1:
-        layout = _context_parallel_layout(layout, context_parallel, max_model_len, in_flight_tokens)
-    return _counted_plan(layout, workers, avail, max_model_len, in_flight_tokens, mamba_cache_mode,
-                         num_blocks_override, tokens_per_group_block)
+        return _attention_free_plan(layout, avail, c.max_model_len, c.in_flight_tokens, c.mamba_cache_mode)
+    if c.context_parallel > 1:
+        layout = _context_parallel_layout(layout, c.context_parallel, c.max_model_len, c.in_flight_tokens)
+    return _counted_plan(layout, workers, avail, c)
 
 
 def _context_parallel_layout(layout: _Layout, dcp: int, max_model_len: int, in_flight_tokens: int) -> _Layout:

@@ -12,7 +12,7 @@ A pipeline of small pure stages, each with a frozen result, in the order vLLM's 
 """
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, cast
 
 from kvplan.errors import BadConfig
@@ -21,7 +21,7 @@ from kvplan.model.weights import FP_BYTES, expert_parallel_bytes_saved, mtp_modu
 from kvplan.units import GiB
 from kvplan.vllm.advice import advise_fixes
 from kvplan.vllm.architectures import served_quantization_methods
-from kvplan.vllm.block_plan import KVCachePlan, plan_kv_cache
+from kvplan.vllm.block_plan import BlockPlanSettings, KVCachePlan, plan_kv_cache
 from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, DSV4_PACKED_GROUPS_SINCE, KV_TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.vllm.dtype import served_dtype
 from kvplan.vllm.memory.activation import estimate_activation, penalty_state_bytes
@@ -350,8 +350,8 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
 
     par, cache = s.parallel_config, s.cache_config
     def plan_at(length: int) -> KVCachePlan:
-        return plan_kv_cache(
-            specs, stage_available_kv(budget), r.block_size, length, r.window_tokens,
+        return plan_kv_cache(specs, stage_available_kv(budget), BlockPlanSettings(
+            r.block_size, length, r.window_tokens,
             mamba_cache_mode=r.mamba_cache_mode,
             mamba_checkpoint_alignment=r.mamba_checkpoint_alignment,
             mamba_prefill_checkpoint_blocks=r.mamba_prefill_checkpoint_blocks,
@@ -362,7 +362,7 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
             num_blocks_override=cache.num_gpu_blocks_override,
             tokens_per_group_block=r.version < KV_TOKENS_FROM_CONCURRENCY_SINCE,
             dsv4_layer_tuples=r.version < DSV4_PACKED_GROUPS_SINCE,
-        )
+        ))
 
     notes: list[str] = []
     plan = plan_at(r.max_model_len)
@@ -528,8 +528,8 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
         # config/vllm.py:num_lookahead_tokens: EAGLE, MTP and draft models reserve one slot per draft token
         lookahead=spec_decode.num_speculative_tokens if spec_decode is not None else 0,
     )
-    report = build_report(model, gpu, s, r, budget, plan, startup=startup, error=error, preemption=preempt,
-                          block_size_source=bs_source,
+    planned = Planned(replace(r, block_size_source=bs_source), budget, plan, startup, error, preempt)
+    report = build_report(model, gpu, s, planned,
                           notes=[*model.config_notes, *dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,
                                  *_load_notes(s, max_len, r.batch.max_num_seqs)])
     report = replace(report, **range_fields(specs, budget, r, s, spec_decode),  # type: ignore[arg-type]
@@ -546,11 +546,23 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     return report
 
 
-def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings, budget: MemoryBudget,
-                 plan: KVCachePlan, *, startup: Startup, error: str | None, preemption: PreemptionVerdict,
-                 block_size_source: str, notes: list[str]) -> FitReport:
+@dataclass(frozen=True)
+class Planned:
+    """Stages 1–5's results, what the report is built from: the resolved settings (`block_size_source` the
+    final one), the tightest stage's budget, the block plan and the verdicts on it."""
+
+    resolved: ResolvedSettings
+    budget: MemoryBudget
+    plan: KVCachePlan
+    startup: Startup
+    error: str | None
+    preemption: PreemptionVerdict
+
+
+def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, planned: Planned, notes: list[str]) -> FitReport:
     """Stage 6: the flat report the renderers and `--json` read."""
     par, cache = s.parallel_config, s.cache_config
+    r, budget, plan, startup = planned.resolved, planned.budget, planned.plan, planned.startup
     fits = startup is Startup.OK
     max_len = plan.max_model_len
     return FitReport(
@@ -584,13 +596,13 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSe
         max_concurrency=plan.max_concurrency,
         fits=fits,
         startup=startup,
-        error=error,
+        error=planned.error,
         estimated_max_model_len=plan.estimated_max_model_len,
         log_line=plan.log_line if fits else None,
-        preemption=preemption,
+        preemption=planned.preemption,
         memory_terms=budget.terms,
         kv_cache_memory_bytes_given=cache.kv_cache_memory_bytes is not None,
-        block_size_source=block_size_source,
+        block_size_source=r.block_size_source,
         attention_backend=r.backend.name,
         groups=tuple(
             GroupSummary(g.kind, len(g.layers), g.block_size, g.page_size_bytes,

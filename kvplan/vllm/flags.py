@@ -20,24 +20,22 @@ if TYPE_CHECKING:
 
 def settings_from_flags(
     given: Mapping[str, object],
-    usage: str | None,
-    vllm_version: str | None,
-    weights_memory: str | None,
-    activation_memory: str | None,
-    non_torch_memory: str | None,
-    cuda_graph_memory: str | None,
-    context: str | None,
-    concurrency: int | None,
+    usage: str | None = None,
+    vllm_version: str | None = None,
     *,
+    measured: Mapping[str, str | None] | None = None,
+    context: str | None = None,
+    concurrency: int | None = None,
     env: VllmEnvironment | None = None,
 ) -> ServeSettings:
     """Turn flag texts (from the command line or a pasted vLLM command) into ServeSettings.
 
     `given` maps vLLM option names (`max_model_len`, `tensor_parallel_size`, …) to their texts; each is read
     as its row of kvplan/vllm/engine_args.py says (an absent one keeps ServeSettings' default, vLLM's);
-    `moe_backend` is kvplan's own. Shared by `kvplan fit`, `roofline`, `calibrate`, `diagnose --plan`, `simulate`
-    and the library; `env` is vLLM's environment as vllm/environment.py reads it (None: all unset). Raises
-    InvalidParameter on a bad value.
+    `moe_backend` is kvplan's own. `measured` the four `--…-memory` overrides (weights, activation, non_torch,
+    cuda_graph: byte sizes as text); `context` and `concurrency` the load to judge. Shared by `kvplan fit`,
+    `roofline`, `calibrate`, `diagnose --plan`, `simulate` and the library; `env` is vLLM's environment as
+    vllm/environment.py reads it (None: all unset). Raises InvalidParameter on a bad value.
     """
     from kvplan.errors import InvalidParameter
     from kvplan.units import parse_bytes, parse_count
@@ -48,6 +46,7 @@ def settings_from_flags(
     from kvplan.vllm.settings import ServeSettings
 
     env = env or VllmEnvironment()
+    memory = dict(measured or {})
 
     def size(value: str | None, flag: str) -> int | None:
         return None if value is None else parse_bytes(value, what=flag)
@@ -73,10 +72,10 @@ def settings_from_flags(
         usage=usage_,
         vllm_version=vllm_version,
         env=env,
-        weights_bytes=size(weights_memory, "--weights-memory"),
-        activation_bytes=size(activation_memory, "--activation-memory"),
-        non_torch_bytes=size(non_torch_memory, "--non-torch-memory"),
-        cuda_graph_bytes=size(cuda_graph_memory, "--cuda-graph-memory"),
+        weights_bytes=size(memory.get("weights"), "--weights-memory"),
+        activation_bytes=size(memory.get("activation"), "--activation-memory"),
+        non_torch_bytes=size(memory.get("non_torch"), "--non-torch-memory"),
+        cuda_graph_bytes=size(memory.get("cuda_graph"), "--cuda-graph-memory"),
         context=None if context is None else parse_count(context, what="--context", minimum=1),
         concurrency=concurrency,
         moe_backend=moe_backend,
@@ -158,10 +157,8 @@ def fit_flags(
         model = model or parsed.model
     if not model:
         raise InvalidParameter('a model is needed: kvplan fit MODEL (or --vllm-cmd "vllm serve MODEL …")')
-    memory = dict(measured or {})
     settings = settings_from_flags(
-        options, usage, vllm_version, memory.get("weights"), memory.get("activation"), memory.get("non_torch"),
-        memory.get("cuda_graph"), context, concurrency,
+        options, usage, vllm_version, measured=measured, context=context, concurrency=concurrency,
         env=vllm_environment({**(environ or {}), **pasted_env, **env_flags(env_words)}),
     )
     tp_given = options.get("tensor_parallel_size") is not None
