@@ -132,7 +132,7 @@ def test_performance_mode_is_refused_before_0_17() -> None:
     with pytest.raises(InvalidParameter, match="vLLM 0.16 has no such flag"):
         resolve_settings(model, get_gpu("h100"), ServeSettings.of(vllm_version="0.16", performance_mode="throughput"))
     r = resolve_settings(model, get_gpu("h100"), ServeSettings.of(vllm_version="0.17", performance_mode="throughput"))
-    assert r.batch.max_num_seqs == 2048
+    assert r.scheduler_config.batch.max_num_seqs == 2048
 
 
 @pytest.mark.parametrize(("env", "expected"), [

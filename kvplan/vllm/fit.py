@@ -86,7 +86,7 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                   spec_decode: SpecDecode | None, stage: int | None) -> MemoryBudget:
     """One worker's budget: PP stage `stage`, or the only one (None)."""
     par, cache, mc = s.parallel_config, s.cache_config, s.model_config
-    batch = r.batch
+    batch = r.scheduler_config.batch
     weights = _weights_term(model, gpu, s, r, spec_decode, stage)
     last = stage is None or stage == par.pipeline_parallel_size - 1
     activation = (user_term("activation", s.measured.activation_bytes, "--activation-memory")
@@ -118,7 +118,7 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                                         subtracted=s.env.estimate_cudagraphs, model_runner_v2=r.model_runner.v2))
     return memory_budget(
         cuda_total_bytes=gpu.cuda_total_bytes,
-        gpu_memory_utilization=r.gpu_memory_utilization,
+        gpu_memory_utilization=r.cache_config.gpu_memory_utilization,
         weights=weights,
         activation=activation,
         non_torch=non_torch,
@@ -162,11 +162,11 @@ def _moe_group(model: ModelSpec, s: ServeSettings) -> int:
 def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings) -> MemoryTerm:
     """Non-torch growth plus Model Runner V2's penalty state: torch tensors, but vLLM counts them where it
     counts non-torch growth, in "consumed memory (weights + non-torch)" (memory/activation.py)."""
-    penalties = penalty_state_bytes(model, max_num_seqs=r.batch.max_num_seqs, version=r.version,
-                                    model_runner_v2=r.model_runner.v2)
+    seqs = r.scheduler_config.batch.max_num_seqs
+    penalties = penalty_state_bytes(model, max_num_seqs=seqs, version=r.version, model_runner_v2=r.model_runner.v2)
     if not penalties:
         return term
-    return shifted(term, penalties, f"plus Model Runner V2's penalty state for {r.batch.max_num_seqs:,} requests "
+    return shifted(term, penalties, f"plus Model Runner V2's penalty state for {seqs:,} requests "
                                     f"({penalties / GiB:.2f} GiB)")
 
 
@@ -182,8 +182,9 @@ def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
         return replace(term, assumption=f"{term.assumption}; no encoder profile (every multimodal limit is 0)")
     if not first:  # model_runner.py:profile_run profiles the encoder on the first PP stage only
         return term
-    enc = gemma4_encoder_profile(model, limits, max_num_batched_tokens=r.batch.max_num_batched_tokens,
-                                 max_num_seqs=r.batch.max_num_seqs, max_model_len=r.max_model_len)
+    batch = r.scheduler_config.batch
+    enc = gemma4_encoder_profile(model, limits, max_num_batched_tokens=batch.max_num_batched_tokens,
+                                 max_num_seqs=batch.max_num_seqs, max_model_len=r.model_config.max_model_len)
     if enc is None and not any(limits.count(m) > 0 for m in model.mm_modalities):
         return replace(term, assumption=f"{term.assumption}; no encoder profile (embedding-only: every multimodal "
                                         "limit is 0)")  # encoder_runner.py:profile_encoder_cache
@@ -239,7 +240,7 @@ def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
         term = estimate_weights(model, tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, arch=gpu.arch,
                                 version=r.version, moe_backend=s.kernel_config.moe_backend,
                                 total_bytes=s.measured.weights_total_bytes,
-                                max_num_batched_tokens=r.batch.max_num_batched_tokens, stage=stage)
+                                max_num_batched_tokens=r.scheduler_config.batch.max_num_batched_tokens, stage=stage)
         if spec_decode is not None and spec_decode.method == DRAFT_MODEL and spec_decode.draft is not None:
             term = _draft_weights(term, replace(spec_decode.draft, dtype=model.dtype), gpu, s, r, stage)
         # MTP modules and EAGLE heads sit with the LM head
@@ -351,12 +352,12 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
     par, cache = s.parallel_config, s.cache_config
     def plan_at(length: int) -> KVCachePlan:
         return plan_kv_cache(specs, stage_available_kv(budget), BlockPlanSettings(
-            r.block_size, length, r.window_tokens,
-            mamba_cache_mode=r.mamba_cache_mode,
-            mamba_checkpoint_alignment=r.mamba_checkpoint_alignment,
-            mamba_prefill_checkpoint_blocks=r.mamba_prefill_checkpoint_blocks,
+            r.cache_config.block_size, length, r.scheduler_config.window_tokens,
+            mamba_cache_mode=r.cache_config.mamba_cache_mode,
+            mamba_checkpoint_alignment=r.cache_config.mamba_checkpoint_alignment,
+            mamba_prefill_checkpoint_blocks=r.cache_config.mamba_prefill_checkpoint_blocks,
             min_kernel_block_size=r.backend.min_kernel_block_size,
-            disable_hybrid_kv_cache_manager=r.disable_hybrid_kv_cache_manager,
+            disable_hybrid_kv_cache_manager=r.scheduler_config.disable_hybrid_kv_cache_manager,
             num_speculative_blocks=spec_decode.num_speculative_tokens if spec_decode is not None else 0,
             context_parallel=par.decode_context_parallel_size,
             num_blocks_override=cache.num_gpu_blocks_override,
@@ -365,10 +366,11 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
         ))
 
     notes: list[str] = []
-    plan = plan_at(r.max_model_len)
-    if r.auto_fit and not plan.fits and plan.estimated_max_model_len:
+    max_len = r.model_config.max_model_len
+    plan = plan_at(max_len)
+    if r.model_config.auto_fit and not plan.fits and plan.estimated_max_model_len:
         notes.append(
-            f"Auto-fit max_model_len: reduced from {r.max_model_len} to {plan.estimated_max_model_len} to fit in "
+            f"Auto-fit max_model_len: reduced from {max_len} to {plan.estimated_max_model_len} to fit in "
             "available KV cache memory (vLLM's --max-model-len auto)."
         )
         plan = plan_at(plan.estimated_max_model_len)
@@ -379,12 +381,12 @@ def _block_size_source(plan: KVCachePlan, s: ServeSettings, r: ResolvedSettings)
     """Where the final block size came from; adds vLLM's "Setting kv cache block size" line when the backend
     changed it."""
     cache = s.cache_config
-    if plan.block_size != r.block_size:
-        return plan, f"raised from {r.block_size} so an attention page holds the Mamba/GDN state"
-    if r.block_size != DEFAULT_BLOCK_SIZE and cache.block_size is None:
-        line = f"Setting kv cache block size to {r.block_size} for {r.backend.name} backend."
-        return replace(plan, vllm_log=(line, *plan.vllm_log)), r.block_size_source
-    return plan, r.block_size_source
+    if plan.block_size != r.cache_config.block_size:
+        return plan, f"raised from {r.cache_config.block_size} so an attention page holds the Mamba/GDN state"
+    if r.cache_config.block_size != DEFAULT_BLOCK_SIZE and cache.block_size is None:
+        line = f"Setting kv cache block size to {r.cache_config.block_size} for {r.backend.name} backend."
+        return replace(plan, vllm_log=(line, *plan.vllm_log)), r.cache_config.block_size_source
+    return plan, r.cache_config.block_size_source
 
 
 def _towers(model: ModelSpec, s: ServeSettings) -> tuple[TowerSummary, ...]:
@@ -475,12 +477,13 @@ def _limit_to_draft(r: ResolvedSettings, spec: SpecDecode | None, *,
     notes.append(f"Draft model: the scheduler keeps 1 slot per scheduled request of max_num_batched_tokens for "
                  f"the draft and allocates {spec.num_speculative_tokens} lookahead slot(s) per request; the draft "
                  "runs without CUDA graphs.")
-    if spec.max_model_len is not None and spec.max_model_len < r.max_model_len:
+    if spec.max_model_len is not None and spec.max_model_len < r.model_config.max_model_len:
         notes.append(f"The draft model's max_model_len ({spec.max_model_len}) is smaller than the target model's "
-                     f"({r.max_model_len}) and the V2 model runner can't skip speculation for longer sequences; "
+                     f"({r.model_config.max_model_len}) and the V2 model runner can't skip speculation for longer "
+                     "sequences; "
                      f"reducing max_model_len to {spec.max_model_len}.")
         sources = {**r.sources, "max_model_len": "the draft model's (vLLM's _limit_max_model_len_to_draft)"}
-        r = replace(r, max_model_len=spec.max_model_len, sources=sources)
+        r = replace(r, model_config=replace(r.model_config, max_model_len=spec.max_model_len), sources=sources)
     return r, notes
 
 
@@ -500,19 +503,19 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     model, mm_notes = apply_mm_limits(model, mm_limits(s))
     r = resolve_settings(model, gpu, s)
     spec_decode = resolve_speculative(model, s.speculative_config, s.speculative_draft, tp=par.tensor_parallel_size,
-                                      max_model_len=r.max_model_len)
+                                      max_model_len=r.model_config.max_model_len)
     r, spec_notes = _limit_to_draft(r, spec_decode, allow_custom_code=mc.trust_remote_code)
     specs = kv_cache_specs(model, tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size,
-                           kv_cache_dtype=r.kv_cache_dtype_flag,
+                           kv_cache_dtype=r.cache_config.kv_cache_dtype_flag,
                            mamba_cache_dtype=cache.mamba_cache_dtype, mamba_ssm_cache_dtype=cache.mamba_ssm_cache_dtype)
     if spec_decode is not None and spec_decode.method == DRAFT_MODEL:
         own = own_draft_specs(model.num_layers, spec_decode, tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size,
-                              kv_cache_dtype=r.kv_cache_dtype_flag, dtype=model.dtype)
+                              kv_cache_dtype=r.cache_config.kv_cache_dtype_flag, dtype=model.dtype)
         for stage, draft_stage in zip(specs, own, strict=True):
             stage.extend(draft_stage)
     elif spec_decode is not None:
         specs[-1].extend(draft_specs(specs[-1], model.num_layers, spec_decode, tp=par.tensor_parallel_size,
-                                     kv_cache_dtype=r.kv_cache_dtype_flag, dtype=model.dtype))
+                                     kv_cache_dtype=r.cache_config.kv_cache_dtype_flag, dtype=model.dtype))
     budget = memory_stage(model, gpu, s, r, specs, spec_decode)
     plan, plan_notes = block_stage(specs, budget, r, s, spec_decode)
     budget = with_tightest_stage(budget, plan)
@@ -522,16 +525,17 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     max_len = plan.max_model_len
     preempt = preemption_verdict(
         plan,
-        max_num_seqs=r.batch.max_num_seqs,
+        max_num_seqs=r.scheduler_config.batch.max_num_seqs,
         context=min(s.load.context, max_len) if s.load.context is not None else None,
         concurrency=s.load.concurrency,
         # config/vllm.py:num_lookahead_tokens: EAGLE, MTP and draft models reserve one slot per draft token
         lookahead=spec_decode.num_speculative_tokens if spec_decode is not None else 0,
     )
-    planned = Planned(replace(r, block_size_source=bs_source), budget, plan, startup, error, preempt)
+    final = replace(r, cache_config=replace(r.cache_config, block_size_source=bs_source))
+    planned = Planned(final, budget, plan, startup, error, preempt)
     report = build_report(model, gpu, s, planned,
                           notes=[*model.config_notes, *dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,
-                                 *_load_notes(s, max_len, r.batch.max_num_seqs)])
+                                 *_load_notes(s, max_len, r.scheduler_config.batch.max_num_seqs)])
     report = replace(report, **range_fields(specs, budget, r, s, spec_decode),  # type: ignore[arg-type]
                      towers=_towers(model, s), pp_stages=_stages(specs, budget, plan),
                      tightest_stage=budget.tightest_stage)
@@ -573,7 +577,7 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, planned: Plan
         pp=par.pipeline_parallel_size,
         num_gpus=par.world_size_across_dp,
         vllm_version=str(r.version),
-        gpu_memory_utilization=r.gpu_memory_utilization,
+        gpu_memory_utilization=r.cache_config.gpu_memory_utilization,
         cuda_total_bytes=gpu.cuda_total_bytes,
         requested_bytes=budget.requested_bytes,
         weights_bytes=budget.weights.bytes,
@@ -581,7 +585,7 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, planned: Plan
         non_torch_bytes=budget.non_torch.bytes,
         cuda_graph_bytes=budget.cuda_graphs.bytes,
         available_kv_bytes=budget.available_kv_bytes,
-        kv_cache_dtype=r.kv_cache_dtype,
+        kv_cache_dtype=r.cache_config.kv_cache_dtype,
         block_size=plan.block_size,
         bytes_per_block=plan.bytes_per_block,
         num_gpu_blocks=plan.num_gpu_blocks,
@@ -589,9 +593,9 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, planned: Plan
         blocks_per_request=plan.blocks_per_request,
         kv_cache_tokens=plan.kv_cache_tokens,
         max_model_len=max_len,
-        max_num_seqs=r.batch.max_num_seqs,
-        max_num_batched_tokens=r.batch.max_num_batched_tokens,
-        in_flight_tokens=r.in_flight_tokens,
+        max_num_seqs=r.scheduler_config.batch.max_num_seqs,
+        max_num_batched_tokens=r.scheduler_config.batch.max_num_batched_tokens,
+        in_flight_tokens=r.scheduler_config.in_flight_tokens,
         model_runner=r.model_runner.name,
         max_concurrency=plan.max_concurrency,
         fits=fits,
@@ -602,11 +606,11 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, planned: Plan
         preemption=planned.preemption,
         memory_terms=budget.terms,
         kv_cache_memory_bytes_given=cache.kv_cache_memory_bytes is not None,
-        block_size_source=r.block_size_source,
+        block_size_source=r.cache_config.block_size_source,
         attention_backend=r.backend.name,
         groups=tuple(
             GroupSummary(g.kind, len(g.layers), g.block_size, g.page_size_bytes,
-                         g.blocks_per_request(max_len, r.window_tokens, plan.mamba_blocks),
+                         g.blocks_per_request(max_len, r.scheduler_config.window_tokens, plan.mamba_blocks),
                          g.sliding_window, g.attention_chunk_size)
             for g in plan.groups
         ),
@@ -614,7 +618,7 @@ def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, planned: Plan
         vllm_log=plan.vllm_log,
         notes=tuple(notes),
         platform=gpu_platform(gpu),
-        platform_rules=_platform_rules(gpu, s, r.kv_cache_dtype),
+        platform_rules=_platform_rules(gpu, s, r.cache_config.kv_cache_dtype),
     )
 
 

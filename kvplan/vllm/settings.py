@@ -145,29 +145,53 @@ def validate_settings(model: ModelSpec, s: ServeSettings) -> None:
 
 
 @dataclass(frozen=True)
-class ResolvedSettings:
-    """Every setting `fit` needs, as vLLM resolves it for this model and GPU; `sources` says where each
-    user-visible value came from (a flag, a default of this vLLM version, the model config)."""
+class ResolvedModelConfig:
+    """ModelConfig's values as vLLM resolves them (config/model.py)."""
 
-    version: VllmVersion
-    gpu_memory_utilization: float
     max_model_len: int
     auto_fit: bool  # --max-model-len -1: vLLM shrinks max_model_len to what fits
-    batch: BatchSettings
+
+
+@dataclass(frozen=True)
+class ResolvedCacheConfig:
+    """CacheConfig's values as vLLM resolves them (config/cache.py, the backend's block size)."""
+
+    gpu_memory_utilization: float
     kv_cache_dtype: str
     kv_cache_dtype_flag: str  # --kv-cache-dtype after vLLM's per-model update (what the KV specs are built from)
-    backend: AttentionBackend
     block_size: int  # before hybrid alignment
     block_size_source: str
+    mamba_cache_mode: MambaCacheMode
+    mamba_checkpoint_alignment: int
+    mamba_prefill_checkpoint_blocks: int
+
+
+@dataclass(frozen=True)
+class ResolvedSchedulerConfig:
+    """SchedulerConfig's values as vLLM resolves them (config/scheduler.py, engine/arg_utils.py's defaults)."""
+
+    batch: BatchSettings  # max_num_seqs, max_num_batched_tokens, each with its source
     in_flight_tokens: int
     # what sliding-window and chunked-local caches reserve past their window: the tokens in flight since vLLM 0.26,
     # max_num_batched_tokens before (vd.WINDOW_RESERVES_IN_FLIGHT_SINCE)
     window_tokens: int
-    model_runner: ModelRunner
-    mamba_cache_mode: MambaCacheMode
-    mamba_checkpoint_alignment: int
-    mamba_prefill_checkpoint_blocks: int
+    async_scheduling: bool
     disable_hybrid_kv_cache_manager: bool
+
+
+@dataclass(frozen=True)
+class ResolvedSettings:
+    """Every setting `fit` needs, as vLLM resolves it for this model and GPU, nested as ServeSettings is
+    (model_config, cache_config, scheduler_config), with the vLLM release, the attention backend and the model
+    runner; `sources` says where each user-visible value came from (a flag, a default of this vLLM version, the
+    model config), keyed by vLLM's name (`block_size`'s is cache_config.block_size_source)."""
+
+    version: VllmVersion
+    model_config: ResolvedModelConfig
+    cache_config: ResolvedCacheConfig
+    scheduler_config: ResolvedSchedulerConfig
+    backend: AttentionBackend
+    model_runner: ModelRunner
     sources: Mapping[str, str]
 
 
@@ -382,13 +406,15 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     in_flight = vd.max_in_flight_tokens(batch.max_num_batched_tokens, par.pipeline_parallel_size,
                                         async_scheduling=async_on, model_runner_v2=runner.v2)
     return ResolvedSettings(
-        version=version, gpu_memory_utilization=util, max_model_len=max_len, auto_fit=mc.max_model_len == -1,
-        batch=batch, kv_cache_dtype=kv_dtype, kv_cache_dtype_flag=kv_flag, backend=backend, block_size=block_size,
-        block_size_source=bs_source,
-        in_flight_tokens=in_flight,
-        window_tokens=in_flight if version >= vd.WINDOW_RESERVES_IN_FLIGHT_SINCE else batch.max_num_batched_tokens,
-        model_runner=runner,
-        mamba_cache_mode=mode, mamba_checkpoint_alignment=alignment,
-        mamba_prefill_checkpoint_blocks=checkpoint_blocks, disable_hybrid_kv_cache_manager=hma_off,
-        sources=sources,
+        version=version,
+        model_config=ResolvedModelConfig(max_model_len=max_len, auto_fit=mc.max_model_len == -1),
+        cache_config=ResolvedCacheConfig(
+            gpu_memory_utilization=util, kv_cache_dtype=kv_dtype, kv_cache_dtype_flag=kv_flag, block_size=block_size,
+            block_size_source=bs_source, mamba_cache_mode=mode, mamba_checkpoint_alignment=alignment,
+            mamba_prefill_checkpoint_blocks=checkpoint_blocks),
+        scheduler_config=ResolvedSchedulerConfig(
+            batch=batch, in_flight_tokens=in_flight,
+            window_tokens=in_flight if version >= vd.WINDOW_RESERVES_IN_FLIGHT_SINCE else batch.max_num_batched_tokens,
+            async_scheduling=async_on, disable_hybrid_kv_cache_manager=hma_off),
+        backend=backend, model_runner=runner, sources=sources,
     )
