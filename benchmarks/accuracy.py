@@ -137,6 +137,12 @@ _QWEN3_VL_235B_THINKING_FP8 = ("Qwen--Qwen3-VL-235B-A22B-Instruct-FP8",
                                "architecture and quantization layout")
 FIXTURE_FOR_RECORD.update({"joshi-8xh100-qwen3-vl-235b-thinking-fp8-tp8-ep-v0112": _QWEN3_VL_235B_THINKING_FP8,
                            "joshi-8xh100-qwen3-vl-235b-thinking-fp8-tp8-ep-v0151": _QWEN3_VL_235B_THINKING_FP8})
+# Qwen3-235B-A22B-Instruct-2507-FP8: no config.json of the 2507 release is held; Qwen3-235B-A22B-FP8's is the same
+# architecture (94 layers x 4 KV heads x 128, 128 experts x 1536) and block-FP8 layout, with a 40,960-token window
+# against the 2507 release's 262,144 (the record ran --max-model-len 32K).
+FIXTURE_FOR_RECORD["l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102"] = (
+    "Qwen--Qwen3-235B-A22B-FP8", "the 2507 Instruct-FP8 release keeps Qwen3-235B-A22B-FP8's architecture and FP8 "
+                                 "layout")
 LLM_CLASS_IDS_PP = {"isambard-2x4gh200-qwen3-30b-a3b-2507-tp4-pp2-v0101"}  # vllm.LLM throughput benchmark
 # Records whose log derives a longer window than the stand-in config's ("Using max model len 262144" with no
 # --max-model-len among the non-default args): the checkpoint's own window, planned as given.

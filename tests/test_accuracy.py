@@ -278,3 +278,15 @@ def test_glm_5_1_fp8_at_tp8_on_h200_eager_misses_by_its_weights_only(record: str
     assert abs(row.residuals["rest"]) < 0.05, row.terms
     assert row.residuals["weights"] > 0 and row.low_end_holds and row.in_range
     assert row.with_logged_weights_pct is not None and abs(row.with_logged_weights_pct) < 0.2
+
+
+def test_qwen3_235b_fp8_at_tp8_with_ep_on_pcie_l40s_matches_the_logged_breakdown() -> None:
+    """Qwen3-235B-A22B-Instruct-2507-FP8 at TP 8 + EP on 8 × L40S (PCIe, no custom all-reduce), vLLM 0.10.2: the log
+    prints every term. kvplan's activation (1.41 against 1.40 GiB) and the block count (14,834, the smallest rank's)
+    match; non-torch is 0.17 against the logged 0.21."""
+    rec = BY_ID["l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102"]
+    a = BENCH.check_tokens(rec, False)
+    assert not isinstance(a, str) and a.exact, a
+    row = ROW[rec["id"]]
+    assert abs(row.residuals["activation"]) < 0.05 and abs(row.residuals["non_torch"]) < 0.06, row.terms
+    assert row.in_range and abs(row.error_pct) < 2.5

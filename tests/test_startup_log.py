@@ -461,3 +461,13 @@ def test_a_wrapped_engine_config_line_is_not_read_as_the_engine_line() -> None:
     line = ("(EngineCore_DP0 pid=1) INFO 11-26 12:41:59 [core.py:93] Initializing a V1 LLM engine (v0.11.2) with "
             "config: model='MiniMaxAI/MiniMax-M2', tensor_parallel_size=4, quantization=fp8, enforce_eager=False")
     assert (parse_startup_log(line).model, parse_startup_log(line).tensor_parallel_size) == ("MiniMaxAI/MiniMax-M2", 4)
+
+
+def test_the_replica_block_count_of_the_metrics_logger_line_is_read() -> None:
+    """vLLM 0.10.2 at TP 8 on 8 × L40S prints each rank's "GPU KV cache size" (237,344 to 238,256 tokens) and then
+    the replica's count, unified to the smallest rank: "num_gpu_blocks is: 14834" (14,834 × 16 = 237,344)."""
+    log = parse_startup_log((NEW_RAW / "l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102.log").read_text(encoding="utf-8"))
+    assert log.num_gpu_blocks == 14_834 and log.num_gpu_blocks * 16 == 237_344
+    assert (log.tensor_parallel_size, log.max_num_batched_tokens, log.flashinfer_sampler) == (8, 2048, False)
+    assert (log.weights_profiled_bytes, log.non_torch_bytes) == (round(27.72 * GiB), round(0.21 * GiB))
+    assert log.available_kv_bytes == 11_425_235_660  # TP1's "Current kv cache memory in use", the excerpt's last

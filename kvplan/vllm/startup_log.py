@@ -263,6 +263,11 @@ _RULES: Final[tuple[_Rule, ...]] = (
        rf" (?P<model_load_seconds>{_N}) seconds"),
     _r("available_kv", "Available KV cache memory", rf"Available KV cache memory:? (?P<available_kv_bytes>{_N}) GiB"),
     _r("kv_cache_size", "KV cache size", rf"KV cache size:? (?P<kv_cache_tokens>{_INT}) tokens"),
+    # v1/metrics/loggers.py (0.9-0.11): "vllm cache_config_info with initialization after num_gpu_blocks is: N", the
+    # replica's block count after the ranks are unified to the smallest (a TP 8 log prints eight different "GPU KV
+    # cache size" lines before it: tests/fixtures/startup-logs/raw/l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102.log).
+    _r("num_gpu_blocks_logger", "num_gpu_blocks is: ",
+       r"cache_config_info with initialization after num_gpu_blocks is: (?P<num_gpu_blocks>\d+)"),
     _r("max_concurrency", "Maximum concurrency for ",
        rf"Maximum concurrency for (?P<concurrency_max_model_len>{_INT}) tokens per request:?"
        rf" (?P<max_concurrency>{_N})x"),
