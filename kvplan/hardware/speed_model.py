@@ -6,7 +6,8 @@ the gap grows with TP and with faster GPUs (issue 21: Llama-2-7B on 8×A100 runs
 bound, at TP 1 at 0.68). Measured step times fit
 
     t = max(weights ÷ (η_w × BW) + KV ÷ (η_kv × BW),        the roofs, at the efficiency a GPU class reaches:
-            FLOPs ÷ (η_c × peak))                             GEMMs stream weights, attention kernels read KV
+            + experts ÷ BW × x_expert[engine],                GEMMs stream weights, attention kernels read KV,
+            FLOPs ÷ (η_c × peak))                             expert kernels fall short of the dense GEMMs
         + layers × τ_layer[class]                             kernels per layer: launches, the gaps between them and
                                                               the small kernels' own time, per GPU class
         + layers × decode requests × τ_seq                    per sequence per layer: the decode attention kernel's
@@ -29,6 +30,18 @@ read efficiency fits 0.62 beside 45 µs per layer): the two together, not each, 
 constant below is fitted by `fit_speed_model` on
 the calibration half of the measured points (benchmarks/speed.py prints the fit and both halves;
 tests/test_speed_model.py refits and checks these figures). Pure: numbers in, numbers out.
+
+x_expert (StepOverheads.expert_extra) is the extra time per rated second of the routed experts' weight reads
+(model_costs.expert_bytes_read), per engine: expert kernels are not the dense GEMMs. gpt-fast's Mixtral
+(mixtral-moe/model.py ConditionalFeedForward, pytorch-labs/gpt-fast@89b2502) gathers each token's experts by
+index (`self.w1[expert_indices]`) and, with inductor's coordinate_descent_tuning (generate.py), inductor turns the
+batch-1 bmm into a mul + sum reduction over the indexed weights (torch/_inductor/decomposition.py `bmm`); at that
+commit w2 was reduced over its outer, non-contiguous axis (fixed in 48328fb, "transposed w2 to have reduction dim
+be innermost dim", which republished TP 2/4/8 12–31 % faster). This cost shrinks with TP as the expert bytes do;
+fitted instead as a constant per MoE layer (τ_moe, 94 µs from TP 2 and 4 alone) it timed TP 8 41 % too slow.
+vLLM's fused_moe fits x_expert = 0 (its expert reads keep pace with its GEMMs at these batches).
+A GPU class with fewer calibration points than unknowns of its own gets no efficiencies of its own
+(`underdetermined_classes`): its points are timed at the lowest fitted efficiency, as a class without points is.
 """
 from __future__ import annotations
 
@@ -59,6 +72,9 @@ class StepOverheads:
     request_s: float = 0.0  # once per request, before its first token
     # per decode request per layer: the attention kernel's per-sequence work and the per-token kernels
     seq_layer_s: float = 0.0
+    # extra seconds per rated second of routed-expert weight reads: the expert kernels' shortfall from the dense
+    # GEMMs' bandwidth (indexed or grouped GEMVs over the experts a step hits; the module docstring's x_expert)
+    expert_extra: float = 0.0
     # measured ÷ predicted on the calibration points: the range printed around a prediction.
     ratio_low: float = 1.0
     ratio_high: float = 1.0
@@ -137,6 +153,7 @@ class StepShape:
     count: float = 1.0  # steps of this shape the measured time spans (a static batch: its output length)
     kv_s: float = 0.0  # KV and recurrent-state bytes ÷ rated bandwidth
     decode_reqs: int = 0  # decode requests in the step (each a sequence the attention kernels walk)
+    expert_s: float = 0.0  # the routed experts' part of memory_s (their weight bytes ÷ rated bandwidth)
 
 
 @dataclass(frozen=True)
@@ -158,7 +175,7 @@ def predict_s(obs: Observation, cal: SpeedCalibration) -> float:
     kv = cal.kv_efficiency(obs.arch)
     total = over.request_s if obs.first_token else 0.0
     for s in obs.steps:
-        roof = max(s.memory_s / bw + s.kv_s / kv, s.compute_s / fl)
+        roof = max(s.memory_s / bw + s.expert_s * over.expert_extra + s.kv_s / kv, s.compute_s / fl)
         total += s.count * (roof + s.comm_s + over.time_s(layers=s.layers, moe_layers=s.moe_layers,
                                                           all_reduces=s.all_reduces, decode_reqs=s.decode_reqs))
     return total
@@ -175,15 +192,18 @@ def fit_speed_model(observations: Sequence[Observation], *, rounds: int = 4) -> 
     The model is linear in (1/η_bw[arch], 1/η_c[arch], τ_layer, τ_moe, τ_step, τ_request, α[link]) once each
     step's binding roof is known; the roof is chosen by the current fit (first: the rated roofs) and the fit
     repeated (`rounds`). A coefficient the data drive negative is pinned at 0 and the rest refitted
-    (non-negative, by elimination). Efficiencies are capped at 1.0 (no point beats its roof).
+    (non-negative, by elimination). Efficiencies are capped at 1.0 (no point beats its roof). A GPU class with
+    fewer points than unknowns of its own (`underdetermined_classes`) gets no efficiencies: its points are timed
+    at the lowest fitted ones, as `SpeedCalibration.for_gpu` times a class without points, and fit only its τ_layer.
     """
     obs = [o for o in observations if o.measured_s > 0]
     if not obs:
         raise ValueError("no observations to fit")
     memory_bound = {(o.id, i): s.memory_s + s.kv_s >= s.compute_s for o in obs for i, s in enumerate(o.steps)}
+    weak = underdetermined_classes(obs, memory_bound)
     cal = SpeedCalibration({}, {}, {}, StepOverheads())
     for _ in range(rounds):
-        rows = [(_row(o, memory_bound), o) for o in obs]
+        rows = [(_row(o, memory_bound, cal if o.arch in weak else None), o) for o in obs]
         names = sorted({n for (values, _), _ in rows for n in values})
         coef = _nnls(names, rows)
         cal = _calibration(coef, obs)
@@ -199,6 +219,22 @@ def fit_speed_model(observations: Sequence[Observation], *, rounds: int = 4) -> 
                    engine_overheads={e: spread(o, e) for e, o in cal.engine_overheads.items()})
 
 
+def underdetermined_classes(obs: Sequence[Observation], memory_bound: Mapping[tuple[str, int], bool]) -> frozenset[str]:
+    """GPU classes with fewer observations than unknowns of their own (efficiencies, per-class τ_layer per engine).
+
+    With one B200 point the fit could split its time between 1/η_bw and τ_layer in any proportion, and the
+    smallest-norm split (RIDGE) read it as weights streamed at 0.19 of rated bandwidth, which then timed
+    TensorRT-LLM's B200 run 25× too slow: an efficiency needs points that separate it from the overheads.
+    """
+    counts: dict[str, int] = {}
+    own: dict[str, set[str]] = {}
+    for o in obs:
+        counts[o.arch] = counts.get(o.arch, 0) + 1
+        own.setdefault(o.arch, set()).update(n for n in _row(o, memory_bound, None)[0] if n.split("@")[0].endswith(
+            ":" + o.arch))
+    return frozenset(a for a, n in counts.items() if n < len(own[a]))
+
+
 # Overheads one constant serves for every engine (the rest are fitted per engine, ENGINES).
 SHARED_TERMS: frozenset[str] = frozenset({"seq_layer_s"})
 PER_ARCH_TERMS: frozenset[str] = frozenset({"layer_s"})
@@ -212,8 +248,10 @@ def _term(name: str, at: str, arch: str = "") -> str:
     return name if name in SHARED_TERMS else name + at
 
 
-def _row(o: Observation, memory_bound: Mapping[tuple[str, int], bool]) -> tuple[dict[str, float], float]:
-    """Each unknown's multiplier in `o`'s predicted time, and the part that is known (the ring's bandwidth)."""
+def _row(o: Observation, memory_bound: Mapping[tuple[str, int], bool],
+         timed_at: SpeedCalibration | None = None) -> tuple[dict[str, float], float]:
+    """Each unknown's multiplier in `o`'s predicted time, and the part that is known (the ring's bandwidth; with
+    `timed_at`, also the roofs at that calibration's efficiencies for o's class: an underdetermined class)."""
     at = "@" + o.engine
     values: dict[str, float] = {_term("request_s", at): 1.0} if o.first_token else {}
     known = 0.0
@@ -223,11 +261,20 @@ def _row(o: Observation, memory_bound: Mapping[tuple[str, int], bool]) -> tuple[
             values[name] = values.get(name, 0.0) + x
 
     for i, s in enumerate(o.steps):
-        if memory_bound[(o.id, i)]:
+        if timed_at is not None:
+            bw, fl, _, _ = timed_at.for_gpu(o.arch, o.link, o.engine)
+            kv = timed_at.kv_efficiency(o.arch)
+            if memory_bound[(o.id, i)]:
+                known += s.count * (s.memory_s / bw + s.kv_s / kv)
+            else:
+                known += s.count * s.compute_s / fl
+        elif memory_bound[(o.id, i)]:
             add("inv_bw:" + o.arch, s.count * s.memory_s)
             add("inv_kv:" + o.arch, s.count * s.kv_s)
         else:
             add("inv_fl:" + o.arch, s.count * s.compute_s)
+        if memory_bound[(o.id, i)]:
+            add(_term("expert_extra", at), s.count * s.expert_s)
         add(_term("layer_s", at, o.arch), s.count * s.layers)
         add(_term("moe_layer_s", at), s.count * s.moe_layers)
         add(_term("seq_layer_s", at), s.count * s.layers * s.decode_reqs)
@@ -297,7 +344,8 @@ def _calibration(coef: Mapping[str, float], obs: Sequence[Observation]) -> Speed
 
         return StepOverheads(layer_s=get("layer_s"), moe_layer_s=get("moe_layer_s"),
                              allreduce_s=max(links, default=0.0), step_s=get("step_s"),
-                             request_s=get("request_s"), seq_layer_s=get("seq_layer_s"))
+                             request_s=get("request_s"), seq_layer_s=get("seq_layer_s"),
+                             expert_extra=get("expert_extra"))
 
     links = {k[3:].split("@")[0]: v for k, v in coef.items()
              if k.startswith("ar:") and (k.endswith("@" + VLLM) or "@" not in k)}
@@ -315,10 +363,10 @@ def _calibration(coef: Mapping[str, float], obs: Sequence[Observation]) -> Speed
 def _binding_roofs(obs: Sequence[Observation], cal: SpeedCalibration) -> dict[tuple[str, int], bool]:
     out: dict[tuple[str, int], bool] = {}
     for o in obs:
-        bw, fl, _, _ = cal.for_gpu(o.arch, o.link, o.engine)
+        bw, fl, over, _ = cal.for_gpu(o.arch, o.link, o.engine)
         kv = cal.kv_efficiency(o.arch)
         for i, s in enumerate(o.steps):
-            out[(o.id, i)] = s.memory_s / bw + s.kv_s / kv >= s.compute_s / fl
+            out[(o.id, i)] = s.memory_s / bw + s.expert_s * over.expert_extra + s.kv_s / kv >= s.compute_s / fl
     return out
 
 
@@ -330,6 +378,7 @@ def rounded(cal: SpeedCalibration, digits: int = 3) -> SpeedCalibration:
     def over(o: StepOverheads) -> StepOverheads:
         return StepOverheads(layer_s=sig(o.layer_s), moe_layer_s=sig(o.moe_layer_s), allreduce_s=sig(o.allreduce_s),
                              step_s=sig(o.step_s), request_s=sig(o.request_s), seq_layer_s=sig(o.seq_layer_s),
+                             expert_extra=sig(o.expert_extra),
                              ratio_low=sig(o.ratio_low), ratio_high=sig(o.ratio_high))
 
     return SpeedCalibration(
@@ -347,12 +396,12 @@ def rounded(cal: SpeedCalibration, digits: int = 3) -> SpeedCalibration:
 # The shipped calibration: `fit_speed_model` on the calibration half of tests/fixtures/data/roofline-measured.yaml
 # at 3 significant figures (benchmarks/speed.py --fit prints it; tests/test_speed_model.py refits and compares).
 CALIBRATION = SpeedCalibration(
-    bandwidth_efficiency={"ampere": 0.892, "hopper": 0.612},
-    compute_efficiency={"ampere": 0.619, "hopper": 0.636},
+    bandwidth_efficiency={"ampere": 0.867, "hopper": 0.609},
+    compute_efficiency={"ampere": 0.621, "hopper": 0.634},
     allreduce_s={},
-    overheads=StepOverheads(layer_s=0.000216, moe_layer_s=2.03e-05, step_s=0.0,
-                            seq_layer_s=7.38e-07,
-                            request_s=0.0, ratio_low=0.831, ratio_high=1.4,
+    overheads=StepOverheads(layer_s=0.000212, moe_layer_s=1.72e-05, step_s=0.0,
+                            seq_layer_s=7.31e-07, expert_extra=0.0,
+                            request_s=0.0, ratio_low=0.83, ratio_high=1.4,
                             source="fitted on published measurements (tests/fixtures/data/roofline-measured.yaml)"),
     fitted_on=(
         "gptfast-llama2-7b-a100-tp1",
@@ -392,17 +441,24 @@ CALIBRATION = SpeedCalibration(
         "vllm-perf-b9515-mixtral-8x7b-h200-tp2-b8-32-128",
         "vllm-pr4002-mixtral-8x22b-a100-tp4-b32",
         "vllm-pr4002-mixtral-8x22b-a100-tp8-b16",
+        "gptfast-48328fb-mixtral-8x7b-a100-tp2",
+        "gptfast-48328fb-mixtral-8x7b-a100-tp4",
+        "gptfast-48328fb-mixtral-8x7b-a100-tp8",
+        "gptfast-llama31-8b-a100-tp4",
+        "gptfast-llama31-70b-a100-tp4",
     ),
-    kv_bandwidth_efficiency={"ampere": 0.787, "hopper": 0.711},
+    kv_bandwidth_efficiency={"ampere": 0.784, "hopper": 0.696},
     engine_overheads={
-        "gpt-fast": StepOverheads(layer_s=3.35e-05, moe_layer_s=9.41e-05, allreduce_s=0.0,
-                          step_s=0.00107, request_s=0.0, seq_layer_s=7.38e-07, ratio_low=0.974, ratio_high=1.04),
-        "tensorrt-llm": StepOverheads(layer_s=8.69e-05, moe_layer_s=0.000512, allreduce_s=4.17e-05,
-                          step_s=0.0, request_s=0.00253, seq_layer_s=7.38e-07, ratio_low=0.831, ratio_high=1.4),
+        "gpt-fast": StepOverheads(layer_s=6.26e-05, moe_layer_s=0.0, allreduce_s=3.25e-06,
+                          step_s=0.0, request_s=0.0, seq_layer_s=7.31e-07,
+                          expert_extra=0.374, ratio_low=0.898, ratio_high=1.23),
+        "tensorrt-llm": StepOverheads(layer_s=8.12e-05, moe_layer_s=0.000254, allreduce_s=4.37e-05,
+                          step_s=0.0, request_s=0.00265, seq_layer_s=7.31e-07,
+                          expert_extra=0.867, ratio_low=0.83, ratio_high=1.4),
     },
     layer_s_by_arch={
-        "gpt-fast": {"ampere": 3.35e-05},
-        "tensorrt-llm": {"ampere": 8.69e-05, "hopper": 4.28e-05},
-        "vllm": {"ampere": 0.000216, "hopper": 4.46e-05},
+        "gpt-fast": {"ampere": 6.26e-05},
+        "tensorrt-llm": {"ampere": 8.12e-05, "hopper": 3.83e-05},
+        "vllm": {"ampere": 0.000212, "hopper": 4.47e-05},
     },
 )
