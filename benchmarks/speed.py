@@ -63,7 +63,7 @@ def calibration_source(c: sm.SpeedCalibration) -> str:
     engines = "".join(
         f"        {e!r}: StepOverheads(layer_s={v.layer_s!r}, moe_layer_s={v.moe_layer_s!r}, "
         f"allreduce_s={v.allreduce_s!r},\n                          step_s={v.step_s!r}, request_s={v.request_s!r}, "
-        f"seq_layer_s={v.seq_layer_s!r},\n                          expert_extra={v.expert_extra!r}, "
+        f"seq_layer_s={v.seq_layer_s!r}, "
         f"ratio_low={v.ratio_low!r}, ratio_high={v.ratio_high!r}),\n" for e, v in c.engine_overheads.items())
     per_arch = "".join(f"        {e!r}: {dict(v)!r},\n" for e, v in c.layer_s_by_arch.items())
     return (f"CALIBRATION = SpeedCalibration(\n"
@@ -71,7 +71,7 @@ def calibration_source(c: sm.SpeedCalibration) -> str:
             f"    compute_efficiency={dict(c.compute_efficiency)!r},\n"
             f"    allreduce_s={dict(c.allreduce_s)!r},\n"
             f"    overheads=StepOverheads(layer_s={o.layer_s!r}, moe_layer_s={o.moe_layer_s!r}, step_s={o.step_s!r},\n"
-            f"                            seq_layer_s={o.seq_layer_s!r}, expert_extra={o.expert_extra!r},\n"
+            f"                            seq_layer_s={o.seq_layer_s!r},\n"
             f"                            request_s={o.request_s!r}, ratio_low={o.ratio_low!r}, "
             f"ratio_high={o.ratio_high!r},\n"
             f'                            source="fitted on published measurements '

@@ -202,17 +202,6 @@ def weight_bytes_read(costs: ModelCosts, num_tokens: int) -> int:
     return max(read, 0)
 
 
-def expert_bytes_read(costs: ModelCosts, num_tokens: int) -> int:
-    """The routed experts' part of `weight_bytes_read`: this GPU's local experts that `num_tokens` hit, each
-    `expert_bytes`, over every MoE layer (0 for a dense model). The speed model times these reads apart from
-    the dense GEMMs' (speed_model.StepOverheads.expert_extra)."""
-    if not costs.is_moe or num_tokens <= 0:
-        return 0
-    n = costs.moe_tokens(num_tokens)
-    hit = expected_experts_hit(costs.num_experts, costs.experts_per_token, n) / costs.num_experts
-    return round(costs.local_experts * hit * costs.expert_bytes * costs.num_moe_layers)
-
-
 @dataclass(frozen=True)
 class StepCost:
     """Bytes and FLOPs of one engine step on one GPU."""
@@ -229,7 +218,6 @@ class StepCost:
     all_reduces: int = 0  # collectives: TP all-reduces, and under EP with DP the MoE all-gathers/reduce-scatters
     gather_bytes: int = 0  # what this GPU receives in the EP all-gathers and sends in the reduce-scatters
     decode_reqs: int = 0  # decode requests among the step's tokens (one query each)
-    expert_bytes: int = 0  # the routed experts' part of weight_bytes (expert_bytes_read)
 
     @property
     def bytes(self) -> int:
@@ -305,7 +293,6 @@ def step_cost(
         all_reduces=all_reduces + gathers,
         gather_bytes=gather,
         decode_reqs=decode_reqs,
-        expert_bytes=expert_bytes_read(costs, n),
     )
 
 
@@ -533,7 +520,6 @@ def batch_prefill_cost(costs: ModelCosts, batch: int, prompt: int) -> StepCost:
     one = step_cost(costs, prefill_tokens=prompt)
     return dataclasses.replace(
         one, num_tokens=batch * prompt, weight_bytes=weight_bytes_read(costs, batch * prompt),
-        expert_bytes=expert_bytes_read(costs, batch * prompt),
         kv_bytes=batch * one.kv_bytes, state_bytes=batch * one.state_bytes, linear_flops=batch * one.linear_flops,
         attention_flops=batch * one.attention_flops, allreduce_bytes=batch * one.allreduce_bytes,
     )

@@ -175,13 +175,13 @@ def step_time(cost: StepCost, roof: Roof, tp: int = 1, *, first_token: bool = Fa
         comm = ring * cost.allreduce_bytes / roof.interconnect_bytes_per_s
     if roof.interconnect_bytes_per_s and cost.gather_bytes:
         comm += cost.gather_bytes / roof.interconnect_bytes_per_s
-    overhead, expert_extra = 0.0, (roof.overheads.expert_extra if roof.overheads is not None else 0.0)
+    overhead = 0.0
     if roof.overheads is not None and cost.num_tokens:
         overhead = roof.overheads.time_s(layers=cost.layers, moe_layers=cost.moe_layers,
                                          all_reduces=cost.all_reduces, decode_reqs=cost.decode_reqs,
                                          first_token=first_token)
     return StepTime(
-        memory_s=(cost.weight_bytes / roof.bandwidth_efficiency + cost.expert_bytes * expert_extra
+        memory_s=(cost.weight_bytes / roof.bandwidth_efficiency
                   + (cost.kv_bytes + cost.state_bytes) / roof.kv_efficiency) / roof.bandwidth_bytes_per_s,
         compute_s=cost.flops / (roof.peak_flops * roof.compute_efficiency),
         comm_s=comm,
@@ -752,8 +752,7 @@ def measured_observation(
         t = step_time(cost, rated, costs.tp)
         weights_s = cost.weight_bytes / rated.bandwidth_bytes_per_s
         return StepShape(weights_s, t.compute_s, t.comm_s, cost.layers, cost.moe_layers, cost.all_reduces, count,
-                         kv_s=t.memory_s - weights_s, decode_reqs=cost.decode_reqs,
-                         expert_s=cost.expert_bytes / rated.bandwidth_bytes_per_s)
+                         kv_s=t.memory_s - weights_s, decode_reqs=cost.decode_reqs)
 
     decode = step_cost(costs, decode_reqs=batch, decode_context=context)
     if kind in ("per_request_tok_s", "itl_ms", "tpot_ms"):

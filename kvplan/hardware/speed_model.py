@@ -6,8 +6,7 @@ the gap grows with TP and with faster GPUs (issue 21: Llama-2-7B on 8×A100 runs
 bound, at TP 1 at 0.68). Measured step times fit
 
     t = max(weights ÷ (η_w × BW) + KV ÷ (η_kv × BW),        the roofs, at the efficiency a GPU class reaches:
-            + experts ÷ BW × x_expert[engine],                GEMMs stream weights, attention kernels read KV,
-            FLOPs ÷ (η_c × peak))                             expert kernels fall short of the dense GEMMs
+            FLOPs ÷ (η_c × peak))                             GEMMs stream weights, attention kernels read KV
         + layers × τ_layer[class]                             kernels per layer: launches, the gaps between them and
                                                               the small kernels' own time, per GPU class
         + layers × decode requests × τ_seq                    per sequence per layer: the decode attention kernel's
@@ -31,17 +30,17 @@ constant below is fitted by `fit_speed_model` on
 the calibration half of the measured points (benchmarks/speed.py prints the fit and both halves;
 tests/test_speed_model.py refits and checks these figures). Pure: numbers in, numbers out.
 
-x_expert (StepOverheads.expert_extra) is the extra time per rated second of the routed experts' weight reads
-(model_costs.expert_bytes_read), per engine: expert kernels are not the dense GEMMs. gpt-fast's Mixtral
-(mixtral-moe/model.py ConditionalFeedForward, pytorch-labs/gpt-fast@89b2502) gathers each token's experts by
-index (`self.w1[expert_indices]`) and, with inductor's coordinate_descent_tuning (generate.py), inductor turns the
-batch-1 bmm into a mul + sum reduction over the indexed weights (torch/_inductor/decomposition.py `bmm`); at that
-commit w2 was reduced over its outer, non-contiguous axis (fixed in 48328fb, "transposed w2 to have reduction dim
-be innermost dim", which republished TP 2/4/8 12–31 % faster). This cost shrinks with TP as the expert bytes do;
-fitted instead as a constant per MoE layer (τ_moe, 94 µs from TP 2 and 4 alone) it timed TP 8 41 % too slow.
-vLLM's fused_moe fits x_expert = 0 (its expert reads keep pace with its GEMMs at these batches).
 A GPU class with fewer calibration points than unknowns of its own gets no efficiencies of its own
 (`underdetermined_classes`): its points are timed at the lowest fitted efficiency, as a class without points is.
+
+gpt-fast's Mixtral table is two builds. At pytorch-labs/gpt-fast@89b2502 (78.75 / 118.23 / 203.69 tok/s at TP 2 / 4
+/ 8) each expert's w2 was stored [intermediate, dim] and mixtral-moe/model.py ConditionalFeedForward reduced it over
+its outer, non-contiguous axis; 48328fb ("transposed w2 to have reduction dim be innermost dim") republished 96.67 /
+155.35 / 227.82: 2.4 and 2.0 ms off a TP-2 and TP-4 step, 0.5 ms off TP 8. Fitted on the first build's TP 2 and 4
+alone, that cost became a constant of 94 µs per MoE layer and timed TP 8 41 % too slow; both builds are now measured
+points (no term is fitted for one build's layout). An expert-bytes cost per engine (shrinking with TP) was tried in its
+place: alone it left TP 8 at +29 %, beside the republished points it moved no class's median or max error on either
+half by 3 points or more, and TensorRT-LLM's value rested on a single MoE point, so it is not in the model.
 """
 from __future__ import annotations
 
@@ -72,9 +71,6 @@ class StepOverheads:
     request_s: float = 0.0  # once per request, before its first token
     # per decode request per layer: the attention kernel's per-sequence work and the per-token kernels
     seq_layer_s: float = 0.0
-    # extra seconds per rated second of routed-expert weight reads: the expert kernels' shortfall from the dense
-    # GEMMs' bandwidth (indexed or grouped GEMVs over the experts a step hits; the module docstring's x_expert)
-    expert_extra: float = 0.0
     # measured ÷ predicted on the calibration points: the range printed around a prediction.
     ratio_low: float = 1.0
     ratio_high: float = 1.0
@@ -153,7 +149,6 @@ class StepShape:
     count: float = 1.0  # steps of this shape the measured time spans (a static batch: its output length)
     kv_s: float = 0.0  # KV and recurrent-state bytes ÷ rated bandwidth
     decode_reqs: int = 0  # decode requests in the step (each a sequence the attention kernels walk)
-    expert_s: float = 0.0  # the routed experts' part of memory_s (their weight bytes ÷ rated bandwidth)
 
 
 @dataclass(frozen=True)
@@ -175,7 +170,7 @@ def predict_s(obs: Observation, cal: SpeedCalibration) -> float:
     kv = cal.kv_efficiency(obs.arch)
     total = over.request_s if obs.first_token else 0.0
     for s in obs.steps:
-        roof = max(s.memory_s / bw + s.expert_s * over.expert_extra + s.kv_s / kv, s.compute_s / fl)
+        roof = max(s.memory_s / bw + s.kv_s / kv, s.compute_s / fl)
         total += s.count * (roof + s.comm_s + over.time_s(layers=s.layers, moe_layers=s.moe_layers,
                                                           all_reduces=s.all_reduces, decode_reqs=s.decode_reqs))
     return total
@@ -273,8 +268,6 @@ def _row(o: Observation, memory_bound: Mapping[tuple[str, int], bool],
             add("inv_kv:" + o.arch, s.count * s.kv_s)
         else:
             add("inv_fl:" + o.arch, s.count * s.compute_s)
-        if memory_bound[(o.id, i)]:
-            add(_term("expert_extra", at), s.count * s.expert_s)
         add(_term("layer_s", at, o.arch), s.count * s.layers)
         add(_term("moe_layer_s", at), s.count * s.moe_layers)
         add(_term("seq_layer_s", at), s.count * s.layers * s.decode_reqs)
@@ -344,8 +337,7 @@ def _calibration(coef: Mapping[str, float], obs: Sequence[Observation]) -> Speed
 
         return StepOverheads(layer_s=get("layer_s"), moe_layer_s=get("moe_layer_s"),
                              allreduce_s=max(links, default=0.0), step_s=get("step_s"),
-                             request_s=get("request_s"), seq_layer_s=get("seq_layer_s"),
-                             expert_extra=get("expert_extra"))
+                             request_s=get("request_s"), seq_layer_s=get("seq_layer_s"))
 
     links = {k[3:].split("@")[0]: v for k, v in coef.items()
              if k.startswith("ar:") and (k.endswith("@" + VLLM) or "@" not in k)}
@@ -363,10 +355,10 @@ def _calibration(coef: Mapping[str, float], obs: Sequence[Observation]) -> Speed
 def _binding_roofs(obs: Sequence[Observation], cal: SpeedCalibration) -> dict[tuple[str, int], bool]:
     out: dict[tuple[str, int], bool] = {}
     for o in obs:
-        bw, fl, over, _ = cal.for_gpu(o.arch, o.link, o.engine)
+        bw, fl, _, _ = cal.for_gpu(o.arch, o.link, o.engine)
         kv = cal.kv_efficiency(o.arch)
         for i, s in enumerate(o.steps):
-            out[(o.id, i)] = s.memory_s / bw + s.expert_s * over.expert_extra + s.kv_s / kv >= s.compute_s / fl
+            out[(o.id, i)] = s.memory_s / bw + s.kv_s / kv >= s.compute_s / fl
     return out
 
 
@@ -378,7 +370,6 @@ def rounded(cal: SpeedCalibration, digits: int = 3) -> SpeedCalibration:
     def over(o: StepOverheads) -> StepOverheads:
         return StepOverheads(layer_s=sig(o.layer_s), moe_layer_s=sig(o.moe_layer_s), allreduce_s=sig(o.allreduce_s),
                              step_s=sig(o.step_s), request_s=sig(o.request_s), seq_layer_s=sig(o.seq_layer_s),
-                             expert_extra=sig(o.expert_extra),
                              ratio_low=sig(o.ratio_low), ratio_high=sig(o.ratio_high))
 
     return SpeedCalibration(
@@ -396,12 +387,12 @@ def rounded(cal: SpeedCalibration, digits: int = 3) -> SpeedCalibration:
 # The shipped calibration: `fit_speed_model` on the calibration half of tests/fixtures/data/roofline-measured.yaml
 # at 3 significant figures (benchmarks/speed.py --fit prints it; tests/test_speed_model.py refits and compares).
 CALIBRATION = SpeedCalibration(
-    bandwidth_efficiency={"ampere": 0.867, "hopper": 0.609},
-    compute_efficiency={"ampere": 0.621, "hopper": 0.634},
+    bandwidth_efficiency={"ampere": 0.814, "hopper": 0.602},
+    compute_efficiency={"ampere": 0.628, "hopper": 0.631},
     allreduce_s={},
-    overheads=StepOverheads(layer_s=0.000212, moe_layer_s=1.72e-05, step_s=0.0,
-                            seq_layer_s=7.31e-07, expert_extra=0.0,
-                            request_s=0.0, ratio_low=0.83, ratio_high=1.4,
+    overheads=StepOverheads(layer_s=0.0002, moe_layer_s=9.91e-06, step_s=0.0,
+                            seq_layer_s=7.12e-07,
+                            request_s=0.0, ratio_low=0.828, ratio_high=1.38,
                             source="fitted on published measurements (tests/fixtures/data/roofline-measured.yaml)"),
     fitted_on=(
         "gptfast-llama2-7b-a100-tp1",
@@ -447,18 +438,16 @@ CALIBRATION = SpeedCalibration(
         "gptfast-llama31-8b-a100-tp4",
         "gptfast-llama31-70b-a100-tp4",
     ),
-    kv_bandwidth_efficiency={"ampere": 0.784, "hopper": 0.696},
+    kv_bandwidth_efficiency={"ampere": 0.772, "hopper": 0.662},
     engine_overheads={
-        "gpt-fast": StepOverheads(layer_s=6.26e-05, moe_layer_s=0.0, allreduce_s=3.25e-06,
-                          step_s=0.0, request_s=0.0, seq_layer_s=7.31e-07,
-                          expert_extra=0.374, ratio_low=0.898, ratio_high=1.23),
-        "tensorrt-llm": StepOverheads(layer_s=8.12e-05, moe_layer_s=0.000254, allreduce_s=4.37e-05,
-                          step_s=0.0, request_s=0.00265, seq_layer_s=7.31e-07,
-                          expert_extra=0.867, ratio_low=0.83, ratio_high=1.4),
+        "gpt-fast": StepOverheads(layer_s=4.71e-05, moe_layer_s=2.61e-05, allreduce_s=9.01e-06,
+                          step_s=0.0, request_s=0.0, seq_layer_s=7.12e-07, ratio_low=0.902, ratio_high=1.25),
+        "tensorrt-llm": StepOverheads(layer_s=6.76e-05, moe_layer_s=0.000501, allreduce_s=4.83e-05,
+                          step_s=0.0, request_s=0.00294, seq_layer_s=7.12e-07, ratio_low=0.828, ratio_high=1.38),
     },
     layer_s_by_arch={
-        "gpt-fast": {"ampere": 6.26e-05},
-        "tensorrt-llm": {"ampere": 8.12e-05, "hopper": 3.83e-05},
-        "vllm": {"ampere": 0.000212, "hopper": 4.47e-05},
+        "gpt-fast": {"ampere": 4.71e-05},
+        "tensorrt-llm": {"ampere": 6.76e-05, "hopper": 2.76e-05},
+        "vllm": {"ampere": 0.0002, "hopper": 4.5e-05},
     },
 )

@@ -183,8 +183,6 @@ def _speed_model_lines(r: RooflineReport) -> list[Text]:
         parts.append(f"{o.seq_layer_s * 1e6:,.2f} µs per decode request per layer")
     if o.moe_layer_s and any(p.expected_experts is not None for p in r.batches):
         parts.append(f"{o.moe_layer_s * 1e6:,.1f} µs per MoE layer")
-    if o.expert_extra and any(p.expected_experts is not None for p in r.batches):
-        parts.append(f"expert weight reads +{o.expert_extra:.0%} of their rated time")
     if r.tp > 1:
         parts.append(f"{o.allreduce_s * 1e6:,.1f} µs per all-reduce")
     if o.request_s:
