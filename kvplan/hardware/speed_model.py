@@ -41,6 +41,15 @@ alone, that cost became a constant of 94 µs per MoE layer and timed TP 8 41 % t
 points (no term is fitted for one build's layout). An expert-bytes cost per engine (shrinking with TP) was tried in its
 place: alone it left TP 8 at +29 %, beside the republished points it moved no class's median or max error on either
 half by 3 points or more, and TensorRT-LLM's value rested on a single MoE point, so it is not in the model.
+
+Left as it is (tried, not adopted): TensorRT-LLM 0.5–0.6.1 on Hopper is timed too slow on KV-heavy MHA runs (Llama-2-7B
+/13B, +12…+35 %) and too fast on GQA ones (Llama-2-70B, −14…−28 %): its masked-MHA decode kernel launches one block
+per query head (cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/decoderMaskedMultiheadAttentionLaunch.h,
+`dim3 grid{num_heads, batch_size, 1}`), so each KV head of a GQA group is fetched once per query head, L2 catching
+some; 0.10 "integrated the new NVIDIA Hopper XQA kernels for LLaMA 2 70B". A per-engine cost on those repeated fetches
+fitted the calibration half to 4.7 % median (high batch 0.8 %) but validated worse (median 13.1 %, max 40.6 %): the
+same constant served 0.7's H200 runs, which already read less, and batch-1 engines fitted it freely. It needs the
+decode kernel of each run as an input, which the published points do not give.
 """
 from __future__ import annotations
 
