@@ -48,8 +48,9 @@ per query head (cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/decoder
 `dim3 grid{num_heads, batch_size, 1}`), so each KV head of a GQA group is fetched once per query head, L2 catching
 some; 0.10 "integrated the new NVIDIA Hopper XQA kernels for LLaMA 2 70B". A per-engine cost on those repeated fetches
 fitted the calibration half to 4.7 % median (high batch 0.8 %) but validated worse (median 13.1 %, max 40.6 %): the
-same constant served 0.7's H200 runs, which already read less, and batch-1 engines fitted it freely. It needs the
-decode kernel of each run as an input, which the published points do not give.
+same constant timed 0.7's Llama-2-70B H200 runs 17–41 % too slow (that build reads less than it says), and batch-1
+engines, whose KV is a few MB, fitted it freely. It needs each run's decode kernel as an input, which the published
+points do not give.
 """
 from __future__ import annotations
 
