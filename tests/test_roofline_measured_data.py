@@ -148,8 +148,8 @@ def test_point_ids_are_unique() -> None:
 def test_the_shared_points_come_first_unchanged_in_order_and_more_were_added() -> None:
     points = _points()
     assert [p["id"] for p in points[:17]] == SHARED_IDS
-    # 17 shared + 65 added by issue 21's data helpers + 12 by its speed helper; a truncated file fails here.
-    assert len(points) == 94
+    # 17 shared + 65 added by issue 21's data helpers + 18 by its speed helper; a truncated file fails here.
+    assert len(points) == 100
 
 
 def test_every_compare_in_use_is_defined_in_the_header() -> None:

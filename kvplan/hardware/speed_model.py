@@ -397,12 +397,12 @@ def rounded(cal: SpeedCalibration, digits: int = 3) -> SpeedCalibration:
 # The shipped calibration: `fit_speed_model` on the calibration half of tests/fixtures/data/roofline-measured.yaml
 # at 3 significant figures (benchmarks/speed.py --fit prints it; tests/test_speed_model.py refits and compares).
 CALIBRATION = SpeedCalibration(
-    bandwidth_efficiency={"ampere": 0.814, "hopper": 0.602},
-    compute_efficiency={"ampere": 0.628, "hopper": 0.631},
-    allreduce_s={},
-    overheads=StepOverheads(layer_s=0.0002, moe_layer_s=9.91e-06, step_s=0.0,
-                            seq_layer_s=7.12e-07,
-                            request_s=0.0, ratio_low=0.828, ratio_high=1.38,
+    bandwidth_efficiency={"ampere": 0.869, "hopper": 0.664},
+    compute_efficiency={"ampere": 0.621, "hopper": 0.635},
+    allreduce_s={"nvlink": 6.32e-06},
+    overheads=StepOverheads(layer_s=0.000175, moe_layer_s=3.77e-05, step_s=0.0,
+                            seq_layer_s=7.46e-07,
+                            request_s=0.0, ratio_low=0.826, ratio_high=1.43,
                             source="fitted on published measurements (tests/fixtures/data/roofline-measured.yaml)"),
     fitted_on=(
         "gptfast-llama2-7b-a100-tp1",
@@ -447,17 +447,21 @@ CALIBRATION = SpeedCalibration(
         "gptfast-48328fb-mixtral-8x7b-a100-tp8",
         "gptfast-llama31-8b-a100-tp4",
         "gptfast-llama31-70b-a100-tp4",
+        "vllm-perf-b9555-llama31-8b-h100-tp1-b8-32-128",
+        "vllm-perf-b9555-llama3-70b-h100-tp4-b8-32-128",
+        "vllm-perf-b9523-llama31-8b-a100-tp1-b8-32-128",
+        "vllm-perf-b9523-mixtral-8x7b-a100-tp2-b8-32-128",
     ),
-    kv_bandwidth_efficiency={"ampere": 0.772, "hopper": 0.662},
+    kv_bandwidth_efficiency={"ampere": 0.79, "hopper": 0.694},
     engine_overheads={
-        "gpt-fast": StepOverheads(layer_s=4.71e-05, moe_layer_s=2.61e-05, allreduce_s=9.01e-06,
-                          step_s=0.0, request_s=0.0, seq_layer_s=7.12e-07, ratio_low=0.902, ratio_high=1.25),
-        "tensorrt-llm": StepOverheads(layer_s=6.76e-05, moe_layer_s=0.000501, allreduce_s=4.83e-05,
-                          step_s=0.0, request_s=0.00294, seq_layer_s=7.12e-07, ratio_low=0.828, ratio_high=1.38),
+        "gpt-fast": StepOverheads(layer_s=6.31e-05, moe_layer_s=2.89e-05, allreduce_s=3.1e-06,
+                          step_s=0.0, request_s=0.0, seq_layer_s=7.46e-07, ratio_low=0.884, ratio_high=1.25),
+        "tensorrt-llm": StepOverheads(layer_s=7.99e-05, moe_layer_s=0.00055, allreduce_s=4.44e-05,
+                          step_s=0.0, request_s=0.00282, seq_layer_s=7.46e-07, ratio_low=0.826, ratio_high=1.43),
     },
     layer_s_by_arch={
-        "gpt-fast": {"ampere": 4.71e-05},
-        "tensorrt-llm": {"ampere": 6.76e-05, "hopper": 2.76e-05},
-        "vllm": {"ampere": 0.0002, "hopper": 4.5e-05},
+        "gpt-fast": {"ampere": 6.31e-05},
+        "tensorrt-llm": {"ampere": 7.99e-05, "hopper": 4.17e-05},
+        "vllm": {"ampere": 0.000175, "hopper": 3.92e-05},
     },
 )
