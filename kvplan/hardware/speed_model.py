@@ -21,11 +21,12 @@ bound, at TP 1 at 0.68). Measured step times fit
 where every τ but τ_seq is a cost that does not shrink with TP; τ_seq is one constant for every engine (the
 large-batch points that fix it are TensorRT-LLM's and vLLM's; SHARED_TERMS). Without it the fit read the cost of
 768 short sequences as slow KV reads (a KV-read efficiency of 0.49 on Hopper) and then over-predicted every
-long-context step by 25–75 % (issue 21). τ_layer is fitted per GPU class (PER_ARCH_TERMS): vLLM on H200
-(performance-benchmark build 9515) runs a layer's small kernels in 45 µs where vLLM 0.2–0.7 on A100 took 216 µs; one
-constant over both over-predicted the H200 runs by 50–87 %. A class with no point of its own takes the largest
-(pessimistic). The efficiencies and τ_layer trade off where only TP-1 points of one model fix them (Hopper's weight-
-read efficiency fits 0.62 beside 45 µs per layer): the two together, not each, are what the points measure. Each
+long-context step by 25–75 % (issue 21). τ_layer is fitted per GPU class (PER_ARCH_TERMS): when it was fitted on
+vLLM's H200 performance-benchmark rows (build 9515) against vLLM 0.2–0.7 on A100 it read 45 µs against 216 µs, and
+one constant over both over-predicted the H200 runs by 50–87 % (the shipped figures are below). A class with no point
+of its own takes the largest (pessimistic). The efficiencies and τ_layer trade off where only TP-1 points of one
+model fix them (Hopper's weight-read efficiency fitted 0.62 beside 45 µs per layer then): the two together, not
+each, are what the points measure. Each
 constant below is fitted by `fit_speed_model` on
 the calibration half of the measured points (benchmarks/speed.py prints the fit and both halves;
 tests/test_speed_model.py refits and checks these figures). Pure: numbers in, numbers out.
