@@ -38,10 +38,11 @@ gpt-fast's Mixtral table is two builds. At pytorch-labs/gpt-fast@89b2502 (78.75 
 / 8) each expert's w2 was stored [intermediate, dim] and mixtral-moe/model.py ConditionalFeedForward reduced it over
 its outer, non-contiguous axis; 48328fb ("transposed w2 to have reduction dim be innermost dim") republished 96.67 /
 155.35 / 227.82: 2.4 and 2.0 ms off a TP-2 and TP-4 step, 0.5 ms off TP 8. Fitted on the first build's TP 2 and 4
-alone, that cost became a constant of 94 µs per MoE layer and timed TP 8 41 % too slow; both builds are now measured
-points (no term is fitted for one build's layout). An expert-bytes cost per engine (shrinking with TP) was tried in its
-place: alone it left TP 8 at +29 %, beside the republished points it moved no class's median or max error on either
-half by 3 points or more, and TensorRT-LLM's value rested on a single MoE point, so it is not in the model.
+alone, that cost became a constant of 94 µs per MoE layer and timed TP 8 41 % too slow; both builds are now
+measured points (no term is fitted for one build's layout). An expert-bytes cost per engine (shrinking with TP) was
+tried in its place (on the 88 points of then): alone it left TP 8 at +29 %, beside the republished points it moved no
+class's median or max error on either half by 3 points or more, and TensorRT-LLM's value rested on a single MoE
+point, so it is not in the model.
 
 Left as it is (tried, not adopted): TensorRT-LLM 0.5–0.6.1 on Hopper is timed too slow on KV-heavy MHA runs (Llama-2-7B
 /13B, +12…+35 %) and too fast on GQA ones (Llama-2-70B, −14…−28 %): its masked-MHA decode kernel launches one block
