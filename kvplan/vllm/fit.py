@@ -22,6 +22,7 @@ from kvplan.units import GiB
 from kvplan.vllm.advice import advise_fixes
 from kvplan.vllm.architectures import served_quantization_methods
 from kvplan.vllm.block_plan import BlockPlanSettings, KVCachePlan, plan_kv_cache
+from kvplan.vllm.configs import ParallelConfig
 from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, DSV4_PACKED_GROUPS_SINCE, KV_TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.vllm.dtype import served_dtype
 from kvplan.vllm.memory.activation import estimate_activation, penalty_state_bytes
@@ -97,19 +98,19 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                                           max_num_seqs=batch.max_num_seqs, version=r.version,
                                           flashinfer_sampler=s.env.use_flashinfer_sampler, with_sampler=last,
                                           model_runner_v2=r.model_runner.v2, first_stage=stage in (None, 0),
-                                          moe_tp=_moe_tensor_parallel(model, s)),
+                                          moe_tp=_moe_tensor_parallel(model, par)),
                       model, s, r, first=stage in (None, 0)))
     integrated = getattr(gpu, "integrated", False)
     measured = s.measured
     non_torch = (user_term("non_torch", measured.non_torch_bytes, "--non-torch-memory")
                  if measured.non_torch_bytes is not None
-                 else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, s), pp=par.pipeline_parallel_size,
+                 else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, par), pp=par.pipeline_parallel_size,
                                                              version=r.version, integrated=integrated, arch=gpu.arch),
                                           model, r))
     graphs = (user_term("cuda_graphs", measured.cuda_graph_bytes, "--cuda-graph-memory")
               if measured.cuda_graph_bytes is not None
-              else estimate_cuda_graphs(moe_layers_on_worker=_moe_layers_on_worker(model, s, stage),
-                                        tp=_moe_tensor_parallel(model, s),
+              else estimate_cuda_graphs(moe_layers_on_worker=_moe_layers_on_worker(model, par, stage),
+                                        tp=_moe_tensor_parallel(model, par),
                                         max_num_seqs=batch.max_num_seqs,
                                         max_num_batched_tokens=batch.max_num_batched_tokens,
                                         arch=gpu.arch, enforce_eager=mc.enforce_eager, version=r.version,
@@ -129,33 +130,30 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     )
 
 
-def _moe_layers_on_worker(model: ModelSpec, s: ServeSettings, stage: int | None) -> int:
+def _moe_layers_on_worker(model: ModelSpec, par: ParallelConfig, stage: int | None) -> int:
     """The target model's MoE layers on the worker (the busiest PP stage when `stage` is None): the part of
     vLLM's CUDA-graph estimate that grows per layer (memory/cuda_graphs.py). A draft runs eagerly or is small."""
     from kvplan.model.parallel import pp_layer_ranges
 
-    par = s.parallel_config
     ranges = pp_layer_ranges(model.num_layers, par.pipeline_parallel_size)
     counts = [sum(1 for i in r if i < len(model.layers) and model.layers[i].moe) for r in ranges]
     return max(counts, default=0) if stage is None else counts[stage]
 
 
-def _moe_tensor_parallel(model: ModelSpec, s: ServeSettings) -> int:
+def _moe_tensor_parallel(model: ModelSpec, par: ParallelConfig) -> int:
     """The ranks each expert's intermediate is split over (model_executor/layers/fused_moe/config.py:
     FusedMoEParallelConfig.make, read in 0.33): TP × DP flattened, or 1 with --enable-expert-parallel ("In EP,
     each device owns a set of experts fully"). Divides the MoE part of the CUDA-graph estimate and the expert width
     of the fused-MoE workspace (memory/activation.py:triton_moe_workspace_bytes)."""
-    par = s.parallel_config
-    group = _moe_group(model, s)
+    group = _moe_group(model, par)
     return 1 if par.enable_expert_parallel and group > 1 else group
 
 
-def _moe_group(model: ModelSpec, s: ServeSettings) -> int:
+def _moe_group(model: ModelSpec, par: ParallelConfig) -> int:
     """The GPUs one worker's collectives span: TP, or TP × DP for a MoE with data parallelism, whose expert
     layers dispatch and combine over the DP group (layers/fused_moe: dp_size > 1), with or without EP. A V1
     log (Qwen3-30B-A3B, TP 1 × DP 2 with EP, vllm#30942) prints 0.61 GiB of non-torch growth, where one GPU
     shows 0.02–0.26."""
-    par = s.parallel_config
     return par.tensor_parallel_size * (par.data_parallel_size if model.moe is not None else 1)
 
 

@@ -17,6 +17,7 @@ from kvplan.vllm import defaults as vd
 from kvplan.vllm.architectures import serving_refusal
 from kvplan.vllm.backends import FLASHINFER_MLA_SPARSE_SM120, AttentionBackend, dsv4_backend, select_backend
 from kvplan.vllm.backends import GpuLike as BackendGpu
+from kvplan.vllm.configs import LoRAConfig, ParallelConfig
 from kvplan.vllm.configs import ServeSettings as ServeSettings  # re-exported: the settings this module checks
 from kvplan.vllm.defaults import BatchSettings, MambaCacheMode, VllmVersion
 from kvplan.vllm.model_runner import ModelRunner, model_runner
@@ -44,20 +45,19 @@ class GpuLike(BackendGpu, Protocol):
     def nvml_total_bytes(self) -> int: ...
 
 
-def _validate_lora(s: ServeSettings) -> None:
+def _validate_lora(lora: LoRAConfig) -> None:
     """config/lora.py: max_lora_rank is one of MaxLoRARanks; max_loras ≥ 1."""
     from kvplan.vllm.memory.lora import LORA_RANKS, MAX_LORAS
 
-    if s.lora_config.max_lora_rank not in LORA_RANKS:
+    if lora.max_lora_rank not in LORA_RANKS:
         raise InvalidParameter(f"--max-lora-rank must be one of {', '.join(map(str, LORA_RANKS))}, "
-                               f"got {s.lora_config.max_lora_rank}")
-    if not 1 <= s.lora_config.max_loras <= MAX_LORAS:
-        raise InvalidParameter(f"--max-loras must be 1–{MAX_LORAS}, got {s.lora_config.max_loras}")
+                               f"got {lora.max_lora_rank}")
+    if not 1 <= lora.max_loras <= MAX_LORAS:
+        raise InvalidParameter(f"--max-loras must be 1–{MAX_LORAS}, got {lora.max_loras}")
 
 
-def _validate_parallel(model: ModelSpec, s: ServeSettings) -> None:
+def _validate_parallel(model: ModelSpec, par: ParallelConfig) -> None:
     """vLLM's checks of decode context and data parallelism (config/parallel.py, config/vllm.py)."""
-    par = s.parallel_config
     dcp, pcp = par.decode_context_parallel_size, par.prefill_context_parallel_size
     for flag, value in (("--decode-context-parallel-size", dcp), ("--data-parallel-size", par.data_parallel_size),
                         ("--prefill-context-parallel-size", pcp)):
@@ -349,8 +349,8 @@ def resolve_settings(model: ModelSpec, gpu: GpuLike, s: ServeSettings) -> Resolv
     version = vd.parse_vllm_version(s.vllm_version or vd.LATEST_VLLM_VERSION)
     check_model_served(model, version, allow_custom_code=mc.trust_remote_code)
     validate_settings(model, s)
-    _validate_parallel(model, s)
-    _validate_lora(s)
+    _validate_parallel(model, par)
+    _validate_lora(s.lora_config)
     if s.performance_mode != "balanced" and version < vd.PERFORMANCE_MODE_SINCE:
         raise InvalidParameter(f"--performance-mode: vLLM {version} has no such flag (it appears in "
                                f"{vd.PERFORMANCE_MODE_SINCE})", hint="set --max-num-seqs / --max-num-batched-tokens")
