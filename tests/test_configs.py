@@ -87,3 +87,11 @@ def test_world_size_is_vllms() -> None:
     par = ParallelConfig(tensor_parallel_size=2, pipeline_parallel_size=3, prefill_context_parallel_size=2,
                          data_parallel_size=4)
     assert (par.world_size, par.world_size_across_dp) == (12, 48)
+
+
+def test_each_flag_keeps_vllms_name_in_its_config() -> None:
+    """The field a row sets is vLLM's own name for it (EngineArgs' field = the config's), except
+    --cpu-offload-gb, which kvplan holds in bytes (OffloadConfig.cpu_offload_bytes)."""
+    from kvplan.vllm.engine_args import SETTING_ARGS
+
+    assert [(a.name, a.field) for a in SETTING_ARGS if a.name != a.field] == [("cpu_offload_gb", "cpu_offload_bytes")]

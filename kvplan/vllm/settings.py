@@ -1,6 +1,6 @@
-"""`vllm serve` settings: what the user gave (`ServeSettings`), vLLM's argument checks, and the first
-stage of `fit`: every setting resolved to the value vLLM would use, with where it came from
-(`ResolvedSettings`)."""
+"""`vllm serve` settings: what the user gave (`ServeSettings`, nested as vLLM's VllmConfig in configs.py),
+vLLM's argument checks, and the first stage of `fit`: every setting resolved to the value vLLM would use, nested
+the same way, with where it came from (`ResolvedSettings`)."""
 from __future__ import annotations
 
 from collections.abc import Mapping
