@@ -13,6 +13,7 @@ from kvplan.vllm.configs import (
     CacheConfig,
     ParallelConfig,
     ServeSettings,
+    field_names,
 )
 from kvplan.vllm.engine_args import BY_NAME
 from kvplan.vllm.environment import VllmEnvironment
@@ -23,7 +24,7 @@ def _leaves() -> set[str]:
     groups = {f.name for f in dataclasses.fields(ServeSettings) if callable(f.default_factory)}
     names = {f.name for f in dataclasses.fields(ServeSettings) if f.name not in groups}
     for group in groups:
-        names |= {f.name for f in dataclasses.fields(getattr(ServeSettings(), group))}
+        names |= set(field_names(type(getattr(ServeSettings(), group))))
     return names
 
 

@@ -138,14 +138,15 @@ def test_every_settings_field_exists_and_is_set_by_one_row() -> None:
     model_config for "model" …; a top-level field for VllmConfig's own and the JSON objects kept as given)."""
     import dataclasses
 
-    from kvplan.vllm.configs import CONFIG_ATTRS, SETTING_PATHS
+    from kvplan.vllm.configs import CONFIG_ATTRS, SETTING_PATHS, field_names
 
     fields = [a.field for a in SETTING_ARGS]
     assert len(fields) == len(set(fields))
     for arg in SETTING_ARGS:
         group = CONFIG_ATTRS[arg.config]
-        owner = type(getattr(ServeSettings(), group)) if group else ServeSettings
-        assert arg.field in {f.name for f in dataclasses.fields(owner)}, arg.name
+        owner = field_names(type(getattr(ServeSettings(), group))) if group else {
+            f.name for f in dataclasses.fields(ServeSettings)}
+        assert arg.field in owner, arg.name
         assert SETTING_PATHS[arg.field] == (group, arg.field)
     assert SETTING_PATHS["tensor_parallel_size"] == ("parallel_config", "tensor_parallel_size")
     assert SETTING_PATHS["max_num_seqs"] == ("scheduler_config", "max_num_seqs")

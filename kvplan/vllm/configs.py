@@ -12,12 +12,15 @@ kvplan keeps three flags' JSON objects as given (`speculative_config`, `compilat
 `kv_transfer_config`: the objects vLLM builds its SpeculativeConfig, CompilationConfig and KVTransferConfig
 from); kvplan/vllm/speculative.py, memory/cuda_graphs.py:compilation_settings and kv_connectors.py read the
 keys it models. vLLM's LoadConfig has no field that changes the plan (download_dir, load_format: ignored rows).
+
+Each config is an immutable NamedTuple (as engine_args' rows: `kvplan fit` imports them on every run, and a
+NamedTuple class is built in a quarter of a frozen dataclass's time); ServeSettings is a frozen dataclass.
 """
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvplan.vllm.environment import VllmEnvironment
 
@@ -28,8 +31,7 @@ if TYPE_CHECKING:
     from kvplan.vllm.multimodal import ModalityLimit
 
 
-@dataclass(frozen=True)
-class ModelConfig:
+class ModelConfig(NamedTuple):
     """vllm/config/model.py:ModelConfig's fields that change the plan."""
 
     max_model_len: int | None = None  # -1: vLLM's auto-fit
@@ -39,8 +41,7 @@ class ModelConfig:
     quantization: str | None = None  # the checkpoint's method, or an online one (fp8)
 
 
-@dataclass(frozen=True)
-class CacheConfig:
+class CacheConfig(NamedTuple):
     """vllm/config/cache.py:CacheConfig's fields that change the plan."""
 
     gpu_memory_utilization: float | None = None
@@ -55,8 +56,7 @@ class CacheConfig:
     kv_offloading_backend: str = "native"  # native (OffloadingConnector) | lmcache
 
 
-@dataclass(frozen=True)
-class ParallelConfig:
+class ParallelConfig(NamedTuple):
     """vllm/config/parallel.py:ParallelConfig's fields that change the plan."""
 
     tensor_parallel_size: int = 1
@@ -77,8 +77,7 @@ class ParallelConfig:
         return self.world_size * self.data_parallel_size
 
 
-@dataclass(frozen=True)
-class SchedulerConfig:
+class SchedulerConfig(NamedTuple):
     """vllm/config/scheduler.py:SchedulerConfig's fields that change the plan."""
 
     max_num_seqs: int | None = None
@@ -87,8 +86,7 @@ class SchedulerConfig:
     disable_hybrid_kv_cache_manager: bool | None = None
 
 
-@dataclass(frozen=True)
-class LoRAConfig:
+class LoRAConfig(NamedTuple):
     """vllm/config/lora.py:LoRAConfig (vLLM builds it when --enable-lora is given)."""
 
     enable_lora: bool = False  # adapter slots on every GPU
@@ -96,8 +94,7 @@ class LoRAConfig:
     max_lora_rank: int = 16  # vLLM's default
 
 
-@dataclass(frozen=True)
-class MultiModalConfig:
+class MultiModalConfig(NamedTuple):
     """vllm/config/multimodal.py:MultiModalConfig (--limit-mm-per-prompt parsed by multimodal.parse_mm_limits)."""
 
     limit_mm_per_prompt: tuple[tuple[str, ModalityLimit], ...] = ()
@@ -105,24 +102,21 @@ class MultiModalConfig:
     enable_mm_embeds: bool = False
 
 
-@dataclass(frozen=True)
-class OffloadConfig:
+class OffloadConfig(NamedTuple):
     """vllm/config/offload.py:OffloadConfig: weights kept in CPU memory, per GPU. kvplan holds bytes where
     vLLM's `cpu_offload_gb` holds GiB (engine_args.cpu_offload_bytes: GiB × 1024**3, as vLLM multiplies)."""
 
     cpu_offload_bytes: int = 0
 
 
-@dataclass(frozen=True)
-class KernelConfig:
+class KernelConfig(NamedTuple):
     """vllm/config/kernel.py:KernelConfig.moe_backend: here the MXFP4 MoE kernel whose weight layout to assume
     (memory/weights.py:MOE_BACKENDS, kvplan's own `--moe-backend`); None: vLLM's default for the GPU."""
 
     moe_backend: MoeBackend | None = None
 
 
-@dataclass(frozen=True)
-class MeasuredMemory:
+class MeasuredMemory(NamedTuple):
     """Measured values that replace kvplan's estimates (bytes per GPU), and the checkpoint's stored bytes."""
 
     weights_bytes: int | None = None
@@ -134,8 +128,7 @@ class MeasuredMemory:
     weights_total_bytes: int | None = None
 
 
-@dataclass(frozen=True)
-class Load:
+class Load(NamedTuple):
     """The load to judge preemption at (defaults: max_model_len, max_num_seqs)."""
 
     context: int | None = None
@@ -173,14 +166,14 @@ class ServeSettings:
         takes them), an environment, measured or load field's, or a top-level field; the rest vLLM's defaults."""
         top, groups = _route(values)
         for group, changes in groups.items():  # a whole group given (env=VllmEnvironment(…)), then its fields
-            top[group] = replace(top[group], **changes) if group in top else _GROUP_TYPES[group](**changes)
+            top[group] = _with(top[group], changes) if group in top else _GROUP_TYPES[group](**changes)
         return cls(**top)
 
     def updated(self, **values: Any) -> ServeSettings:
         """A copy with the flat-named values changed (names as `of` takes them); an unknown name is a TypeError."""
         top, groups = _route(values)
         base = replace(self, **top)  # a whole group given (env=VllmEnvironment(…)), then its fields over it
-        return replace(base, **{group: replace(getattr(base, group), **changes) for group, changes in groups.items()})
+        return replace(base, **{group: _with(getattr(base, group), changes) for group, changes in groups.items()})
 
     def value(self, name: str) -> Any:
         """The value of a flat-named setting (as `of` names it, aliases too)."""
@@ -205,6 +198,17 @@ _GROUPS: tuple[tuple[str, type], ...] = (
 )
 
 
+def field_names(cls: type) -> tuple[str, ...]:
+    """The fields of a config: a NamedTuple's, or a dataclass's (VllmEnvironment)."""
+    names: tuple[str, ...] | None = getattr(cls, "_fields", None)
+    return names if names is not None else tuple(f.name for f in fields(cls))
+
+
+def _with(config: Any, changes: Mapping[str, Any]) -> Any:
+    """A config with some fields changed (NamedTuple._replace, or dataclasses.replace for VllmEnvironment)."""
+    return config._replace(**changes) if hasattr(config, "_replace") else replace(config, **changes)
+
+
 def _setting_paths() -> dict[str, tuple[str, str]]:
     """Flat name → (group attribute or "", field): the flags from engine_args' table (name and config), then
     the groups that are no vLLM flag, then the top-level fields."""
@@ -215,8 +219,8 @@ def _setting_paths() -> dict[str, tuple[str, str]]:
         assert arg.field is not None
         paths[arg.field] = (CONFIG_ATTRS[arg.config], arg.field)
     for group, cls in _GROUPS:
-        for f in fields(cls):
-            paths.setdefault(f.name, (group, f.name))
+        for name in field_names(cls):
+            paths.setdefault(name, (group, name))
     for f in fields(ServeSettings):
         paths.setdefault(f.name, ("", f.name))
     return paths

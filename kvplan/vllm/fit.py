@@ -481,7 +481,7 @@ def _limit_to_draft(r: ResolvedSettings, spec: SpecDecode | None, *,
                      "sequences; "
                      f"reducing max_model_len to {spec.max_model_len}.")
         sources = {**r.sources, "max_model_len": "the draft model's (vLLM's _limit_max_model_len_to_draft)"}
-        r = replace(r, model_config=replace(r.model_config, max_model_len=spec.max_model_len), sources=sources)
+        r = replace(r, model_config=r.model_config._replace(max_model_len=spec.max_model_len), sources=sources)
     return r, notes
 
 
@@ -529,7 +529,7 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
         # config/vllm.py:num_lookahead_tokens: EAGLE, MTP and draft models reserve one slot per draft token
         lookahead=spec_decode.num_speculative_tokens if spec_decode is not None else 0,
     )
-    final = replace(r, cache_config=replace(r.cache_config, block_size_source=bs_source))
+    final = replace(r, cache_config=r.cache_config._replace(block_size_source=bs_source))
     planned = Planned(final, budget, plan, startup, error, preempt)
     report = build_report(model, gpu, s, planned,
                           notes=[*model.config_notes, *dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,

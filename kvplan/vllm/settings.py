@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Protocol, cast
+from typing import TYPE_CHECKING, NamedTuple, Protocol, cast
 
 from kvplan.errors import InvalidParameter, NotServed
 from kvplan.model.kv_cache import (
@@ -144,16 +144,14 @@ def validate_settings(model: ModelSpec, s: ServeSettings) -> None:
         )
 
 
-@dataclass(frozen=True)
-class ResolvedModelConfig:
+class ResolvedModelConfig(NamedTuple):
     """ModelConfig's values as vLLM resolves them (config/model.py)."""
 
     max_model_len: int
     auto_fit: bool  # --max-model-len -1: vLLM shrinks max_model_len to what fits
 
 
-@dataclass(frozen=True)
-class ResolvedCacheConfig:
+class ResolvedCacheConfig(NamedTuple):
     """CacheConfig's values as vLLM resolves them (config/cache.py, the backend's block size)."""
 
     gpu_memory_utilization: float
@@ -166,8 +164,7 @@ class ResolvedCacheConfig:
     mamba_prefill_checkpoint_blocks: int
 
 
-@dataclass(frozen=True)
-class ResolvedSchedulerConfig:
+class ResolvedSchedulerConfig(NamedTuple):
     """SchedulerConfig's values as vLLM resolves them (config/scheduler.py, engine/arg_utils.py's defaults)."""
 
     batch: BatchSettings  # max_num_seqs, max_num_batched_tokens, each with its source
