@@ -270,3 +270,29 @@ def test_flash_weights_at_tp2_match_both_logs_within_80_mib() -> None:
     for tokens, logged in ((8192, 74.08), (16384, 74.35)):
         got = loaded_weights_bytes_per_gpu(FLASH, tp=2, arch="hopper", max_num_batched_tokens=tokens) / GiB
         assert 0 <= (logged - got) * 1024 <= 80, (tokens, got)
+
+
+def test_flash_profile_forward_holds_the_residual_streams_and_padded_attention_buffers() -> None:
+    """activation.py:dsv4_forward_phase_bytes at TP 2 (32 local heads padded to FlashMLA's 64): two (4 × 4096) residual
+    streams and two hidden-wide tensors, o_padded and the padded q (64 × 512 each), fused_wqa_wkv's output and its
+    normed copies, the fp32 compressor and indexer scores, the indexer's q in bf16 and fp8, and the fused-MoE
+    workspace (6 × (4096 + 4096)): 352,256 B per token."""
+    from kvplan.vllm.memory.activation import dsv4_forward_phase_bytes
+
+    per_token = (2 * 4 * 4096 + 2 * 4096) * 2 + 2 * 64 * 512 * 2 + 2 * 1536 * 2 + 2 * 2 * 512 * 4
+    per_token += 2 * 2 * 128 * 4 + 64 * 128 * 3 + 6 * (4096 + 4096) * 2
+    assert per_token == 352_256
+    assert dsv4_forward_phase_bytes(FLASH, tp=2, num_tokens=16384) == 16384 * per_token
+
+
+def test_flash_forward_slope_matches_the_llm_and_serve_logs() -> None:
+    """The ptocu LLM(...) (16,384 batched tokens) and serve (8,192) logs, same GPUs and utilization: their memory
+    beyond weights and KV differs by (74.08 + 32.08) − (74.35 + 29.07) = 2.74 GiB; the forward's 8,192 extra tokens
+    cost 2.69 GiB in kvplan's count (the sampler's 1,024 rows are the same in both)."""
+    from kvplan.vllm.memory.activation import dsv4_forward_phase_bytes
+
+    extra = dsv4_forward_phase_bytes(FLASH, tp=2, num_tokens=16384) - dsv4_forward_phase_bytes(FLASH, tp=2,
+                                                                                                 num_tokens=8192)
+    logged = (74.08 + 32.08) - (74.35 + 29.07)
+    assert round(logged, 2) == 2.74
+    assert abs(extra / GiB - logged) < 0.06
