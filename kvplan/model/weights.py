@@ -313,6 +313,8 @@ def mtp_module_stored_bytes(model: ModelSpec) -> int:
     skips these weights unless MTP speculation is on. An estimate: no log measures them."""
     layer = next((x for x in reversed(model.layers) if x.kind in ("full", "mla")), model.layers[-1])
     one = replace(model, layers=(layer,), num_layers=1)
+    if one.dsv4 is not None:  # the MTP layer routes by score, not by a hash table (only the first layers do)
+        one = replace(one, dsv4=replace(one.dsv4, num_hash_layers=0))
     p = count_parameters(one)
     full = FP_BYTES.get(model.dtype, 2)
     h = model.hidden_size
