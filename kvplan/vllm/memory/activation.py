@@ -523,6 +523,10 @@ def _ported_activation(model: ModelSpec, rule: ProfileRule, *, tp: int, max_num_
         what = (f"{band} {runner}'s profile forward over {max_num_batched_tokens:,} tokens "
                 "(no sampler: not the last PP stage)")
     lo, hi = ACTIVATION_RANGE
+    if model.dsv4 is not None:  # counted from the source, unchecked by the probe: the estimate's wider range
+        lo, hi = ACTIVATION_RANGE_TRITON
+        what += (f"; DeepSeek-V4's forward counted from vLLM 0.23's model code (hc_mult residual streams, padded "
+                 f"attention buffers), an estimate {lo:+.0%} … {hi:+.0%}")
     low, high = int(peak * (1 + lo)), int(peak * (1 + hi))
     if rule.model_runner_v2:
         unseen = MRV2_UNSEEN_BYTES
