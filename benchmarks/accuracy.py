@@ -294,7 +294,7 @@ def families(rec: dict[str, Any], model: ModelSpec) -> tuple[str, ...]:
         tags.append("moe")
         if int(rec.get("tp") or 1) >= 2:
             tags.append("moe_tp2+")
-    if model.mla is not None:
+    if model.mla is not None or model.dsv4 is not None:  # DeepSeek-V4: vLLM's MLAAttentionSpec / SlidingWindowMLASpec
         tags.append("mla")
     if any(layer.kind in ("mamba", "linear_attention", "gdn") for layer in model.layers):
         tags.append("hybrid")

@@ -256,3 +256,10 @@ def test_qwen3_32b_tp2_on_mrv2_0_27_is_inside_the_range() -> None:
     pessimistic side."""
     row = ROW["saiyam-2xrtxpro6000-qwen3-32b-tp2-util0426"]
     assert row.in_range and round(row.predicted_gib, 2) == 7.42 and row.low_end_holds
+
+
+def test_deepseek_v4_records_count_as_mla() -> None:
+    """DeepSeek-V4's caches are vLLM's MLA specs (MLAAttentionSpec, SlidingWindowMLASpec): its records are the MLA
+    family's, as records.yaml files them."""
+    assert "mla" in ROW["ptocu-2xh200nvl-dsv4-flash-tp2-llm-4k"].families
+    assert "mla" in ROW["vllm-44376-2xgh200-deepseek-v4-flash-failed"].families
