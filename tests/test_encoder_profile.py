@@ -1,0 +1,162 @@
+"""Qwen3-VL's encoder profile (kvplan/vllm/encoder_profile.py): the dummy item each vLLM release builds, what its
+profile run keeps alive, against the processor files (tests/fixtures/processors/qwen3-vl/), vLLM's own log line
+("Encoder cache will be initialized with a budget of N tokens, and profiled with K video items") and the figures
+read in vLLM's code."""
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import pytest
+
+from kvplan.hardware.gpus import get_gpu
+from kvplan.model.hub import load_local
+from kvplan.model.spec import ModelSpec, VisionGeometry
+from kvplan.units import GiB
+from kvplan.vllm.defaults import VllmVersion
+from kvplan.vllm.encoder_profile import (
+    QWEN3_VL_PROCESSOR,
+    max_image,
+    qwen3_vl_encoder_phase,
+    video_011,
+    vision_forward_peak_bytes,
+)
+from kvplan.vllm.fit import plan_fit
+from kvplan.vllm.settings import ServeSettings
+from tests.conftest import CONFIGS
+
+FIXTURES = CONFIGS.parent
+PROCESSOR = FIXTURES / "processors" / "qwen3-vl"
+CORPUS = FIXTURES / "corpus" / "configs"
+RAW_LOGS = FIXTURES / "startup-logs" / "raw"
+MOE = "Qwen--Qwen3-VL-30B-A3B-Instruct"
+V011, V033 = VllmVersion(0, 11), VllmVersion(0, 33)
+
+
+def _model(name: str = MOE) -> ModelSpec:
+    return load_local(str(CORPUS / name))
+
+
+def _geometry(model: ModelSpec) -> VisionGeometry:
+    geometry = model.towers[0].geometry
+    assert geometry is not None
+    return geometry
+
+
+def test_processor_constants_are_the_checkpoint_files() -> None:
+    """The smart_resize bounds kvplan uses are the committed files' (not transformers' class defaults), and the
+    files are the bytes SOURCE.md records."""
+    image = json.loads((PROCESSOR / "preprocessor_config.json").read_text())
+    video = json.loads((PROCESSOR / "video_preprocessor_config.json").read_text())
+    p = QWEN3_VL_PROCESSOR
+    assert (p.image_min_pixels, p.image_max_pixels) == (image["size"]["shortest_edge"], image["size"]["longest_edge"])
+    assert (p.video_min_pixels, p.video_max_pixels) == (video["size"]["shortest_edge"], video["size"]["longest_edge"])
+    source = (PROCESSOR / "SOURCE.md").read_text()
+    for name in ("preprocessor_config.json", "video_preprocessor_config.json"):
+        assert hashlib.sha256((PROCESSOR / name).read_bytes()).hexdigest() in source
+
+
+@pytest.mark.parametrize("name", [MOE, "Qwen--Qwen3-VL-8B-Instruct", "Qwen--Qwen3-VL-235B-A22B-Instruct"])
+def test_processor_patch_geometry_matches_the_vision_config(name: str) -> None:
+    """The processor's patch, merge and temporal patch are the vision_config's (vLLM reads the latter)."""
+    image = json.loads((PROCESSOR / "preprocessor_config.json").read_text())
+    g = _geometry(_model(name))
+    assert (g.patch_size, g.spatial_merge_size, g.temporal_patch_size) == (
+        image["patch_size"], image["merge_size"], image["temporal_patch_size"])
+
+
+def test_011_dummy_video_matches_the_logged_budget() -> None:
+    """vLLM 0.11 on Qwen3-VL-30B-A3B, max_model_len 65,536, 2,048 batched tokens: the log prints a 153,600-token budget
+    and 1 video item; the video is 24,576 frames of 32 × 32 (12,288 embeddings, 49,152 patches)."""
+    log = (RAW_LOGS / "zp-4x3090-qwen3-vl-30b-a3b-instruct-tp4-v0110.log").read_text()
+    m = re.search(r"budget of (\d+) tokens, and profiled with (\d+) (\w+) items", log)
+    assert m is not None
+    g = _geometry(_model())
+    item = video_011(g, QWEN3_VL_PROCESSOR, max_model_len=65536)
+    assert (item.frames, item.embeds, item.patches, item.budget_tokens) == (24576, 12288, 49152, 153600)
+    phase = qwen3_vl_encoder_phase(g, V011, model_runner_v2=False, tp=4, max_num_batched_tokens=2048,
+                                   max_num_seqs=256, max_model_len=65536, image_limit=999, video_limit=999)
+    assert phase is not None
+    assert (phase.budget, phase.items, phase.item.modality) == (int(m[1]), int(m[2]), m[3])
+
+
+def test_011_keeps_the_budget_copy_the_outputs_and_float32_pixels() -> None:
+    """0.11 profile_run: new_zeros((153,600, 8,192)) bf16, the original 12,288-row output (the loop variable) and
+    49,152 × 1,536 float32 pixels stay allocated: 2,919,235,584 bytes."""
+    phase = qwen3_vl_encoder_phase(_geometry(_model()), V011, model_runner_v2=False, tp=4, max_num_batched_tokens=2048,
+                                   max_num_seqs=256, max_model_len=65536, image_limit=999, video_limit=999)
+    assert phase is not None
+    expected = 153600 * 8192 * 2 + 12288 * 8192 * 2 + 49152 * 1536 * 4
+    assert phase.retained_bytes == phase.retained_low_bytes == phase.retained_high_bytes == expected
+
+
+def test_011_short_context_keeps_the_two_start_frames() -> None:
+    """_get_max_video_frames stops at the first frame count whose successor's tokens exceed max_model_len: at 4,096
+    even 3 frames (16,200 tokens, padded to 4) do, so the video keeps its 2 start frames at 3,520 × 3,520 (12,100
+    embeddings, 12.5 × 12,100 budget tokens, over max_model_len as vLLM 0.11 computes it)."""
+    item = video_011(_geometry(_model()), QWEN3_VL_PROCESSOR, max_model_len=4096)
+    assert (item.frames, item.embeds, item.budget_tokens) == (2, 12100, 151250)
+
+
+def test_033_profiles_the_largest_image() -> None:
+    """From 0.13 the 4,096 × 4,096 image (16,384 tokens, 65,536 patches) is the dummy; H100's 8,192 batched tokens give
+    a 16,384-token budget and 1 item; the V1 runner keeps the outputs and the uint8 pixels, Model Runner V2 the
+    outputs only."""
+    g = _geometry(_model())
+    item = max_image(g, QWEN3_VL_PROCESSOR)
+    assert (item.embeds, item.patches) == (16384, 65536)
+    args = dict(tp=4, max_num_batched_tokens=8192, max_num_seqs=1024, max_model_len=65536, image_limit=999,
+                video_limit=999)
+    v1 = qwen3_vl_encoder_phase(g, V033, model_runner_v2=False, **args)  # type: ignore[arg-type]
+    v2 = qwen3_vl_encoder_phase(g, V033, model_runner_v2=True, **args)  # type: ignore[arg-type]
+    assert v1 is not None and v2 is not None
+    assert (v1.budget, v1.items, v1.item.modality) == (16384, 1, "image")
+    assert v1.retained_bytes == 16384 * 8192 * 2 + 65536 * 1536
+    assert v2.retained_bytes == 16384 * 8192 * 2
+
+
+def test_033_two_images_with_a_larger_batch() -> None:
+    """budget // tokens: 32,768 batched tokens profile 2 images."""
+    phase = qwen3_vl_encoder_phase(_geometry(_model()), V033, model_runner_v2=True, tp=1, max_num_batched_tokens=32768,
+                                   max_num_seqs=1024, max_model_len=65536, image_limit=999, video_limit=999)
+    assert phase is not None and phase.items == 2
+
+
+def test_unread_releases_range_over_the_pixel_dtype() -> None:
+    """0.21–0.32 (V1) were not read for the pixels' dtype: float32 at the best and pessimistic end, uint8 at the
+    other."""
+    phase = qwen3_vl_encoder_phase(_geometry(_model()), VllmVersion(0, 27), model_runner_v2=False, tp=1,
+                                   max_num_batched_tokens=8192, max_num_seqs=1024, max_model_len=65536,
+                                   image_limit=999, video_limit=999)
+    assert phase is not None
+    outputs = 16384 * 8192 * 2
+    assert (phase.retained_low_bytes, phase.retained_bytes) == (outputs + 65536 * 1536, outputs + 65536 * 1536 * 4)
+
+
+def test_vision_tower_peak_near_the_probe_figure() -> None:
+    """The shared vllm-cuda-oracle kit's profile_probe.py (vLLM 0.33 on meta tensors) measured 1.27 GiB of encoder peak
+    for 0.33's dummy image on Qwen3-VL-30B-A3B at TP 4 (its README, figure copied in
+    tests/fixtures/oracle-profile/encoder-figures.json): kvplan's estimate with the uint8 pixels within 64 MiB."""
+    figures = json.loads((FIXTURES / "oracle-profile" / "encoder-figures.json").read_text())
+    case = figures["cases"]["qwen3-vl-30b-a3b-tp4-v033-image"]
+    g = _geometry(_model())
+    ours = vision_forward_peak_bytes(g, patches=65536, tp=4) + 65536 * 1536
+    assert abs(ours - case["encoder_peak_gib"] * GiB) <= max(0.02 * ours, 64 * 2**20) + 0.005 * GiB
+
+
+def test_fit_adds_the_retained_encoder_memory_on_top_of_the_sampler() -> None:
+    """fit's activation term on the 0.11 deployment: the language model's peak plus the 2.72 GiB the encoder leaves,
+    and the assumption says so."""
+    model = _model()
+    s = ServeSettings(tp=4, max_model_len=65536, max_num_batched_tokens=2048, vllm_version="0.11",
+                      flashinfer_sampler=False)
+    with_enc = plan_fit(model, get_gpu("rtx-3090"), s, advise=False)
+    without = plan_fit(model, get_gpu("rtx-3090"), replace(s, limit_mm_per_prompt=(), language_model_only=True),
+                       advise=False)
+    act = {t.name: t for t in with_enc.memory_terms}["activation"]
+    base = {t.name: t for t in without.memory_terms}["activation"]
+    assert act.bytes - base.bytes == 153600 * 8192 * 2 + 12288 * 8192 * 2 + 49152 * 1536 * 4
+    assert "encoder profile" in act.assumption and "153,600-row copies" in act.assumption
