@@ -8,7 +8,6 @@ import hashlib
 import json
 import re
 from dataclasses import replace
-from pathlib import Path
 
 import pytest
 
