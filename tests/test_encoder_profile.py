@@ -84,7 +84,7 @@ def test_011_dummy_video_matches_the_logged_budget() -> None:
 
 def test_011_keeps_the_budget_copy_the_outputs_and_float32_pixels() -> None:
     """0.11 profile_run: new_zeros((153,600, 8,192)) bf16, the original 12,288-row output (the loop variable) and
-    49,152 × 1,536 float32 pixels stay allocated: 2,919,235,584 bytes."""
+    49,152 × 1,536 float32 pixels stay allocated: 3,019,898,880 bytes (2.81 GiB)."""
     phase = qwen3_vl_encoder_phase(_geometry(_model()), V011, model_runner_v2=False, tp=4, max_num_batched_tokens=2048,
                                    max_num_seqs=256, max_model_len=65536, image_limit=999, video_limit=999)
     assert phase is not None
@@ -147,7 +147,7 @@ def test_vision_tower_peak_near_the_probe_figure() -> None:
 
 
 def test_fit_adds_the_retained_encoder_memory_on_top_of_the_sampler() -> None:
-    """fit's activation term on the 0.11 deployment: the language model's peak plus the 2.72 GiB the encoder leaves,
+    """fit's activation term on the 0.11 deployment: the language model's peak plus the 2.81 GiB the encoder leaves,
     and the assumption says so."""
     model = _model()
     s = ServeSettings(tp=4, max_model_len=65536, max_num_batched_tokens=2048, vllm_version="0.11",
