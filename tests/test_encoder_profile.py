@@ -159,3 +159,24 @@ def test_fit_adds_the_retained_encoder_memory_on_top_of_the_sampler() -> None:
     base = {t.name: t for t in without.memory_terms}["activation"]
     assert act.bytes - base.bytes == 153600 * 8192 * 2 + 12288 * 8192 * 2 + 49152 * 1536 * 4
     assert "encoder profile" in act.assumption and "153,600-row copies" in act.assumption
+
+
+@pytest.mark.parametrize("batched", [2048, 8192, 16384])
+def test_018_log_profiles_one_image_of_16384_tokens(batched: int) -> None:
+    """vLLM 0.18.1 on Qwen3.5-35B-A3B (GB10, record ghlog-gb10-qwen3.5-35b-a3b-fp8-util080-v0181) logs "budget of
+    16384 tokens, and profiled with 1 image items": Qwen3.5 uses Qwen3-VL's processing info, dummy builder and vision
+    tower (qwen3_5.py: Qwen3_5MoeProcessingInfo(Qwen3VLProcessingInfo), Qwen3VLDummyInputsBuilder,
+    Qwen3_VisionTransformer), so the 0.13+ rule applies: the 4,096 × 4,096 image, whatever the batch tokens up to
+    16,384."""
+    log = (RAW_LOGS / "ghlog-gb10-qwen3.5-35b-a3b-fp8-util080-v0181.log").read_text()
+    m = re.search(r"budget of (\d+) tokens, and profiled with (\d+) (\w+) items", log)
+    assert m is not None
+    v = json.loads((CORPUS / "Qwen--Qwen3.5-35B-A3B" / "config.json").read_text())["vision_config"]
+    g = VisionGeometry(v["hidden_size"], v["intermediate_size"], v["depth"], v["num_heads"], v["out_hidden_size"],
+                       v["patch_size"], v["spatial_merge_size"], v["temporal_patch_size"], v["in_channels"],
+                       len(v["deepstack_visual_indexes"]))
+    phase = qwen3_vl_encoder_phase(g, VllmVersion(0, 18), model_runner_v2=False, tp=1, max_num_batched_tokens=batched,
+                                   max_num_seqs=1024, max_model_len=262144, image_limit=999, video_limit=999)
+    assert phase is not None
+    assert (phase.budget, phase.items, phase.item.modality) == (int(m[1]), int(m[2]), m[3])
+    assert phase.retained_bytes == 16384 * 2048 * 2 + 65536 * 1536 * 4  # no deepstack: 2,048-wide rows
