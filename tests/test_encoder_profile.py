@@ -124,15 +124,30 @@ def test_033_two_images_with_a_larger_batch() -> None:
     assert phase is not None and phase.items == 2
 
 
-def test_unread_releases_range_over_the_pixel_dtype() -> None:
-    """0.21–0.32 (V1) were not read for the pixels' dtype: float32 at the best and pessimistic end, uint8 at the
-    other."""
-    phase = qwen3_vl_encoder_phase(_geometry(_model()), VllmVersion(0, 27), model_runner_v2=False, tp=1,
+@pytest.mark.parametrize(("version", "v2", "low", "best"), [
+    ((0, 31), False, 16384 * 8192 * 2 + 65536 * 1536 * 4, 16384 * 8192 * 2 + 65536 * 1536 * 4),  # float32 pixels
+    ((0, 32), False, 16384 * 8192 * 2 + 65536 * 1536, 16384 * 8192 * 2 + 65536 * 1536),  # uint8 (device normalize)
+    ((0, 24), True, 0, 0),  # Model Runner V2 0.24: no encoder profile
+    ((0, 26), True, 0, 16384 * 8192 * 2),  # 0.25–0.26 not read: the outputs, 0 at the low end
+    ((0, 27), True, 16384 * 8192 * 2, 16384 * 8192 * 2),  # profile_encoder_cache: the outputs only
+])
+def test_retained_bytes_by_release_and_runner(version: tuple[int, int], v2: bool, low: int, best: int) -> None:
+    """What stays allocated after the encoder, by release and runner (the module docstring's reading)."""
+    phase = qwen3_vl_encoder_phase(_geometry(_model()), VllmVersion(*version), model_runner_v2=v2, tp=1,
                                    max_num_batched_tokens=8192, max_num_seqs=1024, max_model_len=65536,
                                    image_limit=999, video_limit=999)
     assert phase is not None
-    outputs = 16384 * 8192 * 2
-    assert (phase.retained_low_bytes, phase.retained_bytes) == (outputs + 65536 * 1536, outputs + 65536 * 1536 * 4)
+    assert (phase.retained_low_bytes, phase.retained_bytes) == (low, best)
+
+
+def test_033_video_only_is_two_frames_at_the_factorized_size() -> None:
+    """With images limited to 0 (0.17+): 2 frames of 3,072 × 4,096 (25,165,824 / 2 pixels factorized into 96 × 128
+    merged patches), 49,152 patches, 12,288 embeddings."""
+    phase = qwen3_vl_encoder_phase(_geometry(_model()), V033, model_runner_v2=False, tp=1,
+                                   max_num_batched_tokens=8192, max_num_seqs=1024, max_model_len=65536,
+                                   image_limit=0, video_limit=999)
+    assert phase is not None
+    assert (phase.item.modality, phase.item.patches, phase.item.embeds, phase.budget) == ("video", 49152, 12288, 12288)
 
 
 def test_vision_tower_peak_near_the_probe_figure() -> None:

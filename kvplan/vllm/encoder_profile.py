@@ -1,8 +1,8 @@
 """Qwen3-VL's multimodal encoder profile, release by release: the dummy item vLLM's profile run encodes, what it
 keeps alive through the language model's dummy run and the sampler, and the vision tower's own forward peak.
 
-Pure. Read in the wheels (pip download --no-deps vllm==X: 0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.17.0, 0.20.0, 0.33.0) and
-in transformers 4.57.1 (the processors' smart_resize):
+Pure. Read in the wheels (pip download --no-deps vllm==X: 0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.17.0, 0.18.0, 0.19.0,
+0.20.0, 0.24.0, 0.27.1, 0.31.0, 0.32.0, 0.33.0) and in transformers 4.57.1 (the processors' smart_resize):
 
 * **0.11–0.12** (model_executor/models/qwen3_vl.py): `get_max_video_tokens` is 12.5 × the dummy video's soft tokens
   ("one video token is converted to '<{timestamp} seconds>' (on average 9.5 tokens) + vision_start_token +
@@ -14,12 +14,15 @@ in transformers 4.57.1 (the processors' smart_resize):
   outputs alive, and `batched_dummy_mm_inputs` the pixel values (float32: the HF processor rescales and normalizes)
   until profile_run returns.
 * **0.13 on**: no 12.5 factor, no budget-sized copy (the outputs themselves go to `encoder_cache["tmp_i"]`): the
-  image of the most features (image processor longest_edge: 4096 × 4096, 16,384 tokens) outweighs any video
-  (0.13–0.19 12,288, 0.20+ 12,100 tokens: DUMMY_VIDEO_NUM_FRAMES / a 2-frame dummy). The V1 runner still holds
-  `batched_dummy_mm_inputs`; Model Runner V2 (v1/worker/gpu/mm/encoder_runner.py:profile_encoder_cache, 0.33) batches
-  the pixels inside execute_mm_encoder and drops them. 0.33 moves raw uint8 pixels to the GPU and normalizes them
-  there (mm_device_do_normalize, model_executor/layers/fusion/mm_input_norm.py); 0.13–0.20 ship float32 pixels;
-  releases between 0.21 and 0.32 were not read: float32 (the pessimistic side) with uint8 as the range's other end.
+  image of the most features (Qwen2VLProcessingInfo.get_image_size_with_most_features factorizes longest_edge /
+  (patch × merge)²: 4,096 × 4,096, 16,384 tokens) outweighs any video (12,288 tokens: 0.17+ builds a 2-frame dummy
+  at the factorized size of the video longest_edge / temporal patch, 3,072 × 4,096). The V1 runner still holds
+  `batched_dummy_mm_inputs` through the run: float32 pixels up to 0.31, uint8 from 0.32, which moves raw pixels to
+  the GPU and normalizes them there (mm_device_do_normalize, on for Qwen3-VL: supports_mm_device_do_normalize;
+  model_executor/layers/fusion/mm_input_norm.py). Model Runner V2 profiles no encoder in 0.24
+  (v1/worker/gpu/model_runner.py:profile_run: the dummy run and the sampler only); from 0.27
+  (v1/worker/gpu/mm/encoder_runner.py:profile_encoder_cache) it keeps the outputs and drops the pixels, which
+  execute_mm_encoder batches locally. 0.25–0.26 were not read: the outputs, with 0 as the range's other end.
 
 Items per batch (v1/worker/utils.py:MultiModalBudget.get_max_items, 0.11; multimodal/encoder_budget.py, 0.33): budget
 // tokens per item, capped by max_num_seqs × items per prompt, at least 1; the budget is
@@ -55,8 +58,10 @@ QWEN3_VL_PROCESSOR = QwenVlProcessor(65536, 16777216, 4096, 25165824)
 VIDEO_TOKEN_FACTOR_011 = 12.5
 MAX_FRAMES_PER_VIDEO_011 = 24576
 BUDGET_COPY_UNTIL = VllmVersion(0, 13)  # the 12.5 factor and the budget-sized copy: 0.11 and 0.12
-DEVICE_NORMALIZE_SINCE = VllmVersion(0, 33)  # uint8 pixels on the GPU (read in 0.33; 0.20 still float32)
-FLOAT_PIXELS_READ_UNTIL = VllmVersion(0, 21)  # float32 read up to 0.20; 0.21–0.32 unread
+DEVICE_NORMALIZE_SINCE = VllmVersion(0, 32)  # uint8 pixels on the GPU (0.32, 0.33; 0.31 still float32)
+MRV2_ENCODER_UNREAD = VllmVersion(0, 25)  # Model Runner V2: no encoder profile in 0.24; 0.25–0.26 not read
+MRV2_ENCODER_SINCE = VllmVersion(0, 27)  # profile_encoder_cache read in 0.27.1, 0.31, 0.32, 0.33
+TWO_FRAME_VIDEO_SINCE = VllmVersion(0, 17)  # the 2-frame dummy video at the factorized size (0.17–0.33 read)
 # Qwen2VLProcessingInfo.get_image_size_with_most_features: smart_resize of a 9999999 × 9999999 image
 HUGE_SIDE = 9999999
 
@@ -110,6 +115,29 @@ def max_image(g: VisionGeometry, p: QwenVlProcessor) -> DummyItem:
     patches = (h // g.patch_size) * (w // g.patch_size)
     embeds = patches // g.spatial_merge_size ** 2
     return DummyItem("image", embeds, embeds, patches)
+
+
+def factorized_size(max_pixels: int, unit: int) -> tuple[int, int]:
+    """Qwen2VLProcessingInfo.get_image_size_with_most_features(max_pixels) (0.14+): (height, width) from the closest
+    factor pair of the most merged patches, the largest count whose pair keeps the aspect ratio ≤ 200. Bounded by
+    max_pixels / unit² (16,384 for Qwen3-VL's image)."""
+    for n in range(max_pixels // (unit * unit), 0, -1):
+        d = next(d for d in range(math.isqrt(n), 0, -1) if n % d == 0)
+        if (n // d) / d <= 200:
+            return unit * d, unit * (n // d)
+    return unit, unit
+
+
+def two_frame_video(g: VisionGeometry, p: QwenVlProcessor) -> DummyItem:
+    """0.17+ qwen3_vl.py:Qwen3VLDummyInputsBuilder.get_dummy_mm_data: 2 frames at the factorized size of the video
+    longest_edge / temporal patch, resized by the video processor (Qwen3VLProcessingInfo._get_vision_info)."""
+    factor = g.patch_size * g.spatial_merge_size
+    height, width = factorized_size(p.video_max_pixels // g.temporal_patch_size, factor)
+    h, w = video_smart_resize(2, height, width, temporal_factor=g.temporal_patch_size, factor=factor,
+                              min_pixels=p.video_min_pixels, max_pixels=p.video_max_pixels)
+    patches = max(2 // g.temporal_patch_size, 1) * (h // g.patch_size) * (w // g.patch_size)
+    embeds = patches // g.spatial_merge_size ** 2
+    return DummyItem("video", embeds, embeds, patches, 2)
 
 
 def _video_grid(g: VisionGeometry, p: QwenVlProcessor, frames: int, side: int) -> tuple[int, int]:
@@ -192,12 +220,15 @@ def vision_forward_peak_bytes(g: VisionGeometry, *, patches: int, tp: int, elem:
 def _dummy_item(g: VisionGeometry, p: QwenVlProcessor, version: VllmVersion, *, image: bool, video: bool,
                 max_model_len: int) -> DummyItem | None:
     """MultiModalBudget.get_modality_with_max_tokens over the allowed modalities (dict order image, video: the first
-    of equal maxima). From 0.13 a video is only modelled where no image is allowed: None then."""
+    of equal maxima). 0.13–0.16's dummy video (frames from max_model_len, up to 24,576) is not modelled: None where it
+    is the only modality allowed."""
     candidates = []
     if image:
         candidates.append(max_image(g, p))
     if video and version < BUDGET_COPY_UNTIL:
         candidates.append(video_011(g, p, max_model_len=max_model_len))
+    elif video and version >= TWO_FRAME_VIDEO_SINCE:
+        candidates.append(two_frame_video(g, p))
     elif video and not image:
         return None
     return max(candidates, key=lambda c: c.budget_tokens) if candidates else None
@@ -224,16 +255,19 @@ def qwen3_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_run
         what = (f"{items} {item.modality} item(s) of {item.embeds:,} embeddings ({item.budget_tokens:,} budget tokens"
                 f"{f', {item.frames:,} frames' if item.modality == 'video' else ''}) scattered into "
                 f"{budget:,}-row copies, kept with the outputs and float32 pixels (vLLM 0.11–0.12)")
+    elif model_runner_v2 and version < MRV2_ENCODER_UNREAD:  # 0.24: profile_run runs no encoder
+        return EncoderPhase(item, 0, budget, 0, 0, 0, 0, "none: Model Runner V2's profile_run runs no encoder before "
+                            "0.25 (read in 0.24)")
     elif model_runner_v2:
-        best = low = high = outputs
-        what = f"{items} {item.modality} item(s) × {item.embeds:,} embeddings kept (Model Runner V2)"
+        best = high = outputs
+        low = outputs if version >= MRV2_ENCODER_SINCE else 0
+        what = (f"{items} {item.modality} item(s) × {item.embeds:,} embeddings kept (Model Runner V2"
+                f"{'' if version >= MRV2_ENCODER_SINCE else '; 0.25–0.26 not read: 0 at the range low end'})")
     else:
-        f32 = version < FLOAT_PIXELS_READ_UNTIL
         u8 = version >= DEVICE_NORMALIZE_SINCE
-        best = high = outputs + pixels * (1 if u8 else 4)
-        low = outputs + pixels * (4 if f32 else 1)
-        dtype = "uint8" if u8 else "float32" if f32 else "float32 (uint8 from 0.33; 0.21–0.32 not read)"
-        what = f"{items} {item.modality} item(s) × {item.embeds:,} embeddings kept with the {dtype} pixels (V1 runner)"
+        best = low = high = outputs + pixels * (1 if u8 else 4)
+        what = (f"{items} {item.modality} item(s) × {item.embeds:,} embeddings kept with the "
+                f"{'uint8' if u8 else 'float32'} pixels (V1 runner)")
     pixel_bytes = pixels * (1 if version >= DEVICE_NORMALIZE_SINCE else 4)
     forward = vision_forward_peak_bytes(g, patches=items * item.patches, tp=tp, elem=elem) + pixel_bytes
     return EncoderPhase(item, items, budget, best, low, high, forward, what)
