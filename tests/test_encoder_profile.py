@@ -20,6 +20,7 @@ from kvplan.vllm.encoder_profile import (
     QWEN3_VL_PROCESSOR,
     max_image,
     qwen3_vl_encoder_phase,
+    two_frame_video,
     video_011,
     vision_forward_peak_bytes,
 )
@@ -195,3 +196,87 @@ def test_018_log_profiles_one_image_of_16384_tokens(batched: int) -> None:
     assert phase is not None
     assert (phase.budget, phase.items, phase.item.modality) == (int(m[1]), int(m[2]), m[3])
     assert phase.retained_bytes == 16384 * 2048 * 2 + 65536 * 1536 * 4  # no deepstack: 2,048-wide rows
+
+
+GOLDENS = FIXTURES / "oracle-profile"
+ENC_CASES = sorted(p.stem for p in (GOLDENS / "cases").glob("*-enc*.json"))
+BLOCK = 512  # the probe counts in 512-byte blocks: the grid_thw tensor (24 bytes) is one
+
+
+def _golden(case: str) -> dict:
+    return json.loads((GOLDENS / "cases" / f"{case}.json").read_text())
+
+
+def _phase_for(golden: dict):  # type: ignore[no-untyped-def]
+    model = _model(golden["config"])
+    image = 0 if "image=0" in golden["args"] else 999
+    return qwen3_vl_encoder_phase(_geometry(model), V033, model_runner_v2=False, tp=golden["tp"],
+                                  max_num_batched_tokens=golden["tokens"], max_num_seqs=golden["max_num_seqs"],
+                                  max_model_len=golden["max_model_len"], image_limit=image, video_limit=999)
+
+
+def test_encoder_goldens_are_indexed() -> None:
+    """Six encoder cases (profile_goldens.py `_enc`), each in index.json with its phase peaks."""
+    index = {c["id"]: c for c in json.loads((GOLDENS / "index.json").read_text())["cases"]}
+    assert len(ENC_CASES) == 6
+    for case in ENC_CASES:
+        g = _golden(case)
+        assert g["processor"] == "qwen3-vl" and g["error"] is None
+        assert index[case]["peaks"] == {k: v["peak_bytes"] for k, v in g["phases"].items()}
+
+
+@pytest.mark.parametrize("case", ENC_CASES)
+def test_dummy_item_budget_and_items_equal_vllm_033(case: str) -> None:
+    """The dummy item vLLM 0.33 built (modality, pixel rows, output rows), its budget and item count, and both
+    modalities' per-item tokens, exactly."""
+    g = _golden(case)
+    enc = g["phases"]["encoder"]
+    phase = _phase_for(g)
+    assert phase is not None
+    pixels = enc["inputs"]["pixel_values" if enc["modality"] == "image" else "pixel_values_videos"]
+    assert (phase.item.modality, phase.items, phase.budget) == (enc["modality"], enc["items"],
+                                                                enc["encoder_budget_tokens"])
+    assert pixels == [[phase.items * phase.item.patches, _geometry(_model(g["config"])).patch_values], "uint8"]
+    assert enc["output_shapes"] == [[phase.item.embeds, _geometry(_model(g["config"])).embed_width]] * phase.items
+    geometry = _geometry(_model(g["config"]))
+    tokens = {"video": two_frame_video(geometry, QWEN3_VL_PROCESSOR).budget_tokens,
+              "image": max_image(geometry, QWEN3_VL_PROCESSOR).budget_tokens}
+    if "image=0" in g["args"]:
+        del tokens["image"]
+    assert enc["max_tokens_per_item"] == tokens
+
+
+@pytest.mark.parametrize("case", ENC_CASES)
+def test_vision_tower_peak_equals_vllm_033(case: str) -> None:
+    """The encoder phase's peak (the tower's forward with the uint8 pixels) within one 512-byte block of vLLM 0.33's
+    own run: the image_grid_thw tensor the probe counts as a block."""
+    g = _golden(case)
+    phase = _phase_for(g)
+    assert phase is not None
+    assert 0 <= g["phases"]["encoder"]["peak_bytes"] - phase.forward_peak_bytes <= BLOCK
+
+
+@pytest.mark.parametrize("case", ENC_CASES)
+def test_what_the_encoder_leaves_equals_vllm_033_plus_the_pixels(case: str) -> None:
+    """After the encoder the probe holds exactly the outputs; vLLM 0.33's V1 profile_run also keeps
+    `batched_dummy_mm_inputs` bound until it returns (the probe's run_encoder drops it at its own return), so
+    kvplan's retained bytes are the probe's plus the uint8 pixels."""
+    g = _golden(case)
+    enc = g["phases"]["encoder"]
+    phase = _phase_for(g)
+    assert phase is not None
+    pixels = phase.items * phase.item.patches * _geometry(_model(g["config"])).patch_values
+    assert phase.retained_bytes == enc["live_after_bytes"] + pixels
+
+
+@pytest.mark.parametrize(("with_encoder", "without"), [
+    ("Qwen--Qwen3-VL-30B-A3B-Instruct__h100-tp4-enc", "Qwen--Qwen3-VL-30B-A3B-Instruct__h100-tp4"),
+    ("Qwen--Qwen3-VL-8B-Instruct__h100-tp1-enc", "Qwen--Qwen3-VL-8B-Instruct__h100-tp1"),
+])
+def test_the_outputs_add_to_the_forward_and_sampler_peaks(with_encoder: str, without: str) -> None:
+    """The language model's forward and sampler peaks with the encoder profile are those without it plus the encoder
+    outputs, to the byte: what stays allocated adds, as fit adds it (_with_qwen3_vl_encoder)."""
+    a, b = _golden(with_encoder), _golden(without)
+    outputs = a["phases"]["encoder"]["live_after_bytes"]
+    for phase in ("forward", "sampler"):
+        assert a["phases"][phase]["peak_bytes"] - b["phases"][phase]["peak_bytes"] == outputs

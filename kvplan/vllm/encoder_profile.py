@@ -193,11 +193,21 @@ def encoder_budget_items(item_tokens: int, *, max_num_batched_tokens: int, max_n
 # table (rot_pos_emb: [S, head_dim / 2] float32), the residual stream and the deepstack features gathered so far
 # ([S / merge², out_hidden] each). A block's MLP holds x, norm2(x), linear_fc1's output and its activation
 # ([S, I / TP] each) or the activation with linear_fc2's output and its all-reduce copy; its attention x, norm1(x),
-# the qkv projection (3·hidden / TP), the rotated q/k/v (another 3·hidden / TP, counted as copies: an estimate), the
-# attention output (hidden / TP) and o_proj with its all-reduce copy. The merger ends with the final output and the
-# concatenated (1 + deepstack) × out_hidden rows while their parts are alive. An estimate (the rotary and attention
-# kernels' own temporaries are not read): range ±50%.
+# the qkv projection (3·hidden / TP), q and k stacked for the rotary embedding and the rotary's output (2 + 2 ·
+# hidden / TP: `contiguous (2, S, heads, head_dim)` and `empty_like` of it in the goldens' largest tensors), v or the
+# attention output (hidden / TP) and o_proj with its all-reduce copy: 8 · hidden / TP in all. The merger ends with
+# the final output and the concatenated (1 + deepstack) × out_hidden rows while their parts are alive. Checked
+# against vLLM 0.33's own run (tests/fixtures/oracle-profile/cases/*-enc*.json: equal to the byte on all six); vLLM
+# 0.11–0.12's tower is the same module (qwen3_vl.py read in 0.11), not run: range ±50% there.
 VISION_FORWARD_RANGE = (-0.5, 0.5)
+# From 0.32 (the device-normalized uint8 input, as 0.33 runs it): what the meta-tensor run cannot see (attention and
+# rotary kernels' scratch, the caching allocator's rounding), as ACTIVATION_RANGE.
+VISION_FORWARD_RANGE_CHECKED = (-0.10, 0.10)
+
+
+def vision_forward_range(version: VllmVersion) -> tuple[float, float]:
+    """The range of vision_forward_peak_bytes on `version`: ±10% where vLLM 0.33's own run checks it, ±50% before."""
+    return VISION_FORWARD_RANGE_CHECKED if version >= DEVICE_NORMALIZE_SINCE else VISION_FORWARD_RANGE
 
 
 def vision_forward_peak_bytes(g: VisionGeometry, *, patches: int, tp: int, elem: int = 2) -> int:
@@ -211,7 +221,7 @@ def vision_forward_peak_bytes(g: VisionGeometry, *, patches: int, tp: int, elem:
     steady = s * h * elem * 2 + s * (head_dim // 2) * 4  # pos_embeds and the residual stream; the rotary table
     deepstack = g.deepstack_levels * merged * g.out_hidden_size * elem
     mlp = s * elem * (h + max(2 * i, i + reduced))
-    attention = s * elem * (h + 7 * h // tp + reduced)
+    attention = s * elem * (h + 8 * h // tp + reduced)
     block = steady + deepstack + max(mlp, attention)
     final = steady + 2 * merged * g.embed_width * elem  # the merger's parts and their concatenation
     return max(block, final)

@@ -192,7 +192,7 @@ def _with_qwen3_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings,
     """Qwen3-VL's encoder profile (vllm/encoder_profile.py:qwen3_vl_encoder_phase): the profiling peak is the larger
     of the vision tower's own forward and what the encoder leaves allocated on top of the language model's dummy run
     and sampler (`term`). None: not a Qwen3-VL tower (or its dummy item is not modelled)."""
-    from kvplan.vllm.encoder_profile import VISION_FORWARD_RANGE, qwen3_vl_encoder_phase
+    from kvplan.vllm.encoder_profile import qwen3_vl_encoder_phase, vision_forward_range
 
     tower = next((t for t in model.towers if t.geometry is not None and t.loaded), None)
     if tower is None or tower.geometry is None:
@@ -204,14 +204,14 @@ def _with_qwen3_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings,
                                    elem=4 if model.dtype == "float32" else 2)
     if phase is None:
         return None
-    lo, hi = VISION_FORWARD_RANGE
+    lo, hi = vision_forward_range(r.version)
     fwd = phase.forward_peak_bytes
     best = max(fwd, term.bytes + phase.retained_bytes)
     low = max(int(fwd * (1 + lo)), term.low_bytes + phase.retained_low_bytes)
     high = max(int(fwd * (1 + hi)), term.high_bytes + phase.retained_high_bytes)
     return shifted(term, best - term.bytes,
                    f"encoder profile: {phase.what}: +{phase.retained_bytes / GiB:.2f} GiB through the run; the vision "
-                   f"tower's own peak {fwd / GiB:.2f} GiB (estimate ±50%)",
+                   f"tower's own peak {fwd / GiB:.2f} GiB (estimate {lo:+.0%} … {hi:+.0%})",
                    low_delta=low - term.low_bytes, high_delta=high - term.high_bytes)
 
 
