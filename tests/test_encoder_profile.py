@@ -280,3 +280,26 @@ def test_the_outputs_add_to_the_forward_and_sampler_peaks(with_encoder: str, wit
     outputs = a["phases"]["encoder"]["live_after_bytes"]
     for phase in ("forward", "sampler"):
         assert a["phases"][phase]["peak_bytes"] - b["phases"][phase]["peak_bytes"] == outputs
+
+
+def test_a_folders_own_processor_files_set_the_dummy(tmp_path: Path) -> None:
+    """A folder with its own preprocessor_config.json (a fine-tune capping images at 1,003,520 pixels, the legacy
+    max_pixels form) plans the dummy image vLLM would build from it: the factorized 980 merged patches → 28 × 35 ×
+    32² px, and no video file means the video processor reads the same file."""
+    (tmp_path / "config.json").write_bytes((CORPUS / MOE / "config.json").read_bytes())
+    (tmp_path / "preprocessor_config.json").write_text(json.dumps({"min_pixels": 3136, "max_pixels": 1003520}))
+    g = _geometry(load_local(str(tmp_path)))
+    assert (g.image_pixels, g.video_pixels) == ((3136, 1003520), (3136, 1003520))
+    phase = qwen3_vl_encoder_phase(g, V033, model_runner_v2=True, tp=1, max_num_batched_tokens=8192,
+                                   max_num_seqs=1024, max_model_len=65536, image_limit=999, video_limit=0)
+    assert phase is not None and (phase.item.embeds, phase.items) == (980, 8)
+
+
+@pytest.mark.parametrize("size", [{"shortest_edge": 0, "longest_edge": 10}, {"shortest_edge": 20, "longest_edge": 10},
+                                  {"shortest_edge": "x", "longest_edge": 10}])
+def test_bad_processor_bounds_are_one_clear_error(tmp_path: Path, size: dict) -> None:
+    (tmp_path / "config.json").write_bytes((CORPUS / MOE / "config.json").read_bytes())
+    (tmp_path / "video_preprocessor_config.json").write_text(json.dumps({"size": size}))
+    from kvplan.errors import BadConfig
+    with pytest.raises(BadConfig, match="video_preprocessor_config.json"):
+        load_local(str(tmp_path))

@@ -211,6 +211,10 @@ class VisionGeometry:
     temporal_patch_size: int
     in_channels: int = 3
     deepstack_levels: int = 0
+    # the smart_resize bounds (shortest edge, longest edge) of the folder's own processor files, when it has them
+    # (kvplan.model.hub.load_local); None: the checkpoints' published files (kvplan.vllm.encoder_profile)
+    image_pixels: tuple[int, int] | None = None
+    video_pixels: tuple[int, int] | None = None
 
     @property
     def embed_width(self) -> int:

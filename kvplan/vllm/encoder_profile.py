@@ -67,8 +67,8 @@ HUGE_SIDE = 9999999
 
 
 def image_smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
-    """transformers 4.57.1 models/qwen2_vl/image_processing_qwen2_vl.py:smart_resize (the aspect-ratio check left
-    out: every size here is square)."""
+    """transformers 4.57.1 models/qwen2_vl/image_processing_qwen2_vl.py:smart_resize (its aspect-ratio check, > 200,
+    left out: the sizes here are square or factorized_size's, which keeps the ratio ≤ 200)."""
     h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
     if h_bar * w_bar > max_pixels:
         beta = math.sqrt(height * width / max_pixels)
@@ -107,11 +107,20 @@ class DummyItem:
     frames: int = 1
 
 
-def max_image(g: VisionGeometry, p: QwenVlProcessor) -> DummyItem:
-    """The image of the most features: Qwen2VLProcessingInfo.get_image_size_with_most_features and
-    _get_vision_info (an image is one temporal patch, its frame repeated: grid_t 1)."""
+FACTORIZED_IMAGE_SINCE = VllmVersion(0, 13)  # get_image_size_with_most_features factorizes (0.13 read; 0.12 not yet)
+
+
+def max_image(g: VisionGeometry, p: QwenVlProcessor, version: VllmVersion = VllmVersion(0, 33)) -> DummyItem:
+    """The image of the most features: Qwen2VLProcessingInfo.get_image_size_with_most_features — up to 0.12 the
+    image processor's smart_resize of a 9,999,999-pixel square, from 0.13 the factorized size (factorized_size) —
+    then _get_vision_info (smart_resize again; an image is one temporal patch, its frame repeated: grid_t 1). Both
+    give 4,096 × 4,096 with the published bounds; a folder's own max_pixels can tell them apart."""
     factor = g.patch_size * g.spatial_merge_size
-    h, w = image_smart_resize(HUGE_SIDE, HUGE_SIDE, factor, p.image_min_pixels, p.image_max_pixels)
+    if version >= FACTORIZED_IMAGE_SINCE:
+        height, width = factorized_size(p.image_max_pixels, factor)
+    else:
+        height = width = HUGE_SIDE
+    h, w = image_smart_resize(height, width, factor, p.image_min_pixels, p.image_max_pixels)
     patches = (h // g.patch_size) * (w // g.patch_size)
     embeds = patches // g.spatial_merge_size ** 2
     return DummyItem("image", embeds, embeds, patches)
@@ -234,7 +243,7 @@ def _dummy_item(g: VisionGeometry, p: QwenVlProcessor, version: VllmVersion, *, 
     is the only modality allowed."""
     candidates = []
     if image:
-        candidates.append(max_image(g, p))
+        candidates.append(max_image(g, p, version))
     if video and version < BUDGET_COPY_UNTIL:
         candidates.append(video_011(g, p, max_model_len=max_model_len))
     elif video and version >= TWO_FRAME_VIDEO_SINCE:
@@ -244,12 +253,23 @@ def _dummy_item(g: VisionGeometry, p: QwenVlProcessor, version: VllmVersion, *, 
     return max(candidates, key=lambda c: c.budget_tokens) if candidates else None
 
 
+def processor_of(g: VisionGeometry) -> QwenVlProcessor:
+    """The folder's own processor bounds where it had the files (VisionGeometry.image_pixels / video_pixels), else
+    the published checkpoints' (QWEN3_VL_PROCESSOR)."""
+    p = QWEN3_VL_PROCESSOR
+    image = g.image_pixels or (p.image_min_pixels, p.image_max_pixels)
+    video = g.video_pixels or (p.video_min_pixels, p.video_max_pixels)
+    return QwenVlProcessor(*image, *video)
+
+
 def qwen3_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_runner_v2: bool, tp: int,
                            max_num_batched_tokens: int, max_num_seqs: int, max_model_len: int, image_limit: int,
-                           video_limit: int, elem: int = 2, processor: QwenVlProcessor = QWEN3_VL_PROCESSOR,
+                           video_limit: int, elem: int = 2, processor: QwenVlProcessor | None = None,
                            ) -> EncoderPhase | None:
     """Qwen3-VL's encoder profile on `version` (see the module docstring): the dummy items, what stays allocated
-    after the encoder ran, and the tower's forward peak. None: no modality allowed, or a dummy not modelled."""
+    after the encoder ran, and the tower's forward peak (`processor`: processor_of(g) when None). None: no modality
+    allowed, or a dummy not modelled."""
+    processor = processor or processor_of(g)
     item = _dummy_item(g, processor, version, image=image_limit > 0, video=video_limit > 0,
                        max_model_len=max_model_len)
     if item is None:
