@@ -7,6 +7,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
+from pathlib import Path
 from dataclasses import replace
 
 import pytest

@@ -34,7 +34,7 @@ import math
 from dataclasses import dataclass
 
 from kvplan.model.spec import VisionGeometry
-from kvplan.vllm.defaults import VllmVersion
+from kvplan.vllm.defaults import LATEST, VllmVersion
 
 # The processor files Qwen3-VL checkpoints ship (tests/fixtures/processors/qwen3-vl/, with their source):
 # preprocessor_config.json size {shortest_edge 65536, longest_edge 16777216}, video_preprocessor_config.json
@@ -110,7 +110,7 @@ class DummyItem:
 FACTORIZED_IMAGE_SINCE = VllmVersion(0, 13)  # get_image_size_with_most_features factorizes (0.13 read; 0.12 not yet)
 
 
-def max_image(g: VisionGeometry, p: QwenVlProcessor, version: VllmVersion = VllmVersion(0, 33)) -> DummyItem:
+def max_image(g: VisionGeometry, p: QwenVlProcessor, version: VllmVersion = LATEST) -> DummyItem:
     """The image of the most features: Qwen2VLProcessingInfo.get_image_size_with_most_features — up to 0.12 the
     image processor's smart_resize of a 9,999,999-pixel square, from 0.13 the factorized size (factorized_size) —
     then _get_vision_info (smart_resize again; an image is one temporal patch, its frame repeated: grid_t 1). Both
