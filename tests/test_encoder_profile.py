@@ -7,8 +7,8 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from pathlib import Path
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
