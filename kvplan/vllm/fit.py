@@ -161,9 +161,10 @@ def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings)
 
 def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings, *,
                           first: bool = True) -> MemoryTerm:
-    """The activation peak with the multimodal encoder's profile (first PP stage; vllm/multimodal.py): gemma-4's
-    dummy encoder outputs are held through the profiling run (an estimate: the encoder's own forward peak is
-    not modelled, so the range reaches twice them); all limits 0 profile no encoder."""
+    """The activation peak with the multimodal encoder's profile (first PP stage): Qwen3-VL's
+    by release, ported (vllm/encoder_profile.py, _with_qwen3_vl_encoder); gemma-4's dummy encoder outputs
+    held through the profiling run (vllm/multimodal.py; an estimate: its encoder's own forward peak is not
+    modelled, so the range reaches twice them); all limits 0 profile no encoder."""
     if not model.mm_modalities:
         return term
     limits = mm_limits(s)
