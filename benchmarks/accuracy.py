@@ -64,7 +64,7 @@ from kvplan.vllm.defaults import (  # noqa: E402
 from kvplan.vllm.fit import plan_fit  # noqa: E402
 from kvplan.vllm.memory.weights import MOE_BACKENDS, MoeBackend, default_mxfp4_backend, estimate_weights  # noqa: E402
 from kvplan.vllm.report import FitReport  # noqa: E402
-from kvplan.vllm.settings import ServeSettings  # noqa: E402
+from kvplan.vllm.settings import ServeSettings, resolve_settings  # noqa: E402
 from kvplan.vllm.startup_log import parse_startup_log  # noqa: E402
 
 LOGS = ROOT / "tests" / "fixtures" / "data" / "vllm-startup-logs.yaml"
@@ -314,7 +314,7 @@ def families(rec: dict[str, Any], model: ModelSpec) -> tuple[str, ...]:
         tags.append("moe")
         if int(rec.get("tp") or 1) >= 2:
             tags.append("moe_tp2+")
-    if model.mla is not None:
+    if model.mla is not None or model.dsv4 is not None:  # DeepSeek-V4: vLLM's MLAAttentionSpec / SlidingWindowMLASpec
         tags.append("mla")
     if any(layer.kind in ("mamba", "linear_attention", "gdn") for layer in model.layers):
         tags.append("hybrid")
@@ -457,8 +457,11 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
         gpu = custom_gpu(f"{rec['total_gpu_memory_gib']}GiB")
     settings = settings_of(rec, version)
     backend = MOE_BACKEND_FOR_RECORD.get(rec["id"])
+    # the batch budget as fit resolves it: buffers the model allocates at load are sized by it (DeepSeek-V4)
+    mnbt = resolve_settings(model, gpu, settings).batch.max_num_batched_tokens
     weights = estimate_weights(model, tp=settings.tp, pp=settings.pp, arch=gpu.arch,
-                               version=parse_vllm_version(version), moe_backend=backend)
+                               version=parse_vllm_version(version), moe_backend=backend,
+                               max_num_batched_tokens=mnbt)
     r = plan_fit(model, gpu, replace(settings, weights_bytes=weights.bytes, moe_backend=backend), advise=False)
     # plan_fit sees the weights as given by the user (no range): put the estimate's range back.
     low, high = _range_with_estimated_weights(r, weights.bytes, weights.low_bytes, weights.high_bytes)
