@@ -101,7 +101,6 @@ def _fit_pool(
     """`kvplan fit` at the flags in `given` (vLLM's names, read by fit's own helper), or None when the pool is
     given directly. The flags named in `deployment_only` mean nothing without --model/--gpu."""
     import os
-    from dataclasses import replace
 
     from kvplan.errors import InvalidParameter
 
@@ -125,6 +124,7 @@ def _fit_pool(
     from kvplan.vllm.environment import vllm_environment
     from kvplan.vllm.fit import plan_fit
     from kvplan.vllm.flags import settings_from_flags
+    from kvplan.vllm.loading import with_stored_weights
 
     settings = settings_from_flags(given, None, None, None, None, None, None, None, None,
                                    env=vllm_environment(os.environ))
@@ -132,8 +132,7 @@ def _fit_pool(
     chip = get_gpu(gpu, str(gpus_file) if gpus_file else None)
     revision = given.get("revision")
     spec, weights = load_model_with_weights(model, str(revision) if revision else None, quiet=quiet)
-    if weights is not None:
-        settings = replace(settings, weights_total_bytes=weights.bytes)
+    settings = with_stored_weights(settings, weights)
     return fitted_pool(plan_fit(spec, chip, settings, advise=False)), spec, chip, settings
 
 
