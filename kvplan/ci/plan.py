@@ -120,6 +120,8 @@ class Doc:
     key_lines: dict[Path_, int] = field(default_factory=dict)
     value_lines: dict[Path_, int] = field(default_factory=dict)
     spelled: dict[Path_, str] = field(default_factory=dict)  # the key as written (before normalising)
+    # A scalar's text as written, where YAML read a number from it (`vllm_version: 0.10` is the float 0.1).
+    written: dict[Path_, str] = field(default_factory=dict)
 
     def line(self, path: Path_) -> int:
         """Line of the key at `path` (or of the value, for list items), else of the nearest parent."""
@@ -183,6 +185,8 @@ class _Walker:
             raise self.doc.error(path, f"unsupported YAML tag {tag} (use plain strings and numbers)",
                                  at_value=True)
         if isinstance(node, yaml.ScalarNode):
+            if node.tag == f"{_TAG}float":
+                self.doc.written[path] = node.value
             try:
                 return self.constructor.construct_object(node)
             except (yaml.YAMLError, ValueError) as exc:
@@ -986,7 +990,8 @@ def _convert_or(err: Callable[..., ParseError], value: Any, converter: _Converte
 def _vllm_version(c: _Checker, value: Any, path: Path_) -> str:
     from kvplan.vllm.defaults import parse_vllm_version
 
-    text = str(value)
+    # A release written unquoted is read by YAML as a number: 0.10 is the float 0.1, so the text as written is used.
+    text = c.doc.written.get(path, str(value)) if isinstance(value, float) else str(value)
     c.convert(text, path, lambda v, w: parse_vllm_version(v))
     return text
 

@@ -1,0 +1,65 @@
+"""Round 4 of the adversarial pass: each input below once ended in an internal error, a silent wrong answer or an
+error that named the wrong thing; each now ends in the one `Error: …` line (exit 2) or the right answer."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import CONFIGS, json_out, run_kvplan
+from tests.hubserver import HubServer
+
+QWEN_7B = str(CONFIGS / "Qwen--Qwen2.5-7B")
+BAD_ID_HINT = "(Hub ids look like org/name: letters, digits, '-', '_' and '.')"
+
+
+def _online(hub: HubServer, tmp_path: Path) -> dict[str, str]:
+    return {"HF_ENDPOINT": hub.endpoint, "HF_HOME": str(tmp_path / "hf"), "HF_HUB_DISABLE_TELEMETRY": "1"}
+
+
+# --- a model name huggingface_hub refuses, online -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["Qwen/Qwen2.5-1.5B@main", "Qwen/Qwen 2.5", "Qwen/Qwen2.5-1.5B\n", "a--b/c"])
+def test_a_name_that_is_no_hub_id_is_one_error_line_online(hub: HubServer, tmp_path: Path, name: str) -> None:
+    """Online, the cache bookkeeping before a download (hub.py:_cache_entries) asked huggingface_hub for the repo's
+    cache folder, which validates the id and raised HFValidationError outside the error mapping: 'internal error'."""
+    for args in (["size", name], ["fit", name, "--gpu", "h100", "--json"]):
+        proc = run_kvplan(args, _online(hub, tmp_path))
+        assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr
+        assert proc.stderr == f"Error: {name!r} is neither a local path nor a Hub id {BAD_ID_HINT}\n"
+
+
+def test_a_plan_naming_no_hub_id_points_at_its_model_line(hub: HubServer, tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("deployments:\n  - name: a\n    model: Qwen/Qwen2.5-1.5B@main\n    gpu: h100\n"
+                    "    require: {starts: true}\n", encoding="utf-8")
+    proc = run_kvplan(["check", str(plan)], _online(hub, tmp_path))
+    assert proc.returncode == 2
+    assert proc.stderr == (f"Error: {plan}:3: deployments[0].model: 'Qwen/Qwen2.5-1.5B@main' is neither a local "
+                           f"path nor a Hub id {BAD_ID_HINT}\n")
+
+
+# --- a plan's unquoted vllm_version ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("written, planned", [("0.10", "0.10"), ("0.20", "0.20"), ("0.9", "0.9"), ("'0.10'", "0.10")])
+def test_an_unquoted_vllm_version_is_read_as_written(tmp_path: Path, written: str, planned: str) -> None:
+    """YAML reads `vllm_version: 0.10` as the float 0.1: the plan was refused as 'vLLM 0.1' (older than 0.8)."""
+    from kvplan.ci.plan import load_plan
+
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"deployments:\n  - name: a\n    model: {QWEN_7B}\n    gpu: h100\n    vllm_version: {written}\n"
+                    "    require: {starts: true}\n", encoding="utf-8")
+    assert load_plan(plan).deployments[0].settings.vllm_version == planned
+    json_out(run_kvplan(["check", str(plan), "--format", "json"]))
+
+
+def test_a_vllm_version_that_is_no_release_is_refused_as_written(tmp_path: Path) -> None:
+    plan = tmp_path / "plan.yaml"
+    plan.write_text(f"deployments:\n  - name: a\n    model: {QWEN_7B}\n    gpu: h100\n    vllm_version: 1.0e-1\n"
+                    "    require: {starts: true}\n", encoding="utf-8")
+    proc = run_kvplan(["check", str(plan)])
+    assert proc.returncode == 2
+    assert proc.stderr == (f"Error: {plan}:5: deployments[0].vllm_version: --vllm-version: cannot read '1.0e-1' "
+                           "(examples: 0.33, 0.11.0)\n")
