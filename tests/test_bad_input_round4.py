@@ -63,3 +63,34 @@ def test_a_vllm_version_that_is_no_release_is_refused_as_written(tmp_path: Path)
     assert proc.returncode == 2
     assert proc.stderr == (f"Error: {plan}:5: deployments[0].vllm_version: --vllm-version: cannot read '1.0e-1' "
                            "(examples: 0.33, 0.11.0)\n")
+
+
+# --- a GPU file's figures are bounded as --gpu-memory is -------------------------------------------------------
+
+GPU_FILE = ("gpus:\n  - id: mygpu\n    name: My GPU\n    vendor: nvidia\n    platform: cuda\n    memory_gb: 24\n"
+            "    cuda_total_bytes: 25000000000\n    memory_bandwidth_bytes_per_s: 1.0e+12\n"
+            "    flops: {bf16: 100.0e+12}\n    compute_capability: \"8.9\"\n")
+
+
+@pytest.mark.parametrize("old, new, message", [
+    ("cuda_total_bytes: 25000000000", "cuda_total_bytes: " + "9" * 50,
+     "cuda_total_bytes 9999999999999999999999999999999999999999… is beyond any GPU (kvplan accepts at most 1 EiB)"),
+    ("memory_bandwidth_bytes_per_s: 1.0e+12", "memory_bandwidth_bytes_per_s: 1.0e+300",
+     "memory_bandwidth_bytes_per_s 1e+300 is beyond any GPU (kvplan accepts at most 1 EiB)"),
+    ("memory_gb: 24", "memory_gb: 1.0e+12",
+     "memory_gb 1000000000000.0 is beyond any GPU (kvplan accepts at most 1 EiB, 1.15e+09 GB)"),
+])
+def test_a_gpu_file_figure_past_1_eib_is_refused(tmp_path: Path, old: str, new: str, message: str) -> None:
+    """cuda_total_bytes: 10**50 planned a GPU of 10**41 GiB (exit 0, 40-digit counts); --gpu-memory stops at 1 EiB."""
+    gpus = tmp_path / "gpus.yaml"
+    gpus.write_text(GPU_FILE.replace(old, new), encoding="utf-8")
+    for args in (["gpus", "--gpus-file", str(gpus)], ["fit", QWEN_7B, "--gpu", "mygpu", "--gpus-file", str(gpus)]):
+        proc = run_kvplan(args)
+        assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"Error: {gpus}: GPU 'mygpu': {message}\n")
+
+
+def test_a_gpu_file_of_real_figures_still_plans(tmp_path: Path) -> None:
+    gpus = tmp_path / "gpus.yaml"
+    gpus.write_text(GPU_FILE, encoding="utf-8")
+    assert json_out(run_kvplan(["gpus", "mygpu", "--gpus-file", str(gpus), "--json"]))["gpus"][0]["cuda_total_bytes"] \
+        == 25_000_000_000
