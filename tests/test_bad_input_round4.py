@@ -94,3 +94,26 @@ def test_a_gpu_file_of_real_figures_still_plans(tmp_path: Path) -> None:
     gpus.write_text(GPU_FILE, encoding="utf-8")
     assert json_out(run_kvplan(["gpus", "mygpu", "--gpus-file", str(gpus), "--json"]))["gpus"][0]["cuda_total_bytes"] \
         == 25_000_000_000
+
+
+# --- diagnose: a bounded number of engines -------------------------------------------------------------------------
+
+
+def test_an_exposition_of_more_engines_than_any_deployment_is_refused(tmp_path: Path) -> None:
+    """50,000 engine series (a 3 MB file) took minutes to diagnose and render; past MAX_ENGINES it is one line."""
+    from kvplan.errors import ParseError
+    from kvplan.observe.metrics import MAX_ENGINES, parse_exposition
+
+    def series(n: int) -> str:
+        return "".join(f'vllm:num_requests_running{{engine="{i}",model_name="m"}} 1\n' for i in range(n))
+
+    assert len(parse_exposition(series(MAX_ENGINES)).engines) == MAX_ENGINES == 1_024
+    with pytest.raises(ParseError, match="names 1,025 engines"):
+        parse_exposition(series(MAX_ENGINES + 1))
+    saved = tmp_path / "metrics.txt"
+    saved.write_text(series(50_000), encoding="utf-8")
+    proc = run_kvplan(["diagnose", str(saved), "--json"])
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == ("Error: the exposition names 50,000 engines (model_name, engine), more than kvplan "
+                           "diagnoses at once (1,024) (more engines than a vLLM deployment runs; scrape one "
+                           "server's /metrics)\n")

@@ -24,6 +24,9 @@ from kvplan.errors import InvalidParameter, NetworkError, ParseError
 
 VLLM_PREFIX: Final = "vllm:"
 METRICS_PATH: Final = "/metrics"  # where vLLM's API server mounts prometheus_client's ASGI app
+# kvplan's bound on the engines one exposition may name: a vLLM API server reports one engine per data-parallel
+# rank it serves, and the largest public deployments run a few hundred; 50,000 took minutes to render.
+MAX_ENGINES: Final = 1_024
 MAX_WAIT_S: Final = 86_400.0  # --timeout / --interval: a day; more is a typo (and 1e300 s overflows time_t)
 
 # Gauges and counters kvplan reads: field of EngineMetrics → sample names, the current one first.
@@ -257,6 +260,10 @@ def parse_exposition(text: str) -> MetricsSnapshot:
         order.setdefault(key)
     if not order:
         order[(None, None)] = None
+    if len(order) > MAX_ENGINES:
+        raise ParseError(f"the exposition names {len(order):,} engines (model_name, engine), more than kvplan "
+                         f"diagnoses at once ({MAX_ENGINES:,})",
+                         hint="more engines than a vLLM deployment runs; scrape one server's /metrics")
 
     # cache_config_info is labelled by engine only (vllm-reference.md §8); match model_name too if set. The
     # first info of each (engine, model_name) wins; indexed so that 50,000 engines stay linear.
