@@ -117,3 +117,37 @@ def test_an_exposition_of_more_engines_than_any_deployment_is_refused(tmp_path: 
     assert proc.stderr == ("Error: the exposition names 50,000 engines (model_name, engine), more than kvplan "
                            "diagnoses at once (1,024) (more engines than a vLLM deployment runs; scrape one "
                            "server's /metrics)\n")
+
+
+# --- diagnose: thresholds and URLs ---------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--queue-p95-high", "nan", "--queue-p95-high must be > 0 s, got nan"),  # was accepted: never reported
+    ("--queue-p95-high", "-1", "--queue-p95-high must be > 0 s, got -1"),
+    ("--min-prefix-queries", "-1", "--min-prefix-queries must be ≥ 0, got -1"),
+])
+def test_a_diagnose_threshold_that_can_never_trigger_is_refused(tmp_path: Path, flag: str, value: str,
+                                                                message: str) -> None:
+    from tests.fixtures.metrics.exposition import EngineState, exposition
+
+    saved = tmp_path / "metrics.txt"
+    saved.write_text(exposition(EngineState(running=3, waiting=2, kv_usage=0.5)), encoding="utf-8")
+    proc = run_kvplan(["diagnose", str(saved), flag, value])
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"Error: {message}\n")
+
+
+@pytest.mark.parametrize("url, message", [
+    # was: "the input holds bytes that are not UTF-8 text (encoding with 'idna' codec failed …)"
+    ("http://" + "a" * 300 + ":80/",
+     "cannot read 'http://" + "a" * 72 + "…' as a URL: its host is no DNS name"
+     " (encoding with 'idna' codec failed (UnicodeError: label too long))"),
+    # was: "cannot reach http://***@127.0.0.1:9/metrics: [Errno -2] Name or service not known"
+    ("http://user:hf_secretTOKEN123456789@127.0.0.1:9/metrics",
+     "a metrics URL with credentials (user:password@host) is not supported (give the host alone, or save the page "
+     "with curl and pass the file)"),
+])
+def test_a_metrics_url_urllib_cannot_use_is_named_for_what_it_is(url: str, message: str) -> None:
+    proc = run_kvplan(["diagnose", url, "--timeout", "1"])
+    assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"Error: {message}\n")
+    assert "hf_secret" not in proc.stderr

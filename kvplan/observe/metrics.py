@@ -342,6 +342,13 @@ def metrics_url(source: str) -> str:
         hostname = None
     if not hostname:
         raise InvalidParameter(f"cannot read {source!r} as a URL (example: http://localhost:8000/metrics)")
+    if "@" in parts.netloc:  # urllib would take user:password@host for the host name and fail to resolve it
+        raise InvalidParameter("a metrics URL with credentials (user:password@host) is not supported",
+                               hint="give the host alone, or save the page with curl and pass the file")
+    try:
+        hostname.encode("idna")
+    except UnicodeError as exc:  # a label over 63 characters, an empty label: urllib fails on it later
+        raise InvalidParameter(f"cannot read {_short(source)!r} as a URL: its host is no DNS name ({exc})") from None
     if parts.path in ("", "/"):
         parts = parts._replace(path=METRICS_PATH)
     return urlunsplit(parts)
