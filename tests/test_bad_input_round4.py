@@ -151,3 +151,34 @@ def test_a_metrics_url_urllib_cannot_use_is_named_for_what_it_is(url: str, messa
     proc = run_kvplan(["diagnose", url, "--timeout", "1"])
     assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", f"Error: {message}\n")
     assert "hf_secret" not in proc.stderr
+
+
+# --- a pasted SGLang line's --revision -------------------------------------------------------------------------
+
+SGLANG_HUB = "python -m sglang.launch_server --model-path Qwen/Qwen2.5-1.5B --revision nope"
+
+
+def test_a_pasted_sglang_revision_is_loaded_not_ignored(hub: HubServer, tmp_path: Path) -> None:
+    """`--revision nope` was listed as 'ignored SGLang flags that do not change the KV plan' and main was planned;
+    SGLang loads the config at that revision (server_args.revision), so the Hub's refusal is the answer."""
+    env = _online(hub, tmp_path)
+    for args in (["fit", "--engine", "sglang", "--gpu", "h100", "--sglang-cmd", SGLANG_HUB],
+                 ["fit", "--engine", "sglang", "--sglang-cmd", SGLANG_HUB, "--json"]):
+        proc = run_kvplan(args, env)
+        refused = "Error: Qwen/Qwen2.5-1.5B has no revision 'nope'\n"
+        assert (proc.returncode, proc.stdout, proc.stderr) == (2, "", refused)
+    pinned = SGLANG_HUB.replace("nope", "0123456789abcdef0123456789abcdef01234567")  # the test Hub's commit
+    json_out(run_kvplan(["fit", "--engine", "sglang", "--gpu", "h100", "--sglang-cmd", pinned, "--json"], env))
+
+
+def test_a_plans_sglang_cmd_revision_is_loaded_and_the_plans_own_wins(hub: HubServer, tmp_path: Path) -> None:
+    env = _online(hub, tmp_path)
+    plan = tmp_path / "plan.yaml"
+    body = (f"deployments:\n  - name: s\n    engine: sglang\n    gpu: h100\n    sglang_cmd: {SGLANG_HUB}\n"
+            "    require: {starts: true}\n")
+    plan.write_text(body, encoding="utf-8")
+    proc = run_kvplan(["check", str(plan)], env)
+    assert proc.returncode == 2
+    assert proc.stderr == f"Error: {plan}:2: deployments[0].model: Qwen/Qwen2.5-1.5B has no revision 'nope'\n"
+    plan.write_text(body.replace("    gpu: h100\n", "    gpu: h100\n    revision: main\n"), encoding="utf-8")
+    json_out(run_kvplan(["check", str(plan), "--format", "json"], env))

@@ -869,13 +869,14 @@ def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployme
     )
 
 
-def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[str, object], str | None]:
-    """SGLang options by dest: a pasted `sglang_cmd` first, the `sglang:` mapping over it; and its model."""
+def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[str, object], str | None, str | None]:
+    """SGLang options by dest: a pasted `sglang_cmd` first, the `sglang:` mapping over it; and its model and
+    --revision."""
     from kvplan.sglang.command_line import parse_sglang_command
     from kvplan.sglang.engine_args import MODELLED, resolve_flag
 
     options: dict[str, object] = {}
-    model = None
+    model = revision = None
     if d.get("sglang_cmd") is not None:
         cpath = (*path, "sglang_cmd")
         line = c.string(d["sglang_cmd"], cpath)  # located already
@@ -884,7 +885,7 @@ def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[s
         except KvplanError as exc:
             raise c.doc.error(cpath, str(exc), at_value=True) from None
         options.update(cmd.options)
-        model = cmd.model
+        model, revision = cmd.model, cmd.revision
     if d.get("sglang") is not None:
         spath = (*path, "sglang")
         given: dict[str, str] = {}  # dest -> the flag that set it in this mapping
@@ -904,7 +905,7 @@ def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[s
                                   f"({given[found[0]]} and {flag})", hint="give it once")
             given[found[0]] = flag
             options[found[0]] = value
-    return options, model
+    return options, model, revision
 
 
 def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Path) -> Deployment:
@@ -920,7 +921,7 @@ def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Pa
         if key in d:
             raise doc.error((*path, key), "a vLLM key: this deployment is `engine: sglang`",
                             hint="give SGLang's flags in `sglang:` or `sglang_cmd`")
-    options, cmd_model = _sglang_options(c, d, path)
+    options, cmd_model, cmd_revision = _sglang_options(c, d, path)
     if d.get("model") is not None:
         model = c.string(d["model"], (*path, "model"))
     elif cmd_model is not None:
@@ -928,7 +929,8 @@ def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Pa
     else:
         raise doc.error(path, "missing `model` (a Hub id or a path; or give it in sglang_cmd)")
     model_source, is_local = resolve_model(model, base_dir)
-    revision = c.string(d["revision"], (*path, "revision")) if d.get("revision") is not None else None
+    # The plan's `revision` wins over the pasted line's --revision, as its `model` does over --model-path.
+    revision = c.string(d["revision"], (*path, "revision")) if d.get("revision") is not None else cmd_revision
     try:
         dep = SglangDeployment(**deployment_fields(options))  # type: ignore[arg-type]
         # the values, before num_gpus divides by pp; TP ÷ attention DP once num_gpus has set the TP

@@ -114,6 +114,8 @@ def run_sglang_fit(params: dict[str, Any]) -> None:
         cmd = parse_sglang_command(str(params["sglang_cmd"]))
         pasted = cmd.options
         model = model or cmd.model
+        if params.get("revision") is None and cmd.revision is not None:  # kvplan's --revision wins, as --model-path
+            params = {**params, "revision": cmd.revision}
         if not json_:
             if cmd.ignored:
                 notice(f"ignored SGLang flags that do not change the KV plan: {' '.join(cmd.ignored)}", "Note")
