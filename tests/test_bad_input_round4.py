@@ -182,3 +182,16 @@ def test_a_plans_sglang_cmd_revision_is_loaded_and_the_plans_own_wins(hub: HubSe
     assert proc.stderr == f"Error: {plan}:2: deployments[0].model: Qwen/Qwen2.5-1.5B has no revision 'nope'\n"
     plan.write_text(body.replace("    gpu: h100\n", "    gpu: h100\n    revision: main\n"), encoding="utf-8")
     json_out(run_kvplan(["check", str(plan), "--format", "json"], env))
+
+
+# --- simulate serve: the fixed step cost -------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("flag, value", [("--step-ms", "nan"), ("--step-ms", "inf"), ("--ms-per-token", "nan"),
+                                         ("--ms-per-context-ktok", "inf")])
+def test_a_step_cost_that_is_not_finite_is_refused(flag: str, value: str) -> None:
+    """Click's min=0.0 lets NaN and ∞ through: --step-ms nan was 'internal error: IndexError', inf 'internal error:
+    ValueError: cannot convert float NaN to integer'."""
+    proc = run_kvplan(["simulate", "serve", "--num-gpu-blocks", "100", "--num-requests", "10", flag, value])
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == f"Error: {flag} must be a finite number of milliseconds ≥ 0, got {value}\n"

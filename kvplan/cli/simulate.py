@@ -552,9 +552,17 @@ def _config(num_gpu_blocks: int | None, kv_tokens: str | None, block_size: int |
 
 
 def _fixed_cost(step_ms: float | None, ms_per_token: float | None, ms_per_context_ktok: float | None) -> FixedCost:
-    """FixedCost from the flags, each defaulting to the Llama-3.1-8B-on-H100 reference."""
+    """FixedCost from the flags, each defaulting to the Llama-3.1-8B-on-H100 reference. Click's min=0.0 lets NaN
+    and ∞ through (NaN < 0 is false): either would reach the clock as NaN (an IndexError, a NaN cast to int)."""
+    import math
+
+    from kvplan.errors import InvalidParameter
     from kvplan.sim.scheduler import FixedCost
 
+    for flag, value in (("--step-ms", step_ms), ("--ms-per-token", ms_per_token),
+                        ("--ms-per-context-ktok", ms_per_context_ktok)):
+        if value is not None and not math.isfinite(value):
+            raise InvalidParameter(f"{flag} must be a finite number of milliseconds ≥ 0, got {value}")
     ref = FixedCost.reference()
     return FixedCost(ref.per_step_s if step_ms is None else step_ms / 1000,
                      ref.per_token_s if ms_per_token is None else ms_per_token / 1000,
