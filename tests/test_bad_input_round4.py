@@ -195,3 +195,38 @@ def test_a_step_cost_that_is_not_finite_is_refused(flag: str, value: str) -> Non
     proc = run_kvplan(["simulate", "serve", "--num-gpu-blocks", "100", "--num-requests", "10", flag, value])
     assert (proc.returncode, proc.stdout) == (2, "")
     assert proc.stderr == f"Error: {flag} must be a finite number of milliseconds ≥ 0, got {value}\n"
+
+
+# --- kvplan-check-plans ------------------------------------------------------------------------------------------
+
+PASSING = str(CONFIGS.parent / "plans" / "passing.yaml")
+
+
+def _gate(args: list[str], capfd: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    from kvplan.cli import gate
+
+    try:
+        code = gate.main(args)
+    except SystemExit as exc:
+        code = int(exc.code or 0)
+    return code, capfd.readouterr().err
+
+
+def test_a_junit_folder_that_cannot_be_made_is_one_error_line(tmp_path: Path,
+                                                             capfd: pytest.CaptureFixture[str]) -> None:
+    """--junit naming a file was a FileExistsError traceback and exit 1 (a failed requirement's code)."""
+    taken = tmp_path / "report"
+    taken.write_text("", encoding="utf-8")
+    assert _gate([PASSING, "--junit", str(taken)], capfd) == (
+        2, f"Error: --junit: cannot make the folder {taken}: File exists\n")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--format", "xml"], "argument --format/-f: invalid choice: 'xml' (choose from 'table', 'json', 'junit', "
+                          "'github')"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+])
+def test_a_gate_usage_error_is_one_error_line(args: list[str], message: str,
+                                              capfd: pytest.CaptureFixture[str]) -> None:
+    """argparse printed its usage block and `kvplan-check-plans: error: …`: three lines, none `Error: …`."""
+    assert _gate([PASSING, *args], capfd) == (2, f"Error: {message} (see 'kvplan-check-plans -h')\n")
