@@ -230,3 +230,11 @@ def test_a_gate_usage_error_is_one_error_line(args: list[str], message: str,
                                               capfd: pytest.CaptureFixture[str]) -> None:
     """argparse printed its usage block and `kvplan-check-plans: error: …`: three lines, none `Error: …`."""
     assert _gate([PASSING, *args], capfd) == (2, f"Error: {message} (see 'kvplan-check-plans -h')\n")
+
+
+def test_a_negative_roofline_max_concurrency_names_the_flag() -> None:
+    """Was 'Error: kv capacity batch must be ≥ 0, got -1': the core's name, not the flag's."""
+    proc = run_kvplan(["roofline", QWEN_7B, "--gpu", "h100", "--max-concurrency", "-1"])
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == ("Error: Invalid value for '--max-concurrency': -1 is not in the range x>=0. "
+                           "(see 'kvplan roofline -h')\n")

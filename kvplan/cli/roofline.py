@@ -76,7 +76,7 @@ def command(
         "--gpu-memory-utilization", help="Share of GPU memory vLLM may use, for the KV capacity (default: vLLM's).",
         show_default=False)] = None,
     max_concurrency: Annotated[int | None, typer.Option(
-        "--max-concurrency", help="Requests of --context tokens the KV cache holds, if measured "
+        "--max-concurrency", min=0, help="Requests of --context tokens the KV cache holds, if measured "
         "(default: computed as `kvplan fit` does).", show_default=False)] = None,
     bandwidth_efficiency: Annotated[float | None, typer.Option(
         "--bandwidth-efficiency", help="Share of rated HBM bandwidth reached (default: the speed model's, "
