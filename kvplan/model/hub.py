@@ -279,7 +279,10 @@ def _download(repo_id: str, filename: str, revision: str | None, max_bytes: int 
         before: set[Path] | None = None
     else:
         _check_cache_folder()
-        before = _cache_entries(repo_id)
+        try:
+            before = _cache_entries(repo_id)  # huggingface_hub's cache layout validates the repo id first
+        except Exception as exc:  # noqa: BLE001 (an invalid id, 'org/name@main', is the user's: say so)
+            raise _hub_error(exc, repo_id, revision, filename) from None
     try:
         with hub_net.guarded(f"{filename} of {repo_id}", max_body=max_bytes, environ=os.environ):
             if before is not None:
