@@ -21,6 +21,9 @@ from kvplan.sglang.fit import SglangFit, plan_sglang_fit
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDENS = FIXTURES / "sglang" / "oracle-goldens.json"
+# SGLang's model-class resolution (model_loader/utils.py:resolve_transformers_arch, tools/sglang_oracle/arch_probe.py)
+# for the configs SGLang has no class for: the step after the sizing oracle's, at model load.
+MODEL_CLASS_GOLDENS = FIXTURES / "sglang" / "model-class-goldens.json"
 GPU_IDS = {"h100": "h100-sxm", "h200": "h200", "b200": "b200", "a100-80": "a100-80gb-sxm", "mi300x": "mi300x",
            "mi355x": "mi355x"}
 # Models whose golden is the oracle's fault, not SGLang's rule: kvplan's answer is unchecked there (class
@@ -41,6 +44,18 @@ def load_cases(path: Path = GOLDENS) -> list[dict[str, Any]]:
     """The golden cases, as tools/sglang_oracle/regen.py wrote them."""
     cases: list[dict[str, Any]] = json.loads(path.read_text())["cases"]
     return cases
+
+
+@cache
+def model_class_errors() -> dict[str, str]:
+    """Model → SGLang's ValueError at model load (without its `ValueError: ` prefix), from MODEL_CLASS_GOLDENS."""
+    cases = json.loads(MODEL_CLASS_GOLDENS.read_text())["cases"]
+    return {c["model"]: c["error"].removeprefix("ValueError: ") for c in cases if "error" in c}
+
+
+def load_refusal(case: dict[str, Any]) -> str | None:
+    """SGLang's refusal at model load for a case the sizing oracle sized (None: it loads, or sizing refused)."""
+    return None if "error" in case else model_class_errors().get(case["model"])
 
 
 def deployment(case: dict[str, Any]) -> SglangDeployment:
@@ -92,6 +107,11 @@ class Outcome:
     def mismatches(self) -> list[str]:
         """Every figure where kvplan and SGLang differ ([] when exact or honestly refused)."""
         c, f = self.case, self.fit
+        if (load := load_refusal(c)) is not None:  # SGLang sizes it, then refuses the model class
+            if self.refusal is not None and load.startswith(self.refusal):
+                return []
+            said = (self.refusal or "starts")[:60]
+            return [f"SGLang refuses the model class ({load[:60]!r}) but kvplan said {said!r}"]
         if "error" in c:  # the oracle could not run it, or SGLang's sizing raised: kvplan must refuse too
             if self.refusal or (f is not None and sizing_refusal_matches(c["error"], f.startup)):
                 return []
@@ -158,6 +178,8 @@ def classify(outcome: Outcome) -> str:
         return "wrong"
     if outcome.fit is not None and "error" in outcome.case:
         return "refused-sglang"  # SGLang's sizing refusal (a RuntimeError), kvplan's startup verdict in its words
+    if outcome.fit is None and load_refusal(outcome.case) is not None:
+        return "refused-sglang"  # SGLang's own ValueError at model load, verbatim (mismatches checked the text)
     if outcome.fit is None:
         same = "error" in outcome.case and (outcome.refusal or "").split(" ", 3)[-1][:40] in outcome.case["error"]
         return "refused-sglang" if same else "refused-kvplan"

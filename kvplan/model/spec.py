@@ -148,6 +148,7 @@ class SpeltText(NamedTuple):
     model_type: str | None = None  # its own `model_type` key (None when absent)
     dtype: object = None  # the first set of dtype, torch_dtype (and those of a text_config nested in it)
     has_auto_map: bool = False
+    auto_model: bool = False  # its auto_map has an `AutoModel` key (SGLang's Transformers-backend check reads it)
     nested: bool = False  # it holds a text_config, thinker_config or llm_config object
     # The context-length keys of the text config (of its nested text_config when it has one), numbers only:
     # max_sequence_length, seq_length, max_seq_len, model_max_length, max_position_embeddings, n_positions.

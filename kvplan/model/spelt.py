@@ -92,6 +92,7 @@ def spelt_text(data: Mapping[str, Any]) -> SpeltText:
         model_type=None if mt is None else str(mt)[:128],
         dtype=data.get("dtype") or data.get("torch_dtype") or inner.get("dtype") or inner.get("torch_dtype"),
         has_auto_map="auto_map" in data,
+        auto_model=isinstance(data.get("auto_map"), dict) and "AutoModel" in data["auto_map"],
         nested=any(isinstance(data.get(k), dict) for k in ("text_config", "thinker_config", "llm_config")),
         lengths=tuple((k, float(v)) for k in _SGLANG_LENGTH_KEYS
                       if isinstance(v := text.get(k), (int, float)) and not isinstance(v, bool)),

@@ -1,6 +1,11 @@
 """Architecture lists of SGLang 0.5.23 that change how it sizes a model (paths relative to `sglang/srt/`)."""
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Sequence
+from functools import lru_cache
+
 # configs/model_config.py:multimodal_model_archs (read from the 0.5.23 wheel with ast): a model whose
 # architecture is listed, or whose config nests a text config (ModelConfig: hf_config is not hf_text_config),
 # is multimodal: its mem_fraction_static is scaled by adjust_mem_fraction_for_vlm and its budget loses the
@@ -218,3 +223,39 @@ TRANSFORMERS_MODEL_TYPES = frozenset({
     "whisper", "xclip", "xclip_text_model", "xclip_vision_model", "xcodec", "xcodec2", "xglm", "xlm", "xlm-roberta",
     "xlm-roberta-xl", "xlnet", "xlstm", "xmod", "yolos", "yoso", "youtu", "zamba", "zamba2", "zaya", "zoedepth",
 })
+
+
+@lru_cache(maxsize=1)
+def _model_classes() -> dict[str, frozenset[str]]:
+    """kvplan/sglang/model_classes.json (tools/sglang_oracle/model_classes.py, from the 0.5.23 wheel and the
+    transformers 5.19.0 it pins): SGLang's registered classes, and transformers' classes by backend compatibility."""
+    with open(os.path.join(os.path.dirname(__file__), "model_classes.json"), encoding="utf-8") as f:
+        table = json.load(f)
+    return {k: frozenset(table[k]) for k in ("sglang_classes", "transformers_compatible", "transformers_incompatible")}
+
+
+def is_sglang_class(architecture: str) -> bool:
+    """Whether SGLang 0.5.23 registers a model class of that name (models/registry.py: each module's EntryClass)."""
+    return architecture in _model_classes()["sglang_classes"]
+
+
+def model_class_refusal(architectures: Sequence[str], *, auto_model: bool) -> str | None:
+    """SGLang's refusal at model load for architectures it has no class for, under the default --model-impl auto
+    (model_loader/utils.py:get_model_architecture → resolve_transformers_arch), in its words; None when one
+    architecture is SGLang's own, or falls back to its Transformers backend (a transformers class whose
+    `is_backend_compatible()`, i.e. `_supports_attention_backend`, is true), or kvplan cannot tell (no
+    architectures: SGLang loads TransformersForCausalLM; a repository's own AutoModel class)."""
+    table = _model_classes()
+    if any(a in table["sglang_classes"] for a in architectures):
+        return None
+    for arch in architectures:
+        if arch.startswith("Transformers"):
+            continue
+        if arch in table["transformers_incompatible"]:
+            return (f"{arch} has no SGlang implementation and the Transformers implementation is not compatible "
+                    "with SGLang.")
+        if arch not in table["transformers_compatible"] and not auto_model:
+            return (f"Cannot find model module. '{arch}' is not a registered model in the Transformers library (only "
+                    "relevant if the model is meant to be in Transformers) and 'AutoModel' is not present in the model "
+                    "config's 'auto_map' (relevant if the model is custom).")
+    return None

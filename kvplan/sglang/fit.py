@@ -13,7 +13,7 @@ from kvplan.errors import InvalidParameter
 from kvplan.hardware.gpus import GpuSpec
 from kvplan.model.spec import ModelSpec
 from kvplan.sglang import SGLANG_VERSION
-from kvplan.sglang.architectures import SGLANG_CONFIG_REGISTRY, TRANSFORMERS_MODEL_TYPES
+from kvplan.sglang.architectures import SGLANG_CONFIG_REGISTRY, TRANSFORMERS_MODEL_TYPES, model_class_refusal
 from kvplan.sglang.budget import Budget, FreeMemory, estimate_free_memory, profile_budget
 from kvplan.sglang.defaults import ServerDefaults, SglangDeployment, check_deployment, resolve_defaults
 from kvplan.sglang.dsa import is_dsa
@@ -116,6 +116,15 @@ def check_config_readable(spec: ModelSpec, *, remote_code_allowed: bool) -> None
                            hint="SGLang 0.5.23 pins transformers 5.19.0 (kvplan/sglang/architectures.py)")
 
 
+def check_model_class(spec: ModelSpec) -> None:
+    """Refuse, in SGLang's words, a model SGLang has no class for and cannot load through its Transformers backend
+    (model_loader/utils.py:resolve_transformers_arch, raised when the model loads, before the KV pool is sized)."""
+    refusal = model_class_refusal(spec.architectures, auto_model=spec.facts.spelt.auto_model)
+    if refusal is not None:
+        raise InvalidParameter(refusal, hint=f"SGLang {SGLANG_VERSION} stops loading the model (ValueError); "
+                                             "its server arguments resolve, no KV pool is sized")
+
+
 def total_kv_heads(spec: ModelSpec) -> int:
     """configs/model_config.py:ModelConfig.get_total_num_kv_heads (its attribute list): an MLA config's own
     num_key_value_heads (DeepSeek-V3: 128), not kvplan's one latent head; what the HIP MLA backend choice divides."""
@@ -199,6 +208,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     kvplan does not model is refused, unless SGLang's budget already refuses it (`_budget_decides`)."""
     check_deployment(dep)
     check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
+    check_model_class(spec)
     reason = _unmodelled(spec, dep)
     early = _budget_decides(spec, dep, reason)
     if reason is not None and not early:

@@ -87,8 +87,7 @@ def unsupported_reason(spec: ModelSpec, *, attn_tp: int = 1, tp: int = 1) -> str
                 "(speculative decoding): not modelled as a model of its own")
     if "mamba" in kinds and mamba_state(spec, attn_tp=attn_tp, tp=tp) is None:
         return ("recurrent layers of a family kvplan does not map to SGLang's state classes "
-                "(configs/hybrid_arch.py:mambaish_config; Bamba has no SGLang model class, so SGLang would size "
-                "every layer as attention, unverified), not modelled yet")
+                "(configs/hybrid_arch.py:mambaish_config), not modelled yet")
     allowed = {"full", "sliding_window", "mla"} | ({"mamba", "mlp_only"} if "mamba" in kinds else set())
     allowed |= {"chunked_local", "kv_shared"} if hybrid_swa else set()
     if kinds - allowed:
