@@ -171,9 +171,6 @@ def _budget_decides(spec: ModelSpec, dep: SglangDeployment, reason: str | None) 
 def _resolve(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment) -> tuple[str, int | None, int, ServerDefaults]:
     """Platform, SM major, context_len and the resolved server arguments."""
     platform, sm = _platform(chip)
-    if is_dsa(spec) and platform != "cuda":
-        raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: DeepSeek sparse attention on ROCm (page size by the "
-                               "aiter build: model_overrides/deepseek_v2.py) is not modelled yet")
     ctx = context_length(spec, dep.context_length)
     defaults = resolve_defaults(dep, gpu_mem_mib=gpu_memory_mib(chip), platform=platform,  # type: ignore[arg-type]
                                 sm_major=sm, use_mla=spec.mla is not None, kv_heads=total_kv_heads(spec),
@@ -182,7 +179,7 @@ def _resolve(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment) -> tuple[str
                                 has_mamba=any(x.kind == "mamba" for x in spec.layers),
                                 prefill_graph_allowed=breakable_prefill_graph_kept(spec),
                                 vlm_factor=vlm_fraction_factor(spec), asymmetric_kv=asymmetric_kv(spec),
-                                dsa_page_size=dsa_page_size(spec) if is_dsa(spec) else None)
+                                dsa_page_size=dsa_page_size(spec, hip=platform == "hip") if is_dsa(spec) else None)
     return platform, sm, ctx, defaults
 
 
@@ -215,7 +212,8 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
     platform, sm, ctx, defaults = _resolve(spec, chip, dep)
     kv_dtype = dsa_kv_dtype(dep.kv_cache_dtype, spec, sm) if is_dsa(spec) else kv_dtype_name(dep.kv_cache_dtype, spec)
-    geo = None if early else geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm)
+    geo = None if early else geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm,
+                                      hip=platform == "hip")
     if platform == "hip" and kv_dtype.startswith("fp8"):
         # HIP maps fp8_e5m2 to fp8_dtype too (mem_cache/kv_cache_dtype.py): an e4m3 format, fnuz on gfx942.
         kv_dtype = "fp8_e4m3"
@@ -254,6 +252,10 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         notes.append(f"weights are estimated as {dep.tp} tensor-parallel shards; under attention DP SGLang splits "
                      f"the attention weights over attention-TP {defaults.attn_tp_size} only (more per GPU), "
                      "not counted here")
+    if is_dsa(spec) and platform == "hip":
+        notes.append("DeepSeek sparse attention on ROCm: page size 1, SGLang's default environment; with "
+                     "SGLANG_USE_AITER=1 and Triton ≥ 3.5 (aiter's preshuffle paged-MQA path, "
+                     "layers/attention/dsa/utils.py) SGLang pages by 64 × index_kpool, not modelled here")
     notes.append("the CUDA graphs, activations and request table must fit in the slack pre × (1 − "
                  f"mem_fraction_static) = {budget.slack_gib:.2f} GiB: SGLang's heuristic, not checked here")
     return SglangFit(

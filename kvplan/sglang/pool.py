@@ -127,7 +127,8 @@ def kv_dtype_name(given: str, spec: ModelSpec) -> str:
                            hint="auto, bf16, fp8_e4m3 or fp8_e5m2 (mxfp8 / nvfp4 / fp4_mx_block16 are not yet)")
 
 
-def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | None = None) -> PoolGeometry:
+def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | None = None,
+             hip: bool = False) -> PoolGeometry:
     """The geometry DefaultPoolConfigurator sizes from. Every non-MLA layer counts as a full-attention layer
     (a sliding window outside HYBRID_SWA_ARCHITECTURES gets no pool of its own in SGLang; Gemma-2/3 turn
     theirs off: arg_groups/model_overrides/gemma2_gemma3.py). KV heads per rank are max(1, heads // attn_tp)
@@ -153,7 +154,7 @@ def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | No
         # kv_cache_configurator.py:calculate_mla_kv_cache_dim (non-DSA): kv_lora_rank + qk_rope_head_dim.
         width = spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim
         if is_dsa(spec):  # the DSA row (kvplan.sglang.dsa) and its index-K in the same pool rows
-            width = latent_row_bytes(spec, kv_dtype=kv_dtype, element_bytes=e, sm_major=sm_major) // e
+            width = latent_row_bytes(spec, kv_dtype=kv_dtype, element_bytes=e, sm_major=sm_major, hip=hip) // e
             return PoolGeometry("mla", layers, 1, width, 0, kv_dtype, e,
                                 indexer_bytes=indexer_bytes_per_token(spec, layers))
         return PoolGeometry("mla", layers, 1, width, 0, kv_dtype, e)

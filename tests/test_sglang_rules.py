@@ -1,0 +1,60 @@
+"""SGLang 0.5.23 rules the sizing goldens' grid does not reach, each pinned to one oracle run of SGLang's own code
+(tests/fixtures/sglang/oracle-runs.json) or to the source line it follows (paths relative to sglang/srt/)."""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvplan.hardware.gpus import get_gpu
+from kvplan.sglang.budget import FreeMemory
+from kvplan.sglang.defaults import SglangDeployment
+from kvplan.sglang.fit import SglangFit, plan_sglang_fit
+
+sys.path.insert(0, str(Path(__file__).parent))
+import sglang_goldens  # noqa: E402
+
+RUNS = {r["id"]: r for r in json.loads(
+    (Path(__file__).parent / "fixtures" / "sglang" / "oracle-runs.json").read_text())["runs"]}
+
+
+def _plan(run: dict[str, Any], **dep: Any) -> SglangFit:
+    spec = sglang_goldens.model_spec(run["model"])
+    measured = FreeMemory(run["pre_gib"], run["avail_gib"], (run["pre_gib"],) * 2, (run["avail_gib"],) * 2, "given")
+    return plan_sglang_fit(spec, get_gpu(sglang_goldens.GPU_IDS[run["gpu"]]), SglangDeployment(**dep),
+                           weights_bytes=0, weights_range=(0, 0), measured=measured)
+
+
+def _assert_run(fit: SglangFit, run: dict[str, Any]) -> None:
+    r, p = run["resolved"], run["pool"]
+    assert fit.defaults.mem_fraction_static == pytest.approx(r["mem_fraction_static"], abs=1e-9)
+    assert (fit.defaults.page_size, fit.defaults.attention_backend) == (r["page_size"], r["attention_backend"])
+    assert fit.geometry is not None and fit.geometry.cell_size == p["cell_size_bytes"]
+    assert fit.budget.budget_bytes == p["profiled_budget_bytes"]
+    assert fit.pool is not None
+    assert (fit.pool.max_total_num_tokens, fit.pool.max_running_requests) == (p["max_total_num_tokens"],
+                                                                             p["max_running_requests"])
+    assert list(fit.pool.log_lines) == p["log"]
+
+
+def test_dsa_fp8_on_rocm_is_the_raw_fnuz_row() -> None:
+    # HIP's default DSA backends are triton (overrides.py:_dsa_split_backend_resolution), which read the raw
+    # layout (kv_cache_configurator.py:calculate_mla_kv_cache_dim): (512 + 64) × 1 B × 61 layers + the indexer's
+    # 132 B × 61 = 43,188 B per token; torch.float8_e4m3fnuz on gfx942; page size 1
+    run = RUNS["deepseek-ai--DeepSeek-V3.2__mi300x__tp_8_kv-cache-dtype_fp8_e4m3"]
+    _assert_run(_plan(run, tp=8, kv_cache_dtype="fp8_e4m3"), run)
+
+
+def test_dsa_on_rocm_pages_by_token_in_sglangs_default_environment() -> None:
+    # model_overrides/deepseek_v2.py: page size 1 while aiter's preshuffle paged-MQA path is off
+    # (layers/attention/dsa/utils.py:aiter_can_use_preshuffle_paged_mqa, False with SGLANG_USE_AITER unset); with
+    # SGLANG_USE_AITER=1 and Triton ≥ 3.5 SGLang pages by 64 (the oracle's run below), which kvplan does not model
+    case = next(c for c in sglang_goldens.load_cases() if c["id"] == "deepseek-ai--DeepSeek-V3.2__mi300x__tp8")
+    fit = sglang_goldens.replay(case).fit
+    assert fit is not None and fit.defaults.page_size == 1 and fit.max_total_num_tokens == 1162823
+    aiter = RUNS["deepseek-ai--DeepSeek-V3.2__mi300x__tp_8_env_SGLANG_USE_AITER=1"]
+    assert (aiter["resolved"]["page_size"], aiter["pool"]["max_total_num_tokens"]) == (64, 1162816)
+    assert any("SGLANG_USE_AITER" in n for n in fit.notes)
