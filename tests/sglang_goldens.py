@@ -176,6 +176,8 @@ def classify(outcome: Outcome) -> str:
         return "oracle-fault"
     if outcome.mismatches:
         return "wrong"
+    if outcome.fit is not None and outcome.fit.startup.startswith("RuntimeError: "):
+        return "refused-sglang"  # SGLang sizes this pool (every figure checked), then fails its first forward
     if outcome.fit is not None and "error" in outcome.case:
         return "refused-sglang"  # SGLang's sizing refusal (a RuntimeError), kvplan's startup verdict in its words
     if outcome.fit is None and load_refusal(outcome.case) is not None:

@@ -58,3 +58,16 @@ def test_dsa_on_rocm_pages_by_token_in_sglangs_default_environment() -> None:
     aiter = RUNS["deepseek-ai--DeepSeek-V3.2__mi300x__tp_8_env_SGLANG_USE_AITER=1"]
     assert (aiter["resolved"]["page_size"], aiter["pool"]["max_total_num_tokens"]) == (64, 1162816)
     assert any("SGLANG_USE_AITER" in n for n in fit.notes)
+
+
+def test_gemma4_mtp_draft_alone_sizes_sglangs_pool_then_fails_its_first_forward() -> None:
+    # the oracle's pool: DefaultPoolConfigurator, 4 layers at the full-attention shape (global_head_dim 512, 1 KV
+    # head: _apply_gemma4_attention_overrides), 8,192 B per token; then models/gemma4_mtp.py:forward raises
+    case = next(c for c in sglang_goldens.load_cases() if c["id"] == "google--gemma-4-E2B-it-assistant__h100__tp1")
+    outcome = sglang_goldens.replay(case)
+    assert outcome.mismatches == [] and outcome.fit is not None
+    assert outcome.fit.geometry is not None and outcome.fit.geometry.cell_size == 8192
+    assert outcome.fit.max_total_num_tokens == 8571590 and not outcome.fit.fits
+    assert outcome.fit.startup == ("RuntimeError: Gemma4AssistantForCausalLM requires set_embed_and_head() before "
+                                   "token-id forward.")
+    assert sglang_goldens.classify(outcome) == "refused-sglang"

@@ -195,6 +195,11 @@ class SglangFacts(NamedTuple):
     # it builds one (None: transformers' class, read as the JSON gives it).
     vision_defaults: tuple[int, int] | None = None
     hopper_qwen3_vl_type: bool = False  # the top-level model_type is one qwen3_vl.py's Hopper override names
+    # A gemma4_text config's full-attention (head_dim, num_key_value_heads), which SGLang makes the model's own
+    # (utils/hf_transformers/config.py:_apply_gemma4_attention_overrides, on transformers 5.19's per-layer split,
+    # Gemma4TextConfig.__post_init__): global_head_dim (512 when absent); num_global_key_value_heads when set and
+    # attention_k_eq_v is not false, else num_key_value_heads. None for other model_types.
+    gemma4_full_attention: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

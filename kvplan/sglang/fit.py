@@ -26,6 +26,8 @@ from kvplan.sglang.multimodal import (
     vlm_fraction_factor,
 )
 from kvplan.sglang.pool import (
+    GEMMA4_ASSISTANT,
+    GEMMA4_ASSISTANT_FORWARD,
     PoolGeometry,
     TokenPool,
     context_length,
@@ -238,6 +240,11 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
                                     "KV pool, so the pool decides")
     pool, startup = _size(geo, budget, dep, defaults, ctx)
     notes: list[str] = [*(pool.warnings if pool else ())]
+    if pool is not None and spec.architectures[:1] == (GEMMA4_ASSISTANT,):
+        startup = f"RuntimeError: {GEMMA4_ASSISTANT_FORWARD}"  # after the pool, at the first forward
+        notes.append("Gemma-4's MTP draft (models/gemma4_mtp.py): SGLang allocates this pool, then its first forward "
+                     "fails; it serves the draft beside its target (--speculative-draft-model-path with "
+                     "--speculative-algorithm NEXTN or EAGLE, promoted to FROZEN_KV_MTP: speculative_hook.py)")
     if early:
         notes.append(f"the KV pool itself is not modelled ({reason}); SGLang refuses before it sizes one; the "
                      "server arguments shown are SGLang's generic rules, not checked for this model")
@@ -262,7 +269,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         model=spec.name, gpu=chip.id, gpu_name=chip.name, engine="sglang", sglang_version=SGLANG_VERSION,
         tp=dep.tp, pp=dep.pp, dp=dep.dp, attn_dp_size=defaults.attn_dp_size, num_gpus=dep.tp * dep.pp * dep.replicas,
         defaults=defaults, kv_cache_dtype=kv_dtype, geometry=geo, context_len=ctx, weights_bytes=weights_bytes,
-        free_memory=free, budget=budget, pool=pool, fits=pool is not None, startup=startup,
+        free_memory=free, budget=budget, pool=pool, fits=pool is not None and startup == "starts", startup=startup,
         max_total_num_tokens=tokens, max_running_requests=reqs, total_tokens=tokens * defaults.attn_dp_size,
         total_running_requests=reqs * defaults.attn_dp_size,
         requests_at_context=(tokens // ctx) * defaults.attn_dp_size, max_total_num_tokens_range=token_range,

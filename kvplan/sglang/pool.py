@@ -71,6 +71,14 @@ class PoolGeometry:
         return self.cell_bytes + self.swa.ratio * (self.swa.per_token(self.element_bytes) * self.swa.layers)
 
 
+# models/gemma4_mtp.py: Gemma-4's MTP draft. Served as a model of its own, SGLang sizes a plain pool for it
+# (DefaultPoolConfigurator; the architecture is not a hybrid-SWA one) with every layer at the full-attention shape,
+# then its first forward (the CUDA-graph capture, or the warmup request) raises GEMMA4_ASSISTANT_FORWARD: only the
+# speculative worker calls set_embed_and_head with the target's embedding.
+GEMMA4_ASSISTANT = "Gemma4AssistantForCausalLM"
+GEMMA4_ASSISTANT_FORWARD = "Gemma4AssistantForCausalLM requires set_embed_and_head() before token-id forward."
+
+
 def unsupported_reason(spec: ModelSpec, *, attn_tp: int = 1, tp: int = 1) -> str | None:
     """Why this slice cannot size the model's pool as SGLang does (None: a dense, MLA, sliding-window hybrid or
     modelled Mamba pool)."""
@@ -82,9 +90,8 @@ def unsupported_reason(spec: ModelSpec, *, attn_tp: int = 1, tp: int = 1) -> str
     if arch in HYBRID_SWA_ARCHITECTURES and not hybrid_swa:
         return (f"{arch} gets SGLang's sliding-window pool (pool_configurator.py:HybridSWAPoolConfigurator) in a "
                 "form not modelled yet")
-    if arch == "Gemma4AssistantForCausalLM":  # models/gemma4_mtp.py: loaded only as a speculative draft
-        return ("Gemma4AssistantForCausalLM is Gemma-4's MTP draft, served by SGLang only beside its target "
-                "(speculative decoding): not modelled as a model of its own")
+    if arch == GEMMA4_ASSISTANT:
+        return None if spec.facts.sglang.gemma4_full_attention else f"{arch} without a full-attention layer"
     if "mamba" in kinds and mamba_state(spec, attn_tp=attn_tp, tp=tp) is None:
         return ("recurrent layers of a family kvplan does not map to SGLang's state classes "
                 "(configs/hybrid_arch.py:mambaish_config), not modelled yet")
@@ -135,6 +142,10 @@ def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | No
     (configs/model_config.py:ModelConfig.get_num_kv_heads)."""
     e = KV_DTYPE_BYTES[kv_dtype]
     layers = len(spec.layers)  # layer_info.num_effective_layers (PP 1)
+    full_shape = spec.facts.sglang.gemma4_full_attention
+    if spec.architectures[:1] == (GEMMA4_ASSISTANT,) and full_shape:  # every layer at the full shape (see above)
+        head, kv = full_shape
+        return PoolGeometry("mha", layers, max(1, kv // attn_tp), head, head, kv_dtype, e)
     split = split_layers(spec)
     if split is not None:  # HybridSWAPoolConfigurator: the full side here, the sliding side in `swa`
         full, swa = split
