@@ -29,11 +29,6 @@ GPU_IDS = {"h100": "h100-sxm", "h200": "h200", "b200": "b200", "a100-80": "a100-
 # Models whose golden is the oracle's fault, not SGLang's rule: kvplan's answer is unchecked there (class
 # "oracle-fault"; test_sglang pins that each still disagrees, so the list cannot go stale).
 ORACLE_FAULTS = {
-    "nvidia--Kimi-K2.5-NVFP4": (
-        "the oracle's stand-in quant config (sglang_oracle.py:_kv_quant_algo) reads kv_cache_quant_algo only; "
-        "SGLang's ModelOptFp4Config.from_config (layers/quantization/modelopt_quant.py) derives FP8 from the flat "
-        "format's kv_cache_scheme {type: float, num_bits: 8}, so SGLang serves it with an fp8 KV cache (kvplan), "
-        "the oracle with bf16"),
     "mistralai--Mistral-Small-4-119B-2603": (
         "the committed fixture has no params.json, which SGLang reads for this Mistral-format checkpoint "
         "(FileNotFoundError): the oracle could not run it"),

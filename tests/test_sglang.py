@@ -59,7 +59,7 @@ def test_golden_counts_exact_refused_wrong() -> None:
         if cls == "refused-kvplan":
             assert o.refusal and ("not modelled" in o.refusal or "give --mem-fraction-static" in o.refusal)
         counts[cls] += 1
-    assert counts == {"exact": 1820, "refused-sglang": 106, "oracle-fault": 12}  # refused-kvplan: 0
+    assert counts == {"exact": 1826, "refused-sglang": 106, "oracle-fault": 6}  # refused-kvplan: 0
 
 
 def test_goldens_cover_gpus_tp_and_attention_dp() -> None:

@@ -120,8 +120,11 @@ def model_dtype(spec: ModelSpec) -> str:
 
 
 def kv_dtype_name(given: str, spec: ModelSpec) -> str:
-    """mem_cache/kv_cache_dtype.py:configure_kv_cache_dtype: `auto` is the model dtype unless the checkpoint
-    declares an FP8 KV cache (kv_cache_quant_algo FP8); fp8_e4m3 / fp8_e5m2 / bf16 as given."""
+    """mem_cache/kv_cache_dtype.py:configure_kv_cache_dtype: `auto` is the model dtype unless the model's
+    quant_config.kv_cache_quant_algo is FP8: hf_quant_config.json's kv_cache_quant_algo, or a flat ModelOpt
+    config's kv_cache_scheme {type: float, num_bits: 8} (layers/quantization/modelopt_quant.py:
+    ModelOptFp4Config.from_config; a 4-bit scheme gives "auto" / "NVFP4", which configure_kv_cache_dtype leaves at
+    the model dtype); fp8_e4m3 / fp8_e5m2 / bf16 as given."""
     value = given.lower()
     if value == "auto":
         declared = spec.quant.kv_cache_dtype if spec.quant else None
