@@ -9,10 +9,12 @@ from typing import Any
 
 import pytest
 
+from kvplan.errors import InvalidParameter
 from kvplan.hardware.gpus import get_gpu
 from kvplan.sglang.budget import FreeMemory
 from kvplan.sglang.defaults import SglangDeployment
 from kvplan.sglang.fit import SglangFit, plan_sglang_fit
+from kvplan.sglang.pool import size_pool
 
 sys.path.insert(0, str(Path(__file__).parent))
 import sglang_goldens  # noqa: E402
@@ -71,3 +73,32 @@ def test_gemma4_mtp_draft_alone_sizes_sglangs_pool_then_fails_its_first_forward(
     assert outcome.fit.startup == ("RuntimeError: Gemma4AssistantForCausalLM requires set_embed_and_head() before "
                                    "token-id forward.")
     assert sglang_goldens.classify(outcome) == "refused-sglang"
+
+
+BLOCK_SCALED = [r for r in RUNS.values() if "kv-cache-dtype_" in r["id"] and r["model"].startswith("meta-llama")]
+
+
+@pytest.mark.parametrize("run", BLOCK_SCALED, ids=[r["id"] for r in BLOCK_SCALED])
+def test_block_scaled_kv_dtypes_are_sglangs(run: dict[str, Any]) -> None:
+    # arg_groups/kv_cache_hook.py accepts or refuses; pool_configurator.py:_compute_cell_size: mxfp8 132 B per
+    # 128-wide row (a scale per 32), FP4 72 B (64 packed + a scale per 16) on trtllm_mha; the oracle's budget 1e11 B
+    dtype = run["args"][run["args"].index("--kv-cache-dtype") + 1]
+    spec = sglang_goldens.model_spec(run["model"])
+    chip = get_gpu(sglang_goldens.GPU_IDS[run["gpu"]])
+    dep = SglangDeployment(kv_cache_dtype=dtype)
+    if "error" in run:
+        with pytest.raises(InvalidParameter) as err:
+            plan_sglang_fit(spec, chip, dep, weights_bytes=0, weights_range=(0, 0))
+        assert run["error"] == f"{run['error'].split(':', 1)[0]}: {err.value}"
+        return
+    fit = plan_sglang_fit(spec, chip, dep, weights_bytes=0, weights_range=(0, 0))
+    r, p = run["resolved"], run["pool"]
+    assert fit.defaults.mem_fraction_static == pytest.approx(r["mem_fraction_static"], abs=1e-9)
+    assert (fit.defaults.attention_backend, fit.defaults.page_size, fit.defaults.chunked_prefill_size) == (
+        r["attention_backend"], r["page_size"], r["chunked_prefill_size"])
+    assert fit.geometry is not None and fit.geometry.cell_size == p["cell_size_bytes"]
+    pool = size_pool(fit.geometry, p["kv_budget_bytes"], page_size=fit.defaults.page_size, context_len=fit.context_len)
+    assert (pool.max_total_num_tokens, pool.max_running_requests) == (p["max_total_num_tokens"],
+                                                                     p["max_running_requests"])
+    if "log" in p:  # the oracle could not build nvfp4's pool object (its log): tokens and cell only
+        assert list(pool.log_lines) == p["log"] and pool.k_bytes == p["k_bytes"]

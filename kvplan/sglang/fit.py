@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from kvplan.errors import InvalidParameter
 from kvplan.hardware.gpus import GpuSpec
 from kvplan.model.spec import ModelSpec
-from kvplan.sglang import SGLANG_VERSION
+from kvplan.sglang import SGLANG_VERSION, kv_quant
 from kvplan.sglang.architectures import SGLANG_CONFIG_REGISTRY, TRANSFORMERS_MODEL_TYPES, model_class_refusal
 from kvplan.sglang.budget import Budget, FreeMemory, estimate_free_memory, profile_budget
 from kvplan.sglang.defaults import ServerDefaults, SglangDeployment, check_deployment, resolve_defaults
@@ -185,6 +185,21 @@ def _resolve(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment) -> tuple[str
     return platform, sm, ctx, defaults
 
 
+def _check_kv_quant(kv_dtype: str, platform: str, sm: int | None, backend: str, geo: PoolGeometry | None,
+                    spec: ModelSpec) -> None:
+    """A block-scaled KV dtype (kvplan.sglang.kv_quant): SGLang's refusal in its words, or kvplan's."""
+    use_mla = spec.mla is not None
+    said = kv_quant.refusal(kv_dtype, platform=platform, sm_major=sm, backend=backend, use_mla=use_mla)
+    if said is not None:
+        raise InvalidParameter(said, hint="SGLang refuses it while resolving its server arguments "
+                                          "(arg_groups/kv_cache_hook.py)")
+    plain = (geo is not None and geo.kind == "mha" and geo.swa is None
+             and not any(x.kind == "mamba" for x in spec.layers))
+    reason = kv_quant.unmodelled(kv_dtype, backend=backend, use_mla=use_mla, plain_mha=plain)
+    if reason is not None:
+        raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
+
+
 def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: ServerDefaults,
           ctx: int) -> tuple[TokenPool | None, str]:
     """The pool a budget buys and the startup verdict ("starts", or SGLang's refusal)."""
@@ -221,6 +236,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         kv_dtype = "fp8_e4m3"
         if geo is not None:
             geo = dataclasses.replace(geo, dtype=kv_dtype, fnuz=chip.arch == "cdna3")
+    _check_kv_quant(kv_dtype, platform, sm, defaults.attention_backend, geo, spec)
     free = measured or estimate_free_memory(cuda_total_bytes=chip.cuda_total_bytes, weights_bytes=weights_bytes,
                                             weights_range=weights_range, world=dep.tp * dep.pp)
     frac = defaults.mem_fraction_static

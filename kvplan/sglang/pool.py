@@ -19,16 +19,22 @@ from kvplan.errors import InvalidParameter
 from kvplan.model.architectures import gemma_line, model_types_where
 from kvplan.model.spec import ModelSpec
 from kvplan.sglang.dsa import indexer_bytes_per_token, is_dsa, latent_row_bytes
+from kvplan.sglang.kv_quant import row_bytes
 from kvplan.sglang.mamba import MambaCache, mamba_state, state_cap_text
 from kvplan.sglang.swa import SwaPart, sliding_window_size, split_layers, swa_part, swa_pool_too_small_text
 
 GiB = 1 << 30  # mem_cache/memory_pool.py: GB = 1024**3 (SGLang's "GB" are GiB)
 
 # mem_cache/kv_cache_dtype.py:configure_kv_cache_dtype and arg_groups/fields/model.py choices: element bytes.
-KV_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8_e4m3": 1, "fp8_e5m2": 1, "bf16": 2}
+# mxfp8 / nvfp4 / fp4_mx_block16: torch.float8_e4m3fn and torch.float4_e2m1fn_x2 (two values a byte), scales
+# added per row by kvplan.sglang.kv_quant.row_bytes.
+KV_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8_e4m3": 1, "fp8_e5m2": 1, "bf16": 2, "mxfp8": 1,
+                  "nvfp4": 1, "fp4_mx_block16": 1}
 # The torch dtype SGLang's log prints for each (CUDA; mem_cache/kv_cache_dtype.py).
 KV_DTYPE_TORCH = {"bfloat16": "torch.bfloat16", "bf16": "torch.bfloat16", "float16": "torch.float16",
-                  "float32": "torch.float32", "fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2"}
+                  "float32": "torch.float32", "fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2",
+                  "mxfp8": "torch.float8_e4m3fn", "nvfp4": "torch.float4_e2m1fn_x2",
+                  "fp4_mx_block16": "torch.float4_e2m1fn_x2"}
 
 # configs/model_config.py:is_hybrid_swa_model's allowlist (plus SWA_SINK_ARCHS: gpt-oss; MiMo-V2).
 HYBRID_SWA_ARCHITECTURES = frozenset({
@@ -60,7 +66,9 @@ class PoolGeometry:
         """pool_configurator.py:DefaultPoolConfigurator._compute_cell_size (a hybrid SWA model: the full side)."""
         if self.kind == "mla":
             return self.head_dim * self.layers * self.element_bytes + self.indexer_bytes
-        return self.kv_heads * (self.head_dim + self.v_head_dim) * self.layers * self.element_bytes
+        e = self.element_bytes
+        return self.kv_heads * (row_bytes(self.dtype, self.head_dim, e) + row_bytes(self.dtype, self.v_head_dim, e)) \
+            * self.layers
 
     @property
     def cell_size(self) -> float:
@@ -131,10 +139,10 @@ def kv_dtype_name(given: str, spec: ModelSpec) -> str:
         # SGLang reads hf_quant_config.json whatever its producer (ModelConfig._parse_quant_hf_config).
         fp8 = (declared or "").startswith("fp8") or spec.checkpoint_kv_quant_algo == "FP8"
         return "fp8_e4m3" if fp8 else model_dtype(spec)
-    if value in ("fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16", "float16"):
+    if value in ("fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16", "float16", "mxfp8", "nvfp4", "fp4_mx_block16"):
         return "bfloat16" if value == "bf16" else value
     raise InvalidParameter(f"--kv-cache-dtype {given!r} is not modelled for SGLang",
-                           hint="auto, bf16, fp8_e4m3 or fp8_e5m2 (mxfp8 / nvfp4 / fp4_mx_block16 are not yet)")
+                           hint="auto, bf16, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4 or fp4_mx_block16")
 
 
 def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | None = None,
@@ -241,8 +249,8 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
         k, v = rows * geo.cell_bytes, 0  # DSA: the index-K buffer is in the summed nbytes too
         sizes = f"KV size: {k / GiB:.2f} GB"
     else:
-        k = rows * geo.layers * geo.kv_heads * geo.head_dim * geo.element_bytes
-        v = rows * geo.layers * geo.kv_heads * geo.v_head_dim * geo.element_bytes
+        k = rows * geo.layers * geo.kv_heads * row_bytes(geo.dtype, geo.head_dim, geo.element_bytes)
+        v = rows * geo.layers * geo.kv_heads * row_bytes(geo.dtype, geo.v_head_dim, geo.element_bytes)
         sizes = f"K size: {k / GiB:.2f} GB, V size: {v / GiB:.2f} GB"
     dtype = _torch_dtype(geo)
     log = f"KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, {sizes}"
