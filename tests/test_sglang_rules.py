@@ -102,3 +102,22 @@ def test_block_scaled_kv_dtypes_are_sglangs(run: dict[str, Any]) -> None:
                                                                      p["max_running_requests"])
     if "log" in p:  # the oracle could not build nvfp4's pool object (its log): tokens and cell only
         assert list(pool.log_lines) == p["log"] and pool.k_bytes == p["k_bytes"]
+
+
+def test_attention_backend_outside_sglangs_choices_is_refused_in_argparses_words() -> None:
+    # arg_groups/choices.py:ATTENTION_BACKEND_CHOICES; the line SGLang's own parser printed
+    run = RUNS["argparse__attention-backend_flash_attn"]
+    spec = sglang_goldens.model_spec("meta-llama--Llama-3.1-8B-Instruct")
+    with pytest.raises(InvalidParameter) as err:
+        plan_sglang_fit(spec, get_gpu("h100-sxm"), SglangDeployment(attention_backend="flash_attn"), weights_bytes=0,
+                        weights_range=(0, 0))
+    assert run["stderr"] == f"launch_server.py: error: {err.value}"
+
+
+def test_deprecated_attention_backend_spellings_are_renamed() -> None:
+    # arg_groups/serving_hook.py:_handle_deprecated_args: tokenspeed_mla → cutedsl_mla (with an fp8_e4m3 KV
+    # cache), compressed → dsv4
+    spec = sglang_goldens.model_spec("deepseek-ai--DeepSeek-V3-0324")
+    fit = plan_sglang_fit(spec, get_gpu("b200"), SglangDeployment(tp=8, attention_backend="tokenspeed_mla"),
+                          weights_bytes=0, weights_range=(0, 0))
+    assert fit.defaults.attention_backend == "cutedsl_mla" and fit.kv_cache_dtype == "fp8_e4m3"

@@ -116,8 +116,27 @@ class SglangDeployment:
         return self.tp // self.attn_dp_size
 
 
+# arg_groups/choices.py:ATTENTION_BACKEND_CHOICES, the argparse choices of --attention-backend
+# (arg_groups/fields/exec_.py), in SGLang's order.
+ATTENTION_BACKEND_CHOICES = (
+    "triton", "torch_native", "flex_attention", "dsa", "nsa", "qsa", "dsv4", "compressed", "fa3", "fa4",
+    "flashinfer", "llada2_cfg_flashinfer", "flashmla", "trtllm_mla", "cutedsl_mla", "tokenspeed_mla", "trtllm_mha",
+    "hpc_ops", "minicpm_flashattn", "minicpm_flashinfer", "aiter", "wave", "intel_amx", "ascend", "intel_xpu",
+)
+# arg_groups/serving_hook.py:_handle_deprecated_args: deprecated spellings SGLang renames (with a warning).
+ATTENTION_BACKEND_ALIASES = {"compressed": "dsv4", "tokenspeed_mla": "cutedsl_mla"}
+
+
+def check_attention_backend(value: str | None) -> None:
+    """Refuse an --attention-backend outside SGLang's choices, in argparse's words (Python 3.11, the wheel's)."""
+    if value is not None and value not in ATTENTION_BACKEND_CHOICES:
+        raise InvalidParameter(f"argument --attention-backend: invalid choice: {value!r} (choose from "
+                               f"{', '.join(map(repr, ATTENTION_BACKEND_CHOICES))})")
+
+
 def check_deployment(dep: SglangDeployment) -> None:
     """Refuse what SGLang refuses about the parallel layout (arg_groups/parallel_hook.py), in its words."""
+    check_attention_backend(dep.attention_backend)
     for name, value in (("--tp-size", dep.tp), ("--pp-size", dep.pp), ("--dp-size", dep.dp), ("--ep-size", dep.ep)):
         if value < 1:
             raise InvalidParameter(f"{name} must be ≥ 1, got {value}")
@@ -292,7 +311,8 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     if llama2_path:
         prefill_max = min(prefill_max, 4096)  # "For Llama2 series models, max_bs is limited to 4096."
     prefill_sizes = prefill_graph_batch_sizes(prefill_max)
-    backend = (dep.attention_backend or ("dsa" if dsa_page_size else None)  # model_overrides/deepseek_v2.py
+    given = ATTENTION_BACKEND_ALIASES.get(dep.attention_backend or "", dep.attention_backend)
+    backend = (given or ("dsa" if dsa_page_size else None)  # model_overrides/deepseek_v2.py
                or model_attention_backend(architecture, platform=platform, sm_major=sm_major, has_mamba=has_mamba)
                or default_attention_backend(platform=platform, sm_major=sm_major, use_mla=use_mla, kv_heads=kv_heads,
                                             tp=dep.tp, asymmetric_kv=asymmetric_kv))

@@ -221,6 +221,10 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     """SGLang's startup sizing for `spec` on `chip`; `measured` replaces kvplan's free-memory estimate. A pool
     kvplan does not model is refused, unless SGLang's budget already refuses it (`_budget_decides`)."""
     check_deployment(dep)
+    if dep.attention_backend == "tokenspeed_mla" and dep.kv_cache_dtype != "fp8_e4m3":
+        # arg_groups/serving_hook.py:_handle_deprecated_args: "tokenspeed_mla required FP8 KV; setting
+        # --kv-cache-dtype=fp8_e4m3." (the backend itself becomes cutedsl_mla: defaults.ATTENTION_BACKEND_ALIASES)
+        dep = dataclasses.replace(dep, kv_cache_dtype="fp8_e4m3")
     check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
     check_model_class(spec)
     reason = _unmodelled(spec, dep)
