@@ -35,6 +35,11 @@ ORACLE_FAULTS = {
 }
 
 
+# kvplan.sglang.architectures.heads_refusal: an assertion in the model class's __init__, which the sizing oracle
+# never builds (it sizes from ModelConfig): ported from SGLang's source, counted apart ("refused-source").
+HEADS_ASSERTION = "AssertionError: assert "
+
+
 def load_cases(path: Path = GOLDENS) -> list[dict[str, Any]]:
     """The golden cases, as tools/sglang_oracle/regen.py wrote them."""
     cases: list[dict[str, Any]] = json.loads(path.read_text())["cases"]
@@ -165,8 +170,9 @@ def replay(case: dict[str, Any]) -> Outcome:
 def classify(outcome: Outcome) -> str:
     """The class of one replayed case: exact (every figure equal), refused-sglang (both refuse, kvplan in
     SGLang's words: a config transformers cannot read without the repository's code, no room for a hybrid's
-    Mamba state), refused-kvplan (a pool this slice does not model, said so), oracle-fault (ORACLE_FAULTS) or
-    wrong."""
+    Mamba state), refused-source (SGLang's model class asserts the TP split of the heads: ported from its source,
+    beyond the oracle), refused-kvplan (a pool this slice does not model, said so), oracle-fault (ORACLE_FAULTS)
+    or wrong."""
     if outcome.case["model"] in ORACLE_FAULTS:
         return "oracle-fault"
     if outcome.mismatches:
@@ -175,6 +181,8 @@ def classify(outcome: Outcome) -> str:
         return "refused-sglang"  # SGLang sizes this pool (every figure checked), then fails its first forward
     if outcome.fit is not None and "error" in outcome.case:
         return "refused-sglang"  # SGLang's sizing refusal (a RuntimeError), kvplan's startup verdict in its words
+    if outcome.fit is None and "error" not in outcome.case and (outcome.refusal or "").startswith(HEADS_ASSERTION):
+        return "refused-source"  # the model class's head-split assertion: past the oracle's reach, ported from source
     if outcome.fit is None and load_refusal(outcome.case) is not None:
         return "refused-sglang"  # SGLang's own ValueError at model load, verbatim (mismatches checked the text)
     if outcome.fit is None:

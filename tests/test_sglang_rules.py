@@ -11,6 +11,7 @@ import pytest
 
 from kvplan.errors import InvalidParameter
 from kvplan.hardware.gpus import get_gpu
+from kvplan.sglang.architectures import heads_refusal
 from kvplan.sglang.budget import FreeMemory
 from kvplan.sglang.defaults import SglangDeployment
 from kvplan.sglang.fit import SglangFit, plan_sglang_fit
@@ -121,3 +122,32 @@ def test_deprecated_attention_backend_spellings_are_renamed() -> None:
     fit = plan_sglang_fit(spec, get_gpu("b200"), SglangDeployment(tp=8, attention_backend="tokenspeed_mla"),
                           weights_bytes=0, weights_range=(0, 0))
     assert fit.defaults.attention_backend == "cutedsl_mla" and fit.kv_cache_dtype == "fp8_e4m3"
+
+
+def test_tp_not_splitting_the_heads_fails_the_model_classs_assertion() -> None:
+    # models/qwen2.py:Qwen2Attention.__init__: tp_size = get_parallel().tp_size; assert self.total_num_heads %
+    # tp_size == 0 (28 heads at TP 8 fail, also under attention DP: the module splits by --tp-size)
+    spec = sglang_goldens.model_spec("Qwen--Qwen2.5-7B-Instruct")
+    for dep in (SglangDeployment(tp=8), SglangDeployment(tp=8, dp=8, enable_dp_attention=True)):
+        with pytest.raises(InvalidParameter) as err:
+            plan_sglang_fit(spec, get_gpu("h100-sxm"), dep, weights_bytes=0, weights_range=(0, 0))
+        assert str(err.value) == ("AssertionError: assert self.total_num_heads % tp_size == 0 (models/qwen2.py; "
+                                  "28 attention heads, 4 KV heads, tp_size 8)")
+    plan_sglang_fit(spec, get_gpu("h100-sxm"), SglangDeployment(tp=4), weights_bytes=0, weights_range=(0, 0))
+
+
+def test_head_split_rules_by_module() -> None:
+    # models/qwen3.py splits by attn_tp_size: 64 heads, 8 KV heads at attention TP 16 → kv 8 < 16 and 16 % 8 == 0
+    assert heads_refusal(["Qwen3ForCausalLM"], heads=64, kv_heads=8, tp=16, attn_tp=16) is None
+    assert heads_refusal(["Qwen3ForCausalLM"], heads=40, kv_heads=8, tp=16, attn_tp=2) is None  # attention TP 2
+    assert heads_refusal(["Qwen3ForCausalLM"], heads=40, kv_heads=8, tp=16, attn_tp=16) == (
+        "AssertionError: assert self.total_num_heads % attn_tp_size == 0 (models/qwen3.py; 40 attention heads, 8 KV "
+        "heads, attn_tp_size 16)")
+    # models/llama.py: kv heads ≥ tp must divide by it; fewer must divide tp
+    assert heads_refusal(["LlamaForCausalLM"], heads=48, kv_heads=6, tp=4, attn_tp=4) == (
+        "AssertionError: assert self.total_num_kv_heads % tp_size == 0 (models/llama.py; 48 attention heads, 6 KV "
+        "heads, tp_size 4)")
+    assert heads_refusal(["LlamaForCausalLM"], heads=48, kv_heads=3, tp=8, attn_tp=8) == (
+        "AssertionError: assert tp_size % self.total_num_kv_heads == 0 (models/llama.py; 48 attention heads, 3 KV "
+        "heads, tp_size 8)")
+    assert heads_refusal(["DeepseekV3ForCausalLM"], heads=7, kv_heads=7, tp=8, attn_tp=8) is None  # no record

@@ -5,6 +5,7 @@ import json
 import os
 from collections.abc import Sequence
 from functools import lru_cache
+from typing import Any
 
 # configs/model_config.py:multimodal_model_archs (read from the 0.5.23 wheel with ast): a model whose
 # architecture is listed, or whose config nests a text config (ModelConfig: hf_config is not hf_text_config),
@@ -226,12 +227,15 @@ TRANSFORMERS_MODEL_TYPES = frozenset({
 
 
 @lru_cache(maxsize=1)
-def _model_classes() -> dict[str, frozenset[str]]:
+def _model_classes() -> dict[str, Any]:
     """kvplan/sglang/model_classes.json (tools/sglang_oracle/model_classes.py, from the 0.5.23 wheel and the
     transformers 5.19.0 it pins): SGLang's registered classes, and transformers' classes by backend compatibility."""
     with open(os.path.join(os.path.dirname(__file__), "model_classes.json"), encoding="utf-8") as f:
         table = json.load(f)
-    return {k: frozenset(table[k]) for k in ("sglang_classes", "transformers_compatible", "transformers_incompatible")}
+    out: dict[str, Any] = {k: frozenset(table[k])
+                           for k in ("sglang_classes", "transformers_compatible", "transformers_incompatible")}
+    out["heads_check"] = {k: (str(v[0]), bool(v[1]), str(v[2])) for k, v in table["heads_check"].items()}
+    return out
 
 
 def is_sglang_class(architecture: str) -> bool:
@@ -258,4 +262,32 @@ def model_class_refusal(architectures: Sequence[str], *, auto_model: bool) -> st
             return (f"Cannot find model module. '{arch}' is not a registered model in the Transformers library (only "
                     "relevant if the model is meant to be in Transformers) and 'AutoModel' is not present in the model "
                     "config's 'auto_map' (relevant if the model is custom).")
+    return None
+
+
+def heads_refusal(architectures: Sequence[str], *, heads: int, kv_heads: int, tp: int, attn_tp: int) -> str | None:
+    """The assertion SGLang's model class fails when TP does not split the heads (None: it splits them, or kvplan
+    has no record of the class's check). The check lives in each class's attention __init__ (models/llama.py:
+    LlamaAttention and the modules of model_classes.json `heads_check`): total_num_heads % tp_size == 0, then
+    total_num_kv_heads % tp_size == 0 when kv heads ≥ tp_size, else tp_size % total_num_kv_heads == 0; tp_size is
+    --tp-size in the modules that read get_parallel().tp_size (even under attention DP), the attention-TP size in
+    those that read attn_tp_size; a module whose size kvplan could not tell is checked without attention DP only."""
+    checked = next((_model_classes()["heads_check"][a] for a in architectures[:1]
+                    if a in _model_classes()["heads_check"]), None)
+    if checked is None:
+        return None
+    module, kv_checked, size = checked
+    if size == "unknown" and attn_tp != tp:
+        return None
+    n = attn_tp if size == "attn_tp" else tp
+    name = "attn_tp_size" if size == "attn_tp" else "tp_size"
+    where = f"({module}; {heads} attention heads, {kv_heads} KV heads, {name} {n})"
+    if n <= 1:
+        return None
+    if heads % n:
+        return f"AssertionError: assert self.total_num_heads % {name} == 0 {where}"
+    if kv_checked and kv_heads >= n and kv_heads % n:
+        return f"AssertionError: assert self.total_num_kv_heads % {name} == 0 {where}"
+    if kv_checked and 0 < kv_heads < n and n % kv_heads:
+        return f"AssertionError: assert {name} % self.total_num_kv_heads == 0 {where}"
     return None

@@ -13,7 +13,12 @@ from kvplan.errors import InvalidParameter
 from kvplan.hardware.gpus import GpuSpec
 from kvplan.model.spec import ModelSpec
 from kvplan.sglang import SGLANG_VERSION, kv_quant
-from kvplan.sglang.architectures import SGLANG_CONFIG_REGISTRY, TRANSFORMERS_MODEL_TYPES, model_class_refusal
+from kvplan.sglang.architectures import (
+    SGLANG_CONFIG_REGISTRY,
+    TRANSFORMERS_MODEL_TYPES,
+    heads_refusal,
+    model_class_refusal,
+)
 from kvplan.sglang.budget import Budget, FreeMemory, estimate_free_memory, profile_budget
 from kvplan.sglang.defaults import ServerDefaults, SglangDeployment, check_deployment, resolve_defaults
 from kvplan.sglang.dsa import is_dsa
@@ -170,8 +175,10 @@ def _budget_decides(spec: ModelSpec, dep: SglangDeployment, reason: str | None) 
             and dep.speculative_algorithm is None and not any(x.kind == "mamba" for x in spec.layers))
 
 
-def _resolve(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment) -> tuple[str, int | None, int, ServerDefaults]:
-    """Platform, SM major, context_len and the resolved server arguments."""
+def resolve_server_args(spec: ModelSpec, chip: GpuSpec,
+                        dep: SglangDeployment) -> tuple[str, int | None, int, ServerDefaults]:
+    """Platform, SM major, context_len and the resolved server arguments (ServerArgs.resolve_once, which runs
+    before the model class is built: a deployment the class then refuses still resolves)."""
     platform, sm = _platform(chip)
     ctx = context_length(spec, dep.context_length)
     defaults = resolve_defaults(dep, gpu_mem_mib=gpu_memory_mib(chip), platform=platform,  # type: ignore[arg-type]
@@ -216,10 +223,9 @@ def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: Se
     return pool, "starts"
 
 
-def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, weights_bytes: int,
-                    weights_range: tuple[int, int], measured: FreeMemory | None = None) -> SglangFit:
-    """SGLang's startup sizing for `spec` on `chip`; `measured` replaces kvplan's free-memory estimate. A pool
-    kvplan does not model is refused, unless SGLang's budget already refuses it (`_budget_decides`)."""
+def _check_loadable(spec: ModelSpec, dep: SglangDeployment) -> SglangDeployment:
+    """SGLang's refusals before the pool, in its words (flags, config, model class, the class's head split);
+    the deployment as SGLang renames it."""
     check_deployment(dep)
     if dep.attention_backend == "tokenspeed_mla" and dep.kv_cache_dtype != "fp8_e4m3":
         # arg_groups/serving_hook.py:_handle_deprecated_args: "tokenspeed_mla required FP8 KV; setting
@@ -227,11 +233,24 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         dep = dataclasses.replace(dep, kv_cache_dtype="fp8_e4m3")
     check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
     check_model_class(spec)
+    if spec.mla is None:
+        refused = heads_refusal(spec.architectures, heads=spec.num_attention_heads, kv_heads=total_kv_heads(spec),
+                                tp=dep.tp, attn_tp=dep.attn_tp_size)
+        if refused is not None:
+            raise InvalidParameter(refused, hint="SGLang's model class refuses it when the model loads")
+    return dep
+
+
+def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, weights_bytes: int,
+                    weights_range: tuple[int, int], measured: FreeMemory | None = None) -> SglangFit:
+    """SGLang's startup sizing for `spec` on `chip`; `measured` replaces kvplan's free-memory estimate. A pool
+    kvplan does not model is refused, unless SGLang's budget already refuses it (`_budget_decides`)."""
+    dep = _check_loadable(spec, dep)
     reason = _unmodelled(spec, dep)
     early = _budget_decides(spec, dep, reason)
     if reason is not None and not early:
         raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
-    platform, sm, ctx, defaults = _resolve(spec, chip, dep)
+    platform, sm, ctx, defaults = resolve_server_args(spec, chip, dep)
     kv_dtype = dsa_kv_dtype(dep.kv_cache_dtype, spec, sm) if is_dsa(spec) else kv_dtype_name(dep.kv_cache_dtype, spec)
     geo = None if early else geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm,
                                       hip=platform == "hip")

@@ -10,6 +10,11 @@ It records:
 - `sglang`: every class named by an `EntryClass` of sglang/srt/models/*.py, read with `ast` from the wheel
   (models/registry.py:import_model_classes registers `EntryClass.__name__`); importing the modules on a CPU
   machine fails for most of them, so they are not imported;
+- `heads_check`: for each class registered by a module whose attention asserts
+  `self.total_num_heads % <tp> == 0` when built (the check that refuses a TP not dividing the heads lives in each
+  model class), [module, whether it also asserts the KV-head split (`total_num_kv_heads % <tp>`, else
+  `<tp> % total_num_kv_heads`), which size <tp> is: "tp" (get_parallel().tp_size, --tp-size even under attention
+  DP), "attn_tp" (the attention-TP size) or "unknown"];
 - `transformers_compatible` / `transformers_incompatible`: every model class named in transformers' auto
   mappings (models/auto/modeling_auto.py `*_MAPPING_NAMES`) by `_supports_attention_backend`, which is what
   `PreTrainedModel.is_backend_compatible()` returns and what resolve_transformers_arch checks under the default
@@ -20,6 +25,7 @@ from __future__ import annotations
 import ast
 import json
 import logging
+import re
 import warnings
 from pathlib import Path
 
@@ -48,6 +54,37 @@ def entry_classes(models_dir: Path) -> list[str]:
     return sorted(names)
 
 
+def heads_checks(models_dir: Path) -> dict[str, list[object]]:
+    """Class → [module, asserts the KV-head split, tp or attn_tp] for the modules asserting total_num_heads % tp."""
+    out: dict[str, list[object]] = {}
+    for path in sorted(models_dir.glob("*.py")):
+        text = path.read_text()
+        if not re.search(r"assert self\.total_num_heads % \w+ == 0", text):
+            continue
+        kv = bool(re.search(r"assert self\.total_num_kv_heads % \w+ == 0", text))
+        found = re.search(r"assert self\.total_num_heads % (\w+) == 0", text)
+        assert found is not None
+        var = found.group(1)
+        # the last assignment of that name before the assert: --tp-size, or the attention-TP size
+        sources = re.findall(rf"\b{var}\s*=\s*([^\n]+)", text[:found.start()])
+        rhs = sources[-1] if sources else ""
+        size = "attn_tp" if "attn_tp" in rhs or "attention_tp" in rhs else (
+            "tp" if ("tp_size" in rhs or "world_size" in rhs) else "unknown")
+        for name in entry_classes_of(text):
+            out[name] = [f"models/{path.name}", kv, size]
+    return out
+
+
+def entry_classes_of(text: str) -> list[str]:
+    """The names one module's EntryClass lists (no alias resolution: enough for heads_checks)."""
+    for node in ast.parse(text).body:
+        if isinstance(node, ast.Assign) and isinstance(node.targets[0], ast.Name) \
+                and node.targets[0].id == "EntryClass":
+            v = node.value
+            return [e.id for e in (v.elts if isinstance(v, (ast.List, ast.Tuple)) else [v]) if isinstance(e, ast.Name)]
+    return []
+
+
 def main() -> None:
     warnings.filterwarnings("ignore")
     import sglang
@@ -69,6 +106,7 @@ def main() -> None:
     out = {"format": 1, "sglang": sglang.__version__, "transformers": transformers.__version__,
            "generated_by": "tools/sglang_oracle/model_classes.py",
            "sglang_classes": entry_classes(Path(sglang.__file__).parent / "srt" / "models"),
+           "heads_check": heads_checks(Path(sglang.__file__).parent / "srt" / "models"),
            "transformers_compatible": ok, "transformers_incompatible": bad}
     OUT.write_text(json.dumps(out, separators=(",", ":")) + "\n")
     print(f"{OUT}: {len(out['sglang_classes'])} SGLang classes, {len(ok)} compatible, {len(bad)} incompatible")
