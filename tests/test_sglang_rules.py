@@ -151,3 +151,29 @@ def test_head_split_rules_by_module() -> None:
         "AssertionError: assert tp_size % self.total_num_kv_heads == 0 (models/llama.py; 48 attention heads, 3 KV "
         "heads, tp_size 8)")
     assert heads_refusal(["DeepseekV3ForCausalLM"], heads=7, kv_heads=7, tp=8, attn_tp=8) is None  # no record
+
+
+@pytest.mark.parametrize(("run_id", "dep"), [
+    ("google--gemma-4-26B-A4B-it__h100__tp1__set_swa_full_tokens_ratio=0.5", {"swa_full_tokens_ratio": 0.5}),
+    ("Qwen--Qwen3-Next-80B-A3B-Instruct-FP8__h100__tp4__set_mamba_full_memory_ratio=0.5",
+     {"tp": 4, "mamba_full_memory_ratio": 0.5}),
+])
+def test_swa_and_mamba_ratios_beyond_the_defaults_are_sglangs(run_id: str, dep: dict[str, Any]) -> None:
+    # HybridSWAPoolConfigurator: cell = full + ratio × sliding (0.5 → 122,880 B; the sliding pool 50,031 tokens);
+    # _handle_max_mamba_cache: state slots from rest × r / (1 + r) (r 0.5 → 164 requests, 2,587,926 tokens)
+    run = RUNS[run_id]
+    fit = _plan(run, **dep)
+    p = run["pool"]
+    assert fit.geometry is not None and fit.geometry.cell_size == p["cell_size_bytes"]
+    assert fit.budget.budget_bytes == p["profiled_budget_bytes"] and fit.pool is not None
+    assert (fit.pool.max_total_num_tokens, fit.pool.max_running_requests) == (p["max_total_num_tokens"],
+                                                                             p["max_running_requests"])
+    if "log" in p:  # the oracle's meta pool cannot build the Mamba pool object: no log line there
+        assert list(fit.pool.log_lines) == p["log"]
+
+
+def test_swa_ratio_outside_sglangs_range_is_refused_in_its_words() -> None:
+    spec = sglang_goldens.model_spec("google--gemma-4-26B-A4B-it")
+    with pytest.raises(InvalidParameter, match=r"^--swa-full-tokens-ratio should be in range \(0, 1\.0\]\.$"):
+        plan_sglang_fit(spec, get_gpu("h100-sxm"), SglangDeployment(swa_full_tokens_ratio=1.5), weights_bytes=0,
+                        weights_range=(0, 0))

@@ -98,6 +98,8 @@ class SglangDeployment:
     disable_cuda_graph: bool = False
     speculative_algorithm: str | None = None
     trust_remote_code: bool = False
+    swa_full_tokens_ratio: float | None = None  # None: arg_groups/fields/schedule.py's 0.8
+    mamba_full_memory_ratio: float | None = None  # None: arg_groups/fields/schedule.py's 0.9
 
     @property
     def attn_dp_size(self) -> int:
@@ -145,6 +147,11 @@ def check_deployment(dep: SglangDeployment) -> None:
                                hint="SGLang needs tp_size % attn_dp_size == 0 (attention TP = tp / dp)")
     if dep.mem_fraction_static is not None and not 0 < dep.mem_fraction_static < 1:
         raise InvalidParameter(f"--mem-fraction-static must be in (0, 1), got {dep.mem_fraction_static}")
+    if dep.swa_full_tokens_ratio is not None and not 0 < dep.swa_full_tokens_ratio <= 1.0:
+        raise InvalidParameter("--swa-full-tokens-ratio should be in range (0, 1.0].",
+                               hint="SGLang's words (arg_groups/kv_cache_hook.py:_handle_cache_compatibility)")
+    if dep.mamba_full_memory_ratio is not None and not dep.mamba_full_memory_ratio > 0:
+        raise InvalidParameter(f"--mamba-full-memory-ratio must be > 0, got {dep.mamba_full_memory_ratio}")
     if dep.page_size is not None and dep.page_size < 1:
         raise InvalidParameter(f"--page-size must be ≥ 1, got {dep.page_size}")
     # SGLang itself divides by a zero context_length and clamps a request cap below 1 to 1

@@ -253,7 +253,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     platform, sm, ctx, defaults = resolve_server_args(spec, chip, dep)
     kv_dtype = dsa_kv_dtype(dep.kv_cache_dtype, spec, sm) if is_dsa(spec) else kv_dtype_name(dep.kv_cache_dtype, spec)
     geo = None if early else geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm,
-                                      hip=platform == "hip")
+                                      hip=platform == "hip", swa_ratio=dep.swa_full_tokens_ratio)
     if platform == "hip" and kv_dtype.startswith("fp8"):
         # HIP maps fp8_e5m2 to fp8_dtype too (mem_cache/kv_cache_dtype.py): an e4m3 format, fnuz on gfx942.
         kv_dtype = "fp8_e4m3"
@@ -270,7 +270,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
 
     def profile(avail: float, pre: float) -> Budget:
         return profile_budget(avail_gib=avail, pre_gib=pre, mem_fraction_static=frac, mm_reservation_gib=mm_gib,
-                              mamba=state, mamba_ratio=ratio)
+                              mamba=state, mamba_ratio=ratio, mamba_full_memory_ratio=dep.mamba_full_memory_ratio)
 
     budget = profile(free.avail_gib, free.pre_gib)
     if early and budget.refusal is None:

@@ -146,7 +146,7 @@ def kv_dtype_name(given: str, spec: ModelSpec) -> str:
 
 
 def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | None = None,
-             hip: bool = False) -> PoolGeometry:
+             hip: bool = False, swa_ratio: float | None = None) -> PoolGeometry:
     """The geometry DefaultPoolConfigurator sizes from. Every non-MLA layer counts as a full-attention layer
     (a sliding window outside HYBRID_SWA_ARCHITECTURES gets no pool of its own in SGLang; Gemma-2/3 turn
     theirs off: arg_groups/model_overrides/gemma2_gemma3.py). KV heads per rank are max(1, heads // attn_tp)
@@ -162,7 +162,8 @@ def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | No
         full, swa = split
         heads = max(1, full[0].num_kv_heads // attn_tp)
         return PoolGeometry("mha", len(full), heads, full[0].head_size, full[0].head_size_v or full[0].head_size,
-                            kv_dtype, e, swa_part(swa, attn_tp=attn_tp, window=sliding_window_size(spec)))
+                            kv_dtype, e, swa_part(swa, attn_tp=attn_tp, window=sliding_window_size(spec),
+                                                       ratio=swa_ratio))
     if any(x.kind == "mamba" for x in spec.layers):
         # DefaultPoolConfigurator.__init__: a mambaish model counts its full_attention_layer_ids only; a pure
         # Mamba model has none (cell 0).
