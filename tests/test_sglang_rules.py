@@ -14,8 +14,9 @@ from kvplan.hardware.gpus import get_gpu
 from kvplan.sglang.architectures import heads_refusal
 from kvplan.sglang.budget import FreeMemory
 from kvplan.sglang.defaults import SglangDeployment
-from kvplan.sglang.fit import SglangFit, plan_sglang_fit
+from kvplan.sglang.fit import SglangFit, plan_sglang_fit, resolve_server_args
 from kvplan.sglang.pool import size_pool
+from kvplan.sglang.pp import pp_layer_ranges
 
 sys.path.insert(0, str(Path(__file__).parent))
 import sglang_goldens  # noqa: E402
@@ -177,3 +178,35 @@ def test_swa_ratio_outside_sglangs_range_is_refused_in_its_words() -> None:
     with pytest.raises(InvalidParameter, match=r"^--swa-full-tokens-ratio should be in range \(0, 1\.0\]\.$"):
         plan_sglang_fit(spec, get_gpu("h100-sxm"), SglangDeployment(swa_full_tokens_ratio=1.5), weights_bytes=0,
                         weights_range=(0, 0))
+
+
+PP_RUNS = [r for r in RUNS.values() if r["id"].endswith("__pp2")]
+
+
+@pytest.mark.parametrize("run", PP_RUNS, ids=[r["id"] for r in PP_RUNS])
+def test_pp_server_arguments_are_sglangs(run: dict[str, Any]) -> None:
+    # cuda_graph_hook.py: PP turns the breakable prefill graph off by default, so its reserve leaves the fraction
+    spec = sglang_goldens.model_spec(run["model"])
+    tp = int(run["args"][1])
+    d = resolve_server_args(spec, get_gpu(sglang_goldens.GPU_IDS[run["gpu"]]), SglangDeployment(tp=tp, pp=2))[3]
+    r = run["resolved"]
+    assert d.mem_fraction_static == pytest.approx(r["mem_fraction_static"], abs=1e-9)
+    assert (d.chunked_prefill_size, d.page_size, d.attention_backend, d.decode_graph_max_bs, d.decode_graph_sizes,
+            d.prefill_graph) == (r["chunked_prefill_size"], r["page_size"], r["attention_backend"],
+                                 r["decode_max_bs"], r["decode_num_bs"], r["prefill_backend"])
+
+
+def test_pp_stages_split_the_layers_and_keep_the_min() -> None:
+    # distributed/utils.py:get_pp_indices: 61 layers over 4 stages → 15, 15, 15, 16 (the last `remainder` stages
+    # one more); kv_cache_configurator.py:_apply_token_constraints: MIN over stages, so the 16-layer stage decides
+    assert pp_layer_ranges(61, 4) == [(0, 15), (15, 30), (30, 45), (45, 61)]
+    assert pp_layer_ranges(32, 2) == [(0, 16), (16, 32)]
+    spec = sglang_goldens.model_spec("deepseek-ai--DeepSeek-V3-0324")
+    measured = FreeMemory(140.0, 60.0, (140.0, 140.0), (60.0, 60.0), "given")
+    fit = plan_sglang_fit(spec, get_gpu("h200"), SglangDeployment(tp=8, pp=4), weights_bytes=0,
+                          weights_range=(0, 0), measured=measured)
+    assert fit.budget.budget_bytes is not None and fit.geometry is not None and fit.pool is not None
+    cell_16 = 576 * 2 * 16  # MLA row (512 + 64) × bf16 × the last stage's 16 layers
+    assert fit.pool.max_total_num_tokens == fit.budget.budget_bytes // cell_16
+    stage0 = (fit.pool.max_total_num_tokens + 1) * 576 * 2 * 15  # stage 0's line: its 15 layers, rows = tokens + page
+    assert fit.pool.log_lines[0].endswith(f"KV size: {stage0 / 2**30:.2f} GB")

@@ -309,7 +309,8 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     # model_executor/cuda_graph_config.py:default_prefill_backend: breakable on CUDA, disabled elsewhere.
     # cuda_graph_hook.py:disable_breakable_cudagraph_if_incompatible (a multimodal model off its allowlist) runs
     # before the fraction: its reserve is not charged then.
-    prefill_on = platform == "cuda" and not dep.disable_cuda_graph and prefill_graph_allowed
+    # cuda_graph_hook.py: PP disables the breakable prefill graph by default ("PP prefill graph replay is opt-in")
+    prefill_on = platform == "cuda" and not dep.disable_cuda_graph and prefill_graph_allowed and dep.pp == 1
     prefill_max = min(8192, chunk) if use_mla else chunk
     if dep.pp > 1:
         prefill_max = min(prefill_max, 8192)  # memory_hook.py: _DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS

@@ -41,6 +41,8 @@ from kvplan.sglang.pool import (
     size_pool,
     unsupported_reason,
 )
+from kvplan.sglang.pp import pp_layer_ranges
+from kvplan.sglang.swa import split_layers
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -159,8 +161,11 @@ def _tokens_at(budget: Budget, geo: PoolGeometry, page: int, context_len: int) -
 def _unmodelled(spec: ModelSpec, dep: SglangDeployment) -> str | None:
     """What of this deployment kvplan's port does not model (None: all of it)."""
     reason = unsupported_reason(spec, attn_tp=dep.attn_tp_size, tp=dep.tp)
-    if reason is None and dep.pp > 1:
-        reason = "pipeline parallelism (SGLang's per-stage layer split and MIN over stages) is not modelled yet"
+    plain = (split_layers(spec) is None and not is_dsa(spec) and not any(x.kind == "mamba" for x in spec.layers)
+             and spec.architectures[:1] != (GEMMA4_ASSISTANT,))
+    if reason is None and dep.pp > 1 and not plain:
+        reason = ("pipeline parallelism with a sliding-window, Mamba or DSA pool (the per-stage split of its layer "
+                  "kinds) is not modelled yet")
     if reason is None and dep.speculative_algorithm is not None:
         reason = "speculative decoding (the draft's KV cells and graph sizes) is not modelled yet"
     return reason
@@ -207,8 +212,21 @@ def _check_kv_quant(kv_dtype: str, platform: str, sm: int | None, backend: str, 
         raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
 
 
+def _pp_stages(geo: PoolGeometry | None, pp: int, budget: Budget, page: int,
+               ctx: int) -> list[tuple[PoolGeometry, int]]:
+    """Each PP stage's geometry (its get_pp_indices layers) and the tokens its budget buys ([] without PP); the
+    same budget on every stage (kvplan estimates one free-memory figure for all ranks)."""
+    if pp == 1 or geo is None:
+        return []
+    out = []
+    for start, end in pp_layer_ranges(geo.layers, pp):
+        stage = dataclasses.replace(geo, layers=end - start)
+        out.append((stage, _tokens_at(budget, stage, page, ctx)))
+    return out
+
+
 def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: ServerDefaults,
-          ctx: int) -> tuple[TokenPool | None, str]:
+          ctx: int, sync_tokens: int | None = None) -> tuple[TokenPool | None, str]:
     """The pool a budget buys and the startup verdict ("starts", or SGLang's refusal)."""
     if budget.refusal is not None:
         return None, budget.refusal
@@ -217,7 +235,7 @@ def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: Se
         pool = size_pool(geo, budget.budget_bytes, page_size=d.page_size, context_len=ctx,
                          max_total_tokens=dep.max_total_tokens, max_running=dep.max_running_requests,
                          attn_dp_size=d.attn_dp_size, chunked_prefill_size=d.chunked_prefill_size,
-                         max_prefill_tokens=d.max_prefill_tokens, mamba=budget.mamba)
+                         max_prefill_tokens=d.max_prefill_tokens, mamba=budget.mamba, sync_tokens=sync_tokens)
     except InvalidParameter as exc:
         return None, str(exc)
     return pool, "starts"
@@ -277,8 +295,14 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}",
                                hint=f"SGLang's budget would leave {(budget.budget_bytes or 0) / GiB:.2f} GiB for the "
                                     "KV pool, so the pool decides")
-    pool, startup = _size(geo, budget, dep, defaults, ctx)
+    stages = _pp_stages(geo, dep.pp, budget, defaults.page_size, ctx)
+    pool, startup = _size(stages[0][0] if stages else geo, budget, dep, defaults, ctx,
+                          sync_tokens=min(t for _g, t in stages) if stages else None)
     notes: list[str] = [*(pool.warnings if pool else ())]
+    if stages:
+        notes.append(f"PP {dep.pp}: stage layers {[g.layers for g, _t in stages]} (get_pp_indices); each stage's "
+                     f"tokens {[t for _g, t in stages]}, SGLang keeps the MIN (_apply_token_constraints); the "
+                     "line shown is stage 0's")
     if pool is not None and spec.architectures[:1] == (GEMMA4_ASSISTANT,):
         startup = f"RuntimeError: {GEMMA4_ASSISTANT_FORWARD}"  # after the pool, at the first forward
         notes.append("Gemma-4's MTP draft (models/gemma4_mtp.py): SGLang allocates this pool, then its first forward "

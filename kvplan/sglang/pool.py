@@ -219,7 +219,7 @@ def max_running_requests(tokens: int, context_len: int, given: int | None, attn_
 def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_len: int,
               max_total_tokens: int | None = None, max_running: int | None = None, attn_dp_size: int = 1,
               chunked_prefill_size: int = 8192, max_prefill_tokens: int = 16384,
-              mamba: MambaCache | None = None) -> TokenPool:
+              mamba: MambaCache | None = None, sync_tokens: int | None = None) -> TokenPool:
     """DefaultPoolConfigurator.calculate_pool_sizes, KVCacheConfigurator._apply_token_constraints and
     resolve_max_num_reqs (capped at the Mamba state slots // ratio for a hybrid), then the K/V byte counts
     memory_pool.py:KVCache._finalize_allocation_log sums. Raises InvalidParameter with SGLang's words when no
@@ -237,6 +237,8 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
     elif max_total_tokens is not None:
         warnings.append(f"max_total_tokens={max_total_tokens} is larger than the profiled value {tokens}. "
                         f"Use the profiled value instead.")
+    if sync_tokens is not None:  # _apply_token_constraints: the MIN over PP stages (kvplan.sglang.pp)
+        tokens = min(tokens, sync_tokens)
     if tokens <= 0:
         raise InvalidParameter(NOT_ENOUGH_MEMORY)
     reqs = max_running_requests(tokens, context_len, max_running, attn_dp_size)
