@@ -263,7 +263,8 @@ LEGACY_KEYS: Mapping[str, str] = {
     "tensor_parallel_size": "tp", "pipeline_parallel_size": "pp", "trust_remote_code": "allow_custom_code",
     "use_flashinfer_sampler": "flashinfer_sampler",
 }
-# (JSON key, flat name) in the order schema_version 1 documents list them (docs/json-schema.md).
+# (JSON key, flat name) in the order schema_version 1 documents list them (docs/json-schema.md); a new setting
+# is appended here (an additive key; tests/test_configs.py fails until it is).
 JSON_KEYS: tuple[tuple[str, str], ...] = tuple((LEGACY_KEYS.get(name, name), name) for name in (
     "tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization", "max_model_len", "max_num_seqs",
     "max_num_batched_tokens", "kv_cache_dtype", "block_size", "enforce_eager", "kv_cache_memory_bytes",
