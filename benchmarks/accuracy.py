@@ -457,8 +457,12 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
         gpu = custom_gpu(f"{rec['total_gpu_memory_gib']}GiB")
     settings = settings_of(rec, version)
     backend = MOE_BACKEND_FOR_RECORD.get(rec["id"])
+    # The batch plan_fit resolves (vLLM's defaults when the log states none): the weights hold buffers sized by
+    # max_num_batched_tokens (Qwen3-VL's deepstack, the DSA top-k index buffer), as fit.py passes them.
+    mnbt = plan_fit(model, gpu, replace(settings, moe_backend=backend), advise=False).max_num_batched_tokens
     weights = estimate_weights(model, tp=settings.tp, pp=settings.pp, arch=gpu.arch,
-                               version=parse_vllm_version(version), moe_backend=backend)
+                               version=parse_vllm_version(version), moe_backend=backend,
+                               max_num_batched_tokens=mnbt)
     r = plan_fit(model, gpu, replace(settings, weights_bytes=weights.bytes, moe_backend=backend), advise=False)
     # plan_fit sees the weights as given by the user (no range): put the estimate's range back.
     low, high = _range_with_estimated_weights(r, weights.bytes, weights.low_bytes, weights.high_bytes)

@@ -53,7 +53,7 @@ def _attention_params(model: ModelSpec, layer: LayerSpec) -> int:
         q = h * heads * qk if m.q_lora_rank is None else h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * heads * qk
         kv_a = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank  # + kv_a_layernorm
         kv_b = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
-        return q + kv_a + kv_b + heads * m.v_head_dim * h
+        return q + kv_a + kv_b + heads * m.v_head_dim * h + dsa_indexer_params(model)
     hd, kvh = layer.head_size, layer.num_kv_heads
     if layer.kind == "kv_shared":  # still has q and o (and k/v weights in the checkpoint)
         hd, kvh = model.head_size, model.num_kv_heads
@@ -66,6 +66,19 @@ def _attention_params(model: ModelSpec, layer: LayerSpec) -> int:
     if rules.attention_sinks:
         n += heads  # one per head
     return n
+
+
+def dsa_indexer_params(model: ModelSpec) -> int:
+    """Parameters of one layer's DeepSeek-sparse-attention indexer (DeepSeek-V3.2, GLM-5), 0 without one.
+
+    vLLM 0.19 models/deepseek_v2.py:Indexer: wq_b (q_lora_rank → index_n_heads·index_head_dim), wk (hidden →
+    index_head_dim), k_norm (LayerNorm: weight and bias) and weights_proj (hidden → index_n_heads); the
+    checkpoint stores the same four (GLM-5.1-FP8's modules_to_not_convert names its k_norm and the projection)."""
+    m = model.mla
+    if m is None or not m.index_n_heads or m.q_lora_rank is None:
+        return 0
+    h, n, d = model.hidden_size, m.index_n_heads, m.index_head_dim
+    return m.q_lora_rank * n * d + h * d + 2 * d + h * n
 
 
 def _dsv4_compressor_params(h: int, ratio: int, head_dim: int) -> int:
