@@ -77,3 +77,12 @@ def test_bf16_mla_at_tp1_adds_nothing_for_replication() -> None:
     model = _corpus("deepseek-ai--DeepSeek-V2-Lite-Chat")
     names = _by_name(model, tp=1)
     assert not any("replicated" in n or "kv_b_proj" in n or "router" in n for n in names)
+
+
+def test_a_multimodal_fp8_checkpoint_reads_its_top_level_block_size_and_ignored_layers() -> None:
+    """Qwen3-VL-235B-A22B-Instruct-FP8 keeps quantization_config beside text_config (weight_block_size [128, 128],
+    339 `ignored_layers`, the key fp8.py:Fp8Config.from_config reads first): the FP8 block scales are counted."""
+    model = _corpus("Qwen--Qwen3-VL-235B-A22B-Instruct-FP8")
+    assert model.facts.quant_layout.fp8_block == (128, 128)
+    assert model.quant is not None and len(model.quant.excluded) == 339 and model.quant.excluded[0] == "lm_head"
+    assert "FP8 128×128-block scales" in _by_name(model, tp=8)

@@ -164,7 +164,9 @@ def consumer_fields(data: Mapping[str, Any], top: Mapping[str, Any], family: Fam
     layer_types = data.get("layer_types")
     return {"family": family, "facts": ConfigFacts(
         rope=rope_config(data),
-        quant_layout=quant_layout(data),
+        # a multimodal checkpoint keeps quantization_config beside text_config (Qwen3-VL-FP8); vLLM reads the
+        # top-level one, then the text config's (model_loader/weight_utils.py:get_quant_config)
+        quant_layout=quant_layout(top if "quantization_config" in top else data),
         parallel_attn=bool(data.get("parallel_attn")),
         per_layer_input_size=_int_or_zero(data.get("hidden_size_per_layer_input")),
         per_layer_input_vocab=_int_or_zero(data.get("vocab_size_per_layer_input")),
