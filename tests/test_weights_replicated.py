@@ -86,3 +86,19 @@ def test_a_multimodal_fp8_checkpoint_reads_its_top_level_block_size_and_ignored_
     assert model.facts.quant_layout.fp8_block == (128, 128)
     assert model.quant is not None and len(model.quant.excluded) == 339 and model.quant.excluded[0] == "lm_head"
     assert "FP8 128×128-block scales" in _by_name(model, tp=8)
+
+
+def test_compressed_tensors_ignore_list_keeps_attention_shared_experts_and_dense_mlp_unquantized() -> None:
+    """Kimi-K2.5's `ignore`: "re:.*self_attn.*", "re:.*shared_experts.*", "re:.*mlp\\.(gate|up|gate_up|down)_proj.*"
+    (vLLM compressed_tensors/utils.py:_is_equal_or_regex_match, re.match): 61 MLA layers, 60 shared experts of
+    2,048 and the dense first layer's 18,432-wide MLP stay BF16; the routed experts alone are INT4."""
+    from kvplan.model.weights import ignored_linear_params, stored_weights_bytes
+
+    model = _corpus("moonshotai--Kimi-K2.5")
+    p = count_parameters(model)
+    shared = 60 * 3 * 7168 * 2048
+    dense = 3 * 7168 * 18432
+    assert ignored_linear_params(model) == p.attention + shared + dense
+    bits = 4 + 16 / 32
+    kept = p.total - p.routed_experts - p.mlp + shared + dense  # embeddings, head, norms, attention, ignored MLPs
+    assert stored_weights_bytes(model) == int(kept * 2 + (p.routed_experts + p.mlp - shared - dense) * bits / 8)

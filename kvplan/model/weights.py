@@ -14,6 +14,7 @@ builds at init (see "Loaded bytes" below).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from kvplan.model.spec import LayerSpec, ModelSpec, MoESpec, RecurrentState
@@ -263,10 +264,58 @@ def stored_weights_bytes(model: ModelSpec, params: ParamCount | None = None) -> 
     quantized = p.routed_experts + p.attention + p.mlp
     if model.quant.method == "mxfp4":
         quantized = p.routed_experts - _expert_bias_params(model, p)
+    if model.quant.method == "compressed-tensors":
+        quantized -= ignored_linear_params(model)
     keep = p.total - quantized
     if _dsv4_fp4_experts(model):  # FP8 linears, MXFP4 routed experts
         return int(keep * full + (p.attention + p.mlp) * bits / 8 + p.routed_experts * MXFP4_BITS / 8)
     return int(keep * full + quantized * bits / 8)
+
+
+# Bounds on a checkpoint's ignore list (read from config.json): entries and characters per pattern.
+_MAX_IGNORE_ENTRIES, _MAX_PATTERN_CHARS = 4096, 256
+
+
+def _ignore_matcher(entries: tuple[str, ...]) -> tuple[frozenset[str], tuple[re.Pattern[str], ...]]:
+    names, patterns = set(), []
+    for entry in entries[:_MAX_IGNORE_ENTRIES]:
+        if entry.startswith("re:") and len(entry) <= _MAX_PATTERN_CHARS:
+            try:
+                patterns.append(re.compile(entry[3:]))
+            except re.error:
+                continue  # vLLM would fail on it; kvplan counts the layer as quantized
+        else:
+            names.add(entry)
+    return frozenset(names), tuple(patterns)
+
+
+def ignored_linear_params(model: ModelSpec) -> int:
+    """Parameters of the attention, shared-expert and dense-MLP linears a compressed-tensors checkpoint leaves
+    unquantized through its `ignore` list (Kimi-K2.5: "re:.*self_attn.*", "re:.*shared_experts.*",
+    "re:.*mlp\\.(gate|up|gate_up|down)_proj.*": only the routed experts are INT4).
+
+    vLLM 0.19.1 quantization/compressed_tensors/utils.py:_is_equal_or_regex_match: an entry matches a module's
+    name exactly, or with "re:" by re.match. Each group is probed by one module of each layer,
+    model.layers.{i}.self_attn.o_proj, .mlp.shared_experts.down_proj and .mlp.down_proj."""
+    q = model.quant
+    if q is None or not q.excluded:
+        return 0
+    names, patterns = _ignore_matcher(q.excluded)
+
+    def ignored(name: str) -> bool:
+        return name in names or any(p.match(name) for p in patterns)
+
+    moe, total = model.moe, 0
+    for i, layer in enumerate(model.layers):
+        prefix = f"model.layers.{i}."
+        if layer.kind not in ("mamba", "mlp_only") and ignored(prefix + "self_attn.o_proj"):
+            total += _attention_params(model, layer)
+        if moe is not None and layer.moe:
+            if moe.shared_intermediate_size and ignored(prefix + "mlp.shared_experts.down_proj"):
+                total += _mlp_params(model, moe.shared_intermediate_size)
+        elif model.intermediate_size and ignored(prefix + "mlp.down_proj"):
+            total += _mlp_params(model, model.intermediate_size)
+    return total
 
 
 # MXFP4: 4-bit values and one 8-bit (e8m0) scale per 32 (quantized_bits_per_weight).
