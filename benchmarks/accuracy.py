@@ -64,7 +64,7 @@ from kvplan.vllm.defaults import (  # noqa: E402
 from kvplan.vllm.fit import plan_fit  # noqa: E402
 from kvplan.vllm.memory.weights import MOE_BACKENDS, MoeBackend, default_mxfp4_backend, estimate_weights  # noqa: E402
 from kvplan.vllm.report import FitReport  # noqa: E402
-from kvplan.vllm.settings import ServeSettings  # noqa: E402
+from kvplan.vllm.settings import ServeSettings, resolve_settings  # noqa: E402
 from kvplan.vllm.startup_log import parse_startup_log  # noqa: E402
 
 LOGS = ROOT / "tests" / "fixtures" / "data" / "vllm-startup-logs.yaml"
@@ -322,7 +322,7 @@ def families(rec: dict[str, Any], model: ModelSpec) -> tuple[str, ...]:
         tags.append("moe")
         if int(rec.get("tp") or 1) >= 2:
             tags.append("moe_tp2+")
-    if model.mla is not None:
+    if model.mla is not None or model.dsv4 is not None:  # DeepSeek-V4: vLLM's MLAAttentionSpec / SlidingWindowMLASpec
         tags.append("mla")
     if any(layer.kind in ("mamba", "linear_attention", "gdn") for layer in model.layers):
         tags.append("hybrid")
@@ -465,9 +465,8 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
         gpu = custom_gpu(f"{rec['total_gpu_memory_gib']}GiB")
     settings = settings_of(rec, version)
     backend = MOE_BACKEND_FOR_RECORD.get(rec["id"])
-    # The batch plan_fit resolves (vLLM's defaults when the log states none): the weights hold buffers sized by
-    # max_num_batched_tokens (Qwen3-VL's deepstack, the DSA top-k index buffer), as fit.py passes them.
-    mnbt = plan_fit(model, gpu, replace(settings, moe_backend=backend), advise=False).max_num_batched_tokens
+    # the batch budget as fit resolves it: buffers the model allocates at load are sized by it (DeepSeek-V4)
+    mnbt = resolve_settings(model, gpu, settings).batch.max_num_batched_tokens
     weights = estimate_weights(model, tp=settings.tp, pp=settings.pp, arch=gpu.arch,
                                version=parse_vllm_version(version), moe_backend=backend,
                                max_num_batched_tokens=mnbt)
