@@ -102,3 +102,14 @@ def test_compressed_tensors_ignore_list_keeps_attention_shared_experts_and_dense
     bits = 4 + 16 / 32
     kept = p.total - p.routed_experts - p.mlp + shared + dense  # embeddings, head, norms, attention, ignored MLPs
     assert stored_weights_bytes(model) == int(kept * 2 + (p.routed_experts + p.mlp - shared - dense) * bits / 8)
+
+
+def test_expert_parallel_busiest_rank_holds_the_rounded_up_share() -> None:
+    """determine_expert_map: 128 experts over 6 ranks give ranks 0–1 22 experts, the others 21; kvplan plans the
+    busiest (22/128 of the routed bytes), not 1/6."""
+    from kvplan.model.weights import expert_parallel_bytes_saved, routed_expert_bytes
+
+    model = _corpus("Qwen--Qwen3-235B-A22B-FP8")
+    experts = routed_expert_bytes(model)
+    assert expert_parallel_bytes_saved(model, tp=6, ep=6) == experts // 6 - experts * 22 // 128
+    assert expert_parallel_bytes_saved(model, tp=8, ep=8) == experts // 8 - experts // 8 == 0

@@ -395,9 +395,14 @@ def routed_expert_bytes(model: ModelSpec) -> int:
 
 def expert_parallel_bytes_saved(model: ModelSpec, *, tp: int, ep: int) -> int:
     """Bytes per GPU expert parallelism saves: the routed experts over `ep` ranks instead of their TP share
-    on every rank (vLLM layers/fused_moe/layer.py: ep_size = tp × dp and the expert_map)."""
+    on every rank (vLLM layers/fused_moe/layer.py: ep_size = tp × dp and the expert_map). Experts that do not
+    divide evenly go one each to the first ranks (vLLM 0.19.1 layer.py:determine_expert_map: base_experts + 1
+    while ep_rank < remainder): the busiest rank holds ceil(E / ep)."""
     experts = routed_expert_bytes(model)
-    return experts // tp - experts // ep
+    e = model.moe.num_experts if model.moe is not None else 0
+    if e <= 0 or e % ep == 0:
+        return experts // tp - experts // ep
+    return experts // tp - experts * -(-e // ep) // e
 
 
 def weights_bytes_per_gpu(model: ModelSpec, *, tp: int = 1, pp: int = 1, total_bytes: int | None = None) -> int:
