@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kvplan.errors import InvalidParameter
 from kvplan.vllm.loading import LoadedModel, Progress, load_model, load_model_with_weights
 
 if TYPE_CHECKING:
@@ -42,6 +43,41 @@ def _warn(on_warning: Warn | None, note: str | None) -> None:
         on_warning(note)
 
 
+def _text(value: object, flag: str) -> str | None:
+    """An argument the command reads as text, read as the command reads it: a number becomes its digits (the
+    command sees `--gpu 123` as '123', and says what it says of that); anything else but text or None is the
+    command's kind of error (InvalidParameter, one line naming the flag), not an AttributeError further in."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise InvalidParameter(f"{flag}: expected text, got {type(value).__name__} {_short(value)}")
+
+
+def _path(value: object, flag: str) -> str | Path | None:
+    """A file argument: a path (text or os.PathLike) or None; else InvalidParameter as _text."""
+    if isinstance(value, os.PathLike) and isinstance(os.fspath(value), str):
+        return Path(os.fspath(value))
+    return _text(value, flag)
+
+
+def _count(value: object, flag: str) -> int | None:
+    """A whole-number argument: an int as given (the core checks its range, as for the command), else read as the
+    command reads its text (units.parse_count: `2`, `32k`), so `tp="2"` works and `tp=[2]` is a one-line error."""
+    from kvplan.units import parse_count
+
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, bool):
+        raise InvalidParameter(f"{flag}: expected a whole number, got {value!r}")
+    return parse_count(_text(value, flag) or "", what=flag)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def size(model: str, *, revision: str | None = None, kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1,
          progress: Progress | None = None, on_warning: Warn | None = None) -> SizeReport:
     """`kvplan size MODEL`: KV bytes per token, layers, weights; vLLM's refusal (if the latest vLLM does not serve
@@ -52,6 +88,9 @@ def size(model: str, *, revision: str | None = None, kv_cache_dtype: str = "auto
     from kvplan.vllm.architectures import serving_refusal
     from kvplan.vllm.defaults import LATEST
 
+    model, revision = _text(model, "MODEL") or "", _text(revision, "--revision")
+    kv_cache_dtype = _text(kv_cache_dtype, "--kv-cache-dtype") or "auto"
+    tp, pp = _count(tp, "--tensor-parallel-size") or 0, _count(pp, "--pipeline-parallel-size") or 0
     loaded = load_model_with_weights(model, revision, progress=progress)
     _warn(on_warning, loaded.note)
     report = size_report(
@@ -75,10 +114,17 @@ def fit_flags(model: str | None = None, *, vllm_cmd: str | None = None, num_gpus
     engine arguments by name (`max_model_len=32768`, `tensor_parallel_size=2`, `kv_cache_dtype="fp8"`, …),
     `env` the `--env VLLM_NAME=VALUE` words, `environ` the environment vLLM would see (default: this process's);
     `on_ignored` hears the flags of `vllm_cmd` that kvplan does not use (FitFlags.ignored keeps them too)."""
-    from kvplan.errors import InvalidParameter, close_matches
+    from kvplan.errors import close_matches
     from kvplan.vllm.engine_args import fit_options
     from kvplan.vllm.flags import fit_flags as read_flags
 
+    model, vllm_cmd, usage = _text(model, "MODEL"), _text(vllm_cmd, "--vllm-cmd"), _text(usage, "--usage")
+    vllm_version, context = _text(vllm_version, "--vllm-version"), _text(context, "--context")
+    weights_memory, activation_memory = _text(weights_memory, "--weights-memory"), _text(activation_memory,
+                                                                                        "--activation-memory")
+    non_torch_memory = _text(non_torch_memory, "--non-torch-memory")
+    cuda_graph_memory = _text(cuda_graph_memory, "--cuda-graph-memory")
+    num_gpus, concurrency = _count(num_gpus, "--num-gpus"), _count(concurrency, "--concurrency")
     known = {arg.name for arg in fit_options()} | set(_OWN_OPTIONS)
     unknown = sorted(set(options) - known)
     if unknown:
@@ -96,15 +142,11 @@ def fit_settings(flags: FitFlags, loaded: LoadedModel) -> ServeSettings:
     """The settings a read deployment is planned with on its loaded model: a -tp that --num-gpus implied is
     checked against the model (and blamed on --num-gpus), and the Hub's stored weight bytes are used unless
     --weights-memory gives them."""
-    from dataclasses import replace
-
     from kvplan.vllm.flags import check_implied_tp
+    from kvplan.vllm.loading import with_stored_weights
 
     check_implied_tp(loaded.spec, flags)
-    settings = flags.settings
-    if loaded.weights is not None and settings.weights_bytes is None:
-        settings = replace(settings, weights_total_bytes=loaded.weights.bytes)
-    return settings
+    return with_stored_weights(flags.settings, loaded.weights)
 
 
 def fit_plan(flags: FitFlags, loaded: LoadedModel, gpu: str | GpuSpec | None = None, *,
@@ -115,9 +157,14 @@ def fit_plan(flags: FitFlags, loaded: LoadedModel, gpu: str | GpuSpec | None = N
     re-planned fixes of a failing plan (FitReport.advice: the command always gives them)."""
     from kvplan.hardware import gpus
 
+    gpu = gpu if isinstance(gpu, gpus.GpuSpec) else _text(gpu, "--gpu")
+    gpu_memory, gpu_bandwidth = _text(gpu_memory, "--gpu-memory"), _text(gpu_bandwidth, "--gpu-bandwidth")
+    gpu_total_bytes, gpus_file = _text(gpu_total_bytes, "--gpu-total-bytes"), _path(gpus_file, "--gpus-file")
     settings = fit_settings(flags, loaded)
     if gpu is None and gpu_memory is None:
         from kvplan.vllm.sweep import sweep_gpus
+
+        _refuse_one_gpu_flags(gpu_bandwidth=gpu_bandwidth, gpu_total_bytes=gpu_total_bytes)
 
         catalog = list(gpus.load_catalog(gpus_file).values())  # NVIDIA by vLLM's CUDA rules, AMD by its ROCm rules
         return sweep_gpus(loaded.spec, catalog, settings)
@@ -127,10 +174,20 @@ def fit_plan(flags: FitFlags, loaded: LoadedModel, gpu: str | GpuSpec | None = N
                     advise=advise)
 
 
+def _refuse_one_gpu_flags(*, gpu_bandwidth: str | None, gpu_total_bytes: str | None) -> None:
+    """The sweep over the catalog (no --gpu, no --gpu-memory) has no one GPU for a measured total or a custom
+    bandwidth to describe: refused, as SGLang's sweep refuses them (cli/fit_sglang.py), not silently dropped."""
+    if gpu_total_bytes is not None:
+        raise InvalidParameter("--gpu-total-bytes is measured on one GPU: the catalog sweep (no --gpu) cannot use it",
+                               hint="name that GPU with --gpu")
+    if gpu_bandwidth is not None:
+        raise InvalidParameter("--gpu-bandwidth describes a custom GPU: give --gpu-memory with it",
+                               hint="a catalog GPU keeps its datasheet bandwidth (kvplan gpus ID)")
+
+
 def _gpu(gpu: str | GpuSpec | None, gpu_memory: str | None, gpu_bandwidth: str | None,
          gpu_total_bytes: str | None, gpus_file: str | Path | None) -> GpuSpec:
     """The GPU `kvplan fit --gpu ID` (or --gpu-memory, a custom one; --gpu-total-bytes, a measured total) names."""
-    from kvplan.errors import InvalidParameter
     from kvplan.hardware import gpus
     from kvplan.units import parse_bytes
 
@@ -169,14 +226,17 @@ def check(plan: str | os.PathLike[str] | Plan, gpus_file: str | Path | None = No
           progress: Progress | None = None, on_warning: Warn | None = None) -> CheckReport:
     """`kvplan check PLAN`: every deployment of a plan file judged against its requirements (`passed` False is
     the command's exit status 1). Each model is loaded once per source, as `fit` loads it."""
+    from dataclasses import replace
+
     from kvplan.ci.checks import check_report, evaluate_deployment
     from kvplan.ci.plan import Plan, load_plan
     from kvplan.errors import KvplanError
     from kvplan.hardware.gpus import get_gpu
-    from kvplan.model.spec import ModelSpec
+    from kvplan.vllm.loading import with_stored_weights
 
-    loaded_plan = plan if isinstance(plan, Plan) else load_plan(plan)
-    models: dict[tuple[str, str | None, str], ModelSpec] = {}
+    gpus_file = _path(gpus_file, "--gpus-file")
+    loaded_plan = plan if isinstance(plan, Plan) else load_plan(_path(plan, "PLAN") or "")
+    models: dict[tuple[str, str | None, str], LoadedModel] = {}
     results = []
     for dep in loaded_plan.deployments:
         for warning in dep.warnings:
@@ -184,15 +244,18 @@ def check(plan: str | os.PathLike[str] | Plan, gpus_file: str | Path | None = No
         try:
             key = (dep.model_source, dep.revision, repr(sorted((dep.hf_overrides or {}).items())))
             if key not in models:
-                models[key] = load_model(dep.model_source, dep.revision, progress=progress,
-                                         hf_overrides=dict(dep.hf_overrides) if dep.hf_overrides else None)
+                models[key] = load_model_with_weights(
+                    dep.model_source, dep.revision, progress=progress,
+                    hf_overrides=dict(dep.hf_overrides) if dep.hf_overrides else None)
+                _warn(on_warning, models[key].note)
         except KvplanError as exc:
             raise dep.locate(exc, "model") from None
         try:
             chip = get_gpu(dep.gpu, gpus_file if gpus_file is not None else loaded_plan.gpus_file)
         except KvplanError as exc:
             raise dep.locate(exc, "gpu") from None
-        results.append(evaluate_deployment(_with_draft(dep), models[key], chip))
+        weighed = replace(dep, settings=with_stored_weights(dep.settings, models[key].weights))
+        results.append(evaluate_deployment(_with_draft(weighed), models[key].spec, chip))
     return check_report(loaded_plan.path, results)
 
 

@@ -128,20 +128,18 @@ def _check_plan_args(plan: str | None, args: dict[str, object]) -> None:
 
 def _with_plan(report: DiagnoseReport, plan: str, args: dict[str, Any], *, quiet: bool) -> DiagnoseReport:
     """The report with kvplan's prediction for MODEL on the GPU compared with each engine's KV capacity."""
-    from dataclasses import replace
-
     from kvplan.cli.common import load_model_with_weights
     from kvplan.hardware import gpus
     from kvplan.observe.diagnose import compare_report_with_plan
     from kvplan.units import parse_bytes
     from kvplan.vllm.flags import settings_from_flags
+    from kvplan.vllm.loading import with_stored_weights
 
     base = settings_from_flags(args, None, args["vllm_version"], args["weights_memory"],
                                args["activation_memory"], args["non_torch_memory"], args["cuda_graph_memory"],
                                None, None)
     spec, weights = load_model_with_weights(plan, args["revision"], quiet=quiet)
-    if weights is not None and base.weights_bytes is None:
-        base = replace(base, weights_total_bytes=weights.bytes)
+    base = with_stored_weights(base, weights)
     if args["gpu_memory"] is not None:
         chip = gpus.custom_gpu(args["gpu_memory"], name=args["gpu"] or "custom")
     else:

@@ -76,7 +76,7 @@ def command(
         "--gpu-memory-utilization", help="Share of GPU memory vLLM may use, for the KV capacity (default: vLLM's).",
         show_default=False)] = None,
     max_concurrency: Annotated[int | None, typer.Option(
-        "--max-concurrency", help="Requests of --context tokens the KV cache holds, if measured "
+        "--max-concurrency", min=0, help="Requests of --context tokens the KV cache holds, if measured "
         "(default: computed as `kvplan fit` does).", show_default=False)] = None,
     bandwidth_efficiency: Annotated[float | None, typer.Option(
         "--bandwidth-efficiency", help="Share of rated HBM bandwidth reached (default: the speed model's, "
@@ -99,13 +99,14 @@ def command(
     json_: JsonFlag = False,
 ) -> None:
     """Decode and prefill speed limits: ridge point, tokens/s by batch, memory- or compute-bound."""
-    from kvplan.cli.common import load_model_with_weights
-    from kvplan.cli.console import err, out, print_json
+    from kvplan.cli.common import load_model_with_weights, notice
+    from kvplan.cli.console import out, print_json
     from kvplan.errors import InvalidParameter
     from kvplan.hardware import roofline as rl
     from kvplan.hardware.gpus import get_gpu
     from kvplan.units import parse_count
     from kvplan.vllm.architectures import served_quantization_methods
+    from kvplan.vllm.loading import with_stored_weights
     from kvplan.vllm.quantization import apply_quantization
 
     if not gpu:
@@ -128,9 +129,8 @@ def command(
         compute_efficiency=compute_efficiency, dp=settings.data_parallel_size,
         expert_parallel=settings.enable_expert_parallel)
     if ctx > spec.max_model_len:
-        err().print(f"warning: --context {ctx:,} exceeds the model's max_model_len {spec.max_model_len:,}")
-    if weights:
-        settings = dataclasses.replace(settings, weights_total_bytes=weights.bytes)
+        notice(f"--context {ctx:,} exceeds the model's max_model_len {spec.max_model_len:,}")
+    settings = with_stored_weights(settings, weights)
     if engine.lower() not in ("vllm", "sglang"):
         raise InvalidParameter(f"--engine must be vllm or sglang, got {engine!r}")
     if engine.lower() == "sglang":
@@ -144,7 +144,7 @@ def command(
         if capacity is None and fit.fits:
             capacity = fit.preemption.max_requests_at_context
         elif capacity is None:
-            err().print(f"warning: KV capacity not computed: vLLM would not start ({fit.error or fit.startup})")
+            notice(f"KV capacity not computed: vLLM would not start ({fit.error or fit.startup})")
     report = rl.roofline(
         costs, roof, context=ctx, batches=batches, prompt_tokens=prompt_tokens,
         max_num_batched_tokens=chunk, kv_capacity_batch=capacity, max_num_seqs=running, gpu_flops=spec_gpu.flops,
@@ -234,18 +234,18 @@ def _sglang_caps(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, contex
                  stored: int | None) -> tuple[int | None, int, int]:
     """`--engine sglang`: the requests of `context` tokens SGLang's pool holds per attention-DP worker (None when
     it would not start), its chunked_prefill_size and max_running_requests (kvplan/sglang/fit.py)."""
-    from kvplan.cli.console import err
+    from kvplan.cli.common import notice
     from kvplan.sglang.defaults import SglangDeployment
     from kvplan.sglang.fit import plan_sglang_fit, requests_at
-    from kvplan.vllm.memory.weights import estimate_weights
+    from kvplan.vllm.memory.weights import given_or_estimated_weights
 
     dep = SglangDeployment(tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
-    term = estimate_weights(model, tp=dep.tp, pp=1, arch=gpu.arch, total_bytes=stored)
-    fit = plan_sglang_fit(model, gpu, dep, weights_bytes=term.bytes, weights_range=(term.low_bytes, term.high_bytes))
-    err().print("note: KV capacity, running-request cap and prefill chunk by SGLang 0.5.23's rules; the speed model "
-                "is the same (fitted on vLLM and other engines' runs)")
+    w, low, high = given_or_estimated_weights(model, given=None, tp=dep.tp, pp=1, arch=gpu.arch, total_bytes=stored)
+    fit = plan_sglang_fit(model, gpu, dep, weights_bytes=w, weights_range=(low, high))
+    notice("KV capacity, running-request cap and prefill chunk by SGLang 0.5.23's rules; the speed model is the "
+           "same (fitted on vLLM and other engines' runs)", "Note")
     if not fit.fits:
-        err().print(f"warning: KV capacity not computed: SGLang would not start ({fit.startup})")
+        notice(f"KV capacity not computed: SGLang would not start ({fit.startup})")
         return None, fit.defaults.chunked_prefill_size, fit.max_running_requests or 1
     return requests_at(fit, context), fit.defaults.chunked_prefill_size, fit.max_running_requests
 
@@ -253,7 +253,7 @@ def _sglang_caps(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, contex
 def _fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings) -> FitReport:
     """The `kvplan fit` plan of this deployment: KV capacity at its context (one DP rank's), and vLLM's
     resolved max_num_seqs and max_num_batched_tokens (capacity.plan_fit, without advice)."""
-    from kvplan.cli.console import err
+    from kvplan.cli.common import notice
     from kvplan.vllm.fit import plan_fit
 
     report = plan_fit(model, gpu, settings, advise=False)
@@ -261,7 +261,7 @@ def _fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings) -> FitReport:
     if report.startup == "refuses: max_model_len" and 0 < context < report.max_model_len:
         # The model's full length does not fit, but requests of `context` tokens may: plan the
         # server one would run for them (vLLM's own advice: decrease max_model_len).
-        err().print(f"note: the KV capacity assumes --max-model-len {context} (the model's "
-                    f"{report.max_model_len:,} does not fit)")
+        notice(f"the KV capacity assumes --max-model-len {context} (the model's {report.max_model_len:,} does not "
+               "fit)", "Note")
         report = plan_fit(model, gpu, dataclasses.replace(settings, max_model_len=context), advise=False)
     return report
