@@ -4,12 +4,22 @@ each one vLLM registers."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from kvplan.errors import BadConfig
-from kvplan.model.architectures import DEFAULT, build_index, families, family_for, model_types_where
+from kvplan.model.architectures import (
+    DEFAULT,
+    build_index,
+    families,
+    family_for,
+    index_source,
+    model_types_where,
+    sglang_state_rule,
+)
 from kvplan.model.config import parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,10 +28,40 @@ FIXTURE_CONFIGS = sorted(set(ROOT.glob("tests/fixtures/**/config.json")))
 
 
 def test_every_module_in_the_folder_is_a_family() -> None:
-    """Adding a family is adding one file: each module but base.py registers itself, under its own name."""
-    modules = sorted(p.stem for p in FOLDER.glob("*.py") if p.name not in ("__init__.py", "base.py"))
+    """Adding a family is adding one file: each module but base.py and the generated _index.py registers itself,
+    under its own name."""
+    modules = sorted(p.stem for p in FOLDER.glob("*.py") if p.name not in ("__init__.py", "base.py", "_index.py"))
     assert [f.name for f in families()] == modules
     assert len(modules) >= 35  # the scan sees the folder (a new family needs no change here)
+
+
+def test_the_lazy_index_is_what_the_family_modules_define() -> None:
+    """_index.py (each key to its module, the cross-family tables) is generated from every module's FAMILY: a family
+    added or changed without `python scripts/architecture_index.py` fails here, so the index cannot drift."""
+    assert (FOLDER / "_index.py").read_text(encoding="utf-8") == index_source(families())
+
+
+def test_a_config_parse_imports_only_its_familys_module() -> None:
+    """The start-up cost: parsing Qwen2.5's config loads the index and the qwen2 module, not the other families (a
+    fresh interpreter, as `kvplan size` runs)."""
+    code = ("import sys, json; from kvplan.model.config import parse_config; "
+            "m = parse_config(json.load(open(sys.argv[1]))); "
+            "print(m.family.name, *sorted(k for k in sys.modules if k.startswith('kvplan.model.architectures.')))")
+    config = ROOT / "tests" / "fixtures" / "configs" / "Qwen--Qwen2.5-7B" / "config.json"
+    out = subprocess.run([sys.executable, "-c", code, str(config)], capture_output=True, text=True, check=True,
+                         cwd=ROOT).stdout.split()
+    assert out == ["qwen2", "kvplan.model.architectures._index", "kvplan.model.architectures.base",
+                   "kvplan.model.architectures.qwen2"]
+
+
+def test_the_index_tables_answer_as_the_families_do() -> None:
+    """model_types_where and sglang_state_rule read the index; an unknown flag is an error, not an empty set."""
+    for flag in ("float16_unsafe", "n_positions_alias", "tied_by_default", "pure_ssm"):
+        assert model_types_where(flag) == {t for f in families() if getattr(f, flag) for t in f.model_types}
+    assert sglang_state_rule("qwen3_5_text") == "gdn"
+    assert sglang_state_rule("llama") == ""
+    with pytest.raises(KeyError, match="'sliding_layout' is not a boolean Family field"):
+        model_types_where("sliding_layout")
 
 
 def test_a_name_claimed_by_two_families_is_refused() -> None:

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kvplan.model.architectures import Family, families, model_types_where
+from kvplan.model.architectures import Family, mm_item_tokens_stated, model_types_where, sglang_state_rule
 from kvplan.model.spec import ConfigFacts, QuantLayout, RopeConfig, SglangFacts, SpeltText
 
 # config/speculative.py: keys of the config that count MTP layers, per family.
@@ -132,7 +132,7 @@ def sglang_facts(data: Mapping[str, Any], top: Mapping[str, Any], config_model_t
     ssm = data.get("mamba_ssm_dtype")
     offset = data.get("index_skip_topk_offset")
     return SglangFacts(
-        state_rule=next((f.sglang_state for f in families() if text_type in f.sglang_state_model_types), ""),
+        state_rule=sglang_state_rule(text_type),
         mamba_ssm_dtype=None if ssm is None else str(ssm)[:64],
         stated_kv_heads=_first_int(data, _SGLANG_KV_HEAD_KEYS),
         language_model_only=data.get("language_model_only") is True,
@@ -176,7 +176,7 @@ def consumer_fields(data: Mapping[str, Any], top: Mapping[str, Any], family: Fam
             data.get("swa_attention_sink_enabled")),
         layer_type_names=tuple(str(t) for t in layer_types) if isinstance(layer_types, list) else None,
         float16_unsafe_model_type=unsafe[0] if unsafe else "",
-        mm_item_tokens_stated=any(config_model_type in f.mm_item_tokens_model_types for f in families()),
+        mm_item_tokens_stated=mm_item_tokens_stated(config_model_type),
         spelt=spelt_text(data),
         sglang=sglang_facts(data, top, config_model_type),
     )}
