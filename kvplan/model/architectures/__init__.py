@@ -25,10 +25,10 @@ from functools import cache, lru_cache
 from types import ModuleType
 from typing import NamedTuple
 
-from kvplan.model.architectures.base import DEFAULT, Family
+from kvplan.model.architectures.base import DEFAULT, Family, ModelTypeRules
 
 __all__ = ["DEFAULT", "Family", "build_index", "families", "family_for", "gemma_line", "index_source",
-           "mm_item_tokens_stated", "model_types_where", "sglang_state_rule"]
+           "mm_item_tokens_stated", "model_types_for", "model_types_where", "sglang_state_rule"]
 
 _HERE = os.path.dirname(__file__)
 _NOT_FAMILIES = frozenset({"__init__.py", "base.py"})  # and every `_` module (_index.py)
@@ -109,13 +109,28 @@ def index_source(all_families: Sequence[Family]) -> str:
               "MODEL_TYPES_WHERE: dict[str, frozenset[str]] = {"]
     for flag in _FLAGS:
         types = sorted(t for f in all_families if getattr(f, flag) for t in f.model_types)
-        lines.append(f"    {flag!r}: frozenset({{{', '.join(repr(t) for t in types)}}}),"
-                     if types else f"    {flag!r}: frozenset(),")
+        lines += _set_entry(flag, types)
+    lines += ["}", "# ModelTypeRules' fields: the model types each applies to, over every family.",
+              "MODEL_TYPE_RULES: dict[str, frozenset[str]] = {"]
+    for rule in ModelTypeRules._fields:
+        types = sorted({t for f in all_families for t in getattr(f.model_type_rules, rule)})
+        lines += _set_entry(rule, types)
     lines += ["}", "SGLANG_STATE: dict[str, str] = {"]
     lines += [f"    {k!r}: {v!r}," for k, v in sorted(state.items())]
     lines += ["}", f"MM_ITEM_TOKENS_MODEL_TYPES: frozenset[str] = frozenset({{{', '.join(repr(t) for t in mm)}}})",
               ""]
     return "\n".join(lines)
+
+
+def _set_entry(key: str, types: Sequence[str]) -> list[str]:
+    """`key: frozenset({...}),` as lines of _index.py, wrapped within 120 columns."""
+    one = f"    {key!r}: frozenset({{{', '.join(repr(t) for t in types)}}})," if types else f"    {key!r}: frozenset(),"
+    if len(one) <= 120:
+        return [one]
+    import textwrap  # the generator only
+    body = textwrap.wrap(", ".join(repr(t) for t in types) + ",", 112, initial_indent=" " * 8,
+                         subsequent_indent=" " * 8, break_on_hyphens=False)
+    return [f"    {key!r}: frozenset({{", *body, "    }),"]
 
 
 @lru_cache(maxsize=1)
@@ -142,6 +157,14 @@ def model_types_where(flag: str) -> frozenset[str]:
     if flag not in where:
         raise KeyError(f"{flag!r} is not a boolean Family field")
     return where[flag]
+
+
+def model_types_for(rule: str) -> frozenset[str]:
+    """The model types a ModelTypeRules field lists, over every family (a rule vLLM keys by model_type)."""
+    rules: dict[str, frozenset[str]] = _lazy().MODEL_TYPE_RULES
+    if rule not in rules:
+        raise KeyError(f"{rule!r} is not a ModelTypeRules field")
+    return rules[rule]
 
 
 def sglang_state_rule(model_type: str) -> str:

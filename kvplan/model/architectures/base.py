@@ -55,6 +55,32 @@ class RopeRules(NamedTuple):
     local_cache: bool = False  # a second, unscaled cache for the sliding-window layers
 
 
+class ModelTypeRules(NamedTuple):
+    """Reader rules vLLM keys by a config's model_type rather than by its architecture, each the model types it
+    applies to (a family may list types beyond its own when vLLM's table does: the DeepSeek family lists every type
+    is_deepseek_mla names). The registry's index unions each field over the families
+    (kvplan.model.architectures.model_types_for); a model type is listed by one family only."""
+
+    # transformers_utils/model_arch_config_convertor.py:is_deepseek_mla: MLA when kv_lora_rank is set
+    # (kvplan.model.families.mla.mla_dims).
+    deepseek_mla: tuple[str, ...] = ()
+    # Text model types whose layers models/deepseek_v2.py:DeepseekV2DecoderLayer builds (its use_mha rule:
+    # kvplan.model.families.mla.deepseek_mha), and the one it always builds as plain MHA (`config.model_type ==
+    # "deepseek"`, DeepseekAttention).
+    deepseek_decoder: tuple[str, ...] = ()
+    deepseek_v1_mha: tuple[str, ...] = ()
+    # DeepSeek-V4's compressed attention (compress_ratios: kvplan.model.families.dsv4).
+    compressed_attention: tuple[str, ...] = ()
+    # Recurrent state per family (kvplan.model.families.recurrent.recurrent_state; layers/mamba/mamba_utils.py:
+    # MambaStateShapeCalculator): gated delta net, MiniMax's lightning attention, Nemotron-H's Mamba-2 (float32
+    # SSM state), Mamba-1 and Mamba-2 configs.
+    gated_delta_net: tuple[str, ...] = ()
+    lightning_attention: tuple[str, ...] = ()
+    nemotron_h_mamba2: tuple[str, ...] = ()
+    mamba1: tuple[str, ...] = ()
+    mamba2: tuple[str, ...] = ()
+
+
 class Family(NamedTuple):
     """One architecture family: the vLLM registry names (`architectures`) and model types it covers, and what
     kvplan needs to know of it beyond what config.json spells."""
@@ -88,6 +114,13 @@ class Family(NamedTuple):
     # architecture: these model types get `sglang_state` (kvplan.model.spelt: SglangFacts.state_rule).
     sglang_state: SglangStateRule = ""
     sglang_state_model_types: tuple[str, ...] = ()
+    model_type_rules: ModelTypeRules = ModelTypeRules()
+    # models/config.py:MODELS_CONFIG_MAP's verify_and_update_config raises max_cudagraph_capture_size to this unless
+    # the user set the sizes or the maximum (kvplan.vllm.memory.cuda_graphs); 0: the platform default.
+    max_cudagraph_capture_size: int = 0
+    # Layers whose V head is narrower than K pick a DiffKV attention backend themselves (models/mimo_v2.py:
+    # MiMoV2Attention; kvplan.vllm.rocm).
+    diffkv_attention: bool = False
 
 
 # A family kvplan knows nothing special of: the Llama shape.
