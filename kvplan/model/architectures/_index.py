@@ -20,6 +20,8 @@ BY_ARCHITECTURE: dict[str, str] = {
     'Gemma2ForCausalLM': 'gemma2',
     'Gemma3ForCausalLM': 'gemma3',
     'Gemma3ForConditionalGeneration': 'gemma3',
+    'Gemma3nForCausalLM': 'gemma3n',
+    'Gemma3nForConditionalGeneration': 'gemma3n',
     'Gemma4ForCausalLM': 'gemma4',
     'Gemma4ForConditionalGeneration': 'gemma4',
     'GemmaForCausalLM': 'gemma',
@@ -81,6 +83,8 @@ BY_MODEL_TYPE: dict[str, str] = {
     'gemma2': 'gemma2',
     'gemma3': 'gemma3',
     'gemma3_text': 'gemma3',
+    'gemma3n': 'gemma3n',
+    'gemma3n_text': 'gemma3n',
     'gemma4_text': 'gemma4',
     'glm4': 'glm4',
     'gpt2': 'gpt2',
@@ -148,6 +152,9 @@ MODEL_TYPE_RULES: dict[str, frozenset[str]] = {
     'nemotron_h_mamba2': frozenset({'nemotron_h'}),
     'mamba1': frozenset({'falcon_mamba', 'mamba'}),
     'mamba2': frozenset({'mamba2'}),
+    'max_len_already_scaled': frozenset({'gemma3', 'gemma3_text', 'gemma3n', 'gemma3n_text'}),
+    'chunked_local_attention': frozenset({'llama4', 'llama4_text'}),
+    'shared_expert_dense_width': frozenset({'gemma4', 'gemma4_assistant', 'gemma4_text', 'llama4', 'llama4_text'}),
 }
 SGLANG_STATE: dict[str, str] = {
     'falcon_mamba': 'mamba1',

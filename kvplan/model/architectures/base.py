@@ -79,6 +79,16 @@ class ModelTypeRules(NamedTuple):
     nemotron_h_mamba2: tuple[str, ...] = ()
     mamba1: tuple[str, ...] = ()
     mamba2: tuple[str, ...] = ()
+    # config/model.py:_get_and_verify_max_len skips the rope factor for `"gemma3" in model_type`: Gemma-3's
+    # max_position_embeddings is already the scaled length (kvplan.model.config._max_model_len).
+    max_len_already_scaled: tuple[str, ...] = ()
+    # models/llama4.py: the RoPE layers (no_rope_layers[i] == 1) use chunked local attention when
+    # attention_chunk_size is set (kvplan.model.config).
+    chunked_local_attention: tuple[str, ...] = ()
+    # An always-on MLP of intermediate_size beside the routed experts when the config states no shared width
+    # (kvplan.model.families.moe.moe_spec): Llama-4's shared expert (modeling_llama4.py), Gemma-4's dense MLP kept
+    # beside the experts (vLLM 0.33 gemma4.py:Gemma4DecoderLayer).
+    shared_expert_dense_width: tuple[str, ...] = ()
 
 
 class Family(NamedTuple):
