@@ -8,7 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kvplan.model.architectures import Family, mm_item_tokens_stated, model_types_where, sglang_state_rule
+from kvplan.model.architectures import (
+    Family,
+    mm_item_tokens_stated,
+    model_types_for,
+    model_types_where,
+    sglang_state_rule,
+    sglang_vision_defaults,
+)
 from kvplan.model.spec import ConfigFacts, QuantLayout, RopeConfig, SglangFacts, SpeltText
 
 # config/speculative.py: keys of the config that count MTP layers, per family.
@@ -107,12 +114,6 @@ def spelt_text(data: Mapping[str, Any]) -> SpeltText:
 _SGLANG_KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
                         "num_attention_groups")
 _SGLANG_WINDOW_KEYS = ("sliding_window_size", "sliding_window", "window_size")
-# Vision configs SGLang builds with its own class, whose defaults stand in for keys the JSON does not give, keyed by
-# the top-level model_type: configs/kimi_k25.py:KimiK25VisionConfig (num_hidden_layers 27, hidden_size 1152; the
-# JSON's vt_* keys are not read as these).
-_SGLANG_VISION_DEFAULTS = {"kimi_k25": (27, 1152)}
-# arg_groups/model_overrides/qwen3_vl.py:_HOPPER_QWEN3_VL_TYPES.
-_HOPPER_QWEN3_VL_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe"})
 
 
 def _entries_equal(value: Any, name: str, *, string: bool = False) -> tuple[bool, ...] | None:
@@ -149,8 +150,8 @@ def sglang_facts(data: Mapping[str, Any], top: Mapping[str, Any], config_model_t
         has_vision_config=bool(vision),
         vision_layers=_positive_int(vision.get("num_hidden_layers"), 0),
         vision_hidden=_positive_int(vision.get("hidden_size"), 0),
-        vision_defaults=_SGLANG_VISION_DEFAULTS.get(config_model_type),
-        hopper_qwen3_vl_type=config_model_type in _HOPPER_QWEN3_VL_TYPES,
+        vision_defaults=sglang_vision_defaults(config_model_type),  # Family.sglang_vision_defaults
+        hopper_qwen3_vl_type=config_model_type in model_types_for("sglang_hopper_qwen3_vl"),
     )
 
 

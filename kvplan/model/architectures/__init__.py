@@ -27,8 +27,9 @@ from typing import NamedTuple
 
 from kvplan.model.architectures.base import DEFAULT, Family, ModelTypeRules
 
-__all__ = ["DEFAULT", "Family", "build_index", "families", "family_for", "gemma_line", "index_source",
-           "mm_item_tokens_stated", "model_types_for", "model_types_where", "sglang_state_rule"]
+__all__ = ["DEFAULT", "Family", "build_index", "composite_text_config", "families", "family_for", "gemma_line",
+           "index_source", "mm_item_tokens_stated", "model_types_for", "model_types_where", "sglang_state_rule",
+           "sglang_vision_defaults", "vision_tower"]
 
 _HERE = os.path.dirname(__file__)
 _NOT_FAMILIES = frozenset({"__init__.py", "base.py"})  # and every `_` module (_index.py)
@@ -115,6 +116,15 @@ def index_source(all_families: Sequence[Family]) -> str:
     for rule in ModelTypeRules._fields:
         types = sorted({t for f in all_families for t in getattr(f.model_type_rules, rule)})
         lines += _set_entry(rule, types)
+    towers = {t: kind for f in all_families for t, kind in f.vision_towers}
+    lines += ["}", "VISION_TOWERS: dict[str, str] = {"]
+    lines += [f"    {k!r}: {v!r}," for k, v in sorted(towers.items())]
+    composite = {t: (key, text) for f in all_families for t, key, text in f.composite_text_configs}
+    lines += ["}", "COMPOSITE_TEXT_CONFIGS: dict[str, tuple[str, str]] = {"]
+    lines += [f"    {k!r}: {v!r}," for k, v in sorted(composite.items())]
+    vision_defaults = {t: (layers, hidden) for f in all_families for t, layers, hidden in f.sglang_vision_defaults}
+    lines += ["}", "SGLANG_VISION_DEFAULTS: dict[str, tuple[int, int]] = {"]
+    lines += [f"    {k!r}: {v!r}," for k, v in sorted(vision_defaults.items())]
     lines += ["}", "SGLANG_STATE: dict[str, str] = {"]
     lines += [f"    {k!r}: {v!r}," for k, v in sorted(state.items())]
     lines += ["}", f"MM_ITEM_TOKENS_MODEL_TYPES: frozenset[str] = frozenset({{{', '.join(repr(t) for t in mm)}}})",
@@ -165,6 +175,26 @@ def model_types_for(rule: str) -> frozenset[str]:
     if rule not in rules:
         raise KeyError(f"{rule!r} is not a ModelTypeRules field")
     return rules[rule]
+
+
+def vision_tower(model_type: str) -> str:
+    """The tower counter (base.VisionTower) a family names for this top-level model type, "" for none."""
+    towers: dict[str, str] = _lazy().VISION_TOWERS
+    return towers.get(model_type, "")
+
+
+def composite_text_config(model_type: str) -> tuple[str, str] | None:
+    """(key, text model_type) of a vLLM composite config whose text config sits under another key
+    (Family.composite_text_configs), None for the others."""
+    composite: dict[str, tuple[str, str]] = _lazy().COMPOSITE_TEXT_CONFIGS
+    return composite.get(model_type)
+
+
+def sglang_vision_defaults(model_type: str) -> tuple[int, int] | None:
+    """(num_hidden_layers, hidden_size) SGLang's own vision config class defaults to for this top-level model type
+    (Family.sglang_vision_defaults), None for none."""
+    defaults: dict[str, tuple[int, int]] = _lazy().SGLANG_VISION_DEFAULTS
+    return defaults.get(model_type)
 
 
 def sglang_state_rule(model_type: str) -> str:

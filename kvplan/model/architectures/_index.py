@@ -155,6 +155,25 @@ MODEL_TYPE_RULES: dict[str, frozenset[str]] = {
     'max_len_already_scaled': frozenset({'gemma3', 'gemma3_text', 'gemma3n', 'gemma3n_text'}),
     'chunked_local_attention': frozenset({'llama4', 'llama4_text'}),
     'shared_expert_dense_width': frozenset({'gemma4', 'gemma4_assistant', 'gemma4_text', 'llama4', 'llama4_text'}),
+    'mm_prefix_lm': frozenset({'bagel', 'gemma3', 'molmo2', 'moondream3', 'paligemma'}),
+    'sglang_hopper_qwen3_vl': frozenset({'qwen3_vl', 'qwen3_vl_moe'}),
+}
+VISION_TOWERS: dict[str, str] = {
+    'gemma3': 'gemma3',
+    'gemma4': 'gemma4',
+    'glm4v': 'glm4v',
+    'glm4v_moe': 'glm4v',
+    'mistral3': 'pixtral',
+    'qwen2_5_vl': 'qwen2_5_vl',
+    'qwen2_vl': 'qwen2_vl',
+    'qwen3_vl': 'qwen3_vl',
+    'qwen3_vl_moe': 'qwen3_vl',
+}
+COMPOSITE_TEXT_CONFIGS: dict[str, tuple[str, str]] = {
+    'deepseek_vl_v2': ('language_config', 'deepseek_v2'),
+}
+SGLANG_VISION_DEFAULTS: dict[str, tuple[int, int]] = {
+    'kimi_k25': (27, 1152),
 }
 SGLANG_STATE: dict[str, str] = {
     'falcon_mamba': 'mamba1',

@@ -24,6 +24,11 @@ KvHeadsRule = Literal["keys", "falcon", "chatglm", "multi_query"]
 # under sglang/srt/configs/): "gdn" qwen3_next.py, "nemotron_h" nemotron_h.py, "granite" granitemoehybrid.py,
 # "short_conv" lfm2.py, "mamba1" mamba.py (_mamba1_cache_params); "" none kvplan models.
 SglangStateRule = Literal["", "gdn", "nemotron_h", "granite", "short_conv", "mamba1"]
+# Which counter of kvplan.model.families.towers sizes a multimodal wrapper's tower(s), and the modalities vLLM's
+# processor supports: "gemma4" (gemma4_mm.py), "qwen3_vl" (qwen3_vl.py), "qwen2_5_vl" (qwen2_5_vl.py), "pixtral"
+# (mistral3.py with a pixtral vision_config), "glm4v" (glm4_1v.py), "qwen2_vl" (modalities only, no tower
+# counted), "gemma3" (gemma3_mm.py).
+VisionTower = Literal["gemma4", "qwen3_vl", "qwen2_5_vl", "pixtral", "glm4v", "qwen2_vl", "gemma3"]
 
 
 class WeightRules(NamedTuple):
@@ -56,9 +61,9 @@ class RopeRules(NamedTuple):
 
 
 class ModelTypeRules(NamedTuple):
-    """Reader rules vLLM keys by a config's model_type rather than by its architecture, each the model types it
-    applies to (a family may list types beyond its own when vLLM's table does: the DeepSeek family lists every type
-    is_deepseek_mla names). The registry's index unions each field over the families
+    """Reader rules vLLM (or SGLang) keys by a config's model_type rather than by its architecture, each the model
+    types it applies to (a family may list types beyond its own when vLLM's table does: the DeepSeek family lists
+    every type is_deepseek_mla names). The registry's index unions each field over the families
     (kvplan.model.architectures.model_types_for); a model type is listed by one family only."""
 
     # transformers_utils/model_arch_config_convertor.py:is_deepseek_mla: MLA when kv_lora_rank is set
@@ -89,6 +94,12 @@ class ModelTypeRules(NamedTuple):
     # (kvplan.model.families.moe.moe_spec): Llama-4's shared expert (modeling_llama4.py), Gemma-4's dense MLP kept
     # beside the experts (vLLM 0.33 gemma4.py:Gemma4DecoderLayer).
     shared_expert_dense_width: tuple[str, ...] = ()
+    # transformers_utils/model_arch_config_convertor.py:is_mm_prefix_lm (vLLM 0.33): top-level model types vLLM
+    # treats as multimodal prefix LMs (kvplan.model.families.text_config.mm_prefix_lm).
+    mm_prefix_lm: tuple[str, ...] = ()
+    # SGLang 0.5.23 arg_groups/model_overrides/qwen3_vl.py:_HOPPER_QWEN3_VL_TYPES (top-level model types;
+    # kvplan.sglang).
+    sglang_hopper_qwen3_vl: tuple[str, ...] = ()
 
 
 class Family(NamedTuple):
@@ -125,6 +136,15 @@ class Family(NamedTuple):
     sglang_state: SglangStateRule = ""
     sglang_state_model_types: tuple[str, ...] = ()
     model_type_rules: ModelTypeRules = ModelTypeRules()
+    # Top-level (wrapper) model types whose towers kvplan counts, each with its counter (VisionTower); keyed by the
+    # wrapper's model_type, as vLLM's processor is.
+    vision_towers: tuple[tuple[str, VisionTower], ...] = ()
+    # vLLM's own composite configs that build their text config from another key: (top-level model_type, the key,
+    # the text config's model_type) (kvplan.model.families.text_config).
+    composite_text_configs: tuple[tuple[str, str, str], ...] = ()
+    # Vision configs SGLang builds with its own class, whose defaults stand in for keys the JSON does not give:
+    # (top-level model_type, num_hidden_layers, hidden_size) (kvplan.model.spelt: SglangFacts.vision_defaults).
+    sglang_vision_defaults: tuple[tuple[str, int, int], ...] = ()
     # models/config.py:MODELS_CONFIG_MAP's verify_and_update_config raises max_cudagraph_capture_size to this unless
     # the user set the sizes or the maximum (kvplan.vllm.memory.cuda_graphs); 0: the platform default.
     max_cudagraph_capture_size: int = 0

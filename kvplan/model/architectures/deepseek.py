@@ -24,4 +24,10 @@ FAMILY = Family(
         deepseek_decoder=("deepseek", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm_moe_dsa", "mistral_large_3"),
         deepseek_v1_mha=("deepseek",),
     ),
+    # transformers_utils/configs/deepseek_vl2.py:DeepseekVLV2Config: `self.text_config =
+    # DeepseekVLV2TextConfig(**kwargs.pop("language_config", {}))`, a DeepseekV2Config (DeepSeek-VL2 and -OCR).
+    composite_text_configs=(("deepseek_vl_v2", "language_config", "deepseek_v2"),),
+    # Kimi-K2.5 (a DeepSeek-V3 language model): SGLang configs/kimi_k25.py:KimiK25VisionConfig defaults
+    # num_hidden_layers 27, hidden_size 1152 (the JSON's vt_* keys are not read as these).
+    sglang_vision_defaults=(("kimi_k25", 27, 1152),),
 )

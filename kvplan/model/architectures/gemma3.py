@@ -15,5 +15,9 @@ FAMILY = Family(
     sliding_layout="every_nth",
     tied_by_default=True,
     float16_unsafe=True,
-    model_type_rules=ModelTypeRules(max_len_already_scaled=("gemma3", "gemma3_text")),
+    # is_mm_prefix_lm is one table in vLLM; its Gemma-3 entry's family lists it whole (bagel, molmo2, moondream3 and
+    # paligemma have no family here).
+    model_type_rules=ModelTypeRules(max_len_already_scaled=("gemma3", "gemma3_text"),
+                                    mm_prefix_lm=("bagel", "gemma3", "molmo2", "moondream3", "paligemma")),
+    vision_towers=(("gemma3", "gemma3"),),
 )

@@ -13,4 +13,5 @@ FAMILY = Family(
     weights=WeightRules(qk_norm=True, router_scales=True),
     mm_item_tokens_model_types=("gemma4",),
     model_type_rules=ModelTypeRules(shared_expert_dense_width=("gemma4", "gemma4_text", "gemma4_assistant")),
+    vision_towers=(("gemma4", "gemma4"),),
 )
