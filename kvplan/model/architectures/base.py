@@ -151,6 +151,9 @@ class Family(NamedTuple):
     # Layers whose V head is narrower than K pick a DiffKV attention backend themselves (models/mimo_v2.py:
     # MiMoV2Attention; kvplan.vllm.rocm).
     diffkv_attention: bool = False
+    # The KV-cache dtype `--kv-cache-dtype auto` becomes on SM10x (Blackwell) (models/config.py:
+    # MODELS_CONFIG_MAP's verify_and_update_config; kvplan.vllm.settings); "": auto stays auto.
+    blackwell_auto_kv_cache_dtype: str = ""
 
 
 # A family kvplan knows nothing special of: the Llama shape.

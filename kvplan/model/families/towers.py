@@ -10,9 +10,10 @@ says so).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
 from kvplan.model.architectures import vision_tower
+from kvplan.model.architectures.base import VisionTower
 from kvplan.model.spec import TowerSpec
 
 VISION = ("image", "video")
@@ -148,9 +149,14 @@ def _glm4v_vision(v: Mapping[str, Any]) -> TowerSpec:
                      tp_heads=_int(v, "num_heads"))
 
 
+def _tower(top: Mapping[str, Any]) -> VisionTower | Literal[""]:
+    """The tower counter the top-level model type's family names (Family.vision_towers), "" for none."""
+    return vision_tower(str(top.get("model_type") or ""))
+
+
 def multimodal_parts(top: Mapping[str, Any], text_hidden: int) -> tuple[tuple[str, ...], tuple[TowerSpec, ...]]:
     """(modalities vLLM's processor supports, towers kvplan counts) for the top-level config `top`."""
-    tower = vision_tower(str(top.get("model_type") or ""))  # its family's (Family.vision_towers)
+    tower = _tower(top)
     vision = top.get("vision_config")
     try:
         if tower == "gemma4" and isinstance(vision, Mapping):
