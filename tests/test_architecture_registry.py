@@ -14,12 +14,17 @@ from kvplan.errors import BadConfig
 from kvplan.model.architectures import (
     DEFAULT,
     build_index,
+    composite_text_config,
     families,
     family_for,
     index_source,
+    model_types_for,
     model_types_where,
     sglang_state_rule,
+    sglang_vision_defaults,
+    vision_tower,
 )
+from kvplan.model.architectures.base import ModelTypeRules
 from kvplan.model.config import parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -141,3 +146,35 @@ def test_the_text_configs_model_type_picks_sglangs_state_rule(fixture: str, rule
     architecture: SGLang builds the state from the text config class."""
     config = json.loads((ROOT / f"tests/fixtures/corpus/configs/{fixture}/config.json").read_text(encoding="utf-8"))
     assert parse_config(config).facts.sglang.state_rule == rule
+
+
+def test_each_model_type_rule_is_listed_by_one_family() -> None:
+    """A model type appears at most once per ModelTypeRules field, and each keyed table (towers, composite text
+    configs, SGLang's vision defaults) names a model type once, so the index does not depend on file order."""
+    for rule in ModelTypeRules._fields:
+        listed = [t for f in families() for t in getattr(f.model_type_rules, rule)]
+        assert len(listed) == len(set(listed)), rule
+    for keys in ([t for f in families() for t, _ in f.vision_towers],
+                 [t for f in families() for t, _, _ in f.composite_text_configs],
+                 [t for f in families() for t, _, _ in f.sglang_vision_defaults]):
+        assert len(keys) == len(set(keys))
+
+
+def test_the_model_type_rules_are_the_tables_the_reader_held() -> None:
+    """The rules moved from the reader (families/mla.py, recurrent.py, text_config.py, towers.py, spelt.py) with the
+    same model types: is_deepseek_mla's list (transformers_utils/model_arch_config_convertor.py, with Mistral-Small-4's
+    mistral4), DeepseekV2DecoderLayer's types, is_mm_prefix_lm's, SGLang's _HOPPER_QWEN3_VL_TYPES."""
+    assert model_types_for("deepseek_mla") == {
+        "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2", "kimi_linear", "glm_moe_dsa",
+        "longcat_flash", "pangu_ultra_moe", "mistral_large_3", "mistral4"}
+    assert model_types_for("deepseek_decoder") == {"deepseek", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm_moe_dsa",
+                                                   "mistral_large_3"}
+    assert model_types_for("lightning_attention") == {"minimax", "minimax_m1", "minimax_text_01"}
+    assert model_types_for("mamba1") == {"mamba", "falcon_mamba"}
+    assert model_types_for("mm_prefix_lm") == {"bagel", "gemma3", "molmo2", "moondream3", "paligemma"}
+    assert model_types_for("sglang_hopper_qwen3_vl") == {"qwen3_vl", "qwen3_vl_moe"}
+    assert composite_text_config("deepseek_vl_v2") == ("language_config", "deepseek_v2")
+    assert sglang_vision_defaults("kimi_k25") == (27, 1152)
+    assert vision_tower("mistral3") == "pixtral" and vision_tower("llama") == ""
+    with pytest.raises(KeyError, match="'gpt_oss' is not a ModelTypeRules field"):
+        model_types_for("gpt_oss")
