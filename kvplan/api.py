@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvplan.vllm.loading import LoadedModel, Progress, load_model, load_model_with_weights
 
@@ -24,15 +24,18 @@ if TYPE_CHECKING:
     from kvplan.ci.checks import CheckReport
     from kvplan.ci.plan import Deployment, Plan
     from kvplan.hardware.gpus import GpuSpec
+    from kvplan.hardware.model_costs import ModelCosts
+    from kvplan.hardware.roofline import Roof, RooflineReport, SpeculativePoint
     from kvplan.model.size import SizeReport
+    from kvplan.model.spec import ModelSpec
     from kvplan.vllm.flags import FitFlags
     from kvplan.vllm.report import FitReport
     from kvplan.vllm.settings import ServeSettings
     from kvplan.vllm.sweep import SweepReport
 
 Warn = Callable[[str], None]
-__all__ = ["LoadedModel", "check", "fit", "fit_flags", "fit_plan", "fit_settings", "load_model",
-           "load_model_with_weights", "size"]
+__all__ = ["LoadedModel", "RooflineQuery", "check", "fit", "fit_flags", "fit_plan", "fit_settings", "load_model",
+           "load_model_with_weights", "roofline", "roofline_deployment", "roofline_plan", "roofline_query", "size"]
 # `kvplan fit`'s own options beside the vLLM engine arguments of kvplan/vllm/engine_args.py.
 _OWN_OPTIONS = ("moe_backend", "rocm_aiter")
 
@@ -173,7 +176,6 @@ def check(plan: str | os.PathLike[str] | Plan, gpus_file: str | Path | None = No
     from kvplan.ci.plan import Plan, load_plan
     from kvplan.errors import KvplanError
     from kvplan.hardware.gpus import get_gpu
-    from kvplan.model.spec import ModelSpec
 
     loaded_plan = plan if isinstance(plan, Plan) else load_plan(plan)
     models: dict[tuple[str, str | None, str], ModelSpec] = {}
@@ -209,3 +211,211 @@ def _with_draft(dep: Deployment) -> Deployment:
     except KvplanError as exc:
         raise dep.locate(exc, "vllm") from None
     return dep if draft is None else replace(dep, settings=replace(dep.settings, speculative_draft=draft))
+
+
+# --- kvplan roofline ------------------------------------------------------------------------------------------------
+
+# `kvplan roofline`'s deployment options (vLLM's engine arguments it reads, by name) and its defaults.
+ROOFLINE_OPTIONS = ("tensor_parallel_size", "data_parallel_size", "enable_expert_parallel", "kv_cache_dtype",
+                    "quantization", "max_num_batched_tokens", "max_num_seqs", "gpu_memory_utilization", "rocm_aiter")
+ROOFLINE_BATCHES = "1,2,4,8,16,32,64,128,256"
+ROOFLINE_CONTEXT = "4096"
+
+
+def roofline_deployment(model: str | None, vllm_cmd: str | None, given: Mapping[str, object],
+                        revision: str | None = None) -> tuple[ServeSettings, str, str | None]:
+    """`kvplan roofline`'s deployment as `kvplan fit` reads it (its settings, the model, the revision): `given`
+    (ROOFLINE_OPTIONS by name), then a pasted `vllm serve` line's (given values win)."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.vllm.environment import vllm_environment
+    from kvplan.vllm.flags import settings_from_flags
+
+    pasted_env: dict[str, str] = {}
+    merged: dict[str, object] = {**given, "revision": revision}
+    if vllm_cmd is not None:
+        from kvplan.vllm.command_line import parse_vllm_command
+
+        parsed = parse_vllm_command(vllm_cmd)
+        pasted_env = parsed.env
+        merged = {**{k: v for k, v in parsed.options.items() if merged.get(k) is None},
+                  **{k: v for k, v in merged.items() if v is not None}}
+        model = model or parsed.model
+    if not model:
+        raise InvalidParameter('a model is needed: kvplan roofline MODEL (or --vllm-cmd "vllm serve MODEL …")')
+    texts: dict[str, object] = {k: (v if isinstance(v, (str, bool)) else str(v)) for k, v in merged.items()
+                                if v is not None}
+    settings = settings_from_flags(texts, None, None, None, None, None, None, None, None,
+                                   env=vllm_environment({**os.environ, **pasted_env}))
+    found = texts.get("revision")
+    return settings, model, found if isinstance(found, str) else None
+
+
+def roofline(model: str | None = None, gpu: str = "", *, vllm_cmd: str | None = None, revision: str | None = None,
+             context: str | int = ROOFLINE_CONTEXT, batch: str | Iterable[int] = ROOFLINE_BATCHES,
+             prompt: str | int | None = None, max_concurrency: int | None = None,
+             bandwidth_efficiency: float | None = None, compute_efficiency: float | None = None,
+             gpus_file: str | Path | None = None, engine: str = "vllm", progress: Progress | None = None,
+             on_warning: Warn | None = None, **options: object) -> RooflineReport:
+    """`kvplan roofline MODEL --gpu GPU`: decode and prefill speed limits (ridge point, tokens/s by batch, memory- or
+    compute-bound) of the deployment `options` describe (ROOFLINE_OPTIONS: vLLM's engine arguments by name) or
+    `vllm_cmd` pastes, with the KV capacity `kvplan fit` (or, `engine="sglang"`, SGLang's pool) gives.
+    `context`, `batch` and `prompt` are read as the command reads its texts ("32K", "1,8,64"). `on_warning` receives
+    the model's load note and the lines the command prints on stderr ("warning: …", "note: …").
+
+    The maths alone, on costs and roofs already in hand, is kvplan.roofline_report
+    (kvplan.hardware.roofline.roofline)."""
+    from kvplan.errors import InvalidParameter, close_matches
+
+    unknown = sorted(set(options) - set(ROOFLINE_OPTIONS))
+    if unknown:
+        near = close_matches(unknown[0], list(ROOFLINE_OPTIONS))
+        raise InvalidParameter(f"unknown roofline option {unknown[0]!r}"
+                               + (f" (did you mean {near[0]}?)" if near else ""))
+    batch_text = batch if isinstance(batch, str) else ",".join(str(b) for b in batch)
+    query = roofline_query(gpu, context, batch_text, prompt)
+    from kvplan.hardware.gpus import get_gpu
+
+    settings, source, found = roofline_deployment(model, vllm_cmd, options, revision)
+    chip = get_gpu(query.gpu, gpus_file)
+    loaded = load_model_with_weights(source, found, progress=progress)
+    _warn(on_warning, loaded.note)
+    return roofline_plan(loaded, settings, query, chip, engine=engine,
+                         max_concurrency=max_concurrency, bandwidth_efficiency=bandwidth_efficiency,
+                         compute_efficiency=compute_efficiency, given=options, on_warning=on_warning)
+
+
+class RooflineQuery(NamedTuple):
+    """What `kvplan roofline` is asked, read: the GPU id, context tokens, decode batches, prompt tokens."""
+
+    gpu: str
+    context: int
+    batches: tuple[int, ...]
+    prompt_tokens: int
+
+
+def roofline_query(gpu: str, context: str | int, batch: str, prompt: str | int | None) -> RooflineQuery:
+    """The command's --gpu, --context, --batch and --prompt read as it reads them (refused as it refuses them)."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.units import parse_count
+
+    if not gpu:
+        raise InvalidParameter("--gpu is needed: the GPU whose roofs to use (see `kvplan gpus`)")
+    ctx = parse_count(context, what="--context")
+    batches = tuple(parse_count(b, what="--batch", minimum=1) for b in batch.split(",") if b.strip())
+    prompt_tokens = parse_count(prompt, what="--prompt", minimum=1) if prompt is not None else max(ctx, 1)
+    return RooflineQuery(gpu, ctx, batches, prompt_tokens)
+
+
+def roofline_plan(loaded: LoadedModel, settings: ServeSettings, query: RooflineQuery, chip: GpuSpec, *,
+                  engine: str = "vllm", max_concurrency: int | None = None,
+                  bandwidth_efficiency: float | None = None, compute_efficiency: float | None = None,
+                  given: Mapping[str, object] | None = None, on_warning: Warn | None = None) -> RooflineReport:
+    """The roofline of a read deployment on its loaded model and GPU (what `kvplan roofline` renders): `given` the
+    options as the caller gave them (an SGLang plan refuses the vLLM-only ones given)."""
+    import dataclasses
+
+    from kvplan.errors import InvalidParameter
+    from kvplan.hardware import roofline as rl
+    from kvplan.vllm.architectures import served_quantization_methods
+    from kvplan.vllm.quantization import apply_quantization
+
+    given = given or {}
+    spec = apply_quantization(loaded.spec, settings.quantization, served_quantization_methods())
+    stored = loaded.weights.bytes if loaded.weights else None
+    costs, roof = rl.deployment_roofline(
+        spec, chip, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype, weights_bytes=stored,
+        bandwidth_efficiency=bandwidth_efficiency, compute_efficiency=compute_efficiency,
+        dp=settings.data_parallel_size, expert_parallel=settings.enable_expert_parallel)
+    if query.context > spec.max_model_len:
+        _warn(on_warning, f"warning: --context {query.context:,} exceeds the model's max_model_len "
+                          f"{spec.max_model_len:,}")
+    if stored:
+        settings = dataclasses.replace(settings, weights_total_bytes=stored)
+    if engine.lower() not in ("vllm", "sglang"):
+        raise InvalidParameter(f"--engine must be vllm or sglang, got {engine!r}")
+    if engine.lower() == "sglang":
+        _roofline_refuse_vllm_only(given, settings)
+        capacity, chunk, running = _roofline_sglang_caps(spec, chip, settings, query.context, stored, on_warning)
+        capacity = max_concurrency if max_concurrency is not None else capacity
+    else:
+        fit = _roofline_fit(spec, chip, dataclasses.replace(settings, context=query.context), on_warning)
+        capacity, chunk, running = max_concurrency, fit.max_num_batched_tokens, fit.max_num_seqs
+        if capacity is None and fit.fits:
+            capacity = fit.preemption.max_requests_at_context
+        elif capacity is None:
+            _warn(on_warning, f"warning: KV capacity not computed: vLLM would not start ({fit.error or fit.startup})")
+    report = rl.roofline(costs, roof, context=query.context, batches=list(query.batches),
+                         prompt_tokens=query.prompt_tokens, max_num_batched_tokens=chunk, kv_capacity_batch=capacity,
+                         max_num_seqs=running, gpu_flops=chip.flops)
+    return dataclasses.replace(
+        report, notes=report.notes + rl.unmodelled_settings(pp=settings.pp, enforce_eager=settings.enforce_eager),
+        speculative=_roofline_speculative(costs, roof, settings, query.batches, query.context), engine=engine.lower())
+
+
+def _roofline_speculative(costs: ModelCosts, roof: Roof, settings: ServeSettings, batches: Iterable[int],
+                          context: int) -> tuple[SpeculativePoint, ...]:
+    """Decode with the deployment's --speculative-config at each batch (none without one)."""
+    from kvplan.hardware import roofline as rl
+    from kvplan.hardware.model_costs import model_costs
+    from kvplan.vllm.speculative import speculative_method
+
+    if not settings.speculative_config:
+        return ()
+    method = speculative_method(settings.speculative_config)
+    drafted = int(settings.speculative_config.get("num_speculative_tokens") or 1)
+    draft = (model_costs(settings.speculative_draft, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
+             if settings.speculative_draft is not None else None)
+    return tuple(rl.speculative_point(costs, roof, b, context, method=method, drafted=drafted, draft=draft)
+                 for b in sorted(set(batches)))
+
+
+def _roofline_refuse_vllm_only(given: Mapping[str, object], settings: ServeSettings) -> None:
+    """`--engine sglang` takes its caps and chunk from SGLang's rules: a vLLM setting given that would be silently
+    replaced by SGLang's is refused, and so is a speculative draft (SGLang's is not modelled: kvplan/sglang/fit.py)."""
+    from kvplan.errors import InvalidParameter
+
+    for flag, name in (("--max-num-seqs", "max_num_seqs"), ("--max-num-batched-tokens", "max_num_batched_tokens"),
+                       ("--gpu-memory-utilization", "gpu_memory_utilization")):
+        if given.get(name) is not None:
+            raise InvalidParameter(f"{flag} is a vLLM flag: --engine sglang takes SGLang's running-request cap, "
+                                   "prefill chunk and memory fraction", hint="drop it, or use --engine vllm")
+    if settings.speculative_config:
+        raise InvalidParameter("--engine sglang: speculative decoding is not modelled for SGLang yet "
+                               "(the draft's KV cells and graph sizes)", hint="use --engine vllm")
+
+
+def _roofline_sglang_caps(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, context: int,
+                          stored: int | None, on_warning: Warn | None) -> tuple[int | None, int, int]:
+    """`--engine sglang`: the requests of `context` tokens SGLang's pool holds per attention-DP worker (None when
+    it would not start), its chunked_prefill_size and max_running_requests (kvplan/sglang/fit.py)."""
+    from kvplan.sglang.defaults import SglangDeployment
+    from kvplan.sglang.fit import plan_sglang_fit, requests_at
+    from kvplan.vllm.memory.weights import estimate_weights
+
+    dep = SglangDeployment(tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
+    term = estimate_weights(model, tp=dep.tp, pp=1, arch=gpu.arch, total_bytes=stored)
+    fit = plan_sglang_fit(model, gpu, dep, weights_bytes=term.bytes, weights_range=(term.low_bytes, term.high_bytes))
+    _warn(on_warning, "note: KV capacity, running-request cap and prefill chunk by SGLang 0.5.23's rules; the speed "
+                      "model is the same (fitted on vLLM and other engines' runs)")
+    if not fit.fits:
+        _warn(on_warning, f"warning: KV capacity not computed: SGLang would not start ({fit.startup})")
+        return None, fit.defaults.chunked_prefill_size, fit.max_running_requests or 1
+    return requests_at(fit, context), fit.defaults.chunked_prefill_size, fit.max_running_requests
+
+
+def _roofline_fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, on_warning: Warn | None) -> FitReport:
+    """The `kvplan fit` plan of this deployment: KV capacity at its context (one DP rank's), and vLLM's
+    resolved max_num_seqs and max_num_batched_tokens (plan_fit, without advice)."""
+    import dataclasses
+
+    from kvplan.vllm.fit import plan_fit
+
+    report = plan_fit(model, gpu, settings, advise=False)
+    context = settings.context or 0
+    if report.startup == "refuses: max_model_len" and 0 < context < report.max_model_len:
+        # The model's full length does not fit, but requests of `context` tokens may: plan the
+        # server one would run for them (vLLM's own advice: decrease max_model_len).
+        _warn(on_warning, f"note: the KV capacity assumes --max-model-len {context} (the model's "
+                          f"{report.max_model_len:,} does not fit)")
+        report = plan_fit(model, gpu, dataclasses.replace(settings, max_model_len=context), advise=False)
+    return report

@@ -142,3 +142,63 @@ def test_library_fit_names_an_unknown_option() -> None:
         assert str(exc) == "unknown fit option 'max_model_lenn' (did you mean max_model_len?)"
     else:
         raise AssertionError("an unknown option was accepted")
+
+
+def test_library_roofline_is_the_roofline_command() -> None:
+    """kvplan.roofline gives `kvplan roofline --json`'s report, its KV capacity from the same fit."""
+    report = kvplan.roofline(QWEN_7B, "h100", context="8K", batch="1,8,64", kv_cache_dtype="fp8",
+                             tensor_parallel_size=2)
+    code, out, _ = _cli("roofline", QWEN_7B, "--gpu", "h100", "--context", "8K", "--batch", "1,8,64",
+                        "--kv-cache-dtype", "fp8", "-tp", "2", "--json")
+    assert code == 0 and report.context == 8192 and [p.batch for p in report.batches] == [1, 8, 64]
+    assert _json("roofline", report) == out.strip()
+    assert kvplan.roofline(QWEN_7B, "h100", context=8192, batch=[1, 8, 64], kv_cache_dtype="fp8",
+                           tensor_parallel_size=2) == report  # numbers as well as texts
+
+
+def test_library_roofline_reads_a_pasted_line_and_sglang_as_the_command_does() -> None:
+    line = f"vllm serve {QWEN_7B} -tp 2 --kv-cache-dtype fp8_e4m3"
+    warnings: list[str] = []
+    report = kvplan.roofline(vllm_cmd=line, gpu="h100", engine="sglang", on_warning=warnings.append)
+    code, out, err = _cli("roofline", "--vllm-cmd", line, "--gpu", "h100", "--engine", "sglang", "--json")
+    assert code == 0 and report.engine == "sglang" and report.tp == 2
+    assert _json("roofline", report) == out.strip()
+    assert warnings == [" ".join(err.split())]  # the console wraps the line
+    assert warnings[0].startswith("note: KV capacity, running-request cap")
+
+
+def test_library_roofline_refuses_as_the_command_does() -> None:
+    library, cli = _refusal(lambda: kvplan.roofline(QWEN_7B), "roofline", QWEN_7B)
+    assert library == cli and "--gpu is needed" in cli
+    library, cli = _refusal(lambda: kvplan.roofline(QWEN_7B, "h100", batch="1,0"),
+                            "roofline", QWEN_7B, "--gpu", "h100", "--batch", "1,0")
+    assert library == cli and "--batch" in cli
+    library, cli = _refusal(lambda: kvplan.roofline(QWEN_7B, "h100", engine="sglang", max_num_seqs=8),
+                            "roofline", QWEN_7B, "--gpu", "h100", "--engine", "sglang", "--max-num-seqs", "8")
+    assert library == cli and "--max-num-seqs is a vLLM flag" in cli
+    library, cli = _refusal(lambda: kvplan.roofline(QWEN_7B, "no-such-gpu"), "roofline", QWEN_7B, "--gpu",
+                            "no-such-gpu")
+    assert library == cli
+
+
+def test_library_roofline_names_an_unknown_option() -> None:
+    from kvplan.errors import InvalidParameter
+
+    with pytest.raises(InvalidParameter,
+                       match=r"^unknown roofline option 'max_num_seq' \(did you mean max_num_seqs\?\)$"):
+        kvplan.roofline(QWEN_7B, "h100", max_num_seq=8)
+
+
+def test_the_roofline_maths_keeps_a_public_name() -> None:
+    """`kvplan.roofline` is the command since the library gained it; the maths on costs and roofs it named before
+    is `kvplan.roofline_report` (kvplan.hardware.roofline.roofline, unchanged)."""
+    from kvplan.hardware import roofline as rl
+
+    assert kvplan.roofline_report is rl.roofline
+    spec = kvplan.load_model(QWEN_7B)
+    gpu = kvplan.get_gpu("h100")
+    costs, roof = rl.deployment_roofline(spec, gpu, tp=1, kv_cache_dtype="auto", weights_bytes=None)
+    report = kvplan.roofline_report(costs, roof, context=4096, batches=[1], prompt_tokens=4096,
+                                    max_num_batched_tokens=8192, kv_capacity_batch=None, max_num_seqs=1024,
+                                    gpu_flops=gpu.flops)
+    assert report.batches[0].batch == 1
