@@ -9,10 +9,12 @@ objects the CLI renders::
     kvplan.size("Qwen/Qwen2.5-7B").kv_bytes_per_token                    # = kvplan size
     kvplan.check("deploy/plan.yaml").passed                              # = kvplan check
     kvplan.roofline("Qwen/Qwen2.5-7B", "h100", context="8K").ridge_point  # = kvplan roofline
+    kvplan.diagnose("http://localhost:8000/metrics").diagnoses          # = kvplan diagnose
 
 The core stages are public too: `load_model` (config.json from the Hub or a folder, refused as vLLM refuses
 it), `size_report`, `plan_fit(spec, get_gpu("h100"), ServeSettings(max_model_len=32768))`, `roofline_report`
-(the roofline maths on model_costs and roof_from_gpu: what `kvplan.roofline` named before it became the command), ….
+(the roofline maths on model_costs and roof_from_gpu: what `kvplan.roofline` named before it became the command),
+`diagnose_report` (the rules on a parse_exposition snapshot: likewise `kvplan.diagnose`'s former meaning), ….
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ _LAZY = {
     "fit": "kvplan.api",
     "check": "kvplan.api",
     "roofline": "kvplan.api",
+    "diagnose": "kvplan.api",
     "parse_config": "kvplan.model.config",
     "ModelSpec": "kvplan.model.spec",
     "LayerSpec": "kvplan.model.spec",
@@ -50,7 +53,7 @@ _LAZY = {
     "simulate_prefix": "kvplan.sim.prefix",
     "simulate_serve": "kvplan.sim.scheduler",
     "parse_exposition": "kvplan.observe.metrics",
-    "diagnose": "kvplan.observe.diagnose",
+    "diagnose_report": "kvplan.observe.diagnose:diagnose",
     "parse_startup_log": "kvplan.vllm.startup_log",
 }
 

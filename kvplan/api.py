@@ -28,13 +28,15 @@ if TYPE_CHECKING:
     from kvplan.hardware.roofline import Roof, RooflineReport, SpeculativePoint
     from kvplan.model.size import SizeReport
     from kvplan.model.spec import ModelSpec
+    from kvplan.observe.diagnose import DiagnoseReport, Thresholds
     from kvplan.vllm.flags import FitFlags
     from kvplan.vllm.report import FitReport
     from kvplan.vllm.settings import ServeSettings
     from kvplan.vllm.sweep import SweepReport
 
 Warn = Callable[[str], None]
-__all__ = ["LoadedModel", "RooflineQuery", "check", "fit", "fit_flags", "fit_plan", "fit_settings", "load_model",
+__all__ = ["LoadedModel", "RooflineQuery", "check", "check_diagnose_options", "diagnose", "diagnose_metrics",
+           "diagnose_plan_settings", "diagnose_with_plan", "fit", "fit_flags", "fit_plan", "fit_settings", "load_model",
            "load_model_with_weights", "roofline", "roofline_deployment", "roofline_plan", "roofline_query", "size"]
 # `kvplan fit`'s own options beside the vLLM engine arguments of kvplan/vllm/engine_args.py.
 _OWN_OPTIONS = ("moe_backend", "rocm_aiter")
@@ -419,3 +421,116 @@ def _roofline_fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, on_wa
                           f"{report.max_model_len:,} does not fit)")
         report = plan_fit(model, gpu, dataclasses.replace(settings, max_model_len=context), advise=False)
     return report
+
+
+# --- kvplan diagnose ------------------------------------------------------------------------------------------------
+
+# `kvplan diagnose --plan MODEL`'s options, by name (each only with a plan).
+DIAGNOSE_PLAN_OPTIONS = ("gpu", "gpu_memory", "gpu_total_bytes", "gpus_file", "tensor_parallel_size",
+                         "pipeline_parallel_size", "max_model_len", "max_num_batched_tokens", "gpu_memory_utilization",
+                         "kv_cache_dtype", "block_size", "enforce_eager", "vllm_version", "weights_memory",
+                         "activation_memory", "non_torch_memory", "cuda_graph_memory", "revision")
+
+
+def diagnose(source: str, *, interval: float | None = None, timeout: float = 5.0, kv_high: float = 0.9,
+             hit_rate_low: float = 0.1, min_prefix_queries: int = 1000, queue_p95_high: float = 1.0,
+             max_num_seqs: int | None = None, plan: str | None = None, progress: Progress | None = None,
+             on_warning: Warn | None = None, **plan_options: object) -> DiagnoseReport:
+    """`kvplan diagnose URL|FILE`: what limits a vLLM server, from its /metrics (a URL, scraped twice `interval` s
+    apart when given, or a saved exposition), and with `plan=MODEL` kvplan's prediction beside the server's KV
+    capacity (`plan_options`: DIAGNOSE_PLAN_OPTIONS by name, `gpu` needed). `on_warning` receives the model's load
+    note and the line the command prints on stderr before scraping twice.
+
+    The rules alone, on a parsed snapshot, are kvplan.diagnose_report (kvplan.observe.diagnose.diagnose)."""
+    from kvplan.errors import InvalidParameter, close_matches
+
+    unknown = sorted(set(plan_options) - set(DIAGNOSE_PLAN_OPTIONS))
+    if unknown:
+        near = close_matches(unknown[0], list(DIAGNOSE_PLAN_OPTIONS))
+        raise InvalidParameter(f"unknown diagnose option {unknown[0]!r}"
+                               + (f" (did you mean {near[0]}?)" if near else ""))
+    options = {name: plan_options.get(name) for name in DIAGNOSE_PLAN_OPTIONS}
+    thresholds = check_diagnose_options(plan, options, interval=interval, timeout=timeout, kv_high=kv_high,
+                                        hit_rate_low=hit_rate_low, min_prefix_queries=min_prefix_queries,
+                                        queue_p95_high=queue_p95_high, max_num_seqs=max_num_seqs)
+    report = diagnose_metrics(source, thresholds, interval=interval, timeout=timeout, on_warning=on_warning)
+    if plan is None:
+        return report
+    options["max_num_seqs"] = max_num_seqs
+    settings = diagnose_plan_settings(options)
+    loaded = load_model_with_weights(plan, _text(options["revision"]), progress=progress)
+    _warn(on_warning, loaded.note)
+    return diagnose_with_plan(report, loaded, settings, options)
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+def check_diagnose_options(plan: str | None, options: Mapping[str, object], *, interval: float | None,
+                           timeout: float, kv_high: float = 0.9, hit_rate_low: float = 0.1,
+                           min_prefix_queries: int = 1000, queue_p95_high: float = 1.0,
+                           max_num_seqs: int | None = None) -> Thresholds:
+    """`kvplan diagnose`'s checks before any read, in its order: --timeout and --interval in range, the thresholds
+    (returned), --plan's options only with --plan, and --plan with a GPU."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.observe.diagnose import Thresholds
+    from kvplan.observe.metrics import MAX_WAIT_S
+
+    for flag, seconds in (("--timeout", timeout), ("--interval", interval)):  # before any progress line
+        if seconds is not None and not 0 < seconds <= MAX_WAIT_S:  # NaN and ∞ too
+            raise InvalidParameter(f"{flag} must be positive, at most {MAX_WAIT_S:g} s, got {seconds:g}")
+    thresholds = Thresholds(kv_high=kv_high, hit_rate_low=hit_rate_low, min_prefix_queries=min_prefix_queries,
+                            queue_p95_high_s=queue_p95_high, max_num_seqs=max_num_seqs)
+    if plan is None and (stray := ["--" + k.replace("_", "-") for k, v in options.items() if v is not None]):
+        raise InvalidParameter(f"{', '.join(stray)} only appl{'y' if len(stray) > 1 else 'ies'} with --plan MODEL")
+    if plan is not None and options.get("gpu") is None and options.get("gpu_memory") is None:
+        raise InvalidParameter("--plan needs the server's GPU: --gpu NAME (or --gpu-memory)")
+    return thresholds
+
+
+def diagnose_metrics(source: str, thresholds: Thresholds | None = None, *, interval: float | None = None,
+                     timeout: float = 5.0, on_warning: Warn | None = None) -> DiagnoseReport:
+    """The server's /metrics read (once, or twice `interval` s apart) and diagnosed, as `kvplan diagnose` does."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.observe.diagnose import diagnose as diagnose_report
+    from kvplan.observe.metrics import is_url, parse_exposition, read_exposition, scrape_twice
+
+    if interval is None:
+        return diagnose_report(parse_exposition(read_exposition(source, timeout)), thresholds=thresholds,
+                               source=source)
+    if not is_url(source):
+        raise InvalidParameter("--interval needs a URL: a saved file does not change between two reads")
+    _warn(on_warning, f"Scraping twice, {interval:g} s apart…")
+    scrapes = scrape_twice(source, interval, timeout)
+    return diagnose_report(scrapes.second, scrapes.first, scrapes.elapsed_s, thresholds, source=source)
+
+
+def diagnose_plan_settings(options: Mapping[str, Any]) -> ServeSettings:
+    """The settings `kvplan diagnose --plan` predicts the server with (its options, as `fit` reads them)."""
+    from kvplan.vllm.flags import settings_from_flags
+
+    return settings_from_flags(options, None, options["vllm_version"], options["weights_memory"],
+                               options["activation_memory"], options["non_torch_memory"],
+                               options["cuda_graph_memory"], None, None)
+
+
+def diagnose_with_plan(report: DiagnoseReport, loaded: LoadedModel, settings: ServeSettings,
+                       options: Mapping[str, Any]) -> DiagnoseReport:
+    """The report with kvplan's prediction for the loaded model on the options' GPU compared with each engine's KV
+    capacity."""
+    from dataclasses import replace
+
+    from kvplan.hardware import gpus
+    from kvplan.observe.diagnose import compare_report_with_plan
+    from kvplan.units import parse_bytes
+
+    if loaded.weights is not None and settings.weights_bytes is None:
+        settings = replace(settings, weights_total_bytes=loaded.weights.bytes)
+    if options["gpu_memory"] is not None:
+        chip = gpus.custom_gpu(options["gpu_memory"], name=options["gpu"] or "custom")
+    else:
+        chip = gpus.get_gpu(options["gpu"], options["gpus_file"])
+    if options["gpu_total_bytes"] is not None:
+        chip = chip.with_cuda_total(parse_bytes(options["gpu_total_bytes"], what="--gpu-total-bytes"))
+    return compare_report_with_plan(report, loaded.spec, chip, settings)

@@ -202,3 +202,52 @@ def test_the_roofline_maths_keeps_a_public_name() -> None:
                                     max_num_batched_tokens=8192, kv_capacity_batch=None, max_num_seqs=1024,
                                     gpu_flops=gpu.flops)
     assert report.batches[0].batch == 1
+
+
+METRICS = str(ROOT / "examples" / "metrics.prom")
+
+
+def test_library_diagnose_is_the_diagnose_command() -> None:
+    report = kvplan.diagnose(METRICS, kv_high=0.8, max_num_seqs=64)
+    code, out, _ = _cli("diagnose", METRICS, "--kv-high", "0.8", "--max-num-seqs", "64", "--json")
+    assert code == 0 and report.diagnoses
+    assert _json("diagnose", report) == out.strip()
+
+
+def test_library_diagnose_with_a_plan_is_the_command_with_plan(tmp_path: Path) -> None:
+    """A saved exposition whose cache_config_info shows the 62,241 blocks kvplan predicts for Qwen2.5-7B on an
+    H100 (tests/test_diagnose_plan.py): the plan matches, through the library as through the command."""
+    from tests.fixtures.metrics.exposition import DEFAULT_CACHE_CONFIG, EngineState, exposition
+
+    saved = tmp_path / "metrics.txt"
+    saved.write_text(exposition(EngineState(running=3, kv_usage=0.2, cache_config={
+        **DEFAULT_CACHE_CONFIG, "num_gpu_blocks": "62241"})))
+    report = kvplan.diagnose(str(saved), plan=QWEN_7B, gpu="h100")
+    code, out, _ = _cli("diagnose", str(saved), "--plan", QWEN_7B, "--gpu", "h100", "--json")
+    assert code == 0 and [d.code for d in report.diagnoses] == ["healthy", "plan_matches"]
+    assert _json("diagnose", report) == out.strip()
+
+
+def test_library_diagnose_refuses_as_the_command_does() -> None:
+    library, cli = _refusal(lambda: kvplan.diagnose(METRICS, gpu="h100"), "diagnose", METRICS, "--gpu", "h100")
+    assert library == cli and "only applies with --plan MODEL" in cli
+    library, cli = _refusal(lambda: kvplan.diagnose(METRICS, interval=5), "diagnose", METRICS, "--interval", "5")
+    assert library == cli and "--interval needs a URL" in cli
+    library, cli = _refusal(lambda: kvplan.diagnose(METRICS, kv_high=1.5, gpu="h100"),
+                            "diagnose", METRICS, "--kv-high", "1.5", "--gpu", "h100")
+    assert library == cli and "--kv-high must be within" in cli  # the thresholds are checked before --plan's options
+    library, cli = _refusal(lambda: kvplan.diagnose(METRICS, plan=QWEN_7B), "diagnose", METRICS, "--plan", QWEN_7B)
+    assert library == cli and "--plan needs the server's GPU" in cli
+
+
+def test_library_diagnose_names_an_unknown_option_and_keeps_the_rules_public() -> None:
+    """`kvplan.diagnose` is the command; the rules on a parsed snapshot it named before are
+    `kvplan.diagnose_report` (kvplan.observe.diagnose.diagnose, unchanged)."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.observe.diagnose import diagnose as rules
+
+    with pytest.raises(InvalidParameter, match=r"^unknown diagnose option 'gpu_mem' \(did you mean gpu_memory\?\)$"):
+        kvplan.diagnose(METRICS, gpu_mem="80GB")
+    assert kvplan.diagnose_report is rules
+    snapshot = kvplan.parse_exposition(Path(METRICS).read_text(encoding="utf-8"))
+    assert kvplan.diagnose_report(snapshot, source=METRICS) == kvplan.diagnose(METRICS)
