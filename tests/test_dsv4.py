@@ -228,3 +228,71 @@ def test_before_vllm_0_30_an_auto_kv_cache_is_refused_with_the_logged_assertion(
                                                         kv_cache_memory_bytes=KV_20GIB))
     assert plan_fit(FLASH, get_gpu("h200"), ServeSettings(tp=2, vllm_version="0.30", weights_bytes=0,
                                                           kv_cache_memory_bytes=KV_20GIB), advise=False).fits
+
+
+# --- Weights as loaded ("Model loading took X GiB") --------------------------------------------------------------
+# The ptocu probe reports (tests/fixtures/startup-logs/raw/ptocu-2xh200nvl-dsv4-flash-tp2-*.log), vLLM 0.23, H200 NVL,
+# TP 2, Flash: 74.08 GiB through `vllm serve` (8,192 batched tokens), 74.35 GiB through `LLM(...)` (16,384).
+def test_flash_rotary_caches_are_two_fp32_caches_of_the_rope_dims() -> None:
+    """common/rope.py:build_deepseek_v4_rope → DeepseekV4ScalingRotaryEmbedding: fp32, rotary_dim = qk_rope_head_dim
+    64, 65,536 × 16 positions; one cache for rope_theta (window-only layers), one for compress_rope_theta."""
+    from kvplan.vllm.memory.weights import rope_cache_bytes
+
+    assert rope_cache_bytes(FLASH) == 2 * 1_048_576 * 64 * 4 == 536_870_912
+
+
+def test_flash_keeps_fp32_mixers_and_hash_tables_outside_the_parameter_count() -> None:
+    """nvidia/model.py: 43 layers × (hc_attn/ffn_fn (24, 16384) + base (24) + scale (3)) fp32, the head's
+    (4, 16384) + 4 + 1, and 3 hash layers' (129,280 × 6) int32 tid2eid."""
+    from kvplan.model.weights import dsv4_fp32_and_table_bytes
+
+    mixers = 43 * 2 * (24 * 16384 + 24 + 3) * 4
+    head = (4 * 16384 + 4 + 1) * 4
+    assert dsv4_fp32_and_table_bytes(FLASH) == mixers + head + 3 * 129_280 * 6 * 4
+
+
+def test_flash_load_buffers_scale_with_the_batched_tokens_as_the_two_logs_differ() -> None:
+    """topk_indices_buffer (tokens, 512) int32 + _mtp_hidden_buffer (tokens, 4·4096) bf16: 34,816 B per batched
+    token, so 8,192 more tokens load 0.27 GiB more, as the LLM(...) log (74.35) and the serve log (74.08) differ."""
+    from kvplan.vllm.memory.weights import loaded_weights_bytes_per_gpu
+
+    serve = loaded_weights_bytes_per_gpu(FLASH, tp=2, arch="hopper", max_num_batched_tokens=8192)
+    llm = loaded_weights_bytes_per_gpu(FLASH, tp=2, arch="hopper", max_num_batched_tokens=16384)
+    assert llm - serve == 8192 * (512 * 4 + 4 * 4096 * 2) == 285_212_672
+    assert round((llm - serve) / GiB, 2) == round(74.35 - 74.08, 2)
+
+
+def test_flash_weights_at_tp2_match_both_logs_within_80_mib() -> None:
+    """Replicated fused_wqa_wkv / indexer wq_b (FP8), compressors, weights_proj and router (bf16, quant_config=None),
+    fp32 mixers on each rank: the estimate lands 0.06–0.07 GiB under both logs (was 0.64 / 0.91 under)."""
+    from kvplan.vllm.memory.weights import loaded_weights_bytes_per_gpu
+
+    for tokens, logged in ((8192, 74.08), (16384, 74.35)):
+        got = loaded_weights_bytes_per_gpu(FLASH, tp=2, arch="hopper", max_num_batched_tokens=tokens) / GiB
+        assert 0 <= (logged - got) * 1024 <= 80, (tokens, got)
+
+
+def test_flash_profile_forward_holds_the_residual_streams_and_padded_attention_buffers() -> None:
+    """activation.py:dsv4_forward_phase_bytes at TP 2 (32 local heads padded to FlashMLA's 64): two (4 × 4096) residual
+    streams and two hidden-wide tensors, o_padded and the padded q (64 × 512 each), fused_wqa_wkv's output and its
+    normed copies, the fp32 compressor and indexer scores, the indexer's q in bf16 and fp8, and the fused-MoE
+    workspace (6 × (4096 + 4096)): 352,256 B per token."""
+    from kvplan.vllm.memory.activation import dsv4_forward_phase_bytes
+
+    per_token = (2 * 4 * 4096 + 2 * 4096) * 2 + 2 * 64 * 512 * 2 + 2 * 1536 * 2 + 2 * 2 * 512 * 4
+    per_token += 2 * 2 * 128 * 4 + 64 * 128 * 3 + 6 * (4096 + 4096) * 2
+    assert per_token == 352_256
+    assert dsv4_forward_phase_bytes(FLASH, tp=2, num_tokens=16384) == 16384 * per_token
+
+
+def test_flash_forward_slope_matches_the_llm_and_serve_logs() -> None:
+    """The ptocu LLM(...) (16,384 batched tokens) and serve (8,192) logs, same GPUs and utilization: their memory
+    beyond weights and KV differs by (74.08 + 32.08) − (74.35 + 29.07) = 2.74 GiB; the forward's 8,192 extra tokens
+    cost 2.69 GiB in kvplan's count (the sampler's 1,024 rows are the same in both)."""
+    from kvplan.vllm.memory.activation import dsv4_forward_phase_bytes
+
+    extra = dsv4_forward_phase_bytes(FLASH, tp=2, num_tokens=16384) - dsv4_forward_phase_bytes(FLASH, tp=2,
+                                                                                                 num_tokens=8192)
+    logged = (74.08 + 32.08) - (74.35 + 29.07)
+    assert round(logged, 2) == 2.74
+    assert abs(extra / GiB - logged) < 0.06

@@ -111,3 +111,20 @@ def test_bad_deployments_exit_2_with_one_error_line(args: list[str], message: st
     result = runner.invoke(app, ["roofline", str(CONFIGS / "Qwen--Qwen2.5-7B"), *args])
     assert result.exit_code == 2, result.stdout
     assert result.stderr.startswith("Error: ") and message in result.stderr
+
+
+def test_fit_plans_each_attention_dp_rank_its_own_kv_pool_for_the_requests_the_engine_ran() -> None:
+    """The same TensorRT-LLM DeepSeek-R1 run (1,024 requests of 1,024 + 2,048 tokens on 8 × H200, 128 per rank) as
+    `kvplan fit` plans it: under -dp 8 --enable-expert-parallel every rank's pool holds its 128; at TP 8 the one
+    replicated-latent pool holds fewer than the 1,024 the engine ran."""
+    def fit_json(*args: str) -> dict[str, Any]:
+        result = runner.invoke(app, ["fit", str(R1), "--gpu", "h200", "--max-model-len", "3072", *args, "--json"],
+                               catch_exceptions=False)
+        assert result.exit_code == 0, result.stderr
+        return json.loads(result.stdout)  # type: ignore[no-any-return]
+
+    dp = fit_json("-dp", "8", "--enable-expert-parallel")
+    assert (dp["tp"], dp["num_gpus"]) == (1, 8)
+    assert dp["max_concurrency"] >= 128
+    tp = fit_json("-tp", "8")
+    assert tp["max_concurrency"] < 1024 <= 8 * dp["max_concurrency"]

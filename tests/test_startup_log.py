@@ -425,3 +425,49 @@ def test_the_0_19_logo_line_gives_the_version() -> None:
     raw = Path(__file__).parent / "fixtures" / "startup-logs" / "raw" / "myoceane-a100-gpt-oss-20b-131k-util065.log"
     assert parse_startup_log(raw.read_text(encoding="utf-8")).vllm_version == "0.19.0"
     assert parse_startup_log(["INFO vLLM server version 0.21.1, serving model m"]).vllm_version == "0.21.1"
+
+
+NEW_RAW = Path(__file__).parent / "fixtures" / "startup-logs" / "raw"
+
+
+def test_the_resolved_chunked_prefill_budget_is_read_and_the_last_line_wins() -> None:
+    """vLLM 0.11.2's API server prints "Chunked prefill is enabled with max_num_batched_tokens=2048." for a
+    default SchedulerConfig, then 8192 for the one it serves with (MiniMax-M2 at TP 4 on H100, a committed log)."""
+    text = (NEW_RAW / "joshi-4xh100-minimax-m2-fp8-tp4-v0112.log").read_text(encoding="utf-8")
+    first = next(line for line in text.splitlines() if "Chunked prefill is enabled" in line)
+    assert parse_startup_log(first).max_num_batched_tokens == 2048
+    log = parse_startup_log(text)
+    assert log.max_num_batched_tokens == 8192
+    assert (log.max_num_seqs, log.gpu_memory_utilization, log.tensor_parallel_size) == (16, 0.95, 4)
+    assert (log.kv_cache_tokens, log.available_kv_bytes) == (338_272, round(20.00 * GiB))
+
+
+def test_a_log_tail_that_says_enforce_eager_set_ran_eager() -> None:
+    """A GLM-5.1-FP8 bisect report keeps only the server log's tail (no engine-config line): vLLM 0.20's
+    "Enforce eager set, disabling torch.compile and CUDAGraphs" still says the server ran eager."""
+    log = parse_startup_log((NEW_RAW / "glmbisect-8xh200-glm-5.1-fp8-tp8-eager-v0201.log").read_text(encoding="utf-8"))
+    assert log.enforce_eager is True
+    assert (log.block_size, log.kv_cache_tokens, log.concurrency_max_model_len) == (64, 373_696, 202_752)
+    assert log.weights_loaded_bytes == round(89.39 * GiB) and log.available_kv_bytes == round(34.86 * GiB)
+    assert parse_startup_log("INFO [vllm.py:1081] Cudagraph is disabled under eager mode").enforce_eager is None
+
+
+def test_a_wrapped_engine_config_line_is_not_read_as_the_engine_line() -> None:
+    """A write-up that wraps vLLM's engine line leaves "(v…) with config: model='…'" on a line of its own: only
+    a line naming the LLM engine is the engine-config line (so the prefilter changes no result)."""
+    log = parse_startup_log((NEW_RAW / "joshi-4xh100-minimax-m2.5-fp8-tp4-v0191.log").read_text(encoding="utf-8"))
+    assert (log.model, log.vllm_version, log.quantization) == (None, None, None)
+    assert (log.kv_cache_tokens, log.max_num_batched_tokens) == (307_184, 8192)
+    line = ("(EngineCore_DP0 pid=1) INFO 11-26 12:41:59 [core.py:93] Initializing a V1 LLM engine (v0.11.2) with "
+            "config: model='MiniMaxAI/MiniMax-M2', tensor_parallel_size=4, quantization=fp8, enforce_eager=False")
+    assert (parse_startup_log(line).model, parse_startup_log(line).tensor_parallel_size) == ("MiniMaxAI/MiniMax-M2", 4)
+
+
+def test_the_replica_block_count_of_the_metrics_logger_line_is_read() -> None:
+    """vLLM 0.10.2 at TP 8 on 8 × L40S prints each rank's "GPU KV cache size" (237,344 to 238,256 tokens) and then
+    the replica's count, unified to the smallest rank: "num_gpu_blocks is: 14834" (14,834 × 16 = 237,344)."""
+    log = parse_startup_log((NEW_RAW / "l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102.log").read_text(encoding="utf-8"))
+    assert log.num_gpu_blocks == 14_834 and log.num_gpu_blocks * 16 == 237_344
+    assert (log.tensor_parallel_size, log.max_num_batched_tokens, log.flashinfer_sampler) == (8, 2048, False)
+    assert (log.weights_profiled_bytes, log.non_torch_bytes) == (round(27.72 * GiB), round(0.21 * GiB))
+    assert log.available_kv_bytes == 11_425_235_660  # TP1's "Current kv cache memory in use", the excerpt's last

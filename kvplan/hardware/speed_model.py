@@ -21,14 +21,38 @@ bound, at TP 1 at 0.68). Measured step times fit
 where every τ but τ_seq is a cost that does not shrink with TP; τ_seq is one constant for every engine (the
 large-batch points that fix it are TensorRT-LLM's and vLLM's; SHARED_TERMS). Without it the fit read the cost of
 768 short sequences as slow KV reads (a KV-read efficiency of 0.49 on Hopper) and then over-predicted every
-long-context step by 25–75 % (issue 21). τ_layer is fitted per GPU class (PER_ARCH_TERMS): vLLM on H200
-(performance-benchmark build 9515) runs a layer's small kernels in 45 µs where vLLM 0.2–0.7 on A100 took 216 µs; one
-constant over both over-predicted the H200 runs by 50–87 %. A class with no point of its own takes the largest
-(pessimistic). The efficiencies and τ_layer trade off where only TP-1 points of one model fix them (Hopper's weight-
-read efficiency fits 0.62 beside 45 µs per layer): the two together, not each, are what the points measure. Each
+long-context step by 25–75 % (issue 21). τ_layer is fitted per GPU class (PER_ARCH_TERMS): when it was fitted on
+vLLM's H200 performance-benchmark rows (build 9515) against vLLM 0.2–0.7 on A100 it read 45 µs against 216 µs, and
+one constant over both over-predicted the H200 runs by 50–87 % (the shipped figures are below). A class with no point
+of its own takes the largest (pessimistic). The efficiencies and τ_layer trade off where only TP-1 points of one
+model fix them (Hopper's weight-read efficiency fitted 0.62 beside 45 µs per layer then): the two together, not
+each, are what the points measure. Each
 constant below is fitted by `fit_speed_model` on
 the calibration half of the measured points (benchmarks/speed.py prints the fit and both halves;
 tests/test_speed_model.py refits and checks these figures). Pure: numbers in, numbers out.
+
+A GPU class with fewer calibration points than unknowns of its own gets no efficiencies of its own
+(`underdetermined_classes`): its points are timed at the lowest fitted efficiency, as a class without points is.
+
+gpt-fast's Mixtral table is two builds. At pytorch-labs/gpt-fast@89b2502 (78.75 / 118.23 / 203.69 tok/s at TP 2 / 4
+/ 8) each expert's w2 was stored [intermediate, dim] and mixtral-moe/model.py ConditionalFeedForward reduced it over
+its outer, non-contiguous axis; 48328fb ("transposed w2 to have reduction dim be innermost dim") republished 96.67 /
+155.35 / 227.82: 2.4 and 2.0 ms off a TP-2 and TP-4 step, 0.5 ms off TP 8. Fitted on the first build's TP 2 and 4
+alone, that cost became a constant of 94 µs per MoE layer and timed TP 8 41 % too slow; both builds are now
+measured points (no term is fitted for one build's layout). An expert-bytes cost per engine (shrinking with TP) was
+tried in its place (on the 88 points of then): alone it left TP 8 at +29 %, beside the republished points it moved no
+class's median or max error on either half by 3 points or more, and TensorRT-LLM's value rested on a single MoE
+point, so it is not in the model.
+
+Left as it is (tried, not adopted): TensorRT-LLM 0.5–0.6.1 on Hopper is timed too slow on KV-heavy MHA runs (Llama-2-7B
+/13B, +12…+35 %) and too fast on GQA ones (Llama-2-70B, −14…−28 %): its masked-MHA decode kernel launches one block
+per query head (cpp/tensorrt_llm/kernels/decoderMaskedMultiheadAttention/decoderMaskedMultiheadAttentionLaunch.h,
+`dim3 grid{num_heads, batch_size, 1}`), so each KV head of a GQA group is fetched once per query head, L2 catching
+some; 0.10 "integrated the new NVIDIA Hopper XQA kernels for LLaMA 2 70B". A per-engine cost on those repeated fetches
+fitted the calibration half to 4.7 % median (high batch 0.8 %) but validated worse (median 13.1 %, max 40.6 %): the
+same constant timed 0.7's Llama-2-70B H200 runs 17–41 % too slow (that build reads less than it says), and batch-1
+engines, whose KV is a few MB, fitted it freely. It needs each run's decode kernel as an input, which the published
+points do not give.
 """
 from __future__ import annotations
 
@@ -175,15 +199,18 @@ def fit_speed_model(observations: Sequence[Observation], *, rounds: int = 4) -> 
     The model is linear in (1/η_bw[arch], 1/η_c[arch], τ_layer, τ_moe, τ_step, τ_request, α[link]) once each
     step's binding roof is known; the roof is chosen by the current fit (first: the rated roofs) and the fit
     repeated (`rounds`). A coefficient the data drive negative is pinned at 0 and the rest refitted
-    (non-negative, by elimination). Efficiencies are capped at 1.0 (no point beats its roof).
+    (non-negative, by elimination). Efficiencies are capped at 1.0 (no point beats its roof). A GPU class with
+    fewer points than unknowns of its own (`underdetermined_classes`) gets no efficiencies: its points are timed
+    at the lowest fitted ones, as `SpeedCalibration.for_gpu` times a class without points, and fit only its τ_layer.
     """
     obs = [o for o in observations if o.measured_s > 0]
     if not obs:
         raise ValueError("no observations to fit")
     memory_bound = {(o.id, i): s.memory_s + s.kv_s >= s.compute_s for o in obs for i, s in enumerate(o.steps)}
+    weak = underdetermined_classes(obs, memory_bound)
     cal = SpeedCalibration({}, {}, {}, StepOverheads())
     for _ in range(rounds):
-        rows = [(_row(o, memory_bound), o) for o in obs]
+        rows = [(_row(o, memory_bound, cal if o.arch in weak else None), o) for o in obs]
         names = sorted({n for (values, _), _ in rows for n in values})
         coef = _nnls(names, rows)
         cal = _calibration(coef, obs)
@@ -199,6 +226,22 @@ def fit_speed_model(observations: Sequence[Observation], *, rounds: int = 4) -> 
                    engine_overheads={e: spread(o, e) for e, o in cal.engine_overheads.items()})
 
 
+def underdetermined_classes(obs: Sequence[Observation], memory_bound: Mapping[tuple[str, int], bool]) -> frozenset[str]:
+    """GPU classes with fewer observations than unknowns of their own (efficiencies, per-class τ_layer per engine).
+
+    With one B200 point the fit could split its time between 1/η_bw and τ_layer in any proportion, and the
+    smallest-norm split (RIDGE) read it as weights streamed at 0.19 of rated bandwidth, which then timed
+    TensorRT-LLM's B200 run 25× too slow: an efficiency needs points that separate it from the overheads.
+    """
+    counts: dict[str, int] = {}
+    own: dict[str, set[str]] = {}
+    for o in obs:
+        counts[o.arch] = counts.get(o.arch, 0) + 1
+        own.setdefault(o.arch, set()).update(n for n in _row(o, memory_bound, None)[0] if n.split("@")[0].endswith(
+            ":" + o.arch))
+    return frozenset(a for a, n in counts.items() if n < len(own[a]))
+
+
 # Overheads one constant serves for every engine (the rest are fitted per engine, ENGINES).
 SHARED_TERMS: frozenset[str] = frozenset({"seq_layer_s"})
 PER_ARCH_TERMS: frozenset[str] = frozenset({"layer_s"})
@@ -212,8 +255,10 @@ def _term(name: str, at: str, arch: str = "") -> str:
     return name if name in SHARED_TERMS else name + at
 
 
-def _row(o: Observation, memory_bound: Mapping[tuple[str, int], bool]) -> tuple[dict[str, float], float]:
-    """Each unknown's multiplier in `o`'s predicted time, and the part that is known (the ring's bandwidth)."""
+def _row(o: Observation, memory_bound: Mapping[tuple[str, int], bool],
+         timed_at: SpeedCalibration | None = None) -> tuple[dict[str, float], float]:
+    """Each unknown's multiplier in `o`'s predicted time, and the part that is known (the ring's bandwidth; with
+    `timed_at`, also the roofs at that calibration's efficiencies for o's class: an underdetermined class)."""
     at = "@" + o.engine
     values: dict[str, float] = {_term("request_s", at): 1.0} if o.first_token else {}
     known = 0.0
@@ -223,7 +268,14 @@ def _row(o: Observation, memory_bound: Mapping[tuple[str, int], bool]) -> tuple[
             values[name] = values.get(name, 0.0) + x
 
     for i, s in enumerate(o.steps):
-        if memory_bound[(o.id, i)]:
+        if timed_at is not None:
+            bw, fl, _, _ = timed_at.for_gpu(o.arch, o.link, o.engine)
+            kv = timed_at.kv_efficiency(o.arch)
+            if memory_bound[(o.id, i)]:
+                known += s.count * (s.memory_s / bw + s.kv_s / kv)
+            else:
+                known += s.count * s.compute_s / fl
+        elif memory_bound[(o.id, i)]:
             add("inv_bw:" + o.arch, s.count * s.memory_s)
             add("inv_kv:" + o.arch, s.count * s.kv_s)
         else:
@@ -347,12 +399,12 @@ def rounded(cal: SpeedCalibration, digits: int = 3) -> SpeedCalibration:
 # The shipped calibration: `fit_speed_model` on the calibration half of tests/fixtures/data/roofline-measured.yaml
 # at 3 significant figures (benchmarks/speed.py --fit prints it; tests/test_speed_model.py refits and compares).
 CALIBRATION = SpeedCalibration(
-    bandwidth_efficiency={"ampere": 0.892, "hopper": 0.612},
-    compute_efficiency={"ampere": 0.619, "hopper": 0.636},
-    allreduce_s={},
-    overheads=StepOverheads(layer_s=0.000216, moe_layer_s=2.03e-05, step_s=0.0,
-                            seq_layer_s=7.38e-07,
-                            request_s=0.0, ratio_low=0.831, ratio_high=1.4,
+    bandwidth_efficiency={"ampere": 0.869, "hopper": 0.664},
+    compute_efficiency={"ampere": 0.621, "hopper": 0.635},
+    allreduce_s={"nvlink": 6.32e-06},
+    overheads=StepOverheads(layer_s=0.000175, moe_layer_s=3.77e-05, step_s=0.0,
+                            seq_layer_s=7.46e-07,
+                            request_s=0.0, ratio_low=0.826, ratio_high=1.43,
                             source="fitted on published measurements (tests/fixtures/data/roofline-measured.yaml)"),
     fitted_on=(
         "gptfast-llama2-7b-a100-tp1",
@@ -392,17 +444,26 @@ CALIBRATION = SpeedCalibration(
         "vllm-perf-b9515-mixtral-8x7b-h200-tp2-b8-32-128",
         "vllm-pr4002-mixtral-8x22b-a100-tp4-b32",
         "vllm-pr4002-mixtral-8x22b-a100-tp8-b16",
+        "gptfast-48328fb-mixtral-8x7b-a100-tp2",
+        "gptfast-48328fb-mixtral-8x7b-a100-tp4",
+        "gptfast-48328fb-mixtral-8x7b-a100-tp8",
+        "gptfast-llama31-8b-a100-tp4",
+        "gptfast-llama31-70b-a100-tp4",
+        "vllm-perf-b9555-llama31-8b-h100-tp1-b8-32-128",
+        "vllm-perf-b9555-llama3-70b-h100-tp4-b8-32-128",
+        "vllm-perf-b9523-llama31-8b-a100-tp1-b8-32-128",
+        "vllm-perf-b9523-mixtral-8x7b-a100-tp2-b8-32-128",
     ),
-    kv_bandwidth_efficiency={"ampere": 0.787, "hopper": 0.711},
+    kv_bandwidth_efficiency={"ampere": 0.79, "hopper": 0.694},
     engine_overheads={
-        "gpt-fast": StepOverheads(layer_s=3.35e-05, moe_layer_s=9.41e-05, allreduce_s=0.0,
-                          step_s=0.00107, request_s=0.0, seq_layer_s=7.38e-07, ratio_low=0.974, ratio_high=1.04),
-        "tensorrt-llm": StepOverheads(layer_s=8.69e-05, moe_layer_s=0.000512, allreduce_s=4.17e-05,
-                          step_s=0.0, request_s=0.00253, seq_layer_s=7.38e-07, ratio_low=0.831, ratio_high=1.4),
+        "gpt-fast": StepOverheads(layer_s=6.31e-05, moe_layer_s=2.89e-05, allreduce_s=3.1e-06,
+                          step_s=0.0, request_s=0.0, seq_layer_s=7.46e-07, ratio_low=0.884, ratio_high=1.25),
+        "tensorrt-llm": StepOverheads(layer_s=7.99e-05, moe_layer_s=0.00055, allreduce_s=4.44e-05,
+                          step_s=0.0, request_s=0.00282, seq_layer_s=7.46e-07, ratio_low=0.826, ratio_high=1.43),
     },
     layer_s_by_arch={
-        "gpt-fast": {"ampere": 3.35e-05},
-        "tensorrt-llm": {"ampere": 8.69e-05, "hopper": 4.28e-05},
-        "vllm": {"ampere": 0.000216, "hopper": 4.46e-05},
+        "gpt-fast": {"ampere": 6.31e-05},
+        "tensorrt-llm": {"ampere": 7.99e-05, "hopper": 4.17e-05},
+        "vllm": {"ampere": 0.000175, "hopper": 3.92e-05},
     },
 )

@@ -100,6 +100,10 @@ class Dsv4Dims:
     o_groups: int = 8
     index_n_heads: int = 64
     fp4_experts: bool = True  # expert_dtype "fp4": MXFP4 routed experts (quant_config.py:DeepseekV4FP8Config)
+    hc_mult: int = 4  # hyper-connection streams: fp32 mixers per layer, the (tokens, hc_mult·hidden) MTP buffer
+    num_hash_layers: int = 0  # first layers routed by a (vocab, top-k) int32 table (gate.tid2eid)
+    # compress_rope_theta ≠ rope_theta: the compressed layers build a second rotary cache (common/rope.py)
+    separate_compress_rope: bool = True
 
 
 @dataclass(frozen=True)

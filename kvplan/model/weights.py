@@ -245,15 +245,54 @@ def stored_weights_bytes(model: ModelSpec, params: ParamCount | None = None) -> 
     p = params or count_parameters(model)
     full = FP_BYTES.get(model.dtype, 2)
     if model.quant is None:
-        return p.total * full
+        return p.total * full + dsv4_fp32_and_table_bytes(model)
     bits = quantized_bits_per_weight(model)
     quantized = p.routed_experts + p.attention + p.mlp
     if model.quant.method == "mxfp4":
         quantized = p.routed_experts - _expert_bias_params(model, p)
     keep = p.total - quantized
-    if _dsv4_fp4_experts(model):  # FP8 linears, MXFP4 routed experts
-        return int(keep * full + (p.attention + p.mlp) * bits / 8 + p.routed_experts * MXFP4_BITS / 8)
+    if _dsv4_fp4_experts(model):  # FP8 linears, MXFP4 routed experts; some linears and the mixers unquantized
+        unquantized = dsv4_unquantized_params(model)
+        return int(keep * full + (p.attention + p.mlp - unquantized) * bits / 8 + unquantized * full
+                   + p.routed_experts * MXFP4_BITS / 8 + dsv4_fp32_and_table_bytes(model))
     return int(keep * full + quantized * bits / 8)
+
+
+def dsv4_unquantized_params(model: ModelSpec) -> int:
+    """DeepSeek-V4 linears vLLM builds with quant_config=None (model dtype) in an FP8 checkpoint:
+    each compressor's fused_wkv_wgate (h → 2·coff·d, compressor.py:DeepseekCompressor), the indexer's
+    weights_proj (h → index heads, attention.py:DeepseekV4Indexer) and the MoE router (h → experts,
+    fused_moe/router/gate_linear.py:GateLinear passes quant_config=None). vLLM 0.22–0.33."""
+    d4, h = model.dsv4, model.hidden_size
+    if d4 is None:
+        return 0
+    n = 0
+    for layer in model.layers:
+        if layer.compress_ratio > 1:
+            n += h * 2 * (2 if layer.compress_ratio == 4 else 1) * d4.head_dim
+        if layer.compress_ratio == 4:  # the indexer: weights_proj and its own (overlapping) compressor
+            n += h * d4.index_n_heads + h * 2 * 2 * d4.index_head_dim
+        if model.moe is not None and layer.moe:
+            n += h * model.moe.num_experts
+    return n
+
+
+def dsv4_fp32_and_table_bytes(model: ModelSpec) -> int:
+    """DeepSeek-V4 tensors outside the parameter count: the fp32 hyper-connection mixers of every decoder
+    layer (nvidia/model.py:DeepseekV4DecoderLayer: hc_attn/ffn_fn (mix, hc_mult·h), _base (mix), _scale (3),
+    mix = (2 + hc_mult)·hc_mult) and of the head (DeepseekV4Model: hc_head_fn (hc_mult, hc_mult·h), _base,
+    _scale), and the hash-routed layers' int32 (vocab, top-k) table (DeepseekV4MoE: gate.tid2eid)."""
+    d4, h = model.dsv4, model.hidden_size
+    if d4 is None:
+        return 0
+    m = d4.hc_mult
+    mix, hc_dim = (2 + m) * m, m * h
+    per_layer = 2 * (mix * hc_dim + mix + 3)
+    head = m * hc_dim + m + 1
+    tables = 0
+    if model.moe is not None:
+        tables = d4.num_hash_layers * model.vocab_size * model.moe.experts_per_token
+    return (model.num_layers * per_layer + head) * 4 + tables * 4
 
 
 # MXFP4: 4-bit values and one 8-bit (e8m0) scale per 32 (quantized_bits_per_weight).
@@ -274,6 +313,8 @@ def mtp_module_stored_bytes(model: ModelSpec) -> int:
     skips these weights unless MTP speculation is on. An estimate: no log measures them."""
     layer = next((x for x in reversed(model.layers) if x.kind in ("full", "mla")), model.layers[-1])
     one = replace(model, layers=(layer,), num_layers=1)
+    if one.dsv4 is not None:  # the MTP layer routes by score, not by a hash table (only the first layers do)
+        one = replace(one, dsv4=replace(one.dsv4, num_hash_layers=0))
     p = count_parameters(one)
     full = FP_BYTES.get(model.dtype, 2)
     h = model.hidden_size

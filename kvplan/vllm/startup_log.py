@@ -227,6 +227,15 @@ _RULES: Final[tuple[_Rule, ...]] = (
        r" \(v(?P<vllm_version>[^)\s]+)\) with config:"),
     _r("max_model_len", "Using max model len", rf"Using max model len (?P<max_model_len>{_INT})"),
     _r("block_size", "block size to", r"Setting (?:kv cache|attention) block size to (?P<block_size>\d+)"),
+    # config/scheduler.py (V1; V0 config.py): "Chunked prefill is enabled with max_num_batched_tokens=N." A 0.11
+    # API server prints it twice, first for a default SchedulerConfig (2048) and then for the resolved one: the
+    # last line wins, as for every rule (tests/fixtures/startup-logs/raw/joshi-4xh100-minimax-m2-fp8-tp4-v0112.log).
+    _r("chunked_prefill", "Chunked prefill is enabled with max_num_batched_tokens=",
+       rf"Chunked prefill is enabled with max_num_batched_tokens=(?P<max_num_batched_tokens>{_INT})"),
+    # config/vllm.py (0.19+): "Enforce eager set, disabling torch.compile and CUDAGraphs." — a log without the
+    # engine-config line (a log tail) still says the server ran eager.
+    _r("enforce_eager_set", "Enforce eager set", r"Enforce eager set, disabling torch\.compile and CUDAGraphs",
+       enforce_eager=True),
     _r("num_gpu_blocks_override", "num_gpu_blocks_override=",
        r"Overriding num_gpu_blocks=\d+ with num_gpu_blocks_override=(?P<num_gpu_blocks>\d+)"),
     # ---- V0 worker.py, executor_base.py
@@ -254,6 +263,11 @@ _RULES: Final[tuple[_Rule, ...]] = (
        rf" (?P<model_load_seconds>{_N}) seconds"),
     _r("available_kv", "Available KV cache memory", rf"Available KV cache memory:? (?P<available_kv_bytes>{_N}) GiB"),
     _r("kv_cache_size", "KV cache size", rf"KV cache size:? (?P<kv_cache_tokens>{_INT}) tokens"),
+    # v1/metrics/loggers.py (0.9-0.11): "vllm cache_config_info with initialization after num_gpu_blocks is: N", the
+    # replica's block count after the ranks are unified to the smallest (a TP 8 log prints eight different "GPU KV
+    # cache size" lines before it: tests/fixtures/startup-logs/raw/l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102.log).
+    _r("num_gpu_blocks_logger", "num_gpu_blocks is: ",
+       r"cache_config_info with initialization after num_gpu_blocks is: (?P<num_gpu_blocks>\d+)"),
     _r("max_concurrency", "Maximum concurrency for ",
        rf"Maximum concurrency for (?P<concurrency_max_model_len>{_INT}) tokens per request:?"
        rf" (?P<max_concurrency>{_N})x"),
@@ -351,7 +365,9 @@ _FLAG_ALIASES: Final[Mapping[str, str]] = {
 }
 _BOOL_FLAGS: Final[frozenset[str]] = frozenset(
     arg.name for arg in ENGINE_ARGS if arg.name in _SETTING_KEYS and not arg.takes_value)
-_ENGINE_CONFIG_RE = re.compile(r"with config: (?P<rest>.*)$")
+# The engine line only: "Initializing a V1 LLM engine (v…) with config: …" (a write-up that wraps it leaves a
+# "… with config: model=…" line of its own, tests/fixtures/startup-logs/raw/joshi-4xh100-minimax-m2.5-…).
+_ENGINE_CONFIG_RE = re.compile(r"LLM engine\b.*? with config: (?P<rest>.*)$")
 _CONFIG_PAIR_RE = re.compile(r"(?<![\w.\"'])(?P<key>\w+)=(?P<value>'(?:[^'\\]|\\.)*'|[^,]*)")
 _NON_DEFAULT_RE = re.compile(r"non-default args: \{(?P<rest>.*)\}")
 _DICT_PAIR_RE = re.compile(r"'(?P<key>\w+)': (?P<value>'(?:[^'\\]|\\.)*'|[^,}]*)")

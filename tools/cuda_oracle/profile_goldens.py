@@ -186,6 +186,12 @@ CASES: list[Case] = [
     *_pp("Qwen--Qwen3-30B-A3B", "moe", "h100", 1, 2),
     *_pp("deepseek-ai--DeepSeek-V2-Lite-Chat", "mla", "h100", 1, 2),
     *_pp("meta-llama--Llama-3.1-70B-Instruct", "dense", "h100", 1, 4),
+    # PP × TP > 1: each stage's TP rank 0
+    *_pp("meta-llama--Llama-3.1-8B-Instruct", "dense", "h100", 2, 2, args=("--max-num-seqs", "64")),
+    *_pp("Qwen--Qwen3-30B-A3B", "moe", "h100", 2, 2),
+    *_pp("Qwen--Qwen3-30B-A3B", "moe", "h200", 4, 2,
+         why="isambard 2×4 GH200 log (Qwen3-30B-A3B-2507, TP 4 × PP 2; vLLM 0.10.1): the shapes of its stages"),
+    *_pp("deepseek-ai--DeepSeek-V2-Lite-Chat", "mla", "h100", 2, 2),
     # Model Runner V2's sampler (vLLM 0.33's default runner): same forward, its own _dummy_sampler_run
     *_v2("Qwen--Qwen2.5-7B-Instruct", "dense", ALL3),
     *_v2("Qwen--Qwen2.5-7B-Instruct", "dense", ("h100",), args=("--max-num-seqs", "256")),
@@ -275,8 +281,9 @@ def serve(gpu: str, jobs: list[dict], oracle_dir: str, timeout: int) -> None:
 def _install_pp_stage(probe, pp: int, rank: int, tp: int) -> list[str]:  # type: ignore[no-untyped-def]
     """Stage `rank` of `pp` pipeline stages, by patching what the probe calls (the probe is not changed):
 
-    * ParallelConfig sees pp devices (config/parallel.py checks device_count() >= world_size; TP 1 only, as the
-      probe re-patches the count to TP for TP > 1);
+    * ParallelConfig sees pp × tp devices (config/parallel.py checks device_count() >= world_size); the probe
+      re-patches the count to TP when TP > 1, so EngineArgs.create_engine_config is wrapped to set it back to
+      pp × tp just before the config is built;
     * after ensure_model_parallel_initialized, the PP group reports `pp` ranks with this process at `rank`
       (GroupCoordinator.is_first_rank / is_last_rank compare the global rank 0 with ranks[0] / ranks[-1]), so
       make_layers builds this stage's layers (distributed/utils.py:get_pp_indices) and PPMissingLayer elsewhere;
@@ -287,13 +294,22 @@ def _install_pp_stage(probe, pp: int, rank: int, tp: int) -> list[str]:  # type:
     Returns the probe options this adds."""
     import torch  # noqa: PLC0415
     from vllm.distributed import parallel_state as ps  # noqa: PLC0415
+    from vllm.engine.arg_utils import EngineArgs  # noqa: PLC0415
     from vllm.platforms import cuda as cu  # noqa: PLC0415
 
-    # main() re-patches device_count to tp when tp > 1: PP stages are run at TP 1 only
-    assert tp == 1, "PP stages: TP 1 only"
-    for cls in (cu.CudaPlatformBase, cu.NonNvmlCudaPlatform, cu.NvmlCudaPlatform):
-        cls.device_count = classmethod(lambda c, w=pp: w)
-    torch.cuda.device_count = lambda w=pp: w
+    def devices(n: int) -> None:
+        for cls in (cu.CudaPlatformBase, cu.NonNvmlCudaPlatform, cu.NvmlCudaPlatform):
+            cls.device_count = classmethod(lambda c, w=n: w)
+        torch.cuda.device_count = lambda w=n: w
+
+    devices(pp * tp)
+    orig_create = EngineArgs.create_engine_config
+
+    def create(self, *a, **k):  # type: ignore[no-untyped-def]
+        devices(pp * tp)  # main() has set the count to tp when tp > 1
+        return orig_create(self, *a, **k)
+
+    EngineArgs.create_engine_config = create
     orig_init = ps.ensure_model_parallel_initialized
 
     def init(*a, **k):  # type: ignore[no-untyped-def]

@@ -110,7 +110,19 @@ def dsv4_dims(c: ConfigReader, model_type: str, num_layers: int) -> Dsv4Dims | N
         o_groups=c.num("o_groups", default=8),
         index_n_heads=c.num("index_n_heads", default=64),
         fp4_experts=_expert_dtype(c) == "fp4",
+        hc_mult=c.num("hc_mult", default=4),
+        num_hash_layers=_count(c.get("num_hash_layers"), num_layers),
+        # an absent compress_rope_theta is read as differing (two caches: the larger weights)
+        separate_compress_rope=c.get("compress_rope_theta") is None
+        or c.get("compress_rope_theta") != c.get("rope_theta", 10000.0),
     )
+
+
+def _count(value: object, num_layers: int) -> int:
+    """A layer count as written (bool, negative, or not a whole number: 0), at most the model's layers."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return 0
+    return min(max(value, 0), num_layers)
 
 
 def _expert_dtype(c: ConfigReader) -> str:

@@ -346,6 +346,46 @@ def _attention_point(model: ModelSpec, *, tp: int, num_tokens: int, base: int) -
     return num_tokens * (proj + base * h + h * (2 if tp > 1 else 1))
 
 
+# DeepSeek-V4's profile forward (vLLM 0.22–0.23 models/deepseek_v4/, read in 0.23.0; the same layer code in 0.33):
+# the hidden state is hc_mult residual streams, (tokens, hc_mult, hidden) in the model dtype. Alive at the widest point
+# of a CSA (ratio 4) layer's attention, in host allocation order (nvidia/model.py, attention.py, indexer):
+#   * two residual streams — the model loop's `residual` (DeepseekV4Model.forward holds it while the layer runs) and
+#     the layer's new one (kernels/mhc/tilelang.py:mhc_fused_post_pre_tilelang, empty_like(residual)) — and two
+#     hidden-wide tensors (the previous layer's output, the layer input `layer_input_cur`);
+#   * DeepseekV4Attention.forward's o_padded (tokens, P, head_dim), P = get_padded_num_q_heads (flashmla.py: 64 up to
+#     64 local heads, else 128), and the profile path's F.pad of q to the same shape (_fused_qnorm_rope_kv_insert
+#     without metadata);
+#   * fused_wqa_wkv's output and fused_q_kv_rmsnorm's two outputs (empty_like qr, kv): 2 × (q_lora + head_dim);
+#   * the compressor's fp32 kv score (tokens, 2·coff·head_dim) and the indexer's (tokens, 2·2·index_head_dim);
+#   * inside the indexer (its wq_b_and_q_quant): q (tokens, index heads × index_head_dim) in the model dtype and its
+#     fp8 copy.
+# The fused-MoE workspace (WorkspaceManager, triton_moe_workspace_bytes) stays alive from the first MoE layer; the
+# FlashMLA gather workspace of the profile path (flashmla.py: (4, N + window + tokens, head_dim) bf16) comes from the
+# same WorkspaceManager buffer and is smaller. An estimate from the source: the meta-tensor probe does not build
+# DeepSeek-V4 (it needs DeepGEMM), so no oracle checks it.
+DSV4_RESIDUAL_STREAMS = 2
+DSV4_HIDDEN_TENSORS = 2
+
+
+def dsv4_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, moe_tp: int | None = None) -> int:
+    """Peak of DeepSeek-V4's profile forward over `num_tokens` tokens on one TP rank (the block above)."""
+    d4 = model.dsv4
+    assert d4 is not None
+    e = _ACT_BYTES.get(model.dtype, 2)
+    h = model.hidden_size
+    local = _per_rank(model.num_attention_heads, tp)
+    padded = 64 if local <= 64 else 128
+    csa = any(layer.compress_ratio == 4 for layer in model.layers)
+    coff = 2 if csa else 1
+    per_token = (DSV4_RESIDUAL_STREAMS * d4.hc_mult * h + DSV4_HIDDEN_TENSORS * h) * e
+    per_token += 2 * padded * d4.head_dim * e + 2 * (d4.q_lora_rank + d4.head_dim) * e
+    per_token += 2 * coff * d4.head_dim * 4
+    if csa:
+        per_token += 2 * 2 * d4.index_head_dim * 4 + d4.index_n_heads * d4.index_head_dim * (e + 1)
+    workspace = triton_moe_workspace_bytes(model, tp=tp if moe_tp is None else moe_tp, num_tokens=num_tokens)
+    return num_tokens * per_token + workspace
+
+
 def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_activations: bool = False,
                            first_stage: bool = True, moe_tp: int | None = None) -> int:
     """Peak of vLLM 0.33's profile forward over `num_tokens` tokens on one TP rank: the larger of the dense MLP point
@@ -356,7 +396,10 @@ def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_ac
     `first_stage=False`: a PP stage after the first, whose residual stream arrives in the runner's persistent
     intermediate tensors (allocated before the profile): one hidden buffer fewer, as for a multimodal model.
     `moe_tp`: the ranks each expert's width is split over (fused_moe/config.py:FusedMoEParallelConfig.make: TP × DP,
-    or 1 with --enable-expert-parallel, "each device owns a set of experts fully"); None: `tp`."""
+    or 1 with --enable-expert-parallel, "each device owns a set of experts fully"); None: `tp`. DeepSeek-V4:
+    dsv4_forward_phase_bytes."""
+    if model.dsv4 is not None:
+        return dsv4_forward_phase_bytes(model, tp=tp, num_tokens=num_tokens, moe_tp=moe_tp)
     e = _ACT_BYTES.get(model.dtype, 2)
     from_buffer = bool(model.mm_modalities or model.towers) or not first_stage
     base = FORWARD_BASE_HIDDEN - (1 if from_buffer else 0)
@@ -480,6 +523,10 @@ def _ported_activation(model: ModelSpec, rule: ProfileRule, *, tp: int, max_num_
         what = (f"{band} {runner}'s profile forward over {max_num_batched_tokens:,} tokens "
                 "(no sampler: not the last PP stage)")
     lo, hi = ACTIVATION_RANGE
+    if model.dsv4 is not None:  # counted from the source, unchecked by the probe: the estimate's wider range
+        lo, hi = ACTIVATION_RANGE_TRITON
+        what += (f"; DeepSeek-V4's forward counted from vLLM 0.23's model code (hc_mult residual streams, padded "
+                 f"attention buffers), an estimate {lo:+.0%} … {hi:+.0%}")
     low, high = int(peak * (1 + lo)), int(peak * (1 + hi))
     if rule.model_runner_v2:
         unseen = MRV2_UNSEEN_BYTES

@@ -194,6 +194,8 @@ def rope_cache_bytes(model: ModelSpec) -> int:
     rope, rules = model.facts.rope, model.family.rope
     if not rules.rotary or rope.disabled:
         return 0
+    if model.dsv4 is not None:
+        return _dsv4_rope_cache_bytes(model)
     if not any(layer.kind not in ("mamba", "mlp_only") for layer in model.layers):
         return 0
     if model.mla is not None:
@@ -217,6 +219,75 @@ def rope_cache_bytes(model: ModelSpec) -> int:
     if rules.local_cache and any(layer.sliding_window for layer in model.layers):
         caches += max_pos * rotary * elem  # the sliding layers' local-base rope, unscaled
     return caches
+
+
+def _dsv4_rope_cache_bytes(model: ModelSpec) -> int:
+    """DeepSeek-V4 (vLLM 0.22–0.33 models/deepseek_v4/common/rope.py:build_deepseek_v4_rope): rotary_dim is
+    qk_rope_head_dim; with YaRN scaling the class is DeepseekV4ScalingRotaryEmbedding, whose cos/sin cache
+    is fp32 over original_max_position × factor positions (deepseek_scaling_rope.py: "cos_sin_cache stored
+    as fp32"); without scaling, RotaryEmbedding's cache in the model dtype over max_position_embeddings.
+    get_rope caches one embedding per key (rotary_embedding/__init__.py:_ROPE_DICT): rope_theta for the
+    uncompressed layers, compress_rope_theta for the compressed ones, so two caches when they differ."""
+    d4, rope = model.dsv4, model.facts.rope
+    assert d4 is not None
+    max_pos = int(rope.max_positions or model.max_model_len)
+    if rope.rope_type in _ROPE_SCALED_FROM_ORIGINAL:
+        positions, elem = int((rope.original_max_positions or max_pos) * (rope.factor or 1.0)), 4
+    else:
+        positions, elem = max_pos, FP_BYTES.get(model.dtype, 2)
+    kinds = {layer.compress_ratio > 1 for layer in model.layers} if d4.separate_compress_rope else {True}
+    return len(kinds) * positions * d4.rope_head_dim * elem
+
+
+def _dsv4_fp8_shapes(model: ModelSpec, tp: int) -> list[tuple[int, int, int]]:
+    """(count, rows N, columns K) per rank of DeepSeek-V4's FP8 block-quantized linears
+    (models/deepseek_v4/attention.py, nvidia/model.py): fused_wqa_wkv and the indexer's wq_b replicated,
+    wq_b / wo_a column-parallel, wo_b row-parallel, the shared experts' gate_up / down; the routed experts
+    are MXFP4 (their scales are in the stored bytes) and the compressors, weights_proj and router unquantized."""
+    d4, h = model.dsv4, model.hidden_size
+    assert d4 is not None
+    heads_d = model.num_attention_heads * d4.head_dim
+    out: list[tuple[int, int, int]] = []
+    for layer in model.layers:
+        out += [(1, d4.q_lora_rank + d4.head_dim, h), (1, -(-heads_d // tp), d4.q_lora_rank),
+                (1, -(-d4.o_groups * d4.o_lora_rank // tp), heads_d // d4.o_groups),
+                (1, h, -(-d4.o_groups * d4.o_lora_rank // tp))]
+        if layer.compress_ratio == 4:
+            out.append((1, d4.index_n_heads * d4.index_head_dim, d4.q_lora_rank))
+        if model.moe is not None and layer.moe and model.moe.shared_intermediate_size:
+            w = -(-model.moe.shared_intermediate_size // tp)
+            out += [(1, 2 * w, h), (1, h, w)]
+    return out
+
+
+def _dsv4_adjustment(model: ModelSpec, tp: int, max_num_batched_tokens: int | None) -> LoadAdjustment | None:
+    """DeepSeek-V4 (vLLM 0.22–0.33, models/deepseek_v4/): what the stored share (everything ÷ TP) misses.
+
+    Replicated on every TP rank: fused_wqa_wkv and the indexer's wq_b (attention.py: disable_tp=True,
+    ReplicatedLinear), the compressors, weights_proj and the router (quant_config=None, replicated), the fp32
+    hyper-connection mixers and the hash tables (kvplan.model.weights.dsv4_fp32_and_table_bytes). Buffers
+    DeepseekV4Model.__init__ allocates while the model loads: topk_indices_buffer (max_num_batched_tokens,
+    index_topk) int32 on every stage, _mtp_hidden_buffer (max_num_batched_tokens, hc_mult·hidden) in the model
+    dtype on the last stage (allocated with or without MTP speculation)."""
+    from kvplan.model.weights import dsv4_fp32_and_table_bytes, dsv4_unquantized_params
+
+    d4 = model.dsv4
+    if d4 is None:
+        return None
+    full = FP_BYTES.get(model.dtype, 2)
+    fp8 = 1 if model.quant is not None else full
+    replicated_fp8 = sum(h * (d4.q_lora_rank + d4.head_dim) + (
+        d4.q_lora_rank * d4.index_n_heads * d4.index_head_dim if layer.compress_ratio == 4 else 0)
+        for layer, h in ((layer, model.hidden_size) for layer in model.layers))
+    replicated = (replicated_fp8 * fp8 + dsv4_unquantized_params(model) * full
+                  + dsv4_fp32_and_table_bytes(model))
+    tokens = max_num_batched_tokens or 0
+    return LoadAdjustment(
+        "DeepSeek-V4 replicated linears and mixers, indexer top-k and MTP hidden buffers",
+        "models/deepseek_v4/attention.py:DeepseekV4Attention.__init__, nvidia/model.py:DeepseekV4Model.__init__",
+        layers_bytes=replicated - replicated // tp,
+        every_stage_bytes=tokens * d4.index_topk * 4,
+        last_stage_bytes=tokens * d4.hc_mult * model.hidden_size * full)
 
 
 def _linear_shapes(model: ModelSpec, tp: int) -> list[tuple[int, int, int]]:
@@ -289,7 +360,7 @@ def _fp8_scale_adjustment(model: ModelSpec, tp: int) -> LoadAdjustment | None:
     q, layout = model.quant, model.facts.quant_layout
     if q is None or q.weight_bits != 8:
         return None
-    shapes = _linear_shapes(model, tp)
+    shapes = _dsv4_fp8_shapes(model, tp) if model.dsv4 is not None else _linear_shapes(model, tp)
     if layout.fp8_block is not None:
         bn, bk = layout.fp8_block
         scales = sum(c * -(-n // bn) * -(-k // bk) for c, n, k in shapes)
@@ -367,7 +438,7 @@ def load_adjustments(
             first_stage_bytes=per_rank, last_stage_bytes=0 if model.tie_word_embeddings else per_rank))
     backend = moe_backend if moe_backend is not None else default_mxfp4_backend(arch, version)
     for adj in (_mxfp4_adjustment(model, tp, backend), _gptq_marlin_adjustment(model, tp, arch),
-                _fp8_scale_adjustment(model, tp)):
+                _fp8_scale_adjustment(model, tp), _dsv4_adjustment(model, tp, max_num_batched_tokens)):
         if adj is not None:
             out.append(adj)
     return tuple(out)
