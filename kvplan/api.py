@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from kvplan.errors import InvalidParameter
 from kvplan.vllm.loading import LoadedModel, Progress, load_model, load_model_with_weights
 
 if TYPE_CHECKING:
@@ -47,6 +48,41 @@ def _warn(on_warning: Warn | None, note: str | None) -> None:
         on_warning(note)
 
 
+def _text(value: object, flag: str) -> str | None:
+    """An argument the command reads as text, read as the command reads it: a number becomes its digits (the
+    command sees `--gpu 123` as '123', and says what it says of that); anything else but text or None is the
+    command's kind of error (InvalidParameter, one line naming the flag), not an AttributeError further in."""
+    if value is None or isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return str(value)
+    raise InvalidParameter(f"{flag}: expected text, got {type(value).__name__} {_short(value)}")
+
+
+def _path(value: object, flag: str) -> str | Path | None:
+    """A file argument: a path (text or os.PathLike) or None; else InvalidParameter as _text."""
+    if isinstance(value, os.PathLike) and isinstance(os.fspath(value), str):
+        return Path(os.fspath(value))
+    return _text(value, flag)
+
+
+def _count(value: object, flag: str) -> int | None:
+    """A whole-number argument: an int as given (the core checks its range, as for the command), else read as the
+    command reads its text (units.parse_count: `2`, `32k`), so `tp="2"` works and `tp=[2]` is a one-line error."""
+    from kvplan.units import parse_count
+
+    if value is None or (isinstance(value, int) and not isinstance(value, bool)):
+        return value
+    if isinstance(value, bool):
+        raise InvalidParameter(f"{flag}: expected a whole number, got {value!r}")
+    return parse_count(_text(value, flag) or "", what=flag)
+
+
+def _short(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def size(model: str, *, revision: str | None = None, kv_cache_dtype: str = "auto", tp: int = 1, pp: int = 1,
          progress: Progress | None = None, on_warning: Warn | None = None) -> SizeReport:
     """`kvplan size MODEL`: KV bytes per token, layers, weights; vLLM's refusal (if the latest vLLM does not serve
@@ -57,6 +93,9 @@ def size(model: str, *, revision: str | None = None, kv_cache_dtype: str = "auto
     from kvplan.vllm.architectures import serving_refusal
     from kvplan.vllm.defaults import LATEST
 
+    model, revision = _text(model, "MODEL") or "", _text(revision, "--revision")
+    kv_cache_dtype = _text(kv_cache_dtype, "--kv-cache-dtype") or "auto"
+    tp, pp = _count(tp, "--tensor-parallel-size") or 0, _count(pp, "--pipeline-parallel-size") or 0
     loaded = load_model_with_weights(model, revision, progress=progress)
     _warn(on_warning, loaded.note)
     report = size_report(
@@ -80,10 +119,17 @@ def fit_flags(model: str | None = None, *, vllm_cmd: str | None = None, num_gpus
     engine arguments by name (`max_model_len=32768`, `tensor_parallel_size=2`, `kv_cache_dtype="fp8"`, …),
     `env` the `--env VLLM_NAME=VALUE` words, `environ` the environment vLLM would see (default: this process's);
     `on_ignored` hears the flags of `vllm_cmd` that kvplan does not use (FitFlags.ignored keeps them too)."""
-    from kvplan.errors import InvalidParameter, close_matches
+    from kvplan.errors import close_matches
     from kvplan.vllm.engine_args import fit_options
     from kvplan.vllm.flags import fit_flags as read_flags
 
+    model, vllm_cmd, usage = _text(model, "MODEL"), _text(vllm_cmd, "--vllm-cmd"), _text(usage, "--usage")
+    vllm_version, context = _text(vllm_version, "--vllm-version"), _text(context, "--context")
+    weights_memory, activation_memory = _text(weights_memory, "--weights-memory"), _text(activation_memory,
+                                                                                        "--activation-memory")
+    non_torch_memory = _text(non_torch_memory, "--non-torch-memory")
+    cuda_graph_memory = _text(cuda_graph_memory, "--cuda-graph-memory")
+    num_gpus, concurrency = _count(num_gpus, "--num-gpus"), _count(concurrency, "--concurrency")
     known = {arg.name for arg in fit_options()} | set(_OWN_OPTIONS)
     unknown = sorted(set(options) - known)
     if unknown:
@@ -101,15 +147,11 @@ def fit_settings(flags: FitFlags, loaded: LoadedModel) -> ServeSettings:
     """The settings a read deployment is planned with on its loaded model: a -tp that --num-gpus implied is
     checked against the model (and blamed on --num-gpus), and the Hub's stored weight bytes are used unless
     --weights-memory gives them."""
-    from dataclasses import replace
-
     from kvplan.vllm.flags import check_implied_tp
+    from kvplan.vllm.loading import with_stored_weights
 
     check_implied_tp(loaded.spec, flags)
-    settings = flags.settings
-    if loaded.weights is not None and settings.weights_bytes is None:
-        settings = replace(settings, weights_total_bytes=loaded.weights.bytes)
-    return settings
+    return with_stored_weights(flags.settings, loaded.weights)
 
 
 def fit_plan(flags: FitFlags, loaded: LoadedModel, gpu: str | GpuSpec | None = None, *,
@@ -120,9 +162,14 @@ def fit_plan(flags: FitFlags, loaded: LoadedModel, gpu: str | GpuSpec | None = N
     re-planned fixes of a failing plan (FitReport.advice: the command always gives them)."""
     from kvplan.hardware import gpus
 
+    gpu = gpu if isinstance(gpu, gpus.GpuSpec) else _text(gpu, "--gpu")
+    gpu_memory, gpu_bandwidth = _text(gpu_memory, "--gpu-memory"), _text(gpu_bandwidth, "--gpu-bandwidth")
+    gpu_total_bytes, gpus_file = _text(gpu_total_bytes, "--gpu-total-bytes"), _path(gpus_file, "--gpus-file")
     settings = fit_settings(flags, loaded)
     if gpu is None and gpu_memory is None:
         from kvplan.vllm.sweep import sweep_gpus
+
+        _refuse_one_gpu_flags(gpu_bandwidth=gpu_bandwidth, gpu_total_bytes=gpu_total_bytes)
 
         catalog = list(gpus.load_catalog(gpus_file).values())  # NVIDIA by vLLM's CUDA rules, AMD by its ROCm rules
         return sweep_gpus(loaded.spec, catalog, settings)
@@ -132,10 +179,20 @@ def fit_plan(flags: FitFlags, loaded: LoadedModel, gpu: str | GpuSpec | None = N
                     advise=advise)
 
 
+def _refuse_one_gpu_flags(*, gpu_bandwidth: str | None, gpu_total_bytes: str | None) -> None:
+    """The sweep over the catalog (no --gpu, no --gpu-memory) has no one GPU for a measured total or a custom
+    bandwidth to describe: refused, as SGLang's sweep refuses them (cli/fit_sglang.py), not silently dropped."""
+    if gpu_total_bytes is not None:
+        raise InvalidParameter("--gpu-total-bytes is measured on one GPU: the catalog sweep (no --gpu) cannot use it",
+                               hint="name that GPU with --gpu")
+    if gpu_bandwidth is not None:
+        raise InvalidParameter("--gpu-bandwidth describes a custom GPU: give --gpu-memory with it",
+                               hint="a catalog GPU keeps its datasheet bandwidth (kvplan gpus ID)")
+
+
 def _gpu(gpu: str | GpuSpec | None, gpu_memory: str | None, gpu_bandwidth: str | None,
          gpu_total_bytes: str | None, gpus_file: str | Path | None) -> GpuSpec:
     """The GPU `kvplan fit --gpu ID` (or --gpu-memory, a custom one; --gpu-total-bytes, a measured total) names."""
-    from kvplan.errors import InvalidParameter
     from kvplan.hardware import gpus
     from kvplan.units import parse_bytes
 
@@ -174,13 +231,17 @@ def check(plan: str | os.PathLike[str] | Plan, gpus_file: str | Path | None = No
           progress: Progress | None = None, on_warning: Warn | None = None) -> CheckReport:
     """`kvplan check PLAN`: every deployment of a plan file judged against its requirements (`passed` False is
     the command's exit status 1). Each model is loaded once per source, as `fit` loads it."""
+    from dataclasses import replace
+
     from kvplan.ci.checks import check_report, evaluate_deployment
     from kvplan.ci.plan import Plan, load_plan
     from kvplan.errors import KvplanError
     from kvplan.hardware.gpus import get_gpu
+    from kvplan.vllm.loading import with_stored_weights
 
-    loaded_plan = plan if isinstance(plan, Plan) else load_plan(plan)
-    models: dict[tuple[str, str | None, str], ModelSpec] = {}
+    gpus_file = _path(gpus_file, "--gpus-file")
+    loaded_plan = plan if isinstance(plan, Plan) else load_plan(_path(plan, "PLAN") or "")
+    models: dict[tuple[str, str | None, str], LoadedModel] = {}
     results = []
     for dep in loaded_plan.deployments:
         for warning in dep.warnings:
@@ -188,15 +249,18 @@ def check(plan: str | os.PathLike[str] | Plan, gpus_file: str | Path | None = No
         try:
             key = (dep.model_source, dep.revision, repr(sorted((dep.hf_overrides or {}).items())))
             if key not in models:
-                models[key] = load_model(dep.model_source, dep.revision, progress=progress,
-                                         hf_overrides=dict(dep.hf_overrides) if dep.hf_overrides else None)
+                models[key] = load_model_with_weights(
+                    dep.model_source, dep.revision, progress=progress,
+                    hf_overrides=dict(dep.hf_overrides) if dep.hf_overrides else None)
+                _warn(on_warning, models[key].note)
         except KvplanError as exc:
             raise dep.locate(exc, "model") from None
         try:
             chip = get_gpu(dep.gpu, gpus_file if gpus_file is not None else loaded_plan.gpus_file)
         except KvplanError as exc:
             raise dep.locate(exc, "gpu") from None
-        results.append(evaluate_deployment(_with_draft(dep), models[key], chip))
+        weighed = replace(dep, settings=with_stored_weights(dep.settings, models[key].weights))
+        results.append(evaluate_deployment(_with_draft(weighed), models[key].spec, chip))
     return check_report(loaded_plan.path, results)
 
 
@@ -257,12 +321,12 @@ def roofline(model: str | None = None, gpu: str = "", *, vllm_cmd: str | None = 
              prompt: str | int | None = None, max_concurrency: int | None = None,
              bandwidth_efficiency: float | None = None, compute_efficiency: float | None = None,
              gpus_file: str | Path | None = None, engine: str = "vllm", progress: Progress | None = None,
-             on_warning: Warn | None = None, **options: object) -> RooflineReport:
+             on_warning: Warn | None = None, on_note: Warn | None = None, **options: object) -> RooflineReport:
     """`kvplan roofline MODEL --gpu GPU`: decode and prefill speed limits (ridge point, tokens/s by batch, memory- or
     compute-bound) of the deployment `options` describe (ROOFLINE_OPTIONS: vLLM's engine arguments by name) or
     `vllm_cmd` pastes, with the KV capacity `kvplan fit` (or, `engine="sglang"`, SGLang's pool) gives.
     `context`, `batch` and `prompt` are read as the command reads its texts ("32K", "1,8,64"). `on_warning` receives
-    the model's load note and the lines the command prints on stderr ("warning: …", "note: …").
+    what the command prints as `Warning: …` (the model's load note among them), `on_note` its `Note: …` lines.
 
     The maths alone, on costs and roofs already in hand, is kvplan.roofline_report
     (kvplan.hardware.roofline.roofline)."""
@@ -283,7 +347,8 @@ def roofline(model: str | None = None, gpu: str = "", *, vllm_cmd: str | None = 
     _warn(on_warning, loaded.note)
     return roofline_plan(loaded, settings, query, chip, engine=engine,
                          max_concurrency=max_concurrency, bandwidth_efficiency=bandwidth_efficiency,
-                         compute_efficiency=compute_efficiency, given=options, on_warning=on_warning)
+                         compute_efficiency=compute_efficiency, given=options, on_warning=on_warning,
+                         on_note=on_note)
 
 
 class RooflineQuery(NamedTuple):
@@ -311,7 +376,8 @@ def roofline_query(gpu: str, context: str | int, batch: str, prompt: str | int |
 def roofline_plan(loaded: LoadedModel, settings: ServeSettings, query: RooflineQuery, chip: GpuSpec, *,
                   engine: str = "vllm", max_concurrency: int | None = None,
                   bandwidth_efficiency: float | None = None, compute_efficiency: float | None = None,
-                  given: Mapping[str, object] | None = None, on_warning: Warn | None = None) -> RooflineReport:
+                  given: Mapping[str, object] | None = None, on_warning: Warn | None = None,
+                  on_note: Warn | None = None) -> RooflineReport:
     """The roofline of a read deployment on its loaded model and GPU (what `kvplan roofline` renders): `given` the
     options as the caller gave them (an SGLang plan refuses the vLLM-only ones given)."""
     import dataclasses
@@ -319,6 +385,7 @@ def roofline_plan(loaded: LoadedModel, settings: ServeSettings, query: RooflineQ
     from kvplan.errors import InvalidParameter
     from kvplan.hardware import roofline as rl
     from kvplan.vllm.architectures import served_quantization_methods
+    from kvplan.vllm.loading import with_stored_weights
     from kvplan.vllm.quantization import apply_quantization
 
     given = given or {}
@@ -329,23 +396,22 @@ def roofline_plan(loaded: LoadedModel, settings: ServeSettings, query: RooflineQ
         bandwidth_efficiency=bandwidth_efficiency, compute_efficiency=compute_efficiency,
         dp=settings.data_parallel_size, expert_parallel=settings.enable_expert_parallel)
     if query.context > spec.max_model_len:
-        _warn(on_warning, f"warning: --context {query.context:,} exceeds the model's max_model_len "
-                          f"{spec.max_model_len:,}")
-    if stored:
-        settings = dataclasses.replace(settings, weights_total_bytes=stored)
+        _warn(on_warning, f"--context {query.context:,} exceeds the model's max_model_len {spec.max_model_len:,}")
+    settings = with_stored_weights(settings, loaded.weights)
     if engine.lower() not in ("vllm", "sglang"):
         raise InvalidParameter(f"--engine must be vllm or sglang, got {engine!r}")
     if engine.lower() == "sglang":
         _roofline_refuse_vllm_only(given, settings)
-        capacity, chunk, running = _roofline_sglang_caps(spec, chip, settings, query.context, stored, on_warning)
+        capacity, chunk, running = _roofline_sglang_caps(spec, chip, settings, query.context, stored, on_warning,
+                                                         on_note)
         capacity = max_concurrency if max_concurrency is not None else capacity
     else:
-        fit = _roofline_fit(spec, chip, dataclasses.replace(settings, context=query.context), on_warning)
+        fit = _roofline_fit(spec, chip, dataclasses.replace(settings, context=query.context), on_note)
         capacity, chunk, running = max_concurrency, fit.max_num_batched_tokens, fit.max_num_seqs
         if capacity is None and fit.fits:
             capacity = fit.preemption.max_requests_at_context
         elif capacity is None:
-            _warn(on_warning, f"warning: KV capacity not computed: vLLM would not start ({fit.error or fit.startup})")
+            _warn(on_warning, f"KV capacity not computed: vLLM would not start ({fit.error or fit.startup})")
     report = rl.roofline(costs, roof, context=query.context, batches=list(query.batches),
                          prompt_tokens=query.prompt_tokens, max_num_batched_tokens=chunk, kv_capacity_batch=capacity,
                          max_num_seqs=running, gpu_flops=chip.flops)
@@ -387,25 +453,26 @@ def _roofline_refuse_vllm_only(given: Mapping[str, object], settings: ServeSetti
 
 
 def _roofline_sglang_caps(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, context: int,
-                          stored: int | None, on_warning: Warn | None) -> tuple[int | None, int, int]:
+                          stored: int | None, on_warning: Warn | None,
+                          on_note: Warn | None) -> tuple[int | None, int, int]:
     """`--engine sglang`: the requests of `context` tokens SGLang's pool holds per attention-DP worker (None when
     it would not start), its chunked_prefill_size and max_running_requests (kvplan/sglang/fit.py)."""
     from kvplan.sglang.defaults import SglangDeployment
     from kvplan.sglang.fit import plan_sglang_fit, requests_at
-    from kvplan.vllm.memory.weights import estimate_weights
+    from kvplan.vllm.memory.weights import given_or_estimated_weights
 
     dep = SglangDeployment(tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
-    term = estimate_weights(model, tp=dep.tp, pp=1, arch=gpu.arch, total_bytes=stored)
-    fit = plan_sglang_fit(model, gpu, dep, weights_bytes=term.bytes, weights_range=(term.low_bytes, term.high_bytes))
-    _warn(on_warning, "note: KV capacity, running-request cap and prefill chunk by SGLang 0.5.23's rules; the speed "
-                      "model is the same (fitted on vLLM and other engines' runs)")
+    w, low, high = given_or_estimated_weights(model, given=None, tp=dep.tp, pp=1, arch=gpu.arch, total_bytes=stored)
+    fit = plan_sglang_fit(model, gpu, dep, weights_bytes=w, weights_range=(low, high))
+    _warn(on_note, "KV capacity, running-request cap and prefill chunk by SGLang 0.5.23's rules; the speed model is "
+                   "the same (fitted on vLLM and other engines' runs)")
     if not fit.fits:
-        _warn(on_warning, f"warning: KV capacity not computed: SGLang would not start ({fit.startup})")
+        _warn(on_warning, f"KV capacity not computed: SGLang would not start ({fit.startup})")
         return None, fit.defaults.chunked_prefill_size, fit.max_running_requests or 1
     return requests_at(fit, context), fit.defaults.chunked_prefill_size, fit.max_running_requests
 
 
-def _roofline_fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, on_warning: Warn | None) -> FitReport:
+def _roofline_fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, on_note: Warn | None) -> FitReport:
     """The `kvplan fit` plan of this deployment: KV capacity at its context (one DP rank's), and vLLM's
     resolved max_num_seqs and max_num_batched_tokens (plan_fit, without advice)."""
     import dataclasses
@@ -417,8 +484,8 @@ def _roofline_fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, on_wa
     if report.startup == "refuses: max_model_len" and 0 < context < report.max_model_len:
         # The model's full length does not fit, but requests of `context` tokens may: plan the
         # server one would run for them (vLLM's own advice: decrease max_model_len).
-        _warn(on_warning, f"note: the KV capacity assumes --max-model-len {context} (the model's "
-                          f"{report.max_model_len:,} does not fit)")
+        _warn(on_note, f"the KV capacity assumes --max-model-len {context} (the model's {report.max_model_len:,} does "
+                       "not fit)")
         report = plan_fit(model, gpu, dataclasses.replace(settings, max_model_len=context), advise=False)
     return report
 
@@ -458,13 +525,9 @@ def diagnose(source: str, *, interval: float | None = None, timeout: float = 5.0
         return report
     options["max_num_seqs"] = max_num_seqs
     settings = diagnose_plan_settings(options)
-    loaded = load_model_with_weights(plan, _text(options["revision"]), progress=progress)
+    loaded = load_model_with_weights(plan, _text(options["revision"], "--revision"), progress=progress)
     _warn(on_warning, loaded.note)
     return diagnose_with_plan(report, loaded, settings, options)
-
-
-def _text(value: object) -> str | None:
-    return None if value is None else str(value)
 
 
 def check_diagnose_options(plan: str | None, options: Mapping[str, object], *, interval: float | None,
@@ -519,14 +582,12 @@ def diagnose_with_plan(report: DiagnoseReport, loaded: LoadedModel, settings: Se
                        options: Mapping[str, Any]) -> DiagnoseReport:
     """The report with kvplan's prediction for the loaded model on the options' GPU compared with each engine's KV
     capacity."""
-    from dataclasses import replace
-
     from kvplan.hardware import gpus
     from kvplan.observe.diagnose import compare_report_with_plan
     from kvplan.units import parse_bytes
+    from kvplan.vllm.loading import with_stored_weights
 
-    if loaded.weights is not None and settings.weights_bytes is None:
-        settings = replace(settings, weights_total_bytes=loaded.weights.bytes)
+    settings = with_stored_weights(settings, loaded.weights)
     if options["gpu_memory"] is not None:
         chip = gpus.custom_gpu(options["gpu_memory"], name=options["gpu"] or "custom")
     else:

@@ -159,12 +159,14 @@ def test_library_roofline_is_the_roofline_command() -> None:
 def test_library_roofline_reads_a_pasted_line_and_sglang_as_the_command_does() -> None:
     line = f"vllm serve {QWEN_7B} -tp 2 --kv-cache-dtype fp8_e4m3"
     warnings: list[str] = []
-    report = kvplan.roofline(vllm_cmd=line, gpu="h100", engine="sglang", on_warning=warnings.append)
+    notes: list[str] = []
+    report = kvplan.roofline(vllm_cmd=line, gpu="h100", engine="sglang", on_warning=warnings.append,
+                             on_note=notes.append)
     code, out, err = _cli("roofline", "--vllm-cmd", line, "--gpu", "h100", "--engine", "sglang", "--json")
     assert code == 0 and report.engine == "sglang" and report.tp == 2
     assert _json("roofline", report) == out.strip()
-    assert warnings == [" ".join(err.split())]  # the console wraps the line
-    assert warnings[0].startswith("note: KV capacity, running-request cap")
+    assert (warnings, [f"Note: {n}" for n in notes]) == ([], [err.strip()])
+    assert notes[0].startswith("KV capacity, running-request cap")
 
 
 def test_library_roofline_refuses_as_the_command_does() -> None:

@@ -440,15 +440,12 @@ _EVALUATORS: dict[str, Callable[[_Ctx, Requirement], CheckResult]] = {
 def _sglang_fit(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> SglangFit:
     """plan_sglang_fit with the plan's measured weights, or kvplan's loaded-weights estimate."""
     from kvplan.sglang.fit import plan_sglang_fit
-    from kvplan.vllm.memory.weights import estimate_weights
+    from kvplan.vllm.memory.weights import given_or_estimated_weights
 
     assert dep.sglang is not None
-    given = dep.settings.weights_bytes
-    if given is not None:
-        low, best, high = given, given, given
-    else:
-        term = estimate_weights(model, tp=dep.sglang.tp, pp=dep.sglang.pp, arch=gpu.arch)
-        low, best, high = term.low_bytes, term.bytes, term.high_bytes
+    best, low, high = given_or_estimated_weights(model, given=dep.settings.weights_bytes, tp=dep.sglang.tp,
+                                                 pp=dep.sglang.pp, arch=gpu.arch,
+                                                 total_bytes=dep.settings.weights_total_bytes)
     return plan_sglang_fit(model, gpu, dep.sglang, weights_bytes=best, weights_range=(low, high))
 
 

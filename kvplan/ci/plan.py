@@ -120,6 +120,8 @@ class Doc:
     key_lines: dict[Path_, int] = field(default_factory=dict)
     value_lines: dict[Path_, int] = field(default_factory=dict)
     spelled: dict[Path_, str] = field(default_factory=dict)  # the key as written (before normalising)
+    # A scalar's text as written, where YAML read a number from it (`vllm_version: 0.10` is the float 0.1).
+    written: dict[Path_, str] = field(default_factory=dict)
 
     def line(self, path: Path_) -> int:
         """Line of the key at `path` (or of the value, for list items), else of the nearest parent."""
@@ -183,6 +185,8 @@ class _Walker:
             raise self.doc.error(path, f"unsupported YAML tag {tag} (use plain strings and numbers)",
                                  at_value=True)
         if isinstance(node, yaml.ScalarNode):
+            if node.tag == f"{_TAG}float":
+                self.doc.written[path] = node.value
             try:
                 return self.constructor.construct_object(node)
             except (yaml.YAMLError, ValueError) as exc:
@@ -865,13 +869,14 @@ def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployme
     )
 
 
-def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[str, object], str | None]:
-    """SGLang options by dest: a pasted `sglang_cmd` first, the `sglang:` mapping over it; and its model."""
+def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[str, object], str | None, str | None]:
+    """SGLang options by dest: a pasted `sglang_cmd` first, the `sglang:` mapping over it; and its model and
+    --revision."""
     from kvplan.sglang.command_line import parse_sglang_command
     from kvplan.sglang.engine_args import MODELLED, resolve_flag
 
     options: dict[str, object] = {}
-    model = None
+    model = revision = None
     if d.get("sglang_cmd") is not None:
         cpath = (*path, "sglang_cmd")
         line = c.string(d["sglang_cmd"], cpath)  # located already
@@ -880,7 +885,7 @@ def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[s
         except KvplanError as exc:
             raise c.doc.error(cpath, str(exc), at_value=True) from None
         options.update(cmd.options)
-        model = cmd.model
+        model, revision = cmd.model, cmd.revision
     if d.get("sglang") is not None:
         spath = (*path, "sglang")
         given: dict[str, str] = {}  # dest -> the flag that set it in this mapping
@@ -900,7 +905,7 @@ def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[s
                                   f"({given[found[0]]} and {flag})", hint="give it once")
             given[found[0]] = flag
             options[found[0]] = value
-    return options, model
+    return options, model, revision
 
 
 def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Path) -> Deployment:
@@ -916,7 +921,7 @@ def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Pa
         if key in d:
             raise doc.error((*path, key), "a vLLM key: this deployment is `engine: sglang`",
                             hint="give SGLang's flags in `sglang:` or `sglang_cmd`")
-    options, cmd_model = _sglang_options(c, d, path)
+    options, cmd_model, cmd_revision = _sglang_options(c, d, path)
     if d.get("model") is not None:
         model = c.string(d["model"], (*path, "model"))
     elif cmd_model is not None:
@@ -924,7 +929,8 @@ def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Pa
     else:
         raise doc.error(path, "missing `model` (a Hub id or a path; or give it in sglang_cmd)")
     model_source, is_local = resolve_model(model, base_dir)
-    revision = c.string(d["revision"], (*path, "revision")) if d.get("revision") is not None else None
+    # The plan's `revision` wins over the pasted line's --revision, as its `model` does over --model-path.
+    revision = c.string(d["revision"], (*path, "revision")) if d.get("revision") is not None else cmd_revision
     try:
         dep = SglangDeployment(**deployment_fields(options))  # type: ignore[arg-type]
         # the values, before num_gpus divides by pp; TP ÷ attention DP once num_gpus has set the TP
@@ -986,7 +992,8 @@ def _convert_or(err: Callable[..., ParseError], value: Any, converter: _Converte
 def _vllm_version(c: _Checker, value: Any, path: Path_) -> str:
     from kvplan.vllm.defaults import parse_vllm_version
 
-    text = str(value)
+    # A release written unquoted is read by YAML as a number: 0.10 is the float 0.1, so the text as written is used.
+    text = c.doc.written.get(path, str(value)) if isinstance(value, float) else str(value)
     c.convert(text, path, lambda v, w: parse_vllm_version(v))
     return text
 

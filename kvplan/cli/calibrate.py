@@ -12,6 +12,7 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from kvplan.hardware.gpus import GpuSpec
+    from kvplan.model.hub import WeightsInfo
     from kvplan.model.spec import ModelSpec
     from kvplan.observe.calibration import CalibrationReport
     from kvplan.vllm.startup_log import StartupLog
@@ -86,8 +87,6 @@ def command(
     json_output: JsonFlag = False,
 ) -> None:
     """Compare a vLLM startup log with kvplan's prediction and print the overrides that reproduce it."""
-    from dataclasses import replace
-
     from kvplan.cli.console import out, print_json
     from kvplan.errors import ParseError
     from kvplan.observe.calibration import calibrate, figures_only
@@ -129,9 +128,10 @@ def command(
     if chip is None or loaded is None:
         report = figures_only(log, source=logfile, missing=missing)
     else:
+        from kvplan.vllm.loading import with_stored_weights
+
         source, spec, stored = loaded
-        if stored is not None and flags.weights_bytes is None:
-            flags = replace(flags, weights_total_bytes=stored)
+        flags = with_stored_weights(flags, stored)
         report = calibrate(log, spec, chip, flags, source=logfile, model_source=source, given=names,
                            gpu_flags=gpu_flags)
     if json_output:
@@ -165,7 +165,7 @@ def _gpu(gpu: str | None, gpu_memory: str | None, gpu_total_bytes: str | None, g
 
 
 def _model(model: str | None, revision: str | None, log: StartupLog, *,
-           quiet: bool) -> tuple[tuple[str, ModelSpec, int | None] | None, str | None]:
+           quiet: bool) -> tuple[tuple[str, ModelSpec, WeightsInfo | None] | None, str | None]:
     """((source, spec, stored weight bytes), None) or (None, why it is missing). A model given with
     --model must load; the one the log names is only tried: without it the figures are shown alone."""
     from kvplan.cli.common import load_model_with_weights
@@ -180,7 +180,7 @@ def _model(model: str | None, revision: str | None, log: StartupLog, *,
         if model is not None:
             raise
         return None, f"--model MODEL: the log's model {source!r} is not available here ({exc})"
-    return (source, spec, weights.bytes if weights else None), None
+    return (source, spec, weights), None
 
 
 def _read(logfile: str) -> Iterator[str]:

@@ -69,11 +69,7 @@ def _evaluate(plan: Plan, gpus_file: Path | None, *, quiet: bool) -> CheckReport
     """Load each deployment's model (once per source) and GPU, and judge its requirements: the library's
     kvplan.check (kvplan/api.py), with the CLI's spinner and warnings."""
     from kvplan import api
-    from kvplan.cli.common import progress
-    from kvplan.cli.console import err
-
-    def warn(warning: str) -> None:
-        err().print(f"warning: {warning}", markup=False, highlight=False, soft_wrap=True)
+    from kvplan.cli.common import progress, warn
 
     return api.check(plan, gpus_file, progress=progress(quiet), on_warning=warn)
 

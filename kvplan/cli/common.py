@@ -3,7 +3,7 @@ spinner on stderr while on the network, and its warning printed."""
 from __future__ import annotations
 
 from contextlib import nullcontext
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -27,11 +27,18 @@ def progress(quiet: bool) -> Callable[[str], AbstractContextManager[Any]]:
     return lambda text: _spinner(text, quiet)
 
 
-def warn(note: str) -> None:
-    """A `Warning: …` line on stderr."""
+def notice(text: str, kind: Literal["Warning", "Note"] = "Warning") -> None:
+    """The one way a command tells the user something beside its answer: one `Warning: …` (the answer ignores or
+    may be wrong about something) or `Note: …` (how it was reached) line on stderr, never stdout, so --json stays
+    clean; the text is printed as given (no Rich markup read from it, no wrapping) and scrubbed of secrets."""
     from kvplan.cli.console import err
 
-    err().print(f"Warning: {note}", markup=False, soft_wrap=True)
+    err().print(f"{kind}: {text}", markup=False, highlight=False, soft_wrap=True)
+
+
+def warn(text: str) -> None:
+    """A `Warning: …` notice (see notice)."""
+    notice(text, "Warning")
 
 
 def load_model(source: str, revision: str | None = None, *, quiet: bool = False,

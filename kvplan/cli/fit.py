@@ -341,16 +341,16 @@ def _refuse_unshared(settings: Any, spec: Any) -> None:
 
 def _print_ignored(words: tuple[str, ...]) -> None:
     """A pasted line's flags kvplan did not use: ignored, not modelled (a warning), unknown."""
-    from kvplan.cli.console import err
+    from kvplan.cli.common import notice
     from kvplan.vllm.command_line import classify_ignored
 
     ignored, unmodelled, unknown = classify_ignored(list(words))
     for label, found in (("ignored vLLM flags that do not change the KV plan", ignored),
                          ("vLLM flags kvplan does not know, ignored (they may change memory)", unknown)):
         if found:
-            err().print(f"Note: {label}: {' '.join(found)}", markup=False)
+            notice(f"{label}: {' '.join(found)}", "Note")
     for line in unmodelled:
-        err().print(f"Warning: not modelled: {line}", markup=False)
+        notice(f"not modelled: {line}")
 
 
 def _emit(report: FitReport | SweepReport, json_: bool) -> None:

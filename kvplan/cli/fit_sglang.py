@@ -96,7 +96,8 @@ def _deployment(params: dict[str, Any], pasted: dict[str, str | bool], *, check:
 
 def run_sglang_fit(params: dict[str, Any]) -> None:
     """Plan one deployment with SGLang's rules and print it (exit 1 when SGLang would not start)."""
-    from kvplan.cli.console import err, out, print_json
+    from kvplan.cli.common import notice
+    from kvplan.cli.console import out, print_json
     from kvplan.errors import InvalidParameter
 
     refused = [n for n, v in params.items() if n not in _SHARED and v not in (None, False)]
@@ -113,12 +114,13 @@ def run_sglang_fit(params: dict[str, Any]) -> None:
         cmd = parse_sglang_command(str(params["sglang_cmd"]))
         pasted = cmd.options
         model = model or cmd.model
+        if params.get("revision") is None and cmd.revision is not None:  # kvplan's --revision wins, as --model-path
+            params = {**params, "revision": cmd.revision}
         if not json_:
             if cmd.ignored:
-                err().print(f"Note: ignored SGLang flags that do not change the KV plan: {' '.join(cmd.ignored)}",
-                            markup=False)
+                notice(f"ignored SGLang flags that do not change the KV plan: {' '.join(cmd.ignored)}", "Note")
             for line in cmd.unmodelled:
-                err().print(f"Warning: not modelled: {line}", markup=False)
+                notice(f"not modelled: {line}")
     if not model:
         raise InvalidParameter('a model is needed: kvplan fit MODEL --engine sglang (or --sglang-cmd '
                                '"python -m sglang.launch_server --model-path MODEL …")')
@@ -155,19 +157,15 @@ def _plan(model: str, params: dict[str, Any], dep: Any, *, quiet: bool) -> Any:
     from kvplan.hardware import gpus
     from kvplan.sglang.fit import plan_sglang_fit
     from kvplan.units import parse_bytes
-    from kvplan.vllm.memory.weights import estimate_weights
+    from kvplan.vllm.memory.weights import given_or_estimated_weights
 
     spec, stored = load_model_with_weights(model, params.get("revision"), quiet=quiet)
     chip = gpus.get_gpu(str(params["gpu"]), params.get("gpus_file"))
     if params.get("gpu_total_bytes") is not None:
         chip = chip.with_cuda_total(parse_bytes(params["gpu_total_bytes"], what="--gpu-total-bytes"))
-    if params.get("weights_memory") is not None:
-        w = parse_bytes(params["weights_memory"], what="--weights-memory")
-        low, high = w, w
-    else:
-        term = estimate_weights(spec, tp=dep.tp, pp=dep.pp, arch=chip.arch,
-                                total_bytes=stored.bytes if stored else None)
-        w, low, high = term.bytes, term.low_bytes, term.high_bytes
+    given = parse_bytes(params["weights_memory"], what="--weights-memory") if params.get("weights_memory") else None
+    w, low, high = given_or_estimated_weights(spec, given=given, tp=dep.tp, pp=dep.pp, arch=chip.arch,
+                                              total_bytes=stored.bytes if stored else None)
     measured = None
     if params.get("sglang_weight_log") is not None:
         from kvplan.sglang.budget import free_memory_from_log
@@ -212,16 +210,14 @@ def _sweep(model: str, params: dict[str, Any], dep: Any, *, json_: bool) -> None
     from kvplan.hardware import gpus
     from kvplan.sglang.sweep import sweep_sglang
     from kvplan.units import parse_bytes
-    from kvplan.vllm.memory.weights import estimate_weights
+    from kvplan.vllm.memory.weights import given_or_estimated_weights
 
     spec, stored = load_model_with_weights(model, params.get("revision"), quiet=json_)
     given = parse_bytes(params["weights_memory"], what="--weights-memory") if params.get("weights_memory") else None
 
     def weights(chip: Any, tp: int) -> tuple[int, int, int]:
-        if given is not None:
-            return given, given, given
-        term = estimate_weights(spec, tp=tp, pp=dep.pp, arch=chip.arch, total_bytes=stored.bytes if stored else None)
-        return term.bytes, term.low_bytes, term.high_bytes
+        return given_or_estimated_weights(spec, given=given, tp=tp, pp=dep.pp, arch=chip.arch,
+                                          total_bytes=stored.bytes if stored else None)
 
     report = sweep_sglang(spec, list(gpus.load_catalog(params.get("gpus_file")).values()), dep, weights)
     if json_:

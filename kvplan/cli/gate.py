@@ -11,6 +11,7 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from kvplan.cli.exit_codes import EXIT_BAD_INPUT, EXIT_CHECK_FAILED, EXIT_OK
 
@@ -21,8 +22,19 @@ ENV_PLANS, ENV_FORMAT, ENV_OFFLINE, ENV_JUNIT = "KVPLAN_PLANS", "KVPLAN_FORMAT",
 _TRUE, _FALSE = {"1", "true", "yes", "on"}, {"", "0", "false", "no", "off"}
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one `Error: …` line and exit 2, like every kvplan error (argparse
+    prints its usage block first)."""
+
+    def error(self, message: str) -> NoReturn:
+        from kvplan.cli.app import one_line
+
+        sys.stderr.write(one_line(f"Error: {message} (see '{self.prog} -h')") + "\n")
+        sys.exit(EXIT_BAD_INPUT)
+
+
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="kvplan-check-plans", description=__doc__.splitlines()[0])
+    parser = _Parser(prog="kvplan-check-plans", description=__doc__.splitlines()[0])
     parser.add_argument("plans", nargs="*", help=f"plan files (default: the lines of ${ENV_PLANS})")
     parser.add_argument("--format", "-f", choices=FORMATS, help=f"as kvplan check --format (default: "
                         f"${ENV_FORMAT}, else table)")
@@ -77,13 +89,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         sys.stderr.write(f"Error: {problem}\n")
         return EXIT_BAD_INPUT
     plans = ns.plans
+    if ns.junit and plans:
+        try:
+            os.makedirs(ns.junit, exist_ok=True)
+        except OSError as exc:  # a file of that name, no permission: not a traceback
+            sys.stderr.write(f"Error: --junit: cannot make the folder {ns.junit}: {exc.strerror or exc}\n")
+            return EXIT_BAD_INPUT
     common = [*(["--offline"] if ns.offline else []), *(["--gpus-file", ns.gpus_file] if ns.gpus_file else [])]
     codes = []
     for plan in plans:
         codes.append(_check([plan, "--format", ns.format, *common]))
         if ns.junit and codes[-1] != EXIT_BAD_INPUT:
             stem = os.path.splitext(os.path.basename(plan))[0] or "plan"
-            os.makedirs(ns.junit, exist_ok=True)
             codes.append(_check([plan, "--format", "junit", "--output", os.path.join(ns.junit, f"{stem}.xml"),
                                  *common]))
     return _worst(codes)

@@ -67,7 +67,7 @@ def command(
         "--gpu-memory-utilization", help="Share of GPU memory vLLM may use, for the KV capacity (default: vLLM's).",
         show_default=False)] = None,
     max_concurrency: Annotated[int | None, typer.Option(
-        "--max-concurrency", help="Requests of --context tokens the KV cache holds, if measured "
+        "--max-concurrency", min=0, help="Requests of --context tokens the KV cache holds, if measured "
         "(default: computed as `kvplan fit` does).", show_default=False)] = None,
     bandwidth_efficiency: Annotated[float | None, typer.Option(
         "--bandwidth-efficiency", help="Share of rated HBM bandwidth reached (default: the speed model's, "
@@ -91,8 +91,8 @@ def command(
 ) -> None:
     """Decode and prefill speed limits: ridge point, tokens/s by batch, memory- or compute-bound."""
     from kvplan import api
-    from kvplan.cli.common import load_model_with_weights
-    from kvplan.cli.console import err, out, print_json
+    from kvplan.cli.common import load_model_with_weights, notice, warn
+    from kvplan.cli.console import out, print_json
     from kvplan.hardware.gpus import get_gpu
     from kvplan.vllm.loading import LoadedModel
 
@@ -107,7 +107,8 @@ def command(
     spec, weights = load_model_with_weights(model, revision, quiet=json_)
     report = api.roofline_plan(LoadedModel(spec, weights, None), settings, query, chip, engine=engine,
                                max_concurrency=max_concurrency, bandwidth_efficiency=bandwidth_efficiency,
-                               compute_efficiency=compute_efficiency, given=given, on_warning=err().print)
+                               compute_efficiency=compute_efficiency, given=given, on_warning=warn,
+                               on_note=lambda text: notice(text, "Note"))
     if svg is not None:
         from kvplan.files import write_output
         from kvplan.render.roofline import chart_svg

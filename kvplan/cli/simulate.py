@@ -101,7 +101,6 @@ def _fit_pool(
     """`kvplan fit` at the flags in `given` (vLLM's names, read by fit's own helper), or None when the pool is
     given directly. The flags named in `deployment_only` mean nothing without --model/--gpu."""
     import os
-    from dataclasses import replace
 
     from kvplan.errors import InvalidParameter
 
@@ -125,6 +124,7 @@ def _fit_pool(
     from kvplan.vllm.environment import vllm_environment
     from kvplan.vllm.fit import plan_fit
     from kvplan.vllm.flags import settings_from_flags
+    from kvplan.vllm.loading import with_stored_weights
 
     settings = settings_from_flags(given, None, None, None, None, None, None, None, None,
                                    env=vllm_environment(os.environ))
@@ -132,8 +132,7 @@ def _fit_pool(
     chip = get_gpu(gpu, str(gpus_file) if gpus_file else None)
     revision = given.get("revision")
     spec, weights = load_model_with_weights(model, str(revision) if revision else None, quiet=quiet)
-    if weights is not None:
-        settings = replace(settings, weights_total_bytes=weights.bytes)
+    settings = with_stored_weights(settings, weights)
     return fitted_pool(plan_fit(spec, chip, settings, advise=False)), spec, chip, settings
 
 
@@ -553,9 +552,17 @@ def _config(num_gpu_blocks: int | None, kv_tokens: str | None, block_size: int |
 
 
 def _fixed_cost(step_ms: float | None, ms_per_token: float | None, ms_per_context_ktok: float | None) -> FixedCost:
-    """FixedCost from the flags, each defaulting to the Llama-3.1-8B-on-H100 reference."""
+    """FixedCost from the flags, each defaulting to the Llama-3.1-8B-on-H100 reference. Click's min=0.0 lets NaN
+    and ∞ through (NaN < 0 is false): either would reach the clock as NaN (an IndexError, a NaN cast to int)."""
+    import math
+
+    from kvplan.errors import InvalidParameter
     from kvplan.sim.scheduler import FixedCost
 
+    for flag, value in (("--step-ms", step_ms), ("--ms-per-token", ms_per_token),
+                        ("--ms-per-context-ktok", ms_per_context_ktok)):
+        if value is not None and not math.isfinite(value):
+            raise InvalidParameter(f"{flag} must be a finite number of milliseconds ≥ 0, got {value}")
     ref = FixedCost.reference()
     return FixedCost(ref.per_step_s if step_ms is None else step_ms / 1000,
                      ref.per_token_s if ms_per_token is None else ms_per_token / 1000,

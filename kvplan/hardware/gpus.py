@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from kvplan.errors import BadConfig, InvalidParameter, UnknownGpu, close_matches
-from kvplan.units import parse_bytes
+from kvplan.units import MAX_BYTES, parse_bytes
 
 GPUS_FILE_ENV = "KVPLAN_GPUS_FILE"
 PACKAGED_FILE = "gpus.yaml"
@@ -333,6 +333,13 @@ def _positive_number(value: Any, *, where: str, gpu_id: str, key: str) -> float:
         raise _fail(where, gpu_id, f"{key} must be a positive number, got {value!r}") from None
     if not 0 < number < float("inf"):
         raise _fail(where, gpu_id, f"{key} must be a positive number, got {value!r}")
+    # The bound --gpu-memory has (units.MAX_BYTES, 1 EiB; memory_gb in GB, rates per second): a typo such as
+    # 1e50 would otherwise plan a GPU of 10**41 GiB and print counts of 40 digits.
+    limit = MAX_BYTES / 10**9 if key == "memory_gb" else MAX_BYTES
+    if number > limit:
+        shown = repr(value) if len(repr(value)) <= 40 else repr(value)[:40] + "…"
+        raise _fail(where, gpu_id, f"{key} {shown} is beyond any GPU (kvplan accepts at most 1 EiB"
+                                   f"{', 1.15e+09 GB' if key == 'memory_gb' else ''})")
     return number
 
 

@@ -201,6 +201,38 @@ class SglangFacts(NamedTuple):
 
 
 @dataclass(frozen=True)
+class VisionGeometry:
+    """A Qwen3-VL vision tower's shapes as its vision_config gives them (qwen3_vl.py:Qwen3_VisionTransformer): what
+    the encoder profile's dummy item costs (kvplan.vllm.encoder_profile)."""
+
+    hidden_size: int
+    intermediate_size: int
+    depth: int
+    num_heads: int
+    out_hidden_size: int  # the merger's output: the text hidden size
+    patch_size: int
+    spatial_merge_size: int
+    temporal_patch_size: int
+    in_channels: int = 3
+    deepstack_levels: int = 0
+    # the smart_resize bounds (shortest edge, longest edge) of the folder's own processor files, when it has them
+    # (kvplan.model.hub.load_local); None: the checkpoints' published files (kvplan.vllm.encoder_profile)
+    image_pixels: tuple[int, int] | None = None
+    video_pixels: tuple[int, int] | None = None
+
+    @property
+    def embed_width(self) -> int:
+        """One encoder output row: the merger's and each deepstack merger's outputs, concatenated
+        (Qwen3_VisionTransformer.forward: torch.cat([hidden_states] + deepstack_feature_lists, dim=1))."""
+        return self.out_hidden_size * (1 + self.deepstack_levels)
+
+    @property
+    def patch_values(self) -> int:
+        """Values per flattened patch in pixel_values: channels × temporal patch × patch² (Qwen2VLImageProcessor)."""
+        return self.in_channels * self.temporal_patch_size * self.patch_size ** 2
+
+
+@dataclass(frozen=True)
 class TowerSpec:
     """A multimodal encoder tower with its projector, as vLLM builds it (kvplan.model.families.towers).
 
@@ -217,6 +249,7 @@ class TowerSpec:
     loaded: bool = True
     # attention heads the tower splits over the TP ranks (dist_utils.divide asserts they divide); 0: not checked
     tp_heads: int = 0
+    geometry: VisionGeometry | None = None  # Qwen3-VL: the shapes its encoder profile needs
 
     @property
     def params(self) -> int:

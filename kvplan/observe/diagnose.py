@@ -89,8 +89,10 @@ class Thresholds:
             raise InvalidParameter(f"--kv-high must be within (0, 1], got {self.kv_high}")
         if not 0.0 <= self.hit_rate_low <= 1.0:
             raise InvalidParameter(f"--hit-rate-low must be within [0, 1], got {self.hit_rate_low}")
-        if self.min_prefix_queries < 0 or self.queue_p95_high_s <= 0:
-            raise InvalidParameter("--min-prefix-queries must be ≥ 0 and --queue-p95-high > 0")
+        if not self.min_prefix_queries >= 0:  # written so that NaN fails too
+            raise InvalidParameter(f"--min-prefix-queries must be ≥ 0, got {self.min_prefix_queries:g}")
+        if not self.queue_p95_high_s > 0:  # NaN would compare false with every p95: never reported
+            raise InvalidParameter(f"--queue-p95-high must be > 0 s, got {self.queue_p95_high_s:g}")
         if self.max_num_seqs is not None and self.max_num_seqs < 1:
             raise InvalidParameter(f"--max-num-seqs must be ≥ 1, got {self.max_num_seqs}")
 

@@ -24,6 +24,9 @@ from kvplan.errors import InvalidParameter, NetworkError, ParseError
 
 VLLM_PREFIX: Final = "vllm:"
 METRICS_PATH: Final = "/metrics"  # where vLLM's API server mounts prometheus_client's ASGI app
+# kvplan's bound on the engines one exposition may name: a vLLM API server reports one engine per data-parallel
+# rank it serves, and the largest public deployments run a few hundred; 50,000 took minutes to render.
+MAX_ENGINES: Final = 1_024
 MAX_WAIT_S: Final = 86_400.0  # --timeout / --interval: a day; more is a typo (and 1e300 s overflows time_t)
 
 # Gauges and counters kvplan reads: field of EngineMetrics → sample names, the current one first.
@@ -257,6 +260,10 @@ def parse_exposition(text: str) -> MetricsSnapshot:
         order.setdefault(key)
     if not order:
         order[(None, None)] = None
+    if len(order) > MAX_ENGINES:
+        raise ParseError(f"the exposition names {len(order):,} engines (model_name, engine), more than kvplan "
+                         f"diagnoses at once ({MAX_ENGINES:,})",
+                         hint="more engines than a vLLM deployment runs; scrape one server's /metrics")
 
     # cache_config_info is labelled by engine only (vllm-reference.md §8); match model_name too if set. The
     # first info of each (engine, model_name) wins; indexed so that 50,000 engines stay linear.
@@ -335,6 +342,13 @@ def metrics_url(source: str) -> str:
         hostname = None
     if not hostname:
         raise InvalidParameter(f"cannot read {source!r} as a URL (example: http://localhost:8000/metrics)")
+    if "@" in parts.netloc:  # urllib would take user:password@host for the host name and fail to resolve it
+        raise InvalidParameter("a metrics URL with credentials (user:password@host) is not supported",
+                               hint="give the host alone, or save the page with curl and pass the file")
+    try:
+        hostname.encode("idna")
+    except UnicodeError as exc:  # a label over 63 characters, an empty label: urllib fails on it later
+        raise InvalidParameter(f"cannot read {_short(source)!r} as a URL: its host is no DNS name ({exc})") from None
     if parts.path in ("", "/"):
         parts = parts._replace(path=METRICS_PATH)
     return urlunsplit(parts)

@@ -27,6 +27,7 @@ class SglangCommand:
     ignored: tuple[str, ...] = ()  # flags that do not change the KV plan
     unmodelled: tuple[str, ...] = ()  # "flag: why" for flags that change memory in ways not modelled
     env: dict[str, str] = field(default_factory=dict)  # leading SGLANG_…= words
+    revision: str | None = None  # --revision: the Hub revision SGLang loads the config of (server_args.revision)
 
 
 def parse_sglang_command(text: str) -> SglangCommand:
@@ -34,6 +35,7 @@ def parse_sglang_command(text: str) -> SglangCommand:
     pasted = split_command(text, what="--sglang-cmd", env_prefix="SGLANG_", programs=_PROGRAMS)
     words, env = pasted.words, pasted.env
     model: str | None = None
+    revision: str | None = None
     if words and words[0].rsplit("/", 1)[-1] == "vllm":
         raise ParseError("--sglang-cmd: this is a vllm command line, not SGLang's",
                          hint="paste it with --vllm-cmd (kvplan fit --vllm-cmd \"vllm serve M …\")")
@@ -79,6 +81,8 @@ def parse_sglang_command(text: str) -> SglangCommand:
                 raise ParseError(f"--sglang-cmd: argument {flag}: expected one argument")
         if dest == "model_path":
             model = str(value)
+        elif dest == "revision":
+            revision = str(value)
         elif dest in MODELLED:
             options[dest] = value
         elif dest in UNMODELLED:
@@ -87,4 +91,4 @@ def parse_sglang_command(text: str) -> SglangCommand:
             ignored.append(flag)
         else:
             ignored.append(f"{flag} {REDACTED if dest.endswith(_SECRET_ENDINGS) else value}")
-    return SglangCommand(model, options, tuple(ignored), tuple(unmodelled), env)
+    return SglangCommand(model, options, tuple(ignored), tuple(unmodelled), env, revision)

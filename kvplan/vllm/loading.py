@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from kvplan.model.hub import WeightsInfo
     from kvplan.model.spec import ModelSpec
+    from kvplan.vllm.settings import ServeSettings
 
 Progress = Callable[[str], AbstractContextManager[Any]]
 
@@ -72,6 +73,18 @@ def load_model_with_weights(source: str, revision: str | None = None, *,
     note = (f"safetensors metadata not used ({refused}); weights are the analytic count" if refused
             else metadata_disagreement(spec, weights.bytes) if weights else None)
     return LoadedModel(spec, weights, note)
+
+
+def with_stored_weights(settings: ServeSettings, weights: WeightsInfo | None) -> ServeSettings:
+    """`settings` with the checkpoint's stored bytes (`weights`: the Hub's safetensors metadata) as the weights to
+    split per GPU, unless measured weights (--weights-memory, a plan's `measured`) replace kvplan's estimate or
+    none were read (a local config: the analytic count). The one step every command planning a loaded model
+    takes (fit, its sweep, check, diagnose --plan, calibrate, simulate --model, roofline), so they agree."""
+    from dataclasses import replace
+
+    if weights is None or settings.weights_bytes is not None:
+        return settings
+    return replace(settings, weights_total_bytes=weights.bytes)
 
 
 def load_speculative_draft(config: Mapping[str, Any] | None) -> ModelSpec | None:

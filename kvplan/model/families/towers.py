@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from kvplan.model.architectures import vision_tower
 from kvplan.model.architectures.base import VisionTower
-from kvplan.model.spec import TowerSpec
+from kvplan.model.spec import TowerSpec, VisionGeometry
 
 VISION = ("image", "video")
 
@@ -76,8 +76,9 @@ def _qwen3_vision(v: Mapping[str, Any]) -> TowerSpec:
     replicated = (ch * t * p * p * h + h + _int(v, "num_position_embeddings") * h + depth * block_replicated
                   + 2 * h + out + deepstack * (2 * merged + out))
     sharded = depth * block_sharded + (1 + deepstack) * merger_sharded
+    geometry = VisionGeometry(h, inter, depth, _int(v, "num_heads"), out, p, m, t, ch, deepstack)
     return TowerSpec("vision tower + projector", VISION, replicated, sharded,
-                     "qwen3_vl.py:Qwen3_VisionTransformer", deepstack_levels=deepstack)
+                     "qwen3_vl.py:Qwen3_VisionTransformer", deepstack_levels=deepstack, geometry=geometry)
 
 
 def _qwen25_vision(v: Mapping[str, Any]) -> TowerSpec:

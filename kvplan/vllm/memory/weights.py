@@ -492,6 +492,18 @@ def _tower_notes(model: ModelSpec, from_metadata: bool) -> list[str]:
     return notes
 
 
+def given_or_estimated_weights(model: ModelSpec, *, given: int | None, tp: int, pp: int, arch: str | None,
+                               total_bytes: int | None = None) -> tuple[int, int, int]:
+    """(bytes, low, high) of the weights on the busiest GPU: `given` (measured: --weights-memory, a plan's
+    `measured.weights-memory`) exactly, else estimate_weights' estimate and range, on the checkpoint's stored
+    bytes `total_bytes` (the Hub's safetensors metadata) when known. The one step every SGLang plan takes
+    (`kvplan fit --engine sglang|both`, its sweep, `kvplan check`, `kvplan roofline --engine sglang`)."""
+    if given is not None:
+        return given, given, given
+    term = estimate_weights(model, tp=tp, pp=pp, arch=arch, total_bytes=total_bytes)
+    return term.bytes, term.low_bytes, term.high_bytes
+
+
 def estimate_weights(
     model: ModelSpec,
     *,
