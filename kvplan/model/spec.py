@@ -152,6 +152,7 @@ class SpeltText(NamedTuple):
     model_type: str | None = None  # its own `model_type` key (None when absent)
     dtype: object = None  # the first set of dtype, torch_dtype (and those of a text_config nested in it)
     has_auto_map: bool = False
+    auto_model: bool = False  # its auto_map has an `AutoModel` key (SGLang's Transformers-backend check reads it)
     nested: bool = False  # it holds a text_config, thinker_config or llm_config object
     # The context-length keys of the text config (of its nested text_config when it has one), numbers only:
     # max_sequence_length, seq_length, max_seq_len, model_max_length, max_position_embeddings, n_positions.
@@ -198,6 +199,11 @@ class SglangFacts(NamedTuple):
     # it builds one (None: transformers' class, read as the JSON gives it).
     vision_defaults: tuple[int, int] | None = None
     hopper_qwen3_vl_type: bool = False  # the top-level model_type is one qwen3_vl.py's Hopper override names
+    # A gemma4_text config's full-attention (head_dim, num_key_value_heads), which SGLang makes the model's own
+    # (utils/hf_transformers/config.py:_apply_gemma4_attention_overrides, on transformers 5.19's per-layer split,
+    # Gemma4TextConfig.__post_init__): global_head_dim (512 when absent); num_global_key_value_heads when set and
+    # attention_k_eq_v is not false, else num_key_value_heads. None for other model_types.
+    gemma4_full_attention: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)

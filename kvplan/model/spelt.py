@@ -99,6 +99,7 @@ def spelt_text(data: Mapping[str, Any]) -> SpeltText:
         model_type=None if mt is None else str(mt)[:128],
         dtype=data.get("dtype") or data.get("torch_dtype") or inner.get("dtype") or inner.get("torch_dtype"),
         has_auto_map="auto_map" in data,
+        auto_model=isinstance(data.get("auto_map"), dict) and "AutoModel" in data["auto_map"],
         nested=any(isinstance(data.get(k), dict) for k in ("text_config", "thinker_config", "llm_config")),
         lengths=tuple((k, float(v)) for k in _SGLANG_LENGTH_KEYS
                       if isinstance(v := text.get(k), (int, float)) and not isinstance(v, bool)),
@@ -121,6 +122,20 @@ def _entries_equal(value: Any, name: str, *, string: bool = False) -> tuple[bool
     if isinstance(value, list) or (string and isinstance(value, str)):
         return tuple(v == name for v in value)
     return None
+
+
+def _gemma4_full_attention(data: Mapping[str, Any]) -> tuple[int, int] | None:
+    """SglangFacts.gemma4_full_attention: transformers 5.19's Gemma4TextConfig split, as SGLang flattens it (the
+    model types: ModelTypeRules.sglang_gemma4_attention, the Gemma-4 family's)."""
+    if data.get("model_type") not in model_types_for("sglang_gemma4_attention") or \
+            "full_attention" not in (data.get("layer_types") or []):
+        return None
+    head = _positive_int(data.get("global_head_dim", 512), 0)
+    heads = data.get("num_global_key_value_heads")
+    if heads is None or data.get("attention_k_eq_v", True) is False:
+        heads = data.get("num_key_value_heads")
+    kv = _positive_int(heads, 0)
+    return (head, kv) if head and kv else None
 
 
 def sglang_facts(data: Mapping[str, Any], top: Mapping[str, Any], config_model_type: str) -> SglangFacts:
@@ -152,6 +167,7 @@ def sglang_facts(data: Mapping[str, Any], top: Mapping[str, Any], config_model_t
         vision_hidden=_positive_int(vision.get("hidden_size"), 0),
         vision_defaults=sglang_vision_defaults(config_model_type),  # Family.sglang_vision_defaults
         hopper_qwen3_vl_type=config_model_type in model_types_for("sglang_hopper_qwen3_vl"),
+        gemma4_full_attention=_gemma4_full_attention(data),
     )
 
 

@@ -161,6 +161,7 @@ MODEL_TYPE_RULES: dict[str, frozenset[str]] = {
     'shared_expert_dense_width': frozenset({'gemma4', 'gemma4_assistant', 'gemma4_text', 'llama4', 'llama4_text'}),
     'mm_prefix_lm': frozenset({'bagel', 'gemma3', 'molmo2', 'moondream3', 'paligemma'}),
     'sglang_hopper_qwen3_vl': frozenset({'qwen3_vl', 'qwen3_vl_moe'}),
+    'sglang_gemma4_attention': frozenset({'gemma4_text'}),
 }
 VISION_TOWERS: dict[str, VisionTower] = {
     'gemma3': 'gemma3',

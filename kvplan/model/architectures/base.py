@@ -100,6 +100,9 @@ class ModelTypeRules(NamedTuple):
     # SGLang 0.5.23 arg_groups/model_overrides/qwen3_vl.py:_HOPPER_QWEN3_VL_TYPES (top-level model types;
     # kvplan.sglang).
     sglang_hopper_qwen3_vl: tuple[str, ...] = ()
+    # SGLang 0.5.23 utils/hf_transformers/config.py:_apply_gemma4_attention_overrides: text model types whose
+    # full-attention head_dim / KV heads SGLang makes the model's own (kvplan.model.spelt: gemma4_full_attention).
+    sglang_gemma4_attention: tuple[str, ...] = ()
 
 
 class Family(NamedTuple):

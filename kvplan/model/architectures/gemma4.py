@@ -12,6 +12,7 @@ FAMILY = Family(
     model_types=("gemma4_text",),
     weights=WeightRules(qk_norm=True, router_scales=True),
     mm_item_tokens_model_types=("gemma4",),
-    model_type_rules=ModelTypeRules(shared_expert_dense_width=("gemma4", "gemma4_text", "gemma4_assistant")),
+    model_type_rules=ModelTypeRules(shared_expert_dense_width=("gemma4", "gemma4_text", "gemma4_assistant"),
+                                    sglang_gemma4_attention=("gemma4_text",)),
     vision_towers=(("gemma4", "gemma4"),),
 )
