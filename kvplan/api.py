@@ -392,7 +392,8 @@ def roofline_plan(loaded: LoadedModel, settings: ServeSettings, query: RooflineQ
     stored = loaded.weights.bytes if loaded.weights else None
     costs, roof = rl.deployment_roofline(
         spec, chip, tp=settings.parallel_config.tensor_parallel_size,
-        kv_cache_dtype=settings.cache_config.kv_cache_dtype, weights_bytes=stored, bandwidth_efficiency=bandwidth_efficiency, compute_efficiency=compute_efficiency,
+        kv_cache_dtype=settings.cache_config.kv_cache_dtype, weights_bytes=stored,
+        bandwidth_efficiency=bandwidth_efficiency, compute_efficiency=compute_efficiency,
         dp=settings.parallel_config.data_parallel_size,
         expert_parallel=settings.parallel_config.enable_expert_parallel)
     if query.context > spec.max_model_len:
