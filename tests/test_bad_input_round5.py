@@ -38,3 +38,36 @@ def test_a_pasted_command_line_of_text_still_plans(tmp_path: Path) -> None:
                     "    require: {starts: true}\n", encoding="utf-8")
     proc = run_kvplan(["check", str(plan)])
     assert proc.returncode == 0, proc.stderr
+
+
+# --- one spelling of a report's notes -------------------------------------------------------------------------------
+
+GEMMA3 = str(CONFIGS / "google--gemma-3-4b-it")
+LLAMA_8B = str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B")
+
+
+@pytest.mark.parametrize("args, first", [
+    (["size", GEMMA3], "Note: text_config leaves head_dim=256"),
+    (["fit", GEMMA3, "--gpu", "h100"], "Note: text_config leaves head_dim=256"),
+    (["roofline", "--gpu", "h100", "--context", "4096", "--batch", "1",
+      "--vllm-cmd", f"vllm serve {LLAMA_8B} --enforce-eager"], "Note: --enforce-eager: the per-layer costs"),
+])
+def test_a_reports_notes_are_spelt_note_capitalised(args: list[str], first: str) -> None:
+    """size, fit and roofline wrote `note: …` on stdout; calibrate, SGLang and every stderr notice write `Note: …`."""
+    proc = run_kvplan(args)
+    assert proc.returncode == 0, proc.stderr
+    notes = [line for line in proc.stdout.splitlines() if line.lower().startswith("note: ")]
+    assert notes and notes[0].startswith(first)
+    assert all(line.startswith("Note: ") for line in notes), notes
+
+
+def test_no_renderer_spells_a_note_in_lower_case() -> None:
+    import re
+
+    import kvplan
+
+    render = Path(kvplan.__file__).parent / "render"
+    spelt = re.compile(r"""["']note: """)
+    found = [f"{p.name}:{n}" for p in sorted(render.glob("*.py"))
+             for n, text in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if spelt.search(text)]
+    assert found == []
