@@ -71,3 +71,56 @@ def test_no_renderer_spells_a_note_in_lower_case() -> None:
     found = [f"{p.name}:{n}" for p in sorted(render.glob("*.py"))
              for n, text in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if spelt.search(text)]
     assert found == []
+
+
+# --- a KV connector's cpu_bytes_to_use -------------------------------------------------------------------------------
+
+CPU_BYTES_HINT = "(kvplan does not model this CPU tier; --kv-offloading-size GiB plans one)"
+
+
+def _connector(name: str, extra: str | None) -> str:
+    tail = "" if extra is None else f', "kv_connector_extra_config": {extra}'
+    return f'{{"kv_connector": "{name}", "kv_role": "kv_both"{tail}}}'
+
+
+@pytest.mark.parametrize("config, shown", [
+    (_connector("OffloadingConnector", '{"cpu_bytes_to_use": -5}'), "'-5'"),
+    (_connector("OffloadingConnector", '{"cpu_bytes_to_use": 1.5}'), "'1.5'"),
+    (_connector("OffloadingConnector", '{"cpu_bytes_to_use": "lots"}'), "'lots'"),
+    (_connector("OffloadingConnector", '{"cpu_bytes_to_use": 2000000000000000000}'), "'2000000000000000000'"),
+    (_connector("SimpleCPUOffloadConnector", '{"cpu_bytes_to_use": -1}'), "'-1'"),
+    ('{"kv_connector": "MultiConnector", "kv_connector_extra_config": {"connectors": ['
+     + _connector("NixlConnector", None) + ", " + _connector("OffloadingConnector", '{"cpu_bytes_to_use": 0}')
+     + "]}}", "'0'"),
+])
+def test_a_connectors_impossible_cpu_bytes_to_use_is_refused(config: str, shown: str) -> None:
+    """kv_connector_extra_config was never read: a negative CPU tier planned as if it were not there."""
+    proc = run_kvplan(["fit", QWEN_7B, "--gpu", "h100", "--kv-transfer-config", config])
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == ("Error: --kv-transfer-config: kv_connector_extra_config.cpu_bytes_to_use must be a whole "
+                           f"number of bytes from 1 to 2**60, got {shown} {CPU_BYTES_HINT}\n")
+
+
+def test_an_offloading_connector_without_cpu_bytes_to_use_is_refused_as_vllm_refuses_it() -> None:
+    """v1/kv_offload/cpu/spec.py:CPUOffloadingSpec.__init__ (OffloadingConnector's default spec) raises
+    'cpu_bytes_to_use must be specified in kv_connector_extra_config'."""
+    config = _connector("OffloadingConnector", None)
+    proc = run_kvplan(["fit", QWEN_7B, "--gpu", "h100", "--kv-transfer-config", config])
+    assert (proc.returncode, proc.stdout) == (2, "")
+    assert proc.stderr == ("Error: --kv-transfer-config: OffloadingConnector needs "
+                           "kv_connector_extra_config.cpu_bytes_to_use, the bytes of its CPU tier (vLLM: "
+                           "cpu_bytes_to_use must be specified in kv_connector_extra_config) (or plan the CPU tier "
+                           "with --kv-offloading-size GiB)\n")
+
+
+@pytest.mark.parametrize("value", ["10737418240", '"10737418240"', "10737418240.0"])
+def test_a_connectors_cpu_bytes_to_use_is_read_as_vllm_reads_it_and_said_to_be_unmodelled(value: str) -> None:
+    """vLLM reads it as int(value): a whole number, also as text."""
+    from tests.conftest import json_out
+
+    config = _connector("OffloadingConnector", f'{{"cpu_bytes_to_use": {value}}}')
+    with_tier = json_out(run_kvplan(["fit", QWEN_7B, "--gpu", "h100", "--json", "--kv-transfer-config", config]))
+    plain = json_out(run_kvplan(["fit", QWEN_7B, "--gpu", "h100", "--json"]))
+    assert with_tier["num_gpu_blocks"] == plain["num_gpu_blocks"]
+    assert any(n.endswith("Its CPU tier (cpu_bytes_to_use 10,737,418,240 bytes = 10.00 GiB) is not modelled: "
+                          "--kv-offloading-size GiB plans OffloadingConnector's CPU tier.") for n in with_tier["notes"])
