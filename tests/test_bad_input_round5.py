@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import CONFIGS, run_kvplan
+from tests.conftest import CONFIGS, json_out, run_kvplan
+from tests.hubserver import HubServer
 
 QWEN_7B = str(CONFIGS / "Qwen--Qwen2.5-7B")
 
@@ -116,11 +117,62 @@ def test_an_offloading_connector_without_cpu_bytes_to_use_is_refused_as_vllm_ref
 @pytest.mark.parametrize("value", ["10737418240", '"10737418240"', "10737418240.0"])
 def test_a_connectors_cpu_bytes_to_use_is_read_as_vllm_reads_it_and_said_to_be_unmodelled(value: str) -> None:
     """vLLM reads it as int(value): a whole number, also as text."""
-    from tests.conftest import json_out
-
     config = _connector("OffloadingConnector", f'{{"cpu_bytes_to_use": {value}}}')
     with_tier = json_out(run_kvplan(["fit", QWEN_7B, "--gpu", "h100", "--json", "--kv-transfer-config", config]))
     plain = json_out(run_kvplan(["fit", QWEN_7B, "--gpu", "h100", "--json"]))
     assert with_tier["num_gpu_blocks"] == plain["num_gpu_blocks"]
     assert any(n.endswith("Its CPU tier (cpu_bytes_to_use 10,737,418,240 bytes = 10.00 GiB) is not modelled: "
                           "--kv-offloading-size GiB plans OffloadingConnector's CPU tier.") for n in with_tier["notes"])
+
+
+# --- offline, the safetensors metadata ------------------------------------------------------------------------------
+
+QWEN_HUB_WEIGHTS = (151936 * 1536 + 1536) * 2  # the test Hub's model.safetensors header (tests/conftest.py)
+
+
+@pytest.mark.parametrize("args", [["size", "Qwen/Qwen2.5-1.5B", "--json"],
+                                  ["fit", "Qwen/Qwen2.5-1.5B", "--gpu", "h100", "--json"]])
+def test_offline_the_weights_are_the_cached_headers_counts_as_online(hub_env: dict[str, str], hub: HubServer,
+                                                                     args: list[str]) -> None:
+    """Offline, the Hub's safetensors metadata was not read, so fit and check silently fell back to the analytic
+    count: another answer than online for the same cached model."""
+    online_proc = run_kvplan(args, hub_env)
+    online = json_out(online_proc)
+    before = len(hub.state.requests)
+    offline_proc = run_kvplan(args, {**hub_env, "HF_HUB_OFFLINE": "1"})
+    offline = json_out(offline_proc)
+    assert len(hub.state.requests) == before
+    # the same notices too: the test Hub's header is two tensors, far below the config's count
+    assert offline_proc.stderr == online_proc.stderr
+    assert offline_proc.stderr.startswith("Warning: the Hub's safetensors metadata holds 0.43 GiB of weights")
+    assert offline == online
+    if args[0] == "size":
+        assert (offline["weights_source"], offline["weights_bytes"]) == ("safetensors metadata", QWEN_HUB_WEIGHTS)
+
+
+def test_offline_without_cached_counts_the_analytic_estimate_is_said(hub_env: dict[str, str], tmp_path: Path) -> None:
+    """A cache that holds config.json but not the headers' counts (filled by vLLM, or an older kvplan): the weights
+    are the analytic count, and the run says so instead of silently answering differently than online."""
+    import shutil
+
+    json_out(run_kvplan(["size", "Qwen/Qwen2.5-1.5B", "--json"], hub_env))
+    folders = list((tmp_path / "hf").rglob("kvplan-safetensors"))
+    assert len(folders) == 1
+    shutil.rmtree(folders[0])
+    proc = run_kvplan(["size", "Qwen/Qwen2.5-1.5B", "--json"], {**hub_env, "HF_HUB_OFFLINE": "1"})
+    assert json_out(proc)["weights_source"] == "analytic parameter count"
+    assert proc.stderr == ("Warning: safetensors metadata not used (the safetensors metadata of Qwen/Qwen2.5-1.5B is "
+                           "not in the local cache and HF_HUB_OFFLINE is set: the weights are estimated from "
+                           "config.json; run once online to cache it); weights are the analytic count\n")
+
+
+@pytest.mark.parametrize("body", ['{"parameters_by_dtype": {"BF16": -1}}', '{"parameters_by_dtype": {"Q4": 5}}',
+                                  '{"parameters_by_dtype": {"BF16": 1e30}}', "[1]", "x" * 70_000])
+def test_offline_malformed_cached_counts_are_said_and_not_used(hub_env: dict[str, str], body: str) -> None:
+    json_out(run_kvplan(["size", "Qwen/Qwen2.5-1.5B", "--json"], hub_env))
+    (cached,) = Path(hub_env["HF_HOME"]).rglob("kvplan-safetensors/*.json")
+    cached.write_text(body, encoding="utf-8")
+    proc = run_kvplan(["size", "Qwen/Qwen2.5-1.5B", "--json"], {**hub_env, "HF_HUB_OFFLINE": "1"})
+    assert json_out(proc)["weights_source"] == "analytic parameter count"
+    assert proc.stderr.startswith("Warning: safetensors metadata not used (") and proc.stderr.count("\n") == 1
+    assert "cached safetensors counts of Qwen/Qwen2.5-1.5B" in proc.stderr
