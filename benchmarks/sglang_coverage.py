@@ -7,6 +7,8 @@ could not run. kvplan plans it from the same free-memory figures and each case l
   exact            every resolved default, the budget, tokens, running requests and the log line are equal
   refused-sglang   both refuse, kvplan with SGLang's own reason (e.g. custom code without --trust-remote-code,
                    no room for a hybrid's Mamba state)
+  refused-source   kvplan refuses with the assertion SGLang's model class raises when TP does not split the
+                   heads (its __init__, which the oracle never builds: ported from SGLang's source)
   refused-kvplan   kvplan refuses a pool this slice does not model (Mamba, DSA, sliding-window, multimodal …)
   oracle-fault     the golden is the oracle's fault, not SGLang's rule (tests/sglang_goldens.py:ORACLE_FAULTS)
   wrong            any figure differs (target: 0)
@@ -41,7 +43,7 @@ def main() -> int:
             reasons[(o.refusal or "").split(":", 1)[-1].split("(")[0].strip()[:70]] += 1
         if a.verbose and cls != "exact":
             print(f"{cls:15} {case['id']}: {o.mismatches or o.refusal}")
-    classes = ("exact", "refused-sglang", "refused-kvplan", "oracle-fault", "wrong")
+    classes = ("exact", "refused-sglang", "refused-source", "refused-kvplan", "oracle-fault", "wrong")
     print(f"{'gpu':10}" + "".join(f"{c:>16}" for c in classes))
     total: Counter[str] = Counter()
     for gpu, counts in sorted(by_gpu.items()):

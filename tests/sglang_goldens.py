@@ -21,26 +21,41 @@ from kvplan.sglang.fit import SglangFit, plan_sglang_fit
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDENS = FIXTURES / "sglang" / "oracle-goldens.json"
+# SGLang's model-class resolution (model_loader/utils.py:resolve_transformers_arch, tools/sglang_oracle/arch_probe.py)
+# for the configs SGLang has no class for: the step after the sizing oracle's, at model load.
+MODEL_CLASS_GOLDENS = FIXTURES / "sglang" / "model-class-goldens.json"
 GPU_IDS = {"h100": "h100-sxm", "h200": "h200", "b200": "b200", "a100-80": "a100-80gb-sxm", "mi300x": "mi300x",
            "mi355x": "mi355x"}
 # Models whose golden is the oracle's fault, not SGLang's rule: kvplan's answer is unchecked there (class
 # "oracle-fault"; test_sglang pins that each still disagrees, so the list cannot go stale).
 ORACLE_FAULTS = {
-    "nvidia--Kimi-K2.5-NVFP4": (
-        "the oracle's stand-in quant config (sglang_oracle.py:_kv_quant_algo) reads kv_cache_quant_algo only; "
-        "SGLang's ModelOptFp4Config.from_config (layers/quantization/modelopt_quant.py) derives FP8 from the flat "
-        "format's kv_cache_scheme {type: float, num_bits: 8}, so SGLang serves it with an fp8 KV cache (kvplan), "
-        "the oracle with bf16"),
     "mistralai--Mistral-Small-4-119B-2603": (
         "the committed fixture has no params.json, which SGLang reads for this Mistral-format checkpoint "
         "(FileNotFoundError): the oracle could not run it"),
 }
 
 
+# kvplan.sglang.architectures.heads_refusal: an assertion in the model class's __init__, which the sizing oracle
+# never builds (it sizes from ModelConfig): ported from SGLang's source, counted apart ("refused-source").
+HEADS_ASSERTION = "AssertionError: assert "
+
+
 def load_cases(path: Path = GOLDENS) -> list[dict[str, Any]]:
     """The golden cases, as tools/sglang_oracle/regen.py wrote them."""
     cases: list[dict[str, Any]] = json.loads(path.read_text())["cases"]
     return cases
+
+
+@cache
+def model_class_errors() -> dict[str, str]:
+    """Model → SGLang's ValueError at model load (without its `ValueError: ` prefix), from MODEL_CLASS_GOLDENS."""
+    cases = json.loads(MODEL_CLASS_GOLDENS.read_text())["cases"]
+    return {c["model"]: c["error"].removeprefix("ValueError: ") for c in cases if "error" in c}
+
+
+def load_refusal(case: dict[str, Any]) -> str | None:
+    """SGLang's refusal at model load for a case the sizing oracle sized (None: it loads, or sizing refused)."""
+    return None if "error" in case else model_class_errors().get(case["model"])
 
 
 def deployment(case: dict[str, Any]) -> SglangDeployment:
@@ -92,6 +107,11 @@ class Outcome:
     def mismatches(self) -> list[str]:
         """Every figure where kvplan and SGLang differ ([] when exact or honestly refused)."""
         c, f = self.case, self.fit
+        if (load := load_refusal(c)) is not None:  # SGLang sizes it, then refuses the model class
+            if self.refusal is not None and load.startswith(self.refusal):
+                return []
+            said = (self.refusal or "starts")[:60]
+            return [f"SGLang refuses the model class ({load[:60]!r}) but kvplan said {said!r}"]
         if "error" in c:  # the oracle could not run it, or SGLang's sizing raised: kvplan must refuse too
             if self.refusal or (f is not None and sizing_refusal_matches(c["error"], f.startup)):
                 return []
@@ -150,14 +170,21 @@ def replay(case: dict[str, Any]) -> Outcome:
 def classify(outcome: Outcome) -> str:
     """The class of one replayed case: exact (every figure equal), refused-sglang (both refuse, kvplan in
     SGLang's words: a config transformers cannot read without the repository's code, no room for a hybrid's
-    Mamba state), refused-kvplan (a pool this slice does not model, said so), oracle-fault (ORACLE_FAULTS) or
-    wrong."""
+    Mamba state), refused-source (SGLang's model class asserts the TP split of the heads: ported from its source,
+    beyond the oracle), refused-kvplan (a pool this slice does not model, said so), oracle-fault (ORACLE_FAULTS)
+    or wrong."""
     if outcome.case["model"] in ORACLE_FAULTS:
         return "oracle-fault"
     if outcome.mismatches:
         return "wrong"
+    if outcome.fit is not None and outcome.fit.startup.startswith("RuntimeError: "):
+        return "refused-sglang"  # SGLang sizes this pool (every figure checked), then fails its first forward
     if outcome.fit is not None and "error" in outcome.case:
         return "refused-sglang"  # SGLang's sizing refusal (a RuntimeError), kvplan's startup verdict in its words
+    if outcome.fit is None and "error" not in outcome.case and (outcome.refusal or "").startswith(HEADS_ASSERTION):
+        return "refused-source"  # the model class's head-split assertion: past the oracle's reach, ported from source
+    if outcome.fit is None and load_refusal(outcome.case) is not None:
+        return "refused-sglang"  # SGLang's own ValueError at model load, verbatim (mismatches checked the text)
     if outcome.fit is None:
         same = "error" in outcome.case and (outcome.refusal or "").split(" ", 3)[-1][:40] in outcome.case["error"]
         return "refused-sglang" if same else "refused-kvplan"

@@ -35,6 +35,7 @@ _ALLOWED = {
     ("kvplan/vllm/architectures.py", "read_text"),  # files("kvplan.vllm").joinpath("architectures.json")
     ("kvplan/vllm/architectures.py", "open"),  # _packaged: a data file next to the module
     ("kvplan/sglang/engine_args.py", "read_text"),  # files("kvplan.sglang").joinpath("launch_server_flags.json")
+    ("kvplan/sglang/architectures.py", "open"),  # the packaged sglang/model_classes.json, next to the module
     ("kvplan/model/families/text_config.py", "open"),  # the packaged model/text_config_defaults.json
     ("kvplan/cli/app.py", "open"),  # os.open(os.devnull): a full stdout silenced after its error
 }

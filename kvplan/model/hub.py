@@ -80,6 +80,46 @@ def _read_json(path: Path, what: str, kind: Any = None) -> dict[str, Any]:
     return data
 
 
+PROCESSOR_FILES = ("preprocessor_config.json", "video_preprocessor_config.json")
+
+
+def _pixel_bounds(path: Path) -> tuple[int, int] | None:
+    """(shortest_edge, longest_edge) of a Qwen-VL processor file: its `size`, or the legacy min_pixels / max_pixels
+    (transformers' Qwen2VLImageProcessor.__init__ turns those into `size`). None: the file is absent or names
+    neither."""
+    if not path.is_file():
+        return None
+    data = _read_json(path, path.name)
+    size = data.get("size")
+    pair = ((size.get("shortest_edge"), size.get("longest_edge")) if isinstance(size, dict)
+            else (data.get("min_pixels"), data.get("max_pixels")))
+    if pair == (None, None):
+        return None
+    values = [v for v in pair if isinstance(v, int) and not isinstance(v, bool) and 0 < v < 2**40]
+    if len(values) != 2:
+        raise BadConfig(f"{path.name}: size must give positive integers shortest_edge and longest_edge, got {pair}")
+    lo, hi = values
+    if lo > hi:
+        raise BadConfig(f"{path.name}: shortest_edge {lo} is above longest_edge {hi}")
+    return lo, hi
+
+
+def _with_processor_files(spec: ModelSpec, folder: Path) -> ModelSpec:
+    """A Qwen3-VL tower's processor bounds from the folder's own preprocessor_config.json /
+    video_preprocessor_config.json, when it has them (vLLM builds the dummy items with them). Without a video file
+    the video processor reads preprocessor_config.json (transformers 4.57.1 video_processing_utils.py:
+    get_video_processor_dict tries video_preprocessor_config.json, then preprocessor_config.json)."""
+    if not any(t.geometry is not None for t in spec.towers):
+        return spec
+    image = _pixel_bounds(folder / PROCESSOR_FILES[0])
+    video = _pixel_bounds(folder / PROCESSOR_FILES[1]) or image
+    if image is None and video is None:
+        return spec
+    towers = tuple(replace(t, geometry=replace(t.geometry, image_pixels=image, video_pixels=video))
+                   if t.geometry is not None else t for t in spec.towers)
+    return replace(spec, towers=towers)
+
+
 def load_local(source: str, *, hf_overrides: Mapping[str, Any] | None = None) -> ModelSpec:
     """A folder holding config.json (and maybe hf_quant_config.json), or a path to a config.json;
     `hf_overrides` as vLLM's --hf-overrides."""
@@ -100,6 +140,7 @@ def load_local(source: str, *, hf_overrides: Mapping[str, Any] | None = None) ->
     quant = _read_json(quant_path, QUANT_CONFIG_NAME) if quant_path.exists() else None
     name = folder.name if cfg.name == CONFIG_NAME else cfg.stem
     spec = parse_config(_read_json(cfg, str(cfg)), name=name, quant_config=quant, hf_overrides=hf_overrides)
+    spec = _with_processor_files(spec, folder)
     params_path = folder / mistral_format.PARAMS_NAME
     if cfg.name != CONFIG_NAME or not params_path.is_file():
         return spec

@@ -152,6 +152,7 @@ class SpeltText(NamedTuple):
     model_type: str | None = None  # its own `model_type` key (None when absent)
     dtype: object = None  # the first set of dtype, torch_dtype (and those of a text_config nested in it)
     has_auto_map: bool = False
+    auto_model: bool = False  # its auto_map has an `AutoModel` key (SGLang's Transformers-backend check reads it)
     nested: bool = False  # it holds a text_config, thinker_config or llm_config object
     # The context-length keys of the text config (of its nested text_config when it has one), numbers only:
     # max_sequence_length, seq_length, max_seq_len, model_max_length, max_position_embeddings, n_positions.
@@ -198,6 +199,43 @@ class SglangFacts(NamedTuple):
     # it builds one (None: transformers' class, read as the JSON gives it).
     vision_defaults: tuple[int, int] | None = None
     hopper_qwen3_vl_type: bool = False  # the top-level model_type is one qwen3_vl.py's Hopper override names
+    # A gemma4_text config's full-attention (head_dim, num_key_value_heads), which SGLang makes the model's own
+    # (utils/hf_transformers/config.py:_apply_gemma4_attention_overrides, on transformers 5.19's per-layer split,
+    # Gemma4TextConfig.__post_init__): global_head_dim (512 when absent); num_global_key_value_heads when set and
+    # attention_k_eq_v is not false, else num_key_value_heads. None for other model_types.
+    gemma4_full_attention: tuple[int, int] | None = None
+
+
+@dataclass(frozen=True)
+class VisionGeometry:
+    """A Qwen3-VL vision tower's shapes as its vision_config gives them (qwen3_vl.py:Qwen3_VisionTransformer): what
+    the encoder profile's dummy item costs (kvplan.vllm.encoder_profile)."""
+
+    hidden_size: int
+    intermediate_size: int
+    depth: int
+    num_heads: int
+    out_hidden_size: int  # the merger's output: the text hidden size
+    patch_size: int
+    spatial_merge_size: int
+    temporal_patch_size: int
+    in_channels: int = 3
+    deepstack_levels: int = 0
+    # the smart_resize bounds (shortest edge, longest edge) of the folder's own processor files, when it has them
+    # (kvplan.model.hub.load_local); None: the checkpoints' published files (kvplan.vllm.encoder_profile)
+    image_pixels: tuple[int, int] | None = None
+    video_pixels: tuple[int, int] | None = None
+
+    @property
+    def embed_width(self) -> int:
+        """One encoder output row: the merger's and each deepstack merger's outputs, concatenated
+        (Qwen3_VisionTransformer.forward: torch.cat([hidden_states] + deepstack_feature_lists, dim=1))."""
+        return self.out_hidden_size * (1 + self.deepstack_levels)
+
+    @property
+    def patch_values(self) -> int:
+        """Values per flattened patch in pixel_values: channels × temporal patch × patch² (Qwen2VLImageProcessor)."""
+        return self.in_channels * self.temporal_patch_size * self.patch_size ** 2
 
 
 @dataclass(frozen=True)
@@ -217,6 +255,7 @@ class TowerSpec:
     loaded: bool = True
     # attention heads the tower splits over the TP ranks (dist_utils.divide asserts they divide); 0: not checked
     tp_heads: int = 0
+    geometry: VisionGeometry | None = None  # Qwen3-VL: the shapes its encoder profile needs
 
     @property
     def params(self) -> int:

@@ -1,6 +1,12 @@
 """Architecture lists of SGLang 0.5.23 that change how it sizes a model (paths relative to `sglang/srt/`)."""
 from __future__ import annotations
 
+import json
+import os
+from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
+
 # configs/model_config.py:multimodal_model_archs (read from the 0.5.23 wheel with ast): a model whose
 # architecture is listed, or whose config nests a text config (ModelConfig: hf_config is not hf_text_config),
 # is multimodal: its mem_fraction_static is scaled by adjust_mem_fraction_for_vlm and its budget loses the
@@ -218,3 +224,70 @@ TRANSFORMERS_MODEL_TYPES = frozenset({
     "whisper", "xclip", "xclip_text_model", "xclip_vision_model", "xcodec", "xcodec2", "xglm", "xlm", "xlm-roberta",
     "xlm-roberta-xl", "xlnet", "xlstm", "xmod", "yolos", "yoso", "youtu", "zamba", "zamba2", "zaya", "zoedepth",
 })
+
+
+@lru_cache(maxsize=1)
+def _model_classes() -> dict[str, Any]:
+    """kvplan/sglang/model_classes.json (tools/sglang_oracle/model_classes.py, from the 0.5.23 wheel and the
+    transformers 5.19.0 it pins): SGLang's registered classes, and transformers' classes by backend compatibility."""
+    with open(os.path.join(os.path.dirname(__file__), "model_classes.json"), encoding="utf-8") as f:
+        table = json.load(f)
+    out: dict[str, Any] = {k: frozenset(table[k])
+                           for k in ("sglang_classes", "transformers_compatible", "transformers_incompatible")}
+    out["heads_check"] = {k: (str(v[0]), bool(v[1]), str(v[2])) for k, v in table["heads_check"].items()}
+    return out
+
+
+def is_sglang_class(architecture: str) -> bool:
+    """Whether SGLang 0.5.23 registers a model class of that name (models/registry.py: each module's EntryClass)."""
+    return architecture in _model_classes()["sglang_classes"]
+
+
+def model_class_refusal(architectures: Sequence[str], *, auto_model: bool) -> str | None:
+    """SGLang's refusal at model load for architectures it has no class for, under the default --model-impl auto
+    (model_loader/utils.py:get_model_architecture → resolve_transformers_arch), in its words; None when one
+    architecture is SGLang's own, or falls back to its Transformers backend (a transformers class whose
+    `is_backend_compatible()`, i.e. `_supports_attention_backend`, is true), or kvplan cannot tell (no
+    architectures: SGLang loads TransformersForCausalLM; a repository's own AutoModel class)."""
+    table = _model_classes()
+    if any(a in table["sglang_classes"] for a in architectures):
+        return None
+    for arch in architectures:
+        if arch.startswith("Transformers"):
+            continue
+        if arch in table["transformers_incompatible"]:
+            return (f"{arch} has no SGlang implementation and the Transformers implementation is not compatible "
+                    "with SGLang.")
+        if arch not in table["transformers_compatible"] and not auto_model:
+            return (f"Cannot find model module. '{arch}' is not a registered model in the Transformers library (only "
+                    "relevant if the model is meant to be in Transformers) and 'AutoModel' is not present in the model "
+                    "config's 'auto_map' (relevant if the model is custom).")
+    return None
+
+
+def heads_refusal(architectures: Sequence[str], *, heads: int, kv_heads: int, tp: int, attn_tp: int) -> str | None:
+    """The assertion SGLang's model class fails when TP does not split the heads (None: it splits them, or kvplan
+    has no record of the class's check). The check lives in each class's attention __init__ (models/llama.py:
+    LlamaAttention and the modules of model_classes.json `heads_check`): total_num_heads % tp_size == 0, then
+    total_num_kv_heads % tp_size == 0 when kv heads ≥ tp_size, else tp_size % total_num_kv_heads == 0; tp_size is
+    --tp-size in the modules that read get_parallel().tp_size (even under attention DP), the attention-TP size in
+    those that read attn_tp_size; a module whose size kvplan could not tell is checked without attention DP only."""
+    checked = next((_model_classes()["heads_check"][a] for a in architectures[:1]
+                    if a in _model_classes()["heads_check"]), None)
+    if checked is None:
+        return None
+    module, kv_checked, size = checked
+    if size == "unknown" and attn_tp != tp:
+        return None
+    n = attn_tp if size == "attn_tp" else tp
+    name = "attn_tp_size" if size == "attn_tp" else "tp_size"
+    where = f"({module}; {heads} attention heads, {kv_heads} KV heads, {name} {n})"
+    if n <= 1:
+        return None
+    if heads % n:
+        return f"AssertionError: assert self.total_num_heads % {name} == 0 {where}"
+    if kv_checked and kv_heads >= n and kv_heads % n:
+        return f"AssertionError: assert self.total_num_kv_heads % {name} == 0 {where}"
+    if kv_checked and 0 < kv_heads < n and n % kv_heads:
+        return f"AssertionError: assert {name} % self.total_num_kv_heads == 0 {where}"
+    return None

@@ -98,6 +98,8 @@ class SglangDeployment:
     disable_cuda_graph: bool = False
     speculative_algorithm: str | None = None
     trust_remote_code: bool = False
+    swa_full_tokens_ratio: float | None = None  # None: arg_groups/fields/schedule.py's 0.8
+    mamba_full_memory_ratio: float | None = None  # None: arg_groups/fields/schedule.py's 0.9
 
     @property
     def attn_dp_size(self) -> int:
@@ -116,8 +118,27 @@ class SglangDeployment:
         return self.tp // self.attn_dp_size
 
 
+# arg_groups/choices.py:ATTENTION_BACKEND_CHOICES, the argparse choices of --attention-backend
+# (arg_groups/fields/exec_.py), in SGLang's order.
+ATTENTION_BACKEND_CHOICES = (
+    "triton", "torch_native", "flex_attention", "dsa", "nsa", "qsa", "dsv4", "compressed", "fa3", "fa4",
+    "flashinfer", "llada2_cfg_flashinfer", "flashmla", "trtllm_mla", "cutedsl_mla", "tokenspeed_mla", "trtllm_mha",
+    "hpc_ops", "minicpm_flashattn", "minicpm_flashinfer", "aiter", "wave", "intel_amx", "ascend", "intel_xpu",
+)
+# arg_groups/serving_hook.py:_handle_deprecated_args: deprecated spellings SGLang renames (with a warning).
+ATTENTION_BACKEND_ALIASES = {"compressed": "dsv4", "tokenspeed_mla": "cutedsl_mla"}
+
+
+def check_attention_backend(value: str | None) -> None:
+    """Refuse an --attention-backend outside SGLang's choices, in argparse's words (Python 3.11, the wheel's)."""
+    if value is not None and value not in ATTENTION_BACKEND_CHOICES:
+        raise InvalidParameter(f"argument --attention-backend: invalid choice: {value!r} (choose from "
+                               f"{', '.join(map(repr, ATTENTION_BACKEND_CHOICES))})")
+
+
 def check_deployment(dep: SglangDeployment) -> None:
     """Refuse what SGLang refuses about the parallel layout (arg_groups/parallel_hook.py), in its words."""
+    check_attention_backend(dep.attention_backend)
     for name, value in (("--tp-size", dep.tp), ("--pp-size", dep.pp), ("--dp-size", dep.dp), ("--ep-size", dep.ep)):
         if value < 1:
             raise InvalidParameter(f"{name} must be ≥ 1, got {value}")
@@ -126,6 +147,11 @@ def check_deployment(dep: SglangDeployment) -> None:
                                hint="SGLang needs tp_size % attn_dp_size == 0 (attention TP = tp / dp)")
     if dep.mem_fraction_static is not None and not 0 < dep.mem_fraction_static < 1:
         raise InvalidParameter(f"--mem-fraction-static must be in (0, 1), got {dep.mem_fraction_static}")
+    if dep.swa_full_tokens_ratio is not None and not 0 < dep.swa_full_tokens_ratio <= 1.0:
+        raise InvalidParameter("--swa-full-tokens-ratio should be in range (0, 1.0].",
+                               hint="SGLang's words (arg_groups/kv_cache_hook.py:_handle_cache_compatibility)")
+    if dep.mamba_full_memory_ratio is not None and not dep.mamba_full_memory_ratio > 0:
+        raise InvalidParameter(f"--mamba-full-memory-ratio must be > 0, got {dep.mamba_full_memory_ratio}")
     if dep.page_size is not None and dep.page_size < 1:
         raise InvalidParameter(f"--page-size must be ≥ 1, got {dep.page_size}")
     # SGLang itself divides by a zero context_length and clamps a request cap below 1 to 1
@@ -283,7 +309,8 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     # model_executor/cuda_graph_config.py:default_prefill_backend: breakable on CUDA, disabled elsewhere.
     # cuda_graph_hook.py:disable_breakable_cudagraph_if_incompatible (a multimodal model off its allowlist) runs
     # before the fraction: its reserve is not charged then.
-    prefill_on = platform == "cuda" and not dep.disable_cuda_graph and prefill_graph_allowed
+    # cuda_graph_hook.py: PP disables the breakable prefill graph by default ("PP prefill graph replay is opt-in")
+    prefill_on = platform == "cuda" and not dep.disable_cuda_graph and prefill_graph_allowed and dep.pp == 1
     prefill_max = min(8192, chunk) if use_mla else chunk
     if dep.pp > 1:
         prefill_max = min(prefill_max, 8192)  # memory_hook.py: _DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS
@@ -292,7 +319,8 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     if llama2_path:
         prefill_max = min(prefill_max, 4096)  # "For Llama2 series models, max_bs is limited to 4096."
     prefill_sizes = prefill_graph_batch_sizes(prefill_max)
-    backend = (dep.attention_backend or ("dsa" if dsa_page_size else None)  # model_overrides/deepseek_v2.py
+    given = ATTENTION_BACKEND_ALIASES.get(dep.attention_backend or "", dep.attention_backend)
+    backend = (given or ("dsa" if dsa_page_size else None)  # model_overrides/deepseek_v2.py
                or model_attention_backend(architecture, platform=platform, sm_major=sm_major, has_mamba=has_mamba)
                or default_attention_backend(platform=platform, sm_major=sm_major, use_mla=use_mla, kv_heads=kv_heads,
                                             tp=dep.tp, asymmetric_kv=asymmetric_kv))

@@ -5,15 +5,20 @@
 * backends: attention_backend `dsa` (`model_overrides/deepseek_v2.py`); the split DSA backends of
   `overrides.py:_dsa_split_backend_resolution`: fp8 → trtllm on ≥ 10, flashmla_kv on Hopper; bf16 →
   flashmla_sparse prefill with trtllm (≥ 10) or fa3 decode;
-* page size 64 × index_kpool (`model_overrides/deepseek_v2.py`);
+* page size 64 × index_kpool (`model_overrides/deepseek_v2.py`); on ROCm 1 unless aiter's preshuffle paged-MQA
+  path is on (`layers/attention/dsa/utils.py:aiter_can_use_preshuffle_paged_mqa`: SGLANG_USE_AITER=1 with
+  Triton ≥ 3.5 or AITER_ENABLE_AOT_GLUON_PA_MQA_LOGITS=1); kvplan models SGLang's default environment
+  (SGLANG_USE_AITER unset: the legacy page size 1), as the rest of its ROCm rules do;
 * the latent row (`mem_cache/kv_cache_configurator.py:calculate_mla_kv_cache_dim`): kv_lora_rank + rope, except an
-  fp8 cache on a scaled-layout backend (not trtllm, not TileLang on both sides):
+  fp8 cache on a scaled-layout backend (not trtllm, not TileLang on both sides, not HIP's default triton DSA
+  backends, `overrides.py:_dsa_split_backend_resolution`, which read the raw layout):
   kv_lora_rank + kv_lora_rank / 128 × 4 + rope × 2 bytes (656 for 512 / 64);
 * the indexer (`model_executor/pool_configurator.py:DefaultPoolConfigurator._compute_dsa_indexer_cell_size`):
   ceil(index_head_dim + index_head_dim / 128 × 4, index_kpool) bytes per token on every layer that computes its
   own top-k (`configs/model_config.py:dsa_layer_skips_topk`; the shared ones get no rows,
   kv_cache_configurator.py:_should_elide_dsa_index_k).
-CUDA only (ROCm's DSA page size depends on the aiter build). Pure: numbers in, numbers out.
+The KV dtype default on ROCm follows the same rule: torch reports capability 9.x on MI300X / MI355X, so bfloat16.
+Pure: numbers in, numbers out.
 """
 from __future__ import annotations
 
@@ -57,17 +62,21 @@ def kv_dtype(given: str, spec: ModelSpec, sm_major: int | None) -> str:
                            hint=f"--kv-cache-dtype {given!r} is refused by SGLang for this model")
 
 
-def page_size(spec: ModelSpec) -> int:
-    """model_overrides/deepseek_v2.py: 64 × index_kpool (configs/model_config.py:get_dsa_index_kpool)."""
-    return 64 * spec.facts.sglang.index_kpool
+def page_size(spec: ModelSpec, *, hip: bool = False) -> int:
+    """model_overrides/deepseek_v2.py: 64 × index_kpool (configs/model_config.py:get_dsa_index_kpool); on ROCm 1,
+    aiter's preshuffle path being off in SGLang's default environment (aiter_can_use_preshuffle_paged_mqa returns
+    False while SGLANG_USE_AITER is unset)."""
+    return 1 if hip else 64 * spec.facts.sglang.index_kpool
 
 
-def latent_row_bytes(spec: ModelSpec, *, kv_dtype: str, element_bytes: int, sm_major: int | None) -> int:
-    """calculate_mla_kv_cache_dim × element size under SGLang's default DSA backends."""
+def latent_row_bytes(spec: ModelSpec, *, kv_dtype: str, element_bytes: int, sm_major: int | None,
+                     hip: bool = False) -> int:
+    """calculate_mla_kv_cache_dim × element size under SGLang's default DSA backends (HIP: triton, the raw
+    layout, "nope(512 fp8) + rope(64 fp8), without extra per-block scales")."""
     assert spec.mla is not None
     rank, rope = spec.mla.kv_lora_rank, spec.mla.qk_rope_head_dim
     trtllm = (sm_major or 0) >= 10  # both dtypes decode with trtllm on SM100 (the raw layout)
-    if kv_dtype == "fp8_e4m3" and not trtllm and not spec.facts.sglang.learnable_sink:
+    if kv_dtype == "fp8_e4m3" and not trtllm and not hip and not spec.facts.sglang.learnable_sink:
         return rank + rank // QUANT_BLOCK * 4 + rope * ROPE_STORAGE_BYTES
     return (rank + rope) * element_bytes
 

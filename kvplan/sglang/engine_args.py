@@ -53,6 +53,10 @@ SGLANG_ARGS: tuple[SglangArg, ...] = (
     SglangArg("cuda_graph_max_bs_decode", "--cuda-graph-max-bs-decode", "int", "Largest decode CUDA graph."),
     SglangArg("disable_cuda_graph", "--disable-cuda-graph", "switch", "No CUDA graphs."),
     SglangArg("speculative_algorithm", "--speculative-algorithm", "text", "EAGLE, EAGLE3, NEXTN, STANDALONE…"),
+    SglangArg("swa_full_tokens_ratio", "--swa-full-tokens-ratio", "float", "Sliding-window pool / full pool "
+                                                                          "tokens (0.8)."),
+    SglangArg("mamba_full_memory_ratio", "--mamba-full-memory-ratio", "float", "Mamba state / KV pool memory "
+                                                                              "(0.9)."),
 )
 MODELLED = {arg.dest: arg for arg in SGLANG_ARGS}
 # dests that change memory in ways this slice does not model: the caller warns.
@@ -62,9 +66,7 @@ UNMODELLED = {
     "enable_hierarchical_cache": "HiCache's host tier is not modelled",
     "moe_a2a_backend": "DeepEP all-to-all reserves 2 GiB more in mem_fraction_static (not modelled)",
     "disable_hybrid_swa_memory": "the sliding-window split is modelled at SGLang's default (on) only",
-    "swa_full_tokens_ratio": "the sliding-window split is modelled at SGLang's default ratio 0.8 only",
     "max_mamba_cache_size": "the Mamba state slots are modelled by mamba_full_memory_ratio (0.9) only",
-    "mamba_full_memory_ratio": "the Mamba state slots are modelled at the default ratio 0.9 only",
     "mamba_ssm_dtype": "the Mamba SSM state is modelled in the config's or SGLang's default dtype",
     "mamba_radix_cache_strategy": "the Mamba slots per request are modelled for the default strategy (auto)",
     "disable_radix_cache": "the radix cache is modelled on (it changes the Mamba slots per request)",
@@ -103,6 +105,8 @@ _DEPLOYMENT_FIELDS: tuple[tuple[str, str, type], ...] = (
     ("context_length", "context_length", int), ("attention_backend", "attention_backend", str),
     ("cuda_graph_max_bs", "cuda_graph_max_bs_decode", int), ("disable_cuda_graph", "disable_cuda_graph", bool),
     ("speculative_algorithm", "speculative_algorithm", str), ("trust_remote_code", "trust_remote_code", bool),
+    ("swa_full_tokens_ratio", "swa_full_tokens_ratio", float),
+    ("mamba_full_memory_ratio", "mamba_full_memory_ratio", float),
 )
 
 

@@ -12,8 +12,13 @@ from dataclasses import dataclass
 from kvplan.errors import InvalidParameter
 from kvplan.hardware.gpus import GpuSpec
 from kvplan.model.spec import ModelSpec
-from kvplan.sglang import SGLANG_VERSION
-from kvplan.sglang.architectures import SGLANG_CONFIG_REGISTRY, TRANSFORMERS_MODEL_TYPES
+from kvplan.sglang import SGLANG_VERSION, kv_quant
+from kvplan.sglang.architectures import (
+    SGLANG_CONFIG_REGISTRY,
+    TRANSFORMERS_MODEL_TYPES,
+    heads_refusal,
+    model_class_refusal,
+)
 from kvplan.sglang.budget import Budget, FreeMemory, estimate_free_memory, profile_budget
 from kvplan.sglang.defaults import ServerDefaults, SglangDeployment, check_deployment, resolve_defaults
 from kvplan.sglang.dsa import is_dsa
@@ -26,6 +31,8 @@ from kvplan.sglang.multimodal import (
     vlm_fraction_factor,
 )
 from kvplan.sglang.pool import (
+    GEMMA4_ASSISTANT,
+    GEMMA4_ASSISTANT_FORWARD,
     PoolGeometry,
     TokenPool,
     context_length,
@@ -34,6 +41,8 @@ from kvplan.sglang.pool import (
     size_pool,
     unsupported_reason,
 )
+from kvplan.sglang.pp import pp_layer_ranges
+from kvplan.sglang.swa import split_layers
 
 MiB = 1 << 20
 GiB = 1 << 30
@@ -116,6 +125,15 @@ def check_config_readable(spec: ModelSpec, *, remote_code_allowed: bool) -> None
                            hint="SGLang 0.5.23 pins transformers 5.19.0 (kvplan/sglang/architectures.py)")
 
 
+def check_model_class(spec: ModelSpec) -> None:
+    """Refuse, in SGLang's words, a model SGLang has no class for and cannot load through its Transformers backend
+    (model_loader/utils.py:resolve_transformers_arch, raised when the model loads, before the KV pool is sized)."""
+    refusal = model_class_refusal(spec.architectures, auto_model=spec.facts.spelt.auto_model)
+    if refusal is not None:
+        raise InvalidParameter(refusal, hint=f"SGLang {SGLANG_VERSION} stops loading the model (ValueError); "
+                                             "its server arguments resolve, no KV pool is sized")
+
+
 def total_kv_heads(spec: ModelSpec) -> int:
     """configs/model_config.py:ModelConfig.get_total_num_kv_heads (its attribute list): an MLA config's own
     num_key_value_heads (DeepSeek-V3: 128), not kvplan's one latent head; what the HIP MLA backend choice divides."""
@@ -143,8 +161,11 @@ def _tokens_at(budget: Budget, geo: PoolGeometry, page: int, context_len: int) -
 def _unmodelled(spec: ModelSpec, dep: SglangDeployment) -> str | None:
     """What of this deployment kvplan's port does not model (None: all of it)."""
     reason = unsupported_reason(spec, attn_tp=dep.attn_tp_size, tp=dep.tp)
-    if reason is None and dep.pp > 1:
-        reason = "pipeline parallelism (SGLang's per-stage layer split and MIN over stages) is not modelled yet"
+    plain = (split_layers(spec) is None and not is_dsa(spec) and not any(x.kind == "mamba" for x in spec.layers)
+             and spec.architectures[:1] != (GEMMA4_ASSISTANT,))
+    if reason is None and dep.pp > 1 and not plain:
+        reason = ("pipeline parallelism with a sliding-window, Mamba or DSA pool (the per-stage split of its layer "
+                  "kinds) is not modelled yet")
     if reason is None and dep.speculative_algorithm is not None:
         reason = "speculative decoding (the draft's KV cells and graph sizes) is not modelled yet"
     return reason
@@ -159,12 +180,11 @@ def _budget_decides(spec: ModelSpec, dep: SglangDeployment, reason: str | None) 
             and dep.speculative_algorithm is None and not any(x.kind == "mamba" for x in spec.layers))
 
 
-def _resolve(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment) -> tuple[str, int | None, int, ServerDefaults]:
-    """Platform, SM major, context_len and the resolved server arguments."""
+def resolve_server_args(spec: ModelSpec, chip: GpuSpec,
+                        dep: SglangDeployment) -> tuple[str, int | None, int, ServerDefaults]:
+    """Platform, SM major, context_len and the resolved server arguments (ServerArgs.resolve_once, which runs
+    before the model class is built: a deployment the class then refuses still resolves)."""
     platform, sm = _platform(chip)
-    if is_dsa(spec) and platform != "cuda":
-        raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: DeepSeek sparse attention on ROCm (page size by the "
-                               "aiter build: model_overrides/deepseek_v2.py) is not modelled yet")
     ctx = context_length(spec, dep.context_length)
     defaults = resolve_defaults(dep, gpu_mem_mib=gpu_memory_mib(chip), platform=platform,  # type: ignore[arg-type]
                                 sm_major=sm, use_mla=spec.mla is not None, kv_heads=total_kv_heads(spec),
@@ -173,12 +193,40 @@ def _resolve(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment) -> tuple[str
                                 has_mamba=any(x.kind == "mamba" for x in spec.layers),
                                 prefill_graph_allowed=breakable_prefill_graph_kept(spec),
                                 vlm_factor=vlm_fraction_factor(spec), asymmetric_kv=asymmetric_kv(spec),
-                                dsa_page_size=dsa_page_size(spec) if is_dsa(spec) else None)
+                                dsa_page_size=dsa_page_size(spec, hip=platform == "hip") if is_dsa(spec) else None)
     return platform, sm, ctx, defaults
 
 
+def _check_kv_quant(kv_dtype: str, platform: str, sm: int | None, backend: str, geo: PoolGeometry | None,
+                    spec: ModelSpec) -> None:
+    """A block-scaled KV dtype (kvplan.sglang.kv_quant): SGLang's refusal in its words, or kvplan's."""
+    use_mla = spec.mla is not None
+    said = kv_quant.refusal(kv_dtype, platform=platform, sm_major=sm, backend=backend, use_mla=use_mla)
+    if said is not None:
+        raise InvalidParameter(said, hint="SGLang refuses it while resolving its server arguments "
+                                          "(arg_groups/kv_cache_hook.py)")
+    plain = (geo is not None and geo.kind == "mha" and geo.swa is None
+             and not any(x.kind == "mamba" for x in spec.layers))
+    reason = kv_quant.unmodelled(kv_dtype, backend=backend, use_mla=use_mla, plain_mha=plain)
+    if reason is not None:
+        raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
+
+
+def _pp_stages(geo: PoolGeometry | None, pp: int, budget: Budget, page: int,
+               ctx: int) -> list[tuple[PoolGeometry, int]]:
+    """Each PP stage's geometry (its get_pp_indices layers) and the tokens its budget buys ([] without PP); the
+    same budget on every stage (kvplan estimates one free-memory figure for all ranks)."""
+    if pp == 1 or geo is None:
+        return []
+    out = []
+    for start, end in pp_layer_ranges(geo.layers, pp):
+        stage = dataclasses.replace(geo, layers=end - start)
+        out.append((stage, _tokens_at(budget, stage, page, ctx)))
+    return out
+
+
 def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: ServerDefaults,
-          ctx: int) -> tuple[TokenPool | None, str]:
+          ctx: int, sync_tokens: int | None = None) -> tuple[TokenPool | None, str]:
     """The pool a budget buys and the startup verdict ("starts", or SGLang's refusal)."""
     if budget.refusal is not None:
         return None, budget.refusal
@@ -187,30 +235,49 @@ def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: Se
         pool = size_pool(geo, budget.budget_bytes, page_size=d.page_size, context_len=ctx,
                          max_total_tokens=dep.max_total_tokens, max_running=dep.max_running_requests,
                          attn_dp_size=d.attn_dp_size, chunked_prefill_size=d.chunked_prefill_size,
-                         max_prefill_tokens=d.max_prefill_tokens, mamba=budget.mamba)
+                         max_prefill_tokens=d.max_prefill_tokens, mamba=budget.mamba, sync_tokens=sync_tokens)
     except InvalidParameter as exc:
         return None, str(exc)
     return pool, "starts"
+
+
+def _check_loadable(spec: ModelSpec, dep: SglangDeployment) -> SglangDeployment:
+    """SGLang's refusals before the pool, in its words (flags, config, model class, the class's head split);
+    the deployment as SGLang renames it."""
+    check_deployment(dep)
+    if dep.attention_backend == "tokenspeed_mla" and dep.kv_cache_dtype != "fp8_e4m3":
+        # arg_groups/serving_hook.py:_handle_deprecated_args: "tokenspeed_mla required FP8 KV; setting
+        # --kv-cache-dtype=fp8_e4m3." (the backend itself becomes cutedsl_mla: defaults.ATTENTION_BACKEND_ALIASES)
+        dep = dataclasses.replace(dep, kv_cache_dtype="fp8_e4m3")
+    check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
+    check_model_class(spec)
+    if spec.mla is None:
+        refused = heads_refusal(spec.architectures, heads=spec.num_attention_heads, kv_heads=total_kv_heads(spec),
+                                tp=dep.tp, attn_tp=dep.attn_tp_size)
+        if refused is not None:
+            raise InvalidParameter(refused, hint="SGLang's model class refuses it when the model loads")
+    return dep
 
 
 def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, weights_bytes: int,
                     weights_range: tuple[int, int], measured: FreeMemory | None = None) -> SglangFit:
     """SGLang's startup sizing for `spec` on `chip`; `measured` replaces kvplan's free-memory estimate. A pool
     kvplan does not model is refused, unless SGLang's budget already refuses it (`_budget_decides`)."""
-    check_deployment(dep)
-    check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
+    dep = _check_loadable(spec, dep)
     reason = _unmodelled(spec, dep)
     early = _budget_decides(spec, dep, reason)
     if reason is not None and not early:
         raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
-    platform, sm, ctx, defaults = _resolve(spec, chip, dep)
+    platform, sm, ctx, defaults = resolve_server_args(spec, chip, dep)
     kv_dtype = dsa_kv_dtype(dep.kv_cache_dtype, spec, sm) if is_dsa(spec) else kv_dtype_name(dep.kv_cache_dtype, spec)
-    geo = None if early else geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm)
+    geo = None if early else geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm,
+                                      hip=platform == "hip", swa_ratio=dep.swa_full_tokens_ratio)
     if platform == "hip" and kv_dtype.startswith("fp8"):
         # HIP maps fp8_e5m2 to fp8_dtype too (mem_cache/kv_cache_dtype.py): an e4m3 format, fnuz on gfx942.
         kv_dtype = "fp8_e4m3"
         if geo is not None:
             geo = dataclasses.replace(geo, dtype=kv_dtype, fnuz=chip.arch == "cdna3")
+    _check_kv_quant(kv_dtype, platform, sm, defaults.attention_backend, geo, spec)
     free = measured or estimate_free_memory(cuda_total_bytes=chip.cuda_total_bytes, weights_bytes=weights_bytes,
                                             weights_range=weights_range, world=dep.tp * dep.pp)
     frac = defaults.mem_fraction_static
@@ -221,15 +288,26 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
 
     def profile(avail: float, pre: float) -> Budget:
         return profile_budget(avail_gib=avail, pre_gib=pre, mem_fraction_static=frac, mm_reservation_gib=mm_gib,
-                              mamba=state, mamba_ratio=ratio)
+                              mamba=state, mamba_ratio=ratio, mamba_full_memory_ratio=dep.mamba_full_memory_ratio)
 
     budget = profile(free.avail_gib, free.pre_gib)
     if early and budget.refusal is None:
         raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}",
                                hint=f"SGLang's budget would leave {(budget.budget_bytes or 0) / GiB:.2f} GiB for the "
                                     "KV pool, so the pool decides")
-    pool, startup = _size(geo, budget, dep, defaults, ctx)
+    stages = _pp_stages(geo, dep.pp, budget, defaults.page_size, ctx)
+    pool, startup = _size(stages[0][0] if stages else geo, budget, dep, defaults, ctx,
+                          sync_tokens=min(t for _g, t in stages) if stages else None)
     notes: list[str] = [*(pool.warnings if pool else ())]
+    if stages:
+        notes.append(f"PP {dep.pp}: stage layers {[g.layers for g, _t in stages]} (get_pp_indices); each stage's "
+                     f"tokens {[t for _g, t in stages]}, SGLang keeps the MIN (_apply_token_constraints); the "
+                     "line shown is stage 0's")
+    if pool is not None and spec.architectures[:1] == (GEMMA4_ASSISTANT,):
+        startup = f"RuntimeError: {GEMMA4_ASSISTANT_FORWARD}"  # after the pool, at the first forward
+        notes.append("Gemma-4's MTP draft (models/gemma4_mtp.py): SGLang allocates this pool, then its first forward "
+                     "fails; it serves the draft beside its target (--speculative-draft-model-path with "
+                     "--speculative-algorithm NEXTN or EAGLE, promoted to FROZEN_KV_MTP: speculative_hook.py)")
     if early:
         notes.append(f"the KV pool itself is not modelled ({reason}); SGLang refuses before it sizes one; the "
                      "server arguments shown are SGLang's generic rules, not checked for this model")
@@ -244,13 +322,17 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         notes.append(f"weights are estimated as {dep.tp} tensor-parallel shards; under attention DP SGLang splits "
                      f"the attention weights over attention-TP {defaults.attn_tp_size} only (more per GPU), "
                      "not counted here")
+    if is_dsa(spec) and platform == "hip":
+        notes.append("DeepSeek sparse attention on ROCm: page size 1, SGLang's default environment; with "
+                     "SGLANG_USE_AITER=1 and Triton ≥ 3.5 (aiter's preshuffle paged-MQA path, "
+                     "layers/attention/dsa/utils.py) SGLang pages by 64 × index_kpool, not modelled here")
     notes.append("the CUDA graphs, activations and request table must fit in the slack pre × (1 − "
                  f"mem_fraction_static) = {budget.slack_gib:.2f} GiB: SGLang's heuristic, not checked here")
     return SglangFit(
         model=spec.name, gpu=chip.id, gpu_name=chip.name, engine="sglang", sglang_version=SGLANG_VERSION,
         tp=dep.tp, pp=dep.pp, dp=dep.dp, attn_dp_size=defaults.attn_dp_size, num_gpus=dep.tp * dep.pp * dep.replicas,
         defaults=defaults, kv_cache_dtype=kv_dtype, geometry=geo, context_len=ctx, weights_bytes=weights_bytes,
-        free_memory=free, budget=budget, pool=pool, fits=pool is not None, startup=startup,
+        free_memory=free, budget=budget, pool=pool, fits=pool is not None and startup == "starts", startup=startup,
         max_total_num_tokens=tokens, max_running_requests=reqs, total_tokens=tokens * defaults.attn_dp_size,
         total_running_requests=reqs * defaults.attn_dp_size,
         requests_at_context=(tokens // ctx) * defaults.attn_dp_size, max_total_num_tokens_range=token_range,

@@ -19,16 +19,22 @@ from kvplan.errors import InvalidParameter
 from kvplan.model.architectures import gemma_line, model_types_where
 from kvplan.model.spec import ModelSpec
 from kvplan.sglang.dsa import indexer_bytes_per_token, is_dsa, latent_row_bytes
+from kvplan.sglang.kv_quant import row_bytes
 from kvplan.sglang.mamba import MambaCache, mamba_state, state_cap_text
 from kvplan.sglang.swa import SwaPart, sliding_window_size, split_layers, swa_part, swa_pool_too_small_text
 
 GiB = 1 << 30  # mem_cache/memory_pool.py: GB = 1024**3 (SGLang's "GB" are GiB)
 
 # mem_cache/kv_cache_dtype.py:configure_kv_cache_dtype and arg_groups/fields/model.py choices: element bytes.
-KV_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8_e4m3": 1, "fp8_e5m2": 1, "bf16": 2}
+# mxfp8 / nvfp4 / fp4_mx_block16: torch.float8_e4m3fn and torch.float4_e2m1fn_x2 (two values a byte), scales
+# added per row by kvplan.sglang.kv_quant.row_bytes.
+KV_DTYPE_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4, "fp8_e4m3": 1, "fp8_e5m2": 1, "bf16": 2, "mxfp8": 1,
+                  "nvfp4": 1, "fp4_mx_block16": 1}
 # The torch dtype SGLang's log prints for each (CUDA; mem_cache/kv_cache_dtype.py).
 KV_DTYPE_TORCH = {"bfloat16": "torch.bfloat16", "bf16": "torch.bfloat16", "float16": "torch.float16",
-                  "float32": "torch.float32", "fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2"}
+                  "float32": "torch.float32", "fp8_e4m3": "torch.float8_e4m3fn", "fp8_e5m2": "torch.float8_e5m2",
+                  "mxfp8": "torch.float8_e4m3fn", "nvfp4": "torch.float4_e2m1fn_x2",
+                  "fp4_mx_block16": "torch.float4_e2m1fn_x2"}
 
 # configs/model_config.py:is_hybrid_swa_model's allowlist (plus SWA_SINK_ARCHS: gpt-oss; MiMo-V2).
 HYBRID_SWA_ARCHITECTURES = frozenset({
@@ -60,7 +66,9 @@ class PoolGeometry:
         """pool_configurator.py:DefaultPoolConfigurator._compute_cell_size (a hybrid SWA model: the full side)."""
         if self.kind == "mla":
             return self.head_dim * self.layers * self.element_bytes + self.indexer_bytes
-        return self.kv_heads * (self.head_dim + self.v_head_dim) * self.layers * self.element_bytes
+        e = self.element_bytes
+        return self.kv_heads * (row_bytes(self.dtype, self.head_dim, e) + row_bytes(self.dtype, self.v_head_dim, e)) \
+            * self.layers
 
     @property
     def cell_size(self) -> float:
@@ -69,6 +77,14 @@ class PoolGeometry:
         if self.swa is None:
             return self.cell_bytes
         return self.cell_bytes + self.swa.ratio * (self.swa.per_token(self.element_bytes) * self.swa.layers)
+
+
+# models/gemma4_mtp.py: Gemma-4's MTP draft. Served as a model of its own, SGLang sizes a plain pool for it
+# (DefaultPoolConfigurator; the architecture is not a hybrid-SWA one) with every layer at the full-attention shape,
+# then its first forward (the CUDA-graph capture, or the warmup request) raises GEMMA4_ASSISTANT_FORWARD: only the
+# speculative worker calls set_embed_and_head with the target's embedding.
+GEMMA4_ASSISTANT = "Gemma4AssistantForCausalLM"
+GEMMA4_ASSISTANT_FORWARD = "Gemma4AssistantForCausalLM requires set_embed_and_head() before token-id forward."
 
 
 def unsupported_reason(spec: ModelSpec, *, attn_tp: int = 1, tp: int = 1) -> str | None:
@@ -82,13 +98,11 @@ def unsupported_reason(spec: ModelSpec, *, attn_tp: int = 1, tp: int = 1) -> str
     if arch in HYBRID_SWA_ARCHITECTURES and not hybrid_swa:
         return (f"{arch} gets SGLang's sliding-window pool (pool_configurator.py:HybridSWAPoolConfigurator) in a "
                 "form not modelled yet")
-    if arch == "Gemma4AssistantForCausalLM":  # models/gemma4_mtp.py: loaded only as a speculative draft
-        return ("Gemma4AssistantForCausalLM is Gemma-4's MTP draft, served by SGLang only beside its target "
-                "(speculative decoding): not modelled as a model of its own")
+    if arch == GEMMA4_ASSISTANT:
+        return None if spec.facts.sglang.gemma4_full_attention else f"{arch} without a full-attention layer"
     if "mamba" in kinds and mamba_state(spec, attn_tp=attn_tp, tp=tp) is None:
         return ("recurrent layers of a family kvplan does not map to SGLang's state classes "
-                "(configs/hybrid_arch.py:mambaish_config; Bamba has no SGLang model class, so SGLang would size "
-                "every layer as attention, unverified), not modelled yet")
+                "(configs/hybrid_arch.py:mambaish_config), not modelled yet")
     allowed = {"full", "sliding_window", "mla"} | ({"mamba", "mlp_only"} if "mamba" in kinds else set())
     allowed |= {"chunked_local", "kv_shared"} if hybrid_swa else set()
     if kinds - allowed:
@@ -114,33 +128,42 @@ def model_dtype(spec: ModelSpec) -> str:
 
 
 def kv_dtype_name(given: str, spec: ModelSpec) -> str:
-    """mem_cache/kv_cache_dtype.py:configure_kv_cache_dtype: `auto` is the model dtype unless the checkpoint
-    declares an FP8 KV cache (kv_cache_quant_algo FP8); fp8_e4m3 / fp8_e5m2 / bf16 as given."""
+    """mem_cache/kv_cache_dtype.py:configure_kv_cache_dtype: `auto` is the model dtype unless the model's
+    quant_config.kv_cache_quant_algo is FP8: hf_quant_config.json's kv_cache_quant_algo, or a flat ModelOpt
+    config's kv_cache_scheme {type: float, num_bits: 8} (layers/quantization/modelopt_quant.py:
+    ModelOptFp4Config.from_config; a 4-bit scheme gives "auto" / "NVFP4", which configure_kv_cache_dtype leaves at
+    the model dtype); fp8_e4m3 / fp8_e5m2 / bf16 as given."""
     value = given.lower()
     if value == "auto":
         declared = spec.quant.kv_cache_dtype if spec.quant else None
         # SGLang reads hf_quant_config.json whatever its producer (ModelConfig._parse_quant_hf_config).
         fp8 = (declared or "").startswith("fp8") or spec.checkpoint_kv_quant_algo == "FP8"
         return "fp8_e4m3" if fp8 else model_dtype(spec)
-    if value in ("fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16", "float16"):
+    if value in ("fp8_e4m3", "fp8_e5m2", "bf16", "bfloat16", "float16", "mxfp8", "nvfp4", "fp4_mx_block16"):
         return "bfloat16" if value == "bf16" else value
     raise InvalidParameter(f"--kv-cache-dtype {given!r} is not modelled for SGLang",
-                           hint="auto, bf16, fp8_e4m3 or fp8_e5m2 (mxfp8 / nvfp4 / fp4_mx_block16 are not yet)")
+                           hint="auto, bf16, fp8_e4m3, fp8_e5m2, mxfp8, nvfp4 or fp4_mx_block16")
 
 
-def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | None = None) -> PoolGeometry:
+def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | None = None,
+             hip: bool = False, swa_ratio: float | None = None) -> PoolGeometry:
     """The geometry DefaultPoolConfigurator sizes from. Every non-MLA layer counts as a full-attention layer
     (a sliding window outside HYBRID_SWA_ARCHITECTURES gets no pool of its own in SGLang; Gemma-2/3 turn
     theirs off: arg_groups/model_overrides/gemma2_gemma3.py). KV heads per rank are max(1, heads // attn_tp)
     (configs/model_config.py:ModelConfig.get_num_kv_heads)."""
     e = KV_DTYPE_BYTES[kv_dtype]
     layers = len(spec.layers)  # layer_info.num_effective_layers (PP 1)
+    full_shape = spec.facts.sglang.gemma4_full_attention
+    if spec.architectures[:1] == (GEMMA4_ASSISTANT,) and full_shape:  # every layer at the full shape (see above)
+        head, kv = full_shape
+        return PoolGeometry("mha", layers, max(1, kv // attn_tp), head, head, kv_dtype, e)
     split = split_layers(spec)
     if split is not None:  # HybridSWAPoolConfigurator: the full side here, the sliding side in `swa`
         full, swa = split
         heads = max(1, full[0].num_kv_heads // attn_tp)
         return PoolGeometry("mha", len(full), heads, full[0].head_size, full[0].head_size_v or full[0].head_size,
-                            kv_dtype, e, swa_part(swa, attn_tp=attn_tp, window=sliding_window_size(spec)))
+                            kv_dtype, e, swa_part(swa, attn_tp=attn_tp, window=sliding_window_size(spec),
+                                                       ratio=swa_ratio))
     if any(x.kind == "mamba" for x in spec.layers):
         # DefaultPoolConfigurator.__init__: a mambaish model counts its full_attention_layer_ids only; a pure
         # Mamba model has none (cell 0).
@@ -154,7 +177,7 @@ def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | No
         # kv_cache_configurator.py:calculate_mla_kv_cache_dim (non-DSA): kv_lora_rank + qk_rope_head_dim.
         width = spec.mla.kv_lora_rank + spec.mla.qk_rope_head_dim
         if is_dsa(spec):  # the DSA row (kvplan.sglang.dsa) and its index-K in the same pool rows
-            width = latent_row_bytes(spec, kv_dtype=kv_dtype, element_bytes=e, sm_major=sm_major) // e
+            width = latent_row_bytes(spec, kv_dtype=kv_dtype, element_bytes=e, sm_major=sm_major, hip=hip) // e
             return PoolGeometry("mla", layers, 1, width, 0, kv_dtype, e,
                                 indexer_bytes=indexer_bytes_per_token(spec, layers))
         return PoolGeometry("mla", layers, 1, width, 0, kv_dtype, e)
@@ -196,7 +219,7 @@ def max_running_requests(tokens: int, context_len: int, given: int | None, attn_
 def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_len: int,
               max_total_tokens: int | None = None, max_running: int | None = None, attn_dp_size: int = 1,
               chunked_prefill_size: int = 8192, max_prefill_tokens: int = 16384,
-              mamba: MambaCache | None = None) -> TokenPool:
+              mamba: MambaCache | None = None, sync_tokens: int | None = None) -> TokenPool:
     """DefaultPoolConfigurator.calculate_pool_sizes, KVCacheConfigurator._apply_token_constraints and
     resolve_max_num_reqs (capped at the Mamba state slots // ratio for a hybrid), then the K/V byte counts
     memory_pool.py:KVCache._finalize_allocation_log sums. Raises InvalidParameter with SGLang's words when no
@@ -214,6 +237,8 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
     elif max_total_tokens is not None:
         warnings.append(f"max_total_tokens={max_total_tokens} is larger than the profiled value {tokens}. "
                         f"Use the profiled value instead.")
+    if sync_tokens is not None:  # _apply_token_constraints: the MIN over PP stages (kvplan.sglang.pp)
+        tokens = min(tokens, sync_tokens)
     if tokens <= 0:
         raise InvalidParameter(NOT_ENOUGH_MEMORY)
     reqs = max_running_requests(tokens, context_len, max_running, attn_dp_size)
@@ -227,8 +252,8 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
         k, v = rows * geo.cell_bytes, 0  # DSA: the index-K buffer is in the summed nbytes too
         sizes = f"KV size: {k / GiB:.2f} GB"
     else:
-        k = rows * geo.layers * geo.kv_heads * geo.head_dim * geo.element_bytes
-        v = rows * geo.layers * geo.kv_heads * geo.v_head_dim * geo.element_bytes
+        k = rows * geo.layers * geo.kv_heads * row_bytes(geo.dtype, geo.head_dim, geo.element_bytes)
+        v = rows * geo.layers * geo.kv_heads * row_bytes(geo.dtype, geo.v_head_dim, geo.element_bytes)
         sizes = f"K size: {k / GiB:.2f} GB, V size: {v / GiB:.2f} GB"
     dtype = _torch_dtype(geo)
     log = f"KV Cache is allocated. dtype: {dtype}, #tokens: {tokens}, {sizes}"

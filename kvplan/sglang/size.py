@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from kvplan.errors import InvalidParameter
 from kvplan.model.spec import ModelSpec
-from kvplan.sglang import SGLANG_VERSION
+from kvplan.sglang import SGLANG_VERSION, kv_quant
 from kvplan.sglang.dsa import is_dsa
 from kvplan.sglang.dsa import kv_dtype as dsa_kv_dtype
 from kvplan.sglang.mamba import mamba_state
@@ -55,6 +55,10 @@ def sglang_size(spec: ModelSpec, *, tp: int = 1, kv_cache_dtype: str = "auto") -
                          "(overrides.py:_dsa_kv_cache_dtype_default); sized for below SM100")
     else:
         kv = kv_dtype_name(kv_cache_dtype, spec)
+    if kv in kv_quant.FP4_DTYPES:
+        notes.append(f"{kv}: sized with the scale layout of trtllm_mha, SGLang's default on SM100 "
+                     "(fp4_kv_cache_quant_method.py); other backends lay the scales out differently, and on Hopper "
+                     "SGLang refuses FP4 under its default fa3 (arg_groups/kv_cache_hook.py)")
     geo = geometry(spec, attn_tp=tp, kv_dtype=kv, sm_major=9)
     state = mamba_state(spec, attn_tp=tp, tp=tp)
     swa = geo.swa

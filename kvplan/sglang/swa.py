@@ -11,7 +11,7 @@
 per_token = kv_heads(attn_tp) × (head_dim + v_head_dim) × e of the layer class; chunked-attention layers
 (Llama-4) are the sliding side; a Gemma-4 layer that shares another's KV still gets its own rows, on the side
 its `layer_types` entry names. `swa_full_tokens_ratio` falls back to 0.8 (arg_groups/fields/schedule.py).
-Modelled: MHA hybrids with both layer classes, the default ratio, radix cache on (so not
+Modelled: MHA hybrids with both layer classes, the default or a given ratio, radix cache on (so not
 SWARequestCapPoolConfigurator). Pure: numbers in, numbers out.
 """
 from __future__ import annotations
@@ -84,11 +84,13 @@ def sliding_window_size(spec: ModelSpec) -> int | None:
     return spec.facts.sglang.window_size
 
 
-def swa_part(swa: Sequence[LayerSpec], *, attn_tp: int, window: int | None) -> SwaPart:
-    """The sliding side's geometry: KV heads per rank max(1, heads // attn_tp) (get_swa_num_kv_heads)."""
+def swa_part(swa: Sequence[LayerSpec], *, attn_tp: int, window: int | None,
+             ratio: float | None = None) -> SwaPart:
+    """The sliding side's geometry: KV heads per rank max(1, heads // attn_tp) (get_swa_num_kv_heads); `ratio` the
+    given --swa-full-tokens-ratio (None: SGLang's 0.8)."""
     first = swa[0]
     return SwaPart(len(swa), max(1, first.num_kv_heads // attn_tp), first.head_size,
-                   first.head_size_v or first.head_size, SWA_FULL_TOKENS_RATIO, window)
+                   first.head_size_v or first.head_size, SWA_FULL_TOKENS_RATIO if ratio is None else ratio, window)
 
 
 def swa_pool_too_small_text(swa_tokens: int, window: int, page_size: int) -> str:

@@ -38,7 +38,7 @@ from kvplan.vllm.memory.cuda_graphs import compilation_settings, estimate_cuda_g
 from kvplan.vllm.memory.lora import lora_bytes_per_gpu
 from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import estimate_weights, tower_bytes_per_gpu
-from kvplan.vllm.multimodal import apply_mm_limits, gemma4_encoder_profile, text_only
+from kvplan.vllm.multimodal import MmLimits, apply_mm_limits, gemma4_encoder_profile, text_only
 from kvplan.vllm.offload import deployment_tier, tier_note
 from kvplan.vllm.quantization import apply_quantization
 from kvplan.vllm.report import FitReport, GroupSummary, StageSummary, TowerSummary
@@ -162,9 +162,10 @@ def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings)
 
 def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings, *,
                           first: bool = True) -> MemoryTerm:
-    """The activation peak with the multimodal encoder's profile (first PP stage; vllm/multimodal.py): gemma-4's
-    dummy encoder outputs are held through the profiling run (an estimate: the encoder's own forward peak is
-    not modelled, so the range reaches twice them); all limits 0 profile no encoder."""
+    """The activation peak with the multimodal encoder's profile (first PP stage): Qwen3-VL's
+    by release, ported (vllm/encoder_profile.py, _with_qwen3_vl_encoder); gemma-4's dummy encoder outputs
+    held through the profiling run (vllm/multimodal.py; an estimate: its encoder's own forward peak is not
+    modelled, so the range reaches twice them); all limits 0 profile no encoder."""
     if not model.mm_modalities:
         return term
     limits = mm_limits(s)
@@ -172,6 +173,9 @@ def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
         return replace(term, assumption=f"{term.assumption}; no encoder profile (every multimodal limit is 0)")
     if not first:  # model_runner.py:profile_run profiles the encoder on the first PP stage only
         return term
+    qwen = _with_qwen3_vl_encoder(term, model, s, r, limits)
+    if qwen is not None:
+        return qwen
     enc = gemma4_encoder_profile(model, limits, max_num_batched_tokens=r.batch.max_num_batched_tokens,
                                  max_num_seqs=r.batch.max_num_seqs, max_model_len=r.max_model_len)
     if enc is None and not any(limits.count(m) > 0 for m in model.mm_modalities):
@@ -183,6 +187,34 @@ def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
     return shifted(term, extra, f"encoder profile: {enc.items} {enc.modality} item(s) × {enc.embeds_per_item:,} "
                    f"embeddings held +{extra / GiB:.2f} GiB (estimate, +{extra / GiB:.2f} … +{2 * extra / GiB:.2f} "
                    "GiB)", low_delta=extra, high_delta=2 * extra)
+
+
+def _with_qwen3_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings,
+                           limits: MmLimits) -> MemoryTerm | None:
+    """Qwen3-VL's encoder profile (vllm/encoder_profile.py:qwen3_vl_encoder_phase): the profiling peak is the larger
+    of the vision tower's own forward and what the encoder leaves allocated on top of the language model's dummy run
+    and sampler (`term`). None: not a Qwen3-VL tower (or its dummy item is not modelled)."""
+    from kvplan.vllm.encoder_profile import qwen3_vl_encoder_phase, vision_forward_range
+
+    tower = next((t for t in model.towers if t.geometry is not None and t.loaded), None)
+    if tower is None or tower.geometry is None:
+        return None
+    phase = qwen3_vl_encoder_phase(tower.geometry, r.version, model_runner_v2=bool(r.model_runner.v2), tp=s.tp,
+                                   max_num_batched_tokens=r.batch.max_num_batched_tokens,
+                                   max_num_seqs=r.batch.max_num_seqs, max_model_len=r.max_model_len,
+                                   image_limit=limits.count("image"), video_limit=limits.count("video"),
+                                   elem=4 if model.dtype == "float32" else 2)
+    if phase is None:
+        return None
+    lo, hi = vision_forward_range(r.version)
+    fwd = phase.forward_peak_bytes
+    best = max(fwd, term.bytes + phase.retained_bytes)
+    low = max(int(fwd * (1 + lo)), term.low_bytes + phase.retained_low_bytes)
+    high = max(int(fwd * (1 + hi)), term.high_bytes + phase.retained_high_bytes)
+    return shifted(term, best - term.bytes,
+                   f"encoder profile: {phase.what}: +{phase.retained_bytes / GiB:.2f} GiB through the run; the vision "
+                   f"tower's own peak {fwd / GiB:.2f} GiB (estimate {lo:+.0%} … {hi:+.0%})",
+                   low_delta=low - term.low_bytes, high_delta=high - term.high_bytes)
 
 
 STARTS = StartupRange.STARTS

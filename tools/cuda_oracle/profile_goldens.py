@@ -31,7 +31,10 @@ What this script adds to the probe, without changing it:
 Not covered (the probe's limits, see its docstring): TP ranks other than 0 (they build the
 same shard shapes: vLLM pads vocab and heads evenly), Model Runner V2's own forward path (its execute_model: the
 model's forward is the same code; the runner's buffers are persistent), and processor files for the corpus's
-multimodal configs (the corpus holds config.json only, so the encoder phase is skipped and says why).
+multimodal configs but the cases with ``Case.processor`` (tests/fixtures/processors/<name>/ and a stand-in
+tokenizer, _probe_dir): elsewhere the corpus holds config.json only, so the encoder phase is skipped and says why.
+``write_goldens`` keeps a case's committed golden when its raw output is not in --raw-dir (``--only`` reruns leave
+the rest of index.json as it was).
 """
 from __future__ import annotations
 
@@ -65,6 +68,8 @@ class Case:
     pp: int = 1  # pipeline-parallel size; the case is stage `pp_rank` of it
     pp_rank: int = 0
     runner: str = "v1"  # "v2": Model Runner V2's _dummy_sampler_run (_install_v2_sampler)
+    # processor files under tests/fixtures/processors/ (e.g. "qwen3-vl"): the encoder profile runs (_probe_dir)
+    processor: str = ""
 
     @property
     def id(self) -> str:
@@ -72,7 +77,8 @@ class Case:
                         .replace("max-model-len", "mml").replace("=", "") for a in self.args)
         stage = f"-pp{self.pp}r{self.pp_rank}" if self.pp > 1 else ""
         runner = "-mrv2" if self.runner == "v2" else ""
-        return f"{self.config}__{self.gpu}-tp{self.tp}{stage}{runner}{extra}".replace(" ", "")
+        enc = "-enc" if self.processor else ""
+        return f"{self.config}__{self.gpu}-tp{self.tp}{stage}{runner}{enc}{extra}".replace(" ", "")
 
     @property
     def model_dir(self) -> Path:
@@ -86,6 +92,11 @@ def _c(config: str, family: str, gpus: tuple[str, ...], tps: tuple[int, ...] = (
 
 def _pp(config: str, family: str, gpu: str, tp: int, pp: int, args: tuple[str, ...] = (), why: str = "") -> list[Case]:
     return [Case(config, gpu, tp, args, family, why, pp, r) for r in range(pp)]
+
+
+def _enc(config: str, family: str, gpus: tuple[str, ...], tps: tuple[int, ...] = (1,),
+         args: tuple[str, ...] = (), why: str = "", processor: str = "qwen3-vl") -> list[Case]:
+    return [Case(config, g, t, args, family, why, processor=processor) for g in gpus for t in tps]
 
 
 def _v2(config: str, family: str, gpus: tuple[str, ...], tps: tuple[int, ...] = (1,),
@@ -205,7 +216,58 @@ CASES: list[Case] = [
     *_v2("Qwen--Qwen3-Next-80B-A3B-Instruct", "hybrid", ("h200",), (2,), args=("--max-model-len", "262144")),
     *_v2("Qwen--Qwen3-VL-8B-Instruct", "multimodal", ("h100",)),
     *_v2("Qwen--Qwen3-32B-FP8", "quantized", ("h100",)),
+    # the encoder profile (issue 20): the corpus config with the Qwen3-VL processor files and a stand-in tokenizer
+    *_enc("Qwen--Qwen3-VL-30B-A3B-Instruct", "multimodal", ("h100",), (1, 4),
+          why="vllm-cuda-oracle README: encoder 1.27 GiB at TP 4 with 0.33's dummy image"),
+    *_enc("Qwen--Qwen3-VL-8B-Instruct", "multimodal", ("h100", "a100-80")),
+    *_enc("Qwen--Qwen3-VL-8B-Instruct", "multimodal", ("h100",), args=("--max-num-batched-tokens", "32768")),
+    *_enc("Qwen--Qwen3-VL-8B-Instruct", "multimodal", ("h100",), args=("--mm-limit", "image=0")),
 ]
+
+
+PROCESSORS = ROOT / "tests" / "fixtures" / "processors"
+# Qwen's special tokens at their ids in the Qwen2/Qwen3 vocabulary (151643 …, the configs' image_token_id 151655 and
+# video_token_id 151656): the ids vLLM's prompt updates look up in the tokenizer.
+QWEN_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
+                 "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
+                 "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>")
+QWEN_FIRST_SPECIAL = 151643
+
+
+def _probe_dir(case: Case, raw: Path) -> Path:
+    """The folder the probe reads: the config's own, or for a case with processor files a folder of its config.json,
+    tests/fixtures/processors/<processor>/*.json and a stand-in tokenizer (_standin_tokenizer)."""
+    if not case.processor:
+        return case.model_dir
+    out = raw / "models" / f"{case.config}+{case.processor}"
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_bytes((case.model_dir / "config.json").read_bytes())
+    for f in sorted((PROCESSORS / case.processor).glob("*.json")):
+        (out / f.name).write_bytes(f.read_bytes())
+    if not (out / "tokenizer.json").exists():
+        _standin_tokenizer(out)
+    return out
+
+
+def _standin_tokenizer(out: Path) -> None:
+    """A byte-level BPE tokenizer with no merges, padded with filler entries so Qwen's special tokens sit at their
+    real ids. Not Qwen's vocabulary (the corpus has none): the profile's dummy prompt is only placeholders, and
+    the encoder's inputs and outputs come from the image processor and the model, not from the text's tokens."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers  # noqa: PLC0415
+    from transformers import PreTrainedTokenizerFast  # noqa: PLC0415
+
+    vocab = {ch: i for i, ch in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
+    vocab.update({f"<filler_{i}>": i for i in range(len(vocab), QWEN_FIRST_SPECIAL)})
+    tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.decoder = decoders.ByteLevel()
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN_SPECIALS])
+    assert tok.token_to_id("<|image_pad|>") == QWEN_FIRST_SPECIAL + QWEN_SPECIALS.index("<|image_pad|>")
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    fast.save_pretrained(out)
+    cfg = json.loads((out / "tokenizer_config.json").read_text())
+    cfg["tokenizer_class"] = "Qwen2TokenizerFast"
+    (out / "tokenizer_config.json").write_text(json.dumps(cfg))
 
 
 def _trim(raw: dict, case: Case) -> dict:
@@ -220,7 +282,7 @@ def _trim(raw: dict, case: Case) -> dict:
                                     "moe_workspace_bytes", "peak_bytes", "error")}
     return {"format": FORMAT, "id": case.id, "config": case.config, "family": case.family, "gpu": case.gpu,
             "tp": case.tp, "pp": case.pp, "pp_rank": case.pp_rank, "runner": case.runner, "args": list(case.args),
-            "why": case.why, **rec,
+            **({"processor": case.processor} if case.processor else {}), "why": case.why, **rec,
             "phases": phases}
 
 
@@ -424,7 +486,7 @@ def main() -> int:
         if out.exists() and out.stat().st_size and not a.force:
             continue
         by_gpu.setdefault(c.gpu, []).append({"id": c.id, "out": str(out), "log": str(raw / f"{c.id}.log"),
-                                             "argv": [str(c.model_dir), "--tp", str(c.tp), *c.args],
+                                             "argv": [str(_probe_dir(c, raw)), "--tp", str(c.tp), *c.args],
                                              "pp": c.pp, "pp_rank": c.pp_rank, "runner": c.runner})
     import subprocess  # noqa: PLC0415
     for gpu, jobs in by_gpu.items():  # one oracle process at a time
@@ -437,12 +499,19 @@ def main() -> int:
 
 
 def write_goldens(cases: list[Case], raw: Path, oracle_dir: str) -> None:
-    """cases/<id>.json (trimmed) for every case with raw output, and index.json."""
+    """cases/<id>.json (trimmed) for every case with raw output, and index.json over every case with a golden (one
+    from an earlier run is kept when its raw output is not in `raw`)."""
     (OUT / "cases").mkdir(parents=True, exist_ok=True)
     probe = Path(oracle_dir) / "profile_probe.py"
     index = []
     for c in cases:
         f = raw / f"{c.id}.json"
+        kept = OUT / "cases" / f"{c.id}.json"
+        if (not f.exists() or not f.stat().st_size) and kept.exists():
+            rec = json.loads(kept.read_text())
+            index.append({"id": c.id, "family": c.family, "error": rec.get("error"),
+                          "peaks": {k: v.get("peak_bytes") for k, v in (rec.get("phases") or {}).items()}})
+            continue
         if not f.exists() or not f.stat().st_size:
             continue
         try:

@@ -19,6 +19,26 @@ import sys
 import time
 
 
+def _kv_quant_algo_of(stand_in):
+    """The oracle's stand-in (sglang_oracle.py:_kv_quant_algo) reads `kv_cache_quant_algo` only. For a flat-format
+    ModelOpt config (config.json quantization_config with quant_method modelopt* and quant_algo), ask SGLang's own
+    loader instead: model_loader/weight_utils.py:get_quant_config builds the ModelOpt*Config whose from_config
+    derives the algorithm from `kv_cache_scheme` (layers/quantization/modelopt_quant.py), as the model's
+    quant_config carries it into configure_kv_cache_dtype."""
+
+    def kv_quant_algo(model_config):
+        q = getattr(model_config.hf_config, "quantization_config", None)
+        # ModelConfig._verify_quantization has rewritten quant_method to the resolved one (modelopt_fp4, …)
+        if isinstance(q, dict) and str(q.get("quant_method", "")).startswith("modelopt") and q.get("quant_algo"):
+            from sglang.srt.configs.load_config import LoadConfig
+            from sglang.srt.model_loader.weight_utils import get_quant_config
+
+            return get_quant_config(model_config, LoadConfig(), {}).kv_cache_quant_algo
+        return stand_in(model_config)
+
+    return kv_quant_algo
+
+
 def main() -> int:
     oracle_dir, cases_path, gpu, out_path = sys.argv[1:5]
     sys.path.insert(0, oracle_dir)
@@ -32,6 +52,8 @@ def main() -> int:
     sgl_stubs.install()
     fake_gpu.install(gpu, world=8)
     import sglang
+
+    so._kv_quant_algo = _kv_quant_algo_of(so._kv_quant_algo)
 
     cases = [c for c in json.load(open(cases_path)) if c["gpu"] == gpu]
     results = []

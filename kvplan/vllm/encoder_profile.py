@@ -1,0 +1,303 @@
+"""Qwen3-VL's multimodal encoder profile, release by release: the dummy item vLLM's profile run encodes, what it
+keeps alive through the language model's dummy run and the sampler, and the vision tower's own forward peak.
+
+Pure. Read in the wheels (pip download --no-deps vllm==X: 0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.17.0, 0.18.0, 0.19.0,
+0.20.0, 0.24.0, 0.27.1, 0.31.0, 0.32.0, 0.33.0) and in transformers 4.57.1 (the processors' smart_resize):
+
+* **0.11–0.12** (model_executor/models/qwen3_vl.py): `get_max_video_tokens` is 12.5 × the dummy video's soft tokens
+  ("one video token is converted to '<{timestamp} seconds>' (on average 9.5 tokens) + vision_start_token +
+  video_token + vision_end_token"), so video is the modality with the most tokens; the video has
+  `min(_get_max_video_frames(max_model_len), _MAX_FRAMES_PER_VIDEO = 24576)` frames of the size
+  Qwen3VLVideoProcessor's smart_resize gives them (32 × 32 once the frames spread longest_edge thin).
+  v1/worker/gpu_model_runner.py:profile_run scatters each encoder output into `output.new_zeros((encoder_budget,
+  width))` when it has fewer rows than the budget and caches those; the loop variable `output` keeps the original
+  outputs alive, and `batched_dummy_mm_inputs` the pixel values (float32: the HF processor rescales and normalizes)
+  until profile_run returns.
+* **0.13 on**: no 12.5 factor, no budget-sized copy (the outputs themselves go to `encoder_cache["tmp_i"]`): the
+  image of the most features (Qwen2VLProcessingInfo.get_image_size_with_most_features factorizes longest_edge /
+  (patch × merge)²: 4,096 × 4,096, 16,384 tokens) outweighs any video (12,288 tokens: 0.17+ builds a 2-frame dummy
+  at the factorized size of the video longest_edge / temporal patch, 3,072 × 4,096). The V1 runner still holds
+  `batched_dummy_mm_inputs` through the run: float32 pixels up to 0.31, uint8 from 0.32, which moves raw pixels to
+  the GPU and normalizes them there (mm_device_do_normalize, on for Qwen3-VL: supports_mm_device_do_normalize;
+  model_executor/layers/fusion/mm_input_norm.py). Model Runner V2 profiles no encoder in 0.24
+  (v1/worker/gpu/model_runner.py:profile_run: the dummy run and the sampler only); from 0.27
+  (v1/worker/gpu/mm/encoder_runner.py:profile_encoder_cache) it keeps the outputs and drops the pixels, which
+  execute_mm_encoder batches locally. 0.25–0.26 were not read: the outputs, with 0 as the range's other end.
+
+Items per batch (v1/worker/utils.py:MultiModalBudget.get_max_items, 0.11; multimodal/encoder_budget.py, 0.33): budget
+// tokens per item, capped by max_num_seqs × items per prompt, at least 1; the budget is
+compute_mm_encoder_budget's max(max_num_batched_tokens, the largest item).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from kvplan.model.spec import VisionGeometry
+from kvplan.vllm.defaults import LATEST, VllmVersion
+
+# The processor files Qwen3-VL checkpoints ship (tests/fixtures/processors/qwen3-vl/, with their source):
+# preprocessor_config.json size {shortest_edge 65536, longest_edge 16777216}, video_preprocessor_config.json
+# size {shortest_edge 4096, longest_edge 25165824}; patch 16, merge 2, temporal patch 2 in both. transformers'
+# class defaults differ (Qwen3VLVideoProcessor longest_edge 786,432) and are not what these checkpoints run with.
+
+
+@dataclass(frozen=True)
+class QwenVlProcessor:
+    """The smart_resize bounds of a Qwen-VL image and video processor (pixels: size's shortest / longest edge)."""
+
+    image_min_pixels: int
+    image_max_pixels: int
+    video_min_pixels: int
+    video_max_pixels: int
+
+
+QWEN3_VL_PROCESSOR = QwenVlProcessor(65536, 16777216, 4096, 25165824)
+
+# 0.11–0.12 qwen3_vl.py: `formatted_video_soft_tokens = video_soft_tokens * 12.5`, _MAX_FRAMES_PER_VIDEO = 24576
+VIDEO_TOKEN_FACTOR_011 = 12.5
+MAX_FRAMES_PER_VIDEO_011 = 24576
+BUDGET_COPY_UNTIL = VllmVersion(0, 13)  # the 12.5 factor and the budget-sized copy: 0.11 and 0.12
+DEVICE_NORMALIZE_SINCE = VllmVersion(0, 32)  # uint8 pixels on the GPU (0.32, 0.33; 0.31 still float32)
+MRV2_ENCODER_UNREAD = VllmVersion(0, 25)  # Model Runner V2: no encoder profile in 0.24; 0.25–0.26 not read
+MRV2_ENCODER_SINCE = VllmVersion(0, 27)  # profile_encoder_cache read in 0.27.1, 0.31, 0.32, 0.33
+TWO_FRAME_VIDEO_SINCE = VllmVersion(0, 17)  # the 2-frame dummy video at the factorized size (0.17–0.33 read)
+# Qwen2VLProcessingInfo.get_image_size_with_most_features: smart_resize of a 9999999 × 9999999 image
+HUGE_SIDE = 9999999
+
+
+def image_smart_resize(height: int, width: int, factor: int, min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """transformers 4.57.1 models/qwen2_vl/image_processing_qwen2_vl.py:smart_resize (its aspect-ratio check, > 200,
+    left out: the sizes here are square or factorized_size's, which keeps the ratio ≤ 200)."""
+    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt(height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar, w_bar = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+def video_smart_resize(num_frames: int, height: int, width: int, *, temporal_factor: int, factor: int,
+                       min_pixels: int, max_pixels: int) -> tuple[int, int]:
+    """transformers 4.57.1 models/qwen3_vl/video_processing_qwen3_vl.py:smart_resize: the pixel bounds cover all
+    frames (t × h × w)."""
+    h_bar, w_bar = round(height / factor) * factor, round(width / factor) * factor
+    t_bar = round(num_frames / temporal_factor) * temporal_factor
+    if t_bar * h_bar * w_bar > max_pixels:
+        beta = math.sqrt(num_frames * height * width / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif t_bar * h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (num_frames * height * width))
+        h_bar, w_bar = math.ceil(height * beta / factor) * factor, math.ceil(width * beta / factor) * factor
+    return h_bar, w_bar
+
+
+@dataclass(frozen=True)
+class DummyItem:
+    """One dummy item: its modality, the tokens the budget counts, its encoder output rows and its patches."""
+
+    modality: str
+    budget_tokens: int  # what MultiModalBudget counts per item (0.11–0.12 video: 12.5 × its embeddings)
+    embeds: int  # encoder output rows (merged patches)
+    patches: int  # pixel_values rows
+    frames: int = 1
+
+
+FACTORIZED_IMAGE_SINCE = VllmVersion(0, 13)  # get_image_size_with_most_features factorizes (0.13 read; 0.12 not yet)
+
+
+def max_image(g: VisionGeometry, p: QwenVlProcessor, version: VllmVersion = LATEST) -> DummyItem:
+    """The image of the most features: Qwen2VLProcessingInfo.get_image_size_with_most_features — up to 0.12 the
+    image processor's smart_resize of a 9,999,999-pixel square, from 0.13 the factorized size (factorized_size) —
+    then _get_vision_info (smart_resize again; an image is one temporal patch, its frame repeated: grid_t 1). Both
+    give 4,096 × 4,096 with the published bounds; a folder's own max_pixels can tell them apart."""
+    factor = g.patch_size * g.spatial_merge_size
+    if version >= FACTORIZED_IMAGE_SINCE:
+        height, width = factorized_size(p.image_max_pixels, factor)
+    else:
+        height = width = HUGE_SIDE
+    h, w = image_smart_resize(height, width, factor, p.image_min_pixels, p.image_max_pixels)
+    patches = (h // g.patch_size) * (w // g.patch_size)
+    embeds = patches // g.spatial_merge_size ** 2
+    return DummyItem("image", embeds, embeds, patches)
+
+
+def factorized_size(max_pixels: int, unit: int) -> tuple[int, int]:
+    """Qwen2VLProcessingInfo.get_image_size_with_most_features(max_pixels) (0.14+): (height, width) from the closest
+    factor pair of the most merged patches, the largest count whose pair keeps the aspect ratio ≤ 200. Bounded by
+    max_pixels / unit² (16,384 for Qwen3-VL's image)."""
+    for n in range(max_pixels // (unit * unit), 0, -1):
+        d = next(d for d in range(math.isqrt(n), 0, -1) if n % d == 0)
+        if (n // d) / d <= 200:
+            return unit * d, unit * (n // d)
+    return unit, unit
+
+
+def two_frame_video(g: VisionGeometry, p: QwenVlProcessor) -> DummyItem:
+    """0.17+ qwen3_vl.py:Qwen3VLDummyInputsBuilder.get_dummy_mm_data: 2 frames at the factorized size of the video
+    longest_edge / temporal patch, resized by the video processor (Qwen3VLProcessingInfo._get_vision_info)."""
+    factor = g.patch_size * g.spatial_merge_size
+    height, width = factorized_size(p.video_max_pixels // g.temporal_patch_size, factor)
+    h, w = video_smart_resize(2, height, width, temporal_factor=g.temporal_patch_size, factor=factor,
+                              min_pixels=p.video_min_pixels, max_pixels=p.video_max_pixels)
+    patches = max(2 // g.temporal_patch_size, 1) * (h // g.patch_size) * (w // g.patch_size)
+    embeds = patches // g.spatial_merge_size ** 2
+    return DummyItem("video", embeds, embeds, patches, 2)
+
+
+def _video_grid(g: VisionGeometry, p: QwenVlProcessor, frames: int, side: int) -> tuple[int, int]:
+    """Qwen3VLProcessingInfo._get_vision_info for a video (0.11): (patches, merged tokens)."""
+    factor = g.patch_size * g.spatial_merge_size
+    h, w = video_smart_resize(frames, side, side, temporal_factor=g.temporal_patch_size, factor=factor,
+                              min_pixels=p.video_min_pixels, max_pixels=p.video_max_pixels)
+    padded = frames + frames % g.temporal_patch_size
+    grid_t = max(padded // g.temporal_patch_size, 1)
+    patches = grid_t * (h // g.patch_size) * (w // g.patch_size)
+    return patches, patches // g.spatial_merge_size ** 2
+
+
+def video_011(g: VisionGeometry, p: QwenVlProcessor, *, max_model_len: int) -> DummyItem:
+    """vLLM 0.11–0.12's dummy video: Qwen2VLProcessingInfo._get_max_video_frames(max_model_len, start 2) (frames grow
+    while the next count's tokens fit in max_model_len), capped at 24,576 frames; its frames resized by the video
+    processor; the budget counts 12.5 tokens per embedding. Bounded: the walk stops at the cap."""
+    factor = g.patch_size * g.spatial_merge_size
+    width = image_smart_resize(HUGE_SIDE, HUGE_SIDE, factor, p.image_min_pixels, p.image_max_pixels)[0]
+    frames = 2
+    while frames < MAX_FRAMES_PER_VIDEO_011 and _video_grid(g, p, frames + 1, width)[1] <= max_model_len:
+        frames += 1
+    patches, embeds = _video_grid(g, p, frames, width)
+    return DummyItem("video", int(embeds * VIDEO_TOKEN_FACTOR_011), embeds, patches, frames)
+
+
+@dataclass(frozen=True)
+class EncoderPhase:
+    """What the encoder profile adds to vLLM's profiling peak: `retained` stays allocated through the dummy forward
+    and the sampler (best, and the range's ends where a release was not read), `forward_peak` is the vision tower's
+    own peak while it runs (an estimate)."""
+
+    item: DummyItem
+    items: int
+    budget: int
+    retained_bytes: int
+    retained_low_bytes: int
+    retained_high_bytes: int
+    forward_peak_bytes: int
+    what: str
+
+
+def encoder_budget_items(item_tokens: int, *, max_num_batched_tokens: int, max_num_seqs: int, max_model_len: int,
+                         limit: int) -> tuple[int, int]:
+    """(budget, items per batch): compute_mm_encoder_budget and MultiModalBudget.get_max_items (chunked prefill on)."""
+    budget = max(max_num_batched_tokens, item_tokens)
+    per_prompt = max(1, min(limit, max_model_len // item_tokens))
+    return budget, max(1, min(budget // item_tokens, max_num_seqs * per_prompt))
+
+
+# The vision tower's forward peak (qwen3_vl.py:Qwen3_VisionTransformer.forward and Qwen3_VisionBlock, read in 0.11):
+# alive through the blocks are the position embeddings (`pos_embeds`, [S, hidden], still bound in forward), the rotary
+# table (rot_pos_emb: [S, head_dim / 2] float32), the residual stream and the deepstack features gathered so far
+# ([S / merge², out_hidden] each). A block's MLP holds x, norm2(x), linear_fc1's output and its activation
+# ([S, I / TP] each) or the activation with linear_fc2's output and its all-reduce copy; its attention x, norm1(x),
+# the qkv projection (3·hidden / TP), q and k stacked for the rotary embedding and the rotary's output (2 + 2 ·
+# hidden / TP: `contiguous (2, S, heads, head_dim)` and `empty_like` of it in the goldens' largest tensors), v or the
+# attention output (hidden / TP) and o_proj with its all-reduce copy: 8 · hidden / TP in all. The merger ends with
+# the final output and the concatenated (1 + deepstack) × out_hidden rows while their parts are alive. Checked
+# against vLLM 0.33's own run (tests/fixtures/oracle-profile/cases/*-enc*.json: equal to the byte on all six); vLLM
+# 0.11–0.12's tower is the same module (qwen3_vl.py read in 0.11), not run: range ±50% there.
+VISION_FORWARD_RANGE = (-0.5, 0.5)
+# From 0.32 (the device-normalized uint8 input, as 0.33 runs it): what the meta-tensor run cannot see (attention and
+# rotary kernels' scratch, the caching allocator's rounding), as ACTIVATION_RANGE.
+VISION_FORWARD_RANGE_CHECKED = (-0.10, 0.10)
+
+
+def vision_forward_range(version: VllmVersion) -> tuple[float, float]:
+    """The range of vision_forward_peak_bytes on `version`: ±10% where vLLM 0.33's own run checks it, ±50% before."""
+    return VISION_FORWARD_RANGE_CHECKED if version >= DEVICE_NORMALIZE_SINCE else VISION_FORWARD_RANGE
+
+
+def vision_forward_peak_bytes(g: VisionGeometry, *, patches: int, tp: int, elem: int = 2) -> int:
+    """The tower's peak live bytes while it encodes `patches` patches on one TP rank (see the block above), pixels
+    not included."""
+    s, h = patches, g.hidden_size
+    i = -(-g.intermediate_size // tp)
+    reduced = h * (2 if tp > 1 else 1)
+    merged = s // g.spatial_merge_size ** 2
+    head_dim = h // g.num_heads
+    steady = s * h * elem * 2 + s * (head_dim // 2) * 4  # pos_embeds and the residual stream; the rotary table
+    deepstack = g.deepstack_levels * merged * g.out_hidden_size * elem
+    mlp = s * elem * (h + max(2 * i, i + reduced))
+    attention = s * elem * (h + 8 * h // tp + reduced)
+    block = steady + deepstack + max(mlp, attention)
+    final = steady + 2 * merged * g.embed_width * elem  # the merger's parts and their concatenation
+    return max(block, final)
+
+
+def _dummy_item(g: VisionGeometry, p: QwenVlProcessor, version: VllmVersion, *, image: bool, video: bool,
+                max_model_len: int) -> DummyItem | None:
+    """MultiModalBudget.get_modality_with_max_tokens over the allowed modalities (dict order image, video: the first
+    of equal maxima). 0.13–0.16's dummy video (frames from max_model_len, up to 24,576) is not modelled: None where it
+    is the only modality allowed."""
+    candidates = []
+    if image:
+        candidates.append(max_image(g, p, version))
+    if video and version < BUDGET_COPY_UNTIL:
+        candidates.append(video_011(g, p, max_model_len=max_model_len))
+    elif video and version >= TWO_FRAME_VIDEO_SINCE:
+        candidates.append(two_frame_video(g, p))
+    elif video and not image:
+        return None
+    return max(candidates, key=lambda c: c.budget_tokens) if candidates else None
+
+
+def processor_of(g: VisionGeometry) -> QwenVlProcessor:
+    """The folder's own processor bounds where it had the files (VisionGeometry.image_pixels / video_pixels), else
+    the published checkpoints' (QWEN3_VL_PROCESSOR)."""
+    p = QWEN3_VL_PROCESSOR
+    image = g.image_pixels or (p.image_min_pixels, p.image_max_pixels)
+    video = g.video_pixels or (p.video_min_pixels, p.video_max_pixels)
+    return QwenVlProcessor(*image, *video)
+
+
+def qwen3_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_runner_v2: bool, tp: int,
+                           max_num_batched_tokens: int, max_num_seqs: int, max_model_len: int, image_limit: int,
+                           video_limit: int, elem: int = 2, processor: QwenVlProcessor | None = None,
+                           ) -> EncoderPhase | None:
+    """Qwen3-VL's encoder profile on `version` (see the module docstring): the dummy items, what stays allocated
+    after the encoder ran, and the tower's forward peak (`processor`: processor_of(g) when None). None: no modality
+    allowed, or a dummy not modelled."""
+    processor = processor or processor_of(g)
+    item = _dummy_item(g, processor, version, image=image_limit > 0, video=video_limit > 0,
+                       max_model_len=max_model_len)
+    if item is None:
+        return None
+    limit = image_limit if item.modality == "image" else video_limit
+    budget, items = encoder_budget_items(item.budget_tokens, max_num_batched_tokens=max_num_batched_tokens,
+                                         max_num_seqs=max_num_seqs, max_model_len=max_model_len, limit=limit)
+    outputs = items * item.embeds * g.embed_width * elem
+    pixels = items * item.patches * g.patch_values
+    if version < BUDGET_COPY_UNTIL:  # V1 only: the budget-sized copies, the originals (`output`), float32 pixels
+        copy = items * budget * g.embed_width * elem if item.embeds < budget else 0
+        best = low = high = copy + outputs + 4 * pixels
+        what = (f"{items} {item.modality} item(s) of {item.embeds:,} embeddings ({item.budget_tokens:,} budget tokens"
+                f"{f', {item.frames:,} frames' if item.modality == 'video' else ''}) scattered into "
+                f"{budget:,}-row copies, kept with the outputs and float32 pixels (vLLM 0.11–0.12)")
+    elif model_runner_v2 and version < MRV2_ENCODER_UNREAD:  # 0.24: profile_run runs no encoder
+        return EncoderPhase(item, 0, budget, 0, 0, 0, 0, "none: Model Runner V2's profile_run runs no encoder before "
+                            "0.25 (read in 0.24)")
+    elif model_runner_v2:
+        best = high = outputs
+        low = outputs if version >= MRV2_ENCODER_SINCE else 0
+        what = (f"{items} {item.modality} item(s) × {item.embeds:,} embeddings kept (Model Runner V2"
+                f"{'' if version >= MRV2_ENCODER_SINCE else '; 0.25–0.26 not read: 0 at the range low end'})")
+    else:
+        u8 = version >= DEVICE_NORMALIZE_SINCE
+        best = low = high = outputs + pixels * (1 if u8 else 4)
+        what = (f"{items} {item.modality} item(s) × {item.embeds:,} embeddings kept with the "
+                f"{'uint8' if u8 else 'float32'} pixels (V1 runner)")
+    pixel_bytes = pixels * (1 if version >= DEVICE_NORMALIZE_SINCE else 4)
+    forward = vision_forward_peak_bytes(g, patches=items * item.patches, tp=tp, elem=elem) + pixel_bytes
+    return EncoderPhase(item, items, budget, best, low, high, forward, what)
