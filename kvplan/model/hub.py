@@ -489,10 +489,12 @@ def _counts_file(repo_id: str, revision: str | None) -> Path | None:
     rev = revision or "main"
     commit = rev if re.fullmatch(r"[0-9a-f]{40}", rev) else None
     if commit is None and "/" not in rev and rev not in {"", ".", ".."}:
+        from kvplan import files
+
         try:
-            with open(folder / "refs" / rev, "rb") as f:
-                text = f.read(100).decode("ascii", "replace").strip()
-        except OSError:
+            text = files.read_text(str(folder / "refs" / rev), files.FileKind("Hub cache ref", 100, 100),
+                                   where=f"the cached ref {rev!r} of {repo_id}").strip()
+        except (KvplanError, OSError):
             return None
         commit = text if re.fullmatch(r"[0-9a-f]{40}", text) else None
     return None if commit is None else folder / COUNTS_FOLDER / f"{commit}.json"
@@ -500,15 +502,16 @@ def _counts_file(repo_id: str, revision: str | None) -> Path | None:
 
 def _store_counts(repo_id: str, revision: str | None, counts: dict[str, int]) -> None:
     """Cache the counts for offline runs (best effort: a read-only cache only loses the offline answer)."""
+    from kvplan import files
+
     try:
         path = _counts_file(repo_id, revision)
         if path is None:
             return
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps({"parameters_by_dtype": counts}, sort_keys=True), encoding="utf-8")
-        os.replace(tmp, path)
-    except (OSError, ValueError):
+        files.write_output(str(path), json.dumps({"parameters_by_dtype": counts}, sort_keys=True),
+                           what="the safetensors counts cache")  # atomic: a reader never sees half of it
+    except (KvplanError, OSError, ValueError):
         pass
 
 
