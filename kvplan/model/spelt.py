@@ -127,7 +127,8 @@ def _entries_equal(value: Any, name: str, *, string: bool = False) -> tuple[bool
 def _gemma4_full_attention(data: Mapping[str, Any]) -> tuple[int, int] | None:
     """SglangFacts.gemma4_full_attention: transformers 5.19's Gemma4TextConfig split, as SGLang flattens it (the
     model types: ModelTypeRules.sglang_gemma4_attention, the Gemma-4 family's)."""
-    if data.get("model_type") not in model_types_for("sglang_gemma4_attention") or \
+    model_type = data.get("model_type")
+    if not isinstance(model_type, str) or model_type not in model_types_for("sglang_gemma4_attention") or \
             "full_attention" not in (data.get("layer_types") or []):
         return None
     head = _positive_int(data.get("global_head_dim", 512), 0)
@@ -181,7 +182,9 @@ def consumer_fields(data: Mapping[str, Any], top: Mapping[str, Any], family: Fam
     layer_types = data.get("layer_types")
     return {"family": family, "facts": ConfigFacts(
         rope=rope_config(data),
-        quant_layout=quant_layout(data),
+        # a multimodal checkpoint keeps quantization_config beside text_config (Qwen3-VL-FP8); vLLM reads the
+        # top-level one, then the text config's (model_loader/weight_utils.py:get_quant_config)
+        quant_layout=quant_layout(top if "quantization_config" in top else data),
         parallel_attn=bool(data.get("parallel_attn")),
         per_layer_input_size=_int_or_zero(data.get("hidden_size_per_layer_input")),
         per_layer_input_vocab=_int_or_zero(data.get("vocab_size_per_layer_input")),

@@ -45,6 +45,9 @@ class WeightRules(NamedTuple):
     router_bias: bool = False  # the router carries one bias per expert
     router_scales: bool = False  # router scale (hidden) and per-expert scale, three extra norms per MoE block
     shared_expert_gate: bool = False  # a hidden → 1 gate on the shared expert
+    # The router's element size as vLLM builds it when not the model dtype (MiniMax-M2: float32); vLLM keeps the
+    # router unquantized and whole on every TP rank (kvplan.vllm.memory.weights: replicated layers).
+    router_dtype_bytes: int | None = None
     mixer_layers_have_mlp: bool = True  # False: attention / recurrent layers carry no MLP ("-" layers do)
     recurrent_layers_have_mlp: bool = False  # recurrent (Mamba, short-conv) layers also carry the MLP
     gated_mlp: bool = True  # gate, up, down (3 matrices); False: up, down

@@ -42,6 +42,10 @@ def mla_dims(c: ConfigReader, model_type: str) -> MLADims | None:
         qk_nope_head_dim=c.num("qk_nope_head_dim"),
         v_head_dim=c.num("v_head_dim"),
         q_lora_rank=c.opt_int("q_lora_rank"),
+        # deepseek_v2.py:Indexer reads config.index_n_heads / index_head_dim; the defaults are transformers'
+        # DeepseekV32Config's (64 heads of 128), as indexer_head_size's.
+        index_n_heads=c.num("index_n_heads", default=64) if c.has("index_topk") else 0,
+        index_head_dim=c.num("index_head_dim", default=128) if c.has("index_topk") else 0,
     )
 
 
