@@ -23,7 +23,9 @@ def test_hub_cache_is_reused_offline(hub_env: dict[str, str], hub: HubServer) ->
     data = json_out(run_kvplan(["size", "Qwen/Qwen2.5-1.5B", "--json"], {**hub_env, "HF_HUB_OFFLINE": "1"}))
     assert data["kv_bytes_per_token"] == 28_672
     assert len(hub.state.requests) == before  # nothing asked of the server
-    assert data["weights_source"] == "analytic parameter count"
+    # the headers' counts the online run cached (hub.py:_store_counts): the same answer as online
+    assert data["weights_source"] == "safetensors metadata"
+    assert data["weights_bytes"] == (151936 * 1536 + 1536) * 2
 
 
 def test_hub_offline_cache_miss_is_one_line_exit_2(hub_env: dict[str, str]) -> None:

@@ -530,6 +530,13 @@ class _Checker:
             raise self.doc.error(path, f"expected a non-empty string, got {_kind(value)}", at_value=True)
         return str(value).strip()
 
+    def command_line(self, value: Any, path: Path_) -> str:
+        """A pasted command line: text only. `string` also takes a bare number (a YAML `revision: 2` or a numeric
+        name), but a number is no command line: `vllm_cmd: 5` was parsed as `vllm serve 5` (model '5')."""
+        if not isinstance(value, str):
+            raise self.doc.error(path, f"expected a command line (text), got {_kind(value)}", at_value=True)
+        return self.string(value, path)
+
     def convert(self, value: Any, path: Path_, converter: _Converter) -> Any:
         try:
             return converter(value, "value")
@@ -711,7 +718,7 @@ def _take_vllm_cmd(c: _Checker, d: dict[str, Any], path: Path_, opts: _Options) 
 
     doc = c.doc
     cmd_path = (*path, "vllm_cmd")
-    command = _parse_vllm_cmd(c.string(d["vllm_cmd"], cmd_path), doc, cmd_path)
+    command = _parse_vllm_cmd(c.command_line(d["vllm_cmd"], cmd_path), doc, cmd_path)
     opts.env.update(command.env)
     if command.model is not None:
         opts.take(doc, cmd_path, "model", command.model, strict=False, flag=True)
@@ -878,7 +885,7 @@ def _sglang_options(c: _Checker, d: dict[str, Any], path: Path_) -> tuple[dict[s
     model = revision = None
     if d.get("sglang_cmd") is not None:
         cpath = (*path, "sglang_cmd")
-        line = c.string(d["sglang_cmd"], cpath)  # located already
+        line = c.command_line(d["sglang_cmd"], cpath)  # located already
         try:
             cmd = parse_sglang_command(line)
         except KvplanError as exc:

@@ -440,9 +440,11 @@ def safetensors_weights(repo_id: str, revision: str | None = None) -> WeightsInf
 def safetensors_metadata(repo_id: str, revision: str | None = None) -> tuple[WeightsInfo | None, str | None]:
     """(weights, None), or (None, why the metadata was not used: None when the repo has none or kvplan is
     offline). Shards, tensors, dtypes, shapes and data offsets are checked before any count is used."""
-    if not is_hub_id(repo_id) or _offline():
+    if not is_hub_id(repo_id):
         return None, None
     _import_hub()
+    if _offline():
+        return _cached_counts(repo_id, revision)
     from huggingface_hub import errors as e
 
     from kvplan.model import hub_net
@@ -452,17 +454,88 @@ def safetensors_metadata(repo_id: str, revision: str | None = None) -> tuple[Wei
         with hub_net.guarded(f"the safetensors headers of {repo_id}", max_body=MAX_HEADER_BODY,
                              environ=os.environ):
             files = _safetensors_files(repo_id, revision)
-            if not files:
-                return None, None
-            counts = _header_counts(repo_id, revision, files)
+            counts = _header_counts(repo_id, revision, files) if files else {}
     except e.NotASafetensorsRepoError:
+        _store_counts(repo_id, revision, {})
         return None, None
     except KvplanError as exc:
         return None, str(exc)
     except Exception as exc:  # noqa: BLE001 (any failure of the optional metadata: say it, count analytically)
         return None, _metadata_problem(exc, repo_id)
-    total = sum(n * SAFETENSORS_DTYPE_BYTES[dt] for dt, n in counts.items())
-    return WeightsInfo(bytes=total, parameters_by_dtype=counts), None
+    _store_counts(repo_id, revision, counts)
+    return _weights(counts), None
+
+
+def _weights(counts: dict[str, int]) -> WeightsInfo | None:
+    """The stored bytes of parameters per safetensors dtype; None for a repo with no safetensors ({})."""
+    if not counts:
+        return None
+    return WeightsInfo(bytes=sum(n * SAFETENSORS_DTYPE_BYTES[dt] for dt, n in counts.items()),
+                       parameters_by_dtype=counts)
+
+
+# kvplan's cache of the headers' counts: a folder inside the repo's Hub cache folder, one JSON per commit
+# (huggingface_hub's scan_cache_dir reads only refs/, snapshots/ and blobs/ there). Offline, the commit is the one
+# the cached config.json was read at (refs/<revision>), so the counts are those of the same checkpoint.
+COUNTS_FOLDER = "kvplan-safetensors"
+MAX_COUNTS_BYTES = 64 * 2**10  # {dtype: count} for ≤ 16 dtypes is under 1 KiB
+
+
+def _counts_file(repo_id: str, revision: str | None) -> Path | None:
+    """Where the counts of `repo_id` at `revision` (default main) are cached; None: its commit is not known."""
+    import re
+
+    folder = _repo_cache_folders(repo_id)[0]
+    rev = revision or "main"
+    commit = rev if re.fullmatch(r"[0-9a-f]{40}", rev) else None
+    if commit is None and "/" not in rev and rev not in {"", ".", ".."}:
+        from kvplan import files
+
+        try:
+            text = files.read_text(str(folder / "refs" / rev), files.FileKind("Hub cache ref", 100, 100),
+                                   where=f"the cached ref {rev!r} of {repo_id}").strip()
+        except (KvplanError, OSError):
+            return None
+        commit = text if re.fullmatch(r"[0-9a-f]{40}", text) else None
+    return None if commit is None else folder / COUNTS_FOLDER / f"{commit}.json"
+
+
+def _store_counts(repo_id: str, revision: str | None, counts: dict[str, int]) -> None:
+    """Cache the counts for offline runs (best effort: a read-only cache only loses the offline answer)."""
+    from kvplan import files
+
+    try:
+        path = _counts_file(repo_id, revision)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        files.write_output(str(path), json.dumps({"parameters_by_dtype": counts}, sort_keys=True),
+                           what="the safetensors counts cache")  # atomic: a reader never sees half of it
+    except (KvplanError, OSError, ValueError):
+        pass
+
+
+def _cached_counts(repo_id: str, revision: str | None) -> tuple[WeightsInfo | None, str | None]:
+    """Offline: the counts an online run cached, checked as the headers are; else why there are none."""
+    from kvplan import files
+
+    miss = (f"the safetensors metadata of {repo_id} is not in the local cache and HF_HUB_OFFLINE is set: the "
+            "weights are estimated from config.json; run once online to cache it")
+    path = _counts_file(repo_id, revision)
+    if path is None or not path.is_file():
+        return None, miss
+    try:
+        data = _read_json(path, f"kvplan's cached safetensors counts of {repo_id}",
+                          files.FileKind("cached safetensors counts", MAX_COUNTS_BYTES, MAX_COUNTS_BYTES,
+                                         error=BadConfig, missing=ModelNotFound))
+    except KvplanError as exc:
+        return None, str(exc)
+    counts = data.get("parameters_by_dtype")
+    if (not isinstance(counts, dict) or len(counts) > len(SAFETENSORS_DTYPE_BYTES)
+            or any(dt not in SAFETENSORS_DTYPE_BYTES or type(n) is not int or n < 0 for dt, n in counts.items())
+            or sum(n * SAFETENSORS_DTYPE_BYTES[dt] for dt, n in counts.items()) > MAX_TOTAL_BYTES):
+        return None, f"kvplan's cached safetensors counts of {repo_id} ({path}) are malformed"
+    return _weights(counts), None
 
 
 def _metadata_problem(exc: Exception, repo_id: str) -> str:

@@ -244,7 +244,7 @@ def render_fit(r: FitReport) -> Group:
         (r.model, "bold"), f" on {r.num_gpus} × {r.gpu_name} (tp {r.tp}, pp {r.pp}) · vLLM {r.vllm_version} "
         f"{'ROCm ' if r.platform == 'rocm' else ''}rules"
     )
-    notes = [Text(f"note: {n}", style="dim") for n in r.notes]
+    notes = [Text(f"Note: {n}", style="dim") for n in r.notes]
     if r.platform_rules:
         notes.insert(0, Text(f"platform: {r.platform_rules}", style="dim"))
     return Group(

@@ -110,7 +110,7 @@ def render_roofline(r: RooflineReport, *, chart_width: int = 56, chart_height: i
             f"last {_ms(pf.chunks[-1].time_s)} ms)"
         ))
     tail = [Text(f"TP communication: {r.communication}", style="dim")]
-    tail += [Text(f"note: {n}", style="dim") for n in r.notes]
+    tail += [Text(f"Note: {n}", style="dim") for n in r.notes]
     return Group(*head, t, *caps, chart, *prefill, *tail)
 
 

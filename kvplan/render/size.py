@@ -57,7 +57,7 @@ def render_size(r: SizeReport) -> Group:
     for c in r.per_request:
         ctx.add_row(f"{c.tokens:,}", f"{c.bytes / GiB:.4f}")
     weights = Text(_weights_line(r))
-    notes = [Text(f"note: {n}", style="dim") for n in r.notes]
+    notes = [Text(f"Note: {n}", style="dim") for n in r.notes]
     return Group(t, *lines, ctx, weights, *notes)
 
 

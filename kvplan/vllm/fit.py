@@ -25,6 +25,7 @@ from kvplan.vllm.block_plan import BlockPlanSettings, KVCachePlan, plan_kv_cache
 from kvplan.vllm.configs import ParallelConfig
 from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, DSV4_PACKED_GROUPS_SINCE, KV_TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.vllm.dtype import served_dtype
+from kvplan.vllm.kv_connectors import connector_cpu_note
 from kvplan.vllm.memory.activation import estimate_activation, penalty_state_bytes
 from kvplan.vllm.memory.budget import (
     MemoryBudget,
@@ -478,7 +479,7 @@ def _load_notes(s: ServeSettings, max_len: int, max_num_seqs: int) -> list[str]:
     if s.kv_transfer_config is not None:
         notes.append(f"KV connector {str(s.kv_transfer_config.get('kv_connector'))[:80]}: planned with the hybrid KV "
                      "cache manager as vLLM leaves it for this connector; the connector's own GPU buffers are not "
-                     "modelled.")
+                     "modelled." + connector_cpu_note(s.kv_transfer_config))
     if par.prefill_context_parallel_size > 1:
         pcp = par.prefill_context_parallel_size
         notes.append(f"Prefill context parallelism {pcp}: {par.world_size} GPUs per replica (tp × pp × pcp), each "
