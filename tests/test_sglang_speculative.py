@@ -173,3 +173,37 @@ def test_pasted_speculative_flags_are_read_not_ignored() -> None:
     fields = deployment_fields(cmd.options)
     assert (fields["speculative_num_steps"], fields["speculative_eagle_topk"], fields["speculative_num_draft_tokens"],
             fields["speculative_draft_model_path"]) == (3, 1, 4, "lmsys/DeepSeek-V3-NextN")
+
+
+def _cli_fit(model: str, flags: str) -> dict[str, Any]:
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    path = f"tests/fixtures/configs/{model}"
+    result = CliRunner().invoke(app, ["fit", path, "--gpu", "h200", "--json", "--sglang-cmd",
+                                      f"python -m sglang.launch_server --model-path {path} {flags}"])
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def test_the_draft_weights_join_the_budget_sglang_sizes_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SGLang loads the draft before it sizes the pool: NEXTN on DeepSeek-V3 adds its one MTP module
+    (kvplan/model/weights.py:mtp_module_stored_bytes, split over TP 8); a STANDALONE draft adds its own estimate."""
+    from kvplan.model.weights import mtp_module_stored_bytes
+    from kvplan.vllm.memory.weights import given_or_estimated_weights
+
+    monkeypatch.chdir(Path(__file__).parent.parent)
+    plain = _cli_fit("deepseek-ai--DeepSeek-V3", "--tp 8")
+    nextn = _cli_fit("deepseek-ai--DeepSeek-V3", "--tp 8 --speculative-algorithm NEXTN")
+    spec = sglang_goldens.model_spec("deepseek-ai--DeepSeek-V3")
+    assert nextn["weights_bytes"] - plain["weights_bytes"] == -(-mtp_module_stored_bytes(spec) // 8) > 0
+    assert nextn["geometry"]["draft_layers"] == 1 and nextn["max_running_requests"] == 48
+    target = _cli_fit("meta-llama--Meta-Llama-3.1-70B", "--tp 8")
+    standalone = _cli_fit("meta-llama--Meta-Llama-3.1-70B", "--tp 8 --speculative-algorithm STANDALONE "
+                          "--speculative-draft-model-path tests/fixtures/configs/meta-llama--Meta-Llama-3.1-8B")
+    draft = sglang_goldens.model_spec("meta-llama--Meta-Llama-3.1-8B")
+    own = given_or_estimated_weights(draft, given=None, tp=8, pp=1, arch=get_gpu("h200").arch)[0]
+    assert standalone["weights_bytes"] - target["weights_bytes"] == own
+    assert standalone["geometry"]["draft_layers"] == 32

@@ -250,8 +250,8 @@ def _speculative_notes(sd: SpecDecode | None, geo: PoolGeometry | None) -> list[
         notes.append(f"the draft's {geo.draft_layers} KV layer(s) share the target's token count: "
                      f"{geo.cell_bytes - geo.target_cell_bytes:,} of the {geo.cell_bytes:,} bytes per token "
                      "(pool_configurator.py:DefaultPoolConfigurator.__init__); the draft worker allocates them")
-        notes.append("SGLang charges the draft's weights to the budget (loaded before sizing); kvplan's weights "
-                     "estimate is the target's alone unless measured (--sglang-weight-log)")
+        notes.append("SGLang charges the draft's weights to the budget (loaded before sizing): kvplan's estimate "
+                     "adds a draft checkpoint's, or the target's own MTP modules (an estimate), unless measured")
     return notes
 
 
