@@ -179,7 +179,11 @@ def _plan(model: str, params: dict[str, Any], dep: Any, *, quiet: bool) -> Any:
                                                          total_bytes=draft_stored.bytes if draft_stored else None)
             w, low, high = w + dw, low + dlow, high + dhigh
     if given is None:
-        extra = _own_mtp_weights(spec, dep, stored is not None)
+        from kvplan.sglang.speculative import own_mtp_weights_bytes
+
+        extra = own_mtp_weights_bytes(spec, algorithm=dep.speculative_algorithm,
+                                      draft_path=dep.speculative_draft_model_path, tp=dep.tp,
+                                      stored_total=stored is not None)
         w, low, high = w + extra, low + extra, high + extra
     measured = None
     if params.get("sglang_weight_log") is not None:
@@ -189,24 +193,6 @@ def _plan(model: str, params: dict[str, Any], dep: Any, *, quiet: bool) -> Any:
         w = low = high = int((measured.pre_gib - measured.avail_gib) * (1 << 30))
     return plan_sglang_fit(spec, chip, dep, weights_bytes=w, weights_range=(low, high), measured=measured,
                            draft=draft)
-
-
-def _own_mtp_weights(spec: Any, dep: Any, stored_total: bool) -> int:
-    """An EAGLE/NEXTN draft read from the target's own checkpoint loads its MTP modules (the draft model) before
-    SGLang sizes the pool: kvplan's analytic count leaves them out, so they are added, split over TP
-    (kvplan/model/weights.py:mtp_module_stored_bytes, an estimate); a Hub safetensors total already holds them."""
-    from kvplan.sglang.speculative import EAGLE_FAMILY, MTP_ARCHITECTURES, canonical_algorithm
-
-    if dep.speculative_algorithm is None or stored_total or not spec.facts.sglang.nextn_predict_layers:
-        return 0
-    own = dep.speculative_draft_model_path in (None, spec.name)
-    if not own or canonical_algorithm(str(dep.speculative_algorithm)) not in EAGLE_FAMILY:
-        return 0
-    if dep.speculative_draft_model_path is None and (spec.architectures[:1] or ("",))[0] not in MTP_ARCHITECTURES:
-        return 0
-    from kvplan.model.weights import mtp_module_stored_bytes
-
-    return int(-(-spec.facts.sglang.nextn_predict_layers * mtp_module_stored_bytes(spec) // dep.tp))
 
 
 def plan_sglang_beside(params: dict[str, Any], *, model: str, tp: int, pp: int, context: int | None) -> Any:

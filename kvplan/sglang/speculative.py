@@ -26,8 +26,12 @@ Sources (paths relative to `sglang/srt/` in the 0.5.23 wheel):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from kvplan.errors import InvalidParameter
+
+if TYPE_CHECKING:
+    from kvplan.model.spec import ModelSpec
 
 EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
 ALGORITHMS = (*EAGLE_FAMILY, "NGRAM")  # what kvplan models; NEXTN resolves to EAGLE
@@ -177,3 +181,21 @@ def draft_cell_bytes(cell_bytes: int, *, layers: int, draft_layers: int) -> int:
     if draft_layers <= 0 or layers <= 0:
         return 0
     return int(cell_bytes * draft_layers / layers)
+
+
+def own_mtp_weights_bytes(spec: ModelSpec, *, algorithm: str | None, draft_path: str | None, tp: int,
+                          stored_total: bool) -> int:
+    """Bytes per GPU an EAGLE/NEXTN draft read from the target's own checkpoint adds to the weights SGLang measures
+    before it sizes the pool (the draft model is its MTP modules). kvplan's analytic count leaves them out, so they
+    are added, split over TP (kvplan/model/weights.py:mtp_module_stored_bytes, an estimate); a Hub safetensors
+    total (`stored_total`) already holds them: 0 then, and 0 without such a draft."""
+    layers = spec.facts.sglang.nextn_predict_layers
+    if algorithm is None or stored_total or not layers or canonical_algorithm(algorithm) not in EAGLE_FAMILY:
+        return 0
+    path = draft_path
+    arch = spec.architectures[0] if spec.architectures else ""
+    if path not in (None, spec.name) or (path is None and arch not in MTP_ARCHITECTURES):
+        return 0
+    from kvplan.model.weights import mtp_module_stored_bytes
+
+    return -(-layers * mtp_module_stored_bytes(spec) // tp)
