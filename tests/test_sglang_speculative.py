@@ -207,3 +207,25 @@ def test_the_draft_weights_join_the_budget_sglang_sizes_from(monkeypatch: pytest
     own = given_or_estimated_weights(draft, given=None, tp=8, pp=1, arch=get_gpu("h200").arch)[0]
     assert standalone["weights_bytes"] - target["weights_bytes"] == own
     assert standalone["geometry"]["draft_layers"] == 32
+
+
+def test_a_plan_files_pasted_speculative_line_is_judged_with_the_draft(tmp_path: Path) -> None:
+    """`kvplan check`: the same tokens as `kvplan fit` (MTP layer in the cell, its weights in the budget)."""
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    config = Path(__file__).parent / "fixtures" / "configs" / "deepseek-ai--DeepSeek-V3"
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("deployments:\n  - name: mtp\n    engine: sglang\n    gpu: h200\n    sglang_cmd: \"python -m "
+                    f"sglang.launch_server --model-path {config} --tp 8 --speculative-algorithm NEXTN\"\n"
+                    "    require:\n      starts: true\n")
+    result = CliRunner().invoke(app, ["check", str(plan), "--offline", "--json"])
+    assert result.exit_code == 0, result.output
+    (dep,) = json.loads(result.stdout)["deployments"]
+    fit = CliRunner().invoke(app, ["fit", str(config), "--gpu", "h200", "--json", "--sglang-cmd",
+                                   f"python -m sglang.launch_server --model-path {config} --tp 8 "
+                                   "--speculative-algorithm NEXTN"])
+    assert fit.exit_code == 0, fit.output
+    assert dep["kv_cache_tokens"] == json.loads(fit.stdout)["max_total_num_tokens"]
+    assert dep["max_num_seqs"] == 48
