@@ -176,7 +176,15 @@ UNEXPLAINED = {
         "(17.79 against 20.00), where kvplan predicts the same for both. The 0.16 log picks FLASHINFER_CUTLASS for "
         "the FP8 MoE (0.11: Triton), fuses the all-reduce with RMSNorm through FlashInfer (symmetric-memory and "
         "Lamport workspaces allocated after loading) and schedules asynchronously; which of them holds the memory "
-        "is not in the log"),
+        "is not in the log. Sized from the sources: the fusion workspace (0.16 compilation/passes/fusion/"
+        "allreduce_rms_fusion.py:AllReduceFusionPass, SM90 TP 4: 2 MB / (3,072 × 2 B) = 341 tokens, the log's "
+        "compile range (342, 8192); flashinfer 0.6.3 comm/trtllm_ar.py:trtllm_create_ipc_workspace_for_all_reduce_"
+        "fusion: 8 + 2 + 24 MiB, 2 MiB-aligned, the log's 'Signal pad offset: 8388608') is 34 MiB; the FlashInfer "
+        "CUTLASS FP8-block MoE workspace for 8,192 tokens (cutlass_fused_moe_kernels.cuh:getWorkspaceDeviceBuffer"
+        "Sizes with use_deepseek_fp8_block_scale, fp8_blockscale_gemm.cu:getWorkspaceSizeBase) about 0.67 GiB "
+        "against 0.45 for 0.11's Triton caches: 0.3 GiB of the 2.21 together. The 0.19.1 MiniMax-M2.5 record (Triton "
+        "again) leaves 1.74 GiB above kvplan too, so most of the gap is common to 0.16 and 0.19 and not the MoE "
+        "kernel"),
     "llmd-h100-mistral-small-32-24b": (
         "served with --config-format/--load-format mistral (params.json): its peak activation 2.12 GiB is "
         "below the 4.7 GiB the sampler warm-up over 1,024 rows × 131,072 logits costs every other 0.11 run "

@@ -8,9 +8,13 @@ objects the CLI renders::
     report.kv_cache_tokens, report.max_concurrency, report.fits         # what vLLM would log, whether it starts
     kvplan.size("Qwen/Qwen2.5-7B").kv_bytes_per_token                    # = kvplan size
     kvplan.check("deploy/plan.yaml").passed                              # = kvplan check
+    kvplan.roofline("Qwen/Qwen2.5-7B", "h100", context="8K").ridge_point  # = kvplan roofline
+    kvplan.diagnose("http://localhost:8000/metrics").diagnoses          # = kvplan diagnose
 
 The core stages are public too: `load_model` (config.json from the Hub or a folder, refused as vLLM refuses
-it), `size_report`, `plan_fit(spec, get_gpu("h100"), ServeSettings(max_model_len=32768))`, `roofline`, ….
+it), `size_report`, `plan_fit(spec, get_gpu("h100"), ServeSettings(max_model_len=32768))`, `roofline_report`
+(the roofline maths on model_costs and roof_from_gpu: what `kvplan.roofline` named before it became the command),
+`diagnose_report` (the rules on a parse_exposition snapshot: likewise `kvplan.diagnose`'s former meaning), ….
 """
 from __future__ import annotations
 
@@ -18,12 +22,15 @@ from typing import Any
 
 __version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it: dynamic = ["version"])
 
-# Public names, resolved lazily so `import kvplan` stays cheap for the CLI.
+# Public names, resolved lazily so `import kvplan` stays cheap for the CLI: name -> module (the attribute of that
+# name), or "module:attribute" where the public name differs.
 _LAZY = {
     "load_model": "kvplan.api",
     "size": "kvplan.api",
     "fit": "kvplan.api",
     "check": "kvplan.api",
+    "roofline": "kvplan.api",
+    "diagnose": "kvplan.api",
     "parse_config": "kvplan.model.config",
     "ModelSpec": "kvplan.model.spec",
     "LayerSpec": "kvplan.model.spec",
@@ -42,11 +49,11 @@ _LAZY = {
     "plan_kv_cache": "kvplan.vllm.block_plan",
     "model_costs": "kvplan.hardware.roofline",
     "roof_from_gpu": "kvplan.hardware.roofline",
-    "roofline": "kvplan.hardware.roofline",
+    "roofline_report": "kvplan.hardware.roofline:roofline",
     "simulate_prefix": "kvplan.sim.prefix",
     "simulate_serve": "kvplan.sim.scheduler",
     "parse_exposition": "kvplan.observe.metrics",
-    "diagnose": "kvplan.observe.diagnose",
+    "diagnose_report": "kvplan.observe.diagnose:diagnose",
     "parse_startup_log": "kvplan.vllm.startup_log",
 }
 
@@ -57,7 +64,8 @@ def __getattr__(name: str) -> Any:
         raise AttributeError(f"module 'kvplan' has no attribute {name!r}")
     import importlib
 
-    return getattr(importlib.import_module(module), name)
+    module, _, attribute = module.partition(":")
+    return getattr(importlib.import_module(module), attribute or name)
 
 
 __all__ = ["__version__", *_LAZY]

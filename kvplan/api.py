@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from kvplan.errors import InvalidParameter
 from kvplan.vllm.loading import LoadedModel, Progress, load_model, load_model_with_weights
@@ -25,15 +25,20 @@ if TYPE_CHECKING:
     from kvplan.ci.checks import CheckReport
     from kvplan.ci.plan import Deployment, Plan
     from kvplan.hardware.gpus import GpuSpec
+    from kvplan.hardware.model_costs import ModelCosts
+    from kvplan.hardware.roofline import Roof, RooflineReport, SpeculativePoint
     from kvplan.model.size import SizeReport
+    from kvplan.model.spec import ModelSpec
+    from kvplan.observe.diagnose import DiagnoseReport, Thresholds
     from kvplan.vllm.flags import FitFlags
     from kvplan.vllm.report import FitReport
     from kvplan.vllm.settings import ServeSettings
     from kvplan.vllm.sweep import SweepReport
 
 Warn = Callable[[str], None]
-__all__ = ["LoadedModel", "check", "fit", "fit_flags", "fit_plan", "fit_settings", "load_model",
-           "load_model_with_weights", "size"]
+__all__ = ["LoadedModel", "RooflineQuery", "check", "check_diagnose_options", "diagnose", "diagnose_metrics",
+           "diagnose_plan_settings", "diagnose_with_plan", "fit", "fit_flags", "fit_plan", "fit_settings", "load_model",
+           "load_model_with_weights", "roofline", "roofline_deployment", "roofline_plan", "roofline_query", "size"]
 # `kvplan fit`'s own options beside the vLLM engine arguments of kvplan/vllm/engine_args.py.
 _OWN_OPTIONS = ("moe_backend", "rocm_aiter")
 
@@ -272,3 +277,321 @@ def _with_draft(dep: Deployment) -> Deployment:
     except KvplanError as exc:
         raise dep.locate(exc, "vllm") from None
     return dep if draft is None else replace(dep, settings=replace(dep.settings, speculative_draft=draft))
+
+
+# --- kvplan roofline ------------------------------------------------------------------------------------------------
+
+# `kvplan roofline`'s deployment options (vLLM's engine arguments it reads, by name) and its defaults.
+ROOFLINE_OPTIONS = ("tensor_parallel_size", "data_parallel_size", "enable_expert_parallel", "kv_cache_dtype",
+                    "quantization", "max_num_batched_tokens", "max_num_seqs", "gpu_memory_utilization", "rocm_aiter")
+ROOFLINE_BATCHES = "1,2,4,8,16,32,64,128,256"
+ROOFLINE_CONTEXT = "4096"
+
+
+def roofline_deployment(model: str | None, vllm_cmd: str | None, given: Mapping[str, object],
+                        revision: str | None = None) -> tuple[ServeSettings, str, str | None]:
+    """`kvplan roofline`'s deployment as `kvplan fit` reads it (its settings, the model, the revision): `given`
+    (ROOFLINE_OPTIONS by name), then a pasted `vllm serve` line's (given values win)."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.vllm.environment import vllm_environment
+    from kvplan.vllm.flags import settings_from_flags
+
+    pasted_env: dict[str, str] = {}
+    merged: dict[str, object] = {**given, "revision": revision}
+    if vllm_cmd is not None:
+        from kvplan.vllm.command_line import parse_vllm_command
+
+        parsed = parse_vllm_command(vllm_cmd)
+        pasted_env = parsed.env
+        merged = {**{k: v for k, v in parsed.options.items() if merged.get(k) is None},
+                  **{k: v for k, v in merged.items() if v is not None}}
+        model = model or parsed.model
+    if not model:
+        raise InvalidParameter('a model is needed: kvplan roofline MODEL (or --vllm-cmd "vllm serve MODEL …")')
+    texts: dict[str, object] = {k: (v if isinstance(v, (str, bool)) else str(v)) for k, v in merged.items()
+                                if v is not None}
+    settings = settings_from_flags(texts, None, None, None, None, None, None, None, None,
+                                   env=vllm_environment({**os.environ, **pasted_env}))
+    found = texts.get("revision")
+    return settings, model, found if isinstance(found, str) else None
+
+
+def roofline(model: str | None = None, gpu: str = "", *, vllm_cmd: str | None = None, revision: str | None = None,
+             context: str | int = ROOFLINE_CONTEXT, batch: str | Iterable[int] = ROOFLINE_BATCHES,
+             prompt: str | int | None = None, max_concurrency: int | None = None,
+             bandwidth_efficiency: float | None = None, compute_efficiency: float | None = None,
+             gpus_file: str | Path | None = None, engine: str = "vllm", progress: Progress | None = None,
+             on_warning: Warn | None = None, on_note: Warn | None = None, **options: object) -> RooflineReport:
+    """`kvplan roofline MODEL --gpu GPU`: decode and prefill speed limits (ridge point, tokens/s by batch, memory- or
+    compute-bound) of the deployment `options` describe (ROOFLINE_OPTIONS: vLLM's engine arguments by name) or
+    `vllm_cmd` pastes, with the KV capacity `kvplan fit` (or, `engine="sglang"`, SGLang's pool) gives.
+    `context`, `batch` and `prompt` are read as the command reads its texts ("32K", "1,8,64"). `on_warning` receives
+    what the command prints as `Warning: …` (the model's load note among them), `on_note` its `Note: …` lines.
+
+    The maths alone, on costs and roofs already in hand, is kvplan.roofline_report
+    (kvplan.hardware.roofline.roofline)."""
+    from kvplan.errors import InvalidParameter, close_matches
+
+    unknown = sorted(set(options) - set(ROOFLINE_OPTIONS))
+    if unknown:
+        near = close_matches(unknown[0], list(ROOFLINE_OPTIONS))
+        raise InvalidParameter(f"unknown roofline option {unknown[0]!r}"
+                               + (f" (did you mean {near[0]}?)" if near else ""))
+    batch_text = batch if isinstance(batch, str) else ",".join(str(b) for b in batch)
+    query = roofline_query(gpu, context, batch_text, prompt)
+    from kvplan.hardware.gpus import get_gpu
+
+    settings, source, found = roofline_deployment(model, vllm_cmd, options, revision)
+    chip = get_gpu(query.gpu, gpus_file)
+    loaded = load_model_with_weights(source, found, progress=progress)
+    _warn(on_warning, loaded.note)
+    return roofline_plan(loaded, settings, query, chip, engine=engine,
+                         max_concurrency=max_concurrency, bandwidth_efficiency=bandwidth_efficiency,
+                         compute_efficiency=compute_efficiency, given=options, on_warning=on_warning,
+                         on_note=on_note)
+
+
+class RooflineQuery(NamedTuple):
+    """What `kvplan roofline` is asked, read: the GPU id, context tokens, decode batches, prompt tokens."""
+
+    gpu: str
+    context: int
+    batches: tuple[int, ...]
+    prompt_tokens: int
+
+
+def roofline_query(gpu: str, context: str | int, batch: str, prompt: str | int | None) -> RooflineQuery:
+    """The command's --gpu, --context, --batch and --prompt read as it reads them (refused as it refuses them)."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.units import parse_count
+
+    if not gpu:
+        raise InvalidParameter("--gpu is needed: the GPU whose roofs to use (see `kvplan gpus`)")
+    ctx = parse_count(context, what="--context")
+    batches = tuple(parse_count(b, what="--batch", minimum=1) for b in batch.split(",") if b.strip())
+    prompt_tokens = parse_count(prompt, what="--prompt", minimum=1) if prompt is not None else max(ctx, 1)
+    return RooflineQuery(gpu, ctx, batches, prompt_tokens)
+
+
+def roofline_plan(loaded: LoadedModel, settings: ServeSettings, query: RooflineQuery, chip: GpuSpec, *,
+                  engine: str = "vllm", max_concurrency: int | None = None,
+                  bandwidth_efficiency: float | None = None, compute_efficiency: float | None = None,
+                  given: Mapping[str, object] | None = None, on_warning: Warn | None = None,
+                  on_note: Warn | None = None) -> RooflineReport:
+    """The roofline of a read deployment on its loaded model and GPU (what `kvplan roofline` renders): `given` the
+    options as the caller gave them (an SGLang plan refuses the vLLM-only ones given)."""
+    import dataclasses
+
+    from kvplan.errors import InvalidParameter
+    from kvplan.hardware import roofline as rl
+    from kvplan.vllm.architectures import served_quantization_methods
+    from kvplan.vllm.loading import with_stored_weights
+    from kvplan.vllm.quantization import apply_quantization
+
+    given = given or {}
+    spec = apply_quantization(loaded.spec, settings.quantization, served_quantization_methods())
+    stored = loaded.weights.bytes if loaded.weights else None
+    costs, roof = rl.deployment_roofline(
+        spec, chip, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype, weights_bytes=stored,
+        bandwidth_efficiency=bandwidth_efficiency, compute_efficiency=compute_efficiency,
+        dp=settings.data_parallel_size, expert_parallel=settings.enable_expert_parallel)
+    if query.context > spec.max_model_len:
+        _warn(on_warning, f"--context {query.context:,} exceeds the model's max_model_len {spec.max_model_len:,}")
+    settings = with_stored_weights(settings, loaded.weights)
+    if engine.lower() not in ("vllm", "sglang"):
+        raise InvalidParameter(f"--engine must be vllm or sglang, got {engine!r}")
+    if engine.lower() == "sglang":
+        _roofline_refuse_vllm_only(given, settings)
+        capacity, chunk, running = _roofline_sglang_caps(spec, chip, settings, query.context, stored, on_warning,
+                                                         on_note)
+        capacity = max_concurrency if max_concurrency is not None else capacity
+    else:
+        fit = _roofline_fit(spec, chip, dataclasses.replace(settings, context=query.context), on_note)
+        capacity, chunk, running = max_concurrency, fit.max_num_batched_tokens, fit.max_num_seqs
+        if capacity is None and fit.fits:
+            capacity = fit.preemption.max_requests_at_context
+        elif capacity is None:
+            _warn(on_warning, f"KV capacity not computed: vLLM would not start ({fit.error or fit.startup})")
+    report = rl.roofline(costs, roof, context=query.context, batches=list(query.batches),
+                         prompt_tokens=query.prompt_tokens, max_num_batched_tokens=chunk, kv_capacity_batch=capacity,
+                         max_num_seqs=running, gpu_flops=chip.flops)
+    return dataclasses.replace(
+        report, notes=report.notes + rl.unmodelled_settings(pp=settings.pp, enforce_eager=settings.enforce_eager),
+        speculative=_roofline_speculative(costs, roof, settings, query.batches, query.context), engine=engine.lower())
+
+
+def _roofline_speculative(costs: ModelCosts, roof: Roof, settings: ServeSettings, batches: Iterable[int],
+                          context: int) -> tuple[SpeculativePoint, ...]:
+    """Decode with the deployment's --speculative-config at each batch (none without one)."""
+    from kvplan.hardware import roofline as rl
+    from kvplan.hardware.model_costs import model_costs
+    from kvplan.vllm.speculative import speculative_method
+
+    if not settings.speculative_config:
+        return ()
+    method = speculative_method(settings.speculative_config)
+    drafted = int(settings.speculative_config.get("num_speculative_tokens") or 1)
+    draft = (model_costs(settings.speculative_draft, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
+             if settings.speculative_draft is not None else None)
+    return tuple(rl.speculative_point(costs, roof, b, context, method=method, drafted=drafted, draft=draft)
+                 for b in sorted(set(batches)))
+
+
+def _roofline_refuse_vllm_only(given: Mapping[str, object], settings: ServeSettings) -> None:
+    """`--engine sglang` takes its caps and chunk from SGLang's rules: a vLLM setting given that would be silently
+    replaced by SGLang's is refused, and so is a speculative draft (SGLang's is not modelled: kvplan/sglang/fit.py)."""
+    from kvplan.errors import InvalidParameter
+
+    for flag, name in (("--max-num-seqs", "max_num_seqs"), ("--max-num-batched-tokens", "max_num_batched_tokens"),
+                       ("--gpu-memory-utilization", "gpu_memory_utilization")):
+        if given.get(name) is not None:
+            raise InvalidParameter(f"{flag} is a vLLM flag: --engine sglang takes SGLang's running-request cap, "
+                                   "prefill chunk and memory fraction", hint="drop it, or use --engine vllm")
+    if settings.speculative_config:
+        raise InvalidParameter("--engine sglang: speculative decoding is not modelled for SGLang yet "
+                               "(the draft's KV cells and graph sizes)", hint="use --engine vllm")
+
+
+def _roofline_sglang_caps(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, context: int,
+                          stored: int | None, on_warning: Warn | None,
+                          on_note: Warn | None) -> tuple[int | None, int, int]:
+    """`--engine sglang`: the requests of `context` tokens SGLang's pool holds per attention-DP worker (None when
+    it would not start), its chunked_prefill_size and max_running_requests (kvplan/sglang/fit.py)."""
+    from kvplan.sglang.defaults import SglangDeployment
+    from kvplan.sglang.fit import plan_sglang_fit, requests_at
+    from kvplan.vllm.memory.weights import given_or_estimated_weights
+
+    dep = SglangDeployment(tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
+    w, low, high = given_or_estimated_weights(model, given=None, tp=dep.tp, pp=1, arch=gpu.arch, total_bytes=stored)
+    fit = plan_sglang_fit(model, gpu, dep, weights_bytes=w, weights_range=(low, high))
+    _warn(on_note, "KV capacity, running-request cap and prefill chunk by SGLang 0.5.23's rules; the speed model is "
+                   "the same (fitted on vLLM and other engines' runs)")
+    if not fit.fits:
+        _warn(on_warning, f"KV capacity not computed: SGLang would not start ({fit.startup})")
+        return None, fit.defaults.chunked_prefill_size, fit.max_running_requests or 1
+    return requests_at(fit, context), fit.defaults.chunked_prefill_size, fit.max_running_requests
+
+
+def _roofline_fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, on_note: Warn | None) -> FitReport:
+    """The `kvplan fit` plan of this deployment: KV capacity at its context (one DP rank's), and vLLM's
+    resolved max_num_seqs and max_num_batched_tokens (plan_fit, without advice)."""
+    import dataclasses
+
+    from kvplan.vllm.fit import plan_fit
+
+    report = plan_fit(model, gpu, settings, advise=False)
+    context = settings.context or 0
+    if report.startup == "refuses: max_model_len" and 0 < context < report.max_model_len:
+        # The model's full length does not fit, but requests of `context` tokens may: plan the
+        # server one would run for them (vLLM's own advice: decrease max_model_len).
+        _warn(on_note, f"the KV capacity assumes --max-model-len {context} (the model's {report.max_model_len:,} does "
+                       "not fit)")
+        report = plan_fit(model, gpu, dataclasses.replace(settings, max_model_len=context), advise=False)
+    return report
+
+
+# --- kvplan diagnose ------------------------------------------------------------------------------------------------
+
+# `kvplan diagnose --plan MODEL`'s options, by name (each only with a plan).
+DIAGNOSE_PLAN_OPTIONS = ("gpu", "gpu_memory", "gpu_total_bytes", "gpus_file", "tensor_parallel_size",
+                         "pipeline_parallel_size", "max_model_len", "max_num_batched_tokens", "gpu_memory_utilization",
+                         "kv_cache_dtype", "block_size", "enforce_eager", "vllm_version", "weights_memory",
+                         "activation_memory", "non_torch_memory", "cuda_graph_memory", "revision")
+
+
+def diagnose(source: str, *, interval: float | None = None, timeout: float = 5.0, kv_high: float = 0.9,
+             hit_rate_low: float = 0.1, min_prefix_queries: int = 1000, queue_p95_high: float = 1.0,
+             max_num_seqs: int | None = None, plan: str | None = None, progress: Progress | None = None,
+             on_warning: Warn | None = None, **plan_options: object) -> DiagnoseReport:
+    """`kvplan diagnose URL|FILE`: what limits a vLLM server, from its /metrics (a URL, scraped twice `interval` s
+    apart when given, or a saved exposition), and with `plan=MODEL` kvplan's prediction beside the server's KV
+    capacity (`plan_options`: DIAGNOSE_PLAN_OPTIONS by name, `gpu` needed). `on_warning` receives the model's load
+    note and the line the command prints on stderr before scraping twice.
+
+    The rules alone, on a parsed snapshot, are kvplan.diagnose_report (kvplan.observe.diagnose.diagnose)."""
+    from kvplan.errors import InvalidParameter, close_matches
+
+    unknown = sorted(set(plan_options) - set(DIAGNOSE_PLAN_OPTIONS))
+    if unknown:
+        near = close_matches(unknown[0], list(DIAGNOSE_PLAN_OPTIONS))
+        raise InvalidParameter(f"unknown diagnose option {unknown[0]!r}"
+                               + (f" (did you mean {near[0]}?)" if near else ""))
+    options = {name: plan_options.get(name) for name in DIAGNOSE_PLAN_OPTIONS}
+    thresholds = check_diagnose_options(plan, options, interval=interval, timeout=timeout, kv_high=kv_high,
+                                        hit_rate_low=hit_rate_low, min_prefix_queries=min_prefix_queries,
+                                        queue_p95_high=queue_p95_high, max_num_seqs=max_num_seqs)
+    report = diagnose_metrics(source, thresholds, interval=interval, timeout=timeout, on_warning=on_warning)
+    if plan is None:
+        return report
+    options["max_num_seqs"] = max_num_seqs
+    settings = diagnose_plan_settings(options)
+    loaded = load_model_with_weights(plan, _text(options["revision"], "--revision"), progress=progress)
+    _warn(on_warning, loaded.note)
+    return diagnose_with_plan(report, loaded, settings, options)
+
+
+def check_diagnose_options(plan: str | None, options: Mapping[str, object], *, interval: float | None,
+                           timeout: float, kv_high: float = 0.9, hit_rate_low: float = 0.1,
+                           min_prefix_queries: int = 1000, queue_p95_high: float = 1.0,
+                           max_num_seqs: int | None = None) -> Thresholds:
+    """`kvplan diagnose`'s checks before any read, in its order: --timeout and --interval in range, the thresholds
+    (returned), --plan's options only with --plan, and --plan with a GPU."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.observe.diagnose import Thresholds
+    from kvplan.observe.metrics import MAX_WAIT_S
+
+    for flag, seconds in (("--timeout", timeout), ("--interval", interval)):  # before any progress line
+        if seconds is not None and not 0 < seconds <= MAX_WAIT_S:  # NaN and ∞ too
+            raise InvalidParameter(f"{flag} must be positive, at most {MAX_WAIT_S:g} s, got {seconds:g}")
+    thresholds = Thresholds(kv_high=kv_high, hit_rate_low=hit_rate_low, min_prefix_queries=min_prefix_queries,
+                            queue_p95_high_s=queue_p95_high, max_num_seqs=max_num_seqs)
+    if plan is None and (stray := ["--" + k.replace("_", "-") for k, v in options.items() if v is not None]):
+        raise InvalidParameter(f"{', '.join(stray)} only appl{'y' if len(stray) > 1 else 'ies'} with --plan MODEL")
+    if plan is not None and options.get("gpu") is None and options.get("gpu_memory") is None:
+        raise InvalidParameter("--plan needs the server's GPU: --gpu NAME (or --gpu-memory)")
+    return thresholds
+
+
+def diagnose_metrics(source: str, thresholds: Thresholds | None = None, *, interval: float | None = None,
+                     timeout: float = 5.0, on_warning: Warn | None = None) -> DiagnoseReport:
+    """The server's /metrics read (once, or twice `interval` s apart) and diagnosed, as `kvplan diagnose` does."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.observe.diagnose import diagnose as diagnose_report
+    from kvplan.observe.metrics import is_url, parse_exposition, read_exposition, scrape_twice
+
+    if interval is None:
+        return diagnose_report(parse_exposition(read_exposition(source, timeout)), thresholds=thresholds,
+                               source=source)
+    if not is_url(source):
+        raise InvalidParameter("--interval needs a URL: a saved file does not change between two reads")
+    _warn(on_warning, f"Scraping twice, {interval:g} s apart…")
+    scrapes = scrape_twice(source, interval, timeout)
+    return diagnose_report(scrapes.second, scrapes.first, scrapes.elapsed_s, thresholds, source=source)
+
+
+def diagnose_plan_settings(options: Mapping[str, Any]) -> ServeSettings:
+    """The settings `kvplan diagnose --plan` predicts the server with (its options, as `fit` reads them)."""
+    from kvplan.vllm.flags import settings_from_flags
+
+    return settings_from_flags(options, None, options["vllm_version"], options["weights_memory"],
+                               options["activation_memory"], options["non_torch_memory"],
+                               options["cuda_graph_memory"], None, None)
+
+
+def diagnose_with_plan(report: DiagnoseReport, loaded: LoadedModel, settings: ServeSettings,
+                       options: Mapping[str, Any]) -> DiagnoseReport:
+    """The report with kvplan's prediction for the loaded model on the options' GPU compared with each engine's KV
+    capacity."""
+    from kvplan.hardware import gpus
+    from kvplan.observe.diagnose import compare_report_with_plan
+    from kvplan.units import parse_bytes
+    from kvplan.vllm.loading import with_stored_weights
+
+    settings = with_stored_weights(settings, loaded.weights)
+    if options["gpu_memory"] is not None:
+        chip = gpus.custom_gpu(options["gpu_memory"], name=options["gpu"] or "custom")
+    else:
+        chip = gpus.get_gpu(options["gpu"], options["gpus_file"])
+    if options["gpu_total_bytes"] is not None:
+        chip = chip.with_cuda_total(parse_bytes(options["gpu_total_bytes"], what="--gpu-total-bytes"))
+    return compare_report_with_plan(report, loaded.spec, chip, settings)

@@ -142,3 +142,114 @@ def test_library_fit_names_an_unknown_option() -> None:
         assert str(exc) == "unknown fit option 'max_model_lenn' (did you mean max_model_len?)"
     else:
         raise AssertionError("an unknown option was accepted")
+
+
+def test_library_roofline_is_the_roofline_command() -> None:
+    """kvplan.roofline gives `kvplan roofline --json`'s report, its KV capacity from the same fit."""
+    report = kvplan.roofline(QWEN_7B, "h100", context="8K", batch="1,8,64", kv_cache_dtype="fp8",
+                             tensor_parallel_size=2)
+    code, out, _ = _cli("roofline", QWEN_7B, "--gpu", "h100", "--context", "8K", "--batch", "1,8,64",
+                        "--kv-cache-dtype", "fp8", "-tp", "2", "--json")
+    assert code == 0 and report.context == 8192 and [p.batch for p in report.batches] == [1, 8, 64]
+    assert _json("roofline", report) == out.strip()
+    assert kvplan.roofline(QWEN_7B, "h100", context=8192, batch=[1, 8, 64], kv_cache_dtype="fp8",
+                           tensor_parallel_size=2) == report  # numbers as well as texts
+
+
+def test_library_roofline_reads_a_pasted_line_and_sglang_as_the_command_does() -> None:
+    line = f"vllm serve {QWEN_7B} -tp 2 --kv-cache-dtype fp8_e4m3"
+    warnings: list[str] = []
+    notes: list[str] = []
+    report = kvplan.roofline(vllm_cmd=line, gpu="h100", engine="sglang", on_warning=warnings.append,
+                             on_note=notes.append)
+    code, out, err = _cli("roofline", "--vllm-cmd", line, "--gpu", "h100", "--engine", "sglang", "--json")
+    assert code == 0 and report.engine == "sglang" and report.tp == 2
+    assert _json("roofline", report) == out.strip()
+    assert (warnings, [f"Note: {n}" for n in notes]) == ([], [err.strip()])
+    assert notes[0].startswith("KV capacity, running-request cap")
+
+
+def test_library_roofline_refuses_as_the_command_does() -> None:
+    library, cli = _refusal(lambda: kvplan.roofline(QWEN_7B), "roofline", QWEN_7B)
+    assert library == cli and "--gpu is needed" in cli
+    library, cli = _refusal(lambda: kvplan.roofline(QWEN_7B, "h100", batch="1,0"),
+                            "roofline", QWEN_7B, "--gpu", "h100", "--batch", "1,0")
+    assert library == cli and "--batch" in cli
+    library, cli = _refusal(lambda: kvplan.roofline(QWEN_7B, "h100", engine="sglang", max_num_seqs=8),
+                            "roofline", QWEN_7B, "--gpu", "h100", "--engine", "sglang", "--max-num-seqs", "8")
+    assert library == cli and "--max-num-seqs is a vLLM flag" in cli
+    library, cli = _refusal(lambda: kvplan.roofline(QWEN_7B, "no-such-gpu"), "roofline", QWEN_7B, "--gpu",
+                            "no-such-gpu")
+    assert library == cli
+
+
+def test_library_roofline_names_an_unknown_option() -> None:
+    from kvplan.errors import InvalidParameter
+
+    with pytest.raises(InvalidParameter,
+                       match=r"^unknown roofline option 'max_num_seq' \(did you mean max_num_seqs\?\)$"):
+        kvplan.roofline(QWEN_7B, "h100", max_num_seq=8)
+
+
+def test_the_roofline_maths_keeps_a_public_name() -> None:
+    """`kvplan.roofline` is the command since the library gained it; the maths on costs and roofs it named before
+    is `kvplan.roofline_report` (kvplan.hardware.roofline.roofline, unchanged)."""
+    from kvplan.hardware import roofline as rl
+
+    assert kvplan.roofline_report is rl.roofline
+    spec = kvplan.load_model(QWEN_7B)
+    gpu = kvplan.get_gpu("h100")
+    costs, roof = rl.deployment_roofline(spec, gpu, tp=1, kv_cache_dtype="auto", weights_bytes=None)
+    report = kvplan.roofline_report(costs, roof, context=4096, batches=[1], prompt_tokens=4096,
+                                    max_num_batched_tokens=8192, kv_capacity_batch=None, max_num_seqs=1024,
+                                    gpu_flops=gpu.flops)
+    assert report.batches[0].batch == 1
+
+
+METRICS = str(ROOT / "examples" / "metrics.prom")
+
+
+def test_library_diagnose_is_the_diagnose_command() -> None:
+    report = kvplan.diagnose(METRICS, kv_high=0.8, max_num_seqs=64)
+    code, out, _ = _cli("diagnose", METRICS, "--kv-high", "0.8", "--max-num-seqs", "64", "--json")
+    assert code == 0 and report.diagnoses
+    assert _json("diagnose", report) == out.strip()
+
+
+def test_library_diagnose_with_a_plan_is_the_command_with_plan(tmp_path: Path) -> None:
+    """A saved exposition whose cache_config_info shows the 62,241 blocks kvplan predicts for Qwen2.5-7B on an
+    H100 (tests/test_diagnose_plan.py): the plan matches, through the library as through the command."""
+    from tests.fixtures.metrics.exposition import DEFAULT_CACHE_CONFIG, EngineState, exposition
+
+    saved = tmp_path / "metrics.txt"
+    saved.write_text(exposition(EngineState(running=3, kv_usage=0.2, cache_config={
+        **DEFAULT_CACHE_CONFIG, "num_gpu_blocks": "62241"})))
+    report = kvplan.diagnose(str(saved), plan=QWEN_7B, gpu="h100")
+    code, out, _ = _cli("diagnose", str(saved), "--plan", QWEN_7B, "--gpu", "h100", "--json")
+    assert code == 0 and [d.code for d in report.diagnoses] == ["healthy", "plan_matches"]
+    assert _json("diagnose", report) == out.strip()
+
+
+def test_library_diagnose_refuses_as_the_command_does() -> None:
+    library, cli = _refusal(lambda: kvplan.diagnose(METRICS, gpu="h100"), "diagnose", METRICS, "--gpu", "h100")
+    assert library == cli and "only applies with --plan MODEL" in cli
+    library, cli = _refusal(lambda: kvplan.diagnose(METRICS, interval=5), "diagnose", METRICS, "--interval", "5")
+    assert library == cli and "--interval needs a URL" in cli
+    library, cli = _refusal(lambda: kvplan.diagnose(METRICS, kv_high=1.5, gpu="h100"),
+                            "diagnose", METRICS, "--kv-high", "1.5", "--gpu", "h100")
+    assert library == cli and "--kv-high must be within" in cli  # the thresholds are checked before --plan's options
+    library, cli = _refusal(lambda: kvplan.diagnose(METRICS, plan=QWEN_7B), "diagnose", METRICS, "--plan", QWEN_7B)
+    assert library == cli and "--plan needs the server's GPU" in cli
+
+
+def test_library_diagnose_names_an_unknown_option_and_keeps_the_rules_public() -> None:
+    """`kvplan.diagnose` is the command; the rules on a parsed snapshot it named before are
+    `kvplan.diagnose_report` (kvplan.observe.diagnose.diagnose, unchanged)."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.observe.diagnose import diagnose as rules
+
+    with pytest.raises(InvalidParameter, match=r"^unknown diagnose option 'gpu_mem' \(did you mean gpu_memory\?\)$"):
+        kvplan.diagnose(METRICS, gpu_mem="80GB")
+    assert kvplan.diagnose_report is rules
+    snapshot = kvplan.parse_exposition(Path(METRICS).read_text(encoding="utf-8"))
+    assert kvplan.diagnose_report(snapshot, source=METRICS) == kvplan.diagnose(METRICS)

@@ -5,13 +5,16 @@
 * no function over 80 lines outside kvplan/cli/ (whose commands are long Typer option lists);
 * typer, rich and huggingface_hub stay at the edges: huggingface_hub in kvplan/model/hub.py only,
   rich in kvplan/render/ and kvplan/cli/, typer in kvplan/cli/;
-* per-architecture knowledge stays in the reader and the registry: outside kvplan/model/config.py, reader.py,
-  spelt.py, families/ and architectures/ no module tests a model_type against a literal, and none reads a `.raw`
-  config.
+* per-architecture knowledge stays in the registry: outside kvplan/model/architectures/ no module tests a
+  model_type against a literal (the reader included), no module outside the reader (kvplan/model/config.py,
+  reader.py, spelt.py, families/) reads a `.raw` config, and an architecture name (`…For…`) is written only in the
+  registry and in the engines' own per-architecture tables listed in ENGINE_ARCHITECTURE_TABLES.
 """
 from __future__ import annotations
 
 import ast
+import re
+from collections import Counter
 from dataclasses import dataclass
 from functools import cache
 from pathlib import Path
@@ -35,9 +38,27 @@ LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
 EXEMPT_FROM_LAYERS = frozenset({"kvplan", "kvplan.__main__"})
 MAX_FUNCTION_LINES = 80
 LONG_FUNCTIONS_ALLOWED_UNDER = ("kvplan.cli",)
-# Where a config's model_type may be tested against names and the raw config read: the reader and the registry.
+# Where the raw config may be read: the reader and the registry.
 ARCHITECTURE_KNOWLEDGE = ("kvplan.model.config", "kvplan.model.reader", "kvplan.model.spelt", "kvplan.model.families",
                           "kvplan.model.architectures")
+# Where a model_type may be tested against literal names: the registry only (the reader asks it: ModelTypeRules).
+MODEL_TYPE_NAMES_IN = ("kvplan.model.architectures",)
+# vLLM's registry names (model_executor/models/registry.py: `…ForCausalLM`, `…ForConditionalGeneration` …).
+ARCHITECTURE_NAME = re.compile(r"[A-Z][A-Za-z0-9_]*For[A-Z][A-Za-z0-9_]*")
+# Modules outside the registry that hold an engine's own table keyed by architecture names, copied from its source
+# as it stands (each cites it), with how many names each holds: a new name anywhere else fails, and so does one
+# added here without raising its count. A fact about a family kvplan models goes on its Family instead.
+ENGINE_ARCHITECTURE_TABLES: dict[str, int] = {
+    "kvplan.sglang.architectures": 69,  # SGLang's multimodal / transformers-backend registries
+    "kvplan.sglang.defaults": 25,  # SGLang server_args' per-architecture backend defaults
+    "kvplan.sglang.dsa": 15,  # SGLang's DSA architectures
+    "kvplan.sglang.mamba": 21,  # SGLang's hybrid (mamba-state) architectures
+    "kvplan.sglang.multimodal": 19,  # SGLang's per-architecture multimodal rules
+    "kvplan.sglang.pool": 18,  # SGLang's pool-kind architecture lists
+    "kvplan.sglang.swa": 7,  # SGLang's SWA architectures
+    "kvplan.vllm.model_runner": 13,  # config/vllm.py:DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES per release
+    "kvplan.vllm.speculative": 1,  # the draft architecture vLLM's speculators conversion assigns
+}
 _MODEL_TYPE_FIELDS = frozenset({"model_type", "config_model_type", "unnamed_text_model_type"})
 # Third-party packages that only some places may import: package -> module prefixes allowed to.
 EDGE_PACKAGES: dict[str, tuple[str, ...]] = {
@@ -326,12 +347,46 @@ j = {model.model_type, model.config_model_type} & _UNSAFE
 
 
 def test_model_types_are_tested_only_by_the_reader_and_the_registry() -> None:
-    """Per-architecture knowledge lives in one place (issue 23): outside the reader and kvplan/model/architectures/
-    no module compares a model_type with literal names; a rule about a family is a field of its Family."""
-    bad = [f"{module}:{line}" for module in _modules() if not _under(module, ARCHITECTURE_KNOWLEDGE)
+    """Per-architecture knowledge lives in one place (issue 23): outside kvplan/model/architectures/ no module, the
+    reader included, compares a model_type with literal names; a rule about a family is a field of its Family (a
+    rule vLLM keys by model_type: a ModelTypeRules field, asked with model_types_for)."""
+    bad = [f"{module}:{line}" for module in _modules() if not _under(module, MODEL_TYPE_NAMES_IN)
            for line in model_type_literal_tests(_tree(module))]
-    assert not bad, ("model_type tested by name outside the reader and the registry (add a field to "
-                     "kvplan/model/architectures/base.py:Family instead):\n  " + "\n  ".join(bad))
+    assert not bad, ("model_type tested by name outside the registry (add a field to "
+                     "kvplan/model/architectures/base.py:Family or ModelTypeRules instead):\n  " + "\n  ".join(bad))
+
+
+def architecture_names(tree: ast.AST) -> list[tuple[int, str]]:
+    """(line, name) of every string constant that is a whole architecture name (`GptOssForCausalLM`); a docstring or
+    message that mentions one is not."""
+    return sorted((n.lineno, n.value) for n in ast.walk(tree)
+                  if isinstance(n, ast.Constant) and isinstance(n.value, str) and ARCHITECTURE_NAME.fullmatch(n.value))
+
+
+def test_the_architecture_name_scan_finds_names_not_prose() -> None:
+    """The scan flags a compared or tabled name, not a sentence naming one (so the rule below can fail)."""
+    source = (
+        'a = "GptOssForCausalLM" in model.architectures\n'
+        'T = frozenset({"MiMoV2FlashForCausalLM", "Gemma3ForConditionalGeneration"})\n'
+        '"""models/gpt_oss.py: GptOssForCausalLM"""\n'
+        'b = "gpt-oss (GptOssForCausalLM) is refused"\n'
+        'c = "LlamaForCausalLM"[0]\n'
+    )
+    assert architecture_names(ast.parse(source)) == [(1, "GptOssForCausalLM"), (2, "Gemma3ForConditionalGeneration"),
+                                                     (2, "MiMoV2FlashForCausalLM"), (5, "LlamaForCausalLM")]
+
+
+def test_architecture_names_are_written_only_in_the_registry_and_the_engines_tables() -> None:
+    """A new architecture-name literal outside kvplan/model/architectures/ fails (issue 23: `"GptOssForCausalLM" in
+    model.architectures` becomes a Family field); the engines' own tables keep exactly the names they hold."""
+    counts = Counter(module for module in _modules() if not _under(module, ("kvplan.model.architectures",))
+                     for _ in architecture_names(_tree(module)))
+    assert dict(counts) == ENGINE_ARCHITECTURE_TABLES, (
+        "architecture names outside the registry (put the fact on the family's FAMILY in "
+        "kvplan/model/architectures/, or, for an engine's own table, its count in ENGINE_ARCHITECTURE_TABLES):\n  "
+        + "\n  ".join(f"{m}:{line} {name}" for m in sorted(set(counts) | set(ENGINE_ARCHITECTURE_TABLES))
+                       if counts.get(m) != ENGINE_ARCHITECTURE_TABLES.get(m)
+                       for line, name in architecture_names(_tree(m))))
 
 
 def test_nothing_past_the_reader_reads_the_raw_config() -> None:

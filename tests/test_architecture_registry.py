@@ -4,12 +4,27 @@ each one vLLM registers."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from kvplan.errors import BadConfig
-from kvplan.model.architectures import DEFAULT, build_index, families, family_for, model_types_where
+from kvplan.model.architectures import (
+    DEFAULT,
+    build_index,
+    composite_text_config,
+    families,
+    family_for,
+    index_source,
+    model_types_for,
+    model_types_where,
+    sglang_state_rule,
+    sglang_vision_defaults,
+    vision_tower,
+)
+from kvplan.model.architectures.base import ModelTypeRules
 from kvplan.model.config import parse_config
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -18,10 +33,40 @@ FIXTURE_CONFIGS = sorted(set(ROOT.glob("tests/fixtures/**/config.json")))
 
 
 def test_every_module_in_the_folder_is_a_family() -> None:
-    """Adding a family is adding one file: each module but base.py registers itself, under its own name."""
-    modules = sorted(p.stem for p in FOLDER.glob("*.py") if p.name not in ("__init__.py", "base.py"))
+    """Adding a family is adding one file: each module but base.py and the generated _index.py registers itself,
+    under its own name."""
+    modules = sorted(p.stem for p in FOLDER.glob("*.py") if p.name not in ("__init__.py", "base.py", "_index.py"))
     assert [f.name for f in families()] == modules
     assert len(modules) >= 35  # the scan sees the folder (a new family needs no change here)
+
+
+def test_the_lazy_index_is_what_the_family_modules_define() -> None:
+    """_index.py (each key to its module, the cross-family tables) is generated from every module's FAMILY: a family
+    added or changed without `python scripts/architecture_index.py` fails here, so the index cannot drift."""
+    assert (FOLDER / "_index.py").read_text(encoding="utf-8") == index_source(families())
+
+
+def test_a_config_parse_imports_only_its_familys_module() -> None:
+    """The start-up cost: parsing Qwen2.5's config loads the index and the qwen2 module, not the other families (a
+    fresh interpreter, as `kvplan size` runs)."""
+    code = ("import sys, json; from kvplan.model.config import parse_config; "
+            "m = parse_config(json.load(open(sys.argv[1]))); "
+            "print(m.family.name, *sorted(k for k in sys.modules if k.startswith('kvplan.model.architectures.')))")
+    config = ROOT / "tests" / "fixtures" / "configs" / "Qwen--Qwen2.5-7B" / "config.json"
+    out = subprocess.run([sys.executable, "-c", code, str(config)], capture_output=True, text=True, check=True,
+                         cwd=ROOT).stdout.split()
+    assert out == ["qwen2", "kvplan.model.architectures._index", "kvplan.model.architectures.base",
+                   "kvplan.model.architectures.qwen2"]
+
+
+def test_the_index_tables_answer_as_the_families_do() -> None:
+    """model_types_where and sglang_state_rule read the index; an unknown flag is an error, not an empty set."""
+    for flag in ("float16_unsafe", "n_positions_alias", "tied_by_default", "pure_ssm"):
+        assert model_types_where(flag) == {t for f in families() if getattr(f, flag) for t in f.model_types}
+    assert sglang_state_rule("qwen3_5_text") == "gdn"
+    assert sglang_state_rule("llama") == ""
+    with pytest.raises(KeyError, match="'sliding_layout' is not a boolean Family field"):
+        model_types_where("sliding_layout")
 
 
 def test_a_name_claimed_by_two_families_is_refused() -> None:
@@ -101,3 +146,35 @@ def test_the_text_configs_model_type_picks_sglangs_state_rule(fixture: str, rule
     architecture: SGLang builds the state from the text config class."""
     config = json.loads((ROOT / f"tests/fixtures/corpus/configs/{fixture}/config.json").read_text(encoding="utf-8"))
     assert parse_config(config).facts.sglang.state_rule == rule
+
+
+def test_each_model_type_rule_is_listed_by_one_family() -> None:
+    """A model type appears at most once per ModelTypeRules field, and each keyed table (towers, composite text
+    configs, SGLang's vision defaults) names a model type once, so the index does not depend on file order."""
+    for rule in ModelTypeRules._fields:
+        listed = [t for f in families() for t in getattr(f.model_type_rules, rule)]
+        assert len(listed) == len(set(listed)), rule
+    for keys in ([t for f in families() for t, _ in f.vision_towers],
+                 [t for f in families() for t, _, _ in f.composite_text_configs],
+                 [t for f in families() for t, _, _ in f.sglang_vision_defaults]):
+        assert len(keys) == len(set(keys))
+
+
+def test_the_model_type_rules_are_the_tables_the_reader_held() -> None:
+    """The rules moved from the reader (families/mla.py, recurrent.py, text_config.py, towers.py, spelt.py) with the
+    same model types: is_deepseek_mla's list (transformers_utils/model_arch_config_convertor.py, with Mistral-Small-4's
+    mistral4), DeepseekV2DecoderLayer's types, is_mm_prefix_lm's, SGLang's _HOPPER_QWEN3_VL_TYPES."""
+    assert model_types_for("deepseek_mla") == {
+        "deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2", "kimi_linear", "glm_moe_dsa",
+        "longcat_flash", "pangu_ultra_moe", "mistral_large_3", "mistral4"}
+    assert model_types_for("deepseek_decoder") == {"deepseek", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm_moe_dsa",
+                                                   "mistral_large_3"}
+    assert model_types_for("lightning_attention") == {"minimax", "minimax_m1", "minimax_text_01"}
+    assert model_types_for("mamba1") == {"mamba", "falcon_mamba"}
+    assert model_types_for("mm_prefix_lm") == {"bagel", "gemma3", "molmo2", "moondream3", "paligemma"}
+    assert model_types_for("sglang_hopper_qwen3_vl") == {"qwen3_vl", "qwen3_vl_moe"}
+    assert composite_text_config("deepseek_vl_v2") == ("language_config", "deepseek_v2")
+    assert sglang_vision_defaults("kimi_k25") == (27, 1152)
+    assert vision_tower("mistral3") == "pixtral" and vision_tower("llama") == ""
+    with pytest.raises(KeyError, match="'gpt_oss' is not a ModelTypeRules field"):
+        model_types_for("gpt_oss")

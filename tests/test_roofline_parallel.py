@@ -82,9 +82,15 @@ def test_dp_attention_holds_the_requests_the_engine_ran_per_rank() -> None:
     """TensorRT-LLM's DeepSeek-R1 max-throughput run on 8 × H200 (tests/fixtures/data/roofline-measured.yaml,
     trtllm-dsr1-fp8-h200-tp8-ep8-adp-c1024) kept 1,024 requests of 1,024 + 2,048 tokens running, 128 per
     attention-DP rank. Under vLLM's -dp 8 --enable-expert-parallel each rank holds its own requests' latent;
-    at TP 8 the latent is replicated on all 8 GPUs and the cache holds fewer than the 1,024."""
+    at TP 8 the latent is replicated on all 8 GPUs and the cache holds fewer than the 1,024.
+    At TP 1 vLLM also keeps kv_b_proj dequantized (mla_attention.py:MLAAttention.process_weights_after_loading:
+    61 × 512 × 128 heads × 256 × 2 B = 1.91 GiB a GPU), so at the default utilization a rank holds 122 such
+    requests (132 before the copy was counted) and needs --gpu-memory-utilization 0.95 for the engine's 128."""
+    default = roofline_json(str(R1), "--gpu", "h200", "-dp", "8", "--enable-expert-parallel", "--context", "3072",
+                            "--batch", "128")
+    assert default["kv_capacity_batch"] == 122
     dp = roofline_json(str(R1), "--gpu", "h200", "-dp", "8", "--enable-expert-parallel", "--context", "3072",
-                       "--batch", "128")
+                       "--batch", "128", "--gpu-memory-utilization", "0.95")
     assert (dp["dp"], dp["ep"]) == (8, 8)
     assert dp["kv_capacity_batch"] >= 128 and dp["batches"][0]["fits_kv_cache"]
     tp = roofline_json(str(R1), "--gpu", "h200", "-tp", "8", "--context", "3072", "--batch", "128")
@@ -116,14 +122,16 @@ def test_bad_deployments_exit_2_with_one_error_line(args: list[str], message: st
 def test_fit_plans_each_attention_dp_rank_its_own_kv_pool_for_the_requests_the_engine_ran() -> None:
     """The same TensorRT-LLM DeepSeek-R1 run (1,024 requests of 1,024 + 2,048 tokens on 8 × H200, 128 per rank) as
     `kvplan fit` plans it: under -dp 8 --enable-expert-parallel every rank's pool holds its 128; at TP 8 the one
-    replicated-latent pool holds fewer than the 1,024 the engine ran."""
+    replicated-latent pool holds fewer than the 1,024 the engine ran. With vLLM's dequantized kv_b_proj copy
+    counted (1.91 GiB a GPU at TP 1, see above) the default utilization holds 122.8 of the 128; 0.95 holds them."""
     def fit_json(*args: str) -> dict[str, Any]:
         result = runner.invoke(app, ["fit", str(R1), "--gpu", "h200", "--max-model-len", "3072", *args, "--json"],
                                catch_exceptions=False)
         assert result.exit_code == 0, result.stderr
         return json.loads(result.stdout)  # type: ignore[no-any-return]
 
-    dp = fit_json("-dp", "8", "--enable-expert-parallel")
+    assert 122 < fit_json("-dp", "8", "--enable-expert-parallel")["max_concurrency"] < 123
+    dp = fit_json("-dp", "8", "--enable-expert-parallel", "--gpu-memory-utilization", "0.95")
     assert (dp["tp"], dp["num_gpus"]) == (1, 8)
     assert dp["max_concurrency"] >= 128
     tp = fit_json("-tp", "8")

@@ -42,4 +42,7 @@ def test_compressed_tensors_int4_counts_its_group_scales() -> None:
         "compressed-tensors", 4.0, 32)
     assert quantized_bits_per_weight(kimi) == 4.5
     per_gpu = estimate_weights(kimi, tp=8, pp=1, arch="hopper").bytes / GIB
-    assert 67 < per_gpu < 68.5  # 60.2 GiB with 4-bit experts
+    # 60.2 GiB with 4-bit experts, 67.6 with their scales; 70.0 once the ignore list keeps attention, the shared
+    # experts and the dense layer in BF16 and the replicated MLA down-projection and router are counted
+    # (tests/test_weights_replicated.py pins each term).
+    assert 69.9 < per_gpu < 70.1

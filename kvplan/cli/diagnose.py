@@ -1,12 +1,9 @@
 """`kvplan diagnose`: read a running vLLM server's /metrics and say what limits it."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
-
-if TYPE_CHECKING:
-    from kvplan.observe.diagnose import DiagnoseReport
 
 NAME = "diagnose"
 HELP = "Read a vLLM server's /metrics (live or saved) and diagnose KV shortage, batch limits, prefix-cache misses."
@@ -78,18 +75,13 @@ def command(
     json_output: Annotated[bool, typer.Option("--json", help="Print the result as JSON.")] = False,
 ) -> None:
     """Read a vLLM server's /metrics (live or saved) and diagnose what limits it."""
+    from kvplan import api
+    from kvplan.cli.common import load_model_with_weights
     from kvplan.cli.console import err, out, print_json
-    from kvplan.errors import InvalidParameter
-    from kvplan.observe.diagnose import Thresholds, diagnose
-    from kvplan.observe.metrics import MAX_WAIT_S, is_url, parse_exposition, read_exposition, scrape_twice
     from kvplan.render.diagnose import render_diagnose
     from kvplan.render.json import dumps
+    from kvplan.vllm.loading import LoadedModel
 
-    for flag, seconds in (("--timeout", timeout), ("--interval", interval)):  # before any progress line
-        if seconds is not None and not 0 < seconds <= MAX_WAIT_S:  # NaN and ∞ too
-            raise InvalidParameter(f"{flag} must be positive, at most {MAX_WAIT_S:g} s, got {seconds:g}")
-    thresholds = Thresholds(kv_high=kv_high, hit_rate_low=hit_rate_low, min_prefix_queries=min_prefix_queries,
-                            queue_p95_high_s=queue_p95_high, max_num_seqs=max_num_seqs)
     plan_args: dict[str, object] = {
         "gpu": gpu, "gpu_memory": gpu_memory, "gpu_total_bytes": gpu_total_bytes, "gpus_file": gpus_file,
         "tensor_parallel_size": tensor_parallel_size, "pipeline_parallel_size": pipeline_parallel_size,
@@ -99,51 +91,16 @@ def command(
         "weights_memory": weights_memory, "activation_memory": activation_memory,
         "non_torch_memory": non_torch_memory, "cuda_graph_memory": cuda_graph_memory, "revision": revision,
     }
-    _check_plan_args(plan, plan_args)
-    if interval is None:
-        report = diagnose(parse_exposition(read_exposition(source, timeout)), thresholds=thresholds, source=source)
-    else:
-        if not is_url(source):
-            raise InvalidParameter("--interval needs a URL: a saved file does not change between two reads")
-        err().print(f"Scraping twice, {interval:g} s apart…")
-        scrapes = scrape_twice(source, interval, timeout)
-        report = diagnose(scrapes.second, scrapes.first, scrapes.elapsed_s, thresholds, source=source)
+    thresholds = api.check_diagnose_options(plan, plan_args, interval=interval, timeout=timeout, kv_high=kv_high,
+                                            hit_rate_low=hit_rate_low, min_prefix_queries=min_prefix_queries,
+                                            queue_p95_high=queue_p95_high, max_num_seqs=max_num_seqs)
+    report = api.diagnose_metrics(source, thresholds, interval=interval, timeout=timeout, on_warning=err().print)
     if plan is not None:
-        report = _with_plan(report, plan, {**plan_args, "max_num_seqs": max_num_seqs}, quiet=json_output)
+        options = {**plan_args, "max_num_seqs": max_num_seqs}
+        settings = api.diagnose_plan_settings(options)
+        spec, weights = load_model_with_weights(plan, revision, quiet=json_output)
+        report = api.diagnose_with_plan(report, LoadedModel(spec, weights, None), settings, options)
     if json_output:
         print_json(dumps("diagnose", report))
     else:
         out().print(render_diagnose(report))
-
-
-def _check_plan_args(plan: str | None, args: dict[str, object]) -> None:
-    """--plan's options need --plan, and --plan needs a GPU."""
-    from kvplan.errors import InvalidParameter
-
-    if plan is None and (stray := ["--" + k.replace("_", "-") for k, v in args.items() if v is not None]):
-        raise InvalidParameter(f"{', '.join(stray)} only appl{'y' if len(stray) > 1 else 'ies'} with --plan MODEL")
-    if plan is not None and args["gpu"] is None and args["gpu_memory"] is None:
-        raise InvalidParameter("--plan needs the server's GPU: --gpu NAME (or --gpu-memory)")
-
-
-def _with_plan(report: DiagnoseReport, plan: str, args: dict[str, Any], *, quiet: bool) -> DiagnoseReport:
-    """The report with kvplan's prediction for MODEL on the GPU compared with each engine's KV capacity."""
-    from kvplan.cli.common import load_model_with_weights
-    from kvplan.hardware import gpus
-    from kvplan.observe.diagnose import compare_report_with_plan
-    from kvplan.units import parse_bytes
-    from kvplan.vllm.flags import settings_from_flags
-    from kvplan.vllm.loading import with_stored_weights
-
-    base = settings_from_flags(args, None, args["vllm_version"], args["weights_memory"],
-                               args["activation_memory"], args["non_torch_memory"], args["cuda_graph_memory"],
-                               None, None)
-    spec, weights = load_model_with_weights(plan, args["revision"], quiet=quiet)
-    base = with_stored_weights(base, weights)
-    if args["gpu_memory"] is not None:
-        chip = gpus.custom_gpu(args["gpu_memory"], name=args["gpu"] or "custom")
-    else:
-        chip = gpus.get_gpu(args["gpu"], args["gpus_file"])
-    if args["gpu_total_bytes"] is not None:
-        chip = chip.with_cuda_total(parse_bytes(args["gpu_total_bytes"], what="--gpu-total-bytes"))
-    return compare_report_with_plan(report, spec, chip, base)

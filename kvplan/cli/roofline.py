@@ -1,21 +1,12 @@
 """`kvplan roofline`: how fast decode and prefill can go on a GPU, and what limits them."""
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from kvplan.cli.options import DEPLOYMENT_PANEL, JsonFlag, KvCacheDtypeOpt, Revision, TensorParallelOpt
-
-if TYPE_CHECKING:
-    from kvplan.hardware.gpus import GpuSpec
-    from kvplan.hardware.model_costs import ModelCosts
-    from kvplan.hardware.roofline import Roof, SpeculativePoint
-    from kvplan.model.spec import ModelSpec
-    from kvplan.vllm.report import FitReport
-    from kvplan.vllm.settings import ServeSettings
 
 NAME = "roofline"
 HELP = "Decode and prefill speed limits on a GPU: ridge point, tokens/s by batch, memory- or compute-bound."
@@ -99,59 +90,25 @@ def command(
     json_: JsonFlag = False,
 ) -> None:
     """Decode and prefill speed limits: ridge point, tokens/s by batch, memory- or compute-bound."""
-    from kvplan.cli.common import load_model_with_weights, notice
+    from kvplan import api
+    from kvplan.cli.common import load_model_with_weights, notice, warn
     from kvplan.cli.console import out, print_json
-    from kvplan.errors import InvalidParameter
-    from kvplan.hardware import roofline as rl
     from kvplan.hardware.gpus import get_gpu
-    from kvplan.units import parse_count
-    from kvplan.vllm.architectures import served_quantization_methods
-    from kvplan.vllm.loading import with_stored_weights
-    from kvplan.vllm.quantization import apply_quantization
+    from kvplan.vllm.loading import LoadedModel
 
-    if not gpu:
-        raise InvalidParameter("--gpu is needed: the GPU whose roofs to use (see `kvplan gpus`)")
-    ctx = parse_count(context, what="--context")
-    batches = [parse_count(b, what="--batch", minimum=1) for b in batch.split(",") if b.strip()]
-    prompt_tokens = parse_count(prompt, what="--prompt", minimum=1) if prompt is not None else max(ctx, 1)
-    settings, model, revision = _deployment(model, vllm_cmd, {
+    query = api.roofline_query(gpu, context, batch, prompt)
+    given: dict[str, object] = {
         "tensor_parallel_size": tensor_parallel_size, "data_parallel_size": data_parallel_size,
         "enable_expert_parallel": enable_expert_parallel, "kv_cache_dtype": kv_cache_dtype,
         "quantization": quantization, "max_num_batched_tokens": max_num_batched_tokens,
-        "max_num_seqs": max_num_seqs, "gpu_memory_utilization": gpu_memory_utilization, "revision": revision,
-        "rocm_aiter": aiter})
-    spec_gpu = get_gpu(gpu, gpus_file)
+        "max_num_seqs": max_num_seqs, "gpu_memory_utilization": gpu_memory_utilization, "rocm_aiter": aiter}
+    settings, model, revision = api.roofline_deployment(model, vllm_cmd, given, revision)
+    chip = get_gpu(query.gpu, gpus_file)
     spec, weights = load_model_with_weights(model, revision, quiet=json_)
-    spec = apply_quantization(spec, settings.quantization, served_quantization_methods())
-    costs, roof = rl.deployment_roofline(
-        spec, spec_gpu, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype,
-        weights_bytes=weights.bytes if weights else None, bandwidth_efficiency=bandwidth_efficiency,
-        compute_efficiency=compute_efficiency, dp=settings.data_parallel_size,
-        expert_parallel=settings.enable_expert_parallel)
-    if ctx > spec.max_model_len:
-        notice(f"--context {ctx:,} exceeds the model's max_model_len {spec.max_model_len:,}")
-    settings = with_stored_weights(settings, weights)
-    if engine.lower() not in ("vllm", "sglang"):
-        raise InvalidParameter(f"--engine must be vllm or sglang, got {engine!r}")
-    if engine.lower() == "sglang":
-        _refuse_vllm_only(max_num_seqs=max_num_seqs, max_num_batched_tokens=max_num_batched_tokens,
-                          gpu_memory_utilization=gpu_memory_utilization, settings=settings)
-        capacity, chunk, running = _sglang_caps(spec, spec_gpu, settings, ctx, weights.bytes if weights else None)
-        capacity = max_concurrency if max_concurrency is not None else capacity
-    else:
-        fit = _fit(spec, spec_gpu, dataclasses.replace(settings, context=ctx))
-        capacity, chunk, running = max_concurrency, fit.max_num_batched_tokens, fit.max_num_seqs
-        if capacity is None and fit.fits:
-            capacity = fit.preemption.max_requests_at_context
-        elif capacity is None:
-            notice(f"KV capacity not computed: vLLM would not start ({fit.error or fit.startup})")
-    report = rl.roofline(
-        costs, roof, context=ctx, batches=batches, prompt_tokens=prompt_tokens,
-        max_num_batched_tokens=chunk, kv_capacity_batch=capacity, max_num_seqs=running, gpu_flops=spec_gpu.flops,
-    )
-    report = dataclasses.replace(
-        report, notes=report.notes + rl.unmodelled_settings(pp=settings.pp, enforce_eager=settings.enforce_eager),
-        speculative=_speculative(costs, roof, settings, batches, ctx), engine=engine.lower())
+    report = api.roofline_plan(LoadedModel(spec, weights, None), settings, query, chip, engine=engine,
+                               max_concurrency=max_concurrency, bandwidth_efficiency=bandwidth_efficiency,
+                               compute_efficiency=compute_efficiency, given=given, on_warning=warn,
+                               on_note=lambda text: notice(text, "Note"))
     if svg is not None:
         from kvplan.files import write_output
         from kvplan.render.roofline import chart_svg
@@ -165,103 +122,3 @@ def command(
     from kvplan.render.roofline import render_roofline
 
     out().print(render_roofline(report))
-
-
-def _speculative(costs: ModelCosts, roof: Roof, settings: ServeSettings, batches: list[int],
-                 context: int) -> tuple[SpeculativePoint, ...]:
-    """Decode with the deployment's --speculative-config at each batch (none without one)."""
-    from kvplan.hardware import roofline as rl
-    from kvplan.hardware.model_costs import model_costs
-    from kvplan.vllm.speculative import speculative_method
-
-    if not settings.speculative_config:
-        return ()
-    method = speculative_method(settings.speculative_config)
-    drafted = int(settings.speculative_config.get("num_speculative_tokens") or 1)
-    draft = (model_costs(settings.speculative_draft, tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
-             if settings.speculative_draft is not None else None)
-    return tuple(rl.speculative_point(costs, roof, b, context, method=method, drafted=drafted, draft=draft)
-                 for b in sorted(set(batches)))
-
-
-def _deployment(
-    model: str | None, vllm_cmd: str | None, given: dict[str, object]
-) -> tuple[ServeSettings, str, str | None]:
-    """The deployment as `kvplan fit` reads it (its settings, the model, the revision): these flags, then a
-    pasted `vllm serve` line's (flags win)."""
-    import os
-
-    from kvplan.errors import InvalidParameter
-    from kvplan.vllm.environment import vllm_environment
-    from kvplan.vllm.flags import settings_from_flags
-
-    pasted_env: dict[str, str] = {}
-    if vllm_cmd is not None:
-        from kvplan.vllm.command_line import parse_vllm_command
-
-        parsed = parse_vllm_command(vllm_cmd)
-        pasted_env = parsed.env
-        given = {**{k: v for k, v in parsed.options.items() if given.get(k) is None},
-                 **{k: v for k, v in given.items() if v is not None}}
-        model = model or parsed.model
-    if not model:
-        raise InvalidParameter('a model is needed: kvplan roofline MODEL (or --vllm-cmd "vllm serve MODEL …")')
-    texts: dict[str, object] = {k: (v if isinstance(v, (str, bool)) else str(v)) for k, v in given.items()
-                                if v is not None}
-    settings = settings_from_flags(texts, None, None, None, None, None, None, None, None,
-                                   env=vllm_environment({**os.environ, **pasted_env}))
-    revision = texts.get("revision")
-    return settings, model, revision if isinstance(revision, str) else None
-
-
-def _refuse_vllm_only(*, max_num_seqs: int | None, max_num_batched_tokens: int | None,
-                      gpu_memory_utilization: float | None, settings: ServeSettings) -> None:
-    """`--engine sglang` takes its caps and chunk from SGLang's rules: a vLLM setting that would be silently
-    replaced by SGLang's is refused, and so is a speculative draft (SGLang's is not modelled: kvplan/sglang/fit.py)."""
-    from kvplan.errors import InvalidParameter
-
-    for flag, value in (("--max-num-seqs", max_num_seqs), ("--max-num-batched-tokens", max_num_batched_tokens),
-                        ("--gpu-memory-utilization", gpu_memory_utilization)):
-        if value is not None:
-            raise InvalidParameter(f"{flag} is a vLLM flag: --engine sglang takes SGLang's running-request cap, "
-                                   "prefill chunk and memory fraction", hint="drop it, or use --engine vllm")
-    if settings.speculative_config:
-        raise InvalidParameter("--engine sglang: speculative decoding is not modelled for SGLang yet "
-                               "(the draft's KV cells and graph sizes)", hint="use --engine vllm")
-
-
-def _sglang_caps(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, context: int,
-                 stored: int | None) -> tuple[int | None, int, int]:
-    """`--engine sglang`: the requests of `context` tokens SGLang's pool holds per attention-DP worker (None when
-    it would not start), its chunked_prefill_size and max_running_requests (kvplan/sglang/fit.py)."""
-    from kvplan.cli.common import notice
-    from kvplan.sglang.defaults import SglangDeployment
-    from kvplan.sglang.fit import plan_sglang_fit, requests_at
-    from kvplan.vllm.memory.weights import given_or_estimated_weights
-
-    dep = SglangDeployment(tp=settings.tp, kv_cache_dtype=settings.kv_cache_dtype)
-    w, low, high = given_or_estimated_weights(model, given=None, tp=dep.tp, pp=1, arch=gpu.arch, total_bytes=stored)
-    fit = plan_sglang_fit(model, gpu, dep, weights_bytes=w, weights_range=(low, high))
-    notice("KV capacity, running-request cap and prefill chunk by SGLang 0.5.23's rules; the speed model is the "
-           "same (fitted on vLLM and other engines' runs)", "Note")
-    if not fit.fits:
-        notice(f"KV capacity not computed: SGLang would not start ({fit.startup})")
-        return None, fit.defaults.chunked_prefill_size, fit.max_running_requests or 1
-    return requests_at(fit, context), fit.defaults.chunked_prefill_size, fit.max_running_requests
-
-
-def _fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings) -> FitReport:
-    """The `kvplan fit` plan of this deployment: KV capacity at its context (one DP rank's), and vLLM's
-    resolved max_num_seqs and max_num_batched_tokens (capacity.plan_fit, without advice)."""
-    from kvplan.cli.common import notice
-    from kvplan.vllm.fit import plan_fit
-
-    report = plan_fit(model, gpu, settings, advise=False)
-    context = settings.context or 0
-    if report.startup == "refuses: max_model_len" and 0 < context < report.max_model_len:
-        # The model's full length does not fit, but requests of `context` tokens may: plan the
-        # server one would run for them (vLLM's own advice: decrease max_model_len).
-        notice(f"the KV capacity assumes --max-model-len {context} (the model's {report.max_model_len:,} does not "
-               "fit)", "Note")
-        report = plan_fit(model, gpu, dataclasses.replace(settings, max_model_len=context), advise=False)
-    return report

@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import Any, NamedTuple
 
 from kvplan.errors import BadConfig
-from kvplan.model.architectures import Family, family_for
+from kvplan.model.architectures import Family, family_for, model_types_for
 from kvplan.model.families import attention, classic, dsv4, heterogeneous, mla, moe, recurrent
 from kvplan.model.families.text_config import mm_prefix_lm, text_config
 from kvplan.model.families.towers import multimodal_parts
@@ -307,7 +307,7 @@ def _max_model_len(data: Mapping[str, Any], model_type: str) -> tuple[int, str]:
         return _DEFAULT_MAX_LEN, "vLLM default (no length key in config.json)"
     length = model_length(length, src)  # only the key vLLM takes is bounded: it keeps the smallest
     rope = data.get("rope_scaling")
-    if isinstance(rope, Mapping) and "gemma3" not in model_type:
+    if isinstance(rope, Mapping) and model_type not in model_types_for("max_len_already_scaled"):
         rtype = str(rope.get("rope_type") or rope.get("type") or "default")
         factor = rope.get("factor")
         if rtype not in _ROPE_TYPES_NOT_SCALING_LEN and isinstance(factor, (int, float)) and \
@@ -376,7 +376,7 @@ def _attention_layer(c: ConfigReader, model_type: str, i: int, t: str, g: _Geome
             dv = d
         chunk = c.opt_int("attention_chunk_size")
         kind: LayerKind = "full"
-        if chunk and model_type.startswith("llama4"):
+        if chunk and model_type in model_types_for("chunked_local_attention"):
             # vLLM llama4.py: RoPE layers (no_rope_layers[i] == 1) use chunked local attention;
             # transformers' default makes every 4th layer NoPE (global).
             no_rope = c.get("no_rope_layers")

@@ -103,7 +103,9 @@ def quant_spec(qc: Any, hf_quant: Mapping[str, Any] | None) -> QuantSpec | None:
     kv_scheme = qc.get("kv_cache_scheme")
     kv: str | None = "fp8" if isinstance(kv_scheme, Mapping) and kv_scheme.get("type") == "float" and \
         kv_scheme.get("num_bits") == 8 else None
-    excluded = names(qc.get("modules_to_not_convert") or qc.get("ignore"),
+    # fp8.py:Fp8Config.from_config reads `ignored_layers`, then `modules_to_not_convert` (Qwen3-VL-FP8 writes the
+    # former); compressed-tensors `ignore`.
+    excluded = names(qc.get("ignored_layers") or qc.get("modules_to_not_convert") or qc.get("ignore"),
                       "config.json: quantization_config.modules_to_not_convert")
     if method == "fp8" or method == "fbgemm_fp8":
         return QuantSpec("fp8", 8.0, kv_cache_dtype=kv, excluded=excluded)

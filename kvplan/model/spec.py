@@ -81,6 +81,11 @@ class MLADims:
     qk_nope_head_dim: int
     v_head_dim: int
     q_lora_rank: int | None
+    # DeepSeek sparse attention's indexer (DeepSeek-V3.2, GLM-5: `index_topk` in the config), weights only:
+    # models/deepseek_v2.py:Indexer's wq_b (q_lora_rank → index_n_heads × index_head_dim), wk (hidden →
+    # index_head_dim), k_norm and weights_proj (hidden → index_n_heads). 0: no indexer.
+    index_n_heads: int = 0
+    index_head_dim: int = 0
 
 
 @dataclass(frozen=True)

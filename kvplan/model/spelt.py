@@ -8,7 +8,14 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kvplan.model.architectures import Family, families, model_types_where
+from kvplan.model.architectures import (
+    Family,
+    mm_item_tokens_stated,
+    model_types_for,
+    model_types_where,
+    sglang_state_rule,
+    sglang_vision_defaults,
+)
 from kvplan.model.spec import ConfigFacts, QuantLayout, RopeConfig, SglangFacts, SpeltText
 
 # config/speculative.py: keys of the config that count MTP layers, per family.
@@ -108,12 +115,6 @@ def spelt_text(data: Mapping[str, Any]) -> SpeltText:
 _SGLANG_KV_HEAD_KEYS = ("n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num",
                         "num_attention_groups")
 _SGLANG_WINDOW_KEYS = ("sliding_window_size", "sliding_window", "window_size")
-# Vision configs SGLang builds with its own class, whose defaults stand in for keys the JSON does not give, keyed by
-# the top-level model_type: configs/kimi_k25.py:KimiK25VisionConfig (num_hidden_layers 27, hidden_size 1152; the
-# JSON's vt_* keys are not read as these).
-_SGLANG_VISION_DEFAULTS = {"kimi_k25": (27, 1152)}
-# arg_groups/model_overrides/qwen3_vl.py:_HOPPER_QWEN3_VL_TYPES.
-_HOPPER_QWEN3_VL_TYPES = frozenset({"qwen3_vl", "qwen3_vl_moe"})
 
 
 def _entries_equal(value: Any, name: str, *, string: bool = False) -> tuple[bool, ...] | None:
@@ -124,8 +125,10 @@ def _entries_equal(value: Any, name: str, *, string: bool = False) -> tuple[bool
 
 
 def _gemma4_full_attention(data: Mapping[str, Any]) -> tuple[int, int] | None:
-    """SglangFacts.gemma4_full_attention: transformers 5.19's Gemma4TextConfig split, as SGLang flattens it."""
-    if data.get("model_type") != "gemma4_text" or "full_attention" not in (data.get("layer_types") or []):
+    """SglangFacts.gemma4_full_attention: transformers 5.19's Gemma4TextConfig split, as SGLang flattens it (the
+    model types: ModelTypeRules.sglang_gemma4_attention, the Gemma-4 family's)."""
+    if data.get("model_type") not in model_types_for("sglang_gemma4_attention") or \
+            "full_attention" not in (data.get("layer_types") or []):
         return None
     head = _positive_int(data.get("global_head_dim", 512), 0)
     heads = data.get("num_global_key_value_heads")
@@ -145,7 +148,7 @@ def sglang_facts(data: Mapping[str, Any], top: Mapping[str, Any], config_model_t
     ssm = data.get("mamba_ssm_dtype")
     offset = data.get("index_skip_topk_offset")
     return SglangFacts(
-        state_rule=next((f.sglang_state for f in families() if text_type in f.sglang_state_model_types), ""),
+        state_rule=sglang_state_rule(text_type),
         mamba_ssm_dtype=None if ssm is None else str(ssm)[:64],
         stated_kv_heads=_first_int(data, _SGLANG_KV_HEAD_KEYS),
         language_model_only=data.get("language_model_only") is True,
@@ -162,8 +165,8 @@ def sglang_facts(data: Mapping[str, Any], top: Mapping[str, Any], config_model_t
         has_vision_config=bool(vision),
         vision_layers=_positive_int(vision.get("num_hidden_layers"), 0),
         vision_hidden=_positive_int(vision.get("hidden_size"), 0),
-        vision_defaults=_SGLANG_VISION_DEFAULTS.get(config_model_type),
-        hopper_qwen3_vl_type=config_model_type in _HOPPER_QWEN3_VL_TYPES,
+        vision_defaults=sglang_vision_defaults(config_model_type),  # Family.sglang_vision_defaults
+        hopper_qwen3_vl_type=config_model_type in model_types_for("sglang_hopper_qwen3_vl"),
         nextn_predict_layers=_nextn_layers(data.get("num_nextn_predict_layers")),
         gemma4_full_attention=_gemma4_full_attention(data),
     )
@@ -186,7 +189,9 @@ def consumer_fields(data: Mapping[str, Any], top: Mapping[str, Any], family: Fam
     layer_types = data.get("layer_types")
     return {"family": family, "facts": ConfigFacts(
         rope=rope_config(data),
-        quant_layout=quant_layout(data),
+        # a multimodal checkpoint keeps quantization_config beside text_config (Qwen3-VL-FP8); vLLM reads the
+        # top-level one, then the text config's (model_loader/weight_utils.py:get_quant_config)
+        quant_layout=quant_layout(top if "quantization_config" in top else data),
         parallel_attn=bool(data.get("parallel_attn")),
         per_layer_input_size=_int_or_zero(data.get("hidden_size_per_layer_input")),
         per_layer_input_vocab=_int_or_zero(data.get("vocab_size_per_layer_input")),
@@ -198,7 +203,7 @@ def consumer_fields(data: Mapping[str, Any], top: Mapping[str, Any], family: Fam
             data.get("swa_attention_sink_enabled")),
         layer_type_names=tuple(str(t) for t in layer_types) if isinstance(layer_types, list) else None,
         float16_unsafe_model_type=unsafe[0] if unsafe else "",
-        mm_item_tokens_stated=any(config_model_type in f.mm_item_tokens_model_types for f in families()),
+        mm_item_tokens_stated=mm_item_tokens_stated(config_model_type),
         spelt=spelt_text(data),
         sglang=sglang_facts(data, top, config_model_type),
     )}

@@ -14,6 +14,7 @@ builds at init (see "Loaded bytes" below).
 """
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, replace
 
 from kvplan.model.spec import LayerSpec, ModelSpec, MoESpec, RecurrentState
@@ -53,7 +54,7 @@ def _attention_params(model: ModelSpec, layer: LayerSpec) -> int:
         q = h * heads * qk if m.q_lora_rank is None else h * m.q_lora_rank + m.q_lora_rank + m.q_lora_rank * heads * qk
         kv_a = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank  # + kv_a_layernorm
         kv_b = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
-        return q + kv_a + kv_b + heads * m.v_head_dim * h
+        return q + kv_a + kv_b + heads * m.v_head_dim * h + dsa_indexer_params(model)
     hd, kvh = layer.head_size, layer.num_kv_heads
     if layer.kind == "kv_shared":  # still has q and o (and k/v weights in the checkpoint)
         hd, kvh = model.head_size, model.num_kv_heads
@@ -66,6 +67,19 @@ def _attention_params(model: ModelSpec, layer: LayerSpec) -> int:
     if rules.attention_sinks:
         n += heads  # one per head
     return n
+
+
+def dsa_indexer_params(model: ModelSpec) -> int:
+    """Parameters of one layer's DeepSeek-sparse-attention indexer (DeepSeek-V3.2, GLM-5), 0 without one.
+
+    vLLM 0.19 models/deepseek_v2.py:Indexer: wq_b (q_lora_rank → index_n_heads·index_head_dim), wk (hidden →
+    index_head_dim), k_norm (LayerNorm: weight and bias) and weights_proj (hidden → index_n_heads); the
+    checkpoint stores the same four (GLM-5.1-FP8's modules_to_not_convert names its k_norm and the projection)."""
+    m = model.mla
+    if m is None or not m.index_n_heads or m.q_lora_rank is None:
+        return 0
+    h, n, d = model.hidden_size, m.index_n_heads, m.index_head_dim
+    return m.q_lora_rank * n * d + h * d + 2 * d + h * n
 
 
 def _dsv4_compressor_params(h: int, ratio: int, head_dim: int) -> int:
@@ -250,12 +264,60 @@ def stored_weights_bytes(model: ModelSpec, params: ParamCount | None = None) -> 
     quantized = p.routed_experts + p.attention + p.mlp
     if model.quant.method == "mxfp4":
         quantized = p.routed_experts - _expert_bias_params(model, p)
+    if model.quant.method == "compressed-tensors":
+        quantized -= ignored_linear_params(model)
     keep = p.total - quantized
     if _dsv4_fp4_experts(model):  # FP8 linears, MXFP4 routed experts; some linears and the mixers unquantized
         unquantized = dsv4_unquantized_params(model)
         return int(keep * full + (p.attention + p.mlp - unquantized) * bits / 8 + unquantized * full
                    + p.routed_experts * MXFP4_BITS / 8 + dsv4_fp32_and_table_bytes(model))
     return int(keep * full + quantized * bits / 8)
+
+
+# Bounds on a checkpoint's ignore list (read from config.json): entries and characters per pattern.
+_MAX_IGNORE_ENTRIES, _MAX_PATTERN_CHARS = 4096, 256
+
+
+def _ignore_matcher(entries: tuple[str, ...]) -> tuple[frozenset[str], tuple[re.Pattern[str], ...]]:
+    names, patterns = set(), []
+    for entry in entries[:_MAX_IGNORE_ENTRIES]:
+        if entry.startswith("re:") and len(entry) <= _MAX_PATTERN_CHARS:
+            try:
+                patterns.append(re.compile(entry[3:]))
+            except re.error:
+                continue  # vLLM would fail on it; kvplan counts the layer as quantized
+        else:
+            names.add(entry)
+    return frozenset(names), tuple(patterns)
+
+
+def ignored_linear_params(model: ModelSpec) -> int:
+    """Parameters of the attention, shared-expert and dense-MLP linears a compressed-tensors checkpoint leaves
+    unquantized through its `ignore` list (Kimi-K2.5: "re:.*self_attn.*", "re:.*shared_experts.*",
+    "re:.*mlp\\.(gate|up|gate_up|down)_proj.*": only the routed experts are INT4).
+
+    vLLM 0.19.1 quantization/compressed_tensors/utils.py:_is_equal_or_regex_match: an entry matches a module's
+    name exactly, or with "re:" by re.match. Each group is probed by one module of each layer,
+    model.layers.{i}.self_attn.o_proj, .mlp.shared_experts.down_proj and .mlp.down_proj."""
+    q = model.quant
+    if q is None or not q.excluded:
+        return 0
+    names, patterns = _ignore_matcher(q.excluded)
+
+    def ignored(name: str) -> bool:
+        return name in names or any(p.match(name) for p in patterns)
+
+    moe, total = model.moe, 0
+    for i, layer in enumerate(model.layers):
+        prefix = f"model.layers.{i}."
+        if layer.kind not in ("mamba", "mlp_only") and ignored(prefix + "self_attn.o_proj"):
+            total += _attention_params(model, layer)
+        if moe is not None and layer.moe:
+            if moe.shared_intermediate_size and ignored(prefix + "mlp.shared_experts.down_proj"):
+                total += _mlp_params(model, moe.shared_intermediate_size)
+        elif model.intermediate_size and ignored(prefix + "mlp.down_proj"):
+            total += _mlp_params(model, model.intermediate_size)
+    return total
 
 
 def dsv4_unquantized_params(model: ModelSpec) -> int:
@@ -333,9 +395,14 @@ def routed_expert_bytes(model: ModelSpec) -> int:
 
 def expert_parallel_bytes_saved(model: ModelSpec, *, tp: int, ep: int) -> int:
     """Bytes per GPU expert parallelism saves: the routed experts over `ep` ranks instead of their TP share
-    on every rank (vLLM layers/fused_moe/layer.py: ep_size = tp × dp and the expert_map)."""
+    on every rank (vLLM layers/fused_moe/layer.py: ep_size = tp × dp and the expert_map). Experts that do not
+    divide evenly go one each to the first ranks (vLLM 0.19.1 layer.py:determine_expert_map: base_experts + 1
+    while ep_rank < remainder): the busiest rank holds ceil(E / ep)."""
     experts = routed_expert_bytes(model)
-    return experts // tp - experts // ep
+    e = model.moe.num_experts if model.moe is not None else 0
+    if e <= 0 or e % ep == 0:
+        return experts // tp - experts // ep
+    return experts // tp - experts * -(-e // ep) // e
 
 
 def weights_bytes_per_gpu(model: ModelSpec, *, tp: int = 1, pp: int = 1, total_bytes: int | None = None) -> int:

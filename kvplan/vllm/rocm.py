@@ -112,9 +112,9 @@ ROCM_AITER_MLA = AttentionBackend("ROCM_AITER_MLA", 16, 1)  # MultipleOf(1): 16 
 TRITON_MLA = AttentionBackend("TRITON_MLA", 16, 16)
 ROCM_AITER_MLA_SPARSE = AttentionBackend("ROCM_AITER_MLA_SPARSE", 16, 1)  # [1, MultipleOf(16)]: 16 is kept
 # MiMo-V2 layers whose V head is narrower than K pick a DiffKV backend themselves (models/mimo_v2.py:
-# MiMoV2Attention): FLASH_ATTN_DIFFKV needs FA3/FA4 (CUDA), so ROCm gets TRITON_ATTN_DIFFKV (MultipleOf(16)).
+# MiMoV2Attention; Family.diffkv_attention): FLASH_ATTN_DIFFKV needs FA3/FA4 (CUDA), so ROCm gets TRITON_ATTN_DIFFKV
+# (MultipleOf(16)).
 TRITON_ATTN_DIFFKV = AttentionBackend("TRITON_ATTN_DIFFKV", 16, 16)
-_DIFFKV_ARCHITECTURES = frozenset({"MiMoV2FlashForCausalLM", "MiMoV2ForCausalLM"})
 
 # amd/rocm.py:DeepseekV4ROCMAiterMLASparseBackend(DeepseekV4SparseMLABackend): get_name() ROCM_FLASHMLA_SPARSE_DSV4,
 # the parent's 256-token kernel blocks; vLLM 0.33's planner logs "Setting kv cache block size to 256 for
@@ -127,10 +127,11 @@ NO_MLA_PREFILL = ("No valid MLA prefill backend found: ROCM_AITER_FA needs aiter
 
 
 def _has_sink(model: ModelSpec, layer: LayerSpec) -> bool:
-    """Layers built with attention sinks (Attention(sinks=...)): gpt-oss every layer (models/gpt_oss.py);
+    """Layers built with attention sinks (Attention(sinks=...)): gpt-oss every layer (models/gpt_oss.py: its
+    family's WeightRules.attention_sinks, one learned sink per head);
     MiMo-V2 and Laguna their sliding-window layers when the config asks (models/mimo_v2.py
     add_swa_attention_sink_bias, models/laguna.py swa_attention_sink_enabled)."""
-    if "GptOssForCausalLM" in model.architectures:
+    if model.family.weights.attention_sinks:
         return True
     return model.facts.swa_attention_sinks and layer.sliding_window is not None
 
@@ -209,7 +210,7 @@ def rocm_backend(model: ModelSpec, gpu: RocmGpu, kv_dtype: str, aiter: RocmAiter
     for layer in model.layers:
         if layer.kind not in ("full", "sliding_window", "chunked_local"):
             continue
-        if layer.head_size_v != layer.head_size and _DIFFKV_ARCHITECTURES & set(model.architectures):
+        if layer.head_size_v != layer.head_size and model.family.diffkv_attention:
             chosen.setdefault(TRITON_ATTN_DIFFKV.name, TRITON_ATTN_DIFFKV)
             continue
         reasons: dict[str, list[str]] = {}

@@ -309,9 +309,10 @@ def _mm_prefix_batch_floor(model: ModelSpec, batch: BatchSettings, limits: MmLim
 
 def _model_kv_cache_dtype(model: ModelSpec, gpu: GpuLike, flag: str) -> str:
     """--kv-cache-dtype as vLLM's per-model config hooks leave it: GLM-5 (GlmMoeDsaForCausalLM) on SM10x turns
-    `auto` into fp8_e4m3 (model_executor/models/config.py:GlmMoeDsaForCausalLM.verify_and_update_config)."""
-    if flag == "auto" and "GlmMoeDsaForCausalLM" in model.architectures and (gpu.arch or "") == "blackwell":
-        return "fp8_e4m3"
+    `auto` into fp8_e4m3 (model_executor/models/config.py:GlmMoeDsaForCausalLM.verify_and_update_config; its
+    family's blackwell_auto_kv_cache_dtype)."""
+    if flag == "auto" and model.family.blackwell_auto_kv_cache_dtype and (gpu.arch or "") == "blackwell":
+        return model.family.blackwell_auto_kv_cache_dtype
     return flag
 
 

@@ -24,6 +24,11 @@ KvHeadsRule = Literal["keys", "falcon", "chatglm", "multi_query"]
 # under sglang/srt/configs/): "gdn" qwen3_next.py, "nemotron_h" nemotron_h.py, "granite" granitemoehybrid.py,
 # "short_conv" lfm2.py, "mamba1" mamba.py (_mamba1_cache_params); "" none kvplan models.
 SglangStateRule = Literal["", "gdn", "nemotron_h", "granite", "short_conv", "mamba1"]
+# Which counter of kvplan.model.families.towers sizes a multimodal wrapper's tower(s), and the modalities vLLM's
+# processor supports: "gemma4" (gemma4_mm.py), "qwen3_vl" (qwen3_vl.py), "qwen2_5_vl" (qwen2_5_vl.py), "pixtral"
+# (mistral3.py with a pixtral vision_config), "glm4v" (glm4_1v.py), "qwen2_vl" (modalities only, no tower
+# counted), "gemma3" (gemma3_mm.py).
+VisionTower = Literal["gemma4", "qwen3_vl", "qwen2_5_vl", "pixtral", "glm4v", "qwen2_vl", "gemma3"]
 
 
 class WeightRules(NamedTuple):
@@ -40,6 +45,9 @@ class WeightRules(NamedTuple):
     router_bias: bool = False  # the router carries one bias per expert
     router_scales: bool = False  # router scale (hidden) and per-expert scale, three extra norms per MoE block
     shared_expert_gate: bool = False  # a hidden → 1 gate on the shared expert
+    # The router's element size as vLLM builds it when not the model dtype (MiniMax-M2: float32); vLLM keeps the
+    # router unquantized and whole on every TP rank (kvplan.vllm.memory.weights: replicated layers).
+    router_dtype_bytes: int | None = None
     mixer_layers_have_mlp: bool = True  # False: attention / recurrent layers carry no MLP ("-" layers do)
     recurrent_layers_have_mlp: bool = False  # recurrent (Mamba, short-conv) layers also carry the MLP
     gated_mlp: bool = True  # gate, up, down (3 matrices); False: up, down
@@ -53,6 +61,51 @@ class RopeRules(NamedTuple):
     half_rotary: bool = False  # rotary_dim = head_dim // 2
     cache_dtype_bytes: int | None = None  # the cache's element size when not the model dtype
     local_cache: bool = False  # a second, unscaled cache for the sliding-window layers
+
+
+class ModelTypeRules(NamedTuple):
+    """Reader rules vLLM (or SGLang) keys by a config's model_type rather than by its architecture, each the model
+    types it applies to (a family may list types beyond its own when vLLM's table does: the DeepSeek family lists
+    every type is_deepseek_mla names). The registry's index unions each field over the families
+    (kvplan.model.architectures.model_types_for); a model type is listed by one family only."""
+
+    # transformers_utils/model_arch_config_convertor.py:is_deepseek_mla: MLA when kv_lora_rank is set
+    # (kvplan.model.families.mla.mla_dims).
+    deepseek_mla: tuple[str, ...] = ()
+    # Text model types whose layers models/deepseek_v2.py:DeepseekV2DecoderLayer builds (its use_mha rule:
+    # kvplan.model.families.mla.deepseek_mha), and the one it always builds as plain MHA (`config.model_type ==
+    # "deepseek"`, DeepseekAttention).
+    deepseek_decoder: tuple[str, ...] = ()
+    deepseek_v1_mha: tuple[str, ...] = ()
+    # DeepSeek-V4's compressed attention (compress_ratios: kvplan.model.families.dsv4).
+    compressed_attention: tuple[str, ...] = ()
+    # Recurrent state per family (kvplan.model.families.recurrent.recurrent_state; layers/mamba/mamba_utils.py:
+    # MambaStateShapeCalculator): gated delta net, MiniMax's lightning attention, Nemotron-H's Mamba-2 (float32
+    # SSM state), Mamba-1 and Mamba-2 configs.
+    gated_delta_net: tuple[str, ...] = ()
+    lightning_attention: tuple[str, ...] = ()
+    nemotron_h_mamba2: tuple[str, ...] = ()
+    mamba1: tuple[str, ...] = ()
+    mamba2: tuple[str, ...] = ()
+    # config/model.py:_get_and_verify_max_len skips the rope factor for `"gemma3" in model_type`: Gemma-3's
+    # max_position_embeddings is already the scaled length (kvplan.model.config._max_model_len).
+    max_len_already_scaled: tuple[str, ...] = ()
+    # models/llama4.py: the RoPE layers (no_rope_layers[i] == 1) use chunked local attention when
+    # attention_chunk_size is set (kvplan.model.config).
+    chunked_local_attention: tuple[str, ...] = ()
+    # An always-on MLP of intermediate_size beside the routed experts when the config states no shared width
+    # (kvplan.model.families.moe.moe_spec): Llama-4's shared expert (modeling_llama4.py), Gemma-4's dense MLP kept
+    # beside the experts (vLLM 0.33 gemma4.py:Gemma4DecoderLayer).
+    shared_expert_dense_width: tuple[str, ...] = ()
+    # transformers_utils/model_arch_config_convertor.py:is_mm_prefix_lm (vLLM 0.33): top-level model types vLLM
+    # treats as multimodal prefix LMs (kvplan.model.families.text_config.mm_prefix_lm).
+    mm_prefix_lm: tuple[str, ...] = ()
+    # SGLang 0.5.23 arg_groups/model_overrides/qwen3_vl.py:_HOPPER_QWEN3_VL_TYPES (top-level model types;
+    # kvplan.sglang).
+    sglang_hopper_qwen3_vl: tuple[str, ...] = ()
+    # SGLang 0.5.23 utils/hf_transformers/config.py:_apply_gemma4_attention_overrides: text model types whose
+    # full-attention head_dim / KV heads SGLang makes the model's own (kvplan.model.spelt: gemma4_full_attention).
+    sglang_gemma4_attention: tuple[str, ...] = ()
 
 
 class Family(NamedTuple):
@@ -88,6 +141,25 @@ class Family(NamedTuple):
     # architecture: these model types get `sglang_state` (kvplan.model.spelt: SglangFacts.state_rule).
     sglang_state: SglangStateRule = ""
     sglang_state_model_types: tuple[str, ...] = ()
+    model_type_rules: ModelTypeRules = ModelTypeRules()
+    # Top-level (wrapper) model types whose towers kvplan counts, each with its counter (VisionTower); keyed by the
+    # wrapper's model_type, as vLLM's processor is.
+    vision_towers: tuple[tuple[str, VisionTower], ...] = ()
+    # vLLM's own composite configs that build their text config from another key: (top-level model_type, the key,
+    # the text config's model_type) (kvplan.model.families.text_config).
+    composite_text_configs: tuple[tuple[str, str, str], ...] = ()
+    # Vision configs SGLang builds with its own class, whose defaults stand in for keys the JSON does not give:
+    # (top-level model_type, num_hidden_layers, hidden_size) (kvplan.model.spelt: SglangFacts.vision_defaults).
+    sglang_vision_defaults: tuple[tuple[str, int, int], ...] = ()
+    # models/config.py:MODELS_CONFIG_MAP's verify_and_update_config raises max_cudagraph_capture_size to this unless
+    # the user set the sizes or the maximum (kvplan.vllm.memory.cuda_graphs); 0: the platform default.
+    max_cudagraph_capture_size: int = 0
+    # Layers whose V head is narrower than K pick a DiffKV attention backend themselves (models/mimo_v2.py:
+    # MiMoV2Attention; kvplan.vllm.rocm).
+    diffkv_attention: bool = False
+    # The KV-cache dtype `--kv-cache-dtype auto` becomes on SM10x (Blackwell) (models/config.py:
+    # MODELS_CONFIG_MAP's verify_and_update_config; kvplan.vllm.settings); "": auto stays auto.
+    blackwell_auto_kv_cache_dtype: str = ""
 
 
 # A family kvplan knows nothing special of: the Llama shape.

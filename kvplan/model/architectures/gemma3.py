@@ -3,7 +3,7 @@ LM head, a second unscaled rotary cache for the sliding layers (vLLM models/gemm
 float16 refused (config/model.py: _FLOAT16_NOT_SUPPORTED_MODELS lists gemma3 and gemma3_text)."""
 from __future__ import annotations
 
-from kvplan.model.architectures.base import Family, RopeRules, WeightRules
+from kvplan.model.architectures.base import Family, ModelTypeRules, RopeRules, WeightRules
 
 FAMILY = Family(
     name="gemma3",
@@ -15,4 +15,9 @@ FAMILY = Family(
     sliding_layout="every_nth",
     tied_by_default=True,
     float16_unsafe=True,
+    # is_mm_prefix_lm is one table in vLLM; its Gemma-3 entry's family lists it whole (bagel, molmo2, moondream3 and
+    # paligemma have no family here).
+    model_type_rules=ModelTypeRules(max_len_already_scaled=("gemma3", "gemma3_text"),
+                                    mm_prefix_lm=("bagel", "gemma3", "molmo2", "moondream3", "paligemma")),
+    vision_towers=(("gemma3", "gemma3"),),
 )

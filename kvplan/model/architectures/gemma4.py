@@ -3,7 +3,7 @@ extra RMSNorms (vLLM models/gemma4.py: Gemma4Router); a `gemma4` wrapper states 
 (vision_config.default_output_length), so its multimodal item sizes are known (kvplan.vllm.multimodal)."""
 from __future__ import annotations
 
-from kvplan.model.architectures.base import Family, WeightRules
+from kvplan.model.architectures.base import Family, ModelTypeRules, WeightRules
 
 FAMILY = Family(
     name="gemma4",
@@ -12,4 +12,7 @@ FAMILY = Family(
     model_types=("gemma4_text",),
     weights=WeightRules(qk_norm=True, router_scales=True),
     mm_item_tokens_model_types=("gemma4",),
+    model_type_rules=ModelTypeRules(shared_expert_dense_width=("gemma4", "gemma4_text", "gemma4_assistant"),
+                                    sglang_gemma4_attention=("gemma4_text",)),
+    vision_towers=(("gemma4", "gemma4"),),
 )

@@ -10,4 +10,5 @@ FAMILY = Family(
     architectures=("Glm4ForCausalLM",),
     model_types=("glm4",),
     float16_unsafe=True,
+    vision_towers=(("glm4v", "glm4v"), ("glm4v_moe", "glm4v")),
 )

@@ -13,4 +13,6 @@ FAMILY = Family(
     weights=WeightRules(attention_bias="all", attention_sinks=True, expert_bias=True, router_bias=True),
     rope=RopeRules(cache_dtype_bytes=4),
     sliding_layout="alternate",
+    # models/config.py:GptOssForCausalLMConfig.verify_and_update_config (vLLM 0.33; not in 0.11.0).
+    max_cudagraph_capture_size=1024,
 )

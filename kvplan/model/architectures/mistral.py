@@ -10,4 +10,5 @@ FAMILY = Family(
     architectures=("MistralForCausalLM",),
     model_types=("mistral",),
     mlp_rebinds_gate_up=True,
+    vision_towers=(("mistral3", "pixtral"),),
 )

@@ -2,7 +2,7 @@
 rotary embedding (vLLM models/nemotron_h.py; transformers modeling_nemotron_h.py)."""
 from __future__ import annotations
 
-from kvplan.model.architectures.base import Family, RopeRules, WeightRules
+from kvplan.model.architectures.base import Family, ModelTypeRules, RopeRules, WeightRules
 
 FAMILY = Family(
     name="nemotron_h",
@@ -11,6 +11,7 @@ FAMILY = Family(
     model_types=("nemotron_h",),
     weights=WeightRules(mixer_layers_have_mlp=False, gated_mlp=False),
     rope=RopeRules(rotary=False),
+    model_type_rules=ModelTypeRules(nemotron_h_mamba2=("nemotron_h",)),
     sglang_state="nemotron_h",
     sglang_state_model_types=("nemotron_h",),
 )

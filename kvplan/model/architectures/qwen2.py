@@ -13,4 +13,5 @@ FAMILY = Family(
     model_types=("qwen2", "qwen2_moe", "qwen2_vl", "qwen2_5_vl"),
     weights=WeightRules(attention_bias="qkv", shared_expert_gate=True),
     sliding_layout="max_window_layers",
+    vision_towers=(("qwen2_5_vl", "qwen2_5_vl"), ("qwen2_vl", "qwen2_vl")),
 )

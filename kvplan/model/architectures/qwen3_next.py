@@ -3,7 +3,7 @@ expert; its MTP module defaults to one layer (vLLM models/qwen3_next.py; qwen3_n
 `getattr(config, "num_nextn_predict_layers", 1)`)."""
 from __future__ import annotations
 
-from kvplan.model.architectures.base import Family, WeightRules
+from kvplan.model.architectures.base import Family, ModelTypeRules, WeightRules
 
 FAMILY = Family(
     name="qwen3_next",
@@ -12,8 +12,7 @@ FAMILY = Family(
     model_types=("qwen3_next",),
     weights=WeightRules(qk_norm=True, shared_expert_gate=True),
     mtp_default_layers=1,
-    # SGLang configs/qwen3_5.py: Qwen3_5TextConfig and Qwen3_5MoeTextConfig subclass Qwen3NextConfig, so Qwen3.5's
-    # text configs size their state with Qwen3-Next's mamba2_cache_params.
+    model_type_rules=ModelTypeRules(gated_delta_net=("qwen3_next",)),
     sglang_state="gdn",
-    sglang_state_model_types=("qwen3_next", "qwen3_5", "qwen3_5_text", "qwen3_5_moe", "qwen3_5_moe_text"),
+    sglang_state_model_types=("qwen3_next",),
 )

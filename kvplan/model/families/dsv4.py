@@ -20,10 +20,10 @@ The per-cache sizes are in kvplan.model.kv_cache (`dsv4_specs`); `num_hash_layer
 from __future__ import annotations
 
 from kvplan.errors import BadConfig
+from kvplan.model.architectures import model_types_for
 from kvplan.model.reader import ConfigReader
 from kvplan.model.spec import Dsv4Dims
 
-MODEL_TYPE = "deepseek_v4"
 # transformers/models/deepseek_v4/configuration_deepseek_v4.py: _COMPRESS_RATIO_TO_LAYER_TYPE and
 # DeepseekV4Config.default_compress_rates.
 _RATIO_TO_LAYER_TYPE = {0: "sliding_attention", 4: "compressed_sparse_attention", 128: "heavily_compressed_attention"}
@@ -37,8 +37,9 @@ EXPERT_DTYPES = ("fp4", "fp8")
 
 
 def is_dsv4(model_type: str) -> bool:
-    """Whether vLLM builds this config as DeepSeek-V4 (registry: DeepseekV4ForCausalLM, model_type deepseek_v4)."""
-    return model_type == MODEL_TYPE
+    """Whether vLLM builds this config as DeepSeek-V4 (registry: DeepseekV4ForCausalLM, model_type deepseek_v4: the
+    model types kvplan/model/architectures/deepseek_v4.py lists for compressed attention)."""
+    return model_type in model_types_for("compressed_attention")
 
 
 def _layer_types(c: ConfigReader, n: int) -> list[str]:

@@ -8,29 +8,15 @@ index_head_dim + index_head_dim / 128 × 4 (fp8 values with one fp32 scale per 1
 from __future__ import annotations
 
 from kvplan.errors import BadConfig
+from kvplan.model.architectures import model_types_for
 from kvplan.model.reader import ConfigReader
 from kvplan.model.spec import MLADims
 
-# Model types whose attention is MLA when kv_lora_rank is set
-# (transformers_utils/model_arch_config_convertor.py: is_deepseek_mla).
-_MLA_MODEL_TYPES = frozenset(
-    {"deepseek_v2", "deepseek_v3", "deepseek_v32", "deepseek_mtp", "kimi_k2", "kimi_linear", "glm_moe_dsa",
-     "longcat_flash", "pangu_ultra_moe", "mistral_large_3",
-     # Mistral-Small-4: vLLM serves it from params.json (--config-format mistral), which
-     # transformers_utils/configs/mistral.py:_remap_mistral_mla_args turns into DeepSeek-V3's MLA; kaito#2132's
-     # log needs 22.5 GiB for 1,048,576 tokens = 36 layers x (256 + 64) x 2 B
-     "mistral4"}
-)
 # deepseek_v2.py:Indexer: `quant_block_size = 128`, one fp32 (4-byte) scale per block of the fp8 key.
 INDEXER_QUANT_BLOCK = 128
 INDEXER_SCALE_BYTES = 4
 
 
-# Text model types whose layers models/deepseek_v2.py:DeepseekV2DecoderLayer builds: DeepseekForCausalLM / V2 / V3
-# (Kimi-K2 is a DeepseekV3ForCausalLM), GlmMoeDsaForCausalLM and MistralLarge3ForCausalLM (subclasses), and the
-# DeepSeek-VL2 / -OCR language models (transformers_utils/configs/deepseek_vl2.py:DeepseekVLV2TextConfig).
-_DEEPSEEK_DECODER_TYPES = frozenset({"deepseek", "deepseek_v2", "deepseek_v3", "kimi_k2", "glm_moe_dsa",
-                                     "mistral_large_3"})
 
 
 def deepseek_mha(c: ConfigReader, model_type: str) -> bool:
@@ -39,14 +25,16 @@ def deepseek_mha(c: ConfigReader, model_type: str) -> bool:
     (DeepSeek-OCR), `use_mha = config.model_type == "deepseek" or all(dim == 0 for dim in (qk_nope_head_dim,
     qk_rope_head_dim))`, each read with `getattr(config, …, 0)`. DeepseekAttention's head size is
     hidden_size // num_attention_heads, K and V alike, with num_key_value_heads KV heads (v_head_dim unused)."""
-    if model_type not in _DEEPSEEK_DECODER_TYPES:
+    if model_type not in model_types_for("deepseek_decoder"):
         return False
-    return model_type == "deepseek" or all(not c.get(k, 0) for k in ("qk_nope_head_dim", "qk_rope_head_dim"))
+    return model_type in model_types_for("deepseek_v1_mha") or all(
+        not c.get(k, 0) for k in ("qk_nope_head_dim", "qk_rope_head_dim"))
 
 
 def mla_dims(c: ConfigReader, model_type: str) -> MLADims | None:
-    """MLA projections, or None for a model whose attention is not MLA (DeepseekAttention: see deepseek_mha)."""
-    if model_type not in _MLA_MODEL_TYPES or not c.has("kv_lora_rank") or deepseek_mha(c, model_type):
+    """MLA projections, or None for a model whose attention is not MLA (DeepseekAttention: see deepseek_mha). The
+    MLA model types are is_deepseek_mla's, listed by kvplan/model/architectures/deepseek.py."""
+    if model_type not in model_types_for("deepseek_mla") or not c.has("kv_lora_rank") or deepseek_mha(c, model_type):
         return None
     return MLADims(
         kv_lora_rank=c.num("kv_lora_rank"),
@@ -54,6 +42,10 @@ def mla_dims(c: ConfigReader, model_type: str) -> MLADims | None:
         qk_nope_head_dim=c.num("qk_nope_head_dim"),
         v_head_dim=c.num("v_head_dim"),
         q_lora_rank=c.opt_int("q_lora_rank"),
+        # deepseek_v2.py:Indexer reads config.index_n_heads / index_head_dim; the defaults are transformers'
+        # DeepseekV32Config's (64 heads of 128), as indexer_head_size's.
+        index_n_heads=c.num("index_n_heads", default=64) if c.has("index_topk") else 0,
+        index_head_dim=c.num("index_head_dim", default=128) if c.has("index_topk") else 0,
     )
 
 
@@ -67,7 +59,8 @@ def indexer_head_size(c: ConfigReader, mla: MLADims | None) -> int:
 
 def refuse_unmodelled(c: ConfigReader, model_type: str) -> None:
     """Attention variants of this family kvplan cannot size yet: an error naming them, never a silent guess."""
-    if c.has("compress_ratios") and model_type != "deepseek_v4":  # DeepSeek-V4 itself: families/dsv4.py
+    # DeepSeek-V4 itself (its family's compressed_attention): families/dsv4.py
+    if c.has("compress_ratios") and model_type not in model_types_for("compressed_attention"):
         raise BadConfig(f"config.json: {model_type or 'this model'}'s compressed attention (compress_ratios, "
                         "index_topk, sliding_window per layer) is not modelled by kvplan yet; its KV cache "
                         "cannot be sized from this config")

@@ -8,6 +8,7 @@ DeepSeek `n_routed_experts` / `n_shared_experts` / `first_k_dense_replace` / `mo
 from __future__ import annotations
 
 from kvplan.errors import BadConfig
+from kvplan.model.architectures import model_types_for
 from kvplan.model.families.classic import INTERMEDIATE_KEYS
 from kvplan.model.reader import ConfigReader
 from kvplan.model.spec import MoESpec
@@ -27,11 +28,10 @@ def moe_spec(c: ConfigReader) -> MoESpec | None:
         n_shared = c.count("n_shared_experts")
         if n_shared is not None:
             shared = n_shared * width
-        elif str(c.get("model_type", "")).startswith("llama4"):
-            shared = c.num("intermediate_size")  # Llama-4: one always-on shared expert (modeling_llama4.py)
-        elif str(c.get("model_type", "")).startswith("gemma4"):
-            # Gemma-4 MoE layers keep their dense MLP (intermediate_size) beside the experts, summed into the
-            # output (vLLM 0.33 gemma4.py:Gemma4DecoderLayer builds self.mlp and, in parallel, the experts).
+        elif str(c.get("model_type", "")) in model_types_for("shared_expert_dense_width"):
+            # Llama-4's always-on shared expert (modeling_llama4.py); Gemma-4 MoE layers keep their dense MLP beside
+            # the experts, summed into the output (vLLM 0.33 gemma4.py:Gemma4DecoderLayer builds self.mlp and, in
+            # parallel, the experts).
             shared = c.num("intermediate_size")
     return MoESpec(num_experts=num, experts_per_token=k, expert_intermediate_size=width,
                    shared_intermediate_size=shared or 0)

@@ -1,10 +1,12 @@
 """Recurrent layers' per-request state: Mamba-1, Mamba-2, gated delta net (Qwen3-Next / Qwen3.5) and short
 convolution (LFM2), read for `model_executor/layers/mamba/mamba_utils.py:MambaStateShapeCalculator`. vLLM
-keeps one MambaSpec state per request and layer, whatever the context length.
+keeps one MambaSpec state per request and layer, whatever the context length. Which model types take which rule
+is their family's (kvplan/model/architectures/: ModelTypeRules).
 """
 from __future__ import annotations
 
 from kvplan.errors import BadConfig
+from kvplan.model.architectures import model_types_for
 from kvplan.model.reader import ConfigReader
 from kvplan.model.spec import RecurrentState
 
@@ -15,7 +17,7 @@ def recurrent_state(c: ConfigReader, model_type: str, dtype: str, kind: str) -> 
     if kind == "conv":  # LFM2 short convolution (lfm2.py: conv_dim, conv_L_cache; short_conv_state_shape)
         return RecurrentState(variant="short_conv", conv_kernel=c.num("conv_L_cache"),
                               intermediate_size=c.num("conv_dim", "hidden_size"), conv_dtype=dtype, ssm_dtype=dtype)
-    if model_type.startswith("qwen3_next") or model_type.startswith("qwen3_5") or c.has("linear_num_value_heads"):
+    if model_type in model_types_for("gated_delta_net") or c.has("linear_num_value_heads"):
         return RecurrentState(
             variant="gdn",
             conv_kernel=c.num("linear_conv_kernel_dim"),
@@ -29,11 +31,11 @@ def recurrent_state(c: ConfigReader, model_type: str, dtype: str, kind: str) -> 
             ssm_dtype=_state_dtype(c.get("mamba_ssm_dtype"), dtype),
         )
     hidden = c.num("hidden_size", "d_model")
-    if model_type in {"minimax", "minimax_m1", "minimax_text_01"}:  # lightning attention (minimax_text_01.py)
+    if model_type in model_types_for("lightning_attention"):  # MiniMax (minimax_text_01.py)
         heads = c.num("num_attention_heads")
         return RecurrentState(variant="linear_attention", num_heads=heads,
                               head_dim=c.num("head_dim", default=hidden // heads), conv_dtype=dtype, ssm_dtype=dtype)
-    if model_type == "nemotron_h":
+    if model_type in model_types_for("nemotron_h_mamba2"):
         heads, hd = c.num("mamba_num_heads"), c.num("mamba_head_dim")
         # vLLM models/config.py NemotronH: the SSM state is kept in float32 (mamba_ssm_cache_dtype).
         return RecurrentState(variant="mamba2", conv_kernel=c.num("conv_kernel"), intermediate_size=heads * hd,
@@ -46,11 +48,11 @@ def recurrent_state(c: ConfigReader, model_type: str, dtype: str, kind: str) -> 
                               intermediate_size=expand * hidden, state_size=c.num("mamba_d_state"),
                               n_groups=c.num("mamba_n_groups", default=1), num_heads=heads, head_dim=hd,
                               conv_dtype=dtype, ssm_dtype=dtype)
-    if model_type in {"mamba", "falcon_mamba"}:  # mamba.py: intermediate_size, state_size, conv_kernel
+    if model_type in model_types_for("mamba1"):  # mamba.py: intermediate_size, state_size, conv_kernel
         return RecurrentState(variant="mamba1", conv_kernel=c.num("conv_kernel"),
                               intermediate_size=c.num("intermediate_size"), state_size=c.num("state_size"),
                               conv_dtype=dtype, ssm_dtype=dtype)
-    if model_type == "mamba2":  # mamba2.py: expand × hidden, n_groups, num_heads, head_dim, state_size
+    if model_type in model_types_for("mamba2"):  # mamba2.py: expand × hidden, n_groups, num_heads, head_dim, state_size
         heads, hd = c.num("num_heads"), c.num("head_dim")
         return RecurrentState(variant="mamba2", conv_kernel=c.num("conv_kernel"),
                               intermediate_size=c.num("expand", default=2) * hidden, state_size=c.num("state_size"),

@@ -14,16 +14,13 @@ from functools import lru_cache
 from typing import Any
 
 from kvplan.errors import BadConfig
+from kvplan.model.architectures import composite_text_config, model_types_for
 
 # Where composite configs keep the language model.
 _TEXT_CONFIG_PATHS: tuple[tuple[str, ...], ...] = (
     ("thinker_config", "text_config"),  # Qwen2.5-Omni / Qwen3-Omni thinker
     ("text_config",),
 )
-# vLLM's own composite configs that build their text config from another key, and its model_type
-# (transformers_utils/configs/deepseek_vl2.py:DeepseekVLV2Config: `self.text_config =
-# DeepseekVLV2TextConfig(**kwargs.pop("language_config", {}))`, a DeepseekV2Config; DeepSeek-VL2 and -OCR).
-_VLLM_TEXT_CONFIG_KEYS: dict[str, tuple[str, str]] = {"deepseek_vl_v2": ("language_config", "deepseek_v2")}
 
 
 def text_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], str, str]:
@@ -35,7 +32,8 @@ def text_config(config: Mapping[str, Any]) -> tuple[dict[str, Any], str, str]:
     vLLM reads the config through transformers, so it sees those values (text_config_defaults.json)."""
     node: Any = None
     path: tuple[str, ...] = ()
-    own = _VLLM_TEXT_CONFIG_KEYS.get(str(config.get("model_type")))
+    # vLLM's own composite configs that build their text config from another key (Family.composite_text_configs).
+    own = composite_text_config(str(config.get("model_type")))
     paths = ((own[0],), *_TEXT_CONFIG_PATHS) if own else _TEXT_CONFIG_PATHS
     for path in paths:
         node = config
@@ -93,14 +91,14 @@ def _defaults_table() -> dict[str, Any]:
     return table
 
 
-# transformers_utils/model_arch_config_convertor.py:is_mm_prefix_lm (vLLM 0.33): these model types, or a config
-# whose text model attends bidirectionally over images (gemma-4: use_bidirectional_attention "vision").
-_MM_PREFIX_LM_MODELS = frozenset({"bagel", "gemma3", "molmo2", "moondream3", "paligemma"})
 
 
 def mm_prefix_lm(config: Mapping[str, Any], text: Mapping[str, Any]) -> bool:
-    """Whether vLLM treats the model as a multimodal prefix LM (its attention backends then differ)."""
+    """Whether vLLM treats the model as a multimodal prefix LM (its attention backends then differ):
+    transformers_utils/model_arch_config_convertor.py:is_mm_prefix_lm (vLLM 0.33), the model types of
+    ModelTypeRules.mm_prefix_lm, or a config whose text model attends bidirectionally over images (gemma-4:
+    use_bidirectional_attention "vision")."""
     if isinstance(config.get("is_mm_prefix_lm"), bool):
         return bool(config["is_mm_prefix_lm"])
-    return str(config.get("model_type") or "") in _MM_PREFIX_LM_MODELS or \
+    return str(config.get("model_type") or "") in model_types_for("mm_prefix_lm") or \
         text.get("use_bidirectional_attention") == "vision"

@@ -10,8 +10,10 @@ says so).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, Literal
 
+from kvplan.model.architectures import vision_tower
+from kvplan.model.architectures.base import VisionTower
 from kvplan.model.spec import TowerSpec, VisionGeometry
 
 VISION = ("image", "video")
@@ -148,41 +150,47 @@ def _glm4v_vision(v: Mapping[str, Any]) -> TowerSpec:
                      tp_heads=_int(v, "num_heads"))
 
 
+def _tower(top: Mapping[str, Any]) -> VisionTower | Literal[""]:
+    """The tower counter the top-level model type's family names (Family.vision_towers), "" for none."""
+    return vision_tower(str(top.get("model_type") or ""))
+
+
 def multimodal_parts(top: Mapping[str, Any], text_hidden: int) -> tuple[tuple[str, ...], tuple[TowerSpec, ...]]:
     """(modalities vLLM's processor supports, towers kvplan counts) for the top-level config `top`."""
-    model_type = str(top.get("model_type") or "")
+    tower = _tower(top)
     vision = top.get("vision_config")
     try:
-        if model_type == "gemma4" and isinstance(vision, Mapping):
+        if tower == "gemma4" and isinstance(vision, Mapping):
             audio = top.get("audio_config")
             towers = [_gemma4_vision(vision, text_hidden)]
             if isinstance(audio, Mapping):  # gemma4_mm.py:Gemma4ProcessingInfo.get_supported_mm_limits
                 towers.append(_gemma4_audio(audio, text_hidden))
                 return ("image", "audio", "video"), tuple(towers)
             return ("image", "video"), tuple(towers)
-        if model_type in ("qwen3_vl", "qwen3_vl_moe") and isinstance(vision, Mapping):
+        if tower == "qwen3_vl" and isinstance(vision, Mapping):
             return VISION, (_qwen3_vision(vision),)  # qwen2_vl.py:Qwen2VLProcessingInfo.get_supported_mm_limits
-        if model_type == "qwen2_5_vl" and isinstance(vision, Mapping):
+        if tower == "qwen2_5_vl" and isinstance(vision, Mapping):
             return VISION, (_qwen25_vision(vision),)
     except (KeyError, TypeError, ValueError):
         return (), ()
-    if model_type == "mistral3" and isinstance(vision, Mapping) and vision.get("model_type", "pixtral") == "pixtral":
+    # The pixtral counter is named for the vision config's model_type, which it requires (pixtral by default).
+    if tower == "pixtral" and isinstance(vision, Mapping) and vision.get("model_type", tower) == tower:
         try:  # mistral3.py:Mistral3ProcessingInfo.get_supported_mm_limits: image only
             return ("image",), (_pixtral_vision(vision, top, text_hidden),)
         except (KeyError, TypeError, ValueError):
             return ("image",), ()
-    if model_type in ("glm4v", "glm4v_moe") and isinstance(vision, Mapping):
+    if tower == "glm4v" and isinstance(vision, Mapping):
         try:  # glm4_1v.py:Glm4vProcessingInfo.get_supported_mm_limits: image, video
             return VISION, (_glm4v_vision(vision),)
         except (KeyError, TypeError, ValueError):
             return VISION, ()
-    if model_type == "qwen2_vl":
+    if tower == "qwen2_vl":
         return VISION, ()
-    if model_type == "gemma3" and isinstance(vision, Mapping) and not vision.get("vision_use_head"):
+    if tower == "gemma3" and isinstance(vision, Mapping) and not vision.get("vision_use_head"):
         try:  # gemma3_mm.py:Gemma3ProcessingInfo.get_supported_mm_limits: image only
             return ("image",), (_gemma3_vision(vision, text_hidden),)
         except (KeyError, TypeError, ValueError):
             return ("image",), ()
-    if model_type == "gemma3":
+    if tower == "gemma3":
         return ("image",), ()
     return (), ()

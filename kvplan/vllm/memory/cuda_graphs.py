@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from kvplan.errors import InvalidParameter
+from kvplan.model.architectures import family_for
 from kvplan.units import GiB, MiB
 from kvplan.vllm.defaults import LATEST, VllmVersion, cudagraph_estimate_subtracted
 from kvplan.vllm.memory.budget import MemoryTerm, with_range
@@ -49,9 +50,8 @@ COMPILATION_KEYS_MODELLED = ("cudagraph_mode", "cudagraph_capture_sizes", "max_c
 # config/vllm.py:_set_cudagraph_sizes: the default ceiling, 1024 on the SM100 family.
 MAX_CUDAGRAPH_CAPTURE_SIZE = 512
 MAX_CUDAGRAPH_CAPTURE_SIZE_SM100 = 1024
-# model_executor/models/config.py:GptOssForCausalLMConfig.verify_and_update_config (vLLM 0.33; not in
-# 0.11.0): max_cudagraph_capture_size = 1024 unless the user set the sizes or the maximum.
-MODEL_MAX_CUDAGRAPH_CAPTURE_SIZE = {"GptOssForCausalLM": 1024}
+# model_executor/models/config.py:MODELS_CONFIG_MAP raises max_cudagraph_capture_size per architecture unless the
+# user set the sizes or the maximum (GptOssForCausalLMConfig: 1024): Family.max_cudagraph_capture_size.
 # cudagraph_utils.py:_MIN_PER_GRAPH_BYTES: the floor of an extrapolated FULL graph.
 MIN_FULL_GRAPH_BYTES = 1 * MiB
 
@@ -155,8 +155,9 @@ def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, arch: str | No
     if c.effective_mode() == "NONE":
         return ()
     max_size = c.max_cudagraph_capture_size
-    if c.cudagraph_capture_sizes is None and max_size is None and architecture in MODEL_MAX_CUDAGRAPH_CAPTURE_SIZE:
-        max_size = MODEL_MAX_CUDAGRAPH_CAPTURE_SIZE[architecture]
+    raised = family_for((architecture,), "").max_cudagraph_capture_size if architecture else 0
+    if c.cudagraph_capture_sizes is None and max_size is None and raised:
+        max_size = raised
     uniform_decode: list[int] = []
     if max_size is None:
         blackwell = (arch or "").lower() == "blackwell"

@@ -8,7 +8,14 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kvplan.model.spec import ModelSpec, TowerSpec
-from kvplan.model.weights import FP_BYTES, count_parameters, stage_stored_bytes, weights_bytes_per_gpu
+from kvplan.model.weights import (
+    FP_BYTES,
+    count_parameters,
+    dsa_indexer_params,
+    quantized_bits_per_weight,
+    stage_stored_bytes,
+    weights_bytes_per_gpu,
+)
 from kvplan.units import GiB, MiB
 from kvplan.vllm.defaults import LATEST, VllmVersion
 from kvplan.vllm.memory.budget import MemoryTerm, with_range
@@ -374,6 +381,112 @@ def _fp8_scale_adjustment(model: ModelSpec, tp: int) -> LoadAdjustment | None:
     return LoadAdjustment(what, src, layers_bytes=scales * FP32_BYTES)
 
 
+def _stored_linear_bytes(model: ModelSpec) -> float:
+    """Bytes per parameter kvplan's stored count gives attention and MLP weights (kvplan.model.weights.
+    stored_weights_bytes): the quantized bits, or the model dtype (unquantized, or MXFP4's kept attention)."""
+    q = model.quant
+    if q is None or q.method == "mxfp4":
+        return float(FP_BYTES.get(model.dtype, 2))
+    return quantized_bits_per_weight(model) / 8
+
+
+def _block_scales(n: int, k: int, model: ModelSpec) -> int:
+    """fp32 bytes of an (n × k) FP8 block-quantized weight's weight_scale_inv (ceil blocks), 0 otherwise."""
+    block = model.facts.quant_layout.fp8_block
+    if model.quant is None or model.quant.weight_bits != 8 or block is None:
+        return 0
+    return -(-n // block[0]) * -(-k // block[1]) * FP32_BYTES
+
+
+def _router_adjustment(model: ModelSpec, tp: int) -> LoadAdjustment | None:
+    """The MoE router as vLLM builds it: unquantized (quant_config=None, or in the checkpoint's
+    modules_to_not_convert), in the model dtype or the family's (MiniMax-M2: float32), whole on every TP rank
+    (ReplicatedLinear: vLLM 0.19 models/deepseek_v2.py:DeepseekV2MoE `self.gate = GateLinear(...)`,
+    qwen3_moe.py:Qwen3MoeSparseMoeBlock, minimax_m2.py:MiniMaxM2MoE). kvplan's stored count holds it at the
+    checkpoint's linear bits and splits it over the ranks."""
+    moe, rules = model.moe, model.family.weights
+    if moe is None or model.dsv4 is not None:
+        return None
+    moe_layers = sum(1 for layer in model.layers if layer.moe)
+    params = model.hidden_size * moe.num_experts + (moe.num_experts if rules.router_bias else 0)
+    loaded = params * (rules.router_dtype_bytes or FP_BYTES.get(model.dtype, 2))
+    delta = moe_layers * (loaded - params * _stored_linear_bytes(model) / tp)
+    if abs(delta) < 1:
+        return None
+    return LoadAdjustment("MoE router unquantized, whole on every rank",
+                          "models/deepseek_v2.py:DeepseekV2MoE / qwen3_moe.py / minimax_m2.py (ReplicatedLinear gate)",
+                          layers_bytes=int(delta))
+
+
+def _kv_replica_adjustment(model: ModelSpec, tp: int) -> LoadAdjustment | None:
+    """K and V projections of KV heads replicated over the TP ranks when tp exceeds them: layers/linear.py:
+    QKVParallelLinear gives every rank max(1, kv_heads // tp) KV heads (num_kv_head_replicas = tp // kv_heads),
+    where kvplan's stored share splits them evenly."""
+    h, stored, delta = model.hidden_size, _stored_linear_bytes(model), 0.0
+    for layer in model.layers:
+        if layer.kind in ("mamba", "mlp_only", "mla", "kv_shared"):
+            continue
+        kvh = layer.num_kv_heads or model.num_kv_heads
+        if tp > kvh > 0:
+            delta += 2 * (layer.head_size or model.head_size) * h * stored * (1 - kvh / tp)
+    if delta < 1:
+        return None
+    return LoadAdjustment("KV heads replicated over the TP ranks",
+                          "layers/linear.py:QKVParallelLinear (num_kv_head_replicas)", layers_bytes=int(delta))
+
+
+def _mla_adjustments(model: ModelSpec, tp: int, max_num_batched_tokens: int | None) -> list[LoadAdjustment]:
+    """What vLLM's MLA layers hold per rank beyond a 1/tp share of their stored bytes (vLLM 0.19.1):
+
+    * the latent down-projection is replicated: models/deepseek_v2.py:DeepSeekV2FusedQkvAProjLinear
+      (hidden → q_lora_rank + kv_lora_rank + rope, MergedColumnParallelLinear with disable_tp=True), or
+      DeepseekV2MLAAttention.kv_a_proj_with_mqa (a ReplicatedLinear) without a q LoRA;
+    * the DSA indexer is replicated ("no tensor parallel, just replicated": Indexer.wq_b and wk with the
+      checkpoint's quantization, weights_proj with quant_config=None, k_norm);
+    * a quantized kv_b_proj is also kept dequantized: layers/attention/mla_attention.py:
+      MLAAttention.process_weights_after_loading stores W_UK_T / W_UV, views of one act-dtype copy
+      (get_and_maybe_dequant_weights), kv_lora_rank × local heads × (qk_nope + v) ("the extra memory
+      overhead of this is fairly low");
+    * DSA models allocate topk_indices_buffer at init (DeepseekV2Model.__init__: max_num_batched_tokens ×
+      index_topk int32), on every pipeline stage.
+    """
+    m = model.mla
+    if m is None or model.dsv4 is not None:
+        return []
+    layers = sum(1 for layer in model.layers if layer.kind == "mla")
+    if not layers:
+        return []
+    h, full, stored = model.hidden_size, FP_BYTES.get(model.dtype, 2), _stored_linear_bytes(model)
+    out: list[LoadAdjustment] = []
+    a_out = (m.q_lora_rank or 0) + m.kv_lora_rank + m.qk_rope_head_dim
+    a_stored = h * a_out * stored
+    down = a_stored - a_stored / tp + _block_scales(a_out, h, model)
+    idx = dsa_indexer_params(model)
+    if idx:
+        n, d = m.index_n_heads, m.index_head_dim
+        assert m.q_lora_rank is not None
+        loaded = ((m.q_lora_rank * n * d + h * d) * stored + _block_scales(n * d, m.q_lora_rank, model)
+                  + _block_scales(d, h, model) + (h * n + 2 * d) * full)
+        down += loaded - idx * stored / tp
+    name = "MLA latent down-projection" + (" and DSA indexer" if idx else "") + " replicated on every rank"
+    if tp > 1 or idx:
+        out.append(LoadAdjustment(name, "models/deepseek_v2.py:DeepSeekV2FusedQkvAProjLinear (disable_tp=True), "
+                                  "Indexer (ReplicatedLinear)", layers_bytes=int(layers * down)))
+    q = model.quant
+    if q is not None and not any(name.endswith("kv_b_proj") for name in q.excluded):
+        heads = model.num_attention_heads // tp
+        copy = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim) * full
+        out.append(LoadAdjustment("kv_b_proj dequantized copy (W_UK_T / W_UV)",
+                                  "layers/attention/mla_attention.py:MLAAttention.process_weights_after_loading",
+                                  layers_bytes=layers * copy))
+    topk = model.facts.index_topk
+    if idx and max_num_batched_tokens and isinstance(topk, int) and topk > 0:
+        out.append(LoadAdjustment(f"DSA top-k index buffer ({max_num_batched_tokens:,} tokens × {topk:,})",
+                                  "models/deepseek_v2.py:DeepseekV2Model.__init__ (topk_indices_buffer)",
+                                  every_stage_bytes=max_num_batched_tokens * topk * 4))
+    return out
+
+
 def checkpoint_tower_bytes(model: ModelSpec) -> int:
     """Stored bytes of every counted tower, loaded or not (a checkpoint's safetensors total includes them),
     in the model dtype (vision towers stay unquantized in the checkpoints kvplan has seen)."""
@@ -438,9 +551,11 @@ def load_adjustments(
             first_stage_bytes=per_rank, last_stage_bytes=0 if model.tie_word_embeddings else per_rank))
     backend = moe_backend if moe_backend is not None else default_mxfp4_backend(arch, version)
     for adj in (_mxfp4_adjustment(model, tp, backend), _gptq_marlin_adjustment(model, tp, arch),
-                _fp8_scale_adjustment(model, tp), _dsv4_adjustment(model, tp, max_num_batched_tokens)):
+                _fp8_scale_adjustment(model, tp), _router_adjustment(model, tp),
+                _kv_replica_adjustment(model, tp), _dsv4_adjustment(model, tp, max_num_batched_tokens)):
         if adj is not None:
             out.append(adj)
+    out.extend(_mla_adjustments(model, tp, max_num_batched_tokens))
     return tuple(out)
 
 
