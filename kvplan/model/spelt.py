@@ -127,7 +127,8 @@ def _entries_equal(value: Any, name: str, *, string: bool = False) -> tuple[bool
 def _gemma4_full_attention(data: Mapping[str, Any]) -> tuple[int, int] | None:
     """SglangFacts.gemma4_full_attention: transformers 5.19's Gemma4TextConfig split, as SGLang flattens it (the
     model types: ModelTypeRules.sglang_gemma4_attention, the Gemma-4 family's)."""
-    if data.get("model_type") not in model_types_for("sglang_gemma4_attention") or \
+    model_type = data.get("model_type")
+    if not isinstance(model_type, str) or model_type not in model_types_for("sglang_gemma4_attention") or \
             "full_attention" not in (data.get("layer_types") or []):
         return None
     head = _positive_int(data.get("global_head_dim", 512), 0)
