@@ -56,6 +56,7 @@ ENGINE_ARCHITECTURE_TABLES: dict[str, int] = {
     "kvplan.sglang.multimodal": 19,  # SGLang's per-architecture multimodal rules
     "kvplan.sglang.pool": 18,  # SGLang's pool-kind architecture lists
     "kvplan.sglang.swa": 7,  # SGLang's SWA architectures
+    "kvplan.sglang.speculative": 20,  # speculative_hook.py's MTP / auto-parameter lists, model_config.py's NextN
     "kvplan.vllm.model_runner": 13,  # config/vllm.py:DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES per release
     "kvplan.vllm.speculative": 1,  # the draft architecture vLLM's speculators conversion assigns
 }

@@ -449,6 +449,14 @@ def _sglang_fit(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> SglangFit:
     best, low, high = given_or_estimated_weights(model, given=dep.settings.measured.weights_bytes, tp=dep.sglang.tp,
                                                  pp=dep.sglang.pp, arch=gpu.arch,
                                                  total_bytes=dep.settings.measured.weights_total_bytes)
+    if dep.settings.measured.weights_bytes is None:  # the target's own MTP draft loads before the pool is sized
+        from kvplan.sglang.speculative import own_mtp_weights_bytes
+
+        sgl = dep.sglang
+        extra = own_mtp_weights_bytes(model, algorithm=sgl.speculative_algorithm,
+                                      draft_path=sgl.speculative_draft_model_path, tp=sgl.tp,
+                                      stored_total=dep.settings.measured.weights_total_bytes is not None)
+        best, low, high = best + extra, low + extra, high + extra
     return plan_sglang_fit(model, gpu, dep.sglang, weights_bytes=best, weights_range=(low, high))
 
 

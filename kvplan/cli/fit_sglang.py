@@ -166,13 +166,33 @@ def _plan(model: str, params: dict[str, Any], dep: Any, *, quiet: bool) -> Any:
     given = parse_bytes(params["weights_memory"], what="--weights-memory") if params.get("weights_memory") else None
     w, low, high = given_or_estimated_weights(spec, given=given, tp=dep.tp, pp=dep.pp, arch=chip.arch,
                                               total_bytes=stored.bytes if stored else None)
+    draft = None
+    path = dep.speculative_draft_model_path
+    if path == model:  # the target's own checkpoint (an MTP draft), named as plan_sglang_fit names the target
+        from dataclasses import replace
+
+        dep = replace(dep, speculative_draft_model_path=spec.name)
+    elif path is not None and path != spec.name and str(dep.speculative_algorithm).upper() != "NGRAM":
+        draft, draft_stored = load_model_with_weights(path, None, quiet=quiet)
+        if given is None:  # SGLang loads the draft's weights before it sizes the pool, split by the target's TP
+            dw, dlow, dhigh = given_or_estimated_weights(draft, given=None, tp=dep.tp, pp=dep.pp, arch=chip.arch,
+                                                         total_bytes=draft_stored.bytes if draft_stored else None)
+            w, low, high = w + dw, low + dlow, high + dhigh
+    if given is None:
+        from kvplan.sglang.speculative import own_mtp_weights_bytes
+
+        extra = own_mtp_weights_bytes(spec, algorithm=dep.speculative_algorithm,
+                                      draft_path=dep.speculative_draft_model_path, tp=dep.tp,
+                                      stored_total=stored is not None)
+        w, low, high = w + extra, low + extra, high + extra
     measured = None
     if params.get("sglang_weight_log") is not None:
         from kvplan.sglang.budget import free_memory_from_log
 
         measured = free_memory_from_log(str(params["sglang_weight_log"]))
         w = low = high = int((measured.pre_gib - measured.avail_gib) * (1 << 30))
-    return plan_sglang_fit(spec, chip, dep, weights_bytes=w, weights_range=(low, high), measured=measured)
+    return plan_sglang_fit(spec, chip, dep, weights_bytes=w, weights_range=(low, high), measured=measured,
+                           draft=draft)
 
 
 def plan_sglang_beside(params: dict[str, Any], *, model: str, tp: int, pp: int, context: int | None) -> Any:

@@ -209,6 +209,9 @@ class SglangFacts(NamedTuple):
     # Gemma4TextConfig.__post_init__): global_head_dim (512 when absent); num_global_key_value_heads when set and
     # attention_k_eq_v is not false, else num_key_value_heads. None for other model_types.
     gemma4_full_attention: tuple[int, int] | None = None
+    # configs/model_config.py: `num_nextn_predict_layers` of the text config as written, a positive integer (None
+    # otherwise): the EAGLE/MTP draft's KV layers (kvplan.sglang.speculative), bounded by MAX_MTP_LAYERS.
+    nextn_predict_layers: int | None = None
 
 
 @dataclass(frozen=True)

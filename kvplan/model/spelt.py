@@ -168,8 +168,16 @@ def sglang_facts(data: Mapping[str, Any], top: Mapping[str, Any], config_model_t
         vision_hidden=_positive_int(vision.get("hidden_size"), 0),
         vision_defaults=sglang_vision_defaults(config_model_type),  # Family.sglang_vision_defaults
         hopper_qwen3_vl_type=config_model_type in model_types_for("sglang_hopper_qwen3_vl"),
+        nextn_predict_layers=_nextn_layers(data.get("num_nextn_predict_layers")),
         gemma4_full_attention=_gemma4_full_attention(data),
     )
+
+
+def _nextn_layers(value: object) -> int | None:
+    """A positive integer `num_nextn_predict_layers`, bounded by MAX_MTP_LAYERS (None otherwise)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+        return min(value, MAX_MTP_LAYERS)
+    return None
 
 
 def consumer_fields(data: Mapping[str, Any], top: Mapping[str, Any], family: Family, model_type: str,

@@ -75,7 +75,9 @@ def _pool(r: SglangFit) -> list[RenderableType]:
     _row(t, "bytes per token per GPU", f"{g.cell_bytes:,}",
          f"{g.kind.upper()}: {g.layers} layers × {g.kv_heads} heads × {g.head_dim}"
          + (f"+{g.v_head_dim}" if g.v_head_dim else "") + f" × {g.element_bytes} B"
-         + (f" + {g.indexer_bytes:,} B index-K" if g.indexer_bytes else ""))
+         + (f" + {g.indexer_bytes:,} B index-K" if g.indexer_bytes else "")
+         + (f" + the draft's {g.draft_layers} layer(s) {g.cell_bytes - g.target_cell_bytes:,} B"
+            if g.draft_layers else ""))
     if g.swa is not None:
         w = g.swa
         _row(t, "+ sliding-window layers", f"{w.per_token(g.element_bytes) * w.layers:,}",

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kvplan.errors import InvalidParameter
+from kvplan.sglang.speculative import default_backend_allows, sm100_trtllm_allowed
 
 Platform = Literal["cuda", "hip"]
 
@@ -97,6 +98,10 @@ class SglangDeployment:
     cuda_graph_max_bs: int | None = None
     disable_cuda_graph: bool = False
     speculative_algorithm: str | None = None
+    speculative_num_steps: int | None = None
+    speculative_eagle_topk: int | None = None
+    speculative_num_draft_tokens: int | None = None
+    speculative_draft_model_path: str | None = None
     trust_remote_code: bool = False
     swa_full_tokens_ratio: float | None = None  # None: arg_groups/fields/schedule.py's 0.8
     mamba_full_memory_ratio: float | None = None  # None: arg_groups/fields/schedule.py's 0.9
@@ -186,13 +191,16 @@ class ServerDefaults:
 
 
 def default_attention_backend(*, platform: Platform, sm_major: int | None, use_mla: bool, kv_heads: int,
-                              tp: int, asymmetric_kv: bool = False, attention_sinks: bool = False) -> str:
-    """arg_groups/model_override_base.py:get_default_attn_backend (no speculative decoding, CUDA ≥ 12.3)."""
+                              tp: int, asymmetric_kv: bool = False, attention_sinks: bool = False,
+                              spec_topk_one: bool = True, sm100_spec_ok: bool = True) -> str:
+    """arg_groups/model_override_base.py:get_default_attn_backend (CUDA ≥ 12.3). With speculative decoding, MHA
+    needs is_no_spec_infer_or_topk_one (`spec_topk_one`) for fa3 on Hopper, and that with a given top-k
+    (`sm100_spec_ok`: kvplan.sglang.speculative.sm100_trtllm_allowed) for trtllm_mha on SM100."""
     hopper, sm100 = platform == "cuda" and sm_major == 9, platform == "cuda" and sm_major == 10
     if not use_mla:
-        if hopper:
+        if hopper and spec_topk_one:
             return "fa3"
-        if sm100:
+        if sm100 and sm100_spec_ok:
             return "fa4" if asymmetric_kv else "trtllm_mha"
         if platform == "hip":
             return "aiter"
@@ -323,7 +331,12 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     backend = (given or ("dsa" if dsa_page_size else None)  # model_overrides/deepseek_v2.py
                or model_attention_backend(architecture, platform=platform, sm_major=sm_major, has_mamba=has_mamba)
                or default_attention_backend(platform=platform, sm_major=sm_major, use_mla=use_mla, kv_heads=kv_heads,
-                                            tp=dep.tp, asymmetric_kv=asymmetric_kv))
+                                            tp=dep.tp, asymmetric_kv=asymmetric_kv,
+                                            spec_topk_one=default_backend_allows(dep.speculative_eagle_topk,
+                                                                                 dep.page_size),
+                                            sm100_spec_ok=sm100_trtllm_allowed(dep.speculative_algorithm,
+                                                                               dep.speculative_eagle_topk,
+                                                                               dep.page_size)))
     if dep.mem_fraction_static is not None:
         fraction, source, reserved = dep.mem_fraction_static, "given", None
     else:

@@ -52,7 +52,14 @@ SGLANG_ARGS: tuple[SglangArg, ...] = (
     SglangArg("attention_backend", "--attention-backend", "text", "Attention backend (SGLang's choice)."),
     SglangArg("cuda_graph_max_bs_decode", "--cuda-graph-max-bs-decode", "int", "Largest decode CUDA graph."),
     SglangArg("disable_cuda_graph", "--disable-cuda-graph", "switch", "No CUDA graphs."),
-    SglangArg("speculative_algorithm", "--speculative-algorithm", "text", "EAGLE, EAGLE3, NEXTN, STANDALONE…"),
+    SglangArg("speculative_algorithm", "--speculative-algorithm", "text", "EAGLE, EAGLE3, NEXTN, STANDALONE, "
+                                                                          "NGRAM."),
+    SglangArg("speculative_num_steps", "--speculative-num-steps", "int", "Draft steps (SGLang's choice: 3)."),
+    SglangArg("speculative_eagle_topk", "--speculative-eagle-topk", "int", "Draft tokens per step (1)."),
+    SglangArg("speculative_num_draft_tokens", "--speculative-num-draft-tokens", "int", "Tokens verified per "
+                                                                                        "step (steps + 1)."),
+    SglangArg("speculative_draft_model_path", "--speculative-draft-model-path", "text", "The draft checkpoint "
+                                                                                        "(MTP models: their own)."),
     SglangArg("swa_full_tokens_ratio", "--swa-full-tokens-ratio", "float", "Sliding-window pool / full pool "
                                                                           "tokens (0.8)."),
     SglangArg("mamba_full_memory_ratio", "--mamba-full-memory-ratio", "float", "Mamba state / KV pool memory "
@@ -105,6 +112,9 @@ _DEPLOYMENT_FIELDS: tuple[tuple[str, str, type], ...] = (
     ("context_length", "context_length", int), ("attention_backend", "attention_backend", str),
     ("cuda_graph_max_bs", "cuda_graph_max_bs_decode", int), ("disable_cuda_graph", "disable_cuda_graph", bool),
     ("speculative_algorithm", "speculative_algorithm", str), ("trust_remote_code", "trust_remote_code", bool),
+    ("speculative_num_steps", "speculative_num_steps", int), ("speculative_eagle_topk", "speculative_eagle_topk", int),
+    ("speculative_num_draft_tokens", "speculative_num_draft_tokens", int),
+    ("speculative_draft_model_path", "speculative_draft_model_path", str),
     ("swa_full_tokens_ratio", "swa_full_tokens_ratio", float),
     ("mamba_full_memory_ratio", "mamba_full_memory_ratio", float),
 )

@@ -42,6 +42,14 @@ from kvplan.sglang.pool import (
     unsupported_reason,
 )
 from kvplan.sglang.pp import pp_layer_ranges
+from kvplan.sglang.speculative import (
+    EAGLE_FAMILY,
+    MTP_ARCHITECTURES,
+    NEXTN_REWRITTEN_TO_ONE,
+    SpecDecode,
+    canonical_algorithm,
+    resolve_speculative,
+)
 from kvplan.sglang.swa import split_layers
 
 MiB = 1 << 20
@@ -79,6 +87,7 @@ class SglangFit:
     requests_at_context: int  # full-context requests the pool holds at once, all workers
     max_total_num_tokens_range: tuple[int, int] | None
     notes: tuple[str, ...]
+    speculative: SpecDecode | None = None  # the speculative arguments SGLang resolves (None: no draft)
 
 
 def requests_at(fit: SglangFit, context: int) -> int:
@@ -158,7 +167,7 @@ def _tokens_at(budget: Budget, geo: PoolGeometry, page: int, context_len: int) -
     return int(max(0, budget.budget_bytes) // geo.cell_size) // page * page
 
 
-def _unmodelled(spec: ModelSpec, dep: SglangDeployment) -> str | None:
+def _unmodelled(spec: ModelSpec, dep: SglangDeployment, draft: ModelSpec | None = None) -> str | None:
     """What of this deployment kvplan's port does not model (None: all of it)."""
     reason = unsupported_reason(spec, attn_tp=dep.attn_tp_size, tp=dep.tp)
     plain = (split_layers(spec) is None and not is_dsa(spec) and not any(x.kind == "mamba" for x in spec.layers)
@@ -167,8 +176,40 @@ def _unmodelled(spec: ModelSpec, dep: SglangDeployment) -> str | None:
         reason = ("pipeline parallelism with a sliding-window, Mamba or DSA pool (the per-stage split of its layer "
                   "kinds) is not modelled yet")
     if reason is None and dep.speculative_algorithm is not None:
-        reason = "speculative decoding (the draft's KV cells and graph sizes) is not modelled yet"
+        reason = _speculative_unmodelled(spec, dep, plain=plain, draft=draft)
     return reason
+
+
+def _speculative_unmodelled(spec: ModelSpec, dep: SglangDeployment, *, plain: bool,
+                            draft: ModelSpec | None) -> str | None:
+    """What of a speculative deployment kvplan does not model: the draft beside a sliding-window, Mamba or DSA
+    pool or under PP, and a draft checkpoint other than the target whose config was not read (`draft`)."""
+    if canonical_algorithm(str(dep.speculative_algorithm)) == "NGRAM":
+        return None if plain and dep.pp == 1 else ("NGRAM speculative decoding with pipeline parallelism or a "
+                                                   "sliding-window, Mamba or DSA pool is not modelled yet")
+    if not plain or dep.pp > 1:
+        return ("an EAGLE/MTP draft beside a sliding-window, Mamba or DSA pool, or under pipeline parallelism "
+                "(pool_configurator.py's draft split of those pools), is not modelled yet")
+    path = dep.speculative_draft_model_path
+    if path is not None and path != spec.name and draft is None:
+        return ("a draft checkpoint other than the target (--speculative-draft-model-path): kvplan does not read "
+                "the draft's config for its layer count yet")
+    if path is None and (spec.architectures[:1] or ("",))[0] not in MTP_ARCHITECTURES:
+        return ("an EAGLE draft without --speculative-draft-model-path on an architecture SGLang does not give "
+                "its own MTP draft (speculative_hook.py:_handle_eagle_family) is not modelled")
+    return None
+
+
+def draft_layers(draft: ModelSpec) -> int:
+    """spec_aux_hidden_state.py:_resolve_eagle_aux_hidden_state: the draft-mode config's num_nextn_predict_layers
+    (configs/model_config.py rewrites it to 1 for MiMo-V2 and GLM-5-Next), else its max(num_hidden_layers,
+    num_attention_layers). `draft` is the draft checkpoint, the target's own for the MTP architectures."""
+    arch = draft.architectures[0] if draft.architectures else ""
+    if arch in NEXTN_REWRITTEN_TO_ONE:
+        return 1
+    stated = draft.facts.sglang.nextn_predict_layers
+    attention = sum(1 for x in draft.layers if x.kind not in ("mamba", "mlp_only"))
+    return stated if stated is not None else max(draft.num_layers, attention)
 
 
 def _budget_decides(spec: ModelSpec, dep: SglangDeployment, reason: str | None) -> bool:
@@ -178,6 +219,40 @@ def _budget_decides(spec: ModelSpec, dep: SglangDeployment, reason: str | None) 
     be given; PP and speculative decoding change what is measured."""
     return (reason is not None and dep.mem_fraction_static is not None and dep.pp == 1
             and dep.speculative_algorithm is None and not any(x.kind == "mamba" for x in spec.layers))
+
+
+def _speculative(spec: ModelSpec, dep: SglangDeployment, d: ServerDefaults, geo: PoolGeometry | None,
+                 draft: ModelSpec | None) -> tuple[SglangDeployment, PoolGeometry | None, SpecDecode | None]:
+    """speculative_hook.py:handle_speculative_decoding after the memory and backend hooks: the deployment with the
+    max_running_requests it resolves, the pool geometry with the EAGLE/STANDALONE draft's layers."""
+    if dep.speculative_algorithm is None:
+        return dep, geo, None
+    sd = resolve_speculative(dep.speculative_algorithm, steps=dep.speculative_num_steps,
+                             topk=dep.speculative_eagle_topk, draft_tokens=dep.speculative_num_draft_tokens,
+                             draft_path=dep.speculative_draft_model_path, model_path=spec.name,
+                             architecture=spec.architectures[0] if spec.architectures else "",
+                             max_running=dep.max_running_requests, attn_dp_size=d.attn_dp_size,
+                             backend=d.attention_backend, page_size=d.page_size)
+    dep = dataclasses.replace(dep, max_running_requests=sd.max_running_requests)
+    if geo is not None and sd.algorithm in EAGLE_FAMILY:
+        distinct = sd.draft_model_path not in (None, spec.name)
+        geo = dataclasses.replace(geo, draft_layers=draft_layers(draft if distinct and draft else spec))
+    return dep, geo, sd
+
+
+def _speculative_notes(sd: SpecDecode | None, geo: PoolGeometry | None) -> list[str]:
+    """SGLang's speculative warnings, and what the draft adds to the pool and to the weights."""
+    if sd is None:
+        return []
+    notes = [*sd.warnings, f"speculative decoding: {sd.algorithm}, {sd.num_steps} steps, top-k {sd.eagle_topk}, "
+                           f"{sd.num_draft_tokens} draft tokens (speculative_hook.py)"]
+    if geo is not None and geo.draft_layers:
+        notes.append(f"the draft's {geo.draft_layers} KV layer(s) share the target's token count: "
+                     f"{geo.cell_bytes - geo.target_cell_bytes:,} of the {geo.cell_bytes:,} bytes per token "
+                     "(pool_configurator.py:DefaultPoolConfigurator.__init__); the draft worker allocates them")
+        notes.append("SGLang charges the draft's weights to the budget (loaded before sizing): kvplan's estimate "
+                     "adds a draft checkpoint's, or the target's own MTP modules (an estimate), unless measured")
+    return notes
 
 
 def resolve_server_args(spec: ModelSpec, chip: GpuSpec,
@@ -260,11 +335,12 @@ def _check_loadable(spec: ModelSpec, dep: SglangDeployment) -> SglangDeployment:
 
 
 def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, weights_bytes: int,
-                    weights_range: tuple[int, int], measured: FreeMemory | None = None) -> SglangFit:
-    """SGLang's startup sizing for `spec` on `chip`; `measured` replaces kvplan's free-memory estimate. A pool
-    kvplan does not model is refused, unless SGLang's budget already refuses it (`_budget_decides`)."""
+                    weights_range: tuple[int, int], measured: FreeMemory | None = None,
+                    draft: ModelSpec | None = None) -> SglangFit:
+    """SGLang's startup sizing for `spec` on `chip` (`measured` replaces kvplan's free-memory estimate; `draft`: a
+    draft checkpoint not the target's, its weights in `weights_bytes`); unmodelled pools refused (_budget_decides)."""
     dep = _check_loadable(spec, dep)
-    reason = _unmodelled(spec, dep)
+    reason = _unmodelled(spec, dep, draft)
     early = _budget_decides(spec, dep, reason)
     if reason is not None and not early:
         raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
@@ -272,6 +348,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     kv_dtype = dsa_kv_dtype(dep.kv_cache_dtype, spec, sm) if is_dsa(spec) else kv_dtype_name(dep.kv_cache_dtype, spec)
     geo = None if early else geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm,
                                       hip=platform == "hip", swa_ratio=dep.swa_full_tokens_ratio)
+    dep, geo, spec_decode = _speculative(spec, dep, defaults, geo, draft)
     if platform == "hip" and kv_dtype.startswith("fp8"):
         # HIP maps fp8_e5m2 to fp8_dtype too (mem_cache/kv_cache_dtype.py): an e4m3 format, fnuz on gfx942.
         kv_dtype = "fp8_e4m3"
@@ -298,7 +375,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     stages = _pp_stages(geo, dep.pp, budget, defaults.page_size, ctx)
     pool, startup = _size(stages[0][0] if stages else geo, budget, dep, defaults, ctx,
                           sync_tokens=min(t for _g, t in stages) if stages else None)
-    notes: list[str] = [*(pool.warnings if pool else ())]
+    notes: list[str] = [*(pool.warnings if pool else ()), *_speculative_notes(spec_decode, geo)]
     if stages:
         notes.append(f"PP {dep.pp}: stage layers {[g.layers for g, _t in stages]} (get_pp_indices); each stage's "
                      f"tokens {[t for _g, t in stages]}, SGLang keeps the MIN (_apply_token_constraints); the "
@@ -336,4 +413,4 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         max_total_num_tokens=tokens, max_running_requests=reqs, total_tokens=tokens * defaults.attn_dp_size,
         total_running_requests=reqs * defaults.attn_dp_size,
         requests_at_context=(tokens // ctx) * defaults.attn_dp_size, max_total_num_tokens_range=token_range,
-        notes=tuple(notes))
+        notes=tuple(notes), speculative=spec_decode)

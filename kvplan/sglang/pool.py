@@ -21,6 +21,7 @@ from kvplan.model.spec import ModelSpec
 from kvplan.sglang.dsa import indexer_bytes_per_token, is_dsa, latent_row_bytes
 from kvplan.sglang.kv_quant import row_bytes
 from kvplan.sglang.mamba import MambaCache, mamba_state, state_cap_text
+from kvplan.sglang.speculative import draft_cell_bytes
 from kvplan.sglang.swa import SwaPart, sliding_window_size, split_layers, swa_part, swa_pool_too_small_text
 
 GiB = 1 << 30  # mem_cache/memory_pool.py: GB = 1024**3 (SGLang's "GB" are GiB)
@@ -60,9 +61,17 @@ class PoolGeometry:
     swa: SwaPart | None = None  # a hybrid SWA model's sliding side (the fields above are then its full side)
     indexer_bytes: int = 0  # DSA: the index-K bytes per token (all layers), in the same rows
     fnuz: bool = False  # fp8 on gfx942 (MI300X / MI325X): torch.float8_e4m3fnuz in the log
+    draft_layers: int = 0  # an EAGLE/STANDALONE draft's KV layers, priced at the target's (kvplan.sglang.speculative)
 
     @property
     def cell_bytes(self) -> int:
+        """DefaultPoolConfigurator's _cell_size: the target's (_compute_cell_size) plus an EAGLE/STANDALONE draft's
+        int(cell × draft_layers / layers) (DefaultPoolConfigurator.__init__; a hybrid SWA model: the full side)."""
+        target = self.target_cell_bytes
+        return target + draft_cell_bytes(target, layers=self.layers, draft_layers=self.draft_layers)
+
+    @property
+    def target_cell_bytes(self) -> int:
         """pool_configurator.py:DefaultPoolConfigurator._compute_cell_size (a hybrid SWA model: the full side)."""
         if self.kind == "mla":
             return self.head_dim * self.layers * self.element_bytes + self.indexer_bytes
@@ -249,7 +258,7 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
     swa_tokens, swa_line = _swa_pool_line(geo, tokens, page_size)
     rows = tokens + page_size
     if geo.kind == "mla":
-        k, v = rows * geo.cell_bytes, 0  # DSA: the index-K buffer is in the summed nbytes too
+        k, v = rows * geo.target_cell_bytes, 0  # DSA: the index-K buffer is in the summed nbytes too
         sizes = f"KV size: {k / GiB:.2f} GB"
     else:
         k = rows * geo.layers * geo.kv_heads * row_bytes(geo.dtype, geo.head_dim, geo.element_bytes)

@@ -1,0 +1,201 @@
+"""SGLang 0.5.23's speculative decoding: the server arguments it resolves and the draft's KV cells.
+
+Sources (paths relative to `sglang/srt/` in the 0.5.23 wheel):
+
+* `arg_groups/speculative_hook.py:handle_speculative_decoding` upper-cases the algorithm and aliases NEXTN to
+  EAGLE (`_resolve_speculative_algorithm_alias`; `speculative/spec_registry.py:_RESERVED_ALIASES`), then
+  dispatches (`speculative/spec_info.py:SpeculativeAlgorithm.handle_server_args`) to
+  * `_handle_eagle_family` (EAGLE, EAGLE3, STANDALONE): refuses STANDALONE with attention DP; an unset
+    `--max-running-requests` becomes 48; the MTP architectures (`MTP_ARCHITECTURES`) take the target's own path as
+    the draft; unset steps/top-k/draft tokens come from `_auto_choose_speculative_params`; top-k 1 forces
+    draft tokens = steps + 1; refuses top-k > 1 on trtllm_mha, and top-k > 1 with pages > 1 off
+    flashinfer/fa3/triton;
+  * `_handle_ngram` (NGRAM): refuses attention DP; max_running_requests 48; top-k = --speculative-ngram-max-bfs-
+    breadth (10); draft tokens 12; steps = draft tokens // top-k; refuses top-k > 1 with pages > 1 off flashinfer.
+* The hook runs after `arg_groups/memory_hook.py:handle_gpu_memory_settings` (`arg_groups/pipeline.py`), so the
+  48 caps neither the decode CUDA-graph max_bs nor mem_fraction_static (whose speculative term is PD-decode only).
+  The default attention backend (`arg_groups/model_override_base.py:get_default_attn_backend`) is chosen before it
+  too, from the top-k as given (`utils/common.py:is_no_spec_infer_or_topk_one`).
+* The draft's KV (`model_executor/pool_configurator.py:DefaultPoolConfigurator.__init__`, EAGLE/STANDALONE, target
+  worker): `_cell_size += int(_cell_size × draft_layers / layers)` — one token count for target and draft, the
+  draft's rows priced at the target's per-layer size. `draft_layers` is `eagle_draft_num_layers`
+  (`model_executor/model_runner_components/spec_aux_hidden_state.py:_resolve_eagle_aux_hidden_state`): the draft
+  config's `num_nextn_predict_layers`, else its max(num_hidden_layers, num_attention_layers). NGRAM has no draft
+  model and adds no cells.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from kvplan.errors import InvalidParameter
+
+if TYPE_CHECKING:
+    from kvplan.model.spec import ModelSpec
+
+EAGLE_FAMILY = ("EAGLE", "EAGLE3", "STANDALONE")
+ALGORITHMS = (*EAGLE_FAMILY, "NGRAM")  # what kvplan models; NEXTN resolves to EAGLE
+# speculative/spec_info.py:SpeculativeAlgorithm (and the NEXTN alias): builtins kvplan does not model.
+UNMODELLED_ALGORITHMS = ("DFLASH", "UNO", "DSPARK", "FROZEN_KV_MTP")
+# speculative_hook.py:_handle_eagle_family: these take --model-path as the draft when none is given.
+MTP_ARCHITECTURES = (
+    "DeepseekV32ForCausalLM", "DeepseekV3ForCausalLM", "DeepseekV4ForCausalLM", "Glm4MoeForCausalLM",
+    "Glm4MoeLiteForCausalLM", "GlmMoeDsaForCausalLM", "BailingMoeForCausalLM", "BailingMoeV2ForCausalLM",
+    "BailingMoeV2_5ForCausalLM", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "HYV3ForCausalLM",
+    "HYV4ForCausalLM", "Qwen4ExpForConditionalGeneration",
+)
+# configs/model_config.py (draft mode) sets num_nextn_predict_layers = 1 for MIMO_V2_MODEL_ARCHS and GLM-5-Next.
+NEXTN_REWRITTEN_TO_ONE = ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM", "Glm5NextForConditionalGeneration")
+# speculative_hook.py:_auto_choose_speculative_params: (steps, topk, draft tokens); every other model (3, 1, 4).
+_WIDE_TREE = ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM")
+SPEC_MAX_RUNNING_REQUESTS = 48  # _handle_eagle_family / _handle_ngram
+NGRAM_MAX_BFS_BREADTH = 10  # arg_groups/fields/spec.py: speculative_ngram_max_bfs_breadth
+NGRAM_DRAFT_TOKENS = 12  # _handle_ngram
+_PAGE_TREE_SPEC_BACKENDS = ("flashinfer", "fa3", "triton")  # _handle_eagle_family
+
+
+@dataclass(frozen=True)
+class SpecDecode:
+    """The speculative arguments SGLang resolves (speculative_hook.py)."""
+
+    algorithm: str  # as resolved: NEXTN is EAGLE
+    num_steps: int
+    eagle_topk: int
+    num_draft_tokens: int
+    draft_model_path: str | None  # the MTP architectures: the target's own path
+    max_running_requests: int | None  # 48 when not given
+    warnings: tuple[str, ...] = ()
+
+
+def canonical_algorithm(name: str) -> str:
+    """handle_speculative_decoding's upper-casing and NEXTN → EAGLE; SGLang's words for an unknown name
+    (spec_info.py:SpeculativeAlgorithm.from_string); kvplan's for a builtin it does not model."""
+    upper = name.upper()
+    if upper == "NEXTN":
+        return "EAGLE"
+    if upper in ALGORITHMS:
+        return upper
+    if upper in UNMODELLED_ALGORITHMS:
+        raise InvalidParameter(f"SGLang 0.5.23 rules: speculative algorithm {upper} is not modelled yet",
+                               hint=f"kvplan models {', '.join(ALGORITHMS)} and NEXTN")
+    raise InvalidParameter(f"Unknown speculative algorithm name: {name}",
+                           hint="SGLang 0.5.23's words (speculative/spec_info.py:SpeculativeAlgorithm.from_string)")
+
+
+def default_backend_allows(topk: int | None, page_size: int | None) -> bool:
+    """utils/common.py:is_no_spec_infer_or_topk_one on the arguments as given (get_default_attn_backend asks it
+    before the speculative hook fills the top-k): fa3 on Hopper and trtllm_mha on SM100 need it."""
+    return topk is None or (topk == 1 and page_size in (None, 1))
+
+
+def sm100_trtllm_allowed(algorithm: str | None, topk: int | None, page_size: int | None) -> bool:
+    """get_default_attn_backend's SM100 MHA condition: the above, and no speculative algorithm or a given
+    top-k (an EAGLE run whose top-k SGLang chooses later gets flashinfer)."""
+    return default_backend_allows(topk, page_size) and (algorithm is None or topk is not None)
+
+
+def _eagle_family(algorithm: str, *, steps: int | None, topk: int | None, draft_tokens: int | None,
+                  draft_path: str | None, model_path: str, architecture: str, max_running: int | None,
+                  attn_dp_size: int, backend: str, page_size: int) -> SpecDecode:
+    """speculative_hook.py:_handle_eagle_family."""
+    if algorithm == "STANDALONE" and attn_dp_size > 1:
+        raise InvalidParameter("Currently standalone speculative decoding does not support dp attention.")
+    warnings = []
+    if max_running is None:
+        max_running = SPEC_MAX_RUNNING_REQUESTS
+        warnings.append("Max running requests is reset to 48 for speculative decoding. You can override this by "
+                        "explicitly setting --max-running-requests.")
+    if architecture in MTP_ARCHITECTURES and draft_path is None:
+        draft_path = model_path
+    if steps is None:
+        if topk is not None or draft_tokens is not None:  # SGLang asserts here (an AssertionError)
+            raise InvalidParameter("SGLang 0.5.23 asserts that --speculative-eagle-topk and "
+                                   "--speculative-num-draft-tokens are unset when --speculative-num-steps is",
+                                   hint="give --speculative-num-steps too (speculative_hook.py:_handle_eagle_family)")
+        if algorithm == "STANDALONE":
+            steps, topk, draft_tokens = 3, 1, 4
+        else:
+            steps, topk, draft_tokens = (5, 4, 8) if architecture in _WIDE_TREE else (3, 1, 4)
+    if topk is None:  # the hook compares `speculative_eagle_topk > 1` unguarded (its page-size check)
+        raise InvalidParameter("SGLang 0.5.23 fails with TypeError: '>' not supported between instances of "
+                               "'NoneType' and 'int' when --speculative-num-steps is given without "
+                               "--speculative-eagle-topk", hint="give --speculative-eagle-topk too "
+                                                                "(speculative_hook.py:_handle_eagle_family)")
+    if backend == "trtllm_mha" and topk > 1:
+        raise InvalidParameter("trtllm_mha backend only supports topk = 1 for speculative decoding.")
+    if topk == 1 and draft_tokens != steps + 1:
+        if draft_tokens is not None:
+            warnings.append("speculative_num_draft_tokens is adjusted to speculative_num_steps + 1 when "
+                            "speculative_eagle_topk == 1")
+        draft_tokens = steps + 1
+    assert draft_tokens is not None
+    if topk > 1 and page_size > 1 and backend not in _PAGE_TREE_SPEC_BACKENDS:
+        raise InvalidParameter(f"speculative_eagle_topk > 1 with page_size > 1 is only supported on "
+                               f"{_PAGE_TREE_SPEC_BACKENDS}; got attention_backend={backend!r}. Use page_size == 1 "
+                               "or one of those backends.")
+    return SpecDecode(algorithm, steps, topk, draft_tokens, draft_path, max_running, tuple(warnings))
+
+
+def _ngram(*, steps: int | None, draft_tokens: int | None, max_running: int | None, attn_dp_size: int,
+           backend: str, page_size: int) -> SpecDecode:
+    """speculative_hook.py:_handle_ngram (the default --speculative-ngram-max-bfs-breadth, 10)."""
+    warnings = []
+    if max_running is None:
+        max_running = SPEC_MAX_RUNNING_REQUESTS
+        warnings.append("Max running requests is reset to 48 for speculative decoding. You can override this by "
+                        "explicitly setting --max-running-requests.")
+    topk = NGRAM_MAX_BFS_BREADTH
+    if draft_tokens is None:
+        draft_tokens = NGRAM_DRAFT_TOKENS
+    if steps is None:
+        steps = draft_tokens // topk
+    if topk > 1 and page_size > 1 and backend != "flashinfer":
+        raise InvalidParameter(f"speculative_eagle_topk({topk}) > 1 with page_size({page_size}) > 1 is unstable and "
+                               "produces incorrect results for paged attention backends. This combination is only "
+                               "supported for the 'flashinfer' backend.")
+    if attn_dp_size > 1:
+        raise InvalidParameter("Currently ngram speculative decoding does not support dp attention.")
+    return SpecDecode("NGRAM", steps, topk, draft_tokens, None, max_running, tuple(warnings))
+
+
+def resolve_speculative(name: str, *, steps: int | None, topk: int | None, draft_tokens: int | None,
+                        draft_path: str | None, model_path: str, architecture: str, max_running: int | None,
+                        attn_dp_size: int, backend: str, page_size: int) -> SpecDecode:
+    """What handle_speculative_decoding resolves for one deployment (see the module docstring)."""
+    for flag, value in (("--speculative-num-steps", steps), ("--speculative-eagle-topk", topk),
+                        ("--speculative-num-draft-tokens", draft_tokens)):
+        if value is not None and value < 1:
+            raise InvalidParameter(f"{flag} must be ≥ 1, got {value}")
+    algorithm = canonical_algorithm(name)
+    if algorithm == "NGRAM":
+        return _ngram(steps=steps, draft_tokens=draft_tokens, max_running=max_running, attn_dp_size=attn_dp_size,
+                      backend=backend, page_size=page_size)
+    return _eagle_family(algorithm, steps=steps, topk=topk, draft_tokens=draft_tokens, draft_path=draft_path,
+                         model_path=model_path, architecture=architecture, max_running=max_running,
+                         attn_dp_size=attn_dp_size, backend=backend, page_size=page_size)
+
+
+def draft_cell_bytes(cell_bytes: int, *, layers: int, draft_layers: int) -> int:
+    """pool_configurator.py:DefaultPoolConfigurator.__init__ (EAGLE/STANDALONE, not DSA, no HiSparse): the
+    bytes per token the draft's KV adds, int(cell × draft_layers / layers)."""
+    if draft_layers <= 0 or layers <= 0:
+        return 0
+    return int(cell_bytes * draft_layers / layers)
+
+
+def own_mtp_weights_bytes(spec: ModelSpec, *, algorithm: str | None, draft_path: str | None, tp: int,
+                          stored_total: bool) -> int:
+    """Bytes per GPU an EAGLE/NEXTN draft read from the target's own checkpoint adds to the weights SGLang measures
+    before it sizes the pool (the draft model is its MTP modules). kvplan's analytic count leaves them out, so they
+    are added, split over TP (kvplan/model/weights.py:mtp_module_stored_bytes, an estimate); a Hub safetensors
+    total (`stored_total`) already holds them: 0 then, and 0 without such a draft."""
+    layers = spec.facts.sglang.nextn_predict_layers
+    if algorithm is None or stored_total or not layers or canonical_algorithm(algorithm) not in EAGLE_FAMILY:
+        return 0
+    path = draft_path
+    arch = spec.architectures[0] if spec.architectures else ""
+    if path not in (None, spec.name) or (path is None and arch not in MTP_ARCHITECTURES):
+        return 0
+    from kvplan.model.weights import mtp_module_stored_bytes
+
+    return -(-layers * mtp_module_stored_bytes(spec) // tp)

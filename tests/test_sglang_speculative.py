@@ -1,0 +1,231 @@
+"""SGLang 0.5.23's speculative decoding (kvplan/sglang/speculative.py), against the oracle's runs.
+
+tests/fixtures/sglang/spec-oracle-runs.json: SGLang's own code (tools/sglang_oracle/spec_oracle.py around the shared
+oracle) resolving the server arguments and building DefaultPoolConfigurator with the speculative algorithm and
+SGLang's own spec_aux_config, on a KV byte budget of 60 GiB (64,424,509,440 B) per rank. Each expected number is
+also derived by hand in the test from SGLang's rule.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kvplan.errors import InvalidParameter
+from kvplan.hardware.gpus import get_gpu
+from kvplan.sglang.budget import FreeMemory
+from kvplan.sglang.command_line import parse_sglang_command
+from kvplan.sglang.defaults import SglangDeployment
+from kvplan.sglang.engine_args import deployment_fields
+from kvplan.sglang.fit import SglangFit, plan_sglang_fit
+from kvplan.sglang.pool import size_pool
+from kvplan.sglang.speculative import draft_cell_bytes, resolve_speculative
+
+sys.path.insert(0, str(Path(__file__).parent))
+import sglang_goldens  # noqa: E402
+
+RUNS = {r["id"]: r for r in json.loads(
+    (Path(__file__).parent / "fixtures" / "sglang" / "spec-oracle-runs.json").read_text())["runs"]}
+BUDGET = 60 << 30  # the runs' --kv-budget-bytes
+# A measured budget large enough for any of these pools (the byte budget under test is BUDGET, via size_pool).
+FREE = FreeMemory(130.0, 120.0, (130.0, 130.0), (120.0, 120.0), "given")
+
+
+def _plan(run: dict[str, Any]) -> SglangFit:
+    spec = sglang_goldens.model_spec(run["model"])
+    fields: dict[str, Any] = deployment_fields(run["args"])
+    draft = None
+    if run.get("draft") == run["model"]:
+        fields["speculative_draft_model_path"] = spec.name  # the target's own checkpoint as its draft
+    elif run.get("draft"):
+        draft = sglang_goldens.model_spec(run["draft"])
+        fields["speculative_draft_model_path"] = draft.name
+    return plan_sglang_fit(spec, get_gpu(sglang_goldens.GPU_IDS[run["gpu"]]), SglangDeployment(**fields),
+                           weights_bytes=0, weights_range=(0, 0), measured=FREE, draft=draft)
+
+
+def _assert_resolved(fit: SglangFit, run: dict[str, Any]) -> None:
+    r = run["resolved"]
+    d, sd = fit.defaults, fit.speculative
+    assert sd is not None
+    assert d.mem_fraction_static == pytest.approx(r["mem_fraction_static"], abs=1e-9)
+    assert (d.attention_backend, d.page_size, d.chunked_prefill_size) == (
+        r["attention_backend"], r["page_size"], r["chunked_prefill_size"])
+    assert (d.decode_graph_max_bs, d.decode_graph_sizes) == (r["cuda_graph"]["decode"]["max_bs"],
+                                                             r["cuda_graph"]["decode"]["num_bs"])
+    assert (d.prefill_graph, d.prefill_graph_sizes) == (r["cuda_graph"]["prefill"]["backend"],
+                                                        r["cuda_graph"]["prefill"]["num_bs"])
+    assert (sd.algorithm, sd.num_steps, sd.eagle_topk, sd.num_draft_tokens, sd.max_running_requests) == (
+        r["speculative_algorithm"], r["speculative_num_steps"], r["speculative_eagle_topk"],
+        r["speculative_num_draft_tokens"], r["max_running_requests"])
+
+
+def _assert_pool(fit: SglangFit, run: dict[str, Any]) -> None:
+    p = run["pool"]
+    assert fit.geometry is not None and fit.geometry.cell_bytes == p["cell_size_bytes"]
+    assert fit.geometry.draft_layers == (p["eagle_draft_num_layers"] or 0)
+    pool = size_pool(fit.geometry, p["kv_budget_bytes"], page_size=fit.defaults.page_size,
+                     context_len=fit.context_len, max_running=fit.speculative.max_running_requests
+                     if fit.speculative else None, attn_dp_size=fit.defaults.attn_dp_size)
+    assert (pool.max_total_num_tokens, pool.max_running_requests) == (p["max_total_num_tokens"],
+                                                                     p["max_running_requests"])
+
+
+def test_nextn_on_deepseek_v3_is_eagle_with_the_mtp_layer_beside_the_target() -> None:
+    """NEXTN → EAGLE; DeepseekV3ForCausalLM drafts from its own path; (3, 1, 4); max_running_requests 48. Cell:
+    MLA 576 × 61 layers × 2 B = 70,272, plus int(70,272 × 1 / 61) = 1,152 for num_nextn_predict_layers 1 → 71,424;
+    60 GiB // 71,424 = 902,000 tokens. The fraction (0.886) and the 512-batch decode graphs are the plain run's; the
+    graph list is the speculative one (67 sizes, not 52)."""
+    run = RUNS["deepseek-v3_h200_tp8_nextn"]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    assert fit.speculative is not None and fit.speculative.draft_model_path == fit.model
+    assert 70272 + draft_cell_bytes(70272, layers=61, draft_layers=1) == 71424 == fit.geometry.cell_bytes  # type: ignore[union-attr]
+    assert BUDGET // 71424 == 902000
+    _assert_pool(fit, run)
+    assert fit.max_running_requests == 48
+
+
+def test_standalone_draft_prices_its_layers_at_the_targets_per_layer_bytes() -> None:
+    """Llama-3.1-70B (TP 8: 1 KV head × 80 layers × 256 × 2 B = 40,960) with Llama-3.1-8B as STANDALONE draft
+    (32 layers): + int(40,960 × 32 / 80) = 16,384 → 57,344 B; 60 GiB // 57,344 = 1,123,474 tokens; (3, 1, 4)."""
+    run = RUNS["llama-3.1-70b_h100_tp8_standalone_8b"]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    assert 40960 + 16384 == fit.geometry.cell_bytes  # type: ignore[union-attr]
+    assert BUDGET // 57344 == 1123474
+    _assert_pool(fit, run)
+
+
+def test_eagle_on_llama_auto_chooses_the_wide_tree_and_keeps_fa3() -> None:
+    """LlamaForCausalLM: _auto_choose_speculative_params gives (5, 4, 8), after the backend was chosen from an
+    unset top-k (fa3 on Hopper). The draft path is the target's own (32 layers, no num_nextn_predict_layers): the
+    cell doubles, 131,072 → 262,144; 60 GiB // 262,144 = 245,760."""
+    run = RUNS["llama-3.1-8b_h100_eagle_self"]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    assert BUDGET // 262144 == 245760
+    _assert_pool(fit, run)
+
+
+def test_eagle_on_b200_without_a_topk_gets_flashinfer_not_trtllm_mha() -> None:
+    """get_default_attn_backend on SM100 wants no algorithm or a given top-k: EAGLE with SGLang's own top-k gets
+    flashinfer (page 1); the fraction 0.854 and the 16384-token prefill graphs (74 sizes) are B200's."""
+    run = RUNS["llama-3.1-8b_b200_eagle_self"]
+    _assert_resolved(_plan(run), run)
+
+
+def test_ngram_has_no_draft_cells_and_resolves_breadth_10_and_12_tokens() -> None:
+    """NGRAM: top-k = --speculative-ngram-max-bfs-breadth 10, draft tokens 12, steps 12 // 10 = 1, 48 requests; the
+    cell is Qwen3-8B's own (8 heads × 36 layers × 256 × 2 B = 147,456): 60 GiB // 147,456 = 436,906 tokens."""
+    run = RUNS["qwen3-8b_h100_ngram"]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    _assert_pool(fit, run)
+
+
+@pytest.mark.parametrize("run_id", ["llama-3.1-8b_h100_eagle_s3k2d6", "llama-3.1-8b_b200_eagle_s3k1d7",
+                                    "deepseek-v3_h200_tp8_dp8attn_nextn"])
+def test_given_speculative_arguments_are_resolved_as_sglang_does(run_id: str) -> None:
+    """A given top-k 2 keeps Hopper off fa3 (flashinfer); top-k 1 on B200 keeps trtllm_mha (page 64) and draft
+    tokens become steps + 1 = 4; with attention DP 8 the 48 requests are per worker 48 // 8 = 6."""
+    run = RUNS[run_id]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    _assert_pool(fit, run)
+
+
+@pytest.mark.parametrize("run_id", ["llama-3.1-8b_h100_eagle3_steps_only", "llama-3.1-70b_h100_tp8_dp2attn_standalone"])
+def test_sglangs_speculative_refusals_are_kvplans(run_id: str) -> None:
+    run = RUNS[run_id]
+    with pytest.raises(InvalidParameter) as exc:
+        _plan(run)
+    assert run["error_text"] in str(exc.value)
+
+
+def test_unknown_and_unmodelled_algorithms_are_refused() -> None:
+    kw: dict[str, Any] = dict(steps=None, topk=None, draft_tokens=None, draft_path=None, model_path="m",
+                              architecture="LlamaForCausalLM", max_running=None, attn_dp_size=1, backend="fa3",
+                              page_size=1)
+    with pytest.raises(InvalidParameter, match="Unknown speculative algorithm name: MEDUSA"):
+        resolve_speculative("MEDUSA", **kw)
+    with pytest.raises(InvalidParameter, match="DFLASH is not modelled"):
+        resolve_speculative("dflash", **kw)
+    assert resolve_speculative("nextn", **kw).algorithm == "EAGLE"
+
+
+def test_an_eagle_draft_on_a_model_without_its_own_mtp_needs_its_checkpoint() -> None:
+    spec = sglang_goldens.model_spec("Qwen--Qwen3-8B")
+    with pytest.raises(InvalidParameter, match="does not give its own MTP draft"):
+        plan_sglang_fit(spec, get_gpu("h100-sxm"), SglangDeployment(speculative_algorithm="EAGLE"),
+                        weights_bytes=0, weights_range=(0, 0), measured=FREE)
+
+
+def test_pasted_speculative_flags_are_read_not_ignored() -> None:
+    cmd = parse_sglang_command(
+        "python -m sglang.launch_server --model-path deepseek-ai/DeepSeek-V3 --tp 8 --speculative-algorithm EAGLE "
+        "--speculative-num-steps 3 --speculative-eagle-topk 1 --speculative-num-draft-tokens 4 "
+        "--speculative-draft-model-path lmsys/DeepSeek-V3-NextN")
+    assert cmd.ignored == () and cmd.unmodelled == ()
+    fields = deployment_fields(cmd.options)
+    assert (fields["speculative_num_steps"], fields["speculative_eagle_topk"], fields["speculative_num_draft_tokens"],
+            fields["speculative_draft_model_path"]) == (3, 1, 4, "lmsys/DeepSeek-V3-NextN")
+
+
+def _cli_fit(model: str, flags: str) -> dict[str, Any]:
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    path = f"tests/fixtures/configs/{model}"
+    result = CliRunner().invoke(app, ["fit", path, "--gpu", "h200", "--json", "--sglang-cmd",
+                                      f"python -m sglang.launch_server --model-path {path} {flags}"])
+    assert result.exit_code == 0, result.output
+    data: dict[str, Any] = json.loads(result.stdout)
+    return data
+
+
+def test_the_draft_weights_join_the_budget_sglang_sizes_from(monkeypatch: pytest.MonkeyPatch) -> None:
+    """SGLang loads the draft before it sizes the pool: NEXTN on DeepSeek-V3 adds its one MTP module
+    (kvplan/model/weights.py:mtp_module_stored_bytes, split over TP 8); a STANDALONE draft adds its own estimate."""
+    from kvplan.model.weights import mtp_module_stored_bytes
+    from kvplan.vllm.memory.weights import given_or_estimated_weights
+
+    monkeypatch.chdir(Path(__file__).parent.parent)
+    plain = _cli_fit("deepseek-ai--DeepSeek-V3", "--tp 8")
+    nextn = _cli_fit("deepseek-ai--DeepSeek-V3", "--tp 8 --speculative-algorithm NEXTN")
+    spec = sglang_goldens.model_spec("deepseek-ai--DeepSeek-V3")
+    assert nextn["weights_bytes"] - plain["weights_bytes"] == -(-mtp_module_stored_bytes(spec) // 8) > 0
+    assert nextn["geometry"]["draft_layers"] == 1 and nextn["max_running_requests"] == 48
+    target = _cli_fit("meta-llama--Meta-Llama-3.1-70B", "--tp 8")
+    standalone = _cli_fit("meta-llama--Meta-Llama-3.1-70B", "--tp 8 --speculative-algorithm STANDALONE "
+                          "--speculative-draft-model-path tests/fixtures/configs/meta-llama--Meta-Llama-3.1-8B")
+    draft = sglang_goldens.model_spec("meta-llama--Meta-Llama-3.1-8B")
+    own = given_or_estimated_weights(draft, given=None, tp=8, pp=1, arch=get_gpu("h200").arch)[0]
+    assert standalone["weights_bytes"] - target["weights_bytes"] == own
+    assert standalone["geometry"]["draft_layers"] == 32
+
+
+def test_a_plan_files_pasted_speculative_line_is_judged_with_the_draft(tmp_path: Path) -> None:
+    """`kvplan check`: the same tokens as `kvplan fit` (MTP layer in the cell, its weights in the budget)."""
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    config = Path(__file__).parent / "fixtures" / "configs" / "deepseek-ai--DeepSeek-V3"
+    plan = tmp_path / "plan.yaml"
+    plan.write_text("deployments:\n  - name: mtp\n    engine: sglang\n    gpu: h200\n    sglang_cmd: \"python -m "
+                    f"sglang.launch_server --model-path {config} --tp 8 --speculative-algorithm NEXTN\"\n"
+                    "    require:\n      starts: true\n")
+    result = CliRunner().invoke(app, ["check", str(plan), "--offline", "--json"])
+    assert result.exit_code == 0, result.output
+    (dep,) = json.loads(result.stdout)["deployments"]
+    fit = CliRunner().invoke(app, ["fit", str(config), "--gpu", "h200", "--json", "--sglang-cmd",
+                                   f"python -m sglang.launch_server --model-path {config} --tp 8 "
+                                   "--speculative-algorithm NEXTN"])
+    assert fit.exit_code == 0, fit.output
+    assert dep["kv_cache_tokens"] == json.loads(fit.stdout)["max_total_num_tokens"]
+    assert dep["max_num_seqs"] == 48
