@@ -481,10 +481,11 @@ def _roofline_fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, on_no
     resolved max_num_seqs and max_num_batched_tokens (plan_fit, without advice)."""
 
     from kvplan.vllm.fit import plan_fit
+    from kvplan.vllm.verdicts import Startup
 
     report = plan_fit(model, gpu, settings, advise=False)
     context = settings.load.context or 0
-    if report.startup == "refuses: max_model_len" and 0 < context < report.max_model_len:
+    if report.startup is Startup.REFUSES_MAX_MODEL_LEN and 0 < context < report.max_model_len:
         # The model's full length does not fit, but requests of `context` tokens may: plan the
         # server one would run for them (vLLM's own advice: decrease max_model_len).
         _warn(on_note, f"the KV capacity assumes --max-model-len {context} (the model's {report.max_model_len:,} does "

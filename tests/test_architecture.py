@@ -23,7 +23,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent / "kvplan"
 
 LAYERS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("base", ("kvplan.errors", "kvplan.units", "kvplan.text", "kvplan.files", "kvplan.yaml_reader",
-              "kvplan.command_words")),
+              "kvplan.command_words", "kvplan.verdict")),
     ("model", ("kvplan.model",)),
     ("hardware", ("kvplan.hardware",)),
     ("vllm", ("kvplan.vllm",)),

@@ -260,11 +260,14 @@ def _cannot_run(ctx: _Ctx, q: Requirement, *, required: float, unit: str, compar
                 context: int | None = None, batch: int | None = None, concurrency: int | None = None,
                 ) -> CheckResult | None:
     """A failed result when the load cannot run at all: vLLM would not start, or context > max_model_len."""
+    from kvplan.vllm.verdicts import StartupRange
+
     fit = ctx.fit
     why = None
     if not fit.fits:
         why = f"vLLM would not start ({fit.startup})"
-    elif q.pessimistic and q.kind in ("min_concurrency", "no_preemption") and fit.startup_range != "starts":
+    elif (q.pessimistic and q.kind in ("min_concurrency", "no_preemption")
+          and fit.startup_range is not StartupRange.STARTS):
         low = fit.available_kv_range[0]
         why = (f"at the pessimistic end of the estimate vLLM {fit.startup_range} ({low / 2**30:.2f} GiB of KV "
                f"memory; best {fit.available_kv_bytes / 2**30:.2f})")
@@ -288,7 +291,7 @@ def _starts(ctx: _Ctx, q: Requirement) -> CheckResult:
                    f"vLLM {fit.startup_range}: at the pessimistic end of the estimate only {low / 2**30:.2f} GiB "
                    f"of KV memory (best {fit.available_kv_bytes / 2**30:.2f})")
         return _result(q, passed=ok, comparison=">=", required="starts (pessimistic)",
-                       measured="starts" if ok else fit.startup_range, unit="", message=message)
+                       measured=fit.startup_range, unit="", message=message)
     if fit.fits:
         message = f"vLLM starts: {fit.log_line}" if fit.log_line else "vLLM starts"
     else:

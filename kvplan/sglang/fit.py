@@ -51,9 +51,16 @@ from kvplan.sglang.speculative import (
     resolve_speculative,
 )
 from kvplan.sglang.swa import split_layers
+from kvplan.verdict import Verdict
 
 MiB = 1 << 20
 GiB = 1 << 30
+
+
+class SglangStartup(Verdict):
+    """SGLang's startup verdict when it starts; a refusal is SGLang's own message instead (SglangFit.startup)."""
+
+    STARTS = "starts"
 
 
 @dataclass(frozen=True)
@@ -79,7 +86,7 @@ class SglangFit:
     budget: Budget
     pool: TokenPool | None
     fits: bool
-    startup: str
+    startup: str  # SglangStartup.STARTS, or the refusal SGLang stops with, in its words
     max_total_num_tokens: int  # per attention-DP worker (0 when it does not start)
     max_running_requests: int  # per attention-DP worker
     total_tokens: int  # all attention-DP workers of one replica
@@ -302,7 +309,7 @@ def _pp_stages(geo: PoolGeometry | None, pp: int, budget: Budget, page: int,
 
 def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: ServerDefaults,
           ctx: int, sync_tokens: int | None = None) -> tuple[TokenPool | None, str]:
-    """The pool a budget buys and the startup verdict ("starts", or SGLang's refusal)."""
+    """The pool a budget buys and the startup verdict (SglangStartup.STARTS, or SGLang's refusal)."""
     if budget.refusal is not None:
         return None, budget.refusal
     assert budget.budget_bytes is not None and geo is not None
@@ -313,7 +320,7 @@ def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: Se
                          max_prefill_tokens=d.max_prefill_tokens, mamba=budget.mamba, sync_tokens=sync_tokens)
     except InvalidParameter as exc:
         return None, str(exc)
-    return pool, "starts"
+    return pool, SglangStartup.STARTS
 
 
 def _check_loadable(spec: ModelSpec, dep: SglangDeployment) -> SglangDeployment:
@@ -409,7 +416,8 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         model=spec.name, gpu=chip.id, gpu_name=chip.name, engine="sglang", sglang_version=SGLANG_VERSION,
         tp=dep.tp, pp=dep.pp, dp=dep.dp, attn_dp_size=defaults.attn_dp_size, num_gpus=dep.tp * dep.pp * dep.replicas,
         defaults=defaults, kv_cache_dtype=kv_dtype, geometry=geo, context_len=ctx, weights_bytes=weights_bytes,
-        free_memory=free, budget=budget, pool=pool, fits=pool is not None and startup == "starts", startup=startup,
+        free_memory=free, budget=budget, pool=pool, fits=pool is not None and startup is SglangStartup.STARTS,
+        startup=startup,
         max_total_num_tokens=tokens, max_running_requests=reqs, total_tokens=tokens * defaults.attn_dp_size,
         total_running_requests=reqs * defaults.attn_dp_size,
         requests_at_context=(tokens // ctx) * defaults.attn_dp_size, max_total_num_tokens_range=token_range,

@@ -2,24 +2,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import Enum
 
 from kvplan.units import GiB
+from kvplan.verdict import Verdict
 from kvplan.vllm.block_plan import NO_MEMORY_MESSAGE, KVCachePlan
 from kvplan.vllm.memory.budget import MemoryBudget
 
 
-class _Verdict(str, Enum):
-    """A verdict that is its own string: `--json` and the tables show the value, code compares members."""
-
-    def __str__(self) -> str:
-        return str(self.value)
-
-    def __format__(self, spec: str) -> str:
-        return format(str(self.value), spec)
-
-
-class Startup(_Verdict):
+class Startup(Verdict):
     """Whether vLLM starts, or the way it stops (startup_verdict; FitReport.startup)."""
 
     OK = "ok"
@@ -35,7 +25,7 @@ class Startup(_Verdict):
         return self in (Startup.OOM_LOADING_WEIGHTS, Startup.OOM_ALLOCATING_KV_CACHE)
 
 
-class StartupRange(_Verdict):
+class StartupRange(Verdict):
     """The startup verdict over kvplan's estimate range (vllm/fit.py:range_fields; FitReport.startup_range)."""
 
     STARTS = "starts"
