@@ -405,3 +405,106 @@ def test_model_spec_carries_no_untyped_config_mapping() -> None:
            for node in cls.body if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
            and any(isinstance(n, ast.Name) and n.id in {"Mapping", "dict", "Any"} for n in ast.walk(node.annotation))]
     assert not bad, "untyped config mappings on ModelSpec's parts:\n  " + "\n  ".join(bad)
+
+
+# --- verdicts are compared as enum members (issue 23) ---------------------------------------------------------------
+
+VERDICT_BASE = "Verdict"  # kvplan/verdict.py: every verdict enum derives from it
+# A requirement's `kind` ("starts" in a plan file's `require:`) is the plan's word for a check, not a verdict.
+_NOT_A_VERDICT_FIELDS = frozenset({"kind"})
+
+
+def verdict_values(trees: dict[str, ast.Module]) -> dict[str, str]:
+    """Every verdict's text, mapped to its enum members (`"ok"` → `Startup.OK`): the str values assigned in each
+    class that derives, directly or through another verdict, from Verdict."""
+    classes = {node.name: node for tree in trees.values() for node in ast.walk(tree) if isinstance(node, ast.ClassDef)}
+    verdicts = {VERDICT_BASE}
+    grew = True
+    while grew:
+        more = {name for name, node in classes.items() if any(isinstance(b, ast.Name) and b.id in verdicts
+                                                               for b in node.bases)}
+        grew = bool(more - verdicts)
+        verdicts |= more
+    members: dict[str, list[str]] = {}
+    for name in sorted(verdicts - {VERDICT_BASE}):
+        for stmt in classes[name].body if name in classes else []:
+            if isinstance(stmt, ast.Assign) and isinstance(stmt.value, ast.Constant) and isinstance(stmt.value.value,
+                                                                                                    str):
+                members.setdefault(stmt.value.value, []).extend(
+                    f"{name}.{t.id}" for t in stmt.targets if isinstance(t, ast.Name))
+    return {text: " or ".join(names) for text, names in members.items()}
+
+
+def _verdict_texts(node: ast.AST, values: dict[str, str]) -> list[str]:
+    """The verdict texts an expression writes out: a literal, or literals in a tuple / list / set."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value in values:
+        return [node.value]
+    if isinstance(node, ast.Set | ast.Tuple | ast.List):
+        return [t for e in node.elts for t in _verdict_texts(e, values)]
+    return []
+
+
+def _names_a_kind(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Name) and node.id in _NOT_A_VERDICT_FIELDS) or (
+        isinstance(node, ast.Attribute) and node.attr in _NOT_A_VERDICT_FIELDS)
+
+
+def verdict_literal_comparisons(tree: ast.AST, values: dict[str, str]) -> list[tuple[int, str]]:
+    """(line, text) where a verdict's text is compared instead of its member: `==` / `!=` / `in` / `is` a literal
+    (or a literal collection), `.startswith("refuses")` on a prefix of a verdict, or `case "starts":`."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Compare):
+            operands = [node.left, *node.comparators]
+            if not any(_names_a_kind(o) for o in operands):
+                found += [(node.lineno, t) for o in operands for t in _verdict_texts(o, values)]
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and \
+                node.func.attr in {"startswith", "endswith"}:
+            found += [(node.lineno, a.value) for a in node.args if isinstance(a, ast.Constant)
+                      and isinstance(a.value, str) and len(a.value) > 2
+                      and any(v.startswith(a.value) or v.endswith(a.value) for v in values)]
+        elif isinstance(node, ast.MatchValue):
+            found += [(node.lineno, t) for t in _verdict_texts(node.value, values)]
+    return sorted(set(found))
+
+
+def test_the_verdict_scan_reads_every_verdict_enum() -> None:
+    """The scan knows each verdict kvplan has (so a new member is guarded as soon as it is written)."""
+    values = verdict_values({m: _tree(m) for m in _modules()})
+    assert values["refuses: max_model_len"] == "Startup.REFUSES_MAX_MODEL_LEN"
+    assert values["does not start"] == "StartupRange.DOES_NOT_START"
+    assert values["starts"] == "SglangStartup.STARTS or StartupRange.STARTS"
+    assert {"ok", "OOM loading weights", "refuses: free memory", "starts only if the estimate is optimistic"} <= set(
+        values)
+
+
+def test_the_verdict_scan_finds_each_form_of_comparison() -> None:
+    """The scan flags every way a verdict's text can be compared (so the rule below can fail), and leaves a
+    requirement's kind, members and messages alone."""
+    source = """
+a = report.startup == "refuses: max_model_len"
+b = fit.startup_range != "starts"
+c = startup in ("ok", "OOM loading weights")
+d = str(fit.startup).startswith("refuses")
+match verdict:
+    case "does not start":
+        pass
+e = q.kind == "starts"
+f = report.startup is Startup.OK
+g = fit.startup == "refuses, and says why"
+h = kind in ("starts", "min_concurrency")
+"""
+    values = {"refuses: max_model_len": "Startup.REFUSES_MAX_MODEL_LEN", "starts": "StartupRange.STARTS",
+              "ok": "Startup.OK", "OOM loading weights": "Startup.OOM_LOADING_WEIGHTS",
+              "does not start": "StartupRange.DOES_NOT_START"}
+    assert [line for line, _ in verdict_literal_comparisons(ast.parse(source), values)] == [2, 3, 4, 4, 5, 7]
+
+
+def test_verdicts_are_compared_as_members_not_text() -> None:
+    """A verdict is compared as its enum member (`report.startup is Startup.REFUSES_MAX_MODEL_LEN`), never as the
+    text it prints: a reworded verdict then cannot silently stop matching (issue 23)."""
+    trees = {m: _tree(m) for m in _modules()}
+    values = verdict_values(trees)
+    bad = [f"{module}:{line} compares {text!r} (use {values[text]})" for module, tree in trees.items()
+           for line, text in verdict_literal_comparisons(tree, values)]
+    assert not bad, "verdict compared as text:\n  " + "\n  ".join(bad)

@@ -417,8 +417,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         tp=dep.tp, pp=dep.pp, dp=dep.dp, attn_dp_size=defaults.attn_dp_size, num_gpus=dep.tp * dep.pp * dep.replicas,
         defaults=defaults, kv_cache_dtype=kv_dtype, geometry=geo, context_len=ctx, weights_bytes=weights_bytes,
         free_memory=free, budget=budget, pool=pool, fits=pool is not None and startup is SglangStartup.STARTS,
-        startup=startup,
-        max_total_num_tokens=tokens, max_running_requests=reqs, total_tokens=tokens * defaults.attn_dp_size,
-        total_running_requests=reqs * defaults.attn_dp_size,
+        startup=startup, max_total_num_tokens=tokens, max_running_requests=reqs,
+        total_tokens=tokens * defaults.attn_dp_size, total_running_requests=reqs * defaults.attn_dp_size,
         requests_at_context=(tokens // ctx) * defaults.attn_dp_size, max_total_num_tokens_range=token_range,
         notes=tuple(notes), speculative=spec_decode)
