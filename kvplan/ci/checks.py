@@ -446,20 +446,14 @@ _EVALUATORS: dict[str, Callable[[_Ctx, Requirement], CheckResult]] = {
 def _sglang_fit(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> SglangFit:
     """plan_sglang_fit with the plan's measured weights, or kvplan's loaded-weights estimate."""
     from kvplan.sglang.fit import plan_sglang_fit
-    from kvplan.vllm.memory.weights import given_or_estimated_weights
+    from kvplan.sglang.speculative import target_weights_bytes
 
     assert dep.sglang is not None
-    best, low, high = given_or_estimated_weights(model, given=dep.settings.measured.weights_bytes, tp=dep.sglang.tp,
-                                                 pp=dep.sglang.pp, arch=gpu.arch,
-                                                 total_bytes=dep.settings.measured.weights_total_bytes)
-    if dep.settings.measured.weights_bytes is None:  # the target's own MTP draft loads before the pool is sized
-        from kvplan.sglang.speculative import own_mtp_weights_bytes
-
-        sgl = dep.sglang
-        extra = own_mtp_weights_bytes(model, algorithm=sgl.speculative_algorithm,
-                                      draft_path=sgl.speculative_draft_model_path, tp=sgl.tp,
-                                      stored_total=dep.settings.measured.weights_total_bytes is not None)
-        best, low, high = best + extra, low + extra, high + extra
+    sgl, measured = dep.sglang, dep.settings.measured
+    best, low, high = target_weights_bytes(model, given=measured.weights_bytes, tp=sgl.tp, pp=sgl.pp, arch=gpu.arch,
+                                           total_bytes=measured.weights_total_bytes,
+                                           algorithm=sgl.speculative_algorithm,
+                                           draft_path=sgl.speculative_draft_model_path)
     return plan_sglang_fit(model, gpu, dep.sglang, weights_bytes=best, weights_range=(low, high))
 
 

@@ -156,6 +156,7 @@ def _plan(model: str, params: dict[str, Any], dep: Any, *, quiet: bool) -> Any:
     from kvplan.cli.common import load_model_with_weights
     from kvplan.hardware import gpus
     from kvplan.sglang.fit import plan_sglang_fit
+    from kvplan.sglang.speculative import target_weights_bytes
     from kvplan.units import parse_bytes
     from kvplan.vllm.memory.weights import given_or_estimated_weights
 
@@ -164,27 +165,23 @@ def _plan(model: str, params: dict[str, Any], dep: Any, *, quiet: bool) -> Any:
     if params.get("gpu_total_bytes") is not None:
         chip = chip.with_cuda_total(parse_bytes(params["gpu_total_bytes"], what="--gpu-total-bytes"))
     given = parse_bytes(params["weights_memory"], what="--weights-memory") if params.get("weights_memory") else None
-    w, low, high = given_or_estimated_weights(spec, given=given, tp=dep.tp, pp=dep.pp, arch=chip.arch,
-                                              total_bytes=stored.bytes if stored else None)
     draft = None
     path = dep.speculative_draft_model_path
     if path == model:  # the target's own checkpoint (an MTP draft), named as plan_sglang_fit names the target
         from dataclasses import replace
 
         dep = replace(dep, speculative_draft_model_path=spec.name)
-    elif path is not None and path != spec.name and str(dep.speculative_algorithm).upper() != "NGRAM":
+    w, low, high = target_weights_bytes(spec, given=given, tp=dep.tp, pp=dep.pp, arch=chip.arch,
+                                        total_bytes=stored.bytes if stored else None,
+                                        algorithm=dep.speculative_algorithm,
+                                        draft_path=dep.speculative_draft_model_path)
+    if path is not None and path != spec.name and path != model and \
+            str(dep.speculative_algorithm).upper() != "NGRAM":
         draft, draft_stored = load_model_with_weights(path, None, quiet=quiet)
         if given is None:  # SGLang loads the draft's weights before it sizes the pool, split by the target's TP
             dw, dlow, dhigh = given_or_estimated_weights(draft, given=None, tp=dep.tp, pp=dep.pp, arch=chip.arch,
                                                          total_bytes=draft_stored.bytes if draft_stored else None)
             w, low, high = w + dw, low + dlow, high + dhigh
-    if given is None:
-        from kvplan.sglang.speculative import own_mtp_weights_bytes
-
-        extra = own_mtp_weights_bytes(spec, algorithm=dep.speculative_algorithm,
-                                      draft_path=dep.speculative_draft_model_path, tp=dep.tp,
-                                      stored_total=stored is not None)
-        w, low, high = w + extra, low + extra, high + extra
     measured = None
     if params.get("sglang_weight_log") is not None:
         from kvplan.sglang.budget import free_memory_from_log

@@ -199,3 +199,19 @@ def own_mtp_weights_bytes(spec: ModelSpec, *, algorithm: str | None, draft_path:
     from kvplan.model.weights import mtp_module_stored_bytes
 
     return -(-layers * mtp_module_stored_bytes(spec) // tp)
+
+
+def target_weights_bytes(spec: ModelSpec, *, given: int | None, tp: int, pp: int, arch: str | None,
+                         total_bytes: int | None, algorithm: str | None,
+                         draft_path: str | None) -> tuple[int, int, int]:
+    """(bytes, low, high) on the busiest GPU that SGLang has loaded for the target when it sizes the pool: the
+    measured `given` exactly, else kvplan/vllm/memory/weights.py:given_or_estimated_weights plus the target's
+    own MTP draft modules (own_mtp_weights_bytes). A separate draft checkpoint is the caller's to add."""
+    from kvplan.vllm.memory.weights import given_or_estimated_weights
+
+    best, low, high = given_or_estimated_weights(spec, given=given, tp=tp, pp=pp, arch=arch, total_bytes=total_bytes)
+    if given is not None:
+        return best, low, high
+    extra = own_mtp_weights_bytes(spec, algorithm=algorithm, draft_path=draft_path, tp=tp,
+                                  stored_total=total_bytes is not None)
+    return best + extra, low + extra, high + extra
