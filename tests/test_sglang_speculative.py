@@ -229,3 +229,21 @@ def test_a_plan_files_pasted_speculative_line_is_judged_with_the_draft(tmp_path:
     assert fit.exit_code == 0, fit.output
     assert dep["kv_cache_tokens"] == json.loads(fit.stdout)["max_total_num_tokens"]
     assert dep["max_num_seqs"] == 48
+
+
+def test_the_no_gpu_sweep_plans_a_speculative_line_as_fit_does() -> None:
+    """`kvplan fit` without --gpu: the H200 row of a NEXTN deployment holds the MTP modules' weights too
+    (sglang/speculative.py:target_weights_bytes), so its tokens are fit --gpu h200's (616,253; 636,752 before the
+    sweep counted them)."""
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    config = Path(__file__).parent / "fixtures" / "configs" / "deepseek-ai--DeepSeek-V3"
+    line = f"python -m sglang.launch_server --model-path {config} --speculative-algorithm NEXTN"
+    sweep = CliRunner().invoke(app, ["fit", str(config), "--json", "--sglang-cmd", line])
+    assert sweep.exit_code == 0, sweep.output
+    (row,) = [r for r in json.loads(sweep.stdout)["rows"] if r["gpu"] == "h200"]
+    fit = CliRunner().invoke(app, ["fit", str(config), "--gpu", "h200", "--json", "--sglang-cmd", f"{line} --tp 8"])
+    assert fit.exit_code == 0, fit.output
+    assert row["tp"] == 8 and row["total_tokens"] == json.loads(fit.stdout)["max_total_num_tokens"] == 616_253

@@ -225,16 +225,17 @@ def _sweep(model: str, params: dict[str, Any], dep: Any, *, json_: bool) -> None
     from kvplan.cli.common import load_model_with_weights
     from kvplan.cli.console import out, print_json
     from kvplan.hardware import gpus
+    from kvplan.sglang.speculative import target_weights_bytes
     from kvplan.sglang.sweep import sweep_sglang
     from kvplan.units import parse_bytes
-    from kvplan.vllm.memory.weights import given_or_estimated_weights
 
     spec, stored = load_model_with_weights(model, params.get("revision"), quiet=json_)
     given = parse_bytes(params["weights_memory"], what="--weights-memory") if params.get("weights_memory") else None
 
     def weights(chip: Any, tp: int) -> tuple[int, int, int]:
-        return given_or_estimated_weights(spec, given=given, tp=tp, pp=dep.pp, arch=chip.arch,
-                                          total_bytes=stored.bytes if stored else None)
+        return target_weights_bytes(spec, given=given, tp=tp, pp=dep.pp, arch=chip.arch,
+                                    total_bytes=stored.bytes if stored else None,
+                                    algorithm=dep.speculative_algorithm, draft_path=dep.speculative_draft_model_path)
 
     report = sweep_sglang(spec, list(gpus.load_catalog(params.get("gpus_file")).values()), dep, weights)
     if json_:
