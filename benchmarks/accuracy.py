@@ -143,6 +143,9 @@ FIXTURE_FOR_RECORD.update({"joshi-8xh100-qwen3-vl-235b-thinking-fp8-tp8-ep-v0112
 FIXTURE_FOR_RECORD["l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102"] = (
     "Qwen--Qwen3-235B-A22B-FP8", "the 2507 Instruct-FP8 release keeps Qwen3-235B-A22B-FP8's architecture and FP8 "
                                  "layout")
+# The 4 × RTX PRO 6000 blog post's runs of the same 2507 Instruct-FP8 release (TP 4, TP 4 + EP): the same stand-in.
+FIXTURE_FOR_RECORD.update({r: FIXTURE_FOR_RECORD["l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102"] for r in (
+    "utho-4xrtxpro6000-qwen3-235b-a22b-2507-fp8-tp4-v0271", "utho-4xrtxpro6000-qwen3-235b-a22b-2507-fp8-tp4-ep-v0271")})
 LLM_CLASS_IDS_PP = {"isambard-2x4gh200-qwen3-30b-a3b-2507-tp4-pp2-v0101"}  # vllm.LLM throughput benchmark
 # Records whose log derives a longer window than the stand-in config's ("Using max model len 262144" with no
 # --max-model-len among the non-default args): the checkpoint's own window, planned as given.
@@ -158,6 +161,9 @@ TOKENS_ONLY = {"vllm-34076-5070ti-5090d-qwen3-coder-30b-fp8-pp2-failed",
 GEOMETRY_FROM_RECORD = {
     # "the doc verifies 28.20 GiB / 184,832 tokens = 163,840 B/token (40 layers x 8 KV heads x 128 x 2 x 2)"
     "mistralai/Mistral-Small-3.2-24B-Instruct-2506": [KVCacheSpec(i, "full", 8, 128, 128, 2) for i in range(40)],
+    # enginrect/llmso labs/model-serving-and-llm-basics.md: "Qwen2.5-0.5B: hidden 896, layers 24, Q heads 14 vs KV heads
+    # 2" and "2×24×2×64×2 = 12KiB/token" (no config.json of Qwen2.5-0.5B-Instruct is held)
+    "Qwen/Qwen2.5-0.5B-Instruct": [KVCacheSpec(i, "full", 2, 64, 64, 2) for i in range(24)],
 }
 # B needs the utilization the run used. These records' sources do not state it for the run: the llm-d doc
 # gives no detail section for its gpt-oss-120b row (the record's 0.9 is the doc's template) and the row's own
@@ -352,7 +358,7 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
         return "no positive available KV memory in the log"
     if rec.get("num_gpu_blocks") is None and rec.get("kv_cache_tokens") is None and rec.get("kv_needed_gib") is None:
         return "the log gives no block, token or needed-memory count"
-    if rec.get("file") == NEW_LOGS.name and _fixture(rec) is None:
+    if rec.get("file") == NEW_LOGS.name and _fixture(rec) is None and rec.get("model") not in GEOMETRY_FROM_RECORD:
         return f"no fixture config for {rec.get('model')!r}"
     model, _ = _model(rec) if _fixture(rec) is not None else (None, "")
     by_stage = rec.get("available_kv_gib_by_stage")
@@ -374,6 +380,8 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     # vLLM's default, or DeepSeek-V4's backend's (FLASHMLA_SPARSE_DSV4: 256-token blocks only)
     block = rec.get("block_size") or (DSV4_FLASHMLA.block_size if model is not None and model.dsv4 else 16)
     max_len = rec.get("max_model_len") or rec.get("max_concurrency_len") or (model.max_model_len if model else 0)
+    if max_len == 0:
+        return "no max_model_len in the log and no config.json to take the model's window from"
     version = _version(rec)
     in_flight = _mnbt(rec) or 8192
     if version is not None and async_scheduling_default(parse_vllm_version(version))[0] and (
