@@ -471,3 +471,20 @@ def test_the_replica_block_count_of_the_metrics_logger_line_is_read() -> None:
     assert (log.tensor_parallel_size, log.max_num_batched_tokens, log.flashinfer_sampler) == (8, 2048, False)
     assert (log.weights_profiled_bytes, log.non_torch_bytes) == (round(27.72 * GiB), round(0.21 * GiB))
     assert log.available_kv_bytes == 11_425_235_660  # TP1's "Current kv cache memory in use", the excerpt's last
+
+
+def test_the_0_27_summary_line_alone_gives_the_kv_memory_and_the_profile_terms() -> None:
+    """vLLM 0.27.1 (4 × RTX PRO 6000, Qwen3-235B-A22B-Instruct-2507-FP8 at TP 4; a blog post's excerpt) prints no
+    "Available KV cache memory" line there: the gpu_worker summary gives the device total, the budget, consumed
+    memory (weights + non-torch), the peak activation, the CUDA graphs and the KV memory in use."""
+    log = parse_startup_log((NEW_RAW / "utho-4xrtxpro6000-qwen3-235b-a22b-2507-fp8-tp4-v0271.log").read_text(
+        encoding="utf-8"))
+    assert log.available_kv_bytes == round(27.85 * GiB) and log.total_gpu_memory_bytes == round(95.01 * GiB)
+    assert (log.consumed_memory_bytes, log.activation_with_graphs_bytes, log.cuda_graph_bytes) == (
+        round(56.89 * GiB), round(0.76 * GiB), round(0.32 * GiB))
+    assert (log.weights_loaded_bytes, log.kv_cache_tokens, log.max_concurrency) == (round(55.19 * GiB), 621_392, 18.96)
+    # 0.27's "Model loading took 0.93 GiB and 2.078159 seconds" (no "memory" word) is read as well
+    log = parse_startup_log((NEW_RAW / "enginrect-rtx4090-qwen2.5-0.5b-instruct-util085-v0271-failed.log").read_text(
+        encoding="utf-8"))
+    assert (log.vllm_version, log.weights_loaded_bytes, log.available_kv_bytes) == (
+        "0.27.1", round(0.93 * GiB), round(18.65 * GiB))
