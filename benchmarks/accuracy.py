@@ -161,9 +161,6 @@ TOKENS_ONLY = {"vllm-34076-5070ti-5090d-qwen3-coder-30b-fp8-pp2-failed",
 GEOMETRY_FROM_RECORD = {
     # "the doc verifies 28.20 GiB / 184,832 tokens = 163,840 B/token (40 layers x 8 KV heads x 128 x 2 x 2)"
     "mistralai/Mistral-Small-3.2-24B-Instruct-2506": [KVCacheSpec(i, "full", 8, 128, 128, 2) for i in range(40)],
-    # enginrect/llmso labs/model-serving-and-llm-basics.md: "Qwen2.5-0.5B: hidden 896, layers 24, Q heads 14 vs KV heads
-    # 2" and "2×24×2×64×2 = 12KiB/token" (no config.json of Qwen2.5-0.5B-Instruct is held)
-    "Qwen/Qwen2.5-0.5B-Instruct": [KVCacheSpec(i, "full", 2, 64, 64, 2) for i in range(24)],
 }
 # B needs the utilization the run used. These records' sources do not state it for the run: the llm-d doc
 # gives no detail section for its gpt-oss-120b row (the record's 0.9 is the doc's template) and the row's own
@@ -220,7 +217,7 @@ FIXTURE_FOR_RECORD["vllm-44376-2xgh200-deepseek-v4-flash-failed"] = (
 # Records run through the `vllm.LLM` class, whose batch defaults differ from `vllm serve`'s
 # (engine/arg_utils.py:get_batch_defaults: 16384 tokens on a ≥ 70 GiB GPU): their log shows the LLM(...) call.
 LLM_CLASS_RECORDS = {"vllm-44376-2xgh200-deepseek-v4-flash-failed", "ptocu-2xh200nvl-dsv4-flash-tp2-llm-4k",
-                     *LLM_CLASS_IDS_PP}
+                     "enginrect-rtx4090-qwen2.5-0.5b-instruct-llm-util092-v0271", *LLM_CLASS_IDS_PP}
 # MoE kernel, only where the log's own text names it (not inferred from its numbers).
 MOE_BACKEND_FOR_RECORD: dict[str, MoeBackend] = {
     # "marlin_utils_fp4.py:196] ... Weight-only FP4 compression will be used leveraging the Marlin kernel"

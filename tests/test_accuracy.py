@@ -353,6 +353,10 @@ def test_the_0_27_memory_summary_records_are_planned_and_exact() -> None:
         assert not isinstance(a, str) and a.exact and a.logged == tokens, a
         row = ROW[rid]
         assert row.in_range and abs(row.error_pct) < 1.5, row
-    # Qwen2.5-0.5B-Instruct (no config held): the KV geometry its source states gives the logged count exactly.
-    a = BENCH.check_tokens(BY_ID["enginrect-rtx4090-qwen2.5-0.5b-instruct-util085-v0271-failed"], False)
-    assert not isinstance(a, str) and a.exact and a.logged == "1,629,520 tokens", a
+    # Qwen2.5-0.5B-Instruct on an RTX 4090 (WSL2, 23.99 GiB), vllm serve and the vllm.LLM class: exact token counts,
+    # and the available memory inside the range (+0.3 %, -1.6 %).
+    for rid, tokens in (("enginrect-rtx4090-qwen2.5-0.5b-instruct-util085-v0271-failed", "1,629,520 tokens"),
+                        ("enginrect-rtx4090-qwen2.5-0.5b-instruct-llm-util092-v0271", "1,793,232 tokens")):
+        a = BENCH.check_tokens(BY_ID[rid], False)
+        assert not isinstance(a, str) and a.exact and a.logged == tokens, a
+        assert ROW[rid].in_range and ROW[rid].low_end_holds and abs(ROW[rid].error_pct) < 2.0, ROW[rid]
