@@ -492,3 +492,41 @@ def test_the_replica_block_count_of_the_metrics_logger_line_is_read() -> None:
             log.settings.flashinfer_sampler) == (8, 2048, False)
     assert (log.memory.weights_profiled_bytes, log.memory.non_torch_bytes) == (round(27.72 * GiB), round(0.21 * GiB))
     assert log.memory.available_kv_bytes == 11_425_235_660  # TP1's "Current kv cache memory in use", the excerpt's last
+
+
+# ---- the nesting: each figure in one group, the settings where ServeSettings keeps them
+
+
+def test_logged_settings_sit_under_the_config_servesettings_keeps_them_in() -> None:
+    """StartupLog.settings.cache_config.block_size is ServeSettings' cache_config.block_size: every logged
+    setting that is a ServeSettings field has the same config and name (kvplan/vllm/configs.py:SETTING_PATHS)."""
+    from kvplan.vllm.configs import SETTING_PATHS
+    from kvplan.vllm.startup_log import FIGURE_PATHS
+
+    configs = [path for path in FIGURE_PATHS.values() if path[0] == "settings" and len(path) == 3]
+    assert len(configs) == 13
+    for _, config, name in configs:
+        if name != "model":  # ServeSettings holds no model name (the model is its own argument)
+            assert SETTING_PATHS[name] == (config, name)
+
+
+def test_every_rule_writes_figures_of_startup_log() -> None:
+    from kvplan.vllm import startup_log as sl
+
+    written = {group for rule in sl._RULES for group in rule.pattern.groupindex}
+    written |= {name for rule in sl._RULES for name in rule.fixed} | set(sl._SETTING_KEYS.values())
+    assert written <= set(sl.FIGURE_PATHS)
+    assert set(sl.FIGURE_PATHS) - written == {"lines"}  # and every figure has a rule
+
+
+def test_the_calibrate_table_shows_every_figure_once_under_its_group() -> None:
+    """One section per StartupLog group; the 0.27+ peak activation with graphs is only a source of the
+    comparison's activation term (observe/calibration.py:_observed), not a row of the table."""
+    from kvplan.render.calibrate import SECTIONS
+    from kvplan.vllm.startup_log import SCHEMA_1_KEYS
+
+    shown = [f"{group}.{path}" for _, group, rows in SECTIONS for _, path, _ in rows]
+    assert len(shown) == len(set(shown))
+    assert set(path for _, path in SCHEMA_1_KEYS) - set(shown) == {"memory.activation_with_graphs_bytes"}
+    assert set(shown) <= set(path for _, path in SCHEMA_1_KEYS)
+    assert len(SCHEMA_1_KEYS) == 45  # StartupLog's 46 flat fields of schema_version 1, less `lines`
