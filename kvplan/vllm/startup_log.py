@@ -2,7 +2,10 @@
 
 vLLM prints its memory budget while it starts (weights loaded, profiling, KV cache, CUDA graphs) and the
 settings it runs with. This module turns those lines into one `StartupLog` so that kvplan's prediction
-can be compared with the real server term by term. It understands:
+can be compared with the real server term by term. StartupLog groups the figures as the log reads: `settings`
+(nested in vLLM's `model_config`, `cache_config`, `parallel_config`, `scheduler_config`, as ServeSettings is),
+`memory` (the budget per worker), `capacity`, `failure`, `timings`, and the matched `lines`. Each rule below is a
+regex whose groups name figures by their last name; `FIGURE_PATHS` routes each to its group. It understands:
 
 * V1 (vLLM ≥ 0.8; texts in vllm-reference.md §1.2, §3.2, §3.3): `Model loading took X GiB memory and
   T seconds` (0.11: `took X GiB and T seconds`), `Available KV cache memory: X GiB`, `GPU KV cache size:
