@@ -88,7 +88,7 @@ class LoggedCacheConfig:
     """vllm/config/cache.py:CacheConfig's fields a log shows."""
 
     gpu_memory_utilization: float | None = None
-    kv_cache_dtype: str | None = None
+    kv_cache_dtype: str | None = None  # CacheConfig.cache_dtype in vLLM 0.33; the flag's and ServeSettings' name
     block_size: int | None = None
     enable_prefix_caching: bool | None = None
 
