@@ -188,15 +188,6 @@ UNEXPLAINED = {
         "against 0.45 for 0.11's Triton caches: 0.3 GiB of the 2.21 together. The 0.19.1 MiniMax-M2.5 record (Triton "
         "again) leaves 1.74 GiB above kvplan too, so most of the gap is common to 0.16 and 0.19 and not the MoE "
         "kernel"),
-    "vllm-pr20665-4xl4-deepseek-v2-lite-tp2-pp2-eager": (
-        "DeepSeek-V2-Lite at TP 2 x PP 2 on 4 x L4, eager: kvplan is 0.19 / 0.21 GiB under the two stages (11.94 / "
-        "11.12 against 12.13 / 11.33), just below the range's top (12.10). The log prints no weights; counted from "
-        "the config (vllm/distributed/utils.py:get_pp_indices gives stage 0 layers 0-13, stage 1 layers 14-26): stage"
-        " 0 holds the embedding, the dense layer 0 (first_k_dense_replace: 81 M parameters) and 13 MoE layers (585 M "
-        "each), 7.35 GiB per TP rank; stage 1 holds 13 MoE layers and the LM head, 7.28 GiB. kvplan's "
-        "stage_stored_bytes (kvplan/model/weights.py) spreads the layers' bytes evenly (the dense layer counted as an"
-        " average one): 7.61 / 7.09 GiB, and this benchmark passes the stage-less 7.61 to both stages; about 0.25 GiB"
-        " of the gap is that weights split, a model term left to the memory-terms work"),
     "llmd-h100-mistral-small-32-24b": (
         "served with --config-format/--load-format mistral (params.json): its peak activation 2.12 GiB is "
         "below the 4.7 GiB the sampler warm-up over 1,024 rows × 131,072 logits costs every other 0.11 run "

@@ -341,7 +341,8 @@ def test_a_pp_record_is_compared_on_the_stage_whose_block_count_vllm_keeps() -> 
     assert not isinstance(a, str) and a.exact and a.logged == "807,792 tokens", a
     row = ROW[rec["id"]]
     assert row.logged_gib == 12.13 and "mla" in row.families and "pp" in row.families
-    assert row.low_end_holds and abs(row.error_pct) < 2.0, row
+    # stage 0 holds the dense layer 0 (kvplan/model/weights.py:stage_stored_bytes counts each stage's own layers)
+    assert row.in_range and row.low_end_holds and abs(row.error_pct) < 0.5, row
 
 
 def test_the_0_27_memory_summary_records_are_planned_and_exact() -> None:
