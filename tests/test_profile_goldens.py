@@ -18,6 +18,7 @@ from kvplan.model.hub import load_local
 from kvplan.model.spec import ModelSpec
 from kvplan.vllm.defaults import VllmVersion
 from kvplan.vllm.encoder_profile import qwen3_vl_encoder_phase
+from kvplan.vllm.encoder_qwen2_5_vl import qwen2_5_vl_encoder_phase
 from kvplan.vllm.memory.activation import (
     mrv2_sampler_phase_bytes,
     triton_moe_workspace_bytes,
@@ -112,10 +113,11 @@ def _encoder(case: dict[str, Any]) -> tuple[int, int]:
         return 0, 0
     tower = next(t for t in _model(case).towers if t.geometry is not None)
     assert tower.geometry is not None
-    image = 0 if "image=0" in case["args"] else 999
-    phase = qwen3_vl_encoder_phase(tower.geometry, VllmVersion(0, 33), model_runner_v2=False, tp=case["tp"],
-                                   max_num_batched_tokens=case["tokens"], max_num_seqs=case["max_num_seqs"],
-                                   max_model_len=case["max_model_len"], image_limit=image, video_limit=999)
+    image, video = (0 if f"{m}=0" in case["args"] else 999 for m in ("image", "video"))
+    encoder_phase = qwen2_5_vl_encoder_phase if tower.geometry.kind == "qwen2_5_vl" else qwen3_vl_encoder_phase
+    phase = encoder_phase(tower.geometry, VllmVersion(0, 33), model_runner_v2=False, tp=case["tp"],
+                          max_num_batched_tokens=case["tokens"], max_num_seqs=case["max_num_seqs"],
+                          max_model_len=case["max_model_len"], image_limit=image, video_limit=video)
     assert phase is not None
     pixels = phase.items * phase.item.patches * tower.geometry.patch_values
     return phase.forward_peak_bytes, phase.retained_bytes - pixels

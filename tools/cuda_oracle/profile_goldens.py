@@ -222,6 +222,16 @@ CASES: list[Case] = [
     *_enc("Qwen--Qwen3-VL-8B-Instruct", "multimodal", ("h100", "a100-80")),
     *_enc("Qwen--Qwen3-VL-8B-Instruct", "multimodal", ("h100",), args=("--max-num-batched-tokens", "32768")),
     *_enc("Qwen--Qwen3-VL-8B-Instruct", "multimodal", ("h100",), args=("--mm-limit", "image=0")),
+    # Qwen2.5-VL (Qwen2VLProcessingInfo: a video of up to 14 frames at the factorized image size; the image alone)
+    *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",), processor="qwen2.5-vl"),
+    *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",), args=("--max-model-len", "32768"),
+          processor="qwen2.5-vl"),
+    *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",), args=("--mm-limit", "video=0"),
+          processor="qwen2.5-vl"),
+    *_enc("Qwen--Qwen2.5-VL-72B-Instruct", "multimodal", ("h100",), (4,), processor="qwen2.5-vl"),
+    *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",), (2,), processor="qwen2.5-vl"),
+    *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",),
+          args=("--max-num-batched-tokens", "32768", "--mm-limit", "video=0"), processor="qwen2.5-vl"),
 ]
 
 
@@ -234,6 +244,12 @@ QWEN_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_st
 QWEN_FIRST_SPECIAL = 151643
 
 
+# Fields the probe's copy of a processor file changes (tests/fixtures/processors/<name>/SOURCE.md says why): the
+# committed Qwen2.5-VL file names its image processor "Qwen2_5_VLImageProcessor", a class transformers 5.19 does not
+# have; the official Qwen/Qwen2.5-VL-*-Instruct files name "Qwen2VLImageProcessor" (the class it resolves to).
+PROBE_FIELDS = {("qwen2.5-vl", "preprocessor_config.json"): {"image_processor_type": "Qwen2VLImageProcessor"}}
+
+
 def _probe_dir(case: Case, raw: Path) -> Path:
     """The folder the probe reads: the config's own, or for a case with processor files a folder of its config.json,
     tests/fixtures/processors/<processor>/*.json and a stand-in tokenizer (_standin_tokenizer)."""
@@ -244,6 +260,8 @@ def _probe_dir(case: Case, raw: Path) -> Path:
     (out / "config.json").write_bytes((case.model_dir / "config.json").read_bytes())
     for f in sorted((PROCESSORS / case.processor).glob("*.json")):
         (out / f.name).write_bytes(f.read_bytes())
+        if fields := PROBE_FIELDS.get((case.processor, f.name)):
+            (out / f.name).write_text(json.dumps({**json.loads(f.read_bytes()), **fields}, indent=2))
     if not (out / "tokenizer.json").exists():
         _standin_tokenizer(out)
     return out
