@@ -80,6 +80,9 @@ ORACLE_FAILURES = {
         "deepseek-ai--DeepSeek-V4-Flash__gb10-tp1_mml_262144_seqs_1_mnbt_8224",
         "deepseek-ai--DeepSeek-V4-Flash__h200-tp1_mml_262144_seqs_1_mnbt_2048",
         "deepseek-ai--DeepSeek-V4-Flash__h200-tp1_mml_262144_seqs_1_mnbt_8224"),
+    "transformers' Gemma4 vision encoder (gemma4_mm.py runs it) asks padding_mask.all() of a meta tensor (masking_utils"
+    "._ignore_bidirectional_mask_sdpa): data-dependent, after the processor built the dummy": (
+        "google--gemma-4-31B-it__h100-tp2-enc", "google--gemma-4-31B-it__h100-tp2-enc_mm-limit_video0"),
     "the fake device lacks shared_memory_per_block_optin (gpt-oss's Triton MoE kernels query it)": (
         "openai--gpt-oss-20b__h100-tp1_mml_16000", "openai--gpt-oss-120b__h100-tp1_mml_16000"),
 }
