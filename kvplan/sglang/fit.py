@@ -20,7 +20,14 @@ from kvplan.sglang.architectures import (
     model_class_refusal,
 )
 from kvplan.sglang.budget import Budget, FreeMemory, estimate_free_memory, profile_budget
-from kvplan.sglang.defaults import ServerDefaults, SglangDeployment, check_deployment, resolve_defaults
+from kvplan.sglang.defaults import (
+    ModelTraits,
+    ServerDefaults,
+    SglangDeployment,
+    SglangGpu,
+    check_deployment,
+    resolve_defaults,
+)
 from kvplan.sglang.dsa import is_dsa
 from kvplan.sglang.dsa import kv_dtype as dsa_kv_dtype
 from kvplan.sglang.dsa import page_size as dsa_page_size
@@ -268,15 +275,18 @@ def resolve_server_args(spec: ModelSpec, chip: GpuSpec,
     before the model class is built: a deployment the class then refuses still resolves)."""
     platform, sm = _platform(chip)
     ctx = context_length(spec, dep.context_length)
-    defaults = resolve_defaults(dep, gpu_mem_mib=gpu_memory_mib(chip), platform=platform,  # type: ignore[arg-type]
-                                sm_major=sm, use_mla=spec.mla is not None, kv_heads=total_kv_heads(spec),
-                                context_len=ctx, llama2_path="llama-2" in spec.name.lower(),
-                                architecture=spec.architectures[0] if spec.architectures else "",
-                                has_mamba=any(x.kind == "mamba" for x in spec.layers),
-                                prefill_graph_allowed=breakable_prefill_graph_kept(spec),
-                                vlm_factor=vlm_fraction_factor(spec), asymmetric_kv=asymmetric_kv(spec),
-                                dsa_page_size=dsa_page_size(spec, hip=platform == "hip") if is_dsa(spec) else None)
-    return platform, sm, ctx, defaults
+    gpu = SglangGpu(platform, sm, gpu_memory_mib(chip))  # type: ignore[arg-type]
+    return platform, sm, ctx, resolve_defaults(dep, gpu, model_traits(spec, hip=platform == "hip"), ctx)
+
+
+def model_traits(spec: ModelSpec, *, hip: bool) -> ModelTraits:
+    """What SGLang's server-argument resolution reads of the model (sglang/defaults.py:ModelTraits)."""
+    return ModelTraits(
+        use_mla=spec.mla is not None, kv_heads=total_kv_heads(spec),
+        architecture=spec.architectures[0] if spec.architectures else "", llama2_path="llama-2" in spec.name.lower(),
+        has_mamba=any(x.kind == "mamba" for x in spec.layers),
+        prefill_graph_allowed=breakable_prefill_graph_kept(spec), vlm_factor=vlm_fraction_factor(spec),
+        asymmetric_kv=asymmetric_kv(spec), dsa_page_size=dsa_page_size(spec, hip=hip) if is_dsa(spec) else None)
 
 
 def _check_kv_quant(kv_dtype: str, platform: str, sm: int | None, backend: str, geo: PoolGeometry | None,
