@@ -54,6 +54,7 @@ from kvplan.sglang.speculative import (
     MTP_ARCHITECTURES,
     NEXTN_REWRITTEN_TO_ONE,
     SpecDecode,
+    SpeculativeArgs,
     canonical_algorithm,
     resolve_speculative,
 )
@@ -241,12 +242,9 @@ def _speculative(spec: ModelSpec, dep: SglangDeployment, d: ServerDefaults, geo:
     max_running_requests it resolves, the pool geometry with the EAGLE/STANDALONE draft's layers."""
     if dep.speculative_algorithm is None:
         return dep, geo, None
-    sd = resolve_speculative(dep.speculative_algorithm, steps=dep.speculative_num_steps,
-                             topk=dep.speculative_eagle_topk, draft_tokens=dep.speculative_num_draft_tokens,
-                             draft_path=dep.speculative_draft_model_path, model_path=spec.name,
-                             architecture=spec.architectures[0] if spec.architectures else "",
-                             max_running=dep.max_running_requests, attn_dp_size=d.attn_dp_size,
-                             backend=d.attention_backend, page_size=d.page_size)
+    sd = resolve_speculative(SpeculativeArgs(
+        dep.speculative_algorithm, dep.speculative_num_steps, dep.speculative_eagle_topk,
+        dep.speculative_num_draft_tokens, dep.speculative_draft_model_path, dep.max_running_requests), spec, d)
     dep = dataclasses.replace(dep, max_running_requests=sd.max_running_requests)
     if geo is not None and sd.algorithm in EAGLE_FAMILY:
         distinct = sd.draft_model_path not in (None, spec.name)
