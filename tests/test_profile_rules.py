@@ -5,6 +5,7 @@ from __future__ import annotations
 from kvplan.vllm.defaults import VllmVersion
 from kvplan.vllm.memory.activation import (
     MRV2_UNSEEN_BYTES,
+    ProfileRun,
     estimate_activation,
     mrv2_default_sampler_phase_bytes,
     ported_profile_rule,
@@ -38,8 +39,7 @@ def test_mrv2_on_0_27_peaks_in_the_forward_plus_the_unseen_term() -> None:
     """Qwen3-8B on 0.27 (MRV2, 8,192 tokens / 1,024 sequences): the greedy dummy pass is below the forward, so the
     term is the ported forward plus MRV2_UNSEEN_BYTES, its low end the forward − 10 %."""
     model = load_fixture("Qwen--Qwen3-8B")
-    t = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024, version=VllmVersion(0, 27),
-                            model_runner_v2=True)
+    t = estimate_activation(model, ProfileRun(8192, 1024, tp=1), version=VllmVersion(0, 27), model_runner_v2=True)
     forward = v1_forward_phase_bytes(model, tp=1, num_tokens=8192)
     assert t.bytes == forward + MRV2_UNSEEN_BYTES and t.low_bytes == int(forward * 0.9)
     assert "default pass" in t.assumption

@@ -26,7 +26,7 @@ from kvplan.vllm.configs import ParallelConfig
 from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, DSV4_PACKED_GROUPS_SINCE, KV_TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.vllm.dtype import served_dtype
 from kvplan.vllm.kv_connectors import connector_cpu_note
-from kvplan.vllm.memory.activation import estimate_activation, penalty_state_bytes
+from kvplan.vllm.memory.activation import ProfileRun, estimate_activation, penalty_state_bytes
 from kvplan.vllm.memory.budget import (
     MemoryBudget,
     MemoryTerm,
@@ -94,12 +94,12 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     activation = (user_term("activation", s.measured.activation_bytes, "--activation-memory")
                   if s.measured.activation_bytes is not None
                   else _with_encoder_profile(
-                      estimate_activation(model, tp=par.tensor_parallel_size,
-                                          max_num_batched_tokens=batch.max_num_batched_tokens,
-                                          max_num_seqs=batch.max_num_seqs, version=r.version,
-                                          flashinfer_sampler=s.env.use_flashinfer_sampler, with_sampler=last,
-                                          model_runner_v2=r.model_runner.v2, first_stage=stage in (None, 0),
-                                          moe_tp=_moe_tensor_parallel(model, par)),
+                      estimate_activation(model, ProfileRun(batch.max_num_batched_tokens, batch.max_num_seqs,
+                                                            tp=par.tensor_parallel_size,
+                                                            moe_tp=_moe_tensor_parallel(model, par),
+                                                            first_stage=stage in (None, 0), with_sampler=last),
+                                          version=r.version, flashinfer_sampler=s.env.use_flashinfer_sampler,
+                                          model_runner_v2=r.model_runner.v2),
                       model, s, r, first=stage in (None, 0)))
     integrated = getattr(gpu, "integrated", False)
     measured = s.measured
