@@ -18,7 +18,7 @@ from kvplan.vllm.memory.budget import (
     memory_budget,
     startup_baseline_bytes,
 )
-from kvplan.vllm.memory.cuda_graphs import estimate_cuda_graphs
+from kvplan.vllm.memory.cuda_graphs import GraphCapture, estimate_cuda_graphs
 from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import estimate_weights
 from tests.conftest import load_fixture
@@ -104,13 +104,13 @@ def test_cuda_graph_estimate_counts_the_extrapolated_graphs() -> None:
     """max_num_seqs 1024, MNBT 8192 on Hopper: capture sizes up to 512 → 51 piecewise + 51 full graphs, of which
     vLLM's estimate extrapolates 50 + 50 at 6 MiB each on a 64 MiB first capture (gpu_model_runner.py:
     profile_cudagraph_memory; constants from tests/fixtures/data/cuda-graph-estimates.yaml)."""
-    t = estimate_cuda_graphs(max_num_seqs=1024, max_num_batched_tokens=8192, arch="hopper", enforce_eager=False)
+    t = estimate_cuda_graphs(GraphCapture(1024, 8192, arch="hopper", enforce_eager=False))
     assert t.bytes == 64 * MIB + 100 * 6 * MIB
 
 
 def test_cuda_graphs_cost_nothing_with_enforce_eager_or_before_v021() -> None:
-    eager = estimate_cuda_graphs(max_num_seqs=1024, max_num_batched_tokens=8192, arch="hopper", enforce_eager=True)
-    old = estimate_cuda_graphs(max_num_seqs=1024, max_num_batched_tokens=8192, arch="hopper", enforce_eager=False,
+    eager = estimate_cuda_graphs(GraphCapture(1024, 8192, arch="hopper", enforce_eager=True))
+    old = estimate_cuda_graphs(GraphCapture(1024, 8192, arch="hopper", enforce_eager=False),
                                version=VllmVersion(0, 11))
     assert (eager.bytes, eager.source) == (0, "none")
     assert (old.bytes, old.source) == (0, "not subtracted")
@@ -293,8 +293,8 @@ def test_compilation_config_refusals_are_vllms() -> None:
 def test_cudagraph_mode_none_costs_nothing() -> None:
     from kvplan.vllm.memory.cuda_graphs import compilation_settings
 
-    t = estimate_cuda_graphs(max_num_seqs=1024, max_num_batched_tokens=8192, arch="hopper",
-                             enforce_eager=False, compilation=compilation_settings({"cudagraph_mode": "NONE"}))
+    t = estimate_cuda_graphs(GraphCapture(1024, 8192, arch="hopper", enforce_eager=False,
+                                          compilation=compilation_settings({"cudagraph_mode": "NONE"})))
     assert (t.bytes, t.source) == (0, "none")
 
 

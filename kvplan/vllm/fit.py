@@ -35,7 +35,7 @@ from kvplan.vllm.memory.budget import (
     startup_baseline_bytes,
     user_term,
 )
-from kvplan.vllm.memory.cuda_graphs import compilation_settings, estimate_cuda_graphs
+from kvplan.vllm.memory.cuda_graphs import GraphCapture, compilation_settings, estimate_cuda_graphs
 from kvplan.vllm.memory.lora import lora_bytes_per_gpu
 from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import estimate_weights, tower_bytes_per_gpu
@@ -110,14 +110,12 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                                           model, r))
     graphs = (user_term("cuda_graphs", measured.cuda_graph_bytes, "--cuda-graph-memory")
               if measured.cuda_graph_bytes is not None
-              else estimate_cuda_graphs(moe_layers_on_worker=_moe_layers_on_worker(model, par, stage),
-                                        tp=_moe_tensor_parallel(model, par),
-                                        max_num_seqs=batch.max_num_seqs,
-                                        max_num_batched_tokens=batch.max_num_batched_tokens,
-                                        arch=gpu.arch, enforce_eager=mc.enforce_eager, version=r.version,
-                                        compilation=compilation_settings(s.compilation_config),
-                                        architecture=model.architectures[0] if model.architectures else None,
-                                        subtracted=s.env.estimate_cudagraphs, model_runner_v2=r.model_runner.v2))
+              else estimate_cuda_graphs(GraphCapture(
+                  batch.max_num_seqs, batch.max_num_batched_tokens, arch=gpu.arch, enforce_eager=mc.enforce_eager,
+                  compilation=compilation_settings(s.compilation_config),
+                  architecture=model.architectures[0] if model.architectures else None,
+                  moe_layers_on_worker=_moe_layers_on_worker(model, par, stage), tp=_moe_tensor_parallel(model, par)),
+                  version=r.version, subtracted=s.env.estimate_cudagraphs, model_runner_v2=r.model_runner.v2))
     return memory_budget(
         cuda_total_bytes=gpu.cuda_total_bytes,
         gpu_memory_utilization=r.cache_config.gpu_memory_utilization,
