@@ -22,7 +22,7 @@ from kvplan.sglang.command_line import parse_sglang_command
 from kvplan.sglang.defaults import SglangDeployment
 from kvplan.sglang.engine_args import deployment_fields
 from kvplan.sglang.fit import SglangFit, plan_sglang_fit, resolve_server_args
-from kvplan.sglang.pool import size_pool
+from kvplan.sglang.pool import PoolLimits, size_pool
 from kvplan.sglang.speculative import SpeculativeArgs, draft_cell_bytes, resolve_speculative
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -68,9 +68,10 @@ def _assert_pool(fit: SglangFit, run: dict[str, Any]) -> None:
     p = run["pool"]
     assert fit.geometry is not None and fit.geometry.cell_bytes == p["cell_size_bytes"]
     assert fit.geometry.draft_layers == (p["eagle_draft_num_layers"] or 0)
-    pool = size_pool(fit.geometry, p["kv_budget_bytes"], page_size=fit.defaults.page_size,
-                     context_len=fit.context_len, max_running=fit.speculative.max_running_requests
-                     if fit.speculative else None, attn_dp_size=fit.defaults.attn_dp_size)
+    pool = size_pool(fit.geometry, p["kv_budget_bytes"], PoolLimits(
+        page_size=fit.defaults.page_size, context_len=fit.context_len,
+        max_running=fit.speculative.max_running_requests if fit.speculative else None,
+        attn_dp_size=fit.defaults.attn_dp_size))
     assert (pool.max_total_num_tokens, pool.max_running_requests) == (p["max_total_num_tokens"],
                                                                      p["max_running_requests"])
 

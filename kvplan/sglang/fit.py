@@ -41,6 +41,7 @@ from kvplan.sglang.pool import (
     GEMMA4_ASSISTANT,
     GEMMA4_ASSISTANT_FORWARD,
     PoolGeometry,
+    PoolLimits,
     TokenPool,
     context_length,
     geometry,
@@ -322,10 +323,9 @@ def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: Se
         return None, budget.refusal
     assert budget.budget_bytes is not None and geo is not None
     try:
-        pool = size_pool(geo, budget.budget_bytes, page_size=d.page_size, context_len=ctx,
-                         max_total_tokens=dep.max_total_tokens, max_running=dep.max_running_requests,
-                         attn_dp_size=d.attn_dp_size, chunked_prefill_size=d.chunked_prefill_size,
-                         max_prefill_tokens=d.max_prefill_tokens, mamba=budget.mamba, sync_tokens=sync_tokens)
+        limits = PoolLimits(d.page_size, ctx, dep.max_total_tokens, dep.max_running_requests, d.attn_dp_size,
+                            d.chunked_prefill_size, d.max_prefill_tokens)
+        pool = size_pool(geo, budget.budget_bytes, limits, mamba=budget.mamba, sync_tokens=sync_tokens)
     except InvalidParameter as exc:
         return None, str(exc)
     return pool, SglangStartup.STARTS
