@@ -777,10 +777,10 @@ def simulate_serve(
         wl.check_serve_requests(len(records), f"{trace}: the trace's requests")
         requests = wl.trace_serve_requests(records, outputs, seed)
     else:
-        requests = wl.synthetic_serve_requests(
+        requests = wl.synthetic_serve_requests(wl.SyntheticLoad(
             num_requests, request_rate=rate, arrival=str(getattr(arrival, "value", arrival)),
-            prompt_len=_length_dist(prompt_len, "--prompt-len"), output_len=outputs, block_size=config.block_size,
-            shared_prefix_tokens=shared_prefix_tokens, seed=seed)
+            prompt_len=_length_dist(prompt_len, "--prompt-len"), output_len=outputs,
+            shared_prefix_tokens=shared_prefix_tokens, seed=seed), block_size=config.block_size)
     fixed = (step_ms, ms_per_token, ms_per_context_ktok)
     roofline, pool = None, None
     if deployment is not None and all(v is None for v in fixed):

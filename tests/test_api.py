@@ -296,7 +296,7 @@ def test_library_simulate_serve_is_the_command() -> None:
     """64 requests at once through 600 blocks and 32 seats at a fixed 10 ms per step: the run preempts, as the
     scheduler alone (kvplan.serve_report) does on the same requests."""
     from kvplan.sim.scheduler import FixedCost, SchedulerConfig
-    from kvplan.sim.workloads import parse_length_dist, synthetic_serve_requests
+    from kvplan.sim.workloads import SyntheticLoad, parse_length_dist, synthetic_serve_requests
 
     finished: list[tuple[int, int]] = []
     report = kvplan.simulate_serve(64, num_gpu_blocks=600, max_num_seqs=32, max_num_batched_tokens="2048",
@@ -308,9 +308,10 @@ def test_library_simulate_serve_is_the_command() -> None:
                         "uniform:100:600", "--seed", "7", "--step-ms", "10", "--ms-per-token", "0",
                         "--ms-per-context-ktok", "0", "--ttft-slo", "2s", "--tpot-slo", "50", "--json")
     assert code == 0 and _json("simulate-serve", report) == out.strip()
-    requests = synthetic_serve_requests(64, request_rate=float("inf"), arrival="poisson",
-                                        prompt_len=parse_length_dist("uniform:200:800"),
-                                        output_len=parse_length_dist("uniform:100:600"), block_size=16, seed=7)
+    requests = synthetic_serve_requests(SyntheticLoad(64, request_rate=float("inf"), arrival="poisson",
+                                                      prompt_len=parse_length_dist("uniform:200:800"),
+                                                      output_len=parse_length_dist("uniform:100:600"), seed=7),
+                                        block_size=16)
     core = kvplan.serve_report(requests, SchedulerConfig(600, 16, 32, 2048), FixedCost(0.01, 0.0, 0.0),
                                ttft_slo_s=2.0, tpot_slo_s=0.05)
     assert report.num_preemptions == core.num_preemptions > 0 and report == core

@@ -561,12 +561,27 @@ class ServeRequest:
     num_prefix_blocks: int = 0
 
 
-def synthetic_serve_requests(num_requests: int, *, request_rate: float, arrival: str, prompt_len: LengthDist,
-                             output_len: LengthDist, block_size: int, shared_prefix_tokens: int = 0,
-                             seed: int = 0) -> list[ServeRequest]:
-    """`num_requests` requests with sampled lengths; each prompt starts with the same
+@dataclass(frozen=True)
+class SyntheticLoad:
+    """A synthetic serving load, as `vllm bench serve` describes one: `num_requests` arriving at `request_rate`
+    per second (∞: all at once) by `arrival` (ARRIVALS), prompt and output lengths drawn from their
+    distributions, the first `shared_prefix_tokens` of every prompt shared (a system prompt), drawn from `seed`."""
+
+    num_requests: int
+    request_rate: float
+    arrival: str
+    prompt_len: LengthDist
+    output_len: LengthDist
+    shared_prefix_tokens: int = 0
+    seed: int = 0
+
+
+def synthetic_serve_requests(load: SyntheticLoad, *, block_size: int) -> list[ServeRequest]:
+    """`load.num_requests` requests with sampled lengths; each prompt starts with the same
     `shared_prefix_tokens` (capped at its length). Arrivals, prompts and outputs use separate seeded
     streams, so changing one distribution leaves the others' draws unchanged."""
+    num_requests, shared_prefix_tokens, seed = load.num_requests, load.shared_prefix_tokens, load.seed
+    request_rate, arrival, prompt_len, output_len = load.request_rate, load.arrival, load.prompt_len, load.output_len
     _check_positive(num_requests=num_requests, block_size=block_size)
     if shared_prefix_tokens < 0:
         raise InvalidParameter(f"shared-prefix-tokens must be ≥ 0, got {shared_prefix_tokens}")
