@@ -449,10 +449,8 @@ def _sglang_fit(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> SglangFit:
 
     assert dep.sglang is not None
     sgl, measured = dep.sglang, dep.settings.measured
-    best, low, high = target_weights_bytes(model, given=measured.weights_bytes, tp=sgl.tp, pp=sgl.pp, arch=gpu.arch,
-                                           total_bytes=measured.weights_total_bytes,
-                                           algorithm=sgl.speculative_algorithm,
-                                           draft_path=sgl.speculative_draft_model_path)
+    best, low, high = target_weights_bytes(model, sgl, arch=gpu.arch, given=measured.weights_bytes,
+                                           total_bytes=measured.weights_total_bytes)
     return plan_sglang_fit(model, gpu, dep.sglang, weights_bytes=best, weights_range=(low, high))
 
 

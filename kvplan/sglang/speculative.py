@@ -226,17 +226,37 @@ def own_mtp_weights_bytes(spec: ModelSpec, *, algorithm: str | None, draft_path:
     return -(-layers * mtp_module_stored_bytes(spec) // tp)
 
 
-def target_weights_bytes(spec: ModelSpec, *, given: int | None, tp: int, pp: int, arch: str | None,
-                         total_bytes: int | None, algorithm: str | None,
-                         draft_path: str | None) -> tuple[int, int, int]:
-    """(bytes, low, high) on the busiest GPU that SGLang has loaded for the target when it sizes the pool: the
-    measured `given` exactly, else kvplan/vllm/memory/weights.py:given_or_estimated_weights plus the target's
+class WeightsLayout(Protocol):
+    """What the target's loaded weights depend on of a deployment (sglang/defaults.py:SglangDeployment's fields):
+    its TP and PP split and the speculative draft it reads from the target's checkpoint."""
+
+    @property
+    def tp(self) -> int: ...
+
+    @property
+    def pp(self) -> int: ...
+
+    @property
+    def speculative_algorithm(self) -> str | None: ...
+
+    @property
+    def speculative_draft_model_path(self) -> str | None: ...
+
+
+def target_weights_bytes(spec: ModelSpec, dep: WeightsLayout, *, arch: str | None, given: int | None,
+                         total_bytes: int | None) -> tuple[int, int, int]:
+    """(bytes, low, high) on the busiest GPU that SGLang has loaded for the target when it sizes the pool of
+    deployment `dep` on a GPU of `arch`: the measured `given` exactly, else
+    kvplan/vllm/memory/weights.py:given_or_estimated_weights (`total_bytes`: the safetensors total) plus the target's
     own MTP draft modules (own_mtp_weights_bytes). A separate draft checkpoint is the caller's to add."""
     from kvplan.vllm.memory.weights import given_or_estimated_weights
 
-    best, low, high = given_or_estimated_weights(spec, given=given, tp=tp, pp=pp, arch=arch, total_bytes=total_bytes)
+    tp = dep.tp
+    best, low, high = given_or_estimated_weights(spec, given=given, tp=tp, pp=dep.pp, arch=arch,
+                                                 total_bytes=total_bytes)
     if given is not None:
         return best, low, high
-    extra = own_mtp_weights_bytes(spec, algorithm=algorithm, draft_path=draft_path, tp=tp,
+    extra = own_mtp_weights_bytes(spec, algorithm=dep.speculative_algorithm,
+                                  draft_path=dep.speculative_draft_model_path, tp=tp,
                                   stored_total=total_bytes is not None)
     return best + extra, low + extra, high + extra
