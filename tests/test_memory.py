@@ -350,7 +350,7 @@ def test_a_native_sampler_log_is_planned_with_its_sampler() -> None:
     from tests.conftest import CONFIGS
 
     raw = CONFIGS.parent / "startup-logs" / "raw" / "ghlog-2xh200-qwen3-next-80b-a3b-instruct-tp2-v0102.log"
-    assert parse_startup_log(raw.read_text()).flashinfer_sampler is False
+    assert parse_startup_log(raw.read_text()).settings.flashinfer_sampler is False
     model = load_fixture("Qwen--Qwen3-Next-80B-A3B-Instruct")
     t = estimate_activation(model, ProfileRun(8192, 1024, tp=2), version=VllmVersion(0, 10), flashinfer_sampler=False)
     assert round(t.bytes / GIB, 2) == 5.60 and "38.4 B" in t.assumption
