@@ -635,19 +635,20 @@ def _simulate_deployment(model: str | None, gpu: str | None, given: Mapping[str,
     """`kvplan fit MODEL --gpu GPU` at the flags in `given` (vLLM's names, read as fit reads them) as the simulators'
     pool, or None when `pool` (--num-gpu-blocks, --kv-tokens) gives it directly (sim/inputs.py:pool_from_deployment
     refuses a mix, and the `deployment_only` flags given without --model/--gpu)."""
-    from kvplan.hardware.gpus import get_gpu
     from kvplan.sim.inputs import SimDeployment, pool_from_deployment
+
+    model, gpu = _text(model, "--model"), _text(gpu, "--gpu")
+    if not pool_from_deployment(model, gpu, num_gpu_blocks=pool[0], kv_tokens=pool[1],
+                                deployment_options=dict(deployment_only)):
+        return None  # a pool given directly loads none of fit's stack (kvplan simulate's start-up)
+    assert model is not None and gpu is not None
+    from kvplan.hardware.gpus import get_gpu
     from kvplan.sim.sizing import fitted_pool
     from kvplan.vllm.environment import vllm_environment
     from kvplan.vllm.fit import plan_fit
     from kvplan.vllm.flags import settings_from_flags
     from kvplan.vllm.loading import with_stored_weights
 
-    model, gpu = _text(model, "--model"), _text(gpu, "--gpu")
-    if not pool_from_deployment(model, gpu, num_gpu_blocks=pool[0], kv_tokens=pool[1],
-                                deployment_options=dict(deployment_only)):
-        return None
-    assert model is not None and gpu is not None
     settings = settings_from_flags(given, env=vllm_environment(os.environ))
     gpus_file = given.get("gpus_file")
     chip = get_gpu(gpu, str(gpus_file) if gpus_file else None)
