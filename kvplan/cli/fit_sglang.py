@@ -237,7 +237,8 @@ def _sweep(model: str, params: dict[str, Any], dep: Any, *, json_: bool) -> None
                                     total_bytes=stored.bytes if stored else None,
                                     algorithm=dep.speculative_algorithm, draft_path=dep.speculative_draft_model_path)
 
-    report = sweep_sglang(spec, list(gpus.load_catalog(params.get("gpus_file")).values()), dep, weights)
+    report = sweep_sglang(spec, list(gpus.load_catalog(params.get("gpus_file")).values()), dep, weights,
+                          revision=params.get("revision"))
     if json_:
         from kvplan.render.json import dumps
 

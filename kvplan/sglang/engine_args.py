@@ -10,6 +10,7 @@ from the parser `server_args.py:ServerArgs.add_cli_args` builds. That parser kee
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -64,6 +65,8 @@ SGLANG_ARGS: tuple[SglangArg, ...] = (
                                                                           "tokens (0.8)."),
     SglangArg("mamba_full_memory_ratio", "--mamba-full-memory-ratio", "float", "Mamba state / KV pool memory "
                                                                               "(0.9)."),
+    SglangArg("trust_remote_code", "--trust-remote-code", "switch", "Read a config that needs the repository's "
+                                                                   "code (kvplan still runs none of it)."),
 )
 MODELLED = {arg.dest: arg for arg in SGLANG_ARGS}
 # dests that change memory in ways this slice does not model: the caller warns.
@@ -149,3 +152,24 @@ def deployment_fields(options: Mapping[str, object]) -> dict[str, object]:
     if options.get("attn_dp_size") is not None:
         fields.update(dp=_cast(options["attn_dp_size"], int, "attn_dp_size"), enable_dp_attention=True)
     return fields
+
+
+# Short spellings launch_server_line writes (unique prefixes or aliases argparse resolves: resolve_flag).
+_SHORT = {"tp_size": "--tp", "dp_size": "--dp", "ep_size": "--ep"}
+
+
+def launch_server_line(model: str, fields: Mapping[str, object], defaults: Mapping[str, object],
+                       revision: str | None = None) -> str:
+    """The `python -m sglang.launch_server` line of a deployment: every SglangDeployment field in `fields` that
+    differs from `defaults` (SglangDeployment()'s) as its canonical flag, so that parse_sglang_command and
+    deployment_fields read back the same deployment (--tp always; --dp N --enable-dp-attention as typed)."""
+    words = ["python -m sglang.launch_server --model-path", shlex.quote(model)]
+    if revision is not None:
+        words.append(f"--revision {shlex.quote(revision)}")
+    for field_name, dest, _kind in _DEPLOYMENT_FIELDS:
+        value = fields[field_name]
+        if value == defaults[field_name] and field_name != "tp" or value is None or value is False:
+            continue
+        flag = _SHORT.get(dest, MODELLED[dest].flag)
+        words.append(flag if value is True else f"{flag} {shlex.quote(str(value))}")
+    return " ".join(words)
