@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -210,3 +211,78 @@ def test_pp_stages_split_the_layers_and_keep_the_min() -> None:
     assert fit.pool.max_total_num_tokens == fit.budget.budget_bytes // cell_16
     stage0 = (fit.pool.max_total_num_tokens + 1) * 576 * 2 * 15  # stage 0's line: its 15 layers, rows = tokens + page
     assert fit.pool.log_lines[0].endswith(f"KV size: {stage0 / 2**30:.2f} GB")
+
+
+OVERRIDE_RUNS = [r for r in RUNS.values() if "__json-model-override-args_" in r["id"]]
+
+
+def _override_text(run: dict[str, Any]) -> str:
+    """The JSON the run gave SGLang (`--set json_model_override_args='…'`)."""
+    (word,) = [w for w in run["args"] if w.startswith("json_model_override_args=")]
+    return word.split("=", 1)[1].strip("'")
+
+
+@pytest.mark.parametrize("run", OVERRIDE_RUNS, ids=[r["id"] for r in OVERRIDE_RUNS])
+def test_json_model_override_args_change_the_pool_as_sglang_applies_them(run: dict[str, Any]) -> None:
+    # utils/hf_transformers/config.py:get_config, key by key: setattr (layers 14 → 1,914,078 tokens), rope_scaling
+    # merged (Llama-3.1's llama3 rope_type kept: its context stays 131,072), a sub-config updated one level; on
+    # Qwen2.5-VL the flat keys went into text_config, so an outer num_hidden_layers changes nothing (36 layers)
+    # while {"text_config": …} does (18); the context the override gives reaches the server arguments (MI300X's
+    # aiter × 0.85 is not applied at 8,192: 0.867)
+    from kvplan.model.hub import load_local
+    from kvplan.sglang.engine_args import deployment_fields
+    from kvplan.sglang.model_override import deployment_config_overrides
+
+    fields = deployment_fields({"json_model_override_args": _override_text(run), "tp_size": run["args"][1]})
+    dep = SglangDeployment(**fields)  # type: ignore[arg-type]
+    fixtures = Path(__file__).parent / "fixtures"
+    folder = next(f for f in (fixtures / "corpus/configs" / run["model"], fixtures / "configs" / run["model"])
+                  if (f / "config.json").exists())
+    spec = load_local(str(folder), hf_overrides=deployment_config_overrides(dep.json_model_override_args))
+    measured = FreeMemory(run["pre_gib"], run["avail_gib"], (run["pre_gib"],) * 2, (run["avail_gib"],) * 2, "given")
+    fit = plan_sglang_fit(spec, get_gpu(sglang_goldens.GPU_IDS[run["gpu"]]), dep, weights_bytes=0,
+                          weights_range=(0, 0), measured=measured)
+    p = run["pool"]
+    geo = fit.geometry
+    assert geo is not None and geo.layers + (geo.swa.layers if geo.swa else 0) == p["num_kv_layers"]
+    assert fit.context_len == p["context_len"]
+    _assert_run(fit, run)
+
+
+def test_json_model_override_args_reach_the_model_from_a_pasted_line_and_a_plan(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    model = Path(__file__).parent / "fixtures" / "configs" / "Qwen--Qwen2.5-7B"
+    line = "python -m sglang.launch_server --model-path m --json-model-override-args '{\"num_hidden_layers\": 14}'"
+    fit = CliRunner().invoke(app, ["fit", str(model), "--gpu", "h100", "--json", "--sglang-cmd", line])
+    assert fit.exit_code == 0, fit.output
+    assert json.loads(fit.stdout)["geometry"]["layers"] == 14
+    sweep = CliRunner().invoke(app, ["fit", str(model), "--json", "--sglang-cmd", line])
+    (row,) = [r for r in json.loads(sweep.stdout)["rows"] if r["gpu"] == "h100-sxm"]
+    assert "--json-model-override-args '{\"num_hidden_layers\":14}'" in row["command"]
+    assert row["max_total_num_tokens"] == json.loads(fit.stdout)["max_total_num_tokens"]
+    plan = tmp_path / "plan.yaml"  # a plan's `sglang:` mapping takes the object itself
+    plan.write_text(f"deployments:\n  - name: x\n    engine: sglang\n    gpu: h100\n    model: {model}\n"
+                    "    sglang:\n      json_model_override_args: {num_hidden_layers: 14}\n"
+                    "    require:\n      starts: true\n")
+    checked = CliRunner().invoke(app, ["check", str(plan), "--offline", "--json"])
+    assert checked.exit_code == 0, checked.output
+    (dep,) = json.loads(checked.stdout)["deployments"]
+    assert dep["kv_cache_tokens"] == json.loads(fit.stdout)["max_total_num_tokens"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("{\"num_hidden_layers\": 14", "not valid JSON (Expecting ',' delimiter at character 24)"),
+    ("[1]", "must be a JSON object, got list"),
+    ("{\"a\": " * 100 + "1" + "}" * 100, "nested deeper than 8 levels"),
+    ("[" * 5000 + "]" * 5000, "nested deeper than 8 levels"),  # json's own recursion limit, caught
+    ("{\"a\": \"" + "x" * 70000 + "\"}", "more than kvplan reads (65,536)"),
+])
+def test_malformed_json_model_override_args_is_one_line(text: str, message: str) -> None:
+    from kvplan.errors import ParseError
+    from kvplan.sglang.model_override import parse_model_override_args
+
+    with pytest.raises(ParseError, match="^--json-model-override-args.*" + re.escape(message)):
+        parse_model_override_args(text)

@@ -365,14 +365,15 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     free = measured or estimate_free_memory(cuda_total_bytes=chip.cuda_total_bytes, weights_bytes=weights_bytes,
                                             weights_range=weights_range, world=dep.tp * dep.pp)
     frac = defaults.mem_fraction_static
-    state = mamba_state(spec, attn_tp=defaults.attn_tp_size, tp=dep.tp)
+    state = mamba_state(spec, attn_tp=defaults.attn_tp_size, tp=dep.tp, ssm_dtype=dep.mamba_ssm_dtype)
     mm_gib = mm_reservation_gib(spec, hopper=platform == "cuda" and sm == 9, gpu_mem_mib=gpu_memory_mib(chip),
                                 max_running_requests=dep.max_running_requests)
     ratio = mamba_ratio(spec.architectures[0] if spec.architectures else "")
 
     def profile(avail: float, pre: float) -> Budget:
         return profile_budget(avail_gib=avail, pre_gib=pre, mem_fraction_static=frac, mm_reservation_gib=mm_gib,
-                              mamba=state, mamba_ratio=ratio, mamba_full_memory_ratio=dep.mamba_full_memory_ratio)
+                              mamba=state, mamba_ratio=ratio, mamba_full_memory_ratio=dep.mamba_full_memory_ratio,
+                              max_mamba_cache_size=dep.max_mamba_cache_size, attn_dp_size=defaults.attn_dp_size)
 
     budget = profile(free.avail_gib, free.pre_gib)
     if early and budget.refusal is None:
