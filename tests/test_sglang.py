@@ -514,7 +514,9 @@ def test_launch_server_line_reads_back_as_the_same_deployment() -> None:
                            attention_backend="triton", cuda_graph_max_bs=64, disable_cuda_graph=True,
                            speculative_algorithm="EAGLE", speculative_num_steps=2, speculative_eagle_topk=4,
                            speculative_num_draft_tokens=6, speculative_draft_model_path="org/draft",
-                           trust_remote_code=True, swa_full_tokens_ratio=0.5, mamba_full_memory_ratio=0.7)
+                           trust_remote_code=True, swa_full_tokens_ratio=0.5, mamba_full_memory_ratio=0.7,
+                           use_aiter=True, disable_hybrid_swa_memory=True, max_mamba_cache_size=100,
+                           mamba_ssm_dtype="bfloat16", json_model_override_args='{"num_hidden_layers":2}')
     line = launch_server_line("org/model", asdict(dep), asdict(SglangDeployment()), revision="main")
     cmd = parse_sglang_command(line)
     assert (cmd.model, cmd.revision, cmd.ignored, cmd.unmodelled) == ("org/model", "main", (), ())

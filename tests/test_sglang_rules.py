@@ -14,7 +14,9 @@ from kvplan.errors import InvalidParameter
 from kvplan.hardware.gpus import get_gpu
 from kvplan.sglang.architectures import heads_refusal
 from kvplan.sglang.budget import FreeMemory
+from kvplan.sglang.command_line import parse_sglang_command
 from kvplan.sglang.defaults import SglangDeployment
+from kvplan.sglang.engine_args import deployment_fields
 from kvplan.sglang.fit import SglangFit, plan_sglang_fit, resolve_server_args
 from kvplan.sglang.pool import size_pool
 from kvplan.sglang.pp import pp_layer_ranges
@@ -230,7 +232,6 @@ def test_json_model_override_args_change_the_pool_as_sglang_applies_them(run: di
     # while {"text_config": …} does (18); the context the override gives reaches the server arguments (MI300X's
     # aiter × 0.85 is not applied at 8,192: 0.867)
     from kvplan.model.hub import load_local
-    from kvplan.sglang.engine_args import deployment_fields
     from kvplan.sglang.model_override import deployment_config_overrides
 
     fields = deployment_fields({"json_model_override_args": _override_text(run), "tp_size": run["args"][1]})
@@ -286,3 +287,47 @@ def test_malformed_json_model_override_args_is_one_line(text: str, message: str)
 
     with pytest.raises(ParseError, match="^--json-model-override-args.*" + re.escape(message)):
         parse_model_override_args(text)
+
+
+SWA_OFF_RUNS = [r for r in RUNS.values() if r["id"].endswith("__disable-hybrid-swa-memory")]
+
+
+@pytest.mark.parametrize("run", SWA_OFF_RUNS, ids=[r["id"] for r in SWA_OFF_RUNS])
+def test_disable_hybrid_swa_memory_sizes_one_pool_at_the_full_shape(run: dict[str, Any]) -> None:
+    # configs/model_config.py:_derive_hybrid_model: is_hybrid_swa off, so DefaultPoolConfigurator counts every layer
+    # at the model config's shape (Gemma-4 26B at TP 8: 1 KV head × (512 + 512) × 30 layers × 2 B = 61,440 B,
+    # 876,912 tokens where the hybrid pool holds 1,753,825 full-attention tokens)
+    fit = _plan(run, tp=int(run["args"][1]), disable_hybrid_swa_memory=True)
+    assert fit.geometry is not None and fit.geometry.swa is None
+    assert fit.geometry.layers == run["pool"]["num_kv_layers"]
+    _assert_run(fit, run)
+
+
+MAMBA_FLAG_RUNS = [r for r in RUNS.values() if "__set_max_mamba_cache_size=" in r["id"]
+                   or "__set_mamba_ssm_dtype=" in r["id"]]
+
+
+@pytest.mark.parametrize("run", MAMBA_FLAG_RUNS, ids=[r["id"] for r in MAMBA_FLAG_RUNS])
+def test_mamba_cache_size_and_ssm_dtype_flags_are_sglangs(run: dict[str, Any]) -> None:
+    # kv_cache_configurator.py:_handle_max_mamba_cache: a given max_mamba_cache_size (÷ attention DP) replaces the
+    # ratio-based count, (K + 1) × per_req carved out; --mamba-ssm-dtype sets SGLANG_MAMBA_SSM_DTYPE
+    # (serving_hook.py:handle_environment_variables), which mamba_utils.py:mamba2_state_dtype reads over the config's
+    name, value = run["id"].rsplit("__set_", 1)[1].split("=")
+    fit = _plan(run, tp=int(run["args"][1]), **{name: int(value) if name == "max_mamba_cache_size" else value})
+    p = run["pool"]
+    assert fit.budget.budget_bytes == p["profiled_budget_bytes"] and fit.pool is not None
+    assert (fit.pool.max_total_num_tokens, fit.pool.max_running_requests) == (p["max_total_num_tokens"],
+                                                                             p["max_running_requests"])
+
+
+def test_sglang_use_aiter_pages_dsa_by_64_on_rocm() -> None:
+    # layers/attention/dsa/utils.py:aiter_can_use_preshuffle_paged_mqa: SGLANG_USE_AITER=1 (Triton ≥ 3.5) on HIP
+    # takes model_overrides/deepseek_v2.py's 64 × index_kpool branch: page 64, 1,162,816 tokens, 3,633 requests
+    run = RUNS["deepseek-ai--DeepSeek-V3.2__mi300x__tp_8_env_SGLANG_USE_AITER=1"]
+    fit = _plan(run, tp=8, use_aiter=True)
+    _assert_run(fit, run)
+    assert not any("SGLANG_USE_AITER" in n for n in fit.notes)
+    cmd = parse_sglang_command("SGLANG_USE_AITER=1 python -m sglang.launch_server --model-path m --tp 8")
+    assert SglangDeployment(**deployment_fields(cmd.options)).use_aiter  # type: ignore[arg-type]
+    off = parse_sglang_command("SGLANG_USE_AITER=yes python -m sglang.launch_server --model-path m")
+    assert "use_aiter" not in off.options  # get_bool_env_var reads true / 1 only

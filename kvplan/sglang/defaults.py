@@ -105,6 +105,10 @@ class SglangDeployment:
     trust_remote_code: bool = False
     swa_full_tokens_ratio: float | None = None  # None: arg_groups/fields/schedule.py's 0.8
     mamba_full_memory_ratio: float | None = None  # None: arg_groups/fields/schedule.py's 0.9
+    # SGLANG_USE_AITER (environ.py EnvBool; a pasted line's leading SGLANG_USE_AITER=1): on ROCm it turns aiter's
+    # preshuffle paged-MQA path on, so DSA pages by 64 × index_kpool (dsa.page_size)
+    use_aiter: bool = False
+    disable_hybrid_swa_memory: bool = False  # one pool for a sliding-window hybrid (pool.geometry)
     max_mamba_cache_size: int | None = None  # None: sized from mamba_full_memory_ratio (_handle_max_mamba_cache)
     mamba_ssm_dtype: str | None = None  # float32 / bfloat16 / float16; None: the config's, else float32
     # --json-model-override-args as compact JSON text (None: SGLang's "{}"); applied where the model's config is

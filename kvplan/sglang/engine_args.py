@@ -65,6 +65,8 @@ SGLANG_ARGS: tuple[SglangArg, ...] = (
                                                                           "tokens (0.8)."),
     SglangArg("mamba_full_memory_ratio", "--mamba-full-memory-ratio", "float", "Mamba state / KV pool memory "
                                                                               "(0.9)."),
+    SglangArg("disable_hybrid_swa_memory", "--disable-hybrid-swa-memory", "switch", "One KV pool for a "
+              "sliding-window hybrid, every layer at the full-attention shape."),
     SglangArg("max_mamba_cache_size", "--max-mamba-cache-size", "int", "Mamba state slots (over all attention-DP "
                                                                       "workers); default from the memory ratio."),
     SglangArg("mamba_ssm_dtype", "--mamba-ssm-dtype", "text", "SSM state dtype: float32, bfloat16, float16 "
@@ -81,7 +83,6 @@ UNMODELLED = {
     "cpu_offload_gb": "weights offloaded to CPU are not subtracted",
     "enable_hierarchical_cache": "HiCache's host tier is not modelled",
     "moe_a2a_backend": "DeepEP all-to-all reserves 2 GiB more in mem_fraction_static (not modelled)",
-    "disable_hybrid_swa_memory": "the sliding-window split is modelled at SGLang's default (on) only",
     "mamba_radix_cache_strategy": "the Mamba slots per request are modelled for the default strategy (auto)",
     "disable_radix_cache": "the radix cache is modelled on (it changes the Mamba slots per request)",
     "disable_overlap_schedule": "the overlap scheduler is modelled on (it changes the Mamba slots per request)",
@@ -124,6 +125,8 @@ _DEPLOYMENT_FIELDS: tuple[tuple[str, str, type], ...] = (
     ("speculative_draft_model_path", "speculative_draft_model_path", str),
     ("swa_full_tokens_ratio", "swa_full_tokens_ratio", float),
     ("mamba_full_memory_ratio", "mamba_full_memory_ratio", float),
+    ("disable_hybrid_swa_memory", "disable_hybrid_swa_memory", bool),
+    ("use_aiter", "use_aiter", bool),  # SGLANG_USE_AITER in a pasted line's environment (command_line.py)
     ("max_mamba_cache_size", "max_mamba_cache_size", int), ("mamba_ssm_dtype", "mamba_ssm_dtype", str),
     ("json_model_override_args", "json_model_override_args", dict),
 )
@@ -174,12 +177,14 @@ def launch_server_line(model: str, fields: Mapping[str, object], defaults: Mappi
     """The `python -m sglang.launch_server` line of a deployment: every SglangDeployment field in `fields` that
     differs from `defaults` (SglangDeployment()'s) as its canonical flag, so that parse_sglang_command and
     deployment_fields read back the same deployment (--tp always; --dp N --enable-dp-attention as typed)."""
-    words = ["python -m sglang.launch_server --model-path", shlex.quote(model)]
+    words = ["SGLANG_USE_AITER=1"] if fields.get("use_aiter") else []
+    words += ["python -m sglang.launch_server --model-path", shlex.quote(model)]
     if revision is not None:
         words.append(f"--revision {shlex.quote(revision)}")
     for field_name, dest, _kind in _DEPLOYMENT_FIELDS:
         value = fields[field_name]
-        if value == defaults[field_name] and field_name != "tp" or value is None or value is False:
+        if value == defaults[field_name] and field_name != "tp" or value is None or value is False \
+                or field_name == "use_aiter":
             continue
         flag = _SHORT.get(dest, MODELLED[dest].flag)
         words.append(flag if value is True else f"{flag} {shlex.quote(str(value))}")

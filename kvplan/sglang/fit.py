@@ -275,7 +275,8 @@ def resolve_server_args(spec: ModelSpec, chip: GpuSpec,
                                 has_mamba=any(x.kind == "mamba" for x in spec.layers),
                                 prefill_graph_allowed=breakable_prefill_graph_kept(spec),
                                 vlm_factor=vlm_fraction_factor(spec), asymmetric_kv=asymmetric_kv(spec),
-                                dsa_page_size=dsa_page_size(spec, hip=platform == "hip") if is_dsa(spec) else None)
+                                dsa_page_size=dsa_page_size(spec, hip=platform == "hip", use_aiter=dep.use_aiter)
+                                if is_dsa(spec) else None)
     return platform, sm, ctx, defaults
 
 
@@ -354,7 +355,8 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     platform, sm, ctx, defaults = resolve_server_args(spec, chip, dep)
     kv_dtype = dsa_kv_dtype(dep.kv_cache_dtype, spec, sm) if is_dsa(spec) else kv_dtype_name(dep.kv_cache_dtype, spec)
     geo = None if early else geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm,
-                                      hip=platform == "hip", swa_ratio=dep.swa_full_tokens_ratio)
+                                      hip=platform == "hip", swa_ratio=dep.swa_full_tokens_ratio,
+                                      disable_hybrid_swa=dep.disable_hybrid_swa_memory)
     dep, geo, spec_decode = _speculative(spec, dep, defaults, geo, draft)
     if platform == "hip" and kv_dtype.startswith("fp8"):
         # HIP maps fp8_e5m2 to fp8_dtype too (mem_cache/kv_cache_dtype.py): an e4m3 format, fnuz on gfx942.
@@ -407,10 +409,10 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         notes.append(f"weights are estimated as {dep.tp} tensor-parallel shards; under attention DP SGLang splits "
                      f"the attention weights over attention-TP {defaults.attn_tp_size} only (more per GPU), "
                      "not counted here")
-    if is_dsa(spec) and platform == "hip":
+    if is_dsa(spec) and platform == "hip" and not dep.use_aiter:
         notes.append("DeepSeek sparse attention on ROCm: page size 1, SGLang's default environment; with "
                      "SGLANG_USE_AITER=1 and Triton ≥ 3.5 (aiter's preshuffle paged-MQA path, "
-                     "layers/attention/dsa/utils.py) SGLang pages by 64 × index_kpool, not modelled here")
+                     "layers/attention/dsa/utils.py) SGLang pages by 64 × index_kpool (paste the line with it)")
     notes.append("the CUDA graphs, activations and request table must fit in the slack pre × (1 − "
                  f"mem_fraction_static) = {budget.slack_gib:.2f} GiB: SGLang's heuristic, not checked here")
     return SglangFit(
