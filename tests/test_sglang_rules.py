@@ -215,7 +215,7 @@ def test_pp_stages_split_the_layers_and_keep_the_min() -> None:
     assert fit.pool.log_lines[0].endswith(f"KV size: {stage0 / 2**30:.2f} GB")
 
 
-OVERRIDE_RUNS = [r for r in RUNS.values() if "__json-model-override-args_" in r["id"]]
+OVERRIDE_RUNS = [r for r in RUNS.values() if "__json-model-override-args_" in r["id"] and "error" not in r]
 
 
 def _override_text(run: dict[str, Any]) -> str:
@@ -331,3 +331,30 @@ def test_sglang_use_aiter_pages_dsa_by_64_on_rocm() -> None:
     assert SglangDeployment(**deployment_fields(cmd.options)).use_aiter  # type: ignore[arg-type]
     off = parse_sglang_command("SGLANG_USE_AITER=yes python -m sglang.launch_server --model-path m")
     assert "use_aiter" not in off.options  # get_bool_env_var reads true / 1 only
+
+
+def test_state_spaces_mamba2_configs_are_refused_with_what_sglang_does() -> None:
+    # utils/hf_transformers/config.py:_try_load_raw_mamba_config reads a raw state-spaces config (d_model, ssm_cfg,
+    # no model_type) as Mamba-1 whatever ssm_cfg.layer says: the oracle sizes mamba2-130m as a Mamba-1 pool
+    # (2,048 tokens, 1,024 requests, no KV cell) for Mamba-2 weights; kvplan refuses it in those words
+    from kvplan.errors import BadConfig
+    from kvplan.model.hub import load_local
+    from kvplan.sglang.model_override import deployment_config_overrides
+
+    run = RUNS["state-spaces--mamba2-130m__h100__tp1"]
+    assert (run["pool"]["cell_size_bytes"], run["pool"]["max_total_num_tokens"], run["pool"]["mambaish"]) == (
+        0, 2048, True)
+    fixtures = Path(__file__).parent / "fixtures"
+    with pytest.raises(BadConfig, match=r"^SGLang 0\.5\.23 reads this raw state-spaces Mamba-2 config as Mamba-1"):
+        load_local(str(fixtures / "corpus/configs/state-spaces--mamba2-130m"),
+                   hf_overrides=deployment_config_overrides(None))
+    # the HF-format Mamba-2 config of transformers 5.19 has no intermediate_size: SGLang's configs/mamba2.py:
+    # mamba2_cache_params fails on it (AttributeError); kvplan refuses Mamba2ForCausalLM as not modelled
+    hf = RUNS["transformers--Mamba2Config-defaults__h100__tp1__json-model-override-args_architectures="
+              "Mamba2ForCausalLM"]
+    assert hf["error"] == "AttributeError: 'Mamba2Config' object has no attribute 'intermediate_size'"
+    spec = load_local(str(fixtures / "configs/transformers--Mamba2Config-defaults"),
+                      hf_overrides=deployment_config_overrides('{"architectures": ["Mamba2ForCausalLM"]}'))
+    assert spec.weights_unknown == "config.json has no intermediate_size"
+    with pytest.raises(InvalidParameter, match="not modelled yet"):
+        plan_sglang_fit(spec, get_gpu("h100-sxm"), SglangDeployment(), weights_bytes=0, weights_range=(0, 0))

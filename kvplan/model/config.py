@@ -68,6 +68,9 @@ class ConfigOverrides(dict[str, Any]):
     def __repr__(self) -> str:  # distinct from a plain dict's: a model cache keyed by repr tells the rules apart
         return f"{type(self).__name__}({dict.__repr__(self)})"
 
+    def __bool__(self) -> bool:  # applied even when empty: the engine's config reader may differ without them
+        return True
+
 
 def apply_hf_overrides(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """vLLM's `--hf-overrides` (config/model.py:ModelConfig._apply_dict_overrides): a key naming a nested

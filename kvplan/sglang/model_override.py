@@ -22,7 +22,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from kvplan.errors import ParseError
+from kvplan.errors import BadConfig, ParseError
 from kvplan.model.config import NESTED_CONFIGS, ConfigOverrides
 
 FLAG = "--json-model-override-args"
@@ -80,7 +80,11 @@ class SglangOverrides(ConfigOverrides):
     on the config.json kvplan reads."""
 
     def apply_to(self, config: Mapping[str, Any]) -> dict[str, Any]:
-        """The config with the overrides applied, key by key."""
+        """The config with the overrides applied, key by key (after SGLang's own reading of a raw state-spaces
+        config: raw_mamba_refusal)."""
+        refusal = raw_mamba_refusal(config)
+        if refusal is not None:
+            raise BadConfig(refusal)
         out = dict(config)
         flat_text = config.get("model_type") in FLAT_TEXT_CONFIG_TYPES and not isinstance(
             config.get("text_config"), Mapping)
@@ -103,6 +107,26 @@ class SglangOverrides(ConfigOverrides):
         return out
 
 
-def deployment_config_overrides(text: str | None) -> SglangOverrides | None:
-    """What SglangDeployment.json_model_override_args does to the model's config (None: nothing)."""
-    return SglangOverrides(parse_model_override_args(text)) if text else None
+def raw_mamba_refusal(config: Mapping[str, Any]) -> str | None:
+    """utils/hf_transformers/config.py:_try_load_raw_mamba_config, which HfModelConfigParser.parse runs before
+    AutoConfig: a config with `d_model` and `ssm_cfg` and neither model_type nor architectures (the raw
+    state-spaces/mamba* repositories) becomes a Mamba-1 MambaConfig (MambaForCausalLM) whatever ssm_cfg's
+    `layer` says. For a Mamba-2 one (`"layer": "Mamba2"`) SGLang so sizes a Mamba-1 state pool (the oracle, for
+    state-spaces/mamba2-130m: d_state 16, 2,048 tokens, 1,024 requests) for a checkpoint whose mixer weights are
+    Mamba-2's: refused here. A raw Mamba-1 config is not modelled yet (kvplan reads only the -hf conversions)."""
+    if config.get("model_type") or config.get("architectures") or "d_model" not in config \
+            or "ssm_cfg" not in config:
+        return None
+    layer = config["ssm_cfg"].get("layer") if isinstance(config["ssm_cfg"], Mapping) else None
+    if layer == "Mamba2":
+        return ("SGLang 0.5.23 reads this raw state-spaces Mamba-2 config as Mamba-1 "
+                "(utils/hf_transformers/config.py:_try_load_raw_mamba_config builds MambaConfig / MambaForCausalLM "
+                "and ignores ssm_cfg.layer): it would size a Mamba-1 state pool for Mamba-2 weights; not planned")
+    return ("SGLang 0.5.23 reads a raw state-spaces config as Mamba-1 (utils/hf_transformers/config.py:"
+            "_try_load_raw_mamba_config); kvplan does not model that reading yet (use the -hf conversion)")
+
+
+def deployment_config_overrides(text: str | None) -> SglangOverrides:
+    """What SglangDeployment.json_model_override_args does to the model's config, SGLang's config reader's own
+    steps first (an empty override still applies them)."""
+    return SglangOverrides(parse_model_override_args(text) if text else {})
