@@ -342,6 +342,13 @@ def _check_loadable(spec: ModelSpec, dep: SglangDeployment) -> SglangDeployment:
     return dep
 
 
+def _geometry(spec: ModelSpec, dep: SglangDeployment, d: ServerDefaults, kv_dtype: str, sm: int | None, *,
+              hip: bool) -> PoolGeometry:
+    """pool.geometry for this deployment's attention TP, ratio and hybrid-SWA switch."""
+    return geometry(spec, attn_tp=d.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm, hip=hip,
+                    swa_ratio=dep.swa_full_tokens_ratio, disable_hybrid_swa=dep.disable_hybrid_swa_memory)
+
+
 def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, weights_bytes: int,
                     weights_range: tuple[int, int], measured: FreeMemory | None = None,
                     draft: ModelSpec | None = None) -> SglangFit:
@@ -354,9 +361,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
     platform, sm, ctx, defaults = resolve_server_args(spec, chip, dep)
     kv_dtype = dsa_kv_dtype(dep.kv_cache_dtype, spec, sm) if is_dsa(spec) else kv_dtype_name(dep.kv_cache_dtype, spec)
-    geo = None if early else geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm,
-                                      hip=platform == "hip", swa_ratio=dep.swa_full_tokens_ratio,
-                                      disable_hybrid_swa=dep.disable_hybrid_swa_memory)
+    geo = None if early else _geometry(spec, dep, defaults, kv_dtype, sm, hip=platform == "hip")
     dep, geo, spec_decode = _speculative(spec, dep, defaults, geo, draft)
     if platform == "hip" and kv_dtype.startswith("fp8"):
         # HIP maps fp8_e5m2 to fp8_dtype too (mem_cache/kv_cache_dtype.py): an e4m3 format, fnuz on gfx942.

@@ -23,6 +23,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from kvplan.errors import BadConfig, ParseError
+from kvplan.model.architectures import model_types_for
 from kvplan.model.config import NESTED_CONFIGS, ConfigOverrides
 
 FLAG = "--json-model-override-args"
@@ -30,10 +31,6 @@ FLAG = "--json-model-override-args"
 MAX_TEXT_CHARS = 64 * 1024
 MAX_DEPTH = 8  # nested objects/arrays
 MAX_VALUES = 4096  # keys and array items, all levels
-# transformers 5.19 (SGLang 0.5.23's pin) config classes that build text_config from a flat config's own keys,
-# popping them from the outer config (models/<type>/configuration_<type>.py, `__post_init__`: "Hub configs are
-# saved as flat dicts so we pop some of kwargs to init `TextConfig`"); hunyuan_vl does the same.
-FLAT_TEXT_CONFIG_TYPES = frozenset({"qwen2_vl", "qwen2_5_vl", "hunyuan_vl", "paddleocr_vl"})
 # outer keys those classes keep (not the text model's): what an outer override still changes
 _OUTER_KEYS = frozenset({"architectures", "model_type", "vision_config", "quantization_config", "auto_map",
                          "torch_dtype", "dtype"})
@@ -86,7 +83,9 @@ class SglangOverrides(ConfigOverrides):
         if refusal is not None:
             raise BadConfig(refusal)
         out = dict(config)
-        flat_text = config.get("model_type") in FLAT_TEXT_CONFIG_TYPES and not isinstance(
+        # transformers 5.19 built text_config from the flat keys (ModelTypeRules.sglang_flat_text_config: "Hub
+        # configs are saved as flat dicts so we pop some of kwargs to init `TextConfig`")
+        flat_text = config.get("model_type") in model_types_for("sglang_flat_text_config") and not isinstance(
             config.get("text_config"), Mapping)
         for key, value in self.items():
             current = out.get(key)
