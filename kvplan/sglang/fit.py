@@ -192,8 +192,12 @@ def _speculative_unmodelled(spec: ModelSpec, dep: SglangDeployment, *, plain: bo
     """What of a speculative deployment kvplan does not model: the draft beside a sliding-window, Mamba or DSA
     pool or under PP, and a draft checkpoint other than the target whose config was not read (`draft`)."""
     if canonical_algorithm(str(dep.speculative_algorithm)) == "NGRAM":
-        return None if plain and dep.pp == 1 else ("NGRAM speculative decoding with pipeline parallelism or a "
-                                                   "sliding-window, Mamba or DSA pool is not modelled yet")
+        # NGRAM has no draft model: the pool configurator sizes the target's pool alone (the spec oracle: Gemma-4
+        # 26B at TP 8, HybridSWAPoolConfigurator, the same 30,720 B cell; DeepSeek-V3.2's DSA page 64 refused by
+        # _handle_ngram's top-k/page rule, which resolve_speculative words); Mamba reserves per-step state
+        mamba = any(x.kind == "mamba" for x in spec.layers)
+        return None if dep.pp == 1 and not mamba else ("NGRAM speculative decoding with pipeline parallelism or "
+                                                       "a Mamba pool is not modelled yet")
     if not plain or dep.pp > 1:
         return ("an EAGLE/MTP draft beside a sliding-window, Mamba or DSA pool, or under pipeline parallelism "
                 "(pool_configurator.py's draft split of those pools), is not modelled yet")
