@@ -353,7 +353,7 @@ def test_state_spaces_mamba2_configs_are_refused_with_what_sglang_does() -> None
     hf = RUNS["transformers--Mamba2Config-defaults__h100__tp1__json-model-override-args_architectures="
               "Mamba2ForCausalLM"]
     assert hf["error"] == "AttributeError: 'Mamba2Config' object has no attribute 'intermediate_size'"
-    spec = load_local(str(fixtures / "configs/transformers--Mamba2Config-defaults"),
+    spec = load_local(str(fixtures / "sglang/configs/transformers--Mamba2Config-defaults"),
                       hf_overrides=deployment_config_overrides('{"architectures": ["Mamba2ForCausalLM"]}'))
     assert spec.weights_unknown == "config.json has no intermediate_size"
     with pytest.raises(InvalidParameter, match="not modelled yet"):

@@ -29,7 +29,7 @@ POOL = ("kv_cache_dtype_torch", "is_hybrid_swa", "mambaish", "num_kv_heads_per_r
 
 
 def model_dir(name: str) -> Path:
-    for base in ("tests/fixtures/corpus/configs", "tests/fixtures/configs"):
+    for base in ("tests/fixtures/corpus/configs", "tests/fixtures/configs", "tests/fixtures/sglang/configs"):
         if (ROOT / base / name / "config.json").exists():
             return ROOT / base / name
     raise SystemExit(f"no committed config for {name}")
