@@ -242,6 +242,7 @@ def check(plan: str | os.PathLike[str] | Plan, gpus_file: str | Path | None = No
     from kvplan.ci.plan import Plan, load_plan
     from kvplan.errors import KvplanError
     from kvplan.hardware.gpus import get_gpu
+    from kvplan.model.config import ConfigOverrides
     from kvplan.vllm.loading import with_stored_weights
 
     gpus_file = _path(gpus_file, "--gpus-file")
@@ -252,11 +253,13 @@ def check(plan: str | os.PathLike[str] | Plan, gpus_file: str | Path | None = No
         for warning in dep.warnings:
             _warn(on_warning, warning)
         try:
-            key = (dep.model_source, dep.revision, repr(sorted((dep.hf_overrides or {}).items())))
+            key = (dep.model_source, dep.revision,  # the overrides' type too: SGLang's rules are not vLLM's
+                   type(dep.hf_overrides).__name__ + repr(sorted((dep.hf_overrides or {}).items())))
             if key not in models:
                 models[key] = load_model_with_weights(
                     dep.model_source, dep.revision, progress=progress,
-                    hf_overrides=dict(dep.hf_overrides) if dep.hf_overrides else None)
+                    hf_overrides=dep.hf_overrides if isinstance(dep.hf_overrides, ConfigOverrides)
+                    else dict(dep.hf_overrides) if dep.hf_overrides else None)
                 _warn(on_warning, models[key].note)
         except KvplanError as exc:
             raise dep.locate(exc, "model") from None

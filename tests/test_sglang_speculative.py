@@ -250,3 +250,26 @@ def test_the_no_gpu_sweep_plans_a_speculative_line_as_fit_does() -> None:
     fit = CliRunner().invoke(app, ["fit", str(config), "--gpu", "h200", "--json", "--sglang-cmd", f"{line} --tp 8"])
     assert fit.exit_code == 0, fit.output
     assert row["tp"] == 8 and row["total_tokens"] == json.loads(fit.stdout)["max_total_num_tokens"] == 616_253
+
+
+def test_ngram_beside_a_sliding_window_pool_keeps_the_targets_pool() -> None:
+    """NGRAM has no draft: HybridSWAPoolConfigurator sizes Gemma-4 26B's pool alone at TP 8 (the same 30,720 B
+    float cell as without it), 50e9 B // 30,720 = 1,627,604 full tokens, 1,302,083 sliding, 48 requests."""
+    run = RUNS["gemma-4-26b_h100_tp8_ngram"]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    p = run["pool"]
+    assert fit.geometry is not None and fit.geometry.swa is not None and fit.geometry.cell_size == p["cell_size_bytes"]
+    pool = size_pool(fit.geometry, p["kv_budget_bytes"], page_size=fit.defaults.page_size,
+                     context_len=fit.context_len, max_running=48, attn_dp_size=1)
+    assert (pool.max_total_num_tokens, pool.swa_tokens, pool.max_running_requests) == (
+        p["max_total_num_tokens"], p["swa_max_total_num_tokens"], p["max_running_requests"])
+
+
+def test_ngram_beside_a_dsa_pool_is_refused_as_sglang_refuses_it() -> None:
+    """DeepSeek-V3.2's DSA pool pages by 64, and NGRAM's top-k 10 with a page over 1 needs flashinfer
+    (speculative_hook.py:_handle_ngram)."""
+    run = RUNS["deepseek-v3.2_h200_tp8_ngram"]
+    with pytest.raises(InvalidParameter) as exc:
+        _plan(run)
+    assert run["error_text"] in str(exc.value)

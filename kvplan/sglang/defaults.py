@@ -105,6 +105,15 @@ class SglangDeployment:
     trust_remote_code: bool = False
     swa_full_tokens_ratio: float | None = None  # None: arg_groups/fields/schedule.py's 0.8
     mamba_full_memory_ratio: float | None = None  # None: arg_groups/fields/schedule.py's 0.9
+    # SGLANG_USE_AITER (environ.py EnvBool; a pasted line's leading SGLANG_USE_AITER=1): on ROCm it turns aiter's
+    # preshuffle paged-MQA path on, so DSA pages by 64 × index_kpool (dsa.page_size)
+    use_aiter: bool = False
+    disable_hybrid_swa_memory: bool = False  # one pool for a sliding-window hybrid (pool.geometry)
+    max_mamba_cache_size: int | None = None  # None: sized from mamba_full_memory_ratio (_handle_max_mamba_cache)
+    mamba_ssm_dtype: str | None = None  # float32 / bfloat16 / float16; None: the config's, else float32
+    # --json-model-override-args as compact JSON text (None: SGLang's "{}"); applied where the model's config is
+    # read (sglang/model_override.py), before any of these rules see the model
+    json_model_override_args: str | None = None
 
     @property
     def attn_dp_size(self) -> int:
@@ -130,6 +139,8 @@ ATTENTION_BACKEND_CHOICES = (
     "flashinfer", "llada2_cfg_flashinfer", "flashmla", "trtllm_mla", "cutedsl_mla", "tokenspeed_mla", "trtllm_mha",
     "hpc_ops", "minicpm_flashattn", "minicpm_flashinfer", "aiter", "wave", "intel_amx", "ascend", "intel_xpu",
 )
+# arg_groups/fields/exec_.py: --mamba-ssm-dtype's argparse choices, in SGLang's order.
+MAMBA_SSM_DTYPES = ("float32", "bfloat16", "float16")
 # arg_groups/serving_hook.py:_handle_deprecated_args: deprecated spellings SGLang renames (with a warning).
 ATTENTION_BACKEND_ALIASES = {"compressed": "dsv4", "tokenspeed_mla": "cutedsl_mla"}
 
@@ -157,6 +168,11 @@ def check_deployment(dep: SglangDeployment) -> None:
                                hint="SGLang's words (arg_groups/kv_cache_hook.py:_handle_cache_compatibility)")
     if dep.mamba_full_memory_ratio is not None and not dep.mamba_full_memory_ratio > 0:
         raise InvalidParameter(f"--mamba-full-memory-ratio must be > 0, got {dep.mamba_full_memory_ratio}")
+    if dep.mamba_ssm_dtype is not None and dep.mamba_ssm_dtype not in MAMBA_SSM_DTYPES:
+        raise InvalidParameter(f"argument --mamba-ssm-dtype: invalid choice: {dep.mamba_ssm_dtype!r} (choose from "
+                               f"{', '.join(map(repr, MAMBA_SSM_DTYPES))})")
+    if dep.max_mamba_cache_size is not None and dep.max_mamba_cache_size < 0:
+        raise InvalidParameter(f"--max-mamba-cache-size must be ≥ 0, got {dep.max_mamba_cache_size}")
     if dep.page_size is not None and dep.page_size < 1:
         raise InvalidParameter(f"--page-size must be ≥ 1, got {dep.page_size}")
     # SGLang itself divides by a zero context_length and clamps a request cap below 1 to 1

@@ -155,7 +155,7 @@ def kv_dtype_name(given: str, spec: ModelSpec) -> str:
 
 
 def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | None = None,
-             hip: bool = False, swa_ratio: float | None = None) -> PoolGeometry:
+             hip: bool = False, swa_ratio: float | None = None, disable_hybrid_swa: bool = False) -> PoolGeometry:
     """The geometry DefaultPoolConfigurator sizes from. Every non-MLA layer counts as a full-attention layer
     (a sliding window outside HYBRID_SWA_ARCHITECTURES gets no pool of its own in SGLang; Gemma-2/3 turn
     theirs off: arg_groups/model_overrides/gemma2_gemma3.py). KV heads per rank are max(1, heads // attn_tp)
@@ -167,6 +167,14 @@ def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | No
         head, kv = full_shape
         return PoolGeometry("mha", layers, max(1, kv // attn_tp), head, head, kv_dtype, e)
     split = split_layers(spec)
+    if split is not None and disable_hybrid_swa:
+        # --disable-hybrid-swa-memory: configs/model_config.py:_derive_hybrid_model leaves is_hybrid_swa off, so
+        # DefaultPoolConfigurator._compute_cell_size sizes every layer at the model config's shape: the full side's
+        # (Gemma-4: its global_head_dim and global KV heads; oracle runs …__disable-hybrid-swa-memory)
+        full, swa = split
+        heads = max(1, full[0].num_kv_heads // attn_tp)
+        return PoolGeometry("mha", len(full) + len(swa), heads, full[0].head_size,
+                            full[0].head_size_v or full[0].head_size, kv_dtype, e)
     if split is not None:  # HybridSWAPoolConfigurator: the full side here, the sliding side in `swa`
         full, swa = split
         heads = max(1, full[0].num_kv_heads // attn_tp)
