@@ -260,8 +260,8 @@ def test_ngram_beside_a_sliding_window_pool_keeps_the_targets_pool() -> None:
     _assert_resolved(fit, run)
     p = run["pool"]
     assert fit.geometry is not None and fit.geometry.swa is not None and fit.geometry.cell_size == p["cell_size_bytes"]
-    pool = size_pool(fit.geometry, p["kv_budget_bytes"], page_size=fit.defaults.page_size,
-                     context_len=fit.context_len, max_running=48, attn_dp_size=1)
+    pool = size_pool(fit.geometry, p["kv_budget_bytes"], PoolLimits(page_size=fit.defaults.page_size,
+                     context_len=fit.context_len, max_running=48, attn_dp_size=1))
     assert (pool.max_total_num_tokens, pool.swa_tokens, pool.max_running_requests) == (
         p["max_total_num_tokens"], p["swa_max_total_num_tokens"], p["max_running_requests"])
 
