@@ -159,7 +159,7 @@ def fit_plan(flags: FitFlags, loaded: LoadedModel, gpu: str | GpuSpec | None = N
              gpus_file: str | Path | None = None, advise: bool = True) -> FitReport | SweepReport:
     """The plan of a read deployment on its loaded model: one GPU's FitReport (`gpu`, or a custom GPU of
     `gpu_memory`), or, with neither, the SweepReport over the catalog (what to rent). `advise=False` skips the
-    re-planned fixes of a failing plan (FitReport.advice: the command always gives them)."""
+    re-planned fixes of a failing plan (FitReport.verdict.advice: the command always gives them)."""
     from kvplan.hardware import gpus
 
     gpu = gpu if isinstance(gpu, gpus.GpuSpec) else _text(gpu, "--gpu")

@@ -141,8 +141,33 @@ def test_json_output_has_the_documented_keys(kind: str, monkeypatch: pytest.Monk
     result = runner.invoke(app, [*JSON_EXAMPLES[kind], "--json"])
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    assert (data["schema_version"], data["kind"]) == (1, kind)
+    assert (data["schema_version"], data["kind"]) == (2, kind)
     assert [k for k in data if k not in ("schema_version", "kind")] == _documented_json_keys()[kind]
+
+
+def _leaf_paths(data: dict[str, object], parts: tuple[str, ...]) -> list[str]:
+    """The report's keys as paths: `part.field` inside each part, the key itself elsewhere."""
+    return [f"{k}.{f}" if k in parts else k for k, v in data.items()
+            for f in (v if k in parts and isinstance(v, dict) else [None])]
+
+
+def test_schema_1_table_maps_every_v1_fit_key_to_where_version_2_keeps_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/json-schema.md's schema_version 2 table is FitReport's own mapping (report.schema_1_path), in v1's key
+    order; every path is in the real `fit --json` document, and every value there is reached by one v1 key."""
+    import json
+
+    from kvplan.vllm.report import PARTS, SCHEMA_1_KEYS, schema_1_path
+
+    section = JSON_DOC.split("## schema_version 2", 1)[1]
+    table = re.findall(r"^\| `([a-z_0-9]+)` \| `([a-z_0-9.]+)` \|$", section, re.M)
+    assert table == [(key, schema_1_path(key)) for key in SCHEMA_1_KEYS]
+    assert len(table) == 53 and table[0] == ("model", "deployment.model")
+    assert ("memory_terms", "memory.terms") in table and ("pp_stages", "memory.stages") in table
+    monkeypatch.chdir(ROOT)
+    result = runner.invoke(app, [*JSON_EXAMPLES["fit"], "--json"])
+    data = json.loads(result.stdout)
+    paths = _leaf_paths({k: v for k, v in data.items() if k not in ("schema_version", "kind")}, PARTS)
+    assert sorted(paths) == sorted(path for _, path in table)
 
 
 def test_the_docs_relative_links_point_at_files_that_exist() -> None:

@@ -32,7 +32,7 @@ def test_json_is_the_parsers_result(v1_log: Path) -> None:
     result = run(str(v1_log), "--json")
     assert result.exit_code == 0 and result.stderr == ""
     data = json.loads(result.stdout)
-    assert (data["schema_version"], data["kind"], data["source"]) == (1, "calibrate", str(v1_log))
+    assert (data["schema_version"], data["kind"], data["source"]) == (2, "calibrate", str(v1_log))
     assert data["log"] == to_data(parse_startup_log(V1_LOG))
     assert data["log"]["available_kv_bytes"] == round(54.72 * GiB)
     assert data["log"]["kv_cache_tokens"] == 1_992_640

@@ -83,7 +83,7 @@ class DeploymentResult:
     gpu: str
     num_gpus: int
     passed: bool
-    startup: str  # ok | refuses: … (capacity.FitReport.startup)
+    startup: str  # ok | refuses: … (FitReport.verdict.startup)
     max_model_len: int
     max_num_seqs: int
     num_gpu_blocks: int

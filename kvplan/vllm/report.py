@@ -201,3 +201,4 @@ def schema_1_path(key: str) -> str:
     if name in REPORT_KEYS:
         return name
     raise KeyError(key)
+
