@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -145,20 +146,46 @@ def test_json_output_has_the_documented_keys(kind: str, monkeypatch: pytest.Monk
     assert [k for k in data if k not in ("schema_version", "kind")] == _documented_json_keys()[kind]
 
 
-def _leaf_paths(data: dict[str, object], parts: tuple[str, ...]) -> list[str]:
+def _documented_log_paths() -> list[tuple[str, str]]:
+    section = JSON_DOC.split("## schema_version 2: `calibrate`'s `log`, nested", 1)[1]
+    return re.findall(r"^\| `log\.([a-z_0-9]+)` \| `log\.([a-z_0-9.]+)` \|$", section, re.M)
+
+
+def _leaf_paths(data: dict[str, Any], prefix: str = "") -> list[str]:
+    return [path for key, value in data.items()
+            for path in (_leaf_paths(value, f"{prefix}{key}.") if isinstance(value, dict) else [prefix + key])]
+
+
+def test_the_schema_2_log_table_is_startup_logs_nesting_and_the_real_documents() -> None:
+    """docs/json-schema.md's schema 1 → schema 2 table is the one StartupLog gives (SCHEMA_1_KEYS), and a real
+    `calibrate --json` document's `log` holds exactly those paths (and `lines`)."""
+    import json
+
+    from kvplan.vllm.startup_log import SCHEMA_1_KEYS
+
+    assert _documented_log_paths() == list(SCHEMA_1_KEYS)
+    assert len(SCHEMA_1_KEYS) == 45
+    result = runner.invoke(app, [*JSON_EXAMPLES["calibrate"], "--json"])
+    assert result.exit_code == 0, result.stderr
+    log = json.loads(result.stdout)["log"]
+    assert sorted(_leaf_paths(log)) == sorted([new for _, new in SCHEMA_1_KEYS] + ["lines"])
+    assert log["memory"]["available_kv_bytes"] == 55_168_854_917  # examples/vllm-startup.log's 51.38 GiB
+
+
+def _part_paths(data: dict[str, object], parts: tuple[str, ...]) -> list[str]:
     """The report's keys as paths: `part.field` inside each part, the key itself elsewhere."""
     return [f"{k}.{f}" if k in parts else k for k, v in data.items()
             for f in (v if k in parts and isinstance(v, dict) else [None])]
 
 
 def test_schema_1_table_maps_every_v1_fit_key_to_where_version_2_keeps_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """docs/json-schema.md's schema_version 2 table is FitReport's own mapping (report.schema_1_path), in v1's key
+    """docs/json-schema.md's schema_version 2 `fit` table is FitReport's own mapping (report.schema_1_path), in v1's key
     order; every path is in the real `fit --json` document, and every value there is reached by one v1 key."""
     import json
 
     from kvplan.vllm.report import PARTS, SCHEMA_1_KEYS, schema_1_path
 
-    section = JSON_DOC.split("## schema_version 2", 1)[1]
+    section = JSON_DOC.split("## schema_version 2: `fit`'s report, nested", 1)[1].split("\n## ", 1)[0]
     table = re.findall(r"^\| `([a-z_0-9]+)` \| `([a-z_0-9.]+)` \|$", section, re.M)
     assert table == [(key, schema_1_path(key)) for key in SCHEMA_1_KEYS]
     assert len(table) == 53 and table[0] == ("model", "deployment.model")
@@ -166,7 +193,7 @@ def test_schema_1_table_maps_every_v1_fit_key_to_where_version_2_keeps_it(monkey
     monkeypatch.chdir(ROOT)
     result = runner.invoke(app, [*JSON_EXAMPLES["fit"], "--json"])
     data = json.loads(result.stdout)
-    paths = _leaf_paths({k: v for k, v in data.items() if k not in ("schema_version", "kind")}, PARTS)
+    paths = _part_paths({k: v for k, v in data.items() if k not in ("schema_version", "kind")}, PARTS)
     assert sorted(paths) == sorted(path for _, path in table)
 
 

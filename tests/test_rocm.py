@@ -178,7 +178,7 @@ def test_rocm_oom_is_worded_as_torch_on_rocm_words_it() -> None:
     assert r.verdict.startup == "OOM loading weights"
     assert r.verdict.error is not None and r.verdict.error.startswith("HIP out of memory")
     log = parse_startup_log("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB.")
-    assert log.failure == "cuda_oom"
+    assert log.failure.reason == "cuda_oom"
 
 
 def _golden(case: str) -> Any:

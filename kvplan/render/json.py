@@ -11,7 +11,7 @@ import json
 import math
 from typing import Any
 
-SCHEMA_VERSION = 2  # 2: `fit`'s report nested as FitReport nests it (docs/json-schema.md)
+SCHEMA_VERSION = 2  # 2: `fit`'s report and `calibrate`'s log nested (docs/json-schema.md)
 
 
 def to_data(obj: Any) -> Any:
