@@ -481,20 +481,20 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
     # plan_fit sees the weights as given by the user (no range): put the estimate's range back.
     low, high = _range_with_estimated_weights(r, weights.bytes, weights.low_bytes, weights.high_bytes)
     logged = rec["available_kv_gib"]
-    predicted = r.available_kv_bytes / GiB
+    predicted = r.memory.available_kv_bytes / GiB
     by_stage = rec.get("available_kv_gib_by_stage")
-    if by_stage and len(by_stage) == len(r.pp_stages) and r.tightest_stage is not None:
+    if by_stage and len(by_stage) == len(r.memory.stages) and r.memory.tightest_stage is not None:
         # kvplan's headline is the stage whose block count vLLM keeps (fewest blocks, not least memory: a stage
         # with more layers can hold more GiB and fewer blocks): compare it with that stage's logged memory
-        logged = by_stage[r.tightest_stage]
+        logged = by_stage[r.memory.tightest_stage]
     stage = rec.get("available_kv_stage")
-    if stage is not None and stage < len(r.pp_stages):
+    if stage is not None and stage < len(r.memory.stages):
         # the log quotes one stage's worker (PP rank `stage`): compare that stage's own budget
-        st = r.pp_stages[stage]
+        st = r.memory.stages[stage]
         predicted = st.available_kv_bytes / GiB
         wlo, whi = weights.low_bytes, weights.high_bytes
         low, high = st.available_kv_range[0] - (whi - weights.bytes), st.available_kv_range[1] + (weights.bytes - wlo)
-    terms = {t.name: t for t in r.memory_terms}
+    terms = {t.name: t for t in r.memory.terms}
     parts, residuals = [], {}
     for name, key in (("weights", "model_weights_gib"), ("activation", "activation_peak_gib"),
                       ("non_torch", "non_torch_gib")):
@@ -513,24 +513,25 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
         parts.append(f"cuda_graphs {terms['cuda_graphs'].bytes / GiB:.2f}/{graphs_logged:.2f}")
         residuals["cuda_graphs"] = graphs_logged - terms["cuda_graphs"].bytes / GiB
     by_stage = rec.get("available_kv_gib_by_stage")
-    if by_stage and len(r.pp_stages) == len(by_stage):
+    if by_stage and len(r.memory.stages) == len(by_stage):
         # every stage's own budget against the log's (vLLM keeps the tightest stage's block count)
         parts.append("stages " + ", ".join(f"{st.available_kv_bytes / GiB:.2f}/{g:.2f}"
-                                           for st, g in zip(r.pp_stages, by_stage, strict=True)))
+                                           for st, g in zip(r.memory.stages, by_stage, strict=True)))
     with_weights: float | None = None
     if rec.get("model_weights_gib") is not None:
-        requested = requested_memory(gpu.cuda_total_bytes, r.gpu_memory_utilization) / GiB
+        requested = requested_memory(gpu.cuda_total_bytes, r.memory.gpu_memory_utilization) / GiB
         implied = requested - rec["model_weights_gib"] - logged
         ours = sum(terms[n].bytes for n in ("activation", "non_torch", "cuda_graphs")) / GiB
-        if stage is not None and stage < len(r.pp_stages):
-            st = r.pp_stages[stage]
+        if stage is not None and stage < len(r.memory.stages):
+            st = r.memory.stages[stage]
             ours = (st.activation_bytes + st.non_torch_bytes + st.cuda_graph_bytes) / GiB
         parts.append(f"rest {ours:.2f}/{implied:.2f}")
         residuals["rest"] = implied - ours
         fixed = plan_fit(model, gpu, settings.updated(weights_bytes=int(rec["model_weights_gib"] * GiB)),
                          advise=False)
-        fixed_gib = (fixed.pp_stages[stage].available_kv_bytes if stage is not None and stage < len(fixed.pp_stages)
-                     else fixed.available_kv_bytes) / GiB
+        fixed_mem = fixed.memory
+        fixed_gib = (fixed_mem.stages[stage].available_kv_bytes if stage is not None and stage < len(fixed_mem.stages)
+                     else fixed_mem.available_kv_bytes) / GiB
         with_weights = (fixed_gib - logged) / abs(logged) * 100
     note = "; ".join(n for n in (_moe_backend_note(rec, model, gpu, version, backend),
                                  UNEXPLAINED.get(rec["id"], "")) if n)
@@ -540,10 +541,10 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
         implied_util = (rec["model_weights_gib"] + rec["activation_peak_gib"] + rec["non_torch_gib"] + logged) / rec[
             "total_gpu_memory_gib"
         ]
-        if abs(implied_util - r.gpu_memory_utilization) > 0.005:
+        if abs(implied_util - r.memory.gpu_memory_utilization) > 0.005:
             note += ("; " if note else "") + (
                 f"the log's terms add up to utilization {implied_util:.3f}, not the recorded "
-                f"{r.gpu_memory_utilization}")
+                f"{r.memory.gpu_memory_utilization}")
     return RowB(
         rec["id"], logged, predicted, (predicted - logged) / abs(logged) * 100, ", ".join(parts), with_weights, note,
         split=rec.get("split") or split_of(rec["id"]), families=families(rec, model),
@@ -554,7 +555,7 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
 
 def _range_with_estimated_weights(r: FitReport, best: int, low: int, high: int) -> tuple[int, int]:
     """The available-KV range of a report whose weights were passed as measured, with the estimate's range."""
-    lo, hi = r.available_kv_range
+    lo, hi = r.memory.available_kv_range
     return lo - (high - best), hi + (best - low)
 
 

@@ -5,7 +5,8 @@ objects the CLI renders::
 
     import kvplan
     report = kvplan.fit("Qwen/Qwen2.5-7B", "h100", max_model_len=32768)  # = kvplan fit … --gpu h100 …
-    report.kv_cache_tokens, report.max_concurrency, report.fits         # what vLLM would log, whether it starts
+    report.cache.kv_cache_tokens, report.scheduler.max_concurrency     # what vLLM would log
+    report.verdict.fits, report.memory.available_kv_bytes               # whether it starts, on how much KV memory
     kvplan.size("Qwen/Qwen2.5-7B").kv_bytes_per_token                    # = kvplan size
     kvplan.check("deploy/plan.yaml").passed                              # = kvplan check
     kvplan.roofline("Qwen/Qwen2.5-7B", "h100", context="8K").ridge_point  # = kvplan roofline

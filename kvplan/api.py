@@ -164,7 +164,7 @@ def fit_plan(flags: FitFlags, loaded: LoadedModel, gpu: str | GpuSpec | None = N
              gpus_file: str | Path | None = None, advise: bool = True) -> FitReport | SweepReport:
     """The plan of a read deployment on its loaded model: one GPU's FitReport (`gpu`, or a custom GPU of
     `gpu_memory`), or, with neither, the SweepReport over the catalog (what to rent). `advise=False` skips the
-    re-planned fixes of a failing plan (FitReport.advice: the command always gives them)."""
+    re-planned fixes of a failing plan (FitReport.verdict.advice: the command always gives them)."""
     from kvplan.hardware import gpus
 
     gpu = gpu if isinstance(gpu, gpus.GpuSpec) else _text(gpu, "--gpu")
@@ -416,11 +416,12 @@ def roofline_plan(loaded: LoadedModel, settings: ServeSettings, query: RooflineQ
         capacity = max_concurrency if max_concurrency is not None else capacity
     else:
         fit = _roofline_fit(spec, chip, settings.updated(context=query.context), on_note)
-        capacity, chunk, running = max_concurrency, fit.max_num_batched_tokens, fit.max_num_seqs
-        if capacity is None and fit.fits:
-            capacity = fit.preemption.max_requests_at_context
+        capacity, chunk, running = max_concurrency, fit.scheduler.max_num_batched_tokens, fit.scheduler.max_num_seqs
+        if capacity is None and fit.verdict.fits:
+            capacity = fit.verdict.preemption.max_requests_at_context
         elif capacity is None:
-            _warn(on_warning, f"KV capacity not computed: vLLM would not start ({fit.error or fit.startup})")
+            _warn(on_warning,
+                  f"KV capacity not computed: vLLM would not start ({fit.verdict.error or fit.verdict.startup})")
     report = rl.roofline(costs, roof, context=query.context, batches=list(query.batches),
                          prompt_tokens=query.prompt_tokens, max_num_batched_tokens=chunk, kv_capacity_batch=capacity,
                          max_num_seqs=running, gpu_flops=chip.flops)
@@ -493,11 +494,11 @@ def _roofline_fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, on_no
 
     report = plan_fit(model, gpu, settings, advise=False)
     context = settings.load.context or 0
-    if report.startup is Startup.REFUSES_MAX_MODEL_LEN and 0 < context < report.max_model_len:
+    if report.verdict.startup is Startup.REFUSES_MAX_MODEL_LEN and 0 < context < report.scheduler.max_model_len:
         # The model's full length does not fit, but requests of `context` tokens may: plan the
         # server one would run for them (vLLM's own advice: decrease max_model_len).
-        _warn(on_note, f"the KV capacity assumes --max-model-len {context} (the model's {report.max_model_len:,} does "
-                       "not fit)")
+        _warn(on_note, f"the KV capacity assumes --max-model-len {context} (the model's "
+                       f"{report.scheduler.max_model_len:,} does not fit)")
         report = plan_fit(model, gpu, settings.updated(max_model_len=context), advise=False)
     return report
 

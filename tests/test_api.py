@@ -24,7 +24,7 @@ def test_library_fit_equals_the_vllm_numbers() -> None:
     report = kvplan.plan_fit(spec, kvplan.get_gpu("h100"),
                              kvplan.ServeSettings.of(max_model_len=32768, kv_cache_memory_bytes=60 * 2**30))
     # vllm-reference §10(a): 60 GiB of KV → 140,434 blocks, 2,246,944 tokens, 68.57x.
-    got = (report.num_gpu_blocks, report.kv_cache_tokens, round(report.max_concurrency, 2))
+    got = (report.cache.num_gpu_blocks, report.cache.kv_cache_tokens, round(report.scheduler.max_concurrency, 2))
     assert got == (140_434, 2_246_944, 68.57)
 
 
@@ -59,7 +59,7 @@ def test_library_fit_is_the_fit_command() -> None:
     report = kvplan.fit(QWEN_7B, "h100", max_model_len=32768, kv_cache_dtype="fp8", max_num_seqs=64)
     code, out, _ = _cli("fit", QWEN_7B, "--gpu", "h100", "--max-model-len", "32768", "--kv-cache-dtype", "fp8",
                         "--max-num-seqs", "64", "--json")
-    assert code == 0 and report.fits
+    assert code == 0 and report.verdict.fits
     assert _json("fit", report) == out.strip()
 
 
@@ -67,7 +67,7 @@ def test_library_fit_reads_a_pasted_vllm_line_and_num_gpus_as_the_command_does()
     line = f"VLLM_USE_V2_MODEL_RUNNER=0 vllm serve {QWEN_7B} --max-model-len 16384 --port 8000"
     report = kvplan.fit(vllm_cmd=line, gpu="l40s", num_gpus=4, pipeline_parallel_size=2, environ={})
     code, out, _ = _cli("fit", "--vllm-cmd", line, "--gpu", "l40s", "--num-gpus", "4", "-pp", "2", "--json")
-    assert code == 0 and (report.tp, report.pp) == (2, 2)
+    assert code == 0 and (report.deployment.tp, report.deployment.pp) == (2, 2)
     assert _json("fit", report) == out.strip()
 
 

@@ -120,7 +120,7 @@ def test_a_connectors_cpu_bytes_to_use_is_read_as_vllm_reads_it_and_said_to_be_u
     config = _connector("OffloadingConnector", f'{{"cpu_bytes_to_use": {value}}}')
     with_tier = json_out(run_kvplan(["fit", QWEN_7B, "--gpu", "h100", "--json", "--kv-transfer-config", config]))
     plain = json_out(run_kvplan(["fit", QWEN_7B, "--gpu", "h100", "--json"]))
-    assert with_tier["num_gpu_blocks"] == plain["num_gpu_blocks"]
+    assert with_tier["cache"]["num_gpu_blocks"] == plain["cache"]["num_gpu_blocks"]
     assert any(n.endswith("Its CPU tier (cpu_bytes_to_use 10,737,418,240 bytes = 10.00 GiB) is not modelled: "
                           "--kv-offloading-size GiB plans OffloadingConnector's CPU tier.") for n in with_tier["notes"])
 

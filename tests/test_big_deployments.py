@@ -33,7 +33,7 @@ def _fit_json(*args: str) -> dict:  # type: ignore[type-arg]
 def test_yarn_hf_overrides_serve_qwen3_at_128k_as_vllm_does() -> None:
     r = _fit_json(str(CONFIGS / "Qwen--Qwen3-30B-A3B"), "--max-model-len", "131072", "--kv-cache-memory-bytes",
                   "21474836480", "--hf-overrides", YARN)
-    assert r["log_line"] == _golden_line("Qwen--Qwen3-30B-A3B__h100-yarn-mml131072")
+    assert r["verdict"]["log_line"] == _golden_line("Qwen--Qwen3-30B-A3B__h100-yarn-mml131072")
 
 
 @pytest.mark.parametrize(("flags", "case"), [
@@ -47,7 +47,7 @@ def test_yarn_hf_overrides_serve_qwen3_at_128k_as_vllm_does() -> None:
 def test_pasted_vllm_serve_lines_with_mtp_and_dcp(flags: str, case: str) -> None:
     cmd = (f"vllm serve {CONFIGS / 'deepseek-ai--DeepSeek-V3'} -tp 8 --max-model-len 8192 "
            f"--kv-cache-memory-bytes 21474836480 {flags}")
-    assert _fit_json("--vllm-cmd", cmd)["log_line"] == _golden_line(case)
+    assert _fit_json("--vllm-cmd", cmd)["verdict"]["log_line"] == _golden_line(case)
 
 
 def test_dcp_needs_a_tp_size_it_divides() -> None:
@@ -73,7 +73,7 @@ def test_a_bad_json_flag_is_one_clear_error() -> None:
 
 def test_num_gpu_blocks_override_sets_the_block_count() -> None:
     r = _fit_json(str(CONFIGS / "Qwen--Qwen2.5-7B"), "--max-model-len", "32768", "--num-gpu-blocks-override", "4096")
-    assert (r["num_gpu_blocks"], r["kv_cache_tokens"]) == (4096, 4096 * 16)
+    assert (r["cache"]["num_gpu_blocks"], r["cache"]["kv_cache_tokens"]) == (4096, 4096 * 16)
 
 
 def test_dtype_float32_doubles_the_kv_bytes_and_float16_is_refused_for_gemma2() -> None:
@@ -81,8 +81,8 @@ def test_dtype_float32_doubles_the_kv_bytes_and_float16_is_refused_for_gemma2() 
                      "20GiB", "--dtype", "half")
     full = _fit_json(str(CONFIGS / "Qwen--Qwen2.5-7B"), "--max-model-len", "32768", "--kv-cache-memory-bytes",
                      "20GiB", "--dtype", "float32")
-    assert (half["kv_cache_dtype"], full["kv_cache_dtype"]) == ("float16", "float32")
-    assert full["bytes_per_block"] == 2 * half["bytes_per_block"]
+    assert (half["cache"]["kv_cache_dtype"], full["cache"]["kv_cache_dtype"]) == ("float16", "float32")
+    assert full["cache"]["bytes_per_block"] == 2 * half["cache"]["bytes_per_block"]
     refused = runner.invoke(app, ["fit", str(CONFIGS / "unsloth--gemma-2-9b"), "--gpu", "h100", "--dtype", "half"])
     assert refused.exit_code == 2 and "does not support float16" in refused.output
 
@@ -91,7 +91,8 @@ def test_cpu_offload_takes_weights_off_the_gpu() -> None:
     base = runner.invoke(app, ["fit", str(CONFIGS / "Qwen--Qwen2.5-7B"), "--gpu", "h100", "--json"])
     off = runner.invoke(app, ["fit", str(CONFIGS / "Qwen--Qwen2.5-7B"), "--gpu", "h100", "--cpu-offload-gb", "4",
                               "--json"])
-    assert json.loads(base.stdout)["weights_bytes"] - json.loads(off.stdout)["weights_bytes"] == 4 * 2**30
+    weights = [json.loads(r.stdout)["memory"]["weights_bytes"] for r in (base, off)]
+    assert weights[0] - weights[1] == 4 * 2**30
 
 
 def test_lora_slots_add_their_buffers_to_the_weights() -> None:
@@ -101,14 +102,15 @@ def test_lora_slots_add_their_buffers_to_the_weights() -> None:
     base = json.loads(runner.invoke(app, ["fit", *args]).stdout)
     lora = json.loads(runner.invoke(app, ["fit", *args, "--enable-lora", "--max-loras", "4",
                                           "--max-lora-rank", "64"]).stdout)
-    assert lora["weights_bytes"] - base["weights_bytes"] == 4 * 32 * 64 * (38_912 + 43_008) * 2
+    assert lora["memory"]["weights_bytes"] - base["memory"]["weights_bytes"] == 4 * 32 * 64 * (38_912 + 43_008) * 2
 
 
 def test_online_fp8_quantization_and_vllms_method_mismatch() -> None:
     args = [str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"), "--gpu", "h100", "--json"]
     base = json.loads(runner.invoke(app, ["fit", *args]).stdout)
     fp8 = json.loads(runner.invoke(app, ["fit", *args, "--quantization", "fp8"]).stdout)
-    assert fp8["weights_bytes"] < 0.6 * base["weights_bytes"]  # linear weights at 1 byte, embeddings kept
+    # linear weights at 1 byte, embeddings kept
+    assert fp8["memory"]["weights_bytes"] < 0.6 * base["memory"]["weights_bytes"]
     mismatch = runner.invoke(app, ["fit", str(CONFIGS / "nvidia--Llama-3.1-70B-Instruct-FP8"), "--gpu", "h100",
                                    "-tp", "2", "--quantization", "awq"])
     assert mismatch.exit_code == 2
@@ -125,9 +127,10 @@ def test_expert_parallel_splits_the_experts_over_tp_times_dp_ranks() -> None:
     plain = json.loads(runner.invoke(app, ["fit", *args]).stdout)
     ep = json.loads(runner.invoke(app, ["fit", *args, "--enable-expert-parallel"]).stdout)
     experts = routed_expert_bytes(load_local(model))
-    assert plain["weights_bytes"] - ep["weights_bytes"] == experts // 2 - experts // 4
-    assert plain["num_gpus"] == ep["num_gpus"] == 4
-    assert ep["kv_cache_tokens"] > plain["kv_cache_tokens"]  # the memory the experts free goes to the KV cache
+    assert plain["memory"]["weights_bytes"] - ep["memory"]["weights_bytes"] == experts // 2 - experts // 4
+    assert plain["deployment"]["num_gpus"] == ep["deployment"]["num_gpus"] == 4
+    # the memory the experts free goes to the KV cache
+    assert ep["cache"]["kv_cache_tokens"] > plain["cache"]["kv_cache_tokens"]
 
 
 def test_hf_overrides_in_a_plan_are_applied_to_the_model(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -160,11 +163,11 @@ def test_eagle3_draft_joins_the_kv_cache_as_vllm_plans_it() -> None:
     spec = json.dumps({"method": "eagle3", "model": str(EAGLE3_DRAFT), "num_speculative_tokens": 3})
     r = _fit_json(str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"), "--max-model-len", "8192",
                   "--kv-cache-memory-bytes", "21474836480", "--speculative-config", spec)
-    assert (r["num_gpu_blocks"], r["log_line"]) == (golden["num_blocks"], golden["log_line"]) == (
+    assert (r["cache"]["num_gpu_blocks"], r["verdict"]["log_line"]) == (golden["num_blocks"], golden["log_line"]) == (
         9929, "GPU KV cache size: 158,864 tokens, Maximum concurrency for 8,192 tokens per request: 19.39x")
     pasted = _fit_json("--vllm-cmd", f"vllm serve {CONFIGS / 'meta-llama--Meta-Llama-3.1-8B'} --max-model-len 8192 "
                                      f"--kv-cache-memory-bytes 21474836480 --speculative-config '{spec}'")
-    assert pasted["num_gpu_blocks"] == golden["num_blocks"]
+    assert pasted["cache"]["num_gpu_blocks"] == golden["num_blocks"]
 
 
 def test_an_eagle_drafts_own_kv_cache_dtype_applies_to_its_layers_only() -> None:
@@ -175,7 +178,7 @@ def test_an_eagle_drafts_own_kv_cache_dtype_applies_to_its_layers_only() -> None
                        "kv_cache_dtype": "fp8"})
     r = _fit_json(str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"), "--max-model-len", "8192",
                   "--kv-cache-memory-bytes", "21474836480", "--speculative-config", spec)
-    assert (r["num_gpu_blocks"], r["log_line"]) == (golden["num_blocks"], golden["log_line"]) == (
+    assert (r["cache"]["num_gpu_blocks"], r["verdict"]["log_line"]) == (golden["num_blocks"], golden["log_line"]) == (
         10082, "GPU KV cache size: 161,312 tokens, Maximum concurrency for 8,192 tokens per request: 19.69x")
 
 
@@ -231,7 +234,7 @@ def test_no_async_scheduling_leaves_one_batch_in_flight_as_vllm_plans_it(tmp_pat
     for args in (["fit", model, "--no-async-scheduling", *flags],
                  ["fit", "--vllm-cmd", f"vllm serve {model} --no-async-scheduling", *flags]):
         r = json.loads(runner.invoke(app, args).stdout)
-        assert (r["num_gpu_blocks"], r["kv_cache_tokens"], r["in_flight_tokens"]) == (
+        assert (r["cache"]["num_gpu_blocks"], r["cache"]["kv_cache_tokens"], r["scheduler"]["in_flight_tokens"]) == (
             kv["num_blocks"], kv["kv_cache_size_tokens"], 8192)
     from kvplan.ci.plan import load_plan
 
@@ -251,8 +254,8 @@ def test_mtp_loads_the_checkpoints_mtp_modules_on_every_gpu() -> None:
     base = ServeSettings.of(tp=8, max_model_len=8192)
     plain = plan_fit(model, get_gpu("h200"), base, advise=False)
     mtp = plan_fit(model, get_gpu("h200"), replace(base, speculative_config={"method": "mtp"}), advise=False)
-    assert mtp.weights_bytes - plain.weights_bytes == -(-mtp_module_stored_bytes(model) // 8)
-    assert round((mtp.weights_bytes - plain.weights_bytes) / 2**30, 2) == 1.36
+    assert mtp.memory.weights_bytes - plain.memory.weights_bytes == -(-mtp_module_stored_bytes(model) // 8)
+    assert round((mtp.memory.weights_bytes - plain.memory.weights_bytes) / 2**30, 2) == 1.36
 
 
 def test_a_hub_safetensors_total_holds_the_mtp_modules_which_load_only_with_mtp() -> None:
@@ -266,8 +269,8 @@ def test_a_hub_safetensors_total_holds_the_mtp_modules_which_load_only_with_mtp(
     base = ServeSettings.of(tp=8, max_model_len=8192, weights_total_bytes=700 * 10**9)
     plain = plan_fit(model, get_gpu("h200"), base, advise=False)
     mtp = plan_fit(model, get_gpu("h200"), replace(base, speculative_config={"method": "mtp"}), advise=False)
-    assert mtp.weights_bytes - plain.weights_bytes == -(-mtp_module_stored_bytes(model) // 8)
-    assert "not loaded without MTP speculation" in next(t.assumption for t in plain.memory_terms
+    assert mtp.memory.weights_bytes - plain.memory.weights_bytes == -(-mtp_module_stored_bytes(model) // 8)
+    assert "not loaded without MTP speculation" in next(t.assumption for t in plain.memory.terms
                                                          if t.name == "weights")
 
 
@@ -304,10 +307,12 @@ def test_prefill_context_parallelism_adds_gpus_and_keeps_or_shards_the_kv_as_vll
     base = ServeSettings.of(max_model_len=8192, kv_cache_memory_bytes=20 * 2**30)
     one = plan_fit(mla, get_gpu("h100"), base, advise=False)
     pcp = plan_fit(mla, get_gpu("h100"), base.updated(prefill_context_parallel_size=2), advise=False)
-    assert (pcp.num_gpus, pcp.num_gpu_blocks, pcp.kv_cache_tokens) == (2, one.num_gpu_blocks, one.kv_cache_tokens)
+    assert (pcp.deployment.num_gpus, pcp.cache.num_gpu_blocks, pcp.cache.kv_cache_tokens) == (
+        2, one.cache.num_gpu_blocks, one.cache.kv_cache_tokens)
     sharded = plan_fit(mla, get_gpu("h100"), base.updated(prefill_context_parallel_size=2,
                                                      decode_context_parallel_size=2), advise=False)
-    assert sharded.num_gpu_blocks == one.num_gpu_blocks and sharded.kv_cache_tokens == 2 * one.kv_cache_tokens
+    assert sharded.cache.num_gpu_blocks == one.cache.num_gpu_blocks
+    assert sharded.cache.kv_cache_tokens == 2 * one.cache.kv_cache_tokens
     with pytest.raises(InvalidParameter, match="valid DCP sizes are \\[1, 2\\]"):
         plan_fit(mla, get_gpu("h100"), base.updated(prefill_context_parallel_size=2,
                                                decode_context_parallel_size=4), advise=False)
@@ -317,7 +322,7 @@ def test_prefill_context_parallelism_adds_gpus_and_keeps_or_shards_the_kv_as_vll
     r = json.loads(runner.invoke(app, ["fit", "--vllm-cmd", f"vllm serve {CONFIGS / 'deepseek-ai--DeepSeek-V2-Lite'} "
                                        "-pcp 2 --max-model-len 8192 --kv-cache-memory-bytes 21474836480",
                                        "--gpu", "h100", "--json"]).stdout)
-    assert (r["num_gpus"], r["num_gpu_blocks"]) == (2, one.num_gpu_blocks)
+    assert (r["deployment"]["num_gpus"], r["cache"]["num_gpu_blocks"]) == (2, one.cache.num_gpu_blocks)
 
 
 def test_a_kv_connector_without_hma_support_turns_the_hybrid_manager_off_as_vllm_does() -> None:
@@ -336,10 +341,11 @@ def test_a_kv_connector_without_hma_support_turns_the_hybrid_manager_off_as_vllm
         return json.loads(result.stdout)  # type: ignore[no-any-return]
 
     lmcache = plan("LMCacheConnectorV1")
-    assert (lmcache["num_gpu_blocks"], lmcache["kv_cache_tokens"], lmcache["max_concurrency"]) == (
+    assert (lmcache["cache"]["num_gpu_blocks"], lmcache["cache"]["kv_cache_tokens"],
+            lmcache["scheduler"]["max_concurrency"]) == (
         kv["num_blocks"], kv["kv_cache_size_tokens"], kv["max_concurrency"]) == (27306, 436896, 53.33203125)
     plain = json.loads(runner.invoke(app, ["fit", model, *flags]).stdout)
-    assert plan("NixlConnector")["num_gpu_blocks"] == plain["num_gpu_blocks"] != 27306
+    assert plan("NixlConnector")["cache"]["num_gpu_blocks"] == plain["cache"]["num_gpu_blocks"] != 27306
     bad = runner.invoke(app, ["fit", model, "--kv-transfer-config", '{"kv_connector": "NoSuch"}', *flags])
     assert bad.exit_code == 2 and "Unsupported connector type: NoSuch" in bad.output
 
@@ -364,7 +370,7 @@ def test_lora_and_offload_move_the_weights_range_with_the_estimate() -> None:
     base = ServeSettings.of(max_model_len=8192)
 
     def weights(s: ServeSettings) -> Any:
-        return next(t for t in plan_fit(model, get_gpu("h100"), s, advise=False).memory_terms if t.name == "weights")
+        return next(t for t in plan_fit(model, get_gpu("h100"), s, advise=False).memory.terms if t.name == "weights")
 
     plain, lora = weights(base), weights(base.updated(enable_lora=True))
     added = lora.bytes - plain.bytes

@@ -142,9 +142,10 @@ def test_the_printed_fit_command_reproduces_the_log(example: dict[str, Any]) -> 
     command = example["command"]
     assert "--gpu h100-sxm --gpu-memory-utilization 0.9 --max-model-len 16000 --vllm-version 0.11" in command
     fit = fit_from(command)
-    assert (fit["available_kv_bytes"], fit["num_gpu_blocks"], fit["kv_cache_tokens"]) == (g(51.38), 26_306, 420_896)
-    assert fit["log_line"] == ("GPU KV cache size: 420,896 tokens, Maximum concurrency for 16,000 tokens per "
-                               "request: 26.31x")
+    assert (fit["memory"]["available_kv_bytes"], fit["cache"]["num_gpu_blocks"], fit["cache"]["kv_cache_tokens"]) == (
+        g(51.38), 26_306, 420_896)
+    assert fit["verdict"]["log_line"] == ("GPU KV cache size: 420,896 tokens, Maximum concurrency for 16,000 tokens "
+                                          "per request: 26.31x")
 
 
 def test_the_example_as_a_table() -> None:
@@ -181,7 +182,7 @@ def test_llmd_llama_fitted_activation_equals_the_tabulated_one() -> None:
     v = data["verified"]
     assert v["ok"] and v["available_kv_bytes"] == g(51.38) and v["num_gpu_blocks"] == g(51.38) // LLAMA_BLOCK
     fit = fit_from(data["command"])
-    assert fit["available_kv_bytes"] == g(51.38) and fit["cuda_total_bytes"] == g(79.18)
+    assert fit["memory"]["available_kv_bytes"] == g(51.38) and fit["memory"]["cuda_total_bytes"] == g(79.18)
 
 
 def test_llmd_gpt_oss_20b_fitted_activation_equals_the_tabulated_one() -> None:
@@ -281,7 +282,7 @@ def test_a_complete_033_log_pins_every_term_and_absorbs_only_rounding() -> None:
     v = data["verified"]
     assert (v["ok"], v["num_gpu_blocks"], v["kv_cache_tokens"]) == (True, 64_038, 1_024_608)
     assert data["notes"] == []
-    assert fit_from(data["command"])["kv_cache_tokens"] == 1_024_608
+    assert fit_from(data["command"])["cache"]["kv_cache_tokens"] == 1_024_608
 
 
 V031_LOG = ROOT / "tests" / "fixtures" / "startup-logs" / "raw" / "ghlog-a100-80gb-llama31-8b-instruct-v0310.log"
@@ -365,8 +366,8 @@ def test_the_logs_model_is_loaded_from_the_hub(hub_env: dict[str, str]) -> None:
     # the same prediction as `kvplan fit` makes for the Hub model (stored bytes from safetensors metadata)
     fit = json_out(run_kvplan(["fit", "Qwen/Qwen2.5-1.5B", "--gpu", "h100", "--max-model-len", "16384",
                                "--gpu-memory-utilization", "0.9", "--vllm-version", "0.11", "--json"], env=hub_env))
-    assert terms(data)["weights"]["predicted"] == fit["weights_bytes"]
-    assert terms(data)["available_kv"]["predicted"] == fit["available_kv_bytes"]
+    assert terms(data)["weights"]["predicted"] == fit["memory"]["weights_bytes"]
+    assert terms(data)["available_kv"]["predicted"] == fit["memory"]["available_kv_bytes"]
 
 
 def test_an_explicit_model_that_cannot_load_is_an_error() -> None:

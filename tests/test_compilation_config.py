@@ -20,7 +20,7 @@ QWEN = str(CONFIGS / "Qwen--Qwen2.5-7B")  # 28 layers
 def _graphs(*args: str) -> int:
     result = runner.invoke(app, ["fit", *args, "--gpu", "h100", "--json"])
     assert result.exit_code == 0, result.output
-    return int(json.loads(result.stdout)["cuda_graph_bytes"])
+    return int(json.loads(result.stdout)["memory"]["cuda_graph_bytes"])
 
 
 def test_default_mode_and_the_modes_vllm_accepts() -> None:

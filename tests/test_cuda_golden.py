@@ -70,6 +70,6 @@ def test_before_sm80_auto_dtype_is_float16_or_float32_for_float16_unsafe_models(
     r = kvplan.plan_fit(kvplan.load_model(str(ROOT / "tests" / "fixtures" / "configs" / folder)), kvplan.get_gpu("t4"),
                         kvplan.ServeSettings.of(kv_cache_memory_bytes=4294967296, max_model_len=4096, weights_bytes=0),
                         advise=False)
-    assert r.kv_cache_dtype == dtype
-    assert (r.num_gpu_blocks, r.log_line) == (golden["plan"]["kv_cache_config"]["num_blocks"],
+    assert r.cache.kv_cache_dtype == dtype
+    assert (r.cache.num_gpu_blocks, r.verdict.log_line) == (golden["plan"]["kv_cache_config"]["num_blocks"],
                                               golden["plan"]["kv_cache_config"]["log_line"])

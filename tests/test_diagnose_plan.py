@@ -55,11 +55,12 @@ def plan_finding(data: dict[str, Any]) -> dict[str, Any]:
 def test_prediction_pinned() -> None:
     report = plan_fit(load_fixture("Qwen--Qwen2.5-7B"), get_gpu("h100"),
                       ServeSettings.of(gpu_memory_utilization=0.9, block_size=16), advise=False)
-    assert (report.weights_bytes, report.activation_bytes, report.non_torch_bytes, report.cuda_graph_bytes) == (
+    m = report.memory
+    assert (m.weights_bytes, m.activation_bytes, m.non_torch_bytes, m.cuda_graph_bytes) == (
         WEIGHTS, ACTIVATION, NON_TORCH, CUDA_GRAPHS) == (15_264_787_456, 2_676_595_097, 781_904_773, 696_254_464)
-    assert (report.available_kv_bytes, report.bytes_per_block) == (PREDICTED_AVAILABLE, BLOCK_BYTES)
+    assert (report.memory.available_kv_bytes, report.cache.bytes_per_block) == (PREDICTED_AVAILABLE, BLOCK_BYTES)
     assert PREDICTED_AVAILABLE == 57_107_111_749
-    assert report.num_gpu_blocks == PREDICTED_BLOCKS == 62_241
+    assert report.cache.num_gpu_blocks == PREDICTED_BLOCKS == 62_241
 
 
 def test_server_with_the_predicted_blocks_matches(server: MetricsServer) -> None:
@@ -112,7 +113,7 @@ def test_fits_flags_reach_the_prediction(server: MetricsServer) -> None:
     # A measured activation 1 GiB larger than kvplan's estimate leaves exactly 1 GiB less for KV.
     base = plan_fit(load_fixture("Qwen--Qwen2.5-7B"), get_gpu("h100"),
                     ServeSettings.of(gpu_memory_utilization=0.9, block_size=16), advise=False)
-    activation = base.activation_bytes + 2**30
+    activation = base.memory.activation_bytes + 2**30
     url = serve_blocks(server, PREDICTED_BLOCKS)
     data = run_json(url, "--plan", QWEN7B, "--gpu", "h100", "--activation-memory", str(activation))
     assert data["plan"][0]["predicted_num_gpu_blocks"] == (PREDICTED_AVAILABLE - 2**30) // BLOCK_BYTES

@@ -172,6 +172,31 @@ def test_the_schema_2_log_table_is_startup_logs_nesting_and_the_real_documents()
     assert log["memory"]["available_kv_bytes"] == 55_168_854_917  # examples/vllm-startup.log's 51.38 GiB
 
 
+def _part_paths(data: dict[str, object], parts: tuple[str, ...]) -> list[str]:
+    """The report's keys as paths: `part.field` inside each part, the key itself elsewhere."""
+    return [f"{k}.{f}" if k in parts else k for k, v in data.items()
+            for f in (v if k in parts and isinstance(v, dict) else [None])]
+
+
+def test_schema_1_table_maps_every_v1_fit_key_to_where_version_2_keeps_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """docs/json-schema.md's schema_version 2 `fit` table is FitReport's own mapping (report.schema_1_path), in v1's key
+    order; every path is in the real `fit --json` document, and every value there is reached by one v1 key."""
+    import json
+
+    from kvplan.vllm.report import PARTS, SCHEMA_1_KEYS, schema_1_path
+
+    section = JSON_DOC.split("## schema_version 2: `fit`'s report, nested", 1)[1].split("\n## ", 1)[0]
+    table = re.findall(r"^\| `([a-z_0-9]+)` \| `([a-z_0-9.]+)` \|$", section, re.M)
+    assert table == [(key, schema_1_path(key)) for key in SCHEMA_1_KEYS]
+    assert len(table) == 53 and table[0] == ("model", "deployment.model")
+    assert ("memory_terms", "memory.terms") in table and ("pp_stages", "memory.stages") in table
+    monkeypatch.chdir(ROOT)
+    result = runner.invoke(app, [*JSON_EXAMPLES["fit"], "--json"])
+    data = json.loads(result.stdout)
+    paths = _part_paths({k: v for k, v in data.items() if k not in ("schema_version", "kind")}, PARTS)
+    assert sorted(paths) == sorted(path for _, path in table)
+
+
 def test_the_docs_relative_links_point_at_files_that_exist() -> None:
     """README.md and docs/*.md link each other by relative path: a moved or renamed file breaks no link."""
     docs = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]

@@ -45,7 +45,8 @@ def _fit(*args: str, weights: tuple[str, ...] = ("--weights-memory", "0")) -> di
 
 
 def _numbers(r: dict[str, Any]) -> tuple[int, int, float, int]:
-    return r["num_gpu_blocks"], r["kv_cache_tokens"], r["max_concurrency"], r["max_model_len"]
+    cache, sched = r["cache"], r["scheduler"]
+    return cache["num_gpu_blocks"], cache["kv_cache_tokens"], sched["max_concurrency"], sched["max_model_len"]
 
 
 # (case, target, kvplan flags, speculative-config extras, golden blocks, tokens)
@@ -74,20 +75,20 @@ def test_draft_model_layers_join_the_targets_kv_cache_as_vllm_plans_them(
     92 layers for Qwen3-32B, 64 for Qwen3-8B; an fp8 draft cache halves the draft's share of each block."""
     r = _fit(str(target), *flags, "--speculative-config", _spec(**extra))
     assert _numbers(r) == _capacity(case)
-    assert (r["num_gpu_blocks"], r["kv_cache_tokens"]) == (blocks, tokens)
+    assert (r["cache"]["num_gpu_blocks"], r["cache"]["kv_cache_tokens"]) == (blocks, tokens)
 
 
 def test_the_draft_counts_once_per_block_whatever_the_number_of_speculative_tokens() -> None:
     assert _capacity("Qwen--Qwen3-32B__h100-mml8192-draftx3") == _capacity("Qwen--Qwen3-32B__h100-mml8192-draftx5")
     r = _fit(str(QWEN3_32B), "--speculative-config", _spec(num_speculative_tokens=3))
-    assert r["max_concurrency"] == 56976 / 8192 and [g["num_layers"] for g in r["groups"]] == [92]
+    assert r["scheduler"]["max_concurrency"] == 56976 / 8192 and [g["num_layers"] for g in r["cache"]["groups"]] == [92]
 
 
 def test_preemption_counts_the_drafts_lookahead_slots() -> None:
     """The scheduler allocates num_lookahead_tokens (= 3) slots past each request (config/vllm.py:
     num_lookahead_tokens): a 8,192-token request holds 513 blocks of 16, so 5,119 usable blocks run 9 at once."""
     r = _fit(str(QWEN3_8B), "--speculative-config", _spec(num_speculative_tokens=3), "--concurrency", "10")
-    p = r["preemption"]
+    p = r["verdict"]["preemption"]
     assert (p["blocks_per_request"], p["max_requests_at_context"]) == (513, 5119 // 513)
     assert "(+3 draft slots each)" in p["explanation"]
 
@@ -96,7 +97,8 @@ def test_a_model_with_no_method_and_no_eagle_in_its_name_is_a_draft_model() -> N
     spec = json.dumps({"model": str(DRAFT), "num_speculative_tokens": 5})
     r = _fit(str(QWEN3_8B), "--speculative-config", spec)
     assert _numbers(r) == _capacity("Qwen--Qwen3-8B__h100-mml8192-draftx5-nomethod") == (5120, 81920, 10.0, 8192)
-    assert r["log_line"] == "GPU KV cache size: 81,920 tokens, Maximum concurrency for 8,192 tokens per request: 10.00x"
+    assert r["verdict"]["log_line"] == ("GPU KV cache size: 81,920 tokens, Maximum concurrency for 8,192 tokens per "
+                                        "request: 10.00x")
     assert any("draft_model, 5 token(s)): 28 draft layer(s)" in n for n in r["notes"])
 
 
@@ -104,7 +106,8 @@ def test_a_shorter_draft_max_model_len_lowers_the_targets() -> None:
     """config/vllm.py:_limit_max_model_len_to_draft: 4,096 tokens per request, the same blocks."""
     r = _fit(str(QWEN3_8B), "--speculative-config", _spec(num_speculative_tokens=3, max_model_len=4096))
     assert _numbers(r) == _capacity("Qwen--Qwen3-8B__h100-mml8192-draftx3-dmml4096") == (5120, 81920, 20.0, 4096)
-    assert r["log_line"] == "GPU KV cache size: 81,920 tokens, Maximum concurrency for 4,096 tokens per request: 20.00x"
+    assert r["verdict"]["log_line"] == ("GPU KV cache size: 81,920 tokens, Maximum concurrency for 4,096 tokens per "
+                                        "request: 20.00x")
     assert r["settings_sources"]["max_model_len"].startswith("the draft model's")
 
 
@@ -116,8 +119,8 @@ def test_a_pasted_vllm_serve_line_with_a_draft_model_plans_like_the_flags() -> N
     assert result.exit_code == 0, result.output
     r = json.loads(result.stdout)
     assert _numbers(r) == _capacity("Qwen--Qwen3-32B__h100-tp2-mml8192-draftx3") == (7123, 113968, 113968 / 8192, 8192)
-    assert r["log_line"] == ("GPU KV cache size: 113,968 tokens, Maximum concurrency for 8,192 tokens per request: "
-                             "13.91x")
+    assert r["verdict"]["log_line"] == ("GPU KV cache size: 113,968 tokens, Maximum concurrency for 8,192 tokens per "
+                                        "request: 13.91x")
 
 
 def test_a_plan_file_loads_the_draft_relative_to_the_plan(tmp_path: Path) -> None:
@@ -155,7 +158,7 @@ def test_the_draft_models_weights_load_on_every_gpu_with_the_targets() -> None:
         with_draft = _fit(str(QWEN3_32B), "-tp", str(tp), "--speculative-config", _spec(num_speculative_tokens=3),
                           weights=())
         own = estimate_weights(draft, tp=tp, pp=1, arch="hopper").bytes
-        assert with_draft["weights_bytes"] - base["weights_bytes"] == own
+        assert with_draft["memory"]["weights_bytes"] - base["memory"]["weights_bytes"] == own
     assert 1.0 * 2**30 < estimate_weights(draft, tp=1, pp=1, arch="hopper").bytes < 1.3 * 2**30
 
 
@@ -211,7 +214,7 @@ def test_the_draft_model_runs_without_cuda_graphs() -> None:
     target's layers only (an EAGLE draft is captured with the target)."""
     base = _fit(str(QWEN3_8B))
     with_draft = _fit(str(QWEN3_8B), "--speculative-config", _spec(num_speculative_tokens=3))
-    assert with_draft["cuda_graph_bytes"] == base["cuda_graph_bytes"] > 0
+    assert with_draft["memory"]["cuda_graph_bytes"] == base["memory"]["cuda_graph_bytes"] > 0
 
 
 def test_a_draft_whose_architecture_vllm_does_not_serve_is_refused(tmp_path: Path) -> None:

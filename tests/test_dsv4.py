@@ -109,16 +109,16 @@ def test_fit_equals_vllms_cuda_planner(case: str) -> None:
                                                     kv_cache_dtype=inputs["kv_cache_dtype"],
                                                     kv_cache_memory_bytes=KV_20GIB, weights_bytes=0), advise=False)
     kv = golden["kv_cache"]
-    assert (r.num_gpu_blocks, r.block_size, r.log_line) == (kv["num_blocks"], 256, kv["log_line"])
-    assert r.kv_cache_dtype == "fp8_ds_mla"  # the layers rewrite auto / fp8 (vLLM: "Using DeepSeek's fp8_ds_mla")
+    assert (r.cache.num_gpu_blocks, r.cache.block_size, r.verdict.log_line) == (kv["num_blocks"], 256, kv["log_line"])
+    assert r.cache.kv_cache_dtype == "fp8_ds_mla"  # the layers rewrite auto / fp8 (vLLM: "Using DeepSeek's fp8_ds_mla")
 
 
 def test_pro_on_b200_is_refused_with_vllms_needed_memory() -> None:
     golden = json.loads((GOLDENS / "deepseek-ai--DeepSeek-V4-Pro__b200-tp4.json").read_text())
     r = plan_fit(PRO, get_gpu("b200"), ServeSettings.of(tp=4, kv_cache_memory_bytes=KV_20GIB, weights_bytes=0),
                  advise=False)
-    assert not r.fits and r.error == golden["kv_cache"]["error_message"]
-    assert "(23.32 GiB KV cache is needed" in r.error
+    assert not r.verdict.fits and r.verdict.error == golden["kv_cache"]["error_message"]
+    assert "(23.32 GiB KV cache is needed" in r.verdict.error
 
 
 def test_a_bfloat16_kv_cache_is_refused_with_vllms_message() -> None:
@@ -173,8 +173,8 @@ def test_fit_uses_the_layout_of_the_vllm_version_asked_for() -> None:
     s = ServeSettings.of(tp=2, kv_cache_dtype="fp8", max_model_len=262144, vllm_version="0.23",
                       kv_cache_memory_bytes=int(32.08 * GiB), weights_bytes=0)
     r = plan_fit(FLASH, get_gpu("h200"), s, advise=False)
-    assert r.bytes_per_block == 1039680
-    assert abs(r.kv_cache_tokens - 2175276) / 2175276 < 0.005  # windows reserving 2 × 8,192 would give 1,251,236
+    assert r.cache.bytes_per_block == 1039680
+    assert abs(r.cache.kv_cache_tokens - 2175276) / 2175276 < 0.005  # windows reserving 2 × 8,192 would give 1,251,236
 
 
 def test_weights_count_v4s_attention_and_mxfp4_experts() -> None:
@@ -214,7 +214,7 @@ def test_the_mtp_layer_adds_one_sliding_window_cache(case: str) -> None:
                                                           kv_cache_memory_bytes=KV_20GIB, weights_bytes=0),
                  advise=False)
     kv = golden["kv_cache"]
-    assert (r.num_gpu_blocks, r.log_line) == (kv["num_blocks"], kv["log_line"])
+    assert (r.cache.num_gpu_blocks, r.verdict.log_line) == (kv["num_blocks"], kv["log_line"])
     assert [g["num_layers"] for g in kv["groups"]][:2] == ([22, 22] if model is FLASH else [31, 31])
 
 
@@ -230,7 +230,7 @@ def test_before_vllm_0_30_an_auto_kv_cache_is_refused_with_the_logged_assertion(
         plan_fit(FLASH, get_gpu("h200"), ServeSettings.of(tp=2, vllm_version="0.29", weights_bytes=0,
                                                         kv_cache_memory_bytes=KV_20GIB))
     assert plan_fit(FLASH, get_gpu("h200"), ServeSettings.of(tp=2, vllm_version="0.30", weights_bytes=0,
-                                                          kv_cache_memory_bytes=KV_20GIB), advise=False).fits
+                                                          kv_cache_memory_bytes=KV_20GIB), advise=False).verdict.fits
 
 
 # --- Weights as loaded ("Model loading took X GiB") --------------------------------------------------------------

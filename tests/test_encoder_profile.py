@@ -171,8 +171,8 @@ def test_fit_adds_the_retained_encoder_memory_on_top_of_the_sampler() -> None:
     with_enc = plan_fit(model, get_gpu("rtx-3090"), s, advise=False)
     without = plan_fit(model, get_gpu("rtx-3090"), s.updated(limit_mm_per_prompt=(), language_model_only=True),
                        advise=False)
-    act = {t.name: t for t in with_enc.memory_terms}["activation"]
-    base = {t.name: t for t in without.memory_terms}["activation"]
+    act = {t.name: t for t in with_enc.memory.terms}["activation"]
+    base = {t.name: t for t in without.memory.terms}["activation"]
     assert act.bytes - base.bytes == 153600 * 8192 * 2 + 12288 * 8192 * 2 + 49152 * 1536 * 4
     assert "encoder profile" in act.assumption and "153,600-row copies" in act.assumption
 

@@ -155,7 +155,7 @@ def test_fit_plans_the_video_profile() -> None:
     s = ServeSettings.of(vllm_version="0.33")
     with_enc = plan_fit(model, get_gpu("h100"), s, advise=False)
     without = plan_fit(model, get_gpu("h100"), s.updated(language_model_only=True), advise=False)
-    act = {t.name: t for t in with_enc.memory_terms}["activation"]
-    base = {t.name: t for t in without.memory_terms}["activation"]
+    act = {t.name: t for t in with_enc.memory.terms}["activation"]
+    base = {t.name: t for t in without.memory.terms}["activation"]
     assert act.bytes > base.bytes + 10 * 2**30
     assert "1 video item(s) × 114,688 embeddings" in act.assumption

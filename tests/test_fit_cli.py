@@ -15,10 +15,12 @@ QWEN_1_5B = str(CONFIGS / "Qwen--Qwen2.5-1.5B")
 QWEN_7B = str(CONFIGS / "Qwen--Qwen2.5-7B")
 GIB = 2**30
 
-REQUIRED_JSON_KEYS = {
-    "gpu", "tp", "pp", "gpu_memory_utilization", "requested_bytes", "weights_bytes", "activation_bytes",
-    "non_torch_bytes", "cuda_graph_bytes", "available_kv_bytes", "block_size", "bytes_per_block", "num_gpu_blocks",
-    "kv_cache_tokens", "max_model_len", "max_concurrency", "fits", "estimated_max_model_len", "preemption",
+REQUIRED_JSON_PATHS = {
+    "deployment.gpu", "deployment.tp", "deployment.pp", "memory.gpu_memory_utilization", "memory.requested_bytes",
+    "memory.weights_bytes", "memory.activation_bytes", "memory.non_torch_bytes", "memory.cuda_graph_bytes",
+    "memory.available_kv_bytes", "cache.block_size", "cache.bytes_per_block", "cache.num_gpu_blocks",
+    "cache.kv_cache_tokens", "scheduler.max_model_len", "scheduler.max_concurrency", "verdict.fits",
+    "verdict.estimated_max_model_len", "verdict.preemption",
 }
 
 
@@ -35,22 +37,24 @@ def run_json(runner: CliRunner, args: list[str]) -> dict:  # type: ignore[type-a
 
 def test_json_holds_the_budget_and_the_plan(runner: CliRunner) -> None:
     data = run_json(runner, [QWEN_1_5B, "--gpu-memory", "80GiB", "--max-model-len", "32k"])
-    assert REQUIRED_JSON_KEYS <= data.keys()
-    assert data["kind"] == "fit" and data["max_model_len"] == 32000
-    assert data["requested_bytes"] == math.ceil(80 * GIB * 0.92)
-    assert data["available_kv_bytes"] == (data["requested_bytes"] - data["weights_bytes"] - data["activation_bytes"]
-                                          - data["non_torch_bytes"] - data["cuda_graph_bytes"])
-    assert data["bytes_per_block"] == 458_752
-    assert data["num_gpu_blocks"] == data["available_kv_bytes"] // 458_752
-    assert data["fits"] is True and data["preemption"]["concurrency"] == 1024
-    assert {t["name"] for t in data["memory_terms"]} == {"weights", "activation", "cuda_graphs", "non_torch"}
+    assert REQUIRED_JSON_PATHS <= {f"{part}.{key}" for part, value in data.items() if isinstance(value, dict)
+                                   for key in value}
+    mem, cache = data["memory"], data["cache"]
+    assert data["kind"] == "fit" and data["scheduler"]["max_model_len"] == 32000
+    assert mem["requested_bytes"] == math.ceil(80 * GIB * 0.92)
+    assert mem["available_kv_bytes"] == (mem["requested_bytes"] - mem["weights_bytes"] - mem["activation_bytes"]
+                                         - mem["non_torch_bytes"] - mem["cuda_graph_bytes"])
+    assert cache["bytes_per_block"] == 458_752
+    assert cache["num_gpu_blocks"] == mem["available_kv_bytes"] // 458_752
+    assert data["verdict"]["fits"] is True and data["verdict"]["preemption"]["concurrency"] == 1024
+    assert {t["name"] for t in mem["terms"]} == {"weights", "activation", "cuda_graphs", "non_torch"}
 
 
 def test_kv_cache_memory_bytes_reproduces_the_starting_document(runner: CliRunner) -> None:
     data = run_json(runner, [QWEN_1_5B, "--gpu-memory", "8GiB", "--max-model-len", "8192", "--max-num-seqs", "4",
                              "--kv-cache-memory-bytes", str(1345 * 458_752)])
-    assert (data["num_gpu_blocks"], data["kv_cache_tokens"]) == (1345, 21_520)
-    assert data["log_line"] == ("GPU KV cache size: 21,520 tokens, Maximum concurrency for 8,192 tokens per "
+    assert (data["cache"]["num_gpu_blocks"], data["cache"]["kv_cache_tokens"]) == (1345, 21_520)
+    assert data["verdict"]["log_line"] == ("GPU KV cache size: 21,520 tokens, Maximum concurrency for 8,192 tokens per "
                                 "request: 2.63x")
 
 
@@ -80,8 +84,9 @@ def test_vllm_cmd_is_read_and_unknown_flags_noted_on_stderr(runner: CliRunner) -
     assert result.exit_code == 0, result.output
     assert "ignored vLLM flags that do not change the KV plan: --port 8000" in result.stderr
     data = run_json(runner, ["--vllm-cmd", cmd, "--gpu-memory", "80GiB"])
-    assert (data["tp"], data["max_model_len"], data["kv_cache_dtype"]) == (2, 16384, "fp8")
-    assert data["bytes_per_block"] == 28 * 16 * 2 * 256 * 1  # 2 KV heads per rank, fp8
+    assert (data["deployment"]["tp"], data["scheduler"]["max_model_len"], data["cache"]["kv_cache_dtype"]) == (
+        2, 16384, "fp8")
+    assert data["cache"]["bytes_per_block"] == 28 * 16 * 2 * 256 * 1  # 2 KV heads per rank, fp8
 
 
 def test_vllm_cmd_separates_harmless_unmodelled_and_unknown_flags(runner: CliRunner) -> None:
@@ -99,19 +104,19 @@ def test_vllm_cmd_separates_harmless_unmodelled_and_unknown_flags(runner: CliRun
 def test_explicit_flags_win_over_the_pasted_command(runner: CliRunner) -> None:
     data = run_json(runner, ["--vllm-cmd", f"vllm serve {QWEN_7B} --max-model-len 16384", "--max-model-len", "8192",
                              "--gpu-memory", "80GiB"])
-    assert data["max_model_len"] == 8192
+    assert data["scheduler"]["max_model_len"] == 8192
 
 
 def test_num_gpus_sets_tensor_parallelism(runner: CliRunner) -> None:
     data = run_json(runner, [QWEN_7B, "--gpu-memory", "24GiB", "--num-gpus", "4", "--max-model-len", "8192"])
-    assert (data["tp"], data["num_gpus"]) == (4, 4)
+    assert (data["deployment"]["tp"], data["deployment"]["num_gpus"]) == (4, 4)
 
 
 def test_catalog_gpu_and_measured_overrides(runner: CliRunner) -> None:
     data = run_json(runner, [QWEN_1_5B, "--gpu", "h100", "--max-model-len", "8192", "--weights-memory", "3GiB",
                              "--activation-memory", "1GiB", "--non-torch-memory", "0", "--cuda-graph-memory", "0"])
-    assert data["gpu"] == "h100-sxm" and data["block_size"] == 16
-    assert data["available_kv_bytes"] == data["requested_bytes"] - 4 * GIB
+    assert data["deployment"]["gpu"] == "h100-sxm" and data["cache"]["block_size"] == 16
+    assert data["memory"]["available_kv_bytes"] == data["memory"]["requested_bytes"] - 4 * GIB
 
 
 def test_sweep_without_gpu_lists_options(runner: CliRunner) -> None:
@@ -162,14 +167,14 @@ def test_vllms_model_runner_variable_decides_the_runner(runner: CliRunner, env: 
                            env=env)
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert (data["model_runner"], data["in_flight_tokens"]) == (runner_name, in_flight)
+    assert (data["deployment"]["model_runner"], data["scheduler"]["in_flight_tokens"]) == (runner_name, in_flight)
 
 
 def test_vllms_graph_estimate_variable_0_subtracts_no_graphs(runner: CliRunner) -> None:
     result = runner.invoke(app, ["fit", QWEN_1_5B, "--gpu", "h100", "--json"],
                            env={"VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS": "0"})
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["cuda_graph_bytes"] == 0
+    assert json.loads(result.stdout)["memory"]["cuda_graph_bytes"] == 0
     bad = runner.invoke(app, ["fit", QWEN_1_5B, "--gpu", "h100"], env={"VLLM_USE_V2_MODEL_RUNNER": "yes"})
     assert bad.exit_code == 2 and "VLLM_USE_V2_MODEL_RUNNER='yes': vLLM reads it as an integer" in bad.stderr
 
@@ -178,7 +183,7 @@ def test_long_max_model_len_allowed_with_vllms_environment_variable(runner: CliR
     result = runner.invoke(app, ["fit", QWEN_1_5B, "--gpu-memory", "80GiB", "--max-model-len", "262144", "--json"],
                            env={"VLLM_ALLOW_LONG_MAX_MODEL_LEN": "1"})
     assert result.exit_code == 0, result.output
-    assert json.loads(result.stdout)["max_model_len"] == 262_144
+    assert json.loads(result.stdout)["scheduler"]["max_model_len"] == 262_144
 
 
 def test_a_pasted_commands_vllm_variables_count_and_other_assignments_are_dropped(runner: CliRunner) -> None:
@@ -187,5 +192,6 @@ def test_a_pasted_commands_vllm_variables_count_and_other_assignments_are_droppe
     result = runner.invoke(app, ["fit", "--gpu", "h100", "--vllm-cmd", cmd, "--json"])
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert (data["model_runner"], data["settings_sources"]["model_runner"]) == ("V1", "VLLM_USE_V2_MODEL_RUNNER=0")
+    assert (data["deployment"]["model_runner"], data["settings_sources"]["model_runner"]) == (
+        "V1", "VLLM_USE_V2_MODEL_RUNNER=0")
     assert "hf_secret" not in result.stdout + result.stderr

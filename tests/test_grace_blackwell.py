@@ -35,43 +35,44 @@ def test_nvl72_fit_is_the_b200_budget_on_a_larger_total(gpu_id: str, requested: 
     model, settings = load_fixture("Qwen--Qwen2.5-7B"), ServeSettings.of(max_model_len=32768)
     gpu = get_gpu(gpu_id)
     r, b200 = plan_fit(model, gpu, settings), plan_fit(model, get_gpu("b200"), settings)
-    assert r.requested_bytes == math.ceil(gpu.cuda_total_bytes * 0.92) == requested
+    assert r.memory.requested_bytes == math.ceil(gpu.cuda_total_bytes * 0.92) == requested
     # Same SM100-family rules as B200: every term but the total is the same.
     terms = ("weights_bytes", "activation_bytes", "cuda_graph_bytes", "non_torch_bytes")
-    assert [getattr(r, t) for t in terms] == [getattr(b200, t) for t in terms]
-    assert r.available_kv_bytes == requested - sum(getattr(r, t) for t in terms)
+    assert [getattr(r.memory, t) for t in terms] == [getattr(b200.memory, t) for t in terms]
+    assert r.memory.available_kv_bytes == requested - sum(getattr(r.memory, t) for t in terms)
     # So the KV memory grows by exactly the larger total × 0.92 (B200: ceil(178.35 GiB × 0.92)).
-    assert b200.requested_bytes == 176_181_705_966
-    assert r.available_kv_bytes - b200.available_kv_bytes == requested - 176_181_705_966
-    assert r.bytes_per_block == QWEN_7B_BLOCK_BYTES == 917_504
-    assert r.num_gpu_blocks == r.available_kv_bytes // 917_504
-    assert r.kv_cache_tokens == r.num_gpu_blocks * 16
-    assert (r.attention_backend, r.block_size) == ("FLASHINFER", 16)
-    assert (r.max_num_seqs, r.max_num_batched_tokens) == (1024, 16384)  # NVML ≥ 160 GiB tier
-    assert r.fits and r.startup == "ok"
+    assert b200.memory.requested_bytes == 176_181_705_966
+    assert r.memory.available_kv_bytes - b200.memory.available_kv_bytes == requested - 176_181_705_966
+    assert r.cache.bytes_per_block == QWEN_7B_BLOCK_BYTES == 917_504
+    assert r.cache.num_gpu_blocks == r.memory.available_kv_bytes // 917_504
+    assert r.cache.kv_cache_tokens == r.cache.num_gpu_blocks * 16
+    assert (r.deployment.attention_backend, r.cache.block_size) == ("FLASHINFER", 16)
+    assert (r.scheduler.max_num_seqs, r.scheduler.max_num_batched_tokens) == (1024, 16384)  # NVML ≥ 160 GiB tier
+    assert r.verdict.fits and r.verdict.startup == "ok"
 
 
 def test_dgx_spark_fit_uses_the_unified_total_and_vllms_small_gb10_tier() -> None:
     model = load_fixture("Qwen--Qwen2.5-7B")
     gpu = get_gpu("dgx-spark")
     r = plan_fit(model, gpu, ServeSettings.of(max_model_len=32768))
-    assert r.gpu == "gb10" and r.cuda_total_bytes == 130_599_218_053  # 121.63 GiB
-    assert r.requested_bytes == math.ceil(gpu.cuda_total_bytes * 0.92) == 120_151_280_609
+    assert r.deployment.gpu == "gb10" and r.memory.cuda_total_bytes == 130_599_218_053  # 121.63 GiB
+    assert r.memory.requested_bytes == math.ceil(gpu.cuda_total_bytes * 0.92) == 120_151_280_609
     # 121.63 GiB is above the 70 GiB tier, but vLLM keeps cc 12.1 on the small one.
-    assert (r.max_num_seqs, r.max_num_batched_tokens) == (256, 2048)
+    assert (r.scheduler.max_num_seqs, r.scheduler.max_num_batched_tokens) == (256, 2048)
     # SM12x: FLASH_ATTN first (platforms/cuda.py:_get_backend_priorities), 16-token blocks.
-    assert (r.attention_backend, r.block_size) == ("FLASH_ATTN", 16)
-    assert r.available_kv_bytes == (r.requested_bytes - r.weights_bytes - r.activation_bytes - r.cuda_graph_bytes
-                                    - r.non_torch_bytes)
-    assert r.num_gpu_blocks == r.available_kv_bytes // 917_504
-    assert r.kv_cache_tokens == r.num_gpu_blocks * 16
+    assert (r.deployment.attention_backend, r.cache.block_size) == ("FLASH_ATTN", 16)
+    m = r.memory
+    assert m.available_kv_bytes == (m.requested_bytes - m.weights_bytes - m.activation_bytes - m.cuda_graph_bytes
+                                    - m.non_torch_bytes)
+    assert r.cache.num_gpu_blocks == r.memory.available_kv_bytes // 917_504
+    assert r.cache.kv_cache_tokens == r.cache.num_gpu_blocks * 16
 
 
 def test_mla_on_each_capability_takes_vllms_backend() -> None:
     model = load_fixture("deepseek-ai--DeepSeek-V2-Lite")
     backends = {g: plan_fit(model, get_gpu(g), ServeSettings.of(max_model_len=8192))
                 for g in ("gb200", "gb300", "gb10")}
-    assert {g: (r.attention_backend, r.block_size) for g, r in backends.items()} == {
+    assert {g: (r.deployment.attention_backend, r.cache.block_size) for g, r in backends.items()} == {
         "gb200": ("FLASHINFER_MLA", 32), "gb300": ("FLASHINFER_MLA", 32), "gb10": ("TRITON_MLA", 16)}
 
 
@@ -83,7 +84,8 @@ def test_cli_fit_takes_the_new_gpus_by_id_alias_and_device_name() -> None:
         # DGX Spark at vLLM's default 0.92: refused, as the logged hosts' MemAvailable makes vLLM refuse (exit 1).
         assert result.exit_code == (1 if gpu_id == "gb10" else 0), result.output
         data = json.loads(result.stdout)
-        assert data["gpu"] == gpu_id and data["cuda_total_bytes"] == get_gpu(gpu_id).cuda_total_bytes
+        assert data["deployment"]["gpu"] == gpu_id
+        assert data["memory"]["cuda_total_bytes"] == get_gpu(gpu_id).cuda_total_bytes
 
 
 # --------------------------------------------------------------------------- node shapes and the sweep
@@ -142,9 +144,10 @@ def test_deepseek_sparse_attention_runs_on_sm12x_with_flashinfers_sm120_backend(
     model = load_local("tests/fixtures/corpus/configs/deepseek-ai--DeepSeek-V3.2")
     r = plan_fit(model, get_gpu(gpu_id), ServeSettings.of(tp=8, max_model_len=8192, kv_cache_memory_bytes=20 * 2**30),
                  advise=False)
-    assert (r.attention_backend, r.block_size, r.kv_cache_dtype) == ("FLASHINFER_MLA_SPARSE_SM120", 64, "fp8_ds_mla")
-    assert r.bytes_per_block == 61 * (656 + 132) * 64
-    assert r.num_gpu_blocks == 20 * 2**30 // r.bytes_per_block
+    assert (r.deployment.attention_backend, r.cache.block_size, r.cache.kv_cache_dtype) == (
+        "FLASHINFER_MLA_SPARSE_SM120", 64, "fp8_ds_mla")
+    assert r.cache.bytes_per_block == 61 * (656 + 132) * 64
+    assert r.cache.num_gpu_blocks == 20 * 2**30 // r.cache.bytes_per_block
 
 
 def test_sm120_sparse_mla_refuses_a_float16_model_as_vllm_does() -> None:

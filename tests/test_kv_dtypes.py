@@ -60,14 +60,14 @@ def test_kv_dtype_as_vllm_lays_it(case: str) -> None:
     assert code == 0, out
     r = json.loads(out)
     plan = golden["plan"]
-    assert r["log_line"] == plan["kv_cache_config"]["log_line"]
-    assert r["num_gpu_blocks"] == plan["kv_cache_config"]["num_blocks"]
-    assert r["block_size"] == plan["block_size"]
-    assert r["attention_backend"] == plan["attn_backends"][-1]
-    assert r["kv_cache_dtype"] == golden["config"]["cache_dtype"]
+    assert r["verdict"]["log_line"] == plan["kv_cache_config"]["log_line"]
+    assert r["cache"]["num_gpu_blocks"] == plan["kv_cache_config"]["num_blocks"]
+    assert r["cache"]["block_size"] == plan["block_size"]
+    assert r["deployment"]["attention_backend"] == plan["attn_backends"][-1]
+    assert r["cache"]["kv_cache_dtype"] == golden["config"]["cache_dtype"]
     # One block id spans every layer of one scheduler group (the hybrid manager's groups share a tensor).
     page = sum(g["page_size_bytes"] * g["num_layers"] for g in plan["per_pp_rank"][0]["spec_groups"])
-    assert r["bytes_per_block"] == page // len(plan["kv_cache_config"]["groups"])
+    assert r["cache"]["bytes_per_block"] == page // len(plan["kv_cache_config"]["groups"])
 
 
 REFUSED = [

@@ -33,38 +33,40 @@ def test_offloading_leaves_the_gpu_plan_as_vllm_does(folder: str, case: str) -> 
     golden = json.loads((EXTRA / f"{case}.json").read_text())
     assert golden["request"]["engine_arg"] == ["kv_offloading_size=64"]
     r = _fit(str(CONFIGS / folder), "--gpu", "h100", "--max-model-len", "8192", *KV20, "--kv-offloading-size", "64")
-    assert r["log_line"] == golden["plan"]["kv_cache_config"]["log_line"]
-    assert r["num_gpu_blocks"] == golden["plan"]["kv_cache_config"]["num_blocks"]
+    assert r["verdict"]["log_line"] == golden["plan"]["kv_cache_config"]["log_line"]
+    assert r["cache"]["num_gpu_blocks"] == golden["plan"]["kv_cache_config"]["num_blocks"]
 
 
 def test_the_cpu_tier_holds_what_the_offloading_connector_allocates() -> None:
     """Qwen2.5-7B: 28 layers × 16 tokens × 4 KV heads × 128 × 2 (K, V) × 2 bytes = 917,504 bytes a block (a
     multiple of the 4,096-byte page); 64 GiB hold 74,898 such chunks of 16 tokens."""
     r = _fit(QWEN, "--gpu", "h100", "--max-model-len", "8192", *KV20, "--kv-offloading-size", "64")
-    assert r["kv_offload"] == {"backend": "native", "connector": "OffloadingConnector", "cpu_bytes": 64 * 2**30,
-                               "chunk_bytes": 917_504, "num_chunks": 74_898, "tokens": 74_898 * 16}
+    assert r["cache"]["kv_offload"] == {"backend": "native", "connector": "OffloadingConnector",
+                                        "cpu_bytes": 64 * 2**30, "chunk_bytes": 917_504, "num_chunks": 74_898,
+                                        "tokens": 74_898 * 16}
     assert any("1,198,368 tokens in the CPU tier" in n for n in r["notes"])
-    assert _fit(QWEN, "--gpu", "h100", "--max-model-len", "8192", *KV20)["kv_offload"] is None
+    assert _fit(QWEN, "--gpu", "h100", "--max-model-len", "8192", *KV20)["cache"]["kv_offload"] is None
 
 
 def test_tp_ranks_share_the_size_and_an_mla_latent_is_stored_once() -> None:
     """--kv-offloading-size is the total over the TP ranks: each chunk holds every worker's block, except for
     MLA at TP > 1 (replicated_layout: every rank has the same latent)."""
     tp2 = _fit(QWEN, "--gpu", "h100", "-tp", "2", "--max-model-len", "8192", *KV20, "--kv-offloading-size", "64")
-    assert tp2["kv_offload"]["chunk_bytes"] == 2 * tp2["bytes_per_block"]
+    assert tp2["cache"]["kv_offload"]["chunk_bytes"] == 2 * tp2["cache"]["bytes_per_block"]
     ds = _fit(str(CONFIGS / "deepseek-ai--DeepSeek-V3"), "--gpu", "h200", "-tp", "8", "--max-model-len", "8192",
               *KV20, "--kv-offloading-size", "100")
-    assert ds["kv_offload"]["chunk_bytes"] == -(-ds["bytes_per_block"] // 4096) * 4096
+    assert ds["cache"]["kv_offload"]["chunk_bytes"] == -(-ds["cache"]["bytes_per_block"] // 4096) * 4096
     dcp = _fit(str(CONFIGS / "deepseek-ai--DeepSeek-V3"), "--gpu", "h200", "-tp", "8", "-dcp", "2",
                "--max-model-len", "8192", *KV20, "--kv-offloading-size", "100")
-    assert dcp["kv_offload"]["chunk_bytes"] == -(-8 * dcp["bytes_per_block"] // 4096) * 4096
-    assert dcp["kv_offload"]["tokens"] == dcp["kv_offload"]["num_chunks"] * dcp["block_size"] * 2
+    assert dcp["cache"]["kv_offload"]["chunk_bytes"] == -(-8 * dcp["cache"]["bytes_per_block"] // 4096) * 4096
+    dcp_cache = dcp["cache"]
+    assert dcp_cache["kv_offload"]["tokens"] == dcp_cache["kv_offload"]["num_chunks"] * dcp_cache["block_size"] * 2
 
 
 def test_lmcache_sizes_its_own_store() -> None:
     r = _fit(QWEN, "--gpu", "h100", "--max-model-len", "8192", *KV20, "--kv-offloading-size", "64",
              "--kv-offloading-backend", "lmcache")
-    assert r["kv_offload"]["connector"] == "LMCacheMPConnector" and r["kv_offload"]["tokens"] is None
+    assert r["cache"]["kv_offload"]["connector"] == "LMCacheMPConnector" and r["cache"]["kv_offload"]["tokens"] is None
 
 
 def test_bad_sizes_and_backends_are_refused() -> None:
@@ -79,7 +81,7 @@ def test_bad_sizes_and_backends_are_refused() -> None:
 def test_pasted_vllm_serve_line_and_plan_file_take_it(tmp_path: object) -> None:
     cmd = f"vllm serve {QWEN} --max-model-len 8192 --kv-cache-memory-bytes 21474836480 --kv-offloading-size 64"
     r = _fit("--vllm-cmd", cmd, "--gpu", "h100", "--weights-memory", "0")
-    assert r["kv_offload"]["tokens"] == 74_898 * 16
+    assert r["cache"]["kv_offload"]["tokens"] == 74_898 * 16
     from kvplan.ci.plan import VLLM_OPTIONS, VLLM_UNMODELLED
     from kvplan.vllm.command_line import VALUE_FLAGS
 

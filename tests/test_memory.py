@@ -131,14 +131,14 @@ def test_dgx_spark_is_refused_at_0_92_as_its_logged_host_use_makes_vllm_refuse()
 
     model = load_fixture("Qwen--Qwen2.5-7B")
     r = plan_fit(model, get_gpu("dgx-spark"), ServeSettings.of(max_model_len=8192), advise=False)
-    assert r.startup == "refuses: free memory"
-    assert r.error is not None and r.error.startswith(
+    assert r.verdict.startup == "refuses: free memory"
+    assert r.verdict.error is not None and r.verdict.error.startswith(
         "Free memory on device cuda:0 (110.73/121.63 GiB) on startup is less than desired GPU memory utilization "
         "(0.92, 111.9 GiB)")
     ok = plan_fit(model, get_gpu("dgx-spark"), ServeSettings.of(max_model_len=8192, gpu_memory_utilization=0.89),
                   advise=False)
     # 0.89 × 121.63 = 108.25 GiB: under the clean hosts' 110.73–111.18 GiB free, above a busy host's 101.28.
-    assert ok.startup == "ok" and ok.startup_range == STARTS_IF_OPTIMISTIC
+    assert ok.verdict.startup == "ok" and ok.verdict.startup_range == STARTS_IF_OPTIMISTIC
     assert startup_baseline_bytes(tp=1, pp=1, integrated=True)[2] == round((121.63 - 101.28) * GIB)
 
 
@@ -223,21 +223,22 @@ def test_fit_report_carries_ranges_and_the_range_verdict() -> None:
 
     model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
     r = plan_fit(model, get_gpu("h100"), ServeSettings.of(max_model_len=8192), advise=False)
-    low, high = r.available_kv_range
-    assert low < r.available_kv_bytes < high
-    assert r.kv_cache_tokens_range[0] < r.kv_cache_tokens < r.kv_cache_tokens_range[1]
-    assert r.startup_range == "starts"
+    low, high = r.memory.available_kv_range
+    assert low < r.memory.available_kv_bytes < high
+    assert r.cache.kv_cache_tokens_range[0] < r.cache.kv_cache_tokens < r.cache.kv_cache_tokens_range[1]
+    assert r.verdict.startup_range == "starts"
     exact = plan_fit(model, get_gpu("h100"), ServeSettings.of(max_model_len=8192, kv_cache_memory_bytes=GIB),
                      advise=False)
-    assert exact.available_kv_range == (GIB, GIB)
+    assert exact.memory.available_kv_range == (GIB, GIB)
     # 16.3 GiB of KV at the best estimate for one 131,072-token request (16 GiB): the pessimistic end of
     # the range (measured weights, estimated activation/non-torch/graphs) falls below what it needs.
     r = plan_fit(model, get_gpu("h100"), ServeSettings.of(max_model_len=131072), advise=False)
-    w = r.requested_bytes - r.activation_bytes - r.non_torch_bytes - r.cuda_graph_bytes - int(16.3 * GIB)
+    m = r.memory
+    w = m.requested_bytes - m.activation_bytes - m.non_torch_bytes - m.cuda_graph_bytes - int(16.3 * GIB)
     tight = plan_fit(model, get_gpu("h100"), ServeSettings.of(max_model_len=131072, weights_bytes=w),
                      advise=False)
-    assert tight.fits and tight.startup_range == "starts only if the estimate is optimistic"
-    assert tight.available_kv_range[0] < 16 * GIB < tight.available_kv_range[1]
+    assert tight.verdict.fits and tight.verdict.startup_range == "starts only if the estimate is optimistic"
+    assert tight.memory.available_kv_range[0] < 16 * GIB < tight.memory.available_kv_range[1]
 
 
 def test_cuda_graph_estimate_pinned_on_the_logs_that_print_their_graphs() -> None:

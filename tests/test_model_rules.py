@@ -169,7 +169,7 @@ def test_the_mm_prefix_fall_through_names_vllms_backend(case: str, gpu: str) -> 
     model = load_local(str(CONFIGS / "google--gemma-3-4b-it"), hf_overrides={"text_config": {"head_dim": 128}})
     r = plan_fit(model, get_gpu(gpu), ServeSettings.of(kv_cache_memory_bytes=g["inputs"]["kv_cache_memory_bytes"],
                                                     weights_bytes=0), advise=False)
-    assert ([r.attention_backend], r.block_size, r.num_gpu_blocks, r.log_line) == (
+    assert ([r.deployment.attention_backend], r.cache.block_size, r.cache.num_gpu_blocks, r.verdict.log_line) == (
         g["resolved"]["attn_backends"], g["resolved"]["block_size"], g["kv_cache"]["num_blocks"],
         g["kv_cache"]["log_line"])
 

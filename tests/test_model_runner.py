@@ -50,10 +50,10 @@ def test_the_runner_decides_batches_in_flight_and_the_penalty_state() -> None:
     def fit(version: str, pp: int = 1):  # type: ignore[no-untyped-def]
         return plan_fit(model, gpu, ServeSettings.of(vllm_version=version, pp=pp, max_model_len=8192), advise=False)
 
-    assert (fit("0.22", 2).model_runner, fit("0.22", 2).in_flight_tokens) == ("V1", 2 * 8192)
-    assert (fit("0.23", 2).model_runner, fit("0.23", 2).in_flight_tokens) == ("V2", 3 * 8192)
+    assert (fit("0.22", 2).deployment.model_runner, fit("0.22", 2).scheduler.in_flight_tokens) == ("V1", 2 * 8192)
+    assert (fit("0.23", 2).deployment.model_runner, fit("0.23", 2).scheduler.in_flight_tokens) == ("V2", 3 * 8192)
     penalties = int(1024 * 128_256 * 4.125)
-    assert fit("0.27").non_torch_bytes - fit("0.26").non_torch_bytes == penalties
+    assert fit("0.27").memory.non_torch_bytes - fit("0.26").memory.non_torch_bytes == penalties
     assert "Model Runner V2 is the default for LlamaForCausalLM" in fit("0.25").settings_sources["model_runner"]
 
 

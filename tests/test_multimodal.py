@@ -196,10 +196,11 @@ def test_kv_plan_under_the_limits_matches_vllms_planner(case: str, limits: str |
     model = load_local(str(CONFIGS / name)) if name == "google--gemma-3-4b-it" else _model(name)
     r = plan_fit(model, get_gpu(GPUS[rest.split("-")[0]]), s, advise=False)
     kv = g["plan"]["kv_cache_config"]
-    assert (r.max_num_batched_tokens, r.attention_backend, r.block_size, r.num_gpu_blocks, r.kv_cache_tokens) == (
+    assert (r.scheduler.max_num_batched_tokens, r.deployment.attention_backend, r.cache.block_size,
+            r.cache.num_gpu_blocks, r.cache.kv_cache_tokens) == (
         g["config"]["max_num_batched_tokens"], *g["plan"]["attn_backends"], g["plan"]["block_size"],
         kv["num_blocks"], kv["kv_cache_size_tokens"])
-    assert r.log_line == kv["log_line"]
+    assert r.verdict.log_line == kv["log_line"]
 
 
 def test_all_limits_0_turn_gemma4_into_a_text_model_on_b200() -> None:
@@ -268,7 +269,7 @@ def test_fit_with_a_pasted_line_drops_the_tower_and_the_prefix_lm_backend() -> N
     result = runner.invoke(app, ["fit", "--vllm-cmd", cmd, "--gpu", "h100", "--json"])
     assert result.exit_code == 0, result.output
     r = json.loads(result.stdout)
-    assert (r["attention_backend"], r["log_line"]) == (
+    assert (r["deployment"]["attention_backend"], r["verdict"]["log_line"]) == (
         "FLASH_ATTN", _golden(f"{GEMMA}__h100-mml8192-image0-video0")["plan"]["kv_cache_config"]["log_line"])
     assert any("running in text-only mode" in n for n in r["notes"])
 
@@ -290,7 +291,7 @@ def test_fit_json_lists_each_tower_with_its_bytes_per_gpu() -> None:
     result = runner.invoke(app, ["fit", str(CORPUS / "google--gemma-4-E4B-it"), "--gpu", "h100", "--max-model-len",
                                  "8192", "--limit-mm-per-prompt", '{"image": 0, "video": 0}', "--json"])
     assert result.exit_code == 0, result.output
-    towers = json.loads(result.stdout)["towers"]
+    towers = json.loads(result.stdout)["memory"]["towers"]
     assert [(t["name"], t["loaded"], t["parameters"], t["bytes_per_gpu"]) for t in towers] == [
         ("vision tower + projector", False, 169_330_688, 0),
         ("audio tower + projector", True, 308_756_768, 308_756_768 * 2)]
@@ -307,11 +308,11 @@ def test_gemma4_encoder_profile_holds_its_dummy_outputs_through_the_profiling_ru
     each embedding 2,816 × 2 bytes (estimate: the encoder's own forward peak is not modelled)."""
     s = ServeSettings.of(max_model_len=8192, limit_mm_per_prompt=parse_mm_limits(limits) if limits else ())
     r = plan_fit(_model(GEMMA), get_gpu("h100-sxm"), s, advise=False)
-    activation = next(t for t in r.memory_terms if t.name == "activation")
+    activation = next(t for t in r.memory.terms if t.name == "activation")
     bare = plan_fit(_model(GEMMA), get_gpu("h100-sxm"), ServeSettings.of(max_model_len=8192, language_model_only=True),
                     advise=False)
     embeds = {3: 3 * 2240, 29: 29 * 280, 0: 0}[items]
-    assert activation.bytes - next(t for t in bare.memory_terms if t.name == "activation").bytes == embeds * 2816 * 2
+    assert activation.bytes - next(t for t in bare.memory.terms if t.name == "activation").bytes == embeds * 2816 * 2
     assert detail in activation.assumption
 
 
@@ -357,4 +358,5 @@ def test_fit_of_gemma4_on_a100_skips_advice_vllm_would_refuse() -> None:
                                  "--json"])
     assert result.exit_code == 0, result.output
     r = json.loads(result.stdout)
-    assert r["attention_backend"] == "TRITON_ATTN" and not any("fp8" in a["change"] for a in r["advice"])
+    assert r["deployment"]["attention_backend"] == "TRITON_ATTN"
+    assert not any("fp8" in a["change"] for a in r["verdict"]["advice"])

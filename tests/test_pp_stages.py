@@ -27,22 +27,22 @@ def _qwen3_moe_pp2():  # type: ignore[no-untyped-def]
 
 def test_each_stage_has_its_own_budget_and_the_smallest_block_count_wins() -> None:
     model, r = _qwen3_moe_pp2()
-    assert [s.stage for s in r.pp_stages] == [0, 1]
-    assert [s.num_layers for s in r.pp_stages] == [24, 24]
+    assert [s.stage for s in r.memory.stages] == [0, 1]
+    assert [s.num_layers for s in r.memory.stages] == [24, 24]
     requested = requested_memory(H100.cuda_total_bytes, 0.92)
-    for s in r.pp_stages:
+    for s in r.memory.stages:
         assert s.available_kv_bytes == (requested - s.weights_bytes - s.activation_bytes - s.non_torch_bytes
                                         - s.cuda_graph_bytes)
         assert s.num_gpu_blocks == s.available_kv_bytes // s.bytes_per_block
         assert s.bytes_per_block == 24 * 16 * 2 * 4 * 128 * 2  # 24 layers × 16 tokens × K+V × 4 heads × 128 × bf16
-    assert r.num_gpu_blocks == min(s.num_gpu_blocks for s in r.pp_stages)
-    assert r.tightest_stage == 1
-    assert r.available_kv_bytes == r.pp_stages[1].available_kv_bytes
+    assert r.cache.num_gpu_blocks == min(s.num_gpu_blocks for s in r.memory.stages)
+    assert r.memory.tightest_stage == 1
+    assert r.memory.available_kv_bytes == r.memory.stages[1].available_kv_bytes
 
 
 def test_only_the_last_stage_runs_the_sampler() -> None:
     model, r = _qwen3_moe_pp2()
-    first, last = r.pp_stages
+    first, last = r.memory.stages
     batch = 8192
     # vLLM 0.33's Model Runner V2 (ported, memory/activation.py): stage 0 peaks in its forward, the last stage
     # (its residual in the runner's intermediate tensors) in the warmup sampler pass; both plus MRV2_UNSEEN_BYTES
@@ -69,13 +69,13 @@ def test_the_report_names_the_tightest_stage() -> None:
 
 def test_one_stage_has_no_stage_table() -> None:
     r = plan_fit(load_fixture("Qwen--Qwen3-30B-A3B"), H100, ServeSettings.of(max_model_len=32768), advise=False)
-    assert r.pp_stages == () and r.tightest_stage is None
+    assert r.memory.stages == () and r.memory.tightest_stage is None
     assert not any(n.startswith("PP ") for n in r.notes)
 
 
 def test_the_range_ends_are_planned_per_stage() -> None:
     _, r = _qwen3_moe_pp2()
-    low, high = r.available_kv_range
-    assert (low, high) == tuple(r.pp_stages[1].available_kv_range)
-    lo_tokens, hi_tokens = r.kv_cache_tokens_range
-    assert lo_tokens <= r.kv_cache_tokens <= hi_tokens
+    low, high = r.memory.available_kv_range
+    assert (low, high) == tuple(r.memory.stages[1].available_kv_range)
+    lo_tokens, hi_tokens = r.cache.kv_cache_tokens_range
+    assert lo_tokens <= r.cache.kv_cache_tokens <= hi_tokens

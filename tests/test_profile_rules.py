@@ -73,4 +73,4 @@ def test_the_moe_workspace_is_not_split_by_tp_under_expert_parallelism() -> None
     kw = dict(tp=2, max_model_len=4096, vllm_version="0.33", use_v2_model_runner=False)
     plain = plan_fit(model, h100, ServeSettings.of(**kw), advise=False)  # type: ignore[arg-type]
     with_ep = plan_fit(model, h100, ServeSettings.of(enable_expert_parallel=True, **kw), advise=False)  # type: ignore[arg-type]
-    assert with_ep.activation_bytes - plain.activation_bytes == 8192 * 2 * (7168 + 14336) * 2
+    assert with_ep.memory.activation_bytes - plain.memory.activation_bytes == 8192 * 2 * (7168 + 14336) * 2

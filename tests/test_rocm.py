@@ -114,12 +114,13 @@ def test_rocm_fit_says_which_platform_planned_it() -> None:
     model = _model("Qwen--Qwen2.5-7B-Instruct")
     r = plan_fit(model, get_gpu("mi300x"), ServeSettings.of(kv_cache_dtype="fp8", kv_cache_memory_bytes=KV_20_GIB,
                                                          weights_bytes=0), advise=False)
-    assert r.platform == "rocm" and r.attention_backend == "ROCM_ATTN"
-    assert r.platform_rules is not None and "float8_e4m3fnuz" in r.platform_rules
-    assert r.max_num_batched_tokens == 16384 and r.max_num_seqs == 1024  # ≥ 160 GiB tier
+    assert r.deployment.platform == "rocm" and r.deployment.attention_backend == "ROCM_ATTN"
+    assert r.deployment.platform_rules is not None and "float8_e4m3fnuz" in r.deployment.platform_rules
+    assert r.scheduler.max_num_batched_tokens == 16384 and r.scheduler.max_num_seqs == 1024  # ≥ 160 GiB tier
     h100 = plan_fit(model, get_gpu("h100"), ServeSettings.of(kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0),
                     advise=False)
-    assert h100.platform == "cuda" and h100.platform_rules is None and h100.attention_backend == "FLASH_ATTN"
+    assert (h100.deployment.platform, h100.deployment.platform_rules, h100.deployment.attention_backend) == (
+        "cuda", None, "FLASH_ATTN")
 
 
 def test_the_sweep_lists_amd_beside_nvidia_each_by_its_platform() -> None:
@@ -158,7 +159,8 @@ def test_fit_cli_takes_the_aiter_choice_and_vllms_variable(monkeypatch: pytest.M
         result = runner.invoke(app, [*args, *extra], env=env)
         assert result.exit_code == 0, result.output
         report = json.loads(result.output)
-        seen[label] = (report["attention_backend"], report["block_size"], report["num_gpu_blocks"])
+        seen[label] = (report["deployment"]["attention_backend"], report["cache"]["block_size"],
+                       report["cache"]["num_gpu_blocks"])
     # vLLM 0.33's RocmPlatform (tests/fixtures/oracle-rocm/openai--gpt-oss-20b__mi300x-mml8192*.json)
     assert seen == {"image": ("ROCM_AITER_UNIFIED_ATTN", 64, 13653), "pip": ("TRITON_ATTN", 16, 54613),
                     "enabled": ("ROCM_AITER_FA", 16, 54613), "flag": ("ROCM_AITER_FA", 16, 54613)}
@@ -173,7 +175,8 @@ def test_rocm_oom_is_worded_as_torch_on_rocm_words_it() -> None:
 
     model = _model("Qwen--Qwen3-235B-A22B")  # ~438 GiB of bf16 weights on one 192 GB part
     r = plan_fit(model, get_gpu("mi300x"), ServeSettings.of(max_model_len=8192), advise=False)
-    assert r.startup == "OOM loading weights" and r.error is not None and r.error.startswith("HIP out of memory")
+    assert r.verdict.startup == "OOM loading weights"
+    assert r.verdict.error is not None and r.verdict.error.startswith("HIP out of memory")
     log = parse_startup_log("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB.")
     assert log.failure.reason == "cuda_oom"
 
@@ -225,8 +228,8 @@ def test_roofline_kv_capacity_is_planned_by_the_rocm_backend(monkeypatch: pytest
             ("pip", "openai--gpt-oss-20b__mi300x-mml8192-noaiter", s.updated(rocm_aiter_installed=False)),
             ("enabled", "openai--gpt-oss-20b__mi300x-mml8192-useaiter", s.updated(rocm_use_aiter=True))):
         r = plan_fit(model, get_gpu("mi300x"), settings, advise=False)
-        assert r.num_gpu_blocks == _golden(golden_case)["kv_cache"]["num_blocks"]
-        assert capacity[label] == r.preemption.max_requests_at_context
+        assert r.cache.num_gpu_blocks == _golden(golden_case)["kv_cache"]["num_blocks"]
+        assert capacity[label] == r.verdict.preemption.max_requests_at_context
     assert capacity == {"image": 413, "pip": 430, "enabled": 430}
 
 
@@ -272,8 +275,10 @@ def test_deepseek_v4_on_rocm_keeps_the_flashmla_caches_under_rocms_backend() -> 
     s = ServeSettings.of(tp=8, max_model_len=8192, kv_cache_memory_bytes=KV_20_GIB, weights_bytes=0)
     for gpu in ("mi300x", "mi355x"):
         r = plan_fit(model, get_gpu(gpu), s, advise=False)
-        assert (r.attention_backend, r.block_size, r.num_gpu_blocks) == ("ROCM_FLASHMLA_SPARSE_DSV4", 256, 21426)
-        assert r.log_line == _golden(f"deepseek-ai--DeepSeek-V4-Flash__{gpu}-tp8-mml8192")["kv_cache"]["log_line"]
+        assert (r.deployment.attention_backend, r.cache.block_size, r.cache.num_gpu_blocks) == (
+            "ROCM_FLASHMLA_SPARSE_DSV4", 256, 21426)
+        golden = _golden(f"deepseek-ai--DeepSeek-V4-Flash__{gpu}-tp8-mml8192")
+        assert r.verdict.log_line == golden["kv_cache"]["log_line"]
     with pytest.raises(NotServed, match="fp8_ds_mla layout only supports fp8 kv-cache, got bfloat16"):
         plan_fit(model, get_gpu("mi300x"), s.updated(kv_cache_dtype="bfloat16"), advise=False)
 
@@ -322,4 +327,4 @@ def test_a_vision_tower_whose_heads_do_not_split_over_tp_is_refused_in_vllms_wor
     for gpu in ("mi300x", "h100"):
         with pytest.raises(NotServed, match=r"^12 is not divisible by 8"):
             plan_fit(model, get_gpu(gpu), s, advise=False)
-    assert plan_fit(model, get_gpu("mi300x"), s.updated(tp=4), advise=False).fits  # 12 = 4 × 3
+    assert plan_fit(model, get_gpu("mi300x"), s.updated(tp=4), advise=False).verdict.fits  # 12 = 4 × 3

@@ -40,9 +40,9 @@ def test_json_has_the_documented_fields_and_the_h100_ridge() -> None:
     assert round(doc["ridge_point"]) == 295
     # The KV capacity is `kvplan fit`'s: requests of 4,096 tokens the blocks hold at once.
     fit = plan_fit(load_fixture("Qwen--Qwen2.5-1.5B"), get_gpu("h100"), ServeSettings.of(context=4096), advise=False)
-    assert doc["kv_capacity_batch"] == fit.preemption.max_requests_at_context > 0
-    assert doc["max_num_seqs"] == fit.max_num_seqs == 1024
-    assert doc["prefill"]["max_num_batched_tokens"] == fit.max_num_batched_tokens == 8192
+    assert doc["kv_capacity_batch"] == fit.verdict.preemption.max_requests_at_context > 0
+    assert doc["max_num_seqs"] == fit.scheduler.max_num_seqs == 1024
+    assert doc["prefill"]["max_num_batched_tokens"] == fit.scheduler.max_num_batched_tokens == 8192
     assert [b["batch"] for b in doc["batches"]] == [1, 8, 64]
     for b in doc["batches"]:
         assert {"batch", "context", "tokens_per_s", "tokens_per_s_per_request", "itl_s", "bound"} <= b.keys()

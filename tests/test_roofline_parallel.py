@@ -130,9 +130,9 @@ def test_fit_plans_each_attention_dp_rank_its_own_kv_pool_for_the_requests_the_e
         assert result.exit_code == 0, result.stderr
         return json.loads(result.stdout)  # type: ignore[no-any-return]
 
-    assert 122 < fit_json("-dp", "8", "--enable-expert-parallel")["max_concurrency"] < 123
+    assert 122 < fit_json("-dp", "8", "--enable-expert-parallel")["scheduler"]["max_concurrency"] < 123
     dp = fit_json("-dp", "8", "--enable-expert-parallel", "--gpu-memory-utilization", "0.95")
-    assert (dp["tp"], dp["num_gpus"]) == (1, 8)
-    assert dp["max_concurrency"] >= 128
+    assert (dp["deployment"]["tp"], dp["deployment"]["num_gpus"]) == (1, 8)
+    assert dp["scheduler"]["max_concurrency"] >= 128
     tp = fit_json("-tp", "8")
-    assert tp["max_concurrency"] < 1024 <= 8 * dp["max_concurrency"]
+    assert tp["scheduler"]["max_concurrency"] < 1024 <= 8 * dp["scheduler"]["max_concurrency"]

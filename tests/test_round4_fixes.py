@@ -43,7 +43,8 @@ def test_check_uses_the_hubs_stored_weight_bytes_as_fit_does(hub: HubServer, tmp
     check = run_kvplan(["check", plan, "--format", "json"], env)
     dep = json_out(check)["deployments"][0]
     # With the analytic 3,087,428,608 bytes `check` had 154,749 blocks; with the stored bytes, fit's 160,462.
-    assert (dep["num_gpu_blocks"], dep["kv_cache_tokens"]) == (fit["num_gpu_blocks"], fit["kv_cache_tokens"])
+    assert (dep["num_gpu_blocks"], dep["kv_cache_tokens"]) == (fit["cache"]["num_gpu_blocks"],
+                                                               fit["cache"]["kv_cache_tokens"])
     assert (dep["num_gpu_blocks"], dep["kv_cache_tokens"]) == (160_462, 2_567_392)
     assert "Warning: the Hub's safetensors metadata holds 0.43 GiB of weights" in check.stderr
 
@@ -67,8 +68,8 @@ def test_measured_weights_in_a_plan_win_over_the_stored_bytes(hub: HubServer, tm
     fit = json_out(run_kvplan(["fit", "Qwen/Qwen2.5-1.5B", "--gpu", "h100", "--max-model-len", "8192",
                                "--weights-memory", "3GiB", "--json"], env))
     dep = json_out(run_kvplan(["check", plan, "--format", "json"], env))["deployments"][0]
-    assert fit["weights_bytes"] == 3 * 2**30
-    assert dep["num_gpu_blocks"] == fit["num_gpu_blocks"]
+    assert fit["memory"]["weights_bytes"] == 3 * 2**30
+    assert dep["num_gpu_blocks"] == fit["cache"]["num_gpu_blocks"]
 
 
 def test_the_shared_step_keeps_measured_weights_and_takes_stored_bytes_otherwise() -> None:
@@ -108,7 +109,7 @@ def test_the_library_sweep_refuses_a_measured_total_too() -> None:
 
 def test_a_measured_total_with_a_gpu_still_plans() -> None:
     report = kvplan.fit(QWEN_7B, "h100", gpu_total_bytes="70GiB", max_model_len=32768)
-    assert report.fits
+    assert report.verdict.fits
 
 
 # --- the library refuses a wrong type as the command refuses a bad word ---------------------------------------------
@@ -143,7 +144,7 @@ def test_the_library_reads_digits_given_as_numbers_or_text_alike() -> None:
     assert kvplan.size(QWEN_7B, tp="2").tp == kvplan.size(QWEN_7B, tp=2).tp == 2  # type: ignore[arg-type]
     by_text = kvplan.fit(QWEN_7B, "h100", num_gpus="2")  # type: ignore[arg-type]
     by_int = kvplan.fit(QWEN_7B, "h100", num_gpus=2)
-    assert json.dumps(by_text.num_gpu_blocks) == json.dumps(by_int.num_gpu_blocks)  # type: ignore[union-attr]
+    assert json.dumps(by_text.cache.num_gpu_blocks) == json.dumps(by_int.cache.num_gpu_blocks)  # type: ignore[union-attr]
 
 
 # --- every stderr notice is spelt one way ------------------------------------------------------------------------

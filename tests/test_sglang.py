@@ -377,8 +377,8 @@ def test_engine_both_puts_each_engines_own_answer_side_by_side() -> None:
                                  "sglang", "--json").stdout)
     # each side is exactly what that engine's plan says alone
     assert doc["kind"] == "fit-compare"
-    assert (doc["vllm"]["kv_tokens"], doc["vllm"]["requests_at_once"]) == (alone_v["kv_cache_tokens"],
-                                                                          alone_v["max_num_seqs"])
+    assert (doc["vllm"]["kv_tokens"], doc["vllm"]["requests_at_once"]) == (alone_v["cache"]["kv_cache_tokens"],
+                                                                          alone_v["scheduler"]["max_num_seqs"])
     assert (doc["sglang"]["kv_tokens"], doc["sglang"]["requests_at_once"]) == (alone_s["total_tokens"],
                                                                               alone_s["total_running_requests"])
     assert doc["token_ratio"] == doc["sglang"]["kv_tokens"] / doc["vllm"]["kv_tokens"]

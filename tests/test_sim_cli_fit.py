@@ -113,7 +113,7 @@ BURST_BLOCKS = 13 * -(-1999 // 16)
 def _blocks(**settings: Any) -> int:
     fit = plan_fit(load_fixture("meta-llama--Meta-Llama-3.1-8B"), get_gpu("l4"),
                    ServeSettings.of(max_model_len=8192, **settings), advise=False)
-    return fit.num_gpu_blocks
+    return fit.cache.num_gpu_blocks
 
 
 def test_serve_takes_pool_block_size_and_vllm_limits_from_fit() -> None:

@@ -39,11 +39,11 @@ def test_sliding_window_hybrid_maps_to_full_attention_blocks_and_states_the_rest
     fit = plan_fit(load_fixture("openai--gpt-oss-20b"), get_gpu("h100"), ServeSettings.of(max_model_len=8192),
                    advise=False)
     pool = fitted_pool(fit)
-    assert [g.kind for g in fit.groups] == ["sliding_window", "full"]
-    assert pool.sim_num_gpu_blocks == fit.num_gpu_blocks and pool.sim_block_size == 16  # one full group
+    assert [g.kind for g in fit.cache.groups] == ["sliding_window", "full"]
+    assert pool.sim_num_gpu_blocks == fit.cache.num_gpu_blocks and pool.sim_block_size == 16  # one full group
     # Sliding group per request (capacity.KVCacheGroup.blocks_per_request): cdiv(min(W − 1 + in-flight, L), bs) + 1
     # with W 128, in-flight = max_num_batched_tokens 8,192 (H100 default), L 8,192 → 512 + 1.
-    assert fit.max_num_batched_tokens == 8192
+    assert fit.scheduler.max_num_batched_tokens == 8192
     assert pool.untracked_blocks_per_request == 513
     assert not pool.exact and pool.kv_bytes_per_token is None
     assert "optimistic by up to 513 blocks per running request" in pool.mapping
@@ -52,8 +52,8 @@ def test_sliding_window_hybrid_maps_to_full_attention_blocks_and_states_the_rest
 def test_two_full_attention_groups_each_take_a_block_id_per_block_of_tokens() -> None:
     fit = plan_fit(load_fixture("Qwen--Qwen2.5-1.5B"), get_gpu("l4"), DOC_SETTINGS, advise=False)
     full = GroupSummary("full", 5, 16, 4096, 512)
-    hybrid = replace(fit, num_gpu_blocks=1001, groups=(full, full, GroupSummary("sliding_window", 5, 16, 4096, 65,
-                                                                                sliding_window=1024)))
+    hybrid = replace(fit, cache=fit.cache._replace(
+        num_gpu_blocks=1001, groups=(full, full, GroupSummary("sliding_window", 5, 16, 4096, 65, sliding_window=1024))))
     pool = fitted_pool(hybrid)
     assert pool.sim_num_gpu_blocks == 1 + (1001 - 1) // 2 == 501
     assert pool.untracked_blocks_per_request == 65
@@ -66,7 +66,8 @@ def test_mamba_hybrids_and_all_windowed_models_are_refused_with_a_way_out() -> N
     next_fit = plan_fit(load_fixture("Qwen--Qwen3-Next-80B-A3B-Instruct"), gpu, ServeSettings.of(tp=4), advise=False)
     with pytest.raises(InvalidParameter, match="Mamba/linear-attention state") as mamba:
         fitted_pool(next_fit)
-    assert f"--num-gpu-blocks {next_fit.num_gpu_blocks} --block-size {next_fit.block_size}" in (mamba.value.hint or "")
+    hint = f"--num-gpu-blocks {next_fit.cache.num_gpu_blocks} --block-size {next_fit.cache.block_size}"
+    assert hint in (mamba.value.hint or "")
     with pytest.raises(InvalidParameter, match=r"every KV-cache group is windowed \(4,096 tokens\)"):
         fitted_pool(plan_fit(load_fixture("mistralai--Mistral-7B-v0.1"), gpu, ServeSettings(), advise=False))
 
@@ -74,7 +75,7 @@ def test_mamba_hybrids_and_all_windowed_models_are_refused_with_a_way_out() -> N
 def test_a_deployment_vllm_would_not_start_is_refused_with_vllms_reason() -> None:
     # Llama-3.1-8B at its full 131,072-token context on a 24 GB L4: the KV cache cannot hold one request.
     fit = plan_fit(load_fixture("meta-llama--Meta-Llama-3.1-8B"), get_gpu("l4"), ServeSettings(), advise=False)
-    assert not fit.fits
+    assert not fit.verdict.fits
     with pytest.raises(InvalidParameter, match="vLLM would not start .* To serve at least one request"):
         fitted_pool(fit)
 

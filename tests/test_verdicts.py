@@ -23,8 +23,9 @@ def test_a_report_carries_members_and_prints_and_serialises_their_strings() -> N
     model = load_fixture("Qwen--Qwen2.5-7B")
     ok = plan_fit(model, get_gpu("h100"), ServeSettings.of(max_model_len=32768), advise=False)
     too_long = plan_fit(model, get_gpu("l4"), ServeSettings.of(max_model_len=131072), advise=False)
-    assert ok.startup is Startup.OK and ok.startup_range is StartupRange.STARTS
-    assert too_long.startup is Startup.REFUSES_MAX_MODEL_LEN and not too_long.fits
-    assert (f"({too_long.startup})", str(ok.startup_range)) == ("(refuses: max_model_len)", "starts")
+    assert ok.verdict.startup is Startup.OK and ok.verdict.startup_range is StartupRange.STARTS
+    assert too_long.verdict.startup is Startup.REFUSES_MAX_MODEL_LEN and not too_long.verdict.fits
+    assert (f"({too_long.verdict.startup})", str(ok.verdict.startup_range)) == ("(refuses: max_model_len)", "starts")
     data = json.loads(dumps("fit", too_long))
-    assert (data["startup"], data["startup_range"]) == ("refuses: max_model_len", "does not start")
+    verdict = data["verdict"]
+    assert (verdict["startup"], verdict["startup_range"]) == ("refuses: max_model_len", "does not start")

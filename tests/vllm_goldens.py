@@ -176,14 +176,14 @@ def classify(g: dict[str, Any]) -> Outcome:
         return Outcome(case, family, "refused-kvplan", str(exc)[:160])
     if g["status"] == "answered":
         kv = g["kv_cache"]
-        got = (r.num_gpu_blocks, r.block_size, r.log_line)
+        got = (r.cache.num_gpu_blocks, r.cache.block_size, r.verdict.log_line)
         want = (kv["num_blocks"], g["resolved"]["block_size"], kv["log_line"])
         if got == want:
             return Outcome(case, family, "exact", "")
         return Outcome(case, family, "wrong", f"kvplan {got} vLLM {want}")
-    if not r.fits and r.error == vllm_message(g):
-        return Outcome(case, family, "refused-vllm", r.error[:160])
-    return Outcome(case, family, "wrong", f"kvplan: {r.startup}; vLLM: {vllm_message(g)[:120]}")
+    if not r.verdict.fits and r.verdict.error == vllm_message(g):
+        return Outcome(case, family, "refused-vllm", r.verdict.error[:160])
+    return Outcome(case, family, "wrong", f"kvplan: {r.verdict.startup}; vLLM: {vllm_message(g)[:120]}")
 
 
 # kvplan's backend names → vLLM's get_name() (rocm_aiter_fa.py: AiterFlashAttentionBackend.get_name is FLASH_ATTN).
@@ -207,23 +207,24 @@ def classify_rocm(g: dict[str, Any]) -> Outcome:
         if g["status"] != "answered" and same_reason(str(exc), vllm_message(g), rocm=True):
             return Outcome(case, "", "refused-vllm", str(exc)[:160])
         return Outcome(case, "", "refused-kvplan", str(exc)[:160])
-    names = sorted({GET_NAME.get(n, n) for n in r.attention_backend.split(" + ")})
+    names = sorted({GET_NAME.get(n, n) for n in r.deployment.attention_backend.split(" + ")})
     resolved = g.get("resolved")  # absent when vLLM refused the config itself
     golden_names = sorted(set((resolved or {}).get("attn_backends") or ()) & ATTENTION_NAMES) or names  # none: Mamba
     if g["status"] == "answered":
         kv = g["kv_cache"]
-        got = (r.num_gpu_blocks, r.block_size, r.log_line, names)
+        got = (r.cache.num_gpu_blocks, r.cache.block_size, r.verdict.log_line, names)
         want = (kv["num_blocks"], g["resolved"]["block_size"], kv["log_line"], golden_names)
         if got == want:
-            return Outcome(case, "", "exact", r.attention_backend)
-        return Outcome(case, "", "wrong", f"kvplan {got} {r.attention_backend}; vLLM {want} "
+            return Outcome(case, "", "exact", r.deployment.attention_backend)
+        return Outcome(case, "", "wrong", f"kvplan {got} {r.deployment.attention_backend}; vLLM {want} "
                                           f"{g['resolved']['attn_backends']}")
-    if resolved and (names, r.block_size) != (golden_names, resolved["block_size"]):  # refused later, planned alike
-        return Outcome(case, "", "wrong", f"kvplan {names} {r.block_size}; vLLM {golden_names} "
+    # refused later, planned alike
+    if resolved and (names, r.cache.block_size) != (golden_names, resolved["block_size"]):
+        return Outcome(case, "", "wrong", f"kvplan {names} {r.cache.block_size}; vLLM {golden_names} "
                                           f"{g['resolved']['block_size']}")
-    if not r.fits and r.error == vllm_message(g):
-        return Outcome(case, "", "refused-vllm", r.error[:160])
-    return Outcome(case, "", "wrong", f"kvplan: {r.startup}; vLLM: {vllm_message(g)[:160]}")
+    if not r.verdict.fits and r.verdict.error == vllm_message(g):
+        return Outcome(case, "", "refused-vllm", r.verdict.error[:160])
+    return Outcome(case, "", "wrong", f"kvplan: {r.verdict.startup}; vLLM: {vllm_message(g)[:160]}")
 
 
 def report_lines(title: str, outcomes: list[Outcome], elapsed: float, *, verbose: bool) -> list[str]:

@@ -83,7 +83,7 @@ class DeploymentResult:
     gpu: str
     num_gpus: int
     passed: bool
-    startup: str  # ok | refuses: … (capacity.FitReport.startup)
+    startup: str  # ok | refuses: … (FitReport.verdict.startup)
     max_model_len: int
     max_num_seqs: int
     num_gpu_blocks: int
@@ -168,15 +168,15 @@ def _p99_ttft_s(model: ModelSpec, gpu: GpuSpec, dep: Deployment, fit: FitReport,
         model, gpu, tp=s.parallel_config.tensor_parallel_size, kv_cache_dtype=s.cache_config.kv_cache_dtype,
         weights_bytes=s.measured.weights_total_bytes))
     config = SchedulerConfig(
-        num_gpu_blocks=pool_from_fit(fit), block_size=fit.block_size, max_num_seqs=fit.max_num_seqs,
-        max_num_batched_tokens=fit.max_num_batched_tokens, enable_prefix_caching=s.cache_config.enable_prefix_caching,
-        max_model_len=fit.max_model_len,
+        num_gpu_blocks=pool_from_fit(fit.cache), block_size=fit.cache.block_size,
+        max_num_seqs=fit.scheduler.max_num_seqs, max_num_batched_tokens=fit.scheduler.max_num_batched_tokens,
+        enable_prefix_caching=s.cache_config.enable_prefix_caching, max_model_len=fit.scheduler.max_model_len,
     )
     load = SyntheticLoad(workload.num_requests, request_rate=workload.request_rate, arrival=workload.arrival,
                          prompt_len=parse_length_dist(workload.prompt_len, what="prompt_len"),
                          output_len=parse_length_dist(workload.output_len, what="output_len"),
                          shared_prefix_tokens=workload.shared_prefix_tokens, seed=workload.seed)
-    requests = synthetic_serve_requests(load, block_size=fit.block_size)
+    requests = synthetic_serve_requests(load, block_size=fit.cache.block_size)
     return simulate_serve(requests, config, cost).time_to_first_token_seconds.p99
 
 
@@ -201,9 +201,9 @@ class _Ctx:
         with that memory given as --kv-cache-memory-bytes (every worker at the tightest stage's low end)."""
         key = (context, concurrency, pessimistic)
         if key not in self.loads:
-            low = self.fit.available_kv_range[0] if pessimistic else None
+            low = self.fit.memory.available_kv_range[0] if pessimistic else None
             self.loads[key] = _plan_fit(self.model, self.gpu, self.dep, context=context,
-                                        concurrency=concurrency, kv_cache_memory_bytes=low).preemption
+                                        concurrency=concurrency, kv_cache_memory_bytes=low).verdict.preemption
         return self.loads[key]
 
 
@@ -227,8 +227,9 @@ def evaluate_deployment(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> Depl
             raise locate(exc, dep.plan, q.line, q.key) from None
     return DeploymentResult(
         name=dep.name, key=dep.key, line=dep.line, model=dep.model, gpu=gpu.id, num_gpus=dep.num_gpus,
-        passed=all(c.passed for c in checks), startup=fit.startup, max_model_len=fit.max_model_len,
-        max_num_seqs=fit.max_num_seqs, num_gpu_blocks=fit.num_gpu_blocks, kv_cache_tokens=fit.kv_cache_tokens,
+        passed=all(c.passed for c in checks), startup=fit.verdict.startup,
+        max_model_len=fit.scheduler.max_model_len, max_num_seqs=fit.scheduler.max_num_seqs,
+        num_gpu_blocks=fit.cache.num_gpu_blocks, kv_cache_tokens=fit.cache.kv_cache_tokens,
         checks=tuple(checks),
     )
 
@@ -263,15 +264,15 @@ def _cannot_run(ctx: _Ctx, q: Requirement, *, required: float, unit: str, compar
 
     fit = ctx.fit
     why = None
-    if not fit.fits:
-        why = f"vLLM would not start ({fit.startup})"
+    if not fit.verdict.fits:
+        why = f"vLLM would not start ({fit.verdict.startup})"
     elif (q.pessimistic and q.kind in ("min_concurrency", "no_preemption")
-          and fit.startup_range is not StartupRange.STARTS):
-        low = fit.available_kv_range[0]
-        why = (f"at the pessimistic end of the estimate vLLM {fit.startup_range} ({low / 2**30:.2f} GiB of KV "
-               f"memory; best {fit.available_kv_bytes / 2**30:.2f})")
-    elif context is not None and context > fit.max_model_len:
-        why = (f"context {context:,} is above max_model_len {fit.max_model_len:,}: vLLM rejects such requests")
+          and fit.verdict.startup_range is not StartupRange.STARTS):
+        low = fit.memory.available_kv_range[0]
+        why = (f"at the pessimistic end of the estimate vLLM {fit.verdict.startup_range} ({low / 2**30:.2f} GiB of "
+               f"KV memory; best {fit.memory.available_kv_bytes / 2**30:.2f})")
+    elif context is not None and context > fit.scheduler.max_model_len:
+        why = f"context {context:,} is above max_model_len {fit.scheduler.max_model_len:,}: vLLM rejects such requests"
     if why is None:
         return None
     return _result(q, passed=False, comparison=comparison, required=required, measured=None, unit=unit,
@@ -282,33 +283,34 @@ def _starts(ctx: _Ctx, q: Requirement) -> CheckResult:
     from kvplan.vllm.verdicts import StartupRange
 
     fit = ctx.fit
-    if q.pessimistic and fit.fits:
-        low, high = fit.available_kv_range
-        ok = fit.startup_range is StartupRange.STARTS
+    if q.pessimistic and fit.verdict.fits:
+        low, high = fit.memory.available_kv_range
+        ok = fit.verdict.startup_range is StartupRange.STARTS
         message = (f"vLLM starts even at the pessimistic end of the estimate ({low / 2**30:.2f} … "
                    f"{high / 2**30:.2f} GiB of KV memory)" if ok else
-                   f"vLLM {fit.startup_range}: at the pessimistic end of the estimate only {low / 2**30:.2f} GiB "
-                   f"of KV memory (best {fit.available_kv_bytes / 2**30:.2f})")
+                   f"vLLM {fit.verdict.startup_range}: at the pessimistic end of the estimate only "
+                   f"{low / 2**30:.2f} GiB of KV memory (best {fit.memory.available_kv_bytes / 2**30:.2f})")
         return _result(q, passed=ok, comparison=">=", required="starts (pessimistic)",
-                       measured=fit.startup_range, unit="", message=message)
-    if fit.fits:
-        message = f"vLLM starts: {fit.log_line}" if fit.log_line else "vLLM starts"
+                       measured=fit.verdict.startup_range, unit="", message=message)
+    if fit.verdict.fits:
+        message = f"vLLM starts: {fit.verdict.log_line}" if fit.verdict.log_line else "vLLM starts"
     else:
-        message = f"vLLM would not start ({fit.startup}): {fit.error}"
-    return _result(q, passed=fit.fits, comparison=">=", required="starts",
-                   measured="starts" if fit.fits else fit.startup, unit="", message=message)
+        message = f"vLLM would not start ({fit.verdict.startup}): {fit.verdict.error}"
+    return _result(q, passed=fit.verdict.fits, comparison=">=", required="starts",
+                   measured="starts" if fit.verdict.fits else fit.verdict.startup, unit="", message=message)
 
 
 def _min_concurrency(ctx: _Ctx, q: Requirement) -> CheckResult:
     fit = ctx.fit
     required = q.value or 0
-    context = q.context if q.context is not None else fit.max_model_len
+    context = q.context if q.context is not None else fit.scheduler.max_model_len
     failed = _cannot_run(ctx, q, required=required, unit="requests", comparison=">=", context=context)
     if failed:
         return failed
-    v = ctx.load(context, fit.max_num_seqs, pessimistic=q.pessimistic)
-    measured = min(v.max_requests_at_context, fit.max_num_seqs)
-    limit = (f"max_num_seqs {fit.max_num_seqs:,} caps it" if fit.max_num_seqs < v.max_requests_at_context else
+    v = ctx.load(context, fit.scheduler.max_num_seqs, pessimistic=q.pessimistic)
+    measured = min(v.max_requests_at_context, fit.scheduler.max_num_seqs)
+    seqs = fit.scheduler.max_num_seqs
+    limit = (f"max_num_seqs {seqs:,} caps it" if seqs < v.max_requests_at_context else
              f"{v.usable_blocks:,} usable blocks ÷ {v.blocks_per_request:,} per request")
     end = " at the pessimistic end of the estimate" if q.pessimistic else ""
     return _result(q, comparison=">=", required=required, measured=measured, unit="requests", context=context,
@@ -318,16 +320,16 @@ def _min_concurrency(ctx: _Ctx, q: Requirement) -> CheckResult:
 
 def _no_preemption(ctx: _Ctx, q: Requirement) -> CheckResult:
     fit = ctx.fit
-    context = q.context if q.context is not None else fit.max_model_len
-    asked = q.concurrency if q.concurrency is not None else fit.max_num_seqs
-    running = min(asked, fit.max_num_seqs)
+    context = q.context if q.context is not None else fit.scheduler.max_model_len
+    asked = q.concurrency if q.concurrency is not None else fit.scheduler.max_num_seqs
+    running = min(asked, fit.scheduler.max_num_seqs)
     failed = _cannot_run(ctx, q, required=running, unit="requests", comparison=">=", context=context,
                          concurrency=asked)
     if failed:
         return failed
     v = ctx.load(context, asked, pessimistic=q.pessimistic)
-    note = (f" ({asked:,} asked; max_num_seqs {fit.max_num_seqs:,} run at once, the rest wait in the queue)"
-            if asked > fit.max_num_seqs else "")
+    note = (f" ({asked:,} asked; max_num_seqs {fit.scheduler.max_num_seqs:,} run at once, the rest wait in the queue)"
+            if asked > fit.scheduler.max_num_seqs else "")
     if q.pessimistic:
         note += " (at the pessimistic end of the estimate)"
     # needed ≤ usable ⟺ running × per_request ≤ usable ⟺ running ≤ usable // per_request = max_requests_at_context
@@ -343,20 +345,20 @@ def _min_kv_tokens(ctx: _Ctx, q: Requirement) -> CheckResult:
     if failed:
         return failed
     if q.pessimistic:
-        low = fit.kv_cache_tokens_range[0]
+        low = fit.cache.kv_cache_tokens_range[0]
         return _result(q, comparison=">=", required=required, measured=low, unit="tokens",
                        message=f"GPU KV cache size at the pessimistic end of the estimate: {low:,} tokens (best "
-                               f"{fit.kv_cache_tokens:,}); required ≥ {_num(required)}")
-    return _result(q, comparison=">=", required=required, measured=fit.kv_cache_tokens, unit="tokens",
-                   message=f"GPU KV cache size: {fit.kv_cache_tokens:,} tokens ({fit.num_gpu_blocks:,} blocks of "
-                           f"{fit.block_size}); required ≥ {_num(required)}")
+                               f"{fit.cache.kv_cache_tokens:,}); required ≥ {_num(required)}")
+    return _result(q, comparison=">=", required=required, measured=fit.cache.kv_cache_tokens, unit="tokens",
+                   message=f"GPU KV cache size: {fit.cache.kv_cache_tokens:,} tokens ({fit.cache.num_gpu_blocks:,} "
+                           f"blocks of {fit.cache.block_size}); required ≥ {_num(required)}")
 
 
 def _runnable_batch(ctx: _Ctx, batch: int, context: int) -> str | None:
     """Why `batch` requests of `context` tokens cannot decode together, or None when they can."""
     fit = ctx.fit
-    if batch > fit.max_num_seqs:
-        return f"batch {batch:,} is above max_num_seqs {fit.max_num_seqs:,}"
+    if batch > fit.scheduler.max_num_seqs:
+        return f"batch {batch:,} is above max_num_seqs {fit.scheduler.max_num_seqs:,}"
     v = ctx.load(context, batch)
     if v.possible:
         return f"the KV cache holds only {v.max_requests_at_context:,} requests of {context:,} tokens"
@@ -368,7 +370,7 @@ def _decode_requirement(ctx: _Ctx, q: Requirement) -> CheckResult:
     itl = q.kind == "max_itl_ms"
     required = q.value or 0
     batch = q.batch or 1
-    context = q.context if q.context is not None else fit.max_model_len
+    context = q.context if q.context is not None else fit.scheduler.max_model_len
     unit = "ms" if itl else "tok/s"
     comparison: Comparison = "<=" if itl else ">="
     failed = _cannot_run(ctx, q, required=required, unit=unit, comparison=comparison, context=context, batch=batch)
@@ -407,15 +409,16 @@ def _max_p99_ttft(ctx: _Ctx, q: Requirement) -> CheckResult:
 def _min_headroom(ctx: _Ctx, q: Requirement) -> CheckResult:
     fit = ctx.fit
     required = q.value or 0
-    context = q.context if q.context is not None else fit.max_model_len
-    asked = q.concurrency if q.concurrency is not None else fit.max_num_seqs
+    context = q.context if q.context is not None else fit.scheduler.max_model_len
+    asked = q.concurrency if q.concurrency is not None else fit.scheduler.max_num_seqs
     failed = _cannot_run(ctx, q, required=required, unit="%", comparison=">=", context=context, concurrency=asked)
     if failed:
         return failed
     v = ctx.load(context, asked)
     usable = v.usable_blocks
     pct = (usable - v.blocks_needed) / usable * PERCENT if usable else -math.inf
-    capped = f" (max_num_seqs {fit.max_num_seqs:,} of {asked:,} run at once)" if asked > fit.max_num_seqs else ""
+    seqs = fit.scheduler.max_num_seqs
+    capped = f" (max_num_seqs {seqs:,} of {asked:,} run at once)" if asked > seqs else ""
     use = (f"use {v.blocks_needed:,} of {usable:,} usable KV blocks: {pct:.1f}% left" if v.blocks_needed <= usable
            else f"need {v.blocks_needed:,} KV blocks but only {usable:,} are usable "
                 f"({v.blocks_needed - usable:,} short)")

@@ -369,7 +369,7 @@ def _emit(report: FitReport | SweepReport, json_: bool) -> None:
         from kvplan.render.fit import render_fit, render_sweep
 
         out().print(render_fit(report) if isinstance(report, FitReport) else render_sweep(report))
-    if not (report.fits if isinstance(report, FitReport) else report.rows):
+    if not (report.verdict.fits if isinstance(report, FitReport) else report.rows):
         from kvplan.cli.exit_codes import EXIT_CHECK_FAILED
 
         # vLLM would refuse to start, or no catalog GPU serves the model: a capacity verdict, not an error

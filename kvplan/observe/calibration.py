@@ -266,18 +266,19 @@ def predicted_terms(report: FitReport, *, v0_token_capacity: bool = False) -> di
     `v0_token_capacity`: the log's token figure is V0's "maximum number of tokens that can be stored in
     KV cache", i.e. blocks × block size, not the V1 capacity int(blocks / blocks_per_request × max_model_len).
     """
-    tokens = report.num_gpu_blocks * report.block_size if v0_token_capacity else report.kv_cache_tokens
+    cache = report.cache
+    tokens = cache.num_gpu_blocks * cache.block_size if v0_token_capacity else cache.kv_cache_tokens
     return {
-        "total_gpu_memory": report.cuda_total_bytes,
-        "requested_memory": report.requested_bytes,
-        "weights": report.weights_bytes,
-        "non_torch": report.non_torch_bytes,
-        "activation_peak": report.activation_bytes,
-        "cuda_graph": report.cuda_graph_bytes,
-        "available_kv": report.available_kv_bytes,
-        "num_gpu_blocks": report.num_gpu_blocks,
+        "total_gpu_memory": report.memory.cuda_total_bytes,
+        "requested_memory": report.memory.requested_bytes,
+        "weights": report.memory.weights_bytes,
+        "non_torch": report.memory.non_torch_bytes,
+        "activation_peak": report.memory.activation_bytes,
+        "cuda_graph": report.memory.cuda_graph_bytes,
+        "available_kv": report.memory.available_kv_bytes,
+        "num_gpu_blocks": report.cache.num_gpu_blocks,
         "kv_cache_tokens": tokens,
-        "max_concurrency": report.max_concurrency,
+        "max_concurrency": report.scheduler.max_concurrency,
     }
 
 
@@ -417,14 +418,14 @@ def _implied_blocks(log: StartupLog, report: FitReport, v0_tokens: bool) -> int 
     if log.capacity.num_gpu_blocks is not None:
         return log.capacity.num_gpu_blocks
     tokens = log.capacity.kv_cache_tokens
-    if tokens is None or report.blocks_per_request <= 0 or report.block_size <= 0:
+    if tokens is None or report.cache.blocks_per_request <= 0 or report.cache.block_size <= 0:
         return None
     if v0_tokens:
-        return tokens // report.block_size if tokens % report.block_size == 0 else None
+        return tokens // report.cache.block_size if tokens % report.cache.block_size == 0 else None
     # v1/core/kv_cache_utils.py: tokens = int(num_blocks / blocks_per_request × max_model_len)
-    guess = tokens * report.blocks_per_request // report.max_model_len
+    guess = tokens * report.cache.blocks_per_request // report.scheduler.max_model_len
     for blocks in range(max(0, guess - 2), guess + 3):
-        if int(blocks / report.blocks_per_request * report.max_model_len) == tokens:
+        if int(blocks / report.cache.blocks_per_request * report.scheduler.max_model_len) == tokens:
             return blocks
     return None
 
@@ -512,7 +513,7 @@ def balance_budget(
 
 def _overridden_terms(report: FitReport) -> dict[str, str]:
     """Terms the user already pinned with fit's flags (they count as measured)."""
-    by_name = {t.name: t for t in report.memory_terms}
+    by_name = {t.name: t for t in report.memory.terms}
     return {term: f"flag {TERM_FLAGS[term][0]}" for term, name in _MEMORY_TERM_NAMES.items()
             if name in by_name and by_name[name].source == "user"}
 
@@ -523,30 +524,31 @@ def _verify(log: StartupLog, after: FitReport, target: int, v0_tokens: bool, blo
     observed = log.memory.available_kv_bytes
     if observed is not None:
         if _logged_hundredths(observed) is None:
-            checks.append(FigureCheck("available_kv", "bytes", observed, after.available_kv_bytes, "exact",
-                                      observed == after.available_kv_bytes))
+            checks.append(FigureCheck("available_kv", "bytes", observed, after.memory.available_kv_bytes, "exact",
+                                      observed == after.memory.available_kv_bytes))
         else:
-            checks.append(FigureCheck("available_kv", "bytes", observed, after.available_kv_bytes,
+            checks.append(FigureCheck("available_kv", "bytes", observed, after.memory.available_kv_bytes,
                                       "0.01 GiB as logged",
-                                      format_gib_vllm(observed) == format_gib_vllm(after.available_kv_bytes)))
+                                      format_gib_vllm(observed) == format_gib_vllm(after.memory.available_kv_bytes)))
+    cache, concurrency = after.cache, after.scheduler.max_concurrency
     if capacity.num_gpu_blocks is not None:
-        checks.append(FigureCheck("num_gpu_blocks", "blocks", capacity.num_gpu_blocks, after.num_gpu_blocks, "exact",
-                                  capacity.num_gpu_blocks == after.num_gpu_blocks))
+        checks.append(FigureCheck("num_gpu_blocks", "blocks", capacity.num_gpu_blocks, cache.num_gpu_blocks, "exact",
+                                  capacity.num_gpu_blocks == cache.num_gpu_blocks))
     elif blocks is not None:
-        checks.append(FigureCheck("num_gpu_blocks", "blocks", blocks, after.num_gpu_blocks,
-                                  "exact (from the logged tokens)", blocks == after.num_gpu_blocks))
+        checks.append(FigureCheck("num_gpu_blocks", "blocks", blocks, cache.num_gpu_blocks,
+                                  "exact (from the logged tokens)", blocks == cache.num_gpu_blocks))
     if capacity.kv_cache_tokens is not None:
-        tokens = after.num_gpu_blocks * after.block_size if v0_tokens else after.kv_cache_tokens
+        tokens = cache.num_gpu_blocks * cache.block_size if v0_tokens else cache.kv_cache_tokens
         checks.append(FigureCheck("kv_cache_tokens", "tokens", capacity.kv_cache_tokens, tokens, "exact",
                                   capacity.kv_cache_tokens == tokens))
     if capacity.max_concurrency is not None:
-        checks.append(FigureCheck("max_concurrency", "ratio", capacity.max_concurrency, after.max_concurrency,
+        checks.append(FigureCheck("max_concurrency", "ratio", capacity.max_concurrency, concurrency,
                                   "2 decimals as logged",
-                                  round(after.max_concurrency, CONCURRENCY_DECIMALS) == capacity.max_concurrency))
-    ok = bool(checks) and all(c.matches for c in checks) and after.available_kv_bytes == target
-    return Verification(ok, after.available_kv_bytes, after.num_gpu_blocks,
-                        after.kv_cache_tokens if not v0_tokens else after.num_gpu_blocks * after.block_size,
-                        after.max_concurrency, tuple(checks))
+                                  round(concurrency, CONCURRENCY_DECIMALS) == capacity.max_concurrency))
+    ok = bool(checks) and all(c.matches for c in checks) and after.memory.available_kv_bytes == target
+    return Verification(ok, after.memory.available_kv_bytes, cache.num_gpu_blocks,
+                        cache.kv_cache_tokens if not v0_tokens else cache.num_gpu_blocks * cache.block_size,
+                        concurrency, tuple(checks))
 
 
 def _measured(seen: Mapping[str, tuple[Number | None, str]], predicted: FitReport,
@@ -554,8 +556,8 @@ def _measured(seen: Mapping[str, tuple[Number | None, str]], predicted: FitRepor
     """Every subtracted term (measured where the log or a flag gives it, else kvplan's estimate) and how
     the measured ones are known."""
     known = _overridden_terms(predicted)
-    values = {"weights": predicted.weights_bytes, "non_torch": predicted.non_torch_bytes,
-              "activation_peak": predicted.activation_bytes, "cuda_graph": predicted.cuda_graph_bytes}
+    values = {"weights": predicted.memory.weights_bytes, "non_torch": predicted.memory.non_torch_bytes,
+              "activation_peak": predicted.memory.activation_bytes, "cuda_graph": predicted.memory.cuda_graph_bytes}
     for term in TERM_FLAGS:
         value, how = seen[term]
         if value is None or term in known or (term == "cuda_graph" and not graphs_subtracted):
@@ -568,9 +570,9 @@ def _measured(seen: Mapping[str, tuple[Number | None, str]], predicted: FitRepor
 def _target(log: StartupLog, predicted: FitReport, blocks: int | None) -> tuple[int | None, str | None]:
     """The available KV memory to reproduce (None if the log gives no KV figure), with a note."""
     if log.memory.available_kv_bytes is not None:
-        return kv_target(log.memory.available_kv_bytes, blocks, predicted.bytes_per_block)
-    if blocks is not None and predicted.bytes_per_block > 0:
-        return blocks * predicted.bytes_per_block, (
+        return kv_target(log.memory.available_kv_bytes, blocks, predicted.cache.bytes_per_block)
+    if blocks is not None and predicted.cache.bytes_per_block > 0:
+        return blocks * predicted.cache.bytes_per_block, (
             "The log gives no available KV memory: the smallest that holds its blocks is reproduced.")
     return None, "The log gives no KV memory, blocks or tokens to reproduce: only measured terms are pinned."
 
@@ -615,7 +617,7 @@ def _fit_budget(
     budget = BudgetFit(values, known, 0)
     if target is not None:
         candidates = [t for t in BALANCING_ORDER if graphs_subtracted or t != "cuda_graph"]
-        requested = requested_memory(chip.cuda_total_bytes, predicted.gpu_memory_utilization)
+        requested = requested_memory(chip.cuda_total_bytes, predicted.memory.gpu_memory_utilization)
         budget = balance_budget(requested, target, values, known, candidates)
     if budget.unexplained:
         notes.append(
@@ -661,7 +663,7 @@ def calibrate(
 
     settings, from_log, setting_notes = settings_from_log(log, flags, given)
     predicted = plan_fit(model, gpu, settings, advise=False)
-    graphs = next(t for t in predicted.memory_terms if t.name == "cuda_graphs")
+    graphs = next(t for t in predicted.memory.terms if t.name == "cuda_graphs")
     graphs_subtracted = graphs.source not in ("not subtracted", "none")
     v0_tokens = _RULE_V0_TOKENS in _rules(log)
     comparison = compare_terms(log, predicted_terms(predicted, v0_token_capacity=v0_tokens),

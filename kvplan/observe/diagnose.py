@@ -611,7 +611,7 @@ def compare_report_with_plan(report: DiagnoseReport, model: ModelSpec, gpu: GpuL
     for f in report.engines:
         settings, used = plan_settings(f.cache_config, base)
         plan = plan_fit(model, gpu, settings, advise=False)
-        c = replace(compare_with_plan(f.cache_config, plan.num_gpu_blocks, plan.block_size),
+        c = replace(compare_with_plan(f.cache_config, plan.cache.num_gpu_blocks, plan.cache.block_size),
                     model_name=f.model_name, engine=f.engine, settings=used)
         comparisons.append(c)
         found.append(plan_diagnosis(c, f.model_name, f.engine, tolerance))

@@ -47,15 +47,15 @@ def _waterfall(r: FitReport) -> Table:
     t.add_column("", overflow="fold")
     t.add_column("GiB", justify="right", overflow="fold")
     t.add_column("how it is known")
-    _row(t, "GPU memory (cudaMemGetInfo total)", _gib(r.cuda_total_bytes), r.gpu_name)
-    override = r.kv_cache_memory_bytes_given
+    _row(t, "GPU memory (cudaMemGetInfo total)", _gib(r.memory.cuda_total_bytes), r.deployment.gpu_name)
+    override = r.memory.kv_cache_memory_bytes_given
     _row(
         t,
-        f"× gpu_memory_utilization {r.gpu_memory_utilization:g} = requested",
-        _gib(r.requested_bytes),
+        f"× gpu_memory_utilization {r.memory.gpu_memory_utilization:g} = requested",
+        _gib(r.memory.requested_bytes),
         "not used: --kv-cache-memory-bytes given" if override else r.settings_sources.get("gpu_memory_utilization", ""),
     )
-    for term in r.memory_terms:
+    for term in r.memory.terms:
         label = _TERM_LABEL.get(term.name, term.name)
         how = f"{term.source}: {term.assumption}"
         _row(
@@ -66,11 +66,11 @@ def _waterfall(r: FitReport) -> Table:
             style="dim" if override and term.name != "weights" else None,
         )
     kv_label = "= KV cache (--kv-cache-memory-bytes)" if override else "= KV cache"
-    style = "bold green" if r.available_kv_bytes > 0 else "bold red"
+    style = "bold green" if r.memory.available_kv_bytes > 0 else "bold red"
     _row(
         t,
         Text(kv_label, style=style),
-        Text(_gib(r.available_kv_bytes), style=style),
+        Text(_gib(r.memory.available_kv_bytes), style=style),
         "exact, as given" if override else "what vLLM would log as 'Available KV cache memory'" + _range_text(r),
     )
     return t
@@ -78,19 +78,19 @@ def _waterfall(r: FitReport) -> Table:
 
 def _range_text(r: FitReport) -> str:
     """The estimate's range (calibration residuals of the estimated terms), when it is not a point."""
-    low, high = r.available_kv_range
+    low, high = r.memory.available_kv_range
     if low == high:
         return ""
-    tokens_low, tokens_high = r.kv_cache_tokens_range
+    tokens_low, tokens_high = r.cache.kv_cache_tokens_range
     return f"; range {_gib(low)} … {_gib(high)} GiB, {tokens_low:,} … {tokens_high:,} tokens"
 
 
 def _bar(r: FitReport) -> Text:
-    total = max(1, r.cuda_total_bytes)
+    total = max(1, r.memory.cuda_total_bytes)
     parts: list[tuple[str, int, str]] = [
-        (term.name, term.bytes, _TERM_STYLE.get(term.name, "white")) for term in r.memory_terms if term.bytes > 0
+        (term.name, term.bytes, _TERM_STYLE.get(term.name, "white")) for term in r.memory.terms if term.bytes > 0
     ]
-    kv = max(0, r.available_kv_bytes)
+    kv = max(0, r.memory.available_kv_bytes)
     parts.append(("kv", kv, "green"))
     used = sum(b for _, b, _ in parts)
     parts.append(("free", max(0, total - used), "dim"))
@@ -112,10 +112,10 @@ def _kv_table(r: FitReport) -> Table:
     t = Table(title="KV cache", title_justify="left", box=None, show_header=False, pad_edge=False)
     t.add_column("", overflow="fold")
     t.add_column("", overflow="fold")
-    _row(t, "KV dtype", f"{r.kv_cache_dtype} ({r.settings_sources.get('kv_cache_dtype', '')})")
-    _row(t, "block size", f"{r.block_size} tokens ({r.block_size_source})")
+    _row(t, "KV dtype", f"{r.cache.kv_cache_dtype} ({r.settings_sources.get('kv_cache_dtype', '')})")
+    _row(t, "block size", f"{r.cache.block_size} tokens ({r.cache.block_size_source})")
     kinds: dict[tuple[str, int | None, int, int], list[int]] = {}
-    for g in r.groups:
+    for g in r.cache.groups:
         kinds.setdefault(
             (g.kind, g.sliding_window or g.attention_chunk_size, g.block_size, g.blocks_per_request), []
         ).append(g.num_layers)
@@ -134,39 +134,40 @@ def _kv_table(r: FitReport) -> Table:
         )
         parts.append(
             f"{layers} {label}"
-            + (f", block {block}" if block != r.block_size else "")
+            + (f", block {block}" if block != r.cache.block_size else "")
             + f": {bpr:,} blocks/request each"
             if len(sizes) > 1
             else f"{layers} {label}: {bpr:,} blocks/request"
         )
     groups = "; ".join(parts)
-    _row(t, "groups", f"{len(r.groups)} — {groups}" if r.groups else "none (no KV cache)")
-    _row(t, "bytes per block", f"{r.bytes_per_block:,}")
-    _row(t, "blocks", f"{r.num_gpu_blocks:,} ({r.usable_blocks:,} usable; block 0 is vLLM's null block)")
-    _row(t, "blocks per request", f"{r.blocks_per_request:,} at max_model_len {r.max_model_len:,}")
+    _row(t, "groups", f"{len(r.cache.groups)} — {groups}" if r.cache.groups else "none (no KV cache)")
+    _row(t, "bytes per block", f"{r.cache.bytes_per_block:,}")
+    _row(t, "blocks", f"{r.cache.num_gpu_blocks:,} ({r.cache.usable_blocks:,} usable; block 0 is vLLM's null block)")
+    _row(t, "blocks per request", f"{r.cache.blocks_per_request:,} at max_model_len {r.scheduler.max_model_len:,}")
     _row(
         t,
         "scheduler",
-        f"max_num_seqs {r.max_num_seqs:,}, max_num_batched_tokens {r.max_num_batched_tokens:,} "
-        f"({r.in_flight_tokens:,} tokens in flight)",
+        f"max_num_seqs {r.scheduler.max_num_seqs:,}, max_num_batched_tokens {r.scheduler.max_num_batched_tokens:,} "
+        f"({r.scheduler.in_flight_tokens:,} tokens in flight)",
     )
-    _row(t, "model runner", r.settings_sources.get("model_runner", r.model_runner))
-    had = "" if r.fits else " (had it started)"
-    _row(t, "KV tokens", f"{r.kv_cache_tokens:,}{had}")
-    _row(t, "max concurrency", f"{r.max_concurrency:.2f}× requests of {r.max_model_len:,} tokens{had}")
+    _row(t, "model runner", r.settings_sources.get("model_runner", r.deployment.model_runner))
+    had = "" if r.verdict.fits else " (had it started)"
+    _row(t, "KV tokens", f"{r.cache.kv_cache_tokens:,}{had}")
+    _row(t, "max concurrency",
+         f"{r.scheduler.max_concurrency:.2f}× requests of {r.scheduler.max_model_len:,} tokens{had}")
     return t
 
 
 def _stage_table(r: FitReport) -> list[RenderableType]:
     """One row per PP stage when their budgets differ; the tightest (whose block count vLLM keeps) marked."""
-    if len(r.pp_stages) < 2 or len({(s.available_kv_bytes, s.num_gpu_blocks) for s in r.pp_stages}) == 1:
+    if len(r.memory.stages) < 2 or len({(s.available_kv_bytes, s.num_gpu_blocks) for s in r.memory.stages}) == 1:
         return []
     t = Table(title="Pipeline stages (GiB per GPU; vLLM keeps the smallest block count)", title_justify="left",
               box=None, pad_edge=False)
     for name in ("stage", "layers", "weights", "act.", "graphs", "non-torch", "KV", "blocks"):
         t.add_column(name, justify="left" if name == "stage" else "right", no_wrap=True)
-    for s in r.pp_stages:
-        mark = " (tightest)" if s.stage == r.tightest_stage else ""
+    for s in r.memory.stages:
+        mark = " (tightest)" if s.stage == r.memory.tightest_stage else ""
         _row(t, f"{s.stage}{mark}", str(s.num_layers), _gib(s.weights_bytes), _gib(s.activation_bytes),
              _gib(s.cuda_graph_bytes), _gib(s.non_torch_bytes), _gib(s.available_kv_bytes), f"{s.num_gpu_blocks:,}")
     return [t, Text("")]
@@ -174,25 +175,25 @@ def _stage_table(r: FitReport) -> list[RenderableType]:
 
 def _verdict(r: FitReport) -> list[RenderableType]:
     lines: list[RenderableType] = []
-    if r.log_line:
-        lines.append(Text.assemble(("vLLM would log: ", "bold"), (r.log_line, "green")))
+    if r.verdict.log_line:
+        lines.append(Text.assemble(("vLLM would log: ", "bold"), (r.verdict.log_line, "green")))
     for line in r.vllm_log:
         lines.append(Text(f"vLLM would also log: {line}", style="dim"))
-    if r.fits and r.startup_range is not StartupRange.STARTS:
-        lines.append(Text(f"✓ vLLM starts with these settings, but {r.startup_range}: at the pessimistic end "
+    if r.verdict.fits and r.verdict.startup_range is not StartupRange.STARTS:
+        lines.append(Text(f"✓ vLLM starts with these settings, but {r.verdict.startup_range}: at the pessimistic end "
                           "of the range it does not.", style="bold yellow"))
-    elif r.fits:
+    elif r.verdict.fits:
         lines.append(Text("✓ vLLM starts with these settings.", style="bold green"))
     else:
-        lines.append(Text(f"✗ vLLM does not start ({r.startup}):", style="bold red"))
-        lines.append(Text(r.error or "", style="red"))
-        if r.startup_range is not StartupRange.DOES_NOT_START:
-            lines.append(Text(f"  At the optimistic end of the range it would: it {r.startup_range}.",
+        lines.append(Text(f"✗ vLLM does not start ({r.verdict.startup}):", style="bold red"))
+        lines.append(Text(r.verdict.error or "", style="red"))
+        if r.verdict.startup_range is not StartupRange.DOES_NOT_START:
+            lines.append(Text(f"  At the optimistic end of the range it would: it {r.verdict.startup_range}.",
                               style="yellow"))
-    p = r.preemption
+    p = r.verdict.preemption
     style = "yellow" if p.possible else "green"
     lines.append(Text.assemble(("Preemption: ", "bold"), (p.explanation, style)))
-    if r.fits:
+    if r.verdict.fits:
         extra = [f"{p.max_requests_at_context:,} requests of {p.context:,} tokens fit at once"]
         if p.from_concurrency is not None:
             extra.append(f"preemption from {p.from_concurrency:,} running at {p.context:,} tokens")
@@ -207,7 +208,7 @@ def _verdict(r: FitReport) -> list[RenderableType]:
 
 
 def _advice(r: FitReport) -> list[RenderableType]:
-    if not r.advice:
+    if not r.verdict.advice:
         return []
     from kvplan.render.layout import TableOrStack
 
@@ -221,7 +222,7 @@ def _advice(r: FitReport) -> list[RenderableType]:
     t.add_column("KV tokens", justify="right", no_wrap=True)
     t.add_column("concurrency", justify="right", no_wrap=True)
     rows = [(a.change, f"{a.fixes}: {a.detail}", f"{a.num_gpu_blocks:,}", f"{a.kv_cache_tokens:,}",
-             f"{a.max_concurrency:.2f}×") for a in r.advice]
+             f"{a.max_concurrency:.2f}×") for a in r.verdict.advice]
     for row in rows:
         _row(t, *row)
 
@@ -240,13 +241,14 @@ def _advice(r: FitReport) -> list[RenderableType]:
 
 def render_fit(r: FitReport) -> Group:
     """Header, memory waterfall with a bar, KV table, vLLM's log line, verdicts, advice, notes."""
+    d = r.deployment
     header = Text.assemble(
-        (r.model, "bold"), f" on {r.num_gpus} × {r.gpu_name} (tp {r.tp}, pp {r.pp}) · vLLM {r.vllm_version} "
-        f"{'ROCm ' if r.platform == 'rocm' else ''}rules"
+        (d.model, "bold"), f" on {d.num_gpus} × {d.gpu_name} (tp {d.tp}, pp {d.pp}) · vLLM {d.vllm_version} "
+        f"{'ROCm ' if d.platform == 'rocm' else ''}rules"
     )
     notes = [Text(f"Note: {n}", style="dim") for n in r.notes]
-    if r.platform_rules:
-        notes.insert(0, Text(f"platform: {r.platform_rules}", style="dim"))
+    if d.platform_rules:
+        notes.insert(0, Text(f"platform: {d.platform_rules}", style="dim"))
     return Group(
         header, Text(""), _waterfall(r), _bar(r), Text(""), *_stage_table(r), _kv_table(r), Text(""), *_verdict(r),
         *_advice(r), *notes

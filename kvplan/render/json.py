@@ -11,13 +11,14 @@ import json
 import math
 from typing import Any
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 2  # 2: `fit`'s report and `calibrate`'s log nested (docs/json-schema.md)
 
 
 def to_data(obj: Any) -> Any:
     """Dataclasses, enums, tuples and mappings to JSON-ready data (NaN/inf become null)."""
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        if callable(flat := getattr(obj, "json_data", None)):  # an object that says its own shape (ServeSettings)
+        if callable(flat := getattr(obj, "json_data", None)):  # an object that says its own shape (ServeSettings,
+            # FitReport)
             return to_data(flat())
         return {f.name: to_data(getattr(obj, f.name)) for f in dataclasses.fields(obj) if f.repr}
     if isinstance(obj, enum.Enum):

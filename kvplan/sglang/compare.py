@@ -49,9 +49,11 @@ class EngineComparison:
 
 
 def _vllm_side(v: FitReport) -> EngineSide:
-    per_token = v.bytes_per_block / v.block_size if v.block_size else 0.0
-    return EngineSide("vllm", v.vllm_version, v.fits, v.startup, v.available_kv_bytes, per_token, v.kv_cache_tokens,
-                      v.max_model_len, v.max_concurrency, v.max_num_seqs, v.block_size)
+    cache, sched = v.cache, v.scheduler
+    per_token = cache.bytes_per_block / cache.block_size if cache.block_size else 0.0
+    return EngineSide("vllm", v.deployment.vllm_version, v.verdict.fits, v.verdict.startup, v.memory.available_kv_bytes,
+                      per_token, cache.kv_cache_tokens, sched.max_model_len, sched.max_concurrency, sched.max_num_seqs,
+                      cache.block_size)
 
 
 def _sglang_side(s: SglangFit) -> EngineSide:
@@ -63,11 +65,11 @@ def _sglang_side(s: SglangFit) -> EngineSide:
 
 def _memory_reason(v: FitReport, s: SglangFit) -> str:
     """How each engine arrives at its KV bytes per GPU."""
-    f, b = s.free_memory, s.budget
-    vllm = (f"vLLM keeps {v.available_kv_bytes / GiB:.2f} GiB for KV per GPU: gpu_memory_utilization "
-            f"{v.gpu_memory_utilization:g} × {v.cuda_total_bytes / GiB:.2f} GiB − weights {v.weights_bytes / GiB:.2f}"
-            f" − activations {v.activation_bytes / GiB:.2f} − CUDA graphs {v.cuda_graph_bytes / GiB:.2f} − non-torch "
-            f"{v.non_torch_bytes / GiB:.2f} (each profiled or estimated at startup)")
+    f, b, m = s.free_memory, s.budget, v.memory
+    vllm = (f"vLLM keeps {m.available_kv_bytes / GiB:.2f} GiB for KV per GPU: gpu_memory_utilization "
+            f"{m.gpu_memory_utilization:g} × {m.cuda_total_bytes / GiB:.2f} GiB − weights {m.weights_bytes / GiB:.2f}"
+            f" − activations {m.activation_bytes / GiB:.2f} − CUDA graphs {m.cuda_graph_bytes / GiB:.2f} − non-torch "
+            f"{m.non_torch_bytes / GiB:.2f} (each profiled or estimated at startup)")
     budget = "nothing" if b.budget_bytes is None else f"{b.budget_bytes / GiB:.2f} GiB"
     mamba = f" − Mamba state {b.mamba.state_bytes / GiB:.2f}" if b.mamba is not None and not b.mamba.refusal else ""
     sglang = (f"SGLang keeps {budget}: free after weights {f.avail_gib:.2f} − free before × (1 − "

@@ -55,7 +55,7 @@ def num_gpu_blocks_from(*, num_gpu_blocks: int | None, kv_tokens: int | None, bl
 
 
 class FitLike(Protocol):
-    """What `pool_from_fit` needs from a `kvplan fit` result."""
+    """What `pool_from_fit` needs from a `kvplan fit` result's KV cache (FitReport.cache)."""
 
     @property
     def num_gpu_blocks(self) -> int:
@@ -64,8 +64,8 @@ class FitLike(Protocol):
 
 
 def pool_from_fit(report: FitLike) -> int:
-    """vLLM's num_gpu_blocks of a `fit` result, refused below 2. Exact for one KV-cache group; use
-    `fitted_pool` for the mapping of hybrid models."""
+    """vLLM's num_gpu_blocks of a `fit` result's KV cache (FitReport.cache), refused below 2. Exact for one
+    KV-cache group; use `fitted_pool` for the mapping of hybrid models."""
     blocks = int(report.num_gpu_blocks)
     if blocks < 2:
         raise InvalidParameter(f"the fitted KV cache has {blocks} blocks: nothing to simulate",
@@ -122,30 +122,31 @@ class FittedPool:
 def fitted_pool(report: FitReport) -> FittedPool:
     """The simulators' pool and engine limits for a fitted deployment; InvalidParameter when vLLM would
     not start or the model's KV-cache groups cannot be simulated faithfully (module docstring)."""
-    if not report.fits:
-        raise InvalidParameter(f"vLLM would not start {report.model} on {report.gpu_name} with these settings: "
-                               f"{report.error or report.startup}",
+    if not report.verdict.fits:
+        raise InvalidParameter(f"vLLM would not start {report.deployment.model} on {report.deployment.gpu_name} with "
+                               "these settings: "
+                               f"{report.verdict.error or report.verdict.startup}",
                                hint="see `kvplan fit` for the memory budget and the changes that fix it")
-    blocks = pool_from_fit(report)
-    groups = report.groups
+    blocks = pool_from_fit(report.cache)
+    groups = report.cache.groups
     kinds = [g.kind for g in groups]
     state = sum(1 for k in kinds if k in STATE_KINDS)
     full = [g for g in groups if g.kind in FULL_ATTENTION_KINDS]
     windowed = [g for g in groups if g.kind in WINDOWED_KINDS]
     if state:
         raise InvalidParameter(
-            f"{report.model}: {state} of its {len(groups)} KV-cache groups hold Mamba/linear-attention state "
-            f"(a fixed number of {report.block_size}-token blocks per request, prefix hits only at state "
+            f"{report.deployment.model}: {state} of its {len(groups)} KV-cache groups hold Mamba/linear-attention "
+            f"state (a fixed number of {report.cache.block_size}-token blocks per request, prefix hits only at state "
             "checkpoints), which the simulators cannot represent faithfully",
             hint=f"`kvplan fit` gives its capacity; to simulate its attention layers alone, pass --num-gpu-blocks "
-            f"{blocks} --block-size {report.block_size}")
+            f"{blocks} --block-size {report.cache.block_size}")
     if not full:
         windows = sorted({g.sliding_window or g.attention_chunk_size or 0 for g in windowed})
         raise InvalidParameter(
-            f"{report.model}: every KV-cache group is windowed ({', '.join(f'{w:,}' for w in windows)} tokens); vLLM "
-            "frees the blocks that leave the window and the simulators never do",
+            f"{report.deployment.model}: every KV-cache group is windowed ({', '.join(f'{w:,}' for w in windows)} "
+            "tokens); vLLM frees the blocks that leave the window and the simulators never do",
             hint=f"to simulate it as full attention, exact while prompt + output stay within the window and "
-            f"pessimistic beyond, pass --num-gpu-blocks {blocks} --block-size {report.block_size}")
+            f"pessimistic beyond, pass --num-gpu-blocks {blocks} --block-size {report.cache.block_size}")
     sim_bs = full[0].block_size
     untracked = sum(g.blocks_per_request for g in windowed)
     usable = (blocks - NULL_BLOCKS) // len(full)
@@ -167,15 +168,16 @@ def fitted_pool(report: FitReport) -> FittedPool:
                 f" The {them} up to {untracked:,} blocks per running request "
                 f"(fit's figure at max_model_len), not simulated: the pool is optimistic by up to "
                 f"{untracked / len(full):,.0f} blocks per running request.")
-    per_token = report.bytes_per_block // report.block_size if exact else None
+    per_token = report.cache.bytes_per_block // report.cache.block_size if exact else None
     return FittedPool(
-        model=report.model, gpu=report.gpu, gpu_name=report.gpu_name, tp=report.tp, pp=report.pp,
-        kv_cache_dtype=report.kv_cache_dtype, gpu_memory_utilization=report.gpu_memory_utilization,
-        kv_cache_memory_bytes_given=report.kv_cache_memory_bytes_given,
-        available_kv_bytes=report.available_kv_bytes, bytes_per_block=report.bytes_per_block,
-        num_gpu_blocks=blocks, block_size=report.block_size, kv_cache_tokens=report.kv_cache_tokens,
-        max_model_len=report.max_model_len, max_num_seqs=report.max_num_seqs,
-        max_num_batched_tokens=report.max_num_batched_tokens,
+        model=report.deployment.model, gpu=report.deployment.gpu, gpu_name=report.deployment.gpu_name,
+        tp=report.deployment.tp, pp=report.deployment.pp,
+        kv_cache_dtype=report.cache.kv_cache_dtype, gpu_memory_utilization=report.memory.gpu_memory_utilization,
+        kv_cache_memory_bytes_given=report.memory.kv_cache_memory_bytes_given,
+        available_kv_bytes=report.memory.available_kv_bytes, bytes_per_block=report.cache.bytes_per_block,
+        num_gpu_blocks=blocks, block_size=report.cache.block_size, kv_cache_tokens=report.cache.kv_cache_tokens,
+        max_model_len=report.scheduler.max_model_len, max_num_seqs=report.scheduler.max_num_seqs,
+        max_num_batched_tokens=report.scheduler.max_num_batched_tokens,
         settings_sources={k: v for k, v in report.settings_sources.items()
                           if k in ("max_num_seqs", "max_num_batched_tokens", "max_model_len")},
         num_groups=len(groups), full_attention_groups=len(full), windowed_groups=len(windowed),

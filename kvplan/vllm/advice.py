@@ -20,9 +20,9 @@ ADVISED_TP_SIZES = (2, 4, 8)
 
 
 def _problem_solved(before: FitReport, after: FitReport) -> bool:
-    if not before.fits:
-        return after.fits
-    return after.fits and not after.preemption.possible
+    if not before.verdict.fits:
+        return after.verdict.fits
+    return after.verdict.fits and not after.verdict.preemption.possible
 
 
 # One candidate change: the flag as shown, the settings it gives, and why it helps.
@@ -32,23 +32,24 @@ _Candidate = tuple[str, ServeSettings, str]
 def _first_fix(report: FitReport, replan: Callable[[ServeSettings], FitReport],
                candidates: Iterable[_Candidate]) -> Advice | None:
     """Re-plan the candidates in order; the advice of the first that fixes the problem, else None."""
-    fixes = "starts" if not report.fits else "no preemption"
+    fixes = "starts" if not report.verdict.fits else "no preemption"
     for change, new, detail in candidates:
         try:
             after = replan(new)
         except (InvalidParameter, NotServed):  # vLLM would refuse this change (e.g. fp8 on a pre-SM89 Triton backend)
             continue
         if _problem_solved(report, after):
-            return Advice(change, fixes, after.num_gpu_blocks, after.kv_cache_tokens, after.max_concurrency, detail)
+            return Advice(change, fixes, after.cache.num_gpu_blocks, after.cache.kv_cache_tokens,
+                          after.scheduler.max_concurrency, detail)
     return None
 
 
 def _utilization_candidates(settings: ServeSettings, report: FitReport,
                             replan: Callable[[ServeSettings], FitReport]) -> Iterator[_Candidate]:
     """1. gpu_memory_utilization: the smallest value (in 0.01 steps, ≤ 0.98) that fixes it."""
-    if settings.cache_config.kv_cache_memory_bytes is not None or report.startup is Startup.OOM_LOADING_WEIGHTS:
+    if settings.cache_config.kv_cache_memory_bytes is not None or report.verdict.startup is Startup.OOM_LOADING_WEIGHTS:
         return
-    lo = math.floor(report.gpu_memory_utilization * 100) + 1
+    lo = math.floor(report.memory.gpu_memory_utilization * 100) + 1
     hi = round(MAX_ADVISED_UTILIZATION * 100)
 
     def ok(pct: int) -> bool:
@@ -65,9 +66,9 @@ def _utilization_candidates(settings: ServeSettings, report: FitReport,
 
 def _free_memory_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
     """1b. Utilization above what is free at startup: the largest value that starts, tried downwards."""
-    if report.startup is not Startup.REFUSES_FREE_MEMORY:
+    if report.verdict.startup is not Startup.REFUSES_FREE_MEMORY:
         return
-    top = math.ceil(report.gpu_memory_utilization * 100) - 1
+    top = math.ceil(report.memory.gpu_memory_utilization * 100) - 1
     for pct in range(top, MIN_ADVISED_UTILIZATION_PCT - 1, -1):
         yield (f"--gpu-memory-utilization {pct / 100:.2f}", settings.updated(gpu_memory_utilization=pct / 100),
                "leave room for what vLLM finds in use at startup (the CUDA context; on a unified-memory GPU such "
@@ -83,14 +84,15 @@ ADVISED_MAX_NUM_BATCHED_TOKENS = (8192, 4096, 2048)
 def _profile_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
     """2. A smaller profiling peak, when vLLM refuses for lack of KV memory: the largest max_num_seqs that
     starts (the fewest requests given up), then a smaller max_num_batched_tokens, then no CUDA graphs."""
-    if report.fits or report.startup.out_of_memory or settings.cache_config.kv_cache_memory_bytes is not None:
+    verdict = report.verdict
+    if verdict.fits or verdict.startup.out_of_memory or settings.cache_config.kv_cache_memory_bytes is not None:
         return
     for seqs in ADVISED_MAX_NUM_SEQS:
-        if seqs < report.max_num_seqs:
+        if seqs < report.scheduler.max_num_seqs:
             yield (f"--max-num-seqs {seqs}", settings.updated(max_num_seqs=seqs),
                    f"a smaller sampler peak in vLLM's profiling run; at most {seqs} requests at once")
     for mnbt in ADVISED_MAX_NUM_BATCHED_TOKENS:
-        if mnbt < report.max_num_batched_tokens:
+        if mnbt < report.scheduler.max_num_batched_tokens:
             yield (f"--max-num-batched-tokens {mnbt}", settings.updated(max_num_batched_tokens=mnbt),
                    f"a smaller forward peak; prefill in chunks of {mnbt:,} tokens")
     if not settings.model_config.enforce_eager:
@@ -99,7 +101,7 @@ def _profile_candidates(settings: ServeSettings, report: FitReport) -> Iterator[
 
 def _fp8_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
     """2. An fp8 KV cache, unless it is one already."""
-    if report.kv_cache_dtype not in FP8_KV_DTYPES:
+    if report.cache.kv_cache_dtype not in FP8_KV_DTYPES:
         yield "--kv-cache-dtype fp8", settings.updated(kv_cache_dtype="fp8"), "half the bytes per token"
 
 
@@ -113,26 +115,27 @@ def _tp_candidates(model: ModelSpec, settings: ServeSettings) -> Iterator[_Candi
 
 def _max_len_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
     """4. A shorter max_model_len: to start, or (when the user gave --concurrency) to keep that many resident."""
-    if settings.model_config.max_model_len == -1 or (report.fits and settings.load.concurrency is None):
+    if settings.model_config.max_model_len == -1 or (report.verdict.fits and settings.load.concurrency is None):
         return
     length = _advised_max_len(settings, report)
     if length:
         detail = (
             "the longest context that fits"
-            if not report.fits
-            else (f"the longest context at which {report.preemption.concurrency} requests stay resident")
+            if not report.verdict.fits
+            else (f"the longest context at which {report.verdict.preemption.concurrency} requests stay resident")
         )
         yield f"--max-model-len {length}", settings.updated(max_model_len=length), detail
 
 
 def _max_num_seqs_candidates(settings: ServeSettings, report: FitReport) -> Iterator[_Candidate]:
     """5. Fewer concurrent sequences: as many requests as stay resident at the context."""
-    if report.fits and report.preemption.possible and report.preemption.max_requests_at_context >= 1:
-        z = report.preemption.max_requests_at_context
+    verdict, p = report.verdict, report.verdict.preemption
+    if verdict.fits and p.possible and p.max_requests_at_context >= 1:
+        z = p.max_requests_at_context
         new = settings.updated(
             max_num_seqs=z, concurrency=None if settings.load.concurrency is None else min(settings.load.concurrency, z)
         )
-        yield f"--max-num-seqs {z}", new, f"at most {z} requests of {report.preemption.context:,} tokens at once"
+        yield f"--max-num-seqs {z}", new, f"at most {z} requests of {p.context:,} tokens at once"
 
 
 def advise_fixes(
@@ -168,13 +171,13 @@ def _first_true(lo: int, hi: int, pred: Callable[[int], bool]) -> int:
 
 
 def _advised_max_len(settings: ServeSettings, report: FitReport) -> int | None:
-    if not report.fits:
-        if report.startup is Startup.REFUSES_MAX_MODEL_LEN and report.estimated_max_model_len:
-            return report.estimated_max_model_len
+    if not report.verdict.fits:
+        if report.verdict.startup is Startup.REFUSES_MAX_MODEL_LEN and report.verdict.estimated_max_model_len:
+            return report.verdict.estimated_max_model_len
         return None
     if settings.load.context is not None:  # preemption at a user-given context: max_model_len does not bound it
         return None
-    p = report.preemption
+    p = report.verdict.preemption
     if p.from_context is None or p.from_context <= 1:
         return None
     return p.from_context - 1

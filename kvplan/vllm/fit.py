@@ -13,7 +13,7 @@ A pipeline of small pure stages, each with a frozen result, in the order vLLM's 
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, NamedTuple, cast
 
 from kvplan.errors import BadConfig
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs
@@ -42,7 +42,17 @@ from kvplan.vllm.memory.weights import estimate_weights, tower_bytes_per_gpu
 from kvplan.vllm.multimodal import MmLimits, apply_mm_limits, gemma4_encoder_profile, text_only
 from kvplan.vllm.offload import deployment_tier, tier_note
 from kvplan.vllm.quantization import apply_quantization
-from kvplan.vllm.report import FitReport, GroupSummary, StageSummary, TowerSummary
+from kvplan.vllm.report import (
+    CacheSummary,
+    DeploymentSummary,
+    FitReport,
+    GroupSummary,
+    MemorySummary,
+    SchedulerSummary,
+    StageSummary,
+    TowerSummary,
+    VerdictSummary,
+)
 from kvplan.vllm.settings import (
     GpuLike,
     ResolvedSettings,
@@ -235,8 +245,17 @@ STARTS_IF_OPTIMISTIC = StartupRange.STARTS_IF_OPTIMISTIC
 DOES_NOT_START = StartupRange.DOES_NOT_START
 
 
+class Ranges(NamedTuple):
+    """The report's ranges, (pessimistic, optimistic) ends of the estimate, and the startup verdict over them."""
+
+    available_kv: tuple[int, int]
+    kv_cache_tokens: tuple[int, int]
+    max_concurrency: tuple[float, float]
+    startup: StartupRange
+
+
 def range_fields(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings, s: ServeSettings,
-                 spec_decode: SpecDecode | None = None) -> dict[str, object]:
+                 spec_decode: SpecDecode | None = None) -> Ranges:
     """The report's ranges: the block plan and the startup verdict at the pessimistic and the optimistic
     end of the available KV memory (MemoryBudget.available_kv_range). "starts" when even the pessimistic
     end starts, "starts only if the estimate is optimistic" when only the optimistic end (or the best
@@ -256,10 +275,8 @@ def range_fields(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSetting
         ends.append((plan, startup_verdict(heaviest_stage(end), plan)[0] is Startup.OK))
     (p_low, ok_low), (p_high, ok_high) = ends
     verdict = STARTS if ok_low else STARTS_IF_OPTIMISTIC if ok_high else DOES_NOT_START
-    return {"available_kv_range": (low, high),
-            "kv_cache_tokens_range": (p_low.kv_cache_tokens, p_high.kv_cache_tokens),
-            "max_concurrency_range": (p_low.max_concurrency, p_high.max_concurrency),
-            "startup_range": verdict}
+    return Ranges((low, high), (p_low.kv_cache_tokens, p_high.kv_cache_tokens),
+                  (p_low.max_concurrency, p_high.max_concurrency), verdict)
 
 
 def _weights_term(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings,
@@ -566,28 +583,29 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
         lookahead=spec_decode.num_speculative_tokens if spec_decode is not None else 0,
     )
     final = replace(r, cache_config=r.cache_config._replace(block_size_source=bs_source))
-    planned = Planned(final, budget, plan, startup, error, preempt)
+    planned = Planned(final, budget, plan, startup, error, preempt, range_fields(specs, budget, r, s, spec_decode),
+                      _towers(model, s), _stages(specs, budget, plan))
     report = build_report(model, gpu, s, planned,
                           notes=[*model.config_notes, *dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,
                                  *_load_notes(s, max_len, r.scheduler_config.batch.max_num_seqs)])
-    report = replace(report, **range_fields(specs, budget, r, s, spec_decode),  # type: ignore[arg-type]
-                     towers=_towers(model, s), pp_stages=_stages(specs, budget, plan),
-                     tightest_stage=budget.tightest_stage)
-    if report.pp_stages:
-        report = replace(report, notes=(*report.notes, stage_note(report.pp_stages, report.tightest_stage)))
+    if report.memory.stages:
+        report = replace(report, notes=(*report.notes, stage_note(report.memory.stages, report.memory.tightest_stage)))
     if cache.kv_offloading_size is not None:
-        tier = deployment_tier(model, s, bytes_per_block=report.bytes_per_block, block_size=report.block_size)
-        report = replace(report, kv_offload=tier, notes=(*report.notes, tier_note(tier, par.data_parallel_size)))
-    if advise and (not report.fits or preempt.possible):
-        report = replace(report, advice=tuple(advise_fixes(
-            model, s, report, lambda new: plan_fit(model, gpu, new, advise=False))))
+        tier = deployment_tier(model, s, bytes_per_block=report.cache.bytes_per_block,
+                               block_size=report.cache.block_size)
+        report = replace(report, cache=report.cache._replace(kv_offload=tier),
+                         notes=(*report.notes, tier_note(tier, par.data_parallel_size)))
+    if advise and (not report.verdict.fits or preempt.possible):
+        report = replace(report, verdict=report.verdict._replace(advice=tuple(advise_fixes(
+            model, s, report, lambda new: plan_fit(model, gpu, new, advise=False)))))
     return report
 
 
 @dataclass(frozen=True)
 class Planned:
     """Stages 1–5's results, what the report is built from: the resolved settings (`block_size_source` the
-    final one), the tightest stage's budget, the block plan and the verdicts on it."""
+    final one), the tightest stage's budget, the block plan, the verdicts on it, the ranges of the estimate,
+    the multimodal towers counted and every PP stage's budget."""
 
     resolved: ResolvedSettings
     budget: MemoryBudget
@@ -595,64 +613,53 @@ class Planned:
     startup: Startup
     error: str | None
     preemption: PreemptionVerdict
+    ranges: Ranges
+    towers: tuple[TowerSummary, ...] = ()
+    stages: tuple[StageSummary, ...] = ()
 
 
 def build_report(model: ModelSpec, gpu: GpuLike, s: ServeSettings, planned: Planned, notes: list[str]) -> FitReport:
-    """Stage 6: the flat report the renderers and `--json` read."""
+    """Stage 6: the report the renderers and `--json` read, nested as report.py's parts."""
     par, cache = s.parallel_config, s.cache_config
-    r, budget, plan, startup = planned.resolved, planned.budget, planned.plan, planned.startup
+    r, budget, plan, startup, ranges = planned.resolved, planned.budget, planned.plan, planned.startup, planned.ranges
     fits = startup is Startup.OK
     max_len = plan.max_model_len
     return FitReport(
-        model=model.name,
-        gpu=gpu.id,
-        gpu_name=gpu.name,
-        tp=par.tensor_parallel_size,
-        pp=par.pipeline_parallel_size,
-        num_gpus=par.world_size_across_dp,
-        vllm_version=str(r.version),
-        gpu_memory_utilization=r.cache_config.gpu_memory_utilization,
-        cuda_total_bytes=gpu.cuda_total_bytes,
-        requested_bytes=budget.requested_bytes,
-        weights_bytes=budget.weights.bytes,
-        activation_bytes=budget.activation.bytes,
-        non_torch_bytes=budget.non_torch.bytes,
-        cuda_graph_bytes=budget.cuda_graphs.bytes,
-        available_kv_bytes=budget.available_kv_bytes,
-        kv_cache_dtype=r.cache_config.kv_cache_dtype,
-        block_size=plan.block_size,
-        bytes_per_block=plan.bytes_per_block,
-        num_gpu_blocks=plan.num_gpu_blocks,
-        usable_blocks=plan.usable_blocks,
-        blocks_per_request=plan.blocks_per_request,
-        kv_cache_tokens=plan.kv_cache_tokens,
-        max_model_len=max_len,
-        max_num_seqs=r.scheduler_config.batch.max_num_seqs,
-        max_num_batched_tokens=r.scheduler_config.batch.max_num_batched_tokens,
-        in_flight_tokens=r.scheduler_config.in_flight_tokens,
-        model_runner=r.model_runner.name,
-        max_concurrency=plan.max_concurrency,
-        fits=fits,
-        startup=startup,
-        error=planned.error,
-        estimated_max_model_len=plan.estimated_max_model_len,
-        log_line=plan.log_line if fits else None,
-        preemption=planned.preemption,
-        memory_terms=budget.terms,
-        kv_cache_memory_bytes_given=cache.kv_cache_memory_bytes is not None,
-        block_size_source=r.cache_config.block_size_source,
-        attention_backend=r.backend.name,
-        groups=tuple(
-            GroupSummary(g.kind, len(g.layers), g.block_size, g.page_size_bytes,
-                         g.blocks_per_request(max_len, r.scheduler_config.window_tokens, plan.mamba_blocks),
-                         g.sliding_window, g.attention_chunk_size)
-            for g in plan.groups
-        ),
+        deployment=DeploymentSummary(
+            model=model.name, gpu=gpu.id, gpu_name=gpu.name, tp=par.tensor_parallel_size,
+            pp=par.pipeline_parallel_size, num_gpus=par.world_size_across_dp, vllm_version=str(r.version),
+            model_runner=r.model_runner.name, attention_backend=r.backend.name, platform=gpu_platform(gpu),
+            platform_rules=_platform_rules(gpu, s, r.cache_config.kv_cache_dtype)),
+        memory=MemorySummary(
+            gpu_memory_utilization=r.cache_config.gpu_memory_utilization, cuda_total_bytes=gpu.cuda_total_bytes,
+            requested_bytes=budget.requested_bytes, weights_bytes=budget.weights.bytes,
+            activation_bytes=budget.activation.bytes, non_torch_bytes=budget.non_torch.bytes,
+            cuda_graph_bytes=budget.cuda_graphs.bytes, available_kv_bytes=budget.available_kv_bytes,
+            available_kv_range=ranges.available_kv, kv_cache_memory_bytes_given=cache.kv_cache_memory_bytes is not None,
+            terms=budget.terms, towers=planned.towers, stages=planned.stages, tightest_stage=budget.tightest_stage),
+        cache=CacheSummary(
+            kv_cache_dtype=r.cache_config.kv_cache_dtype, block_size=plan.block_size,
+            block_size_source=r.cache_config.block_size_source, bytes_per_block=plan.bytes_per_block,
+            num_gpu_blocks=plan.num_gpu_blocks, usable_blocks=plan.usable_blocks,
+            blocks_per_request=plan.blocks_per_request, kv_cache_tokens=plan.kv_cache_tokens,
+            kv_cache_tokens_range=ranges.kv_cache_tokens,
+            groups=tuple(
+                GroupSummary(g.kind, len(g.layers), g.block_size, g.page_size_bytes,
+                             g.blocks_per_request(max_len, r.scheduler_config.window_tokens, plan.mamba_blocks),
+                             g.sliding_window, g.attention_chunk_size)
+                for g in plan.groups)),
+        scheduler=SchedulerSummary(
+            max_model_len=max_len, max_num_seqs=r.scheduler_config.batch.max_num_seqs,
+            max_num_batched_tokens=r.scheduler_config.batch.max_num_batched_tokens,
+            in_flight_tokens=r.scheduler_config.in_flight_tokens, max_concurrency=plan.max_concurrency,
+            max_concurrency_range=ranges.max_concurrency),
+        verdict=VerdictSummary(
+            fits=fits, startup=startup, startup_range=ranges.startup, error=planned.error,
+            estimated_max_model_len=plan.estimated_max_model_len, log_line=plan.log_line if fits else None,
+            preemption=planned.preemption),
         settings_sources=dict(r.sources),
         vllm_log=plan.vllm_log,
         notes=tuple(notes),
-        platform=gpu_platform(gpu),
-        platform_rules=_platform_rules(gpu, s, r.cache_config.kv_cache_dtype),
     )
 
 

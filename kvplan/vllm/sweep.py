@@ -107,9 +107,9 @@ def _layouts(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, want: int,
                     raise
                 failures.setdefault(_reason(str(exc)), []).append(where)
                 continue
-            per_replica = r.preemption.max_requests_at_context
-            if not r.fits or per_replica < 1:
-                failures.setdefault(_reason(r.error or "no request of this length fits"), []).append(where)
+            per_replica = r.verdict.preemption.max_requests_at_context
+            if not r.verdict.fits or per_replica < 1:
+                failures.setdefault(_reason(r.verdict.error or "no request of this length fits"), []).append(where)
                 continue
             replicas = -(-want // per_replica)
             total = tp * pp * replicas
@@ -118,8 +118,9 @@ def _layouts(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, want: int,
                 continue
             out.append(SweepRow(
                 gpu.id, gpu.name, tp, pp, replicas, total, -(-total // gpus_per_node), gpus_per_node,
-                gpu.cuda_total_bytes, r.available_kv_bytes, r.num_gpu_blocks, r.kv_cache_tokens, r.max_concurrency,
-                per_replica, r.preemption.context, _command(model, settings, tp, pp, replicas, r.preemption.context),
+                gpu.cuda_total_bytes, r.memory.available_kv_bytes, r.cache.num_gpu_blocks, r.cache.kv_cache_tokens,
+                r.scheduler.max_concurrency, per_replica, r.verdict.preemption.context,
+                _command(model, settings, tp, pp, replicas, r.verdict.preemption.context),
                 gpu_platform(gpu)))
     return out
 

@@ -10,7 +10,7 @@ from kvplan.vllm.memory.budget import MemoryBudget
 
 
 class Startup(Verdict):
-    """Whether vLLM starts, or the way it stops (startup_verdict; FitReport.startup)."""
+    """Whether vLLM starts, or the way it stops (startup_verdict; FitReport.verdict.startup)."""
 
     OK = "ok"
     OOM_LOADING_WEIGHTS = "OOM loading weights"
@@ -26,7 +26,7 @@ class Startup(Verdict):
 
 
 class StartupRange(Verdict):
-    """The startup verdict over kvplan's estimate range (vllm/fit.py:range_fields; FitReport.startup_range)."""
+    """The startup verdict over kvplan's estimate range (vllm/fit.py:range_fields; FitReport.verdict.startup_range)."""
 
     STARTS = "starts"
     STARTS_IF_OPTIMISTIC = "starts only if the estimate is optimistic"
