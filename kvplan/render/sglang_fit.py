@@ -7,7 +7,9 @@ from rich.table import Table
 from rich.text import Text
 
 from kvplan.sglang.compare import EngineComparison
+from kvplan.sglang.dsv4 import Dsv4Part
 from kvplan.sglang.fit import SglangFit
+from kvplan.sglang.pool import TokenPool
 from kvplan.sglang.size import SglangSize
 from kvplan.sglang.sweep import SglangSweep
 from kvplan.units import GiB
@@ -66,18 +68,36 @@ def _memory(r: SglangFit) -> Table:
     return t
 
 
+def _dsv4_rows(t: Table, d: Dsv4Part, p: TokenPool | None) -> None:
+    """DSV4PoolConfigurator's per-token figures (kvplan.sglang.dsv4) and, when sized, its pools."""
+    _row(t, "bytes per full token per GPU", f"{d.bytes_per_full_token:,.2f}",
+         f"DSV4: {d.c4_layers} c4 layers × ({d.paged_bytes(4):g} + {d.index_bytes} index) / 4 + {d.c128_layers} c128 "
+         f"layers × {d.paged_bytes(128):g} / 128 + swa_full_tokens_ratio {d.swa_ratio:g} × the SWA slot")
+    _row(t, "bytes per sliding-window token", f"{d.bytes_per_swa_token:,.2f}",
+         f"{d.layers} layers × {d.paged_bytes():g} + the c4 compress state")
+    if p is not None and p.dsv4 is not None:
+        s = p.dsv4
+        _row(t, "− c128 compress state (fixed)", f"{s.c128_state_fixed_bytes / (1 << 30):.2f} GiB",
+             f"for {s.requested_reqs} requests per worker")
+        _row(t, "sliding-window / c4 / c128 tokens", f"{s.swa_tokens:,} / {s.c4_tokens:,} / {s.c128_tokens:,}",
+             "DSV4 pool sizes")
+
+
 def _pool(r: SglangFit) -> list[RenderableType]:
     g, p = r.geometry, r.pool
     t = _table("KV pool")
     if g is None:
         _row(t, "bytes per token per GPU", "not modelled", "SGLang refuses before it sizes the pool")
         return [t]
-    _row(t, "bytes per token per GPU", f"{g.cell_bytes:,}",
-         f"{g.kind.upper()}: {g.layers} layers × {g.kv_heads} heads × {g.head_dim}"
-         + (f"+{g.v_head_dim}" if g.v_head_dim else "") + f" × {g.element_bytes} B"
-         + (f" + {g.indexer_bytes:,} B index-K" if g.indexer_bytes else "")
-         + (f" + the draft's {g.draft_layers} layer(s) {g.cell_bytes - g.target_cell_bytes:,} B"
-            if g.draft_layers else ""))
+    if g.dsv4 is not None:
+        _dsv4_rows(t, g.dsv4, p)
+    else:
+        _row(t, "bytes per token per GPU", f"{g.cell_bytes:,}",
+             f"{g.kind.upper()}: {g.layers} layers × {g.kv_heads} heads × {g.head_dim}"
+             + (f"+{g.v_head_dim}" if g.v_head_dim else "") + f" × {g.element_bytes} B"
+             + (f" + {g.indexer_bytes:,} B index-K" if g.indexer_bytes else "")
+             + (f" + the draft's {g.draft_layers} layer(s) {g.cell_bytes - g.target_cell_bytes:,} B"
+                if g.draft_layers else ""))
     if g.swa is not None:
         w = g.swa
         _row(t, "+ sliding-window layers", f"{w.per_token(g.element_bytes) * w.layers:,}",

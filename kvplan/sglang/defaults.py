@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kvplan.errors import InvalidParameter
+from kvplan.sglang import dsv4
 from kvplan.sglang.speculative import default_backend_allows, sm100_trtllm_allowed
 
 Platform = Literal["cuda", "hip"]
@@ -304,8 +305,9 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
                      use_mla: bool, kv_heads: int, context_len: int, llama2_path: bool = False,
                      architecture: str = "", has_mamba: bool = False, prefill_graph_allowed: bool = True,
                      vlm_factor: float | None = None, asymmetric_kv: bool = False,
-                     dsa_page_size: int | None = None) -> ServerDefaults:
-    """The resolved server arguments of one deployment (see the module docstring for the order)."""
+                     dsa_page_size: int | None = None, deepseek_v4: bool = False) -> ServerDefaults:
+    """The resolved server arguments of one deployment (see the module docstring for the order; `deepseek_v4`:
+    model_overrides/deepseek_v4.py's backend dsv4 and page 256, whatever the flags say)."""
     tier = gpu_tier(gpu_mem_mib)
     chunk = dep.chunked_prefill_size if dep.chunked_prefill_size is not None else tier.chunked_prefill_size
     max_bs = dep.cuda_graph_max_bs
@@ -328,7 +330,8 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
         prefill_max = min(prefill_max, 4096)  # "For Llama2 series models, max_bs is limited to 4096."
     prefill_sizes = prefill_graph_batch_sizes(prefill_max)
     given = ATTENTION_BACKEND_ALIASES.get(dep.attention_backend or "", dep.attention_backend)
-    backend = (given or ("dsa" if dsa_page_size else None)  # model_overrides/deepseek_v2.py
+    backend = (dsv4.ATTENTION_BACKEND if deepseek_v4 else None) or (
+               given or ("dsa" if dsa_page_size else None)  # model_overrides/deepseek_v2.py
                or model_attention_backend(architecture, platform=platform, sm_major=sm_major, has_mamba=has_mamba)
                or default_attention_backend(platform=platform, sm_major=sm_major, use_mla=use_mla, kv_heads=kv_heads,
                                             tp=dep.tp, asymmetric_kv=asymmetric_kv,
@@ -364,7 +367,7 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     if attn_dp > 1 and prefill_kept:
         prefill_sizes = prefill_graph_batch_sizes(min(prefill_max, chunk))
         prefill_max = min(prefill_max, chunk)
-    page = dsa_page_size or default_page_size(backend, dep.page_size,
+    page = (dsv4.PAGE_SIZE if deepseek_v4 else None) or dsa_page_size or default_page_size(backend, dep.page_size,
                                               sm100_mha=not use_mla and platform == "cuda" and sm_major == 10)
     return ServerDefaults(
         gpu_memory_mib=gpu_mem_mib, platform=platform, mem_fraction_static=fraction, mem_fraction_source=source,

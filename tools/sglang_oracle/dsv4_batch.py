@@ -60,7 +60,6 @@ def main() -> int:
     def kv_pool_sizes(kvc, config):
         """Build the DSV4 pool on meta (SGLang's own _build_token_to_kv_pool); report its sizes, not K/V bytes."""
         import torch
-
         from sglang.srt.configs.model_config import is_deepseek_dsa, is_deepseek_v4
         from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
 
@@ -83,8 +82,11 @@ def main() -> int:
             p = kvc._build_token_to_kv_pool(
                 sizes=sizes, is_dsa_model=is_deepseek_dsa(kvc.model_config.hf_config),
                 is_dsv4_model=is_deepseek_v4(kvc.model_config.hf_config), req_to_token_pool=fake_req_pool)
-        except Exception as e:
-            return {"error": f"{type(e).__name__}: {e}"[:300]}
+        except Exception as e:  # SGLang's own refusal while building the pool
+            import traceback
+
+            where = [ln.strip() for ln in traceback.format_exc().splitlines() if ln.strip().startswith("File ")]
+            return {"error": f"{type(e).__name__}: {e}"[:300], "raised_at": where[-1][-200:] if where else None}
         return [{"pool": "dsv4", "class": type(p).__name__, "size_tokens": getattr(p, "size", None),
                  "page_size": getattr(p, "page_size", None)}]
 

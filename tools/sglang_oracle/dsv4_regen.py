@@ -34,7 +34,8 @@ MODELS = ["deepseek-ai--DeepSeek-V4-Flash", "deepseek-ai--DeepSeek-V4-Flash-Base
           "deepseek-ai--DeepSeek-V4-Pro-Base", "mlx-community--DeepSeek-V4-Flash-4bit"]
 VARIANTS = [["--max-running-requests", "64"], ["--kv-cache-dtype", "bfloat16"], ["--context-length", "65536"],
             ["--mem-fraction-static", "0.8"], ["--page-size", "512"], ["--max-running-requests", "1024"],
-            ["--dp", "2", "--enable-dp-attention"]]
+            ["--dp", "2", "--enable-dp-attention"], ["--max-total-tokens", "1000000"], ["--max-total-tokens", "2000"],
+            ["--set", "swa_full_tokens_ratio=0.05"]]
 
 
 def build_cases(gpus: list[str]) -> list[dict[str, object]]:
@@ -51,7 +52,8 @@ def build_cases(gpus: list[str]) -> list[dict[str, object]]:
                         continue
                     args = ["--tp", str(tp), *flags, "--avail-gib", str(inputs["avail_gib"]),
                             "--pre-gib", str(inputs["pre_gib"])]
-                    cid = f"{name}__{gpu}__tp{tp}" + ("__" + "_".join(f.lstrip("-") for f in flags) if flags else "")
+                    cid = f"{name}__{gpu}__tp{tp}" + ("__" + "_".join(f.lstrip("-").replace("=", "-") for f in flags)
+                                                     if flags else "")
                     cases.append({"id": cid, "model": name, "gpu": gpu, "tp": tp, "flags": flags, **inputs,
                                   "model_dir": str(regen.model_dir(name)), "args": args})
     return cases
@@ -74,6 +76,10 @@ def compact(case: dict[str, object], result: dict[str, object]) -> dict[str, obj
     if extra:
         pool["dsv4"] = {**extra["config"], **{k: v for k, v in extra["configurator"].items() if k != "class"}}
         pool["log"] = [x for x in result.get("dsv4_log", []) if not str(x).startswith("Setting max_running")]
+    built = result["pool"].get("kv_pool_log")  # type: ignore[union-attr]
+    if isinstance(built, dict) and "error" in built:  # SGLang sized the pool, then refused building it
+        pool["pool_build_error"] = built["error"]
+        pool["pool_build_raised_at"] = built.get("raised_at", "").split("site-packages/sglang/")[-1]
     return out
 
 
