@@ -69,7 +69,8 @@ def deployment(case: dict[str, Any]) -> SglangDeployment:
     names = {"--kv-cache-dtype": ("kv_cache_dtype", str), "--mem-fraction-static": ("mem_fraction_static", float),
              "--max-running-requests": ("max_running_requests", int), "--context-length": ("context_length", int),
              "--page-size": ("page_size", int), "--chunked-prefill-size": ("chunked_prefill_size", int),
-             "--dp": ("dp", int), "--max-total-tokens": ("max_total_tokens", int)}
+             "--dp": ("dp", int), "--max-total-tokens": ("max_total_tokens", int),
+             "--attention-backend": ("attention_backend", str)}
     i = 0
     while i < len(flags):
         if flags[i] == "--enable-dp-attention":

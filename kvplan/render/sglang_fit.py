@@ -170,10 +170,13 @@ def render_sglang_size(r: SglangSize) -> Group:
     """The table of `kvplan size --engine sglang`."""
     t = _table(f"{r.model} in SGLang {r.sglang_version}'s pools, per GPU at TP {r.tp} (KV dtype {r.kv_cache_dtype})")
     _row(t, "pool configurator", r.pool_configurator, "model_executor/pool_configurator.py")
-    _row(t, "bytes per token (the configurator's cell)", f"{r.bytes_per_token:,.1f}".removesuffix(".0"),
-         "what one token of max_total_num_tokens costs")
-    _row(t, "full-attention side", f"{r.full_bytes_per_token:,}",
-         f"{r.full_layers} layers" + (f", {r.indexer_bytes_per_token:,} B of it the DSA index-K"
+    dsv4 = r.pool_configurator == "DSV4PoolConfigurator"
+    cell = f"{r.bytes_per_token:,.2f}".removesuffix(".00") if dsv4 else f"{r.bytes_per_token:,.1f}".removesuffix(".0")
+    _row(t, "bytes per token (the configurator's cell)", cell, "what one token of max_total_num_tokens costs")
+    index = "c4 indexer" if dsv4 else "DSA index-K"
+    _row(t, "compressed side (c4 + c128, rounded up)" if dsv4 else "full-attention side",
+         f"{r.full_bytes_per_token:,}",
+         f"{r.full_layers} layers" + (f", {r.indexer_bytes_per_token:,} B of it the {index}"
                                       if r.indexer_bytes_per_token else ""))
     if r.swa_layers:
         _row(t, "sliding-window side", f"{r.swa_bytes_per_token:,}",

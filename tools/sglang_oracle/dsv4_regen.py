@@ -35,7 +35,7 @@ MODELS = ["deepseek-ai--DeepSeek-V4-Flash", "deepseek-ai--DeepSeek-V4-Flash-Base
 VARIANTS = [["--max-running-requests", "64"], ["--kv-cache-dtype", "bfloat16"], ["--context-length", "65536"],
             ["--mem-fraction-static", "0.8"], ["--page-size", "512"], ["--max-running-requests", "1024"],
             ["--dp", "2", "--enable-dp-attention"], ["--max-total-tokens", "1000000"], ["--max-total-tokens", "2000"],
-            ["--set", "swa_full_tokens_ratio=0.05"]]
+            ["--set", "swa_full_tokens_ratio=0.05"], ["--attention-backend", "flashinfer"]]
 
 
 def build_cases(gpus: list[str]) -> list[dict[str, object]]:
