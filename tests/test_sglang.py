@@ -59,9 +59,9 @@ def test_golden_counts_exact_refused_wrong() -> None:
         if cls == "refused-kvplan":
             assert o.refusal and ("not modelled" in o.refusal or "give --mem-fraction-static" in o.refusal)
         counts[cls] += 1
-    # refused-kvplan: 0. DeepSeek-V4 (dsv4-oracle-goldens.json): 168 exact, 12 refused-sglang (bfloat16 KV's
+    # refused-kvplan: 0. DeepSeek-V4 (dsv4-oracle-goldens.json): 174 exact, 12 refused-sglang (bfloat16 KV's
     # pool-build assertion, --max-total-tokens 2000's SWA-pool ValueError), 6 GPUs each
-    assert counts == {"exact": 1786 + 168, "refused-sglang": 106 + 12, "refused-source": 40, "oracle-fault": 6}
+    assert counts == {"exact": 1786 + 174, "refused-sglang": 106 + 12, "refused-source": 40, "oracle-fault": 6}
 
 
 def test_goldens_cover_gpus_tp_and_attention_dp() -> None:

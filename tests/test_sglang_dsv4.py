@@ -88,7 +88,7 @@ def test_every_dsv4_golden_is_exact_or_refused_as_sglang_refuses() -> None:
     defaults, budget, every pool size, running requests and SGLang's DSV4 log lines equal, or both refuse alike."""
     classes = {c["id"]: sglang_goldens.classify(sglang_goldens.replay(c)) for c in CASES}
     assert set(classes.values()) <= {"exact", "refused-sglang"}
-    assert sum(v == "exact" for v in classes.values()) >= 90
+    assert sum(v == "exact" for v in classes.values()) == 174 and len(classes) == 186
 
 
 def test_bfloat16_is_sized_then_refused_when_the_pool_is_built() -> None:
@@ -100,6 +100,16 @@ def test_bfloat16_is_sized_then_refused_when_the_pool_is_built() -> None:
     assert o.fit is not None and o.fit.pool is not None and o.fit.startup.startswith("AssertionError: ")
     assert o.fit.pool.max_total_num_tokens == case["pool"]["max_total_num_tokens"] == 15_328_256
     assert sglang_goldens.classify(o) == "refused-sglang"
+
+
+def test_a_given_attention_backend_is_overridden_to_dsv4() -> None:
+    """model_overrides/deepseek_v4.py declares attention_backend dsv4 and page 256 over the flags (oracle run with
+    --attention-backend flashinfer: dsv4)."""
+    wanted = "deepseek-ai--DeepSeek-V4-Flash__h200__tp8__attention-backend_flashinfer"
+    case = next(c for c in CASES if c["id"] == wanted)
+    assert case["resolved"]["attention_backend"] == "dsv4"
+    o = sglang_goldens.replay(case)
+    assert o.fit is not None and o.fit.defaults.attention_backend == "dsv4" and o.mismatches == []
 
 
 def test_h200_tp8_flash_matches_sglangs_own_log_lines() -> None:
