@@ -334,6 +334,20 @@ def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: Se
     return pool, SglangStartup.STARTS
 
 
+def _after_pool(spec: ModelSpec, geo: PoolGeometry | None, pool: TokenPool | None, startup: str,
+                notes: list[str]) -> str:
+    """What stops SGLang after it sized the pool (pool.py:pool_build_refusal while it builds it; Gemma-4's MTP
+    draft at its first forward), else `startup`; appends the note that explains it."""
+    if pool is not None and (built := pool_build_refusal(geo)) is not None:
+        startup = built
+    if pool is not None and spec.architectures[:1] == (GEMMA4_ASSISTANT,):
+        startup = f"RuntimeError: {GEMMA4_ASSISTANT_FORWARD}"  # after the pool, at the first forward
+        notes.append("Gemma-4's MTP draft (models/gemma4_mtp.py): SGLang allocates this pool, then its first forward "
+                     "fails; it serves the draft beside its target (--speculative-draft-model-path with "
+                     "--speculative-algorithm NEXTN or EAGLE, promoted to FROZEN_KV_MTP: speculative_hook.py)")
+    return startup
+
+
 def _check_loadable(spec: ModelSpec, dep: SglangDeployment) -> SglangDeployment:
     """SGLang's refusals before the pool, in its words (flags, config, model class, the class's head split);
     the deployment as SGLang renames it."""
@@ -398,13 +412,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         notes.append(f"PP {dep.pp}: stage layers {[g.layers for g, _t in stages]} (get_pp_indices); each stage's "
                      f"tokens {[t for _g, t in stages]}, SGLang keeps the MIN (_apply_token_constraints); the "
                      "line shown is stage 0's")
-    if pool is not None and (built := pool_build_refusal(geo)) is not None:
-        startup = built  # after the pool is sized, while SGLang builds it
-    if pool is not None and spec.architectures[:1] == (GEMMA4_ASSISTANT,):
-        startup = f"RuntimeError: {GEMMA4_ASSISTANT_FORWARD}"  # after the pool, at the first forward
-        notes.append("Gemma-4's MTP draft (models/gemma4_mtp.py): SGLang allocates this pool, then its first forward "
-                     "fails; it serves the draft beside its target (--speculative-draft-model-path with "
-                     "--speculative-algorithm NEXTN or EAGLE, promoted to FROZEN_KV_MTP: speculative_hook.py)")
+    startup = _after_pool(spec, geo, pool, startup, notes)
     if early:
         notes.append(f"the KV pool itself is not modelled ({reason}); SGLang refuses before it sizes one; the "
                      "server arguments shown are SGLang's generic rules, not checked for this model")
