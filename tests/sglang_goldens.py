@@ -21,6 +21,8 @@ from kvplan.sglang.fit import SglangFit, plan_sglang_fit
 
 FIXTURES = Path(__file__).parent / "fixtures"
 GOLDENS = FIXTURES / "sglang" / "oracle-goldens.json"
+# DeepSeek-V4 (tools/sglang_oracle/dsv4_regen.py): DSV4PoolConfigurator's sizes and SGLang's DSV4 log lines.
+DSV4_GOLDENS = FIXTURES / "sglang" / "dsv4-oracle-goldens.json"
 # SGLang's model-class resolution (model_loader/utils.py:resolve_transformers_arch, tools/sglang_oracle/arch_probe.py)
 # for the configs SGLang has no class for: the step after the sizing oracle's, at model load.
 MODEL_CLASS_GOLDENS = FIXTURES / "sglang" / "model-class-goldens.json"
@@ -41,8 +43,10 @@ HEADS_ASSERTION = "AssertionError: assert "
 
 
 def load_cases(path: Path = GOLDENS) -> list[dict[str, Any]]:
-    """The golden cases, as tools/sglang_oracle/regen.py wrote them."""
+    """The golden cases, as tools/sglang_oracle/regen.py wrote them (the default: with dsv4_regen.py's)."""
     cases: list[dict[str, Any]] = json.loads(path.read_text())["cases"]
+    if path == GOLDENS:
+        cases += json.loads(DSV4_GOLDENS.read_text())["cases"]
     return cases
 
 
@@ -65,12 +69,17 @@ def deployment(case: dict[str, Any]) -> SglangDeployment:
     names = {"--kv-cache-dtype": ("kv_cache_dtype", str), "--mem-fraction-static": ("mem_fraction_static", float),
              "--max-running-requests": ("max_running_requests", int), "--context-length": ("context_length", int),
              "--page-size": ("page_size", int), "--chunked-prefill-size": ("chunked_prefill_size", int),
-             "--dp": ("dp", int)}
+             "--dp": ("dp", int), "--max-total-tokens": ("max_total_tokens", int),
+             "--attention-backend": ("attention_backend", str)}
     i = 0
     while i < len(flags):
         if flags[i] == "--enable-dp-attention":
             kw["enable_dp_attention"] = True
             i += 1
+            continue
+        if flags[i] == "--set" and flags[i + 1].startswith("swa_full_tokens_ratio="):
+            kw["swa_full_tokens_ratio"] = float(flags[i + 1].split("=", 1)[1])
+            i += 2
             continue
         field, cast = names[flags[i]]
         kw[field] = cast(flags[i + 1])
@@ -90,9 +99,10 @@ def model_spec(name: str) -> Any:
 
 def sizing_refusal_matches(error: str, startup: str) -> bool:
     """An oracle error that is SGLang's own sizing refusal (a RuntimeError of _handle_max_mamba_cache or
-    resolve_max_num_reqs, recorded as `RuntimeError: <text>` cut at 400 characters) is kvplan's startup verdict."""
-    prefix = "RuntimeError: "
-    return error.startswith(prefix) and startup != "starts" and (prefix + startup).startswith(error[:399])
+    resolve_max_num_reqs, or the ValueError of validate_swa_pool_size, recorded as `RuntimeError: <text>` cut at
+    400 characters) is kvplan's startup verdict."""
+    prefix = next((p for p in ("RuntimeError: ", "ValueError: ") if error.startswith(p)), None)
+    return prefix is not None and startup != "starts" and (prefix + startup).startswith(error[:399])
 
 
 @dataclass(frozen=True)
@@ -133,6 +143,8 @@ class Outcome:
             if (round(v, 6) if isinstance(v, float) else v) != (round(want, 6) if isinstance(want, float) else want):
                 out.append(f"{k}: kvplan {v!r} sglang {want!r}")
         cell = f.geometry.cell_size if f.geometry is not None else None
+        if "dsv4" in p or p.get("pool_configurator") == "DSV4PoolConfigurator":
+            cell = None  # DSV4PoolConfigurator has no _cell_size: its figures are compared below (_dsv4_mismatches)
         if p.get("cell_size_bytes") != cell:
             out.append(f"cell: kvplan {cell} sglang {p.get('cell_size_bytes')}")
         if p.get("context_len") != f.context_len:
@@ -149,9 +161,36 @@ class Outcome:
                      ("max_running_requests", f.pool.max_running_requests)):
             if p.get(k) != v:
                 out.append(f"{k}: kvplan {v} sglang {p.get(k)}")
+        if "dsv4" in p:
+            return out + _dsv4_mismatches(p, f)
         if p.get("log") and list(p["log"]) != list(f.pool.log_lines):
             out.append(f"log: kvplan {f.pool.log_lines!r} sglang {p['log']!r}")
         return out
+
+
+def _dsv4_mismatches(p: dict[str, Any], f: SglangFit) -> list[str]:
+    """DeepSeek-V4: every pool size and per-token figure of DSV4PoolConfigurator, the log lines SGLang prints
+    (those it printed before a pool-build refusal), and the refusal itself."""
+    assert f.pool is not None and f.pool.dsv4 is not None and f.geometry is not None and f.geometry.dsv4 is not None
+    s, part, g = f.pool.dsv4, f.geometry.dsv4, p["dsv4"]
+    mine = {"full_max_total_num_tokens": s.full_tokens, "swa_max_total_num_tokens": s.swa_tokens,
+            "c4_max_total_num_tokens": s.c4_tokens, "c128_max_total_num_tokens": s.c128_tokens,
+            "c4_state_pool_size": s.c4_state_pool_size, "c128_state_pool_size": s.c128_state_pool_size,
+            "bytes_per_full_token": part.bytes_per_full_token, "bytes_per_swa_token": part.bytes_per_swa_token,
+            "indexer_bytes_per_token": part.index_bytes, "num_layers_total": part.layers,
+            "swa_ratio": part.swa_ratio, "sliding_window_size": part.window,
+            "requested_max_running_requests_per_worker": s.requested_reqs,
+            "stage_owner_layers": {"4": part.c4_layers, "128": part.c128_layers}}
+    out = [f"{k}: kvplan {v!r} sglang {g[k]!r}" for k, v in mine.items() if g[k] != v]
+    built = p.get("pool_build_error")
+    lines = list(f.pool.log_lines)[:len(p["log"])] if built else list(f.pool.log_lines)
+    if lines != list(p["log"]):
+        out.append(f"log: kvplan {f.pool.log_lines!r} sglang {p['log']!r}")
+    if built and not f.startup.startswith(built):
+        out.append(f"pool build: kvplan {f.startup[:60]!r} sglang {built!r}")
+    if not built and f.startup != "starts":
+        out.append(f"kvplan refuses ({f.startup[:60]!r}) but SGLang builds the pool")
+    return out
 
 
 def replay(case: dict[str, Any]) -> Outcome:
@@ -177,7 +216,7 @@ def classify(outcome: Outcome) -> str:
         return "oracle-fault"
     if outcome.mismatches:
         return "wrong"
-    if outcome.fit is not None and outcome.fit.startup.startswith("RuntimeError: "):
+    if outcome.fit is not None and outcome.fit.startup.startswith(("RuntimeError: ", "AssertionError: ")):
         return "refused-sglang"  # SGLang sizes this pool (every figure checked), then fails its first forward
     if outcome.fit is not None and "error" in outcome.case:
         return "refused-sglang"  # SGLang's sizing refusal (a RuntimeError), kvplan's startup verdict in its words

@@ -52,6 +52,7 @@ ENGINE_ARCHITECTURE_TABLES: dict[str, int] = {
     "kvplan.sglang.architectures": 69,  # SGLang's multimodal / transformers-backend registries
     "kvplan.sglang.defaults": 25,  # SGLang server_args' per-architecture backend defaults
     "kvplan.sglang.dsa": 15,  # SGLang's DSA architectures
+    "kvplan.sglang.dsv4": 1,  # configs/model_config.py:is_deepseek_v4's architecture
     "kvplan.sglang.mamba": 21,  # SGLang's hybrid (mamba-state) architectures
     "kvplan.sglang.multimodal": 19,  # SGLang's per-architecture multimodal rules
     "kvplan.sglang.pool": 18,  # SGLang's pool-kind architecture lists

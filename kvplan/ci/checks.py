@@ -460,8 +460,8 @@ def _sglang_fit(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> SglangFit:
 def _sglang_check(q: Requirement, fit: SglangFit) -> CheckResult:
     """One requirement judged on SGLang's plan (per replica: every attention-DP worker's pool together)."""
     if q.kind == "starts":
-        message = (f"SGLang starts: {fit.pool.log_line}" if fit.pool is not None else
-                   f"SGLang would not start: {fit.startup}")
+        message = (f"SGLang starts: {fit.pool.log_line}" if fit.pool is not None and fit.fits else
+                   f"SGLang would not start: {fit.startup}")  # a pool sized, then refused (fit.startup)
         return _result(q, passed=fit.fits, comparison=">=", required="starts",
                        measured="starts" if fit.fits else "refuses", unit="", message=message)
     required = q.value or 0

@@ -7,7 +7,9 @@ from rich.table import Table
 from rich.text import Text
 
 from kvplan.sglang.compare import EngineComparison
+from kvplan.sglang.dsv4 import Dsv4Part
 from kvplan.sglang.fit import SglangFit
+from kvplan.sglang.pool import TokenPool
 from kvplan.sglang.size import SglangSize
 from kvplan.sglang.sweep import SglangSweep
 from kvplan.units import GiB
@@ -66,18 +68,36 @@ def _memory(r: SglangFit) -> Table:
     return t
 
 
+def _dsv4_rows(t: Table, d: Dsv4Part, p: TokenPool | None) -> None:
+    """DSV4PoolConfigurator's per-token figures (kvplan.sglang.dsv4) and, when sized, its pools."""
+    _row(t, "bytes per full token per GPU", f"{d.bytes_per_full_token:,.2f}",
+         f"DSV4: {d.c4_layers} c4 layers × ({d.paged_bytes(4):g} + {d.index_bytes} index) / 4 + {d.c128_layers} c128 "
+         f"layers × {d.paged_bytes(128):g} / 128 + swa_full_tokens_ratio {d.swa_ratio:g} × the SWA slot")
+    _row(t, "bytes per sliding-window token", f"{d.bytes_per_swa_token:,.2f}",
+         f"{d.layers} layers × {d.paged_bytes():g} + the c4 compress state")
+    if p is not None and p.dsv4 is not None:
+        s = p.dsv4
+        _row(t, "− c128 compress state (fixed)", f"{s.c128_state_fixed_bytes / (1 << 30):.2f} GiB",
+             f"for {s.requested_reqs} requests per worker")
+        _row(t, "sliding-window / c4 / c128 tokens", f"{s.swa_tokens:,} / {s.c4_tokens:,} / {s.c128_tokens:,}",
+             "DSV4 pool sizes")
+
+
 def _pool(r: SglangFit) -> list[RenderableType]:
     g, p = r.geometry, r.pool
     t = _table("KV pool")
     if g is None:
         _row(t, "bytes per token per GPU", "not modelled", "SGLang refuses before it sizes the pool")
         return [t]
-    _row(t, "bytes per token per GPU", f"{g.cell_bytes:,}",
-         f"{g.kind.upper()}: {g.layers} layers × {g.kv_heads} heads × {g.head_dim}"
-         + (f"+{g.v_head_dim}" if g.v_head_dim else "") + f" × {g.element_bytes} B"
-         + (f" + {g.indexer_bytes:,} B index-K" if g.indexer_bytes else "")
-         + (f" + the draft's {g.draft_layers} layer(s) {g.cell_bytes - g.target_cell_bytes:,} B"
-            if g.draft_layers else ""))
+    if g.dsv4 is not None:
+        _dsv4_rows(t, g.dsv4, p)
+    else:
+        _row(t, "bytes per token per GPU", f"{g.cell_bytes:,}",
+             f"{g.kind.upper()}: {g.layers} layers × {g.kv_heads} heads × {g.head_dim}"
+             + (f"+{g.v_head_dim}" if g.v_head_dim else "") + f" × {g.element_bytes} B"
+             + (f" + {g.indexer_bytes:,} B index-K" if g.indexer_bytes else "")
+             + (f" + the draft's {g.draft_layers} layer(s) {g.cell_bytes - g.target_cell_bytes:,} B"
+                if g.draft_layers else ""))
     if g.swa is not None:
         w = g.swa
         _row(t, "+ sliding-window layers", f"{w.per_token(g.element_bytes) * w.layers:,}",
@@ -150,10 +170,13 @@ def render_sglang_size(r: SglangSize) -> Group:
     """The table of `kvplan size --engine sglang`."""
     t = _table(f"{r.model} in SGLang {r.sglang_version}'s pools, per GPU at TP {r.tp} (KV dtype {r.kv_cache_dtype})")
     _row(t, "pool configurator", r.pool_configurator, "model_executor/pool_configurator.py")
-    _row(t, "bytes per token (the configurator's cell)", f"{r.bytes_per_token:,.1f}".removesuffix(".0"),
-         "what one token of max_total_num_tokens costs")
-    _row(t, "full-attention side", f"{r.full_bytes_per_token:,}",
-         f"{r.full_layers} layers" + (f", {r.indexer_bytes_per_token:,} B of it the DSA index-K"
+    dsv4 = r.pool_configurator == "DSV4PoolConfigurator"
+    cell = f"{r.bytes_per_token:,.2f}".removesuffix(".00") if dsv4 else f"{r.bytes_per_token:,.1f}".removesuffix(".0")
+    _row(t, "bytes per token (the configurator's cell)", cell, "what one token of max_total_num_tokens costs")
+    index = "c4 indexer" if dsv4 else "DSA index-K"
+    _row(t, "compressed side (c4 + c128, rounded up)" if dsv4 else "full-attention side",
+         f"{r.full_bytes_per_token:,}",
+         f"{r.full_layers} layers" + (f", {r.indexer_bytes_per_token:,} B of it the {index}"
                                       if r.indexer_bytes_per_token else ""))
     if r.swa_layers:
         _row(t, "sliding-window side", f"{r.swa_bytes_per_token:,}",

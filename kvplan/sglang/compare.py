@@ -83,13 +83,18 @@ def _reasons(v: FitReport, s: SglangFit, vs: EngineSide, ss: EngineSide) -> tupl
     if vs.kv_bytes_per_token and ss.kv_bytes_per_token and abs(vs.kv_bytes_per_token - ss.kv_bytes_per_token) > 0.5:
         swa = " (SGLang sizes sliding-window layers at swa_full_tokens_ratio × the full pool; vLLM by the window)" \
             if s.geometry is not None and s.geometry.swa is not None else ""
+        if s.geometry is not None and s.geometry.dsv4 is not None:
+            swa = (" (SGLang's DSV4PoolConfigurator prices the c4 / c128 KV and indexer per full token plus "
+                   f"swa_full_tokens_ratio {s.geometry.dsv4.swa_ratio:g} × the sliding-window slot and its c4 state)")
         out.append(f"Bytes per token per GPU differ: vLLM {vs.kv_bytes_per_token:,.1f}, SGLang "
                    f"{ss.kv_bytes_per_token:,.1f}{swa}.")
     if vs.context != ss.context:
         out.append(f"Context: vLLM max_model_len {vs.context:,}, SGLang context_len {ss.context:,}.")
+    source = ("comes from the pool (clamp(tokens ÷ context_len × 512, 2048, 4096), at most tokens ÷ 2)"
+              if s.geometry is None or s.geometry.dsv4 is None else
+              "is DeepSeek-V4's default 256 unless given (arg_groups/deepseek_v4_hook.py), at most tokens ÷ 2")
     out.append(f"Requests at once: vLLM's max_num_seqs {vs.requests_at_once:,} is a flag (its default), SGLang's "
-               f"max_running_requests {s.max_running_requests:,} per worker comes from the pool (clamp(tokens ÷ "
-               "context_len × 512, 2048, 4096), at most tokens ÷ 2).")
+               f"max_running_requests {s.max_running_requests:,} per worker {source}.")
     if vs.granularity != ss.granularity:
         out.append(f"Allocation unit: vLLM blocks of {vs.granularity} tokens, SGLang pages of {ss.granularity}.")
     if s.attn_dp_size > 1:

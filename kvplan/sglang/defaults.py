@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kvplan.errors import InvalidParameter
+from kvplan.sglang import dsv4
 from kvplan.sglang.speculative import default_backend_allows, sm100_trtllm_allowed
 
 Platform = Literal["cuda", "hip"]
@@ -231,6 +232,7 @@ class ModelTraits:
     asymmetric_kv: bool = False  # K and V heads of different widths
     attention_sinks: bool = False
     dsa_page_size: int | None = None  # DeepSeek sparse attention's fixed page (None: not DSA)
+    deepseek_v4: bool = False  # DeepseekV4ForCausalLM: its own pools (kvplan.sglang.dsv4)
 
 
 def default_attention_backend(model: ModelTraits, gpu: SglangGpu, tp: int, *, spec_topk_one: bool = True,
@@ -348,6 +350,7 @@ def resolve_defaults(dep: SglangDeployment, gpu: SglangGpu, model: ModelTraits, 
     platform, sm_major, gpu_mem_mib = gpu.platform, gpu.sm_major, gpu.memory_mib
     use_mla, architecture, vlm_factor, dsa_page_size = (model.use_mla, model.architecture, model.vlm_factor,
                                                         model.dsa_page_size)
+    deepseek_v4 = model.deepseek_v4  # model_overrides/deepseek_v4.py: backend dsv4 and page 256 whatever is given
     tier = gpu_tier(gpu_mem_mib)
     chunk = dep.chunked_prefill_size if dep.chunked_prefill_size is not None else tier.chunked_prefill_size
     max_bs = dep.cuda_graph_max_bs
@@ -370,7 +373,8 @@ def resolve_defaults(dep: SglangDeployment, gpu: SglangGpu, model: ModelTraits, 
         prefill_max = min(prefill_max, 4096)  # "For Llama2 series models, max_bs is limited to 4096."
     prefill_sizes = prefill_graph_batch_sizes(prefill_max)
     given = ATTENTION_BACKEND_ALIASES.get(dep.attention_backend or "", dep.attention_backend)
-    backend = (given or ("dsa" if dsa_page_size else None)  # model_overrides/deepseek_v2.py
+    backend = (dsv4.ATTENTION_BACKEND if deepseek_v4 else None) or (
+               given or ("dsa" if dsa_page_size else None)  # model_overrides/deepseek_v2.py
                or model_attention_backend(architecture, platform=platform, sm_major=sm_major,
                                           has_mamba=model.has_mamba)
                or default_attention_backend(model, gpu, dep.tp,
@@ -406,7 +410,7 @@ def resolve_defaults(dep: SglangDeployment, gpu: SglangGpu, model: ModelTraits, 
     if attn_dp > 1 and prefill_kept:
         prefill_sizes = prefill_graph_batch_sizes(min(prefill_max, chunk))
         prefill_max = min(prefill_max, chunk)
-    page = dsa_page_size or default_page_size(backend, dep.page_size,
+    page = (dsv4.PAGE_SIZE if deepseek_v4 else None) or dsa_page_size or default_page_size(backend, dep.page_size,
                                               sm100_mha=not use_mla and platform == "cuda" and sm_major == 10)
     return ServerDefaults(
         gpu_memory_mib=gpu_mem_mib, platform=platform, mem_fraction_static=fraction, mem_fraction_source=source,

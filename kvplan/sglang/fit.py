@@ -31,6 +31,7 @@ from kvplan.sglang.defaults import (
 from kvplan.sglang.dsa import is_dsa
 from kvplan.sglang.dsa import kv_dtype as dsa_kv_dtype
 from kvplan.sglang.dsa import page_size as dsa_page_size
+from kvplan.sglang.dsv4 import is_dsv4, size_dsv4
 from kvplan.sglang.mamba import mamba_ratio, mamba_state
 from kvplan.sglang.multimodal import (
     breakable_prefill_graph_kept,
@@ -46,6 +47,7 @@ from kvplan.sglang.pool import (
     context_length,
     geometry,
     kv_dtype_name,
+    pool_build_refusal,
     size_pool,
     unsupported_reason,
 )
@@ -174,10 +176,17 @@ def asymmetric_kv(spec: ModelSpec) -> bool:
     return spec.mla is None and any(x.head_size_v and x.head_size_v != x.head_size for x in spec.layers)
 
 
-def _tokens_at(budget: Budget, geo: PoolGeometry, page: int, context_len: int) -> int:
+def _tokens_at(budget: Budget, geo: PoolGeometry, page: int, context_len: int, max_running: int | None = None,
+               attn_dp_size: int = 1) -> int:
     """The token count a budget buys (0 when SGLang would refuse it; a pure Mamba model's is context_len)."""
     if budget.budget_bytes is None:
         return 0
+    if geo.dsv4 is not None:  # DSV4PoolConfigurator: the c128 state comes off the budget first
+        try:
+            return size_dsv4(geo.dsv4, budget.budget_bytes, max_running=max_running,
+                             attn_dp_size=attn_dp_size).full_tokens
+        except InvalidParameter:
+            return 0
     if not geo.cell_bytes:
         return context_len // page * page
     return int(max(0, budget.budget_bytes) // geo.cell_size) // page * page
@@ -187,7 +196,7 @@ def _unmodelled(spec: ModelSpec, dep: SglangDeployment, draft: ModelSpec | None 
     """What of this deployment kvplan's port does not model (None: all of it)."""
     reason = unsupported_reason(spec, attn_tp=dep.attn_tp_size, tp=dep.tp)
     plain = (split_layers(spec) is None and not is_dsa(spec) and not any(x.kind == "mamba" for x in spec.layers)
-             and spec.architectures[:1] != (GEMMA4_ASSISTANT,))
+             and spec.architectures[:1] != (GEMMA4_ASSISTANT,) and not is_dsv4(spec))
     if reason is None and dep.pp > 1 and not plain:
         reason = ("pipeline parallelism with a sliding-window, Mamba or DSA pool (the per-stage split of its layer "
                   "kinds) is not modelled yet")
@@ -289,9 +298,12 @@ def model_traits(spec: ModelSpec, *, hip: bool, use_aiter: bool) -> ModelTraits:
         use_mla=spec.mla is not None, kv_heads=total_kv_heads(spec),
         architecture=spec.architectures[0] if spec.architectures else "", llama2_path="llama-2" in spec.name.lower(),
         has_mamba=any(x.kind == "mamba" for x in spec.layers),
-        prefill_graph_allowed=breakable_prefill_graph_kept(spec), vlm_factor=vlm_fraction_factor(spec),
+        # cuda_graph_hook.py:disable_breakable_cudagraph_if_incompatible: off for DeepSeek-V4
+        prefill_graph_allowed=breakable_prefill_graph_kept(spec) and not is_dsv4(spec),
+        vlm_factor=vlm_fraction_factor(spec),
         asymmetric_kv=asymmetric_kv(spec),
-        dsa_page_size=dsa_page_size(spec, hip=hip, use_aiter=use_aiter) if is_dsa(spec) else None)
+        dsa_page_size=dsa_page_size(spec, hip=hip, use_aiter=use_aiter) if is_dsa(spec) else None,
+        deepseek_v4=is_dsv4(spec))
 
 
 def _check_kv_quant(kv_dtype: str, platform: str, sm: int | None, backend: str, geo: PoolGeometry | None,
@@ -335,6 +347,20 @@ def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: Se
     except InvalidParameter as exc:
         return None, str(exc)
     return pool, SglangStartup.STARTS
+
+
+def _after_pool(spec: ModelSpec, geo: PoolGeometry | None, pool: TokenPool | None, startup: str,
+                notes: list[str]) -> str:
+    """What stops SGLang after it sized the pool (pool.py:pool_build_refusal while it builds it; Gemma-4's MTP
+    draft at its first forward), else `startup`; appends the note that explains it."""
+    if pool is not None and (built := pool_build_refusal(geo)) is not None:
+        startup = built
+    if pool is not None and spec.architectures[:1] == (GEMMA4_ASSISTANT,):
+        startup = f"RuntimeError: {GEMMA4_ASSISTANT_FORWARD}"  # after the pool, at the first forward
+        notes.append("Gemma-4's MTP draft (models/gemma4_mtp.py): SGLang allocates this pool, then its first forward "
+                     "fails; it serves the draft beside its target (--speculative-draft-model-path with "
+                     "--speculative-algorithm NEXTN or EAGLE, promoted to FROZEN_KV_MTP: speculative_hook.py)")
+    return startup
 
 
 def _check_loadable(spec: ModelSpec, dep: SglangDeployment) -> SglangDeployment:
@@ -408,18 +434,15 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         notes.append(f"PP {dep.pp}: stage layers {[g.layers for g, _t in stages]} (get_pp_indices); each stage's "
                      f"tokens {[t for _g, t in stages]}, SGLang keeps the MIN (_apply_token_constraints); the "
                      "line shown is stage 0's")
-    if pool is not None and spec.architectures[:1] == (GEMMA4_ASSISTANT,):
-        startup = f"RuntimeError: {GEMMA4_ASSISTANT_FORWARD}"  # after the pool, at the first forward
-        notes.append("Gemma-4's MTP draft (models/gemma4_mtp.py): SGLang allocates this pool, then its first forward "
-                     "fails; it serves the draft beside its target (--speculative-draft-model-path with "
-                     "--speculative-algorithm NEXTN or EAGLE, promoted to FROZEN_KV_MTP: speculative_hook.py)")
+    startup = _after_pool(spec, geo, pool, startup, notes)
     if early:
         notes.append(f"the KV pool itself is not modelled ({reason}); SGLang refuses before it sizes one; the "
                      "server arguments shown are SGLang's generic rules, not checked for this model")
     token_range = None
     if geo is not None and (measured is None or measured.source == "estimate"):
-        lo = _tokens_at(profile(free.avail_range[0], free.pre_range[0]), geo, defaults.page_size, ctx)
-        hi = _tokens_at(profile(free.avail_range[1], free.pre_range[1]), geo, defaults.page_size, ctx)
+        mrr, adp = dep.max_running_requests, defaults.attn_dp_size
+        lo = _tokens_at(profile(free.avail_range[0], free.pre_range[0]), geo, defaults.page_size, ctx, mrr, adp)
+        hi = _tokens_at(profile(free.avail_range[1], free.pre_range[1]), geo, defaults.page_size, ctx, mrr, adp)
         token_range = (lo, hi)
     tokens = pool.max_total_num_tokens if pool else 0
     reqs = pool.max_running_requests if pool else 0

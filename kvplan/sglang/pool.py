@@ -7,8 +7,8 @@
     rows   = tokens + page                (the padding page for dummy writes)
 
 Dense full-attention, MLA and (with `kvplan.sglang.mamba`) Mamba-hybrid pools, whose KV cells count only the
-full-attention layers; the sliding-window (HybridSWAPoolConfigurator), DSA-indexer, FP4 and DeepSeek-V4 pools
-are refused by `unsupported_reason`.
+full-attention layers, the sliding-window (`kvplan.sglang.swa`), DSA-indexer (`kvplan.sglang.dsa`) and DeepSeek-V4
+(`kvplan.sglang.dsv4`: DSV4PoolConfigurator) pools; what is not modelled is refused by `unsupported_reason`.
 Pure: numbers in, numbers out.
 """
 from __future__ import annotations
@@ -19,6 +19,9 @@ from kvplan.errors import InvalidParameter
 from kvplan.model.architectures import gemma_line, model_types_where
 from kvplan.model.spec import ModelSpec
 from kvplan.sglang.dsa import indexer_bytes_per_token, is_dsa, latent_row_bytes
+from kvplan.sglang.dsv4 import Dsv4Part, Dsv4Sizes, dsv4_part, is_dsv4, size_dsv4
+from kvplan.sglang.dsv4 import kv_dtype as dsv4_kv_dtype
+from kvplan.sglang.dsv4 import log_lines as dsv4_log_lines
 from kvplan.sglang.kv_quant import row_bytes
 from kvplan.sglang.mamba import MambaCache, mamba_state, state_cap_text
 from kvplan.sglang.speculative import draft_cell_bytes
@@ -62,6 +65,7 @@ class PoolGeometry:
     indexer_bytes: int = 0  # DSA: the index-K bytes per token (all layers), in the same rows
     fnuz: bool = False  # fp8 on gfx942 (MI300X / MI325X): torch.float8_e4m3fnuz in the log
     draft_layers: int = 0  # an EAGLE/STANDALONE draft's KV layers, priced at the target's (kvplan.sglang.speculative)
+    dsv4: Dsv4Part | None = None  # DeepSeek-V4 (kind "dsv4"): DSV4PoolConfigurator's geometry, kvplan.sglang.dsv4
 
     @property
     def cell_bytes(self) -> int:
@@ -72,7 +76,10 @@ class PoolGeometry:
 
     @property
     def target_cell_bytes(self) -> int:
-        """pool_configurator.py:DefaultPoolConfigurator._compute_cell_size (a hybrid SWA model: the full side)."""
+        """pool_configurator.py:DefaultPoolConfigurator._compute_cell_size (a hybrid SWA model: the full side;
+        DeepSeek-V4: DSV4PoolConfigurator's bytes_per_full_token rounded up, the float being `cell_size`)."""
+        if self.dsv4 is not None:
+            return -int(-self.dsv4.bytes_per_full_token // 1)
         if self.kind == "mla":
             return self.head_dim * self.layers * self.element_bytes + self.indexer_bytes
         e = self.element_bytes
@@ -82,7 +89,9 @@ class PoolGeometry:
     @property
     def cell_size(self) -> float:
         """The configurator's _cell_size: cell_bytes, or HybridSWAPoolConfigurator._recompute_cell_size's
-        full cell + swa_full_tokens_ratio × the sliding cell (a float)."""
+        full cell + swa_full_tokens_ratio × the sliding cell (a float); DeepSeek-V4: bytes_per_full_token."""
+        if self.dsv4 is not None:
+            return self.dsv4.bytes_per_full_token
         if self.swa is None:
             return self.cell_bytes
         return self.cell_bytes + self.swa.ratio * (self.swa.per_token(self.element_bytes) * self.swa.layers)
@@ -103,7 +112,7 @@ def unsupported_reason(spec: ModelSpec, *, attn_tp: int = 1, tp: int = 1) -> str
     arch = spec.architectures[0] if spec.architectures else ""
     hybrid_swa = split_layers(spec) is not None
     if arch == "DeepseekV4ForCausalLM":
-        return "DeepSeek-V4's compressed pools (pool_configurator.py:DSV4PoolConfigurator) are not modelled yet"
+        return None if is_dsv4(spec) else f"{arch} without DeepSeek-V4's compressed-attention config"
     if arch in HYBRID_SWA_ARCHITECTURES and not hybrid_swa:
         return (f"{arch} gets SGLang's sliding-window pool (pool_configurator.py:HybridSWAPoolConfigurator) in a "
                 "form not modelled yet")
@@ -143,6 +152,8 @@ def kv_dtype_name(given: str, spec: ModelSpec) -> str:
     ModelOptFp4Config.from_config; a 4-bit scheme gives "auto" / "NVFP4", which configure_kv_cache_dtype leaves at
     the model dtype); fp8_e4m3 / fp8_e5m2 / bf16 as given."""
     value = given.lower()
+    if is_dsv4(spec):
+        return dsv4_kv_dtype(given)
     if value == "auto":
         declared = spec.quant.kv_cache_dtype if spec.quant else None
         # SGLang reads hf_quant_config.json whatever its producer (ModelConfig._parse_quant_hf_config).
@@ -163,6 +174,9 @@ def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | No
     e = KV_DTYPE_BYTES[kv_dtype]
     layers = len(spec.layers)  # layer_info.num_effective_layers (PP 1)
     full_shape = spec.facts.sglang.gemma4_full_attention
+    if is_dsv4(spec):  # DSV4PoolConfigurator (kvplan.sglang.dsv4): one latent head on every rank
+        part = dsv4_part(spec, swa_ratio=swa_ratio)
+        return PoolGeometry("dsv4", part.layers, 1, part.head_dim, 0, kv_dtype, e, dsv4=part)
     if spec.architectures[:1] == (GEMMA4_ASSISTANT,) and full_shape:  # every layer at the full shape (see above)
         head, kv = full_shape
         return PoolGeometry("mha", layers, max(1, kv // attn_tp), head, head, kv_dtype, e)
@@ -220,6 +234,7 @@ class TokenPool:
     warnings: tuple[str, ...] = ()
     log_lines: tuple[str, ...] = ()  # every `KV Cache is allocated` line (a hybrid SWA model: full, then sliding)
     swa_tokens: int = 0  # a hybrid SWA model's sliding pool (swa_layer_tokens)
+    dsv4: Dsv4Sizes | None = None  # DeepSeek-V4's pool sizes (full, SWA, c4, c128, states)
 
 
 NOT_ENOUGH_MEMORY = "Not enough memory. Please try to increase --mem-fraction-static."
@@ -255,6 +270,11 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, limits: PoolLimits, *, mamba
     resolve_max_num_reqs (capped at the Mamba state slots // ratio for a hybrid), then the K/V byte counts
     memory_pool.py:KVCache._finalize_allocation_log sums. Raises InvalidParameter with SGLang's words when no
     token fits (pool_configurator.py:MemoryPoolConfig.__post_init__) or no request has state slots."""
+    if geo.dsv4 is not None:
+        return _size_dsv4_pool(geo.dsv4, budget_bytes, context_len=limits.context_len,
+                               max_total_tokens=limits.max_total_tokens, max_running=limits.max_running,
+                               attn_dp_size=limits.attn_dp_size, chunked_prefill_size=limits.chunked_prefill_size,
+                               max_prefill_tokens=limits.max_prefill_tokens)
     page_size, context_len, max_total_tokens = limits.page_size, limits.context_len, limits.max_total_tokens
     cell = geo.cell_bytes
     if geo.swa is not None:  # HybridSWAPoolConfigurator.calculate_pool_sizes: int(budget // the float cell)
@@ -297,6 +317,43 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, limits: PoolLimits, *, mamba
               f"max_prefill_tokens={limits.max_prefill_tokens}, max_running_requests={reqs}, context_len={context_len}")
     return TokenPool(budget_bytes, cell, page_size, tokens, reqs, context_len, k, v, log, banner, tuple(warnings),
                      log_lines, swa_tokens)
+
+
+def _size_dsv4_pool(part: Dsv4Part, budget_bytes: int, *, context_len: int, max_total_tokens: int | None,
+                    max_running: int | None, attn_dp_size: int, chunked_prefill_size: int,
+                    max_prefill_tokens: int) -> TokenPool:
+    """DeepSeek-V4's pool (kvplan.sglang.dsv4.size_dsv4) as a TokenPool: k_bytes is what the configurator charges
+    of the budget (full tokens × bytes_per_full_token + the c128 state), the log the lines SGLang prints for it."""
+    s = size_dsv4(part, budget_bytes, max_running=max_running, attn_dp_size=attn_dp_size,
+                  max_total_tokens=max_total_tokens)
+    warnings = []
+    if max_total_tokens is not None and max_total_tokens > s.profiled_tokens:
+        warnings.append(f"max_total_tokens={max_total_tokens} is larger than the profiled value {s.profiled_tokens}. "
+                        "Use the profiled value instead.")
+    if s.full_tokens < context_len:
+        warnings.append(f"the pool ({s.full_tokens} tokens) is smaller than context_len {context_len} "
+                        "(managers/tp_worker.py:TpModelWorker.get_worker_info)")
+    lines = dsv4_log_lines(part, s)
+    banner = (f"max_total_num_tokens={s.full_tokens}, chunked_prefill_size={chunked_prefill_size}, "
+              f"max_prefill_tokens={max_prefill_tokens}, max_running_requests={s.max_running_requests}, "
+              f"context_len={context_len}")
+    return TokenPool(budget_bytes, -int(-s.bytes_per_full_token // 1), part.page_size, s.full_tokens,
+                     s.max_running_requests, context_len, int(s.charged_bytes), 0, lines[-2], banner,
+                     tuple(warnings), lines, 0, s)
+
+
+# mem_cache/deepseek_v4_memory_pool.py:DeepSeekV4SingleKVPool.create_buffer asserts `self.store_dtype ==
+# torch.uint8`: KVCache keeps a bfloat16 cache as bfloat16, so SGLang sizes the pool, then stops building it.
+DSV4_BF16_BUILD = ("AssertionError: (mem_cache/deepseek_v4_memory_pool.py:DeepSeekV4SingleKVPool.create_buffer "
+                   "asserts store_dtype == torch.uint8: the V4 KV layout is an fp8 byte layout, so "
+                   "--kv-cache-dtype bfloat16 stops SGLang after sizing the pool; use fp8_e4m3 or auto)")
+
+
+def pool_build_refusal(geo: PoolGeometry | None) -> str | None:
+    """What stops SGLang after it sized the pool, while it builds it (None: it builds)."""
+    if geo is not None and geo.dsv4 is not None and geo.dtype == "bfloat16":
+        return DSV4_BF16_BUILD
+    return None
 
 
 def _torch_dtype(geo: PoolGeometry) -> str:

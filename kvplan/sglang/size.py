@@ -7,6 +7,7 @@ is the one below SM100 (bfloat16; fp8_e4m3 on SM100: `dsa.default_kv_dtype`). Pu
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from kvplan.errors import InvalidParameter
@@ -14,8 +15,9 @@ from kvplan.model.spec import ModelSpec
 from kvplan.sglang import SGLANG_VERSION, kv_quant
 from kvplan.sglang.dsa import is_dsa
 from kvplan.sglang.dsa import kv_dtype as dsa_kv_dtype
+from kvplan.sglang.dsv4 import DEFAULT_MAX_RUNNING_REQUESTS, Dsv4Part
 from kvplan.sglang.mamba import mamba_state
-from kvplan.sglang.pool import geometry, kv_dtype_name, unsupported_reason
+from kvplan.sglang.pool import DSV4_BF16_BUILD, geometry, kv_dtype_name, unsupported_reason
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,8 @@ def sglang_size(spec: ModelSpec, *, tp: int = 1, kv_cache_dtype: str = "auto") -
                      "(fp4_kv_cache_quant_method.py); other backends lay the scales out differently, and on Hopper "
                      "SGLang refuses FP4 under its default fa3 (arg_groups/kv_cache_hook.py)")
     geo = geometry(spec, attn_tp=tp, kv_dtype=kv, sm_major=9)
+    if geo.dsv4 is not None:
+        return _dsv4_size(spec, tp, kv, geo.dsv4)
     state = mamba_state(spec, attn_tp=tp, tp=tp)
     swa = geo.swa
     if state is not None:
@@ -74,3 +78,24 @@ def sglang_size(spec: ModelSpec, *, tp: int = 1, kv_cache_dtype: str = "auto") -
         swa_bytes_per_token=swa.per_token(geo.element_bytes) * swa.layers if swa else 0,
         swa_full_tokens_ratio=swa.ratio if swa else 0.0, mamba_layers=state.layers if state else 0,
         mamba_state_bytes_per_request=state.per_req_bytes if state else 0, notes=tuple(notes))
+
+
+def _dsv4_size(spec: ModelSpec, tp: int, kv: str, d: Dsv4Part) -> SglangSize:
+    """DeepSeek-V4 (kvplan.sglang.dsv4): DSV4PoolConfigurator's bytes per full token (a float); the compressed and
+    sliding-window sides rounded up to whole bytes, their exact figures in the notes."""
+    compressed, swa = d.compressed_bytes_per_full_token, d.bytes_per_swa_token
+    notes = [f"DSV4PoolConfigurator: {d.bytes_per_full_token:,.2f} B per full token = compressed KV + indexer "
+             f"{compressed:,.2f} ({d.c4_layers} c4 layers × ({d.paged_bytes(4):g} + {d.index_bytes}) / 4, "
+             f"{d.c128_layers} c128 layers × {d.paged_bytes(128):g} / 128) + swa_full_tokens_ratio {d.swa_ratio:g} × "
+             f"{swa:,.2f} per sliding-window token ({d.layers} layers × {d.paged_bytes():g} + the c4 compress state)",
+             f"plus a fixed c128 compress state of {d.c128_state_fixed_bytes(DEFAULT_MAX_RUNNING_REQUESTS):,} B for "
+             f"SGLang's default {DEFAULT_MAX_RUNNING_REQUESTS} running requests (pool_configurator.py:"
+             "_get_c128_state_fixed_bytes); the same on every TP rank (one latent head)"]
+    if kv == "bfloat16":
+        notes.append(DSV4_BF16_BUILD)
+    return SglangSize(
+        model=spec.name, engine="sglang", sglang_version=SGLANG_VERSION, tp=tp, kv_cache_dtype=kv,
+        pool_configurator="DSV4PoolConfigurator", bytes_per_token=d.bytes_per_full_token, full_layers=d.layers,
+        full_bytes_per_token=math.ceil(compressed), indexer_bytes_per_token=math.ceil(d.c4_layers * d.index_bytes / 4),
+        swa_layers=d.layers, swa_bytes_per_token=math.ceil(swa), swa_full_tokens_ratio=d.swa_ratio, mamba_layers=0,
+        mamba_state_bytes_per_request=0, notes=tuple(notes))
