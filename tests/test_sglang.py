@@ -555,3 +555,14 @@ def test_sweep_rows_command_replans_to_the_same_numbers(model: str, flags: str) 
         fit = json.loads(again.stdout)
         assert (fit["tp"], fit["total_tokens"], fit["max_running_requests"], fit["defaults"]["mem_fraction_static"]) \
             == (row["tp"], row["total_tokens"], row["max_running_requests"], row["mem_fraction_static"])
+
+
+@pytest.mark.parametrize("flag", ["--dsv4-attn-backend trtllm", "--enable-hisparse", "--hisparse-config {}",
+                                  "--swa-prefix-tails 64", "--disaggregation-mode decode"])
+def test_flags_that_change_deepseek_v4s_pools_are_said_unmodelled_not_ignored(flag: str) -> None:
+    """SGLang 0.5.23's pool_configurator.py reads these while sizing (DSV4PoolConfigurator, the decode worker's
+    slots): a pasted line that carries one is planned with a warning, never listed as having no effect."""
+    from kvplan.sglang.command_line import parse_sglang_command
+
+    cmd = parse_sglang_command(f"python -m sglang.launch_server --model-path org/model {flag}")
+    assert cmd.ignored == () and len(cmd.unmodelled) == 1 and cmd.unmodelled[0].startswith(flag.split()[0])

@@ -88,6 +88,14 @@ UNMODELLED = {
     "disable_overlap_schedule": "the overlap scheduler is modelled on (it changes the Mamba slots per request)",
     "dcp_size": "decode context parallelism is not modelled",
     "attn_cp_size": "attention context parallelism is not modelled",
+    # DeepSeek-V4 (kvplan.sglang.dsv4 ports DSV4PoolConfigurator's default path only)
+    "dsv4_attn_backend": "DeepSeek-V4's trtllm / flashmla_mega backends are not modelled (the dsv4 pools are)",
+    "enable_hisparse": "HiSparse changes DeepSeek-V4's pools (pool_configurator.py); not modelled",
+    "hisparse_config": "HiSparse changes DeepSeek-V4's pools (pool_configurator.py); not modelled",
+    "swa_prefix_tails": "it sizes DeepSeek-V4's SWA pool in cap mode (DSV4PoolConfigurator._resolve_swa_cap_tokens);"
+                        " kvplan models the ratio mode only",
+    "disaggregation_mode": "prefill/decode disaggregation changes the pool (pool_configurator.py: the decode "
+                           "worker's request slots); not modelled",
 }
 
 
