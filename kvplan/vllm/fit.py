@@ -106,7 +106,8 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     non_torch = (user_term("non_torch", measured.non_torch_bytes, "--non-torch-memory")
                  if measured.non_torch_bytes is not None
                  else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, par), pp=par.pipeline_parallel_size,
-                                                             version=r.version, integrated=integrated, arch=gpu.arch),
+                                                             version=r.version, integrated=integrated, arch=gpu.arch,
+                                                             pcie_only=getattr(gpu, "pcie_only", False)),
                                           model, r))
     graphs = (user_term("cuda_graphs", measured.cuda_graph_bytes, "--cuda-graph-memory")
               if measured.cuda_graph_bytes is not None

@@ -51,6 +51,18 @@ NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER = round(1.38 * GiB)
 # 2 × H200 (Qwen3-Next-80B-A3B, vLLM 0.10.2, NVSwitch), which no interconnect rule kvplan has explains.
 NON_TORCH_RANGE_SINGLE_GIB = (0.02, 0.20)
 NON_TORCH_RANGE_MULTI_GIB = (0.10, 1.40)
+# PCIe-only GPUs (no NVLink: the catalog's L40S, L4, A10, T4, RTX cards): NCCL opens far fewer channels over PCIe
+# (or shared host memory) than over NVSwitch, and vLLM turns custom all-reduce off beyond two PCIe GPUs
+# (custom_all_reduce.py:CustomAllreduce.__init__, "not supported on more than two PCIe-only GPUs"). Measured on
+# the calibration half: 8 × L40S at TP 8, vLLM 0.10.2 (l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102), "0.18 GiB"
+# and "0.21 GiB for non-torch memory" on its two printing ranks — and 0.10 takes its snapshot *before*
+# init_worker_distributed_environment (v1/worker/gpu_worker.py:init_device, read in 0.10.1.1), so those figures
+# hold NCCL's communicators as well as the profile run's connections; the V0 breakdowns of multi-rank RTX 3090
+# runs print 0.20 GiB with the same order (tests/fixtures/data/memory-breakdown-logs.yaml). From 0.11 the
+# snapshot follows the distributed init and the term holds the profile run's part only: at most 0.21 GiB, the
+# value kept (the pessimistic end of what the logs bound). Range: the single-GPU floor … the NVLink range's top.
+NON_TORCH_BYTES_MULTI_GPU_PCIE = round(0.21 * GiB)
+NON_TORCH_RANGE_MULTI_PCIE_GIB = (0.02, 1.40)
 
 # NVLink SHARP (NVLS) buffers, from 3 GPUs of one NVSwitch domain on Hopper and data-center Blackwell (NCCL
 # src/transport/nvls.cc: ncclNvlsInit returns without NVLS when gpuCount <= 2; NVLS_NCHANNELS_SM90 16,
@@ -91,29 +103,33 @@ INTEGRATED_HOST_GROWTH_RANGE_GIB = (0.0, 2.80)
 
 
 def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integrated: bool = False,
-                       arch: str | None = None) -> MemoryTerm:
+                       arch: str | None = None, pcie_only: bool = False) -> MemoryTerm:
     """Non-torch memory that appears during profiling (NCCL lazy buffers, workspaces), by version band and
     TP×PP (utils/mem_utils.py:memory_profiling's `non_torch_increase`). Assumes one interconnect per band
     (NVLink with custom all-reduce, as the calibration logs ran); a PCIe box without custom all-reduce
     falls inside the range, not on the best value. On an `integrated` GPU the host's growth joins it
     (INTEGRATED_HOST_GROWTH_BYTES). At TP ≥ 3 on Hopper or SM10x Blackwell, NCCL's NVLS buffers widen the high
     end (nvls_buffer_bytes). vLLM 0.10 on Hopper charges the distributed init as well
-    (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER)."""
+    (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER). On `pcie_only` GPUs (no NVLink) 0.11+ at TP×PP > 1 takes the PCIe
+    figure (NON_TORCH_BYTES_MULTI_GPU_PCIE)."""
     multi = tp * pp > 1
     old = version < NON_TORCH_V011_SINCE
     band = version_band(version)
     if multi:
         hopper = old and arch == "hopper"
+        pcie = pcie_only and not old
         value = (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER if hopper else NON_TORCH_BYTES_MULTI_GPU_V010 if old
-                 else NON_TORCH_BYTES_MULTI_GPU)
+                 else NON_TORCH_BYTES_MULTI_GPU_PCIE if pcie else NON_TORCH_BYTES_MULTI_GPU)
         where = ("2 × H200 0.10.2 log, measured; 0.10 snapshots before the distributed init, so NCCL's "
                  "communicators count here" if hopper
                  else "A100 0.10.1.1 logs at TP=2, implied" if old
+                 else "PCIe-only GPUs, no NVLink: the 8 × L40S 0.10.2 log's 0.21, which also holds NCCL's "
+                      "communicators, as a bound" if pcie
                  else "H100 0.11 logs at TP=2, measured")
         text = (f"vLLM {band}: {value / GiB:.2f} GiB ({where}: the NCCL connections the profile run's first "
                 "large collectives make; custom all-reduce and symmetric-memory buffers are allocated before "
                 "vLLM's snapshot, not here); assumed for any TP×PP > 1")
-        lo, hi = NON_TORCH_RANGE_MULTI_GIB
+        lo, hi = NON_TORCH_RANGE_MULTI_PCIE_GIB if pcie else NON_TORCH_RANGE_MULTI_GIB
         if hopper:  # the 0.11+ range's spread around its best value, moved with it
             shift = (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER - NON_TORCH_BYTES_MULTI_GPU) / GiB
             lo, hi = lo + shift, hi + shift
