@@ -185,6 +185,40 @@ UNEXPLAINED = {
         "against 0.45 for 0.11's Triton caches: 0.3 GiB of the 2.21 together. The 0.19.1 MiniMax-M2.5 record (Triton "
         "again) leaves 1.74 GiB above kvplan too, so most of the gap is common to 0.16 and 0.19 and not the MoE "
         "kernel"),
+    "joshi-4xh100-minimax-m2.5-fp8-tp4-v0191": (
+        "1.74 GiB of non-KV memory above kvplan (Triton FP8 MoE, as 0.11.2): the bulk the 0.16 record shares. Read in "
+        "the 0.11.2, 0.16.0 and 0.19.1 wheels and alike in all three: utils/mem_utils.py:memory_profiling (weights + "
+        "torch peak increase + non-torch growth; only device plumbing differs), the snapshot after init_worker_"
+        "distributed_environment (custom all-reduce, symmetric memory and pynccl are built before it), _dummy_"
+        "sampler_run, _dummy_run (no new allocations), no CUDA-graph estimate subtracted (0.19 measures "
+        "profile_cudagraph_memory but subtracts it only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1: the "
+        "write-up's 'increase ... from 0.9500 to 0.9526' is the disabled branch), VLLM_FUSED_MOE_CHUNK_SIZE above "
+        "8,192 (64 Ki, 16 Ki), MiniMax-M2's model code (fp32 router logits, 8 MiB; the TP q/k norm). Found and small: "
+        "0.16+'s modular TritonExperts (fused_moe.py:workspace_shapes: two M × top_k × max(N, K) buffers against "
+        "0.11's cache13 + cache2, +0.33 GiB at 8,192 tokens), which the 0.17+ ported profile rule counts. The rest "
+        "is not in the wheels' Python: kernels' own allocations or NCCL, for a DEBUG breakdown to name"),
+    "saiyam-2xrtxpro6000-qwen3-32b-tp1-util0426-failed": (
+        "same box and release as the TP 2 and PP 2 records: log − kvplan's ported terms (Model Runner V2's unseen "
+        "bytes left out) is +1.64 GiB here, −0.14 at TP 2 and +0.73 at PP 2 (calibration, MRV2_UNSEEN_BYTES): "
+        "opposite signs, so not one term. 0.27 sizes the cache by total_consumed (utils/mem_utils.py:"
+        "memory_profiling: the free-memory drop since the first snapshot, plus the transient peak), which also holds "
+        "allocator fragmentation and what MRV2 builds after loading; no log here separates them"),
+    "saiyam-2xrtxpro6000-qwen3-32b-tp2-util0426": (
+        "0.86 GiB less non-KV memory than kvplan on two PCIe cards (custom all-reduce on: two GPUs with P2P); see "
+        "the TP 1 record of the same box for why the three records disagree"),
+    "guardkit-gb10-qwen3-30b-a3b-fp8-util030-kvfp8": (
+        "integrated GPU: free memory is the host's MemAvailable in every release that ran on GB10 (utils/mem_utils.py:"
+        "MemorySnapshot.measure: 0.13–0.19 by the SM list (8.7, 11.0, 12.1), 0.20+ by the device's is_integrated "
+        "property), as on the two calibration GB10 logs of the same host and release. The host's growth implied "
+        "here, 1.88 GiB, against their 2.78 and 2.34 (kvplan's 2.56, their mean): run-to-run host noise, inside "
+        "the 0 … 2.80 estimate, on the pessimistic side"),
+    "vllm-44376-2xgh200-deepseek-v4-flash-failed": (
+        "the comment gives no version (0.22 from the issue's title), no 'Model loading took' and a local "
+        "'DeepSeek-V4-Flash': every term is estimated — weights 73.54 … 76.51 GiB, the CUDA-graph estimate 2.27 "
+        "(2.01 … 6.76; FULL_AND_PIECEWISE with custom_ops all, EP), GH200's CUDA total (95.08 GiB, from NVML: no "
+        "GH200 log names it). The 2.42 GiB kvplan lacks fits inside the graph estimate's range alone. Ruled out: "
+        "the UMA path (MemorySnapshot.measure reads MemAvailable when platforms/cuda.py:is_integrated_gpu; on a "
+        "GH200 with 480 GB of host memory that would make the KV memory tens of GiB, not 5.44)"),
     "llmd-h100-mistral-small-32-24b": (
         "served with --config-format/--load-format mistral (params.json): its peak activation 2.12 GiB is "
         "below the 4.7 GiB the sampler warm-up over 1,024 rows × 131,072 logits costs every other 0.11 run "
