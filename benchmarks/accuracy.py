@@ -182,21 +182,20 @@ UNEXPLAINED = {
         "fusion: 8 + 2 + 24 MiB, 2 MiB-aligned, the log's 'Signal pad offset: 8388608') is 34 MiB; the FlashInfer "
         "CUTLASS FP8-block MoE workspace for 8,192 tokens (cutlass_fused_moe_kernels.cuh:getWorkspaceDeviceBuffer"
         "Sizes with use_deepseek_fp8_block_scale, fp8_blockscale_gemm.cu:getWorkspaceSizeBase) about 0.67 GiB "
-        "against 0.45 for 0.11's Triton caches: 0.3 GiB of the 2.21 together. The 0.19.1 MiniMax-M2.5 record (Triton "
-        "again) leaves 1.74 GiB above kvplan too, so most of the gap is common to 0.16 and 0.19 and not the MoE "
-        "kernel"),
+        "against 0.45 for 0.11's Triton caches. But the fusion workspace is SymmDeviceMemory (the log's "
+        "'[SymmDeviceMemory] ... Signal pad offset: 8388608'), whose three buffers FlashInfer rounds to the 512 MiB "
+        "multicast granularity (comm/mnnvl.py:_get_allocation_prop): 1.5 GiB, not 34 MiB. With the MoE kernel's "
+        "0.2 GiB that is 1.7 of the 2.21. kvplan leaves the fusion off for 0.16, as the 0.16.0 wheel's -O2 does "
+        "(config/vllm.py: fuse_allreduce_rms False); this 0.16.0rc2 dev build's pass_config has it on"),
     "joshi-4xh100-minimax-m2.5-fp8-tp4-v0191": (
-        "1.74 GiB of non-KV memory above kvplan (Triton FP8 MoE, as 0.11.2): the bulk the 0.16 record shares. Read in "
-        "the 0.11.2, 0.16.0 and 0.19.1 wheels and alike in all three: utils/mem_utils.py:memory_profiling (weights + "
-        "torch peak increase + non-torch growth; only device plumbing differs), the snapshot after init_worker_"
-        "distributed_environment (custom all-reduce, symmetric memory and pynccl are built before it), _dummy_"
-        "sampler_run, _dummy_run (no new allocations), no CUDA-graph estimate subtracted (0.19 measures "
-        "profile_cudagraph_memory but subtracts it only with VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1: the "
-        "write-up's 'increase ... from 0.9500 to 0.9526' is the disabled branch), VLLM_FUSED_MOE_CHUNK_SIZE above "
-        "8,192 (64 Ki, 16 Ki), MiniMax-M2's model code (fp32 router logits, 8 MiB; the TP q/k norm). Found and small: "
-        "0.16+'s modular TritonExperts (fused_moe.py:workspace_shapes: two M × top_k × max(N, K) buffers against "
-        "0.11's cache13 + cache2, +0.33 GiB at 8,192 tokens), which the 0.17+ ported profile rule counts. The rest "
-        "is not in the wheels' Python: kernels' own allocations or NCCL, for a DEBUG breakdown to name"),
+        "the log's 'Enabled custom fusions: norm_quant, act_quant, allreduce_rms': FlashInfer's all-reduce fusion "
+        "workspace, three SymmDeviceMemory buffers each rounded to the 512 MiB multicast granularity (1.5 GiB, "
+        "memory/non_torch.py:flashinfer_ar_fusion_workspace), was 1.5 of the 1.74 GiB above kvplan's 0.11 terms. "
+        "Read alike in the 0.11.2, 0.16.0 and 0.19.1 wheels, so not the rest: utils/mem_utils.py:memory_profiling, "
+        "the snapshot after init_worker_distributed_environment, _dummy_sampler_run, _dummy_run, no CUDA-graph "
+        "estimate subtracted (0.19.1's VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: the write-up's 'increase ... "
+        "from 0.9500 to 0.9526' is the disabled branch), VLLM_FUSED_MOE_CHUNK_SIZE above 8,192, MiniMax-M2's model "
+        "code; 0.16+'s modular TritonExperts workspaces (+0.33 GiB) are in the 0.17+ ported rule"),
     "saiyam-2xrtxpro6000-qwen3-32b-tp1-util0426-failed": (
         "same box and release as the TP 2 and PP 2 records: log − kvplan's ported terms (Model Runner V2's unseen "
         "bytes left out) is +1.64 GiB here, −0.14 at TP 2 and +0.73 at PP 2 (calibration, MRV2_UNSEEN_BYTES): "

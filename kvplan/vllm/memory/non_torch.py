@@ -102,6 +102,64 @@ INTEGRATED_HOST_GROWTH_BYTES = round(2.56 * GiB)
 INTEGRATED_HOST_GROWTH_RANGE_GIB = (0.0, 2.80)
 
 
+# --- FlashInfer's all-reduce + RMSNorm fusion workspace -------------------------------------------------
+# From vLLM 0.17 the default optimization level (-O2, config/vllm.py:OPTIMIZATION_LEVEL_02) turns on
+# pass_config.fuse_allreduce_rms = enable_allreduce_rms_fusion: TP > 1, CUDA, FlashInfer installed (a hard
+# requirement of the wheels from 0.17), compute capability 9.0 or 10.x, and up to 0.20 DP = 1 and PP = 1 (0.24
+# drops those two; 0.16.0 leaves the fusion off, though its 0.16.0rc2 dev builds had it on). Nothing is
+# compiled under --enforce-eager (VllmConfig.__post_init__: compilation mode NONE), so no pass runs. The pass
+# builds its workspace when torch.compile configures it, inside the profile run and after vLLM's snapshot
+# (compilation/passes/fusion/allreduce_rms_fusion.py:AllReduceFusionPass.__init__ →
+# distributed/device_communicators/flashinfer_all_reduce.py:get_fi_ar_workspace, one shared "trtllm" workspace
+# on one node): FlashInfer's trtllm_create_ipc_workspace_for_all_reduce_fusion, three buffers per GPU —
+# tp × T × hidden × 2 B, tp × 256 × 4 B of flags and 3 × tp × T × hidden × 2 B of Lamport buffers, T =
+# min(max size ÷ (hidden × 2 B), max_num_batched_tokens), the max size per capability and TP from
+# FI_ALLREDUCE_FUSION_MAX_SIZE_MB (SM90: 64 / 2 / 0.5 MiB at TP 2 / 4 / 8; SM100: 64 / 32 / 1).
+# Up to FlashInfer 0.6.8.post1 (vLLM 0.17–0.20 pin 0.6.4 … 0.6.8.post1; read in 0.6.3, 0.6.6, 0.6.8.post1) each
+# buffer is a SymmDeviceMemory (comm/mnnvl.py:_get_allocation_prop) whose cuMemCreate size is rounded up to the
+# multicast object's CU_MULTICAST_GRANULARITY_RECOMMENDED — 512 MiB on NVSwitch Hopper: an SGLang log of this
+# workspace at TP 2 (sgl-project/sglang#18341) maps each of its 24 MiB, 2 MiB and 68 MiB buffers 0x20000000 B
+# apart per rank, and a write-up measuring 8 × H100 SXM names "NCCL's 512 MiB multicast objects" for the
+# recommended granularity (code-index id 68342261365). So 3 × 512 MiB = 1.5 GiB of non-torch memory on each GPU,
+# whatever the model: the bulk of what the MiniMax-M2.5 0.19.1 log holds above kvplan's 0.11 terms (issue 20).
+# From FlashInfer 0.6.11.post2 (vLLM 0.22 on; read in 0.6.11.post2, 0.6.12, 0.6.16.post3, 0.7.0.post1) the
+# buffers come from torch's symmetric memory (comm/torch_symmetric_memory.py:_alloc_symm_buffer_bytes), whose
+# rounding kvplan has not read: the buffers' own size there, the multicast-rounded size as the range's top
+# (0.21, whose FlashInfer pin kvplan has not seen, is counted the same way). Multicast needs an NVSwitch: PCIe
+# cards, bridged pairs and a TP group spanning nodes (FlashInfer's "mnnvl" backend) are left out.
+FI_AR_FUSION_SINCE = VllmVersion(0, 17)
+FI_AR_FUSION_DP_PP_FREE_SINCE = VllmVersion(0, 24)
+FI_AR_SYMM_DEVICE_MEMORY_BEFORE = VllmVersion(0, 21)
+FI_AR_FUSION_MAX_SIZE_MIB = {"hopper": {2: 64.0, 4: 2.0, 8: 0.5}, "blackwell": {2: 64.0, 4: 32.0, 8: 1.0}}
+FI_BARRIER_FLAG_COUNT = 256  # comm/trtllm_ar.py:BarrierFlagCount
+FI_SIGNAL_PAD_BYTES = 2048  # comm/mnnvl.py:SIGNAL_PAD_SIZE
+CU_MEM_ALLOC_GRANULARITY = 2 * 1024 * 1024
+CU_MULTICAST_GRANULARITY_RECOMMENDED = 512 * 1024 * 1024
+
+
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def flashinfer_ar_fusion_workspace(*, tp: int, pp: int, dp: int, hidden: int, max_num_batched_tokens: int,
+                                   arch: str | None, version: VllmVersion, compiled: bool,
+                                   nvswitch_gpus: int) -> tuple[int, int, int] | None:
+    """(best, low, high) bytes of FlashInfer's all-reduce fusion workspace on one GPU, or None where vLLM builds
+    none (see FI_AR_FUSION_SINCE's comment): its three buffers at their own size (low) and rounded to the
+    recommended multicast granularity (high), the best being the rounded one up to vLLM 0.20."""
+    sizes = FI_AR_FUSION_MAX_SIZE_MIB.get(arch or "", {})
+    if (version < FI_AR_FUSION_SINCE or not compiled or tp not in sizes or tp > nvswitch_gpus
+            or (version < FI_AR_FUSION_DP_PP_FREE_SINCE and (pp > 1 or dp > 1))):
+        return None
+    tokens = min(int(sizes[tp] * 1024 * 1024) // (hidden * 2), max_num_batched_tokens)
+    data = tp * tokens * hidden * 2
+    buffers = (data, tp * FI_BARRIER_FLAG_COUNT * 4, 3 * data)
+    own = [_round_up(b + FI_SIGNAL_PAD_BYTES, CU_MEM_ALLOC_GRANULARITY) for b in buffers]
+    low = sum(own)
+    high = sum(_round_up(b, CU_MULTICAST_GRANULARITY_RECOMMENDED) for b in own)
+    return (high if version < FI_AR_SYMM_DEVICE_MEMORY_BEFORE else low), low, high
+
+
 def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integrated: bool = False,
                        arch: str | None = None, pcie_only: bool = False) -> MemoryTerm:
     """Non-torch memory that appears during profiling (NCCL lazy buffers, workspaces), by version band and
