@@ -185,8 +185,8 @@ UNEXPLAINED = {
         "against 0.45 for 0.11's Triton caches. But the fusion workspace is SymmDeviceMemory (the log's "
         "'[SymmDeviceMemory] ... Signal pad offset: 8388608'), whose three buffers FlashInfer rounds to the 512 MiB "
         "multicast granularity (comm/mnnvl.py:_get_allocation_prop): 1.5 GiB, not 34 MiB. With the MoE kernel's "
-        "0.2 GiB that is 1.7 of the 2.21. kvplan leaves the fusion off for 0.16, as the 0.16.0 wheel's -O2 does "
-        "(config/vllm.py: fuse_allreduce_rms False); this 0.16.0rc2 dev build's pass_config has it on"),
+        "0.2 GiB that is 1.7 of the 2.21. 0.16.0's -O2 leaves the fusion off (config/vllm.py: fuse_allreduce_rms "
+        "False); this dev build's pass_config has it on, which kvplan is told (COMPILATION_FOR_RECORD)"),
     "joshi-4xh100-minimax-m2.5-fp8-tp4-v0191": (
         "the log's 'Enabled custom fusions: norm_quant, act_quant, allreduce_rms': FlashInfer's all-reduce fusion "
         "workspace, three SymmDeviceMemory buffers each rounded to the 512 MiB multicast granularity (1.5 GiB, "
@@ -452,6 +452,12 @@ def _raw_log(rec: dict[str, Any]) -> str:
     return raw.read_text(encoding="utf-8") if raw.is_file() else str(rec.get("log_excerpt") or "")
 
 
+# A compilation setting a record's log prints where it differs from its release's default: the 0.16.0rc2 dev build's
+# engine config line shows 'pass_config': {..., 'fuse_allreduce_rms': True, ...}, which 0.16.0's -O2 leaves off.
+COMPILATION_FOR_RECORD: dict[str, dict[str, Any]] = {
+    "joshi-4xh100-minimax-m2-fp8-tp4-v0160": {"pass_config": {"fuse_allreduce_rms": True}}}
+
+
 def settings_of(rec: dict[str, Any], version: str) -> ServeSettings:
     """The `vllm serve` flags the record states (the rest: vLLM's defaults for its version)."""
     kv = rec.get("kv_cache_dtype") or "auto"
@@ -471,6 +477,7 @@ def settings_of(rec: dict[str, Any], version: str) -> ServeSettings:
         kv_cache_memory_bytes=None,
         # the log's own sampler line ("FlashInfer is not available. Falling back …"), as calibrate reads it
         use_flashinfer_sampler=parse_startup_log(_raw_log(rec)).flashinfer_sampler,
+        compilation_config=COMPILATION_FOR_RECORD.get(rec["id"]),
     )
 
 

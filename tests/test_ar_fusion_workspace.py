@@ -1,4 +1,4 @@
-"""FlashInfer's all-reduce + RMSNorm fusion workspace (kvplan/vllm/memory/non_torch.py:flashinfer_ar_fusion_workspace)."""
+"""FlashInfer's all-reduce + RMSNorm fusion workspace (memory/non_torch.py:flashinfer_ar_fusion_workspace)."""
 from __future__ import annotations
 
 from kvplan.hardware.nodes import nvswitch_gpus
@@ -51,3 +51,26 @@ def test_the_minimax_m2_5_0_19_record_holds_the_workspace() -> None:
     allreduce_rms"): 18.16 GiB logged; kvplan 19.89 (+9.5 %) without the workspace, 18.39 (+1.3 %) with it."""
     row = ROW["joshi-4xh100-minimax-m2.5-fp8-tp4-v0191"]
     assert round(row.predicted_gib, 2) == 18.39 and row.in_range and row.low_end_holds
+
+
+def test_pass_config_turns_the_fusion_on_or_off_against_the_release_default() -> None:
+    """--compilation-config '{"pass_config": {"fuse_allreduce_rms": ...}}' overrides the -O2 default."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.vllm.memory.cuda_graphs import compilation_settings
+
+    on = compilation_settings({"pass_config": {"fuse_allreduce_rms": True, "enable_sp": False}})
+    assert on.fuse_allreduce_rms is True and on.ignored_keys == ("pass_config.enable_sp",)
+    assert compilation_settings({"cudagraph_mode": "NONE"}).fuse_allreduce_rms is None
+    kw = {**H100_TP4, "version": V016}
+    assert flashinfer_ar_fusion_workspace(**kw, fuse=True) is not None  # type: ignore[arg-type]
+    assert flashinfer_ar_fusion_workspace(**{**kw, "version": V019}, fuse=False) is None  # type: ignore[arg-type]
+    import pytest
+    with pytest.raises(InvalidParameter, match="fuse_allreduce_rms"):
+        compilation_settings({"pass_config": {"fuse_allreduce_rms": "yes"}})
+
+
+def test_the_minimax_m2_0_16_dev_build_record_is_told_its_fusion() -> None:
+    """MiniMax-M2 TP 4, 0.16.0rc2 dev build: its engine config prints fuse_allreduce_rms True (0.16.0's -O2: off);
+    with it kvplan goes from 20.37 GiB (+14.5 %) to 18.87 (+6.0 %) against the logged 17.79."""
+    row = ROW["joshi-4xh100-minimax-m2-fp8-tp4-v0160"]
+    assert round(row.predicted_gib, 2) == 18.87 and row.in_range and row.low_end_holds

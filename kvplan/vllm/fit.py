@@ -167,13 +167,13 @@ def _with_ar_fusion_workspace(term: MemoryTerm, model: ModelSpec, gpu: GpuLike, 
     (memory/non_torch.py:flashinfer_ar_fusion_workspace)."""
     from kvplan.hardware.nodes import nvswitch_gpus
 
-    par = s.parallel_config
-    compiled = not s.model_config.enforce_eager and compilation_settings(s.compilation_config).compilation_mode in (
-        None, VLLM_COMPILE)
+    par, comp = s.parallel_config, compilation_settings(s.compilation_config)
+    compiled = not s.model_config.enforce_eager and comp.compilation_mode in (None, VLLM_COMPILE)
     ws = flashinfer_ar_fusion_workspace(
         tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, dp=par.data_parallel_size,
         hidden=model.hidden_size, max_num_batched_tokens=r.scheduler_config.batch.max_num_batched_tokens,
-        arch=gpu.arch, version=r.version, compiled=compiled, nvswitch_gpus=nvswitch_gpus(getattr(gpu, "id", "")))
+        arch=gpu.arch, version=r.version, compiled=compiled, nvswitch_gpus=nvswitch_gpus(getattr(gpu, "id", "")),
+        fuse=comp.fuse_allreduce_rms)
     if ws is None:
         return term
     best, low, high = ws

@@ -142,14 +142,15 @@ def _round_up(n: int, to: int) -> int:
 
 
 def flashinfer_ar_fusion_workspace(*, tp: int, pp: int, dp: int, hidden: int, max_num_batched_tokens: int,
-                                   arch: str | None, version: VllmVersion, compiled: bool,
-                                   nvswitch_gpus: int) -> tuple[int, int, int] | None:
+                                   arch: str | None, version: VllmVersion, compiled: bool, nvswitch_gpus: int,
+                                   fuse: bool | None = None) -> tuple[int, int, int] | None:
     """(best, low, high) bytes of FlashInfer's all-reduce fusion workspace on one GPU, or None where vLLM builds
     none (see FI_AR_FUSION_SINCE's comment): its three buffers at their own size (low) and rounded to the
-    recommended multicast granularity (high), the best being the rounded one up to vLLM 0.20."""
+    recommended multicast granularity (high), the best being the rounded one before vLLM 0.21. `fuse`:
+    --compilation-config's pass_config.fuse_allreduce_rms (None: the release's -O2 default)."""
     sizes = FI_AR_FUSION_MAX_SIZE_MIB.get(arch or "", {})
-    if (version < FI_AR_FUSION_SINCE or not compiled or tp not in sizes or tp > nvswitch_gpus
-            or (version < FI_AR_FUSION_DP_PP_FREE_SINCE and (pp > 1 or dp > 1))):
+    default = version >= FI_AR_FUSION_SINCE and (version >= FI_AR_FUSION_DP_PP_FREE_SINCE or (pp == 1 and dp == 1))
+    if not (default if fuse is None else fuse) or not compiled or tp not in sizes or tp > nvswitch_gpus:
         return None
     tokens = min(int(sizes[tp] * 1024 * 1024) // (hidden * 2), max_num_batched_tokens)
     data = tp * tokens * hidden * 2
