@@ -110,8 +110,10 @@ INTEGRATED_HOST_GROWTH_RANGE_GIB = (0.0, 2.80)
 # compiled under --enforce-eager (VllmConfig.__post_init__: compilation mode NONE), so no pass runs. The pass
 # builds its workspace when torch.compile configures it, inside the profile run and after vLLM's snapshot
 # (compilation/passes/fusion/allreduce_rms_fusion.py:AllReduceFusionPass.__init__ →
-# distributed/device_communicators/flashinfer_all_reduce.py:get_fi_ar_workspace, one shared "trtllm" workspace
-# on one node): FlashInfer's trtllm_create_ipc_workspace_for_all_reduce_fusion, three buffers per GPU —
+# distributed/device_communicators/flashinfer_all_reduce.py, FlashInfer's create_allreduce_fusion_workspace from
+# 0.17: one "trtllm" workspace on one node, which the quantized patterns' workspace aliases — 0.17/0.18's
+# VLLM_FLASHINFER_ALLREDUCE_BACKEND default is "trtllm", 0.19+ resolves "auto" to it on one node): FlashInfer's
+# trtllm_create_ipc_workspace_for_all_reduce_fusion (use_symm_dev_mem=True), three buffers per GPU —
 # tp × T × hidden × 2 B, tp × 256 × 4 B of flags and 3 × tp × T × hidden × 2 B of Lamport buffers, T =
 # min(max size ÷ (hidden × 2 B), max_num_batched_tokens), the max size per capability and TP from
 # FI_ALLREDUCE_FUSION_MAX_SIZE_MB (SM90: 64 / 2 / 0.5 MiB at TP 2 / 4 / 8; SM100: 64 / 32 / 1).
