@@ -198,13 +198,14 @@ UNEXPLAINED = {
         "code; 0.16+'s modular TritonExperts workspaces (+0.33 GiB) are in the 0.17+ ported rule"),
     "saiyam-2xrtxpro6000-qwen3-32b-tp1-util0426-failed": (
         "same box and release as the TP 2 and PP 2 records: log − kvplan's ported terms (Model Runner V2's unseen "
-        "bytes left out) is +1.64 GiB here, −0.14 at TP 2 and +0.73 at PP 2 (calibration, MRV2_UNSEEN_BYTES): "
-        "opposite signs, so not one term. 0.27 sizes the cache by total_consumed (utils/mem_utils.py:"
+        "bytes left out) is +1.64 GiB here, −0.14 at TP 2 and +0.73 at PP 2 (the calibration record "
+        "MRV2_UNSEEN_BYTES's 0.40 is read on): opposite signs, so not one term. 0.27 sizes the cache by "
+        "total_consumed (utils/mem_utils.py:"
         "memory_profiling: the free-memory drop since the first snapshot, plus the transient peak), which also holds "
         "allocator fragmentation and what MRV2 builds after loading; no log here separates them"),
     "saiyam-2xrtxpro6000-qwen3-32b-tp2-util0426": (
-        "0.86 GiB less non-KV memory than kvplan on two PCIe cards (custom all-reduce on: two GPUs with P2P); see "
-        "the TP 1 record of the same box for why the three records disagree"),
+        "0.86 GiB less non-KV memory than kvplan on two PCIe cards (custom all-reduce on: two GPUs with P2P, so the "
+        "NVLink non-torch figure, which the PP 2 record fits); see the TP 1 record for why the three disagree"),
     "guardkit-gb10-qwen3-30b-a3b-fp8-util030-kvfp8": (
         "integrated GPU: free memory is the host's MemAvailable in every release that ran on GB10 (utils/mem_utils.py:"
         "MemorySnapshot.measure: 0.13–0.19 by the SM list (8.7, 11.0, 12.1), 0.20+ by the device's is_integrated "

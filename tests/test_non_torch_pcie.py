@@ -34,8 +34,12 @@ def test_pcie_multi_gpu_non_torch_is_the_l40s_logs_bound_from_0_11() -> None:
     assert "PCIe-only" in pcie.assumption
 
 
-def test_pcie_figure_leaves_one_gpu_and_vllm_0_10_alone() -> None:
+def test_pcie_figure_leaves_one_gpu_two_gpus_and_vllm_0_10_alone() -> None:
+    """Two PCIe GPUs keep custom all-reduce and the NVLink figure (no log bounds them lower)."""
     v011, v010 = parse_vllm_version("0.11"), parse_vllm_version("0.10")
+    assert (estimate_non_torch(tp=2, pp=1, version=v011, pcie_only=True).bytes
+            == estimate_non_torch(tp=2, pp=1, version=v011).bytes == round(0.54 * GiB))
+    assert estimate_non_torch(tp=1, pp=2, version=v011, pcie_only=True).bytes == round(0.54 * GiB)
     assert (estimate_non_torch(tp=1, pp=1, version=v011, pcie_only=True).bytes
             == estimate_non_torch(tp=1, pp=1, version=v011).bytes == round(0.13 * GiB))
     assert (estimate_non_torch(tp=8, pp=1, version=v010, pcie_only=True).bytes

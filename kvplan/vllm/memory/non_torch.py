@@ -61,7 +61,11 @@ NON_TORCH_RANGE_MULTI_GIB = (0.10, 1.40)
 # runs print 0.20 GiB with the same order (tests/fixtures/data/memory-breakdown-logs.yaml). From 0.11 the
 # snapshot follows the distributed init and the term holds the profile run's part only: at most 0.21 GiB, the
 # value kept (the pessimistic end of what the logs bound). Range: the single-GPU floor … the NVLink range's top.
+# Only where those logs ran: a TP group of more than two PCIe GPUs, custom all-reduce off. Two PCIe cards with P2P
+# keep custom all-reduce (world size 2 is allowed) and no log bounds them lower: the 2 × RTX PRO 6000 PP 2 record
+# (calibration) fits the NVLink figure, so they keep it.
 NON_TORCH_BYTES_MULTI_GPU_PCIE = round(0.21 * GiB)
+PCIE_CUSTOM_ALL_REDUCE_MAX_GPUS = 2  # custom_all_reduce.py: "not supported on more than two PCIe-only GPUs"
 NON_TORCH_RANGE_MULTI_PCIE_GIB = (0.02, 1.40)
 
 # NVLink SHARP (NVLS) buffers, from 3 GPUs of one NVSwitch domain on Hopper and data-center Blackwell (NCCL
@@ -171,14 +175,14 @@ def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integ
     falls inside the range, not on the best value. On an `integrated` GPU the host's growth joins it
     (INTEGRATED_HOST_GROWTH_BYTES). At TP ≥ 3 on Hopper or SM10x Blackwell, NCCL's NVLS buffers widen the high
     end (nvls_buffer_bytes). vLLM 0.10 on Hopper charges the distributed init as well
-    (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER). On `pcie_only` GPUs (no NVLink) 0.11+ at TP×PP > 1 takes the PCIe
+    (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER). On `pcie_only` GPUs (no NVLink) 0.11+ at TP > 2 takes the PCIe
     figure (NON_TORCH_BYTES_MULTI_GPU_PCIE)."""
     multi = tp * pp > 1
     old = version < NON_TORCH_V011_SINCE
     band = version_band(version)
     if multi:
         hopper = old and arch == "hopper"
-        pcie = pcie_only and not old
+        pcie = pcie_only and not old and tp > PCIE_CUSTOM_ALL_REDUCE_MAX_GPUS
         value = (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER if hopper else NON_TORCH_BYTES_MULTI_GPU_V010 if old
                  else NON_TORCH_BYTES_MULTI_GPU_PCIE if pcie else NON_TORCH_BYTES_MULTI_GPU)
         where = ("2 × H200 0.10.2 log, measured; 0.10 snapshots before the distributed init, so NCCL's "
