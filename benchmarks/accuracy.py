@@ -477,7 +477,7 @@ def settings_of(rec: dict[str, Any], version: str) -> ServeSettings:
         enable_expert_parallel=bool(rec.get("ep")),
         kv_cache_memory_bytes=None,
         # the log's own sampler line ("FlashInfer is not available. Falling back …"), as calibrate reads it
-        use_flashinfer_sampler=parse_startup_log(_raw_log(rec)).flashinfer_sampler,
+        use_flashinfer_sampler=parse_startup_log(_raw_log(rec)).settings.flashinfer_sampler,
         compilation_config=COMPILATION_FOR_RECORD.get(rec["id"]),
     )
 

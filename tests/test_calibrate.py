@@ -335,7 +335,7 @@ def test_without_a_gpu_only_the_figures_and_what_is_missing() -> None:
     data = calibrate_json(str(EXAMPLE_LOG))
     assert data["comparison"] is None and data["verified"] is None and data["overrides"] == []
     assert len(data["missing"]) == 1 and data["missing"][0].startswith("--gpu NAME")
-    assert data["log"]["available_kv_bytes"] == g(51.38)
+    assert data["log"]["memory"]["available_kv_bytes"] == g(51.38)
     text = run("calibrate", str(EXAMPLE_LOG)).stdout
     assert "Missing for a comparison with kvplan: --gpu NAME" in " ".join(text.split())
 

@@ -101,7 +101,7 @@ def test_json_equals_the_core_result() -> None:
     result = invoke(FAILING, "--format", "json")
     assert result.exit_code == 1
     data = json.loads(result.stdout)
-    assert (data["schema_version"], data["kind"], data["plan"], data["passed"]) == (1, "check", FAILING, False)
+    assert (data["schema_version"], data["kind"], data["plan"], data["passed"]) == (2, "check", FAILING, False)
     assert (data["num_requirements"], data["num_failed"]) == (6, 4)
     plan = load_plan(FAILING)
     core = evaluate_deployment(plan.deployments[0], load_fixture("Qwen--Qwen2.5-7B"), get_gpu("h100"))

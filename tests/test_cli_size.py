@@ -28,7 +28,7 @@ def test_size_json_equals_the_core_result() -> None:
     assert result.exit_code == 0
     data = json.loads(result.stdout)
     core = size_report(load_fixture("Qwen--Qwen2.5-7B"), tp=2, kv_cache_dtype="fp8")
-    assert data["schema_version"] == 1 and data["kind"] == "size"
+    assert data["schema_version"] == 2 and data["kind"] == "size"
     assert data["kv_bytes_per_token"] == core.kv_bytes_per_token == 57_344 // 4
     assert data["layers"] == [{"kind": "full", "count": 28, "kv_heads": 2, "head_size": 128, "bytes_per_token": 512,
                                "state_bytes": None, "sliding_window": None, "attention_chunk_size": None}]

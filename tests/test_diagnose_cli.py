@@ -114,7 +114,7 @@ def test_kv_shortage_over_two_scrapes(server: MetricsServer) -> None:
     assert result.exit_code == 0
     assert "Scraping twice" in result.stderr
     data = json.loads(result.stdout)
-    assert (data["schema_version"], data["kind"]) == (1, "diagnose")
+    assert (data["schema_version"], data["kind"]) == (2, "diagnose")
     assert _codes(data) == [("kv_shortage", "critical")]
     d = data["diagnoses"][0]
     assert set(d) >= {"code", "severity", "message", "model_name", "engine", "actions", "evidence"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 import shlex
 from pathlib import Path
+from typing import Any
 
 import pytest
 import typer
@@ -141,8 +142,34 @@ def test_json_output_has_the_documented_keys(kind: str, monkeypatch: pytest.Monk
     result = runner.invoke(app, [*JSON_EXAMPLES[kind], "--json"])
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    assert (data["schema_version"], data["kind"]) == (1, kind)
+    assert (data["schema_version"], data["kind"]) == (2, kind)
     assert [k for k in data if k not in ("schema_version", "kind")] == _documented_json_keys()[kind]
+
+
+def _documented_log_paths() -> list[tuple[str, str]]:
+    section = JSON_DOC.split("## schema_version 2: `calibrate`'s `log`, nested", 1)[1]
+    return re.findall(r"^\| `log\.([a-z_0-9]+)` \| `log\.([a-z_0-9.]+)` \|$", section, re.M)
+
+
+def _leaf_paths(data: dict[str, Any], prefix: str = "") -> list[str]:
+    return [path for key, value in data.items()
+            for path in (_leaf_paths(value, f"{prefix}{key}.") if isinstance(value, dict) else [prefix + key])]
+
+
+def test_the_schema_2_log_table_is_startup_logs_nesting_and_the_real_documents() -> None:
+    """docs/json-schema.md's schema 1 → schema 2 table is the one StartupLog gives (SCHEMA_1_KEYS), and a real
+    `calibrate --json` document's `log` holds exactly those paths (and `lines`)."""
+    import json
+
+    from kvplan.vllm.startup_log import SCHEMA_1_KEYS
+
+    assert _documented_log_paths() == list(SCHEMA_1_KEYS)
+    assert len(SCHEMA_1_KEYS) == 45
+    result = runner.invoke(app, [*JSON_EXAMPLES["calibrate"], "--json"])
+    assert result.exit_code == 0, result.stderr
+    log = json.loads(result.stdout)["log"]
+    assert sorted(_leaf_paths(log)) == sorted([new for _, new in SCHEMA_1_KEYS] + ["lines"])
+    assert log["memory"]["available_kv_bytes"] == 55_168_854_917  # examples/vllm-startup.log's 51.38 GiB
 
 
 def test_the_docs_relative_links_point_at_files_that_exist() -> None:

@@ -275,5 +275,6 @@ def test_a_startup_logs_echoed_command_reads_the_tables_spellings() -> None:
 
     log = parse_startup_log("INFO 01-01 api_server.py:1] vllm serve org/m --device-memory-utilization 0.8 -tp 2 "
                             "-q fp8 --no-enable-prefix-caching --enforce-eager")
-    assert (log.gpu_memory_utilization, log.tensor_parallel_size, log.quantization) == (0.8, 2, "fp8")
-    assert (log.enable_prefix_caching, log.enforce_eager) == (False, True)
+    assert (log.settings.cache_config.gpu_memory_utilization, log.settings.parallel_config.tensor_parallel_size,
+            log.settings.model_config.quantization) == (0.8, 2, "fp8")
+    assert (log.settings.cache_config.enable_prefix_caching, log.settings.model_config.enforce_eager) == (False, True)

@@ -424,7 +424,7 @@ def test_cli_json_numbers_equal_the_core(tmp_path: Path) -> None:
     result = runner.invoke(app, ["gpus", "--json"])
     assert result.exit_code == 0, result.stderr
     doc = json.loads(result.stdout)
-    assert doc["kind"] == "gpus" and doc["schema_version"] == 1
+    assert doc["kind"] == "gpus" and doc["schema_version"] == 2
     entries = {e["id"]: e for e in doc["gpus"]}
     assert set(entries) == set(load_catalog())
     h100, core = entries["h100-sxm"], get_gpu("h100")

@@ -345,7 +345,7 @@ def test_a_native_sampler_log_is_planned_with_its_sampler() -> None:
     from tests.conftest import CONFIGS
 
     raw = CONFIGS.parent / "startup-logs" / "raw" / "ghlog-2xh200-qwen3-next-80b-a3b-instruct-tp2-v0102.log"
-    assert parse_startup_log(raw.read_text()).flashinfer_sampler is False
+    assert parse_startup_log(raw.read_text()).settings.flashinfer_sampler is False
     model = load_fixture("Qwen--Qwen3-Next-80B-A3B-Instruct")
     t = estimate_activation(model, tp=2, max_num_batched_tokens=8192, max_num_seqs=1024, version=VllmVersion(0, 10),
                             flashinfer_sampler=False)

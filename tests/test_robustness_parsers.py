@@ -464,7 +464,7 @@ def run_startup_log(text: str) -> None:
 
     log = parse_startup_log(text)
     observed_terms(log)
-    _ = log.model_weights_bytes
+    _ = log.memory.model_weights_bytes
 
 
 # ---------------------------------------------------------------------------------------------------

@@ -175,7 +175,7 @@ def test_rocm_oom_is_worded_as_torch_on_rocm_words_it() -> None:
     r = plan_fit(model, get_gpu("mi300x"), ServeSettings.of(max_model_len=8192), advise=False)
     assert r.startup == "OOM loading weights" and r.error is not None and r.error.startswith("HIP out of memory")
     log = parse_startup_log("torch.OutOfMemoryError: HIP out of memory. Tried to allocate 2.00 GiB.")
-    assert log.failure == "cuda_oom"
+    assert log.failure.reason == "cuda_oom"
 
 
 def _golden(case: str) -> Any:

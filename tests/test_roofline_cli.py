@@ -33,7 +33,7 @@ def roofline_json(*args: str) -> dict[str, Any]:
 
 def test_json_has_the_documented_fields_and_the_h100_ridge() -> None:
     doc = roofline_json(QWEN_1_5B, "--gpu", "h100", "--context", "4096", "--batch", "1,8,64")
-    assert doc["kind"] == "roofline" and doc["schema_version"] == 1
+    assert doc["kind"] == "roofline" and doc["schema_version"] == 2
     assert doc["gpu"] == "h100-sxm"
     assert doc["compute_dtype"] == "bf16"
     assert doc["ridge_point"] == pytest.approx(989.4e12 / 3.35e12)  # 295.3

@@ -24,7 +24,7 @@ def test_document_scenario_json_has_one_pass_object_per_pass() -> None:
     result = runner.invoke(app, DOC_CALL, catch_exceptions=False)
     assert result.exit_code == 0, result.stderr
     data = json.loads(result.stdout)
-    assert data["kind"] == "simulate-prefix" and data["schema_version"] == 1
+    assert data["kind"] == "simulate-prefix" and data["schema_version"] == 2
     assert [p["hit_tokens"] for p in data["passes"]] == [0, 0, 21_488]
     assert [p["name"] for p in data["passes"]] == ["in order", "same order", "reversed"]
     assert "cyclic access defeats LRU" in data["passes"][1]["reason"]

@@ -28,28 +28,29 @@ def _gib(value: int | None) -> float | None:
 def _weights(log: StartupLog) -> int | None:
     # The records copy the profiler's 2-decimal figure ("model weights take 5.20GiB") when a log has both
     # it and the load line ("Loading model weights took 5.2032 GB").
-    return log.weights_profiled_bytes if log.weights_profiled_bytes is not None else log.weights_loaded_bytes
+    memory = log.memory
+    return memory.weights_profiled_bytes if memory.weights_profiled_bytes is not None else memory.weights_loaded_bytes
 
 
 # record field → the parser's value in the record's unit
 FIELD_MAP: dict[str, Callable[[StartupLog], Any]] = {
-    "total_gpu_memory_gib": lambda s: _gib(s.total_gpu_memory_bytes),
+    "total_gpu_memory_gib": lambda s: _gib(s.memory.total_gpu_memory_bytes),
     "model_weights_gib": lambda s: _gib(_weights(s)),
-    "activation_peak_gib": lambda s: _gib(s.activation_peak_bytes),
-    "non_torch_gib": lambda s: _gib(s.non_torch_bytes),
-    "available_kv_gib": lambda s: _gib(s.available_kv_bytes),
-    "kv_needed_gib": lambda s: _gib(s.kv_needed_bytes),
-    "kv_cache_tokens": lambda s: s.kv_cache_tokens,
-    "num_gpu_blocks": lambda s: s.num_gpu_blocks,
-    "max_concurrency": lambda s: s.max_concurrency,
-    "max_concurrency_len": lambda s: s.concurrency_max_model_len,
-    "estimated_max_model_len": lambda s: s.estimated_max_model_len,
-    "gpu_memory_utilization": lambda s: s.gpu_memory_utilization,
-    "max_model_len": lambda s: s.max_model_len,
-    "tp": lambda s: s.tensor_parallel_size,
-    "pp": lambda s: s.pipeline_parallel_size,
-    "block_size": lambda s: s.block_size,
-    "max_num_seqs": lambda s: s.max_num_seqs,
+    "activation_peak_gib": lambda s: _gib(s.memory.activation_peak_bytes),
+    "non_torch_gib": lambda s: _gib(s.memory.non_torch_bytes),
+    "available_kv_gib": lambda s: _gib(s.memory.available_kv_bytes),
+    "kv_needed_gib": lambda s: _gib(s.failure.kv_needed_bytes),
+    "kv_cache_tokens": lambda s: s.capacity.kv_cache_tokens,
+    "num_gpu_blocks": lambda s: s.capacity.num_gpu_blocks,
+    "max_concurrency": lambda s: s.capacity.max_concurrency,
+    "max_concurrency_len": lambda s: s.capacity.concurrency_max_model_len,
+    "estimated_max_model_len": lambda s: s.failure.estimated_max_model_len,
+    "gpu_memory_utilization": lambda s: s.settings.cache_config.gpu_memory_utilization,
+    "max_model_len": lambda s: s.settings.model_config.max_model_len,
+    "tp": lambda s: s.settings.parallel_config.tensor_parallel_size,
+    "pp": lambda s: s.settings.parallel_config.pipeline_parallel_size,
+    "block_size": lambda s: s.settings.cache_config.block_size,
+    "max_num_seqs": lambda s: s.settings.scheduler_config.max_num_seqs,
 }
 # Numeric record fields that no vLLM log line prints.
 UNMAPPED = {
@@ -133,8 +134,8 @@ def test_record_figures_equal_what_the_parser_reads(record: dict[str, Any]) -> N
 @pytest.mark.parametrize("record", RECORDS, ids=[r["id"] for r in RECORDS])
 def test_record_version_matches_when_the_log_prints_it(record: dict[str, Any]) -> None:
     log = parse_startup_log(record["log_excerpt"])
-    if log.vllm_version is not None:
-        assert str(record["vllm_version"]).startswith(log.vllm_version)
+    if log.settings.vllm_version is not None:
+        assert str(record["vllm_version"]).startswith(log.settings.vllm_version)
 
 
 def _record(record_id: str) -> StartupLog:
@@ -143,35 +144,39 @@ def _record(record_id: str) -> StartupLog:
 
 def test_v0_engine_config_line_gives_the_settings() -> None:
     log = _record("vllm-15815-2xl40s-qwen25-32b")
-    assert (log.vllm_version, log.engine_version) == ("0.7.1", "V0")
-    assert log.model == "../models/qwen25_32b_instruct_HF/"
-    assert (log.dtype, log.max_model_len) == ("bfloat16", 10000)
-    assert (log.tensor_parallel_size, log.pipeline_parallel_size) == (2, 1)
-    assert (log.quantization, log.enforce_eager, log.kv_cache_dtype) == (None, False, "auto")
-    assert log.requested_memory_bytes == round(39.98 * GiB)
+    assert (log.settings.vllm_version, log.settings.engine_version) == ("0.7.1", "V0")
+    assert log.settings.model_config.model == "../models/qwen25_32b_instruct_HF/"
+    assert (log.settings.model_config.dtype, log.settings.model_config.max_model_len) == ("bfloat16", 10000)
+    assert (log.settings.parallel_config.tensor_parallel_size,
+            log.settings.parallel_config.pipeline_parallel_size) == (2, 1)
+    assert (log.settings.model_config.quantization, log.settings.model_config.enforce_eager,
+            log.settings.cache_config.kv_cache_dtype) == (None, False, "auto")
+    assert log.memory.requested_memory_bytes == round(39.98 * GiB)
 
 
 def test_v0_log_keeps_both_weight_figures() -> None:
     log = _record("vllm-13882-rtx4060-qwen25-7b")
-    assert log.weights_loaded_bytes == round(5.2032 * GiB)  # "Loading model weights took 5.2032 GB" (GiB)
-    assert log.weights_profiled_bytes == round(5.20 * GiB)
-    assert log.model_weights_bytes == round(5.2032 * GiB)  # the load line has more digits
-    assert log.available_kv_bytes == -round(1.05 * GiB)
-    assert log.failure is None
+    assert log.memory.weights_loaded_bytes == round(5.2032 * GiB)  # "Loading model weights took 5.2032 GB" (GiB)
+    assert log.memory.weights_profiled_bytes == round(5.20 * GiB)
+    assert log.memory.model_weights_bytes == round(5.2032 * GiB)  # the load line has more digits
+    assert log.memory.available_kv_bytes == -round(1.05 * GiB)
+    assert log.failure.reason is None
 
 
 def test_v0_max_len_error_gives_kv_tokens_and_failure() -> None:
     log = _record("vllm-10517-rtx3090-llama31-8b-29k")
-    assert (log.failure, log.max_model_len, log.kv_cache_tokens) == ("max_len_exceeds_kv", 29000, 23648)
-    assert log.peak_torch_bytes == round(17.98 * GiB)
+    assert (log.failure.reason, log.settings.model_config.max_model_len,
+            log.capacity.kv_cache_tokens) == ("max_len_exceeds_kv", 29000, 23648)
+    assert log.memory.peak_torch_bytes == round(17.98 * GiB)
 
 
 def test_echoed_command_line_gives_model_and_flags() -> None:
     log = _record("vllm-27508-h100-gpt-oss-120b")
-    assert log.model == "openai/gpt-oss-120b"
-    assert (log.gpu_memory_utilization, log.max_num_batched_tokens) == (0.95, 1024)
-    assert (log.failure, log.kv_error_available_bytes) == ("max_len_exceeds_kv", round(1.71 * GiB))
-    assert _record("vllm-pr10511-llama3-8b-tp2").tensor_parallel_size == 2  # "-tp 2"
+    assert log.settings.model_config.model == "openai/gpt-oss-120b"
+    assert (log.settings.cache_config.gpu_memory_utilization,
+            log.settings.scheduler_config.max_num_batched_tokens) == (0.95, 1024)
+    assert (log.failure.reason, log.failure.kv_error_available_bytes) == ("max_len_exceeds_kv", round(1.71 * GiB))
+    assert _record("vllm-pr10511-llama3-8b-tp2").settings.parallel_config.tensor_parallel_size == 2  # "-tp 2"
 
 
 # ---- V1 formats (vllm-reference.md §1.2, §3.2, §3.3): one synthetic log in vLLM 0.33's wording.
@@ -215,29 +220,34 @@ V1_LOG = "\n".join([
 
 def test_v1_log_every_figure() -> None:
     log = parse_startup_log(V1_LOG)
-    assert (log.vllm_version, log.engine_version, log.model) == ("0.33.0", "V1", "Qwen/Qwen2.5-7B")
-    assert (log.max_model_len, log.gpu_memory_utilization) == (32768, 0.9)
-    assert (log.kv_cache_dtype, log.max_num_seqs, log.dtype) == ("fp8", 256, "bfloat16")
-    assert (log.tensor_parallel_size, log.enforce_eager, log.enable_prefix_caching) == (1, False, True)
-    assert log.weights_loaded_bytes == round(14.25 * GiB) and log.model_load_seconds == 5.420225
-    assert log.free_at_init_bytes == round(78.84 * GiB)
-    assert log.requested_memory_bytes == round(71.27 * GiB)
-    assert log.free_after_profile_bytes == round(62.5 * GiB)
-    assert (log.profile_seconds, log.non_kv_cache_bytes) == (7.29, round(16.32 * GiB))
+    assert (log.settings.vllm_version, log.settings.engine_version,
+            log.settings.model_config.model) == ("0.33.0", "V1", "Qwen/Qwen2.5-7B")
+    assert (log.settings.model_config.max_model_len, log.settings.cache_config.gpu_memory_utilization) == (32768, 0.9)
+    assert (log.settings.cache_config.kv_cache_dtype, log.settings.scheduler_config.max_num_seqs,
+            log.settings.model_config.dtype) == ("fp8", 256, "bfloat16")
+    assert (log.settings.parallel_config.tensor_parallel_size, log.settings.model_config.enforce_eager,
+            log.settings.cache_config.enable_prefix_caching) == (1, False, True)
+    assert log.memory.weights_loaded_bytes == round(14.25 * GiB) and log.timings.model_load_seconds == 5.420225
+    assert log.memory.free_at_init_bytes == round(78.84 * GiB)
+    assert log.memory.requested_memory_bytes == round(71.27 * GiB)
+    assert log.memory.free_after_profile_bytes == round(62.5 * GiB)
+    assert (log.timings.profile_seconds, log.memory.non_kv_cache_bytes) == (7.29, round(16.32 * GiB))
     # 0.27+: the usage line's peak activation is the transient peak (non-KV − consumed = 1.44) plus the
     # CUDA-graph estimate (0.23), v1/worker/gpu_worker.py:determine_available_memory.
-    assert (log.activation_peak_bytes, log.activation_with_graphs_bytes) == (round(1.44 * GiB), round(1.67 * GiB))
-    assert log.consumed_memory_bytes == round(14.88 * GiB)
-    assert log.weights_profiled_bytes == round(14.25 * GiB)
-    assert log.available_kv_bytes == round(54.72 * GiB)
-    assert (log.kv_cache_tokens, log.concurrency_max_model_len) == (1_992_640, 32768)
-    assert log.max_concurrency == 60.81
-    assert log.graph_capture_seconds == 6.0
-    assert (log.cuda_graph_bytes, log.cuda_graph_estimate_bytes) == (round(0.45 * GiB), round(0.23 * GiB))
-    assert log.total_gpu_memory_bytes == round(79.19 * GiB)
-    assert (log.kv_cache_memory_fit_bytes, log.kv_cache_memory_full_bytes) == (58_333_988_249, 66_273_897_472)
-    assert log.init_engine_seconds == 21.82
-    assert log.failure is None
+    assert (log.memory.activation_peak_bytes,
+            log.memory.activation_with_graphs_bytes) == (round(1.44 * GiB), round(1.67 * GiB))
+    assert log.memory.consumed_memory_bytes == round(14.88 * GiB)
+    assert log.memory.weights_profiled_bytes == round(14.25 * GiB)
+    assert log.memory.available_kv_bytes == round(54.72 * GiB)
+    assert (log.capacity.kv_cache_tokens, log.capacity.concurrency_max_model_len) == (1_992_640, 32768)
+    assert log.capacity.max_concurrency == 60.81
+    assert log.timings.graph_capture_seconds == 6.0
+    assert (log.memory.cuda_graph_bytes, log.memory.cuda_graph_estimate_bytes) == (round(0.45 * GiB), round(0.23 * GiB))
+    assert log.memory.total_gpu_memory_bytes == round(79.19 * GiB)
+    assert (log.memory.kv_cache_memory_fit_bytes,
+            log.memory.kv_cache_memory_full_bytes) == (58_333_988_249, 66_273_897_472)
+    assert log.timings.init_engine_seconds == 21.82
+    assert log.failure.reason is None
     assert [ln.number for ln in log.lines] == list(range(1, 16))  # all 15 lines tell something
 
 
@@ -257,14 +267,15 @@ def test_v1_older_wordings() -> None:
         "59212694937 bytes.",
         "INFO [gpu_model_runner.py:2007] Model loading took 65.9651 GiB and 12.799889 seconds",
     ]))
-    assert (log.kv_cache_tokens, log.concurrency_max_model_len, log.max_model_len) == (62608, 1024, 1024)
-    assert log.max_concurrency == 61.14
-    assert log.weights_profiled_bytes == round(14.08 * GiB)  # the later "Actual usage" line wins over 8.80
-    assert log.non_torch_bytes == round(0.07 * GiB)
-    assert log.activation_peak_bytes == round(1.97 * GiB)
-    assert log.available_kv_bytes == 59_212_694_937
-    assert log.kv_cache_memory_fit_bytes == 58_333_988_249
-    assert log.weights_loaded_bytes == round(65.9651 * GiB)
+    assert (log.capacity.kv_cache_tokens, log.capacity.concurrency_max_model_len,
+            log.settings.model_config.max_model_len) == (62608, 1024, 1024)
+    assert log.capacity.max_concurrency == 61.14
+    assert log.memory.weights_profiled_bytes == round(14.08 * GiB)  # the later "Actual usage" line wins over 8.80
+    assert log.memory.non_torch_bytes == round(0.07 * GiB)
+    assert log.memory.activation_peak_bytes == round(1.97 * GiB)
+    assert log.memory.available_kv_bytes == 59_212_694_937
+    assert log.memory.kv_cache_memory_fit_bytes == 58_333_988_249
+    assert log.memory.weights_loaded_bytes == round(65.9651 * GiB)
 
 
 def test_v1_max_len_error_with_estimate() -> None:
@@ -275,10 +286,10 @@ def test_v1_max_len_error_with_estimate() -> None:
         "`gpu_memory_utilization` (which also controls CPU memory on the CPU backend) or decreasing "
         "`max_model_len` when initializing the engine."
     )
-    assert (log.failure, log.max_model_len) == ("max_len_exceeds_kv", 131072)
-    assert log.estimated_max_model_len == 76288
-    assert (log.kv_needed_bytes, log.kv_error_available_bytes) == (16 * GiB, round(9.32 * GiB))
-    assert log.gpu_memory_utilization is None  # the advice names the flag; it gives no value
+    assert (log.failure.reason, log.settings.model_config.max_model_len) == ("max_len_exceeds_kv", 131072)
+    assert log.failure.estimated_max_model_len == 76288
+    assert (log.failure.kv_needed_bytes, log.failure.kv_error_available_bytes) == (16 * GiB, round(9.32 * GiB))
+    assert log.settings.cache_config.gpu_memory_utilization is None  # the advice names the flag; it gives no value
 
 
 FREE_MEMORY_ERROR = (
@@ -298,13 +309,15 @@ FREE_MEMORY_ERROR = (
     ],
 )
 def test_startup_failures_are_named(line: str, failure: str) -> None:
-    assert parse_startup_log(line).failure == failure
+    assert parse_startup_log(line).failure.reason == failure
 
 
 def test_free_memory_error_gives_free_total_util_and_request() -> None:
     log = parse_startup_log(FREE_MEMORY_ERROR)
-    assert (log.free_at_init_bytes, log.total_gpu_memory_bytes) == (round(7.34 * GiB), round(139.72 * GiB))
-    assert (log.gpu_memory_utilization, log.requested_memory_bytes) == (0.9, round(125.75 * GiB))
+    assert (log.memory.free_at_init_bytes,
+            log.memory.total_gpu_memory_bytes) == (round(7.34 * GiB), round(139.72 * GiB))
+    assert (log.settings.cache_config.gpu_memory_utilization,
+            log.memory.requested_memory_bytes) == (0.9, round(125.75 * GiB))
 
 
 def test_block_size_and_override_lines() -> None:
@@ -314,8 +327,8 @@ def test_block_size_and_override_lines() -> None:
         "INFO [gpu_worker.py:250] Initial free memory 78.2 GiB, reserved 40.0 GiB memory for KV Cache as "
         "specified by kv_cache_memory_bytes config and skipped memory profiling.",
     ]))
-    assert (log.block_size, log.num_gpu_blocks) == (64, 512)
-    assert (log.free_at_init_bytes, log.available_kv_bytes) == (round(78.2 * GiB), 40 * GiB)
+    assert (log.settings.cache_config.block_size, log.capacity.num_gpu_blocks) == (64, 512)
+    assert (log.memory.free_at_init_bytes, log.memory.available_kv_bytes) == (round(78.2 * GiB), 40 * GiB)
 
 
 def test_last_of_repeated_figures_wins_and_every_line_is_kept() -> None:
@@ -323,7 +336,7 @@ def test_last_of_repeated_figures_wins_and_every_line_is_kept() -> None:
         "(Worker TP0 pid=1) INFO Available KV cache memory: 30.1 GiB\n"
         "(Worker TP1 pid=2) INFO Available KV cache memory: 29.9 GiB\n"
     )
-    assert log.available_kv_bytes == round(29.9 * GiB)
+    assert log.memory.available_kv_bytes == round(29.9 * GiB)
     assert [(ln.number, ln.rule) for ln in log.lines] == [(1, "available_kv"), (2, "available_kv")]
 
 
@@ -332,15 +345,16 @@ def test_colour_codes_and_markdown_emphasis_are_ignored() -> None:
         "\x1b[32mINFO\x1b[0m Available KV cache memory: 3.5 GiB\n"
         "- **Model loading took:** 1.5 GiB memory and 2.0 seconds\n"
     )
-    assert (log.available_kv_bytes, log.weights_loaded_bytes) == (round(3.5 * GiB), round(1.5 * GiB))
+    assert (log.memory.available_kv_bytes, log.memory.weights_loaded_bytes) == (round(3.5 * GiB), round(1.5 * GiB))
 
 
 def test_vllm_serve_flags_forms() -> None:
     log = parse_startup_log("$ vllm serve --model m/x --max-model-len=8192 --enforce-eager "
                             "--no-enable-prefix-caching -tp 4 --block-size 32 --quantization fp8")
-    assert (log.model, log.max_model_len) == ("m/x", 8192)
-    assert (log.enforce_eager, log.enable_prefix_caching) == (True, False)
-    assert (log.tensor_parallel_size, log.block_size, log.quantization) == (4, 32, "fp8")
+    assert (log.settings.model_config.model, log.settings.model_config.max_model_len) == ("m/x", 8192)
+    assert (log.settings.model_config.enforce_eager, log.settings.cache_config.enable_prefix_caching) == (True, False)
+    assert (log.settings.parallel_config.tensor_parallel_size, log.settings.cache_config.block_size,
+            log.settings.model_config.quantization) == (4, 32, "fp8")
 
 
 def test_prose_mentioning_vllm_serve_sets_nothing() -> None:
@@ -404,7 +418,7 @@ def test_request_lines_are_skipped_fast() -> None:
     lines = [filler] * 100_000 + ["INFO Available KV cache memory: 58.73 GiB"]
     start = time.process_time()  # CPU time: other processes loading the machine do not count
     log = parse_startup_log(lines)
-    assert log.available_kv_bytes == round(58.73 * GiB)
+    assert log.memory.available_kv_bytes == round(58.73 * GiB)
     # ~0.2 s here; without the prefilter ~2.4 s (every one of ~50 regexes on every line)
     assert time.process_time() - start < 1.5
 
@@ -414,17 +428,18 @@ def test_a_hard_wrapped_non_default_args_dict_is_read_whole() -> None:
     # 'max_model_len': 16384, 'gpu_memory_utilization': 0.25}".
     raw = Path(__file__).parent / "fixtures" / "startup-logs" / "raw" / "dennislee-a100-qwen2-7b-util025.log"
     log = parse_startup_log(raw.read_text(encoding="utf-8"))
-    assert (log.model, log.max_model_len, log.gpu_memory_utilization) == ("Qwen2-7B-Instruct", 16384, 0.25)
+    assert (log.settings.model_config.model, log.settings.model_config.max_model_len,
+            log.settings.cache_config.gpu_memory_utilization) == ("Qwen2-7B-Instruct", 16384, 0.25)
     # An unclosed dict stops at the line bound instead of swallowing the log.
     lines = ["INFO non-default args: {'max_model_len': 4096, 'model': 'x"] + ["y"] * 100 + [
         "INFO Available KV cache memory: 1.50 GiB"]
-    assert parse_startup_log(lines).available_kv_bytes == round(1.5 * GiB)
+    assert parse_startup_log(lines).memory.available_kv_bytes == round(1.5 * GiB)
 
 
 def test_the_0_19_logo_line_gives_the_version() -> None:
     raw = Path(__file__).parent / "fixtures" / "startup-logs" / "raw" / "myoceane-a100-gpt-oss-20b-131k-util065.log"
-    assert parse_startup_log(raw.read_text(encoding="utf-8")).vllm_version == "0.19.0"
-    assert parse_startup_log(["INFO vLLM server version 0.21.1, serving model m"]).vllm_version == "0.21.1"
+    assert parse_startup_log(raw.read_text(encoding="utf-8")).settings.vllm_version == "0.19.0"
+    assert parse_startup_log(["INFO vLLM server version 0.21.1, serving model m"]).settings.vllm_version == "0.21.1"
 
 
 NEW_RAW = Path(__file__).parent / "fixtures" / "startup-logs" / "raw"
@@ -435,39 +450,83 @@ def test_the_resolved_chunked_prefill_budget_is_read_and_the_last_line_wins() ->
     default SchedulerConfig, then 8192 for the one it serves with (MiniMax-M2 at TP 4 on H100, a committed log)."""
     text = (NEW_RAW / "joshi-4xh100-minimax-m2-fp8-tp4-v0112.log").read_text(encoding="utf-8")
     first = next(line for line in text.splitlines() if "Chunked prefill is enabled" in line)
-    assert parse_startup_log(first).max_num_batched_tokens == 2048
+    assert parse_startup_log(first).settings.scheduler_config.max_num_batched_tokens == 2048
     log = parse_startup_log(text)
-    assert log.max_num_batched_tokens == 8192
-    assert (log.max_num_seqs, log.gpu_memory_utilization, log.tensor_parallel_size) == (16, 0.95, 4)
-    assert (log.kv_cache_tokens, log.available_kv_bytes) == (338_272, round(20.00 * GiB))
+    assert log.settings.scheduler_config.max_num_batched_tokens == 8192
+    assert (log.settings.scheduler_config.max_num_seqs, log.settings.cache_config.gpu_memory_utilization,
+            log.settings.parallel_config.tensor_parallel_size) == (16, 0.95, 4)
+    assert (log.capacity.kv_cache_tokens, log.memory.available_kv_bytes) == (338_272, round(20.00 * GiB))
 
 
 def test_a_log_tail_that_says_enforce_eager_set_ran_eager() -> None:
     """A GLM-5.1-FP8 bisect report keeps only the server log's tail (no engine-config line): vLLM 0.20's
     "Enforce eager set, disabling torch.compile and CUDAGraphs" still says the server ran eager."""
     log = parse_startup_log((NEW_RAW / "glmbisect-8xh200-glm-5.1-fp8-tp8-eager-v0201.log").read_text(encoding="utf-8"))
-    assert log.enforce_eager is True
-    assert (log.block_size, log.kv_cache_tokens, log.concurrency_max_model_len) == (64, 373_696, 202_752)
-    assert log.weights_loaded_bytes == round(89.39 * GiB) and log.available_kv_bytes == round(34.86 * GiB)
-    assert parse_startup_log("INFO [vllm.py:1081] Cudagraph is disabled under eager mode").enforce_eager is None
+    assert log.settings.model_config.enforce_eager is True
+    assert (log.settings.cache_config.block_size, log.capacity.kv_cache_tokens,
+            log.capacity.concurrency_max_model_len) == (64, 373_696, 202_752)
+    assert log.memory.weights_loaded_bytes == round(89.39 * GiB) and log.memory.available_kv_bytes == round(34.86 * GiB)
+    cudagraph_off = parse_startup_log("INFO [vllm.py:1081] Cudagraph is disabled under eager mode")
+    assert cudagraph_off.settings.model_config.enforce_eager is None
 
 
 def test_a_wrapped_engine_config_line_is_not_read_as_the_engine_line() -> None:
     """A write-up that wraps vLLM's engine line leaves "(v…) with config: model='…'" on a line of its own: only
     a line naming the LLM engine is the engine-config line (so the prefilter changes no result)."""
     log = parse_startup_log((NEW_RAW / "joshi-4xh100-minimax-m2.5-fp8-tp4-v0191.log").read_text(encoding="utf-8"))
-    assert (log.model, log.vllm_version, log.quantization) == (None, None, None)
-    assert (log.kv_cache_tokens, log.max_num_batched_tokens) == (307_184, 8192)
+    assert (log.settings.model_config.model, log.settings.vllm_version,
+            log.settings.model_config.quantization) == (None, None, None)
+    assert (log.capacity.kv_cache_tokens, log.settings.scheduler_config.max_num_batched_tokens) == (307_184, 8192)
     line = ("(EngineCore_DP0 pid=1) INFO 11-26 12:41:59 [core.py:93] Initializing a V1 LLM engine (v0.11.2) with "
             "config: model='MiniMaxAI/MiniMax-M2', tensor_parallel_size=4, quantization=fp8, enforce_eager=False")
-    assert (parse_startup_log(line).model, parse_startup_log(line).tensor_parallel_size) == ("MiniMaxAI/MiniMax-M2", 4)
+    assert (parse_startup_log(line).settings.model_config.model,
+            parse_startup_log(line).settings.parallel_config.tensor_parallel_size) == ("MiniMaxAI/MiniMax-M2", 4)
 
 
 def test_the_replica_block_count_of_the_metrics_logger_line_is_read() -> None:
     """vLLM 0.10.2 at TP 8 on 8 × L40S prints each rank's "GPU KV cache size" (237,344 to 238,256 tokens) and then
     the replica's count, unified to the smallest rank: "num_gpu_blocks is: 14834" (14,834 × 16 = 237,344)."""
     log = parse_startup_log((NEW_RAW / "l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102.log").read_text(encoding="utf-8"))
-    assert log.num_gpu_blocks == 14_834 and log.num_gpu_blocks * 16 == 237_344
-    assert (log.tensor_parallel_size, log.max_num_batched_tokens, log.flashinfer_sampler) == (8, 2048, False)
-    assert (log.weights_profiled_bytes, log.non_torch_bytes) == (round(27.72 * GiB), round(0.21 * GiB))
-    assert log.available_kv_bytes == 11_425_235_660  # TP1's "Current kv cache memory in use", the excerpt's last
+    assert log.capacity.num_gpu_blocks == 14_834 and log.capacity.num_gpu_blocks * 16 == 237_344
+    assert (log.settings.parallel_config.tensor_parallel_size, log.settings.scheduler_config.max_num_batched_tokens,
+            log.settings.flashinfer_sampler) == (8, 2048, False)
+    assert (log.memory.weights_profiled_bytes, log.memory.non_torch_bytes) == (round(27.72 * GiB), round(0.21 * GiB))
+    assert log.memory.available_kv_bytes == 11_425_235_660  # TP1's "Current kv cache memory in use", the excerpt's last
+
+
+# ---- the nesting: each figure in one group, the settings where ServeSettings keeps them
+
+
+def test_logged_settings_sit_under_the_config_servesettings_keeps_them_in() -> None:
+    """StartupLog.settings.cache_config.block_size is ServeSettings' cache_config.block_size: every logged
+    setting that is a ServeSettings field has the same config and name (kvplan/vllm/configs.py:SETTING_PATHS)."""
+    from kvplan.vllm.configs import SETTING_PATHS
+    from kvplan.vllm.startup_log import FIGURE_PATHS
+
+    configs = [path for path in FIGURE_PATHS.values() if path[0] == "settings" and len(path) == 3]
+    assert len(configs) == 13
+    for _, config, name in configs:
+        if name != "model":  # ServeSettings holds no model name (the model is its own argument)
+            assert SETTING_PATHS[name] == (config, name)
+
+
+def test_every_rule_writes_figures_of_startup_log() -> None:
+    from kvplan.vllm import startup_log as sl
+
+    written = {group for rule in sl._RULES for group in rule.pattern.groupindex}
+    written |= {name for rule in sl._RULES for name in rule.fixed} | set(sl._SETTING_KEYS.values())
+    assert written <= set(sl.FIGURE_PATHS)
+    assert set(sl.FIGURE_PATHS) - written == {"lines"}  # and every figure has a rule
+
+
+def test_the_calibrate_table_shows_every_figure_once_under_its_group() -> None:
+    """One section per StartupLog group; the 0.27+ peak activation with graphs is only a source of the
+    comparison's activation term (observe/calibration.py:_observed), not a row of the table."""
+    from kvplan.render.calibrate import SECTIONS
+    from kvplan.vllm.startup_log import SCHEMA_1_KEYS
+
+    shown = [f"{group}.{path}" for _, group, rows in SECTIONS for _, path, _ in rows]
+    assert len(shown) == len(set(shown))
+    assert set(path for _, path in SCHEMA_1_KEYS) - set(shown) == {"memory.activation_with_graphs_bytes"}
+    assert set(shown) <= set(path for _, path in SCHEMA_1_KEYS)
+    assert len(SCHEMA_1_KEYS) == 45  # StartupLog's 46 flat fields of schema_version 1, less `lines`

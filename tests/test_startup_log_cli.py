@@ -32,10 +32,10 @@ def test_json_is_the_parsers_result(v1_log: Path) -> None:
     result = run(str(v1_log), "--json")
     assert result.exit_code == 0 and result.stderr == ""
     data = json.loads(result.stdout)
-    assert (data["schema_version"], data["kind"], data["source"]) == (1, "calibrate", str(v1_log))
+    assert (data["schema_version"], data["kind"], data["source"]) == (2, "calibrate", str(v1_log))
     assert data["log"] == to_data(parse_startup_log(V1_LOG))
-    assert data["log"]["available_kv_bytes"] == round(54.72 * GiB)
-    assert data["log"]["kv_cache_tokens"] == 1_992_640
+    assert data["log"]["memory"]["available_kv_bytes"] == round(54.72 * GiB)
+    assert data["log"]["capacity"]["kv_cache_tokens"] == 1_992_640
     assert data["comparison"] is None  # no --gpu: nothing to predict against
 
 
@@ -52,7 +52,8 @@ def test_stdin_and_a_failed_start() -> None:
     excerpt = next(r for r in RECORDS if r["id"] == "vllm-27508-h100-gpt-oss-120b")["log_excerpt"]
     result = run("-", "--json", stdin=excerpt)
     log = json.loads(result.stdout)["log"]
-    assert (log["failure"], log["kv_needed_bytes"], log["max_model_len"]) == (
+    assert (log["failure"]["reason"], log["failure"]["kv_needed_bytes"],
+            log["settings"]["model_config"]["max_model_len"]) == (
         "max_len_exceeds_kv", round(4.54 * GiB), 131072)
     assert "max_len_exceeds_kv" in run("-", stdin=excerpt).stdout
 

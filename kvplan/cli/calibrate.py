@@ -119,7 +119,7 @@ def command(
     loaded = None
     if chip is None:
         missing.append("--gpu NAME (or --gpu-memory): a startup log does not name the GPU")
-        if model is None and log.model is None:
+        if model is None and log.settings.model_config.model is None:
             missing.append(_NO_MODEL)
     else:
         loaded, problem = _model(model, revision, log, quiet=json_output)
@@ -160,7 +160,7 @@ def _gpu(gpu: str | None, gpu_memory: str | None, gpu_total_bytes: str | None, g
         flags += ("--gpus-file", gpus_file)
     if gpu_total_bytes is not None:
         chip = chip.with_cuda_total(parse_bytes(gpu_total_bytes, what="--gpu-total-bytes"))
-        if log.total_gpu_memory_bytes is None:  # else the log's total is printed as the override
+        if log.memory.total_gpu_memory_bytes is None:  # else the log's total is printed as the override
             flags += ("--gpu-total-bytes", gpu_total_bytes)
     return chip, flags
 
@@ -172,7 +172,7 @@ def _model(model: str | None, revision: str | None, log: StartupLog, *,
     from kvplan.cli.common import load_model_with_weights
     from kvplan.errors import KvplanError
 
-    source = model if model is not None else log.model
+    source = model if model is not None else log.settings.model_config.model
     if source is None:
         return None, _NO_MODEL
     try:

@@ -22,6 +22,7 @@ import re
 import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import TYPE_CHECKING, Final, Literal, TypeAlias
 
 from kvplan.units import GiB, format_gib_vllm
@@ -183,52 +184,53 @@ def _rules(log: StartupLog) -> set[str]:
 
 def is_v0_log(log: StartupLog) -> bool:
     """Whether the log comes from vLLM's V0 engine (vLLM ≤ 0.10): its engine line or a V0-only message."""
-    return log.engine_version == "V0" or any(rule.startswith("v0_") for rule in _rules(log))
+    return log.settings.engine_version == "V0" or any(rule.startswith("v0_") for rule in _rules(log))
 
 
 def _observed(log: StartupLog, *, graphs_subtracted: bool) -> dict[str, tuple[Number | None, str]]:
     """Each term with how it was read."""
-    weights = log.model_weights_bytes
+    memory, capacity = log.memory, log.capacity
+    weights = memory.model_weights_bytes
     found: dict[str, tuple[Number | None, str]] = {term: (None, "") for term in TERMS}
 
     def put(term: str, value: Number | None, how: str = "log") -> None:
         if value is not None and found[term][0] is None:
             found[term] = (value, how)
 
-    put("total_gpu_memory", log.total_gpu_memory_bytes)
-    put("requested_memory", log.requested_memory_bytes)
-    put("weights", log.weights_loaded_bytes, "log: load line")
-    put("weights", log.weights_profiled_bytes, "log: profiler line")
-    put("non_torch", log.non_torch_bytes)
-    if log.consumed_memory_bytes is not None and weights is not None:
+    put("total_gpu_memory", memory.total_gpu_memory_bytes)
+    put("requested_memory", memory.requested_memory_bytes)
+    put("weights", memory.weights_loaded_bytes, "log: load line")
+    put("weights", memory.weights_profiled_bytes, "log: profiler line")
+    put("non_torch", memory.non_torch_bytes)
+    if memory.consumed_memory_bytes is not None and weights is not None:
         # 0.33 logs only "total consumed (weights + non-torch)": the non-torch growth is the rest.
-        put("non_torch", log.consumed_memory_bytes - weights, "consumed − weights")
-    headroom = (None if log.non_kv_cache_bytes is None or log.consumed_memory_bytes is None
-                else log.non_kv_cache_bytes - log.consumed_memory_bytes)  # 0.27+: non-KV = consumed + headroom
-    if log.activation_with_graphs_bytes is not None:
+        put("non_torch", memory.consumed_memory_bytes - weights, "consumed − weights")
+    headroom = (None if memory.non_kv_cache_bytes is None or memory.consumed_memory_bytes is None
+                else memory.non_kv_cache_bytes - memory.consumed_memory_bytes)  # 0.27+: non-KV = consumed + headroom
+    if memory.activation_with_graphs_bytes is not None:
         # 0.27+: the logged peak activation holds the CUDA-graph estimate (gpu_worker.py:
         # determine_available_memory); the transient peak is non-KV − consumed, else the logged peak less
         # the estimate, else less the captured size (what the estimate approximates).
         put("activation_peak", headroom, "non-KV − consumed")
-        if log.cuda_graph_estimate_bytes is not None:
-            put("activation_peak", log.activation_with_graphs_bytes - log.cuda_graph_estimate_bytes,
+        if memory.cuda_graph_estimate_bytes is not None:
+            put("activation_peak", memory.activation_with_graphs_bytes - memory.cuda_graph_estimate_bytes,
                 "peak activation − graph estimate")
-        put("activation_peak", log.activation_with_graphs_bytes - (log.cuda_graph_bytes or 0),
+        put("activation_peak", memory.activation_with_graphs_bytes - (memory.cuda_graph_bytes or 0),
             "peak activation − graphs")
-    put("activation_peak", log.activation_peak_bytes)
-    if log.peak_torch_bytes is not None and weights is not None:
-        put("activation_peak", log.peak_torch_bytes - weights, "peak torch − weights")
+    put("activation_peak", memory.activation_peak_bytes)
+    if memory.peak_torch_bytes is not None and weights is not None:
+        put("activation_peak", memory.peak_torch_bytes - weights, "peak torch − weights")
     put("activation_peak", headroom, "non-KV − consumed")
     # The estimate is what vLLM subtracts before sizing KV (VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=1);
     # without it the captured size stands in, but only where graphs are subtracted at all (vLLM ≥ 0.20).
-    put("cuda_graph", log.cuda_graph_estimate_bytes, "log: estimate")
+    put("cuda_graph", memory.cuda_graph_estimate_bytes, "log: estimate")
     if graphs_subtracted:
-        put("cuda_graph", log.cuda_graph_bytes, "log: captured size")
-    put("available_kv", log.available_kv_bytes)
-    put("num_gpu_blocks", log.num_gpu_blocks)
+        put("cuda_graph", memory.cuda_graph_bytes, "log: captured size")
+    put("available_kv", memory.available_kv_bytes)
+    put("num_gpu_blocks", capacity.num_gpu_blocks)
     v0_tokens = _RULE_V0_TOKENS in _rules(log)
-    put("kv_cache_tokens", log.kv_cache_tokens, "log: V0 blocks × block size" if v0_tokens else "log")
-    put("max_concurrency", log.max_concurrency)
+    put("kv_cache_tokens", capacity.kv_cache_tokens, "log: V0 blocks × block size" if v0_tokens else "log")
+    put("max_concurrency", capacity.max_concurrency)
     return found
 
 
@@ -283,18 +285,19 @@ def predicted_terms(report: FitReport, *, v0_token_capacity: bool = False) -> di
 # Settings
 
 
-# StartupLog setting → ServeSettings flat name (ServeSettings.of).
+# StartupLog.settings path → ServeSettings flat name (ServeSettings.of): the log nests them as ServeSettings does
+# (tests/test_startup_log.py checks the paths agree), the sampler the server chose is the environment's switch.
 _LOG_SETTINGS: Final[Mapping[str, str]] = {
-    "tensor_parallel_size": "tensor_parallel_size",
-    "pipeline_parallel_size": "pipeline_parallel_size",
-    "gpu_memory_utilization": "gpu_memory_utilization",
-    "max_model_len": "max_model_len",
-    "max_num_seqs": "max_num_seqs",
-    "max_num_batched_tokens": "max_num_batched_tokens",
-    "kv_cache_dtype": "kv_cache_dtype",
-    "block_size": "block_size",
-    "enforce_eager": "enforce_eager",
-    "enable_prefix_caching": "enable_prefix_caching",
+    "parallel_config.tensor_parallel_size": "tensor_parallel_size",
+    "parallel_config.pipeline_parallel_size": "pipeline_parallel_size",
+    "cache_config.gpu_memory_utilization": "gpu_memory_utilization",
+    "model_config.max_model_len": "max_model_len",
+    "scheduler_config.max_num_seqs": "max_num_seqs",
+    "scheduler_config.max_num_batched_tokens": "max_num_batched_tokens",
+    "cache_config.kv_cache_dtype": "kv_cache_dtype",
+    "cache_config.block_size": "block_size",
+    "model_config.enforce_eager": "enforce_eager",
+    "cache_config.enable_prefix_caching": "enable_prefix_caching",
     "flashinfer_sampler": "use_flashinfer_sampler",
 }
 
@@ -303,8 +306,9 @@ def _rules_version(log: StartupLog, flag_version: str | None) -> tuple[str | Non
     """The vLLM rules to plan with and a note: the log's release, clamped to the releases kvplan models."""
     from kvplan.vllm import defaults as vd
 
+    logged = log.settings.vllm_version
     oldest = vd.parse_vllm_version_unchecked(vd.OLDEST_VLLM_VERSION)
-    m = _VERSION_RE.match(log.vllm_version or "")
+    m = _VERSION_RE.match(logged or "")
     if m is None:
         if is_v0_log(log) and flag_version is None:
             return vd.OLDEST_VLLM_VERSION, (
@@ -312,23 +316,23 @@ def _rules_version(log: StartupLog, flag_version: str | None) -> tuple[str | Non
                 f"oldest rules ({vd.OLDEST_VLLM_VERSION}), under which CUDA graphs are captured after sizing the "
                 "cache as in V0."
             )
-        if log.vllm_version is not None:
-            return flag_version, f"The log's vLLM version {log.vllm_version!r} is not a release number: ignored."
+        if logged is not None:
+            return flag_version, f"The log's vLLM version {logged!r} is not a release number: ignored."
         return flag_version, None
     version = vd.VllmVersion(int(m.group(1)), int(m.group(2)))
     if version <= vd.VllmVersion(0, 1):
         # A source build without its release tag: the banner says 0.0.0, or setuptools-scm's 0.1.devN+g<sha>
         # (real logs of both: tests/fixtures/startup-logs ghlog-2xsm89-mistral-small-4-…, sparkdocker-388-…).
-        return flag_version, (f"The log's vLLM version {log.vllm_version!r} is a source build's placeholder, not a "
+        return flag_version, (f"The log's vLLM version {logged!r} is a source build's placeholder, not a "
                               "release: ignored (pass --vllm-version for its release's rules).")
     if version < oldest:
         return vd.OLDEST_VLLM_VERSION, (
-            f"vLLM {log.vllm_version} is older than the rules kvplan models: compared with its oldest "
+            f"vLLM {logged} is older than the rules kvplan models: compared with its oldest "
             f"({vd.OLDEST_VLLM_VERSION}); V0's accounting differs in detail."
         )
     if version > vd.LATEST:
         return vd.LATEST_VLLM_VERSION, (
-            f"vLLM {log.vllm_version} is newer than the rules kvplan knows: compared with {vd.LATEST_VLLM_VERSION}."
+            f"vLLM {logged} is newer than the rules kvplan knows: compared with {vd.LATEST_VLLM_VERSION}."
         )
     return str(version), None
 
@@ -344,8 +348,8 @@ def settings_from_log(
     """
     changes: dict[str, object] = {}
     notes: list[str] = []
-    for attr, name in _LOG_SETTINGS.items():
-        value = getattr(log, attr)
+    for path, name in _LOG_SETTINGS.items():
+        value = attrgetter(path)(log.settings)
         if value is None:
             continue
         if name in given and flags.value(name) != value:
@@ -355,11 +359,11 @@ def settings_from_log(
     if note:
         notes.append(note)
     if version is not None and version != flags.vllm_version:
-        if "vllm_version" in given and flags.vllm_version is not None and log.vllm_version is not None:
-            notes.append(f"--vllm-version {flags.vllm_version} is overruled by the log's {log.vllm_version}.")
+        if "vllm_version" in given and flags.vllm_version is not None and log.settings.vllm_version is not None:
+            notes.append(f"--vllm-version {flags.vllm_version} is overruled by the log's {log.settings.vllm_version}.")
         changes["vllm_version"] = version
-    if _RULE_KV_OVERRIDE in _rules(log) and log.available_kv_bytes is not None:
-        changes["kv_cache_memory_bytes"] = log.available_kv_bytes
+    if _RULE_KV_OVERRIDE in _rules(log) and log.memory.available_kv_bytes is not None:
+        changes["kv_cache_memory_bytes"] = log.memory.available_kv_bytes
     from kvplan.vllm.configs import LEGACY_KEYS
 
     from_log = tuple(LEGACY_KEYS.get(name, name) for name in changes)  # as schema_version 1 names them
@@ -410,9 +414,9 @@ def _logged_hundredths(value: int) -> int | None:
 
 def _implied_blocks(log: StartupLog, report: FitReport, v0_tokens: bool) -> int | None:
     """The log's block count, or the one its token count implies under kvplan's layout."""
-    if log.num_gpu_blocks is not None:
-        return log.num_gpu_blocks
-    tokens = log.kv_cache_tokens
+    if log.capacity.num_gpu_blocks is not None:
+        return log.capacity.num_gpu_blocks
+    tokens = log.capacity.kv_cache_tokens
     if tokens is None or report.blocks_per_request <= 0 or report.block_size <= 0:
         return None
     if v0_tokens:
@@ -515,7 +519,8 @@ def _overridden_terms(report: FitReport) -> dict[str, str]:
 
 def _verify(log: StartupLog, after: FitReport, target: int, v0_tokens: bool, blocks: int | None) -> Verification:
     checks: list[FigureCheck] = []
-    observed = log.available_kv_bytes
+    capacity = log.capacity
+    observed = log.memory.available_kv_bytes
     if observed is not None:
         if _logged_hundredths(observed) is None:
             checks.append(FigureCheck("available_kv", "bytes", observed, after.available_kv_bytes, "exact",
@@ -524,20 +529,20 @@ def _verify(log: StartupLog, after: FitReport, target: int, v0_tokens: bool, blo
             checks.append(FigureCheck("available_kv", "bytes", observed, after.available_kv_bytes,
                                       "0.01 GiB as logged",
                                       format_gib_vllm(observed) == format_gib_vllm(after.available_kv_bytes)))
-    if log.num_gpu_blocks is not None:
-        checks.append(FigureCheck("num_gpu_blocks", "blocks", log.num_gpu_blocks, after.num_gpu_blocks, "exact",
-                                  log.num_gpu_blocks == after.num_gpu_blocks))
+    if capacity.num_gpu_blocks is not None:
+        checks.append(FigureCheck("num_gpu_blocks", "blocks", capacity.num_gpu_blocks, after.num_gpu_blocks, "exact",
+                                  capacity.num_gpu_blocks == after.num_gpu_blocks))
     elif blocks is not None:
         checks.append(FigureCheck("num_gpu_blocks", "blocks", blocks, after.num_gpu_blocks,
                                   "exact (from the logged tokens)", blocks == after.num_gpu_blocks))
-    if log.kv_cache_tokens is not None:
+    if capacity.kv_cache_tokens is not None:
         tokens = after.num_gpu_blocks * after.block_size if v0_tokens else after.kv_cache_tokens
-        checks.append(FigureCheck("kv_cache_tokens", "tokens", log.kv_cache_tokens, tokens, "exact",
-                                  log.kv_cache_tokens == tokens))
-    if log.max_concurrency is not None:
-        checks.append(FigureCheck("max_concurrency", "ratio", log.max_concurrency, after.max_concurrency,
+        checks.append(FigureCheck("kv_cache_tokens", "tokens", capacity.kv_cache_tokens, tokens, "exact",
+                                  capacity.kv_cache_tokens == tokens))
+    if capacity.max_concurrency is not None:
+        checks.append(FigureCheck("max_concurrency", "ratio", capacity.max_concurrency, after.max_concurrency,
                                   "2 decimals as logged",
-                                  round(after.max_concurrency, CONCURRENCY_DECIMALS) == log.max_concurrency))
+                                  round(after.max_concurrency, CONCURRENCY_DECIMALS) == capacity.max_concurrency))
     ok = bool(checks) and all(c.matches for c in checks) and after.available_kv_bytes == target
     return Verification(ok, after.available_kv_bytes, after.num_gpu_blocks,
                         after.kv_cache_tokens if not v0_tokens else after.num_gpu_blocks * after.block_size,
@@ -562,8 +567,8 @@ def _measured(seen: Mapping[str, tuple[Number | None, str]], predicted: FitRepor
 
 def _target(log: StartupLog, predicted: FitReport, blocks: int | None) -> tuple[int | None, str | None]:
     """The available KV memory to reproduce (None if the log gives no KV figure), with a note."""
-    if log.available_kv_bytes is not None:
-        return kv_target(log.available_kv_bytes, blocks, predicted.bytes_per_block)
+    if log.memory.available_kv_bytes is not None:
+        return kv_target(log.memory.available_kv_bytes, blocks, predicted.bytes_per_block)
     if blocks is not None and predicted.bytes_per_block > 0:
         return blocks * predicted.bytes_per_block, (
             "The log gives no available KV memory: the smallest that holds its blocks is reproduced.")
@@ -572,10 +577,10 @@ def _target(log: StartupLog, predicted: FitReport, blocks: int | None) -> tuple[
 
 def _logged_chip(log: StartupLog, gpu: GpuSpec) -> tuple[GpuSpec, list[Override], list[str]]:
     """The GPU with the log's CUDA total when it gives one (and that override), else the catalog's, with a note."""
-    if log.total_gpu_memory_bytes is not None:
-        chip = gpu.with_cuda_total(log.total_gpu_memory_bytes, "log: startup total")
-        return chip, [Override(GPU_TOTAL_FLAG, log.total_gpu_memory_bytes, "log")], []
-    if log.requested_memory_bytes is not None:
+    if log.memory.total_gpu_memory_bytes is not None:
+        chip = gpu.with_cuda_total(log.memory.total_gpu_memory_bytes, "log: startup total")
+        return chip, [Override(GPU_TOTAL_FLAG, log.memory.total_gpu_memory_bytes, "log")], []
+    if log.memory.requested_memory_bytes is not None:
         return gpu, [], ["The log gives the requested memory but not the GPU total: the catalog's total is kept, "
                          "and any difference goes into the fitted term."]
     return gpu, [], []

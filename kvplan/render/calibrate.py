@@ -3,6 +3,7 @@ kvplan's prediction; the overrides that reproduce the server and their check. Re
 from __future__ import annotations
 
 from collections.abc import Callable
+from operator import attrgetter
 from typing import TYPE_CHECKING, Any, Final
 
 from kvplan.units import format_bytes
@@ -39,20 +40,24 @@ def _plain(x: Any) -> str:
     return str(x)
 
 
-Row = tuple[str, str, Callable[[Any], str]]
-SECTIONS: Final[tuple[tuple[str, tuple[Row, ...]], ...]] = (
-    ("Settings", (
-        ("vLLM version", "vllm_version", _plain), ("engine", "engine_version", _plain), ("model", "model", _plain),
-        ("max_model_len", "max_model_len", _int), ("tensor_parallel_size", "tensor_parallel_size", _int),
-        ("pipeline_parallel_size", "pipeline_parallel_size", _int),
-        ("gpu_memory_utilization", "gpu_memory_utilization", _float), ("dtype", "dtype", _plain),
-        ("quantization", "quantization", _plain), ("kv_cache_dtype", "kv_cache_dtype", _plain),
-        ("block_size", "block_size", _int), ("enforce_eager", "enforce_eager", _plain),
-        ("enable_prefix_caching", "enable_prefix_caching", _plain), ("max_num_seqs", "max_num_seqs", _int),
-        ("max_num_batched_tokens", "max_num_batched_tokens", _int),
+Row = tuple[str, str, Callable[[Any], str]]  # label, the figure's path in the section's StartupLog group, format
+# (title, StartupLog group, rows): one section per group of StartupLog.
+SECTIONS: Final[tuple[tuple[str, str, tuple[Row, ...]], ...]] = (
+    ("Settings", "settings", (
+        ("vLLM version", "vllm_version", _plain), ("engine", "engine_version", _plain),
+        ("model", "model_config.model", _plain), ("max_model_len", "model_config.max_model_len", _int),
+        ("tensor_parallel_size", "parallel_config.tensor_parallel_size", _int),
+        ("pipeline_parallel_size", "parallel_config.pipeline_parallel_size", _int),
+        ("gpu_memory_utilization", "cache_config.gpu_memory_utilization", _float),
+        ("dtype", "model_config.dtype", _plain), ("quantization", "model_config.quantization", _plain),
+        ("kv_cache_dtype", "cache_config.kv_cache_dtype", _plain), ("block_size", "cache_config.block_size", _int),
+        ("enforce_eager", "model_config.enforce_eager", _plain),
+        ("enable_prefix_caching", "cache_config.enable_prefix_caching", _plain),
+        ("max_num_seqs", "scheduler_config.max_num_seqs", _int),
+        ("max_num_batched_tokens", "scheduler_config.max_num_batched_tokens", _int),
         ("FlashInfer top-k/top-p sampler", "flashinfer_sampler", _plain),
     )),
-    ("Memory budget (per GPU)", (
+    ("Memory budget (per GPU)", "memory", (
         ("total GPU memory", "total_gpu_memory_bytes", _gib), ("free at start", "free_at_init_bytes", _gib),
         ("requested (total × util)", "requested_memory_bytes", _gib),
         ("weights (load)", "weights_loaded_bytes", _gib), ("weights (profiler)", "weights_profiled_bytes", _gib),
@@ -66,17 +71,17 @@ SECTIONS: Final[tuple[tuple[str, tuple[Row, ...]], ...]] = (
         ("--kv-cache-memory to fit", "kv_cache_memory_fit_bytes", _exact),
         ("--kv-cache-memory to fill", "kv_cache_memory_full_bytes", _exact),
     )),
-    ("KV capacity", (
+    ("KV capacity", "capacity", (
         ("GPU blocks", "num_gpu_blocks", _int), ("KV cache tokens", "kv_cache_tokens", _int),
         ("max concurrency", "max_concurrency", lambda x: f"{x:.2f}x"),
         ("  for tokens per request", "concurrency_max_model_len", _int),
     )),
-    ("Failed start", (
-        ("failure", "failure", _plain), ("KV needed", "kv_needed_bytes", _gib),
+    ("Failed start", "failure", (
+        ("failure", "reason", _plain), ("KV needed", "kv_needed_bytes", _gib),
         ("KV available (error)", "kv_error_available_bytes", _gib),
         ("estimated max model len", "estimated_max_model_len", _int),
     )),
-    ("Timings", (
+    ("Timings", "timings", (
         ("model load", "model_load_seconds", _seconds), ("memory profiling", "profile_seconds", _seconds),
         ("CUDA graph capture", "graph_capture_seconds", _seconds), ("engine init", "init_engine_seconds", _seconds),
     )),
@@ -89,8 +94,9 @@ def _figures(log: StartupLog) -> RenderableType:
     table = Table(show_header=False, box=None, pad_edge=False)
     table.add_column(style="bold", no_wrap=True)
     table.add_column()
-    for title, rows in SECTIONS:
-        shown = [(label, fmt(getattr(log, attr))) for label, attr, fmt in rows if getattr(log, attr) is not None]
+    for title, group, rows in SECTIONS:
+        values = [(label, attrgetter(path)(getattr(log, group)), fmt) for label, path, fmt in rows]
+        shown = [(label, fmt(value)) for label, value, fmt in values if value is not None]
         if not shown:
             continue
         table.add_row(f"[underline]{title}[/underline]", "")

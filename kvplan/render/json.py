@@ -11,7 +11,7 @@ import json
 import math
 from typing import Any
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 
 def to_data(obj: Any) -> Any:

@@ -2,7 +2,10 @@
 
 vLLM prints its memory budget while it starts (weights loaded, profiling, KV cache, CUDA graphs) and the
 settings it runs with. This module turns those lines into one `StartupLog` so that kvplan's prediction
-can be compared with the real server term by term. It understands:
+can be compared with the real server term by term. StartupLog groups the figures as the log reads: `settings`
+(nested in vLLM's `model_config`, `cache_config`, `parallel_config`, `scheduler_config`, as ServeSettings is),
+`memory` (the budget per worker), `capacity`, `failure`, `timings`, and the matched `lines`. Each rule below is a
+regex whose groups name figures by their last name; `FIGURE_PATHS` routes each to its group. It understands:
 
 * V1 (vLLM ≥ 0.8; texts in vllm-reference.md §1.2, §3.2, §3.3): `Model loading took X GiB memory and
   T seconds` (0.11: `took X GiB and T seconds`), `Available KV cache memory: X GiB`, `GPU KV cache size:
@@ -64,34 +67,68 @@ class LogLine:
     text: str
 
 
+# ---- The settings the server ran with, nested as vLLM's VllmConfig nests them (vllm/config/vllm.py) and as
+# kvplan/vllm/configs.py:ServeSettings does: each field under the config and name that ServeSettings uses
+# (tests/test_startup_log.py checks the two agree), None where the log does not show it.
+
+
 @dataclass(frozen=True)
-class StartupLog:
-    """Everything a vLLM startup log revealed. Each field is None when the log does not show it.
+class LoggedModelConfig:
+    """vllm/config/model.py:ModelConfig's fields a log shows (`model=`, `dtype=`, … of the engine-config line)."""
 
-    Sizes are bytes (GiB = 2**30, as vLLM prints them, so they carry the log's 2-decimal rounding).
-    Memory figures are per GPU worker; token and block counts are per model replica.
-    """
-
-    # Settings the server ran with.
-    vllm_version: str | None = None
-    engine_version: str | None = None  # "V0" or "V1", from the engine-config line
     model: str | None = None
     max_model_len: int | None = None
-    tensor_parallel_size: int | None = None
-    pipeline_parallel_size: int | None = None
-    gpu_memory_utilization: float | None = None
-    kv_cache_dtype: str | None = None
-    block_size: int | None = None
     dtype: str | None = None
     quantization: str | None = None
     enforce_eager: bool | None = None
+
+
+@dataclass(frozen=True)
+class LoggedCacheConfig:
+    """vllm/config/cache.py:CacheConfig's fields a log shows."""
+
+    gpu_memory_utilization: float | None = None
+    kv_cache_dtype: str | None = None  # CacheConfig.cache_dtype in vLLM 0.33; the flag's and ServeSettings' name
+    block_size: int | None = None
     enable_prefix_caching: bool | None = None
+
+
+@dataclass(frozen=True)
+class LoggedParallelConfig:
+    """vllm/config/parallel.py:ParallelConfig's fields a log shows."""
+
+    tensor_parallel_size: int | None = None
+    pipeline_parallel_size: int | None = None
+
+
+@dataclass(frozen=True)
+class LoggedSchedulerConfig:
+    """vllm/config/scheduler.py:SchedulerConfig's fields a log shows."""
+
+    max_num_seqs: int | None = None
+    max_num_batched_tokens: int | None = None
+
+
+@dataclass(frozen=True)
+class LoggedSettings:
+    """The settings the server ran with: its release and engine, vLLM's configs, and the sampler it chose."""
+
+    vllm_version: str | None = None
+    engine_version: str | None = None  # "V0" or "V1", from the engine-config line
+    model_config: LoggedModelConfig = dataclasses.field(default_factory=LoggedModelConfig)
+    cache_config: LoggedCacheConfig = dataclasses.field(default_factory=LoggedCacheConfig)
+    parallel_config: LoggedParallelConfig = dataclasses.field(default_factory=LoggedParallelConfig)
+    scheduler_config: LoggedSchedulerConfig = dataclasses.field(default_factory=LoggedSchedulerConfig)
     # v1/sample/ops/topk_topp_sampler.py: "Using FlashInfer for top-p & top-k sampling." (True) or
     # "FlashInfer is not available. Falling back to the PyTorch-native implementation …" (False)
     flashinfer_sampler: bool | None = None
-    max_num_seqs: int | None = None
-    max_num_batched_tokens: int | None = None
-    # The memory budget (per worker).
+
+
+@dataclass(frozen=True)
+class MemoryBudget:
+    """The memory budget of one GPU worker as vLLM's profiler logs it (v1/worker/gpu_worker.py:
+    determine_available_memory; V0 worker.py:determine_num_available_blocks), in bytes."""
+
     total_gpu_memory_bytes: int | None = None  # cudaMemGetInfo total (vllm-reference.md §9)
     free_at_init_bytes: int | None = None
     requested_memory_bytes: int | None = None  # ceil(total × gpu_memory_utilization)
@@ -112,22 +149,6 @@ class StartupLog:
     available_kv_bytes: int | None = None
     kv_cache_memory_fit_bytes: int | None = None  # vLLM's `--kv-cache-memory=` to fit requested memory
     kv_cache_memory_full_bytes: int | None = None  # … to fully use the GPU
-    # Capacity.
-    num_gpu_blocks: int | None = None
-    kv_cache_tokens: int | None = None
-    max_concurrency: float | None = None
-    concurrency_max_model_len: int | None = None  # the L in "Maximum concurrency for L tokens"
-    # A failed start.
-    failure: Failure | None = None
-    kv_needed_bytes: int | None = None
-    kv_error_available_bytes: int | None = None
-    estimated_max_model_len: int | None = None
-    # Timings (seconds).
-    model_load_seconds: float | None = None
-    profile_seconds: float | None = None
-    graph_capture_seconds: float | None = None
-    init_engine_seconds: float | None = None
-    lines: tuple[LogLine, ...] = ()
 
     @property
     def model_weights_bytes(self) -> int | None:
@@ -135,10 +156,107 @@ class StartupLog:
         loaded = self.weights_loaded_bytes
         return loaded if loaded is not None else self.weights_profiled_bytes
 
+
+@dataclass(frozen=True)
+class KVCapacity:
+    """What the KV cache holds, per model replica: `GPU KV cache size: N tokens`, `Maximum concurrency for L
+    tokens per request: C x` (v1/core/kv_cache_utils.py), V0's `# GPU blocks: N`."""
+
+    num_gpu_blocks: int | None = None
+    kv_cache_tokens: int | None = None
+    max_concurrency: float | None = None
+    concurrency_max_model_len: int | None = None  # the L in "Maximum concurrency for L tokens"
+
+
+@dataclass(frozen=True)
+class StartupFailure:
+    """Why the server did not start (`reason`, None when the log shows no failure), and the figures of vLLM's
+    max-len error (v1/core/kv_cache_utils.py:check_enough_kv_cache_memory)."""
+
+    reason: Failure | None = None
+    kv_needed_bytes: int | None = None
+    kv_error_available_bytes: int | None = None  # "the available KV cache memory (X GiB)" of that error
+    estimated_max_model_len: int | None = None
+
+
+@dataclass(frozen=True)
+class Timings:
+    """How long the startup steps took, in seconds."""
+
+    model_load_seconds: float | None = None
+    profile_seconds: float | None = None
+    graph_capture_seconds: float | None = None
+    init_engine_seconds: float | None = None
+
+
+@dataclass(frozen=True)
+class StartupLog:
+    """Everything a vLLM startup log revealed, grouped as vLLM's log reads: the settings the server ran with,
+    the memory budget per worker, the KV capacity, a failed start, timings; the matched lines. Each figure is
+    None when the log does not show it.
+
+    Sizes are bytes (GiB = 2**30, as vLLM prints them, so they carry the log's 2-decimal rounding).
+    Memory figures are per GPU worker; token and block counts are per model replica.
+    """
+
+    settings: LoggedSettings = dataclasses.field(default_factory=LoggedSettings)
+    memory: MemoryBudget = dataclasses.field(default_factory=MemoryBudget)
+    capacity: KVCapacity = dataclasses.field(default_factory=KVCapacity)
+    failure: StartupFailure = dataclasses.field(default_factory=StartupFailure)
+    timings: Timings = dataclasses.field(default_factory=Timings)
+    lines: tuple[LogLine, ...] = ()
+
     @property
     def found(self) -> bool:
         """Whether any line of the log was recognised."""
         return bool(self.lines)
+
+
+def _group_type(f: dataclasses.Field[Any]) -> type | None:
+    """The nested group a field holds (its default_factory is a dataclass), else None for a figure."""
+    factory = f.default_factory
+    return factory if isinstance(factory, type) and dataclasses.is_dataclass(factory) else None
+
+
+def _paths(cls: type, prefix: tuple[str, ...] = ()) -> Iterator[tuple[str, ...]]:
+    """Every figure of a group, as the attribute path to it (`("memory", "available_kv_bytes")`)."""
+    for f in dataclasses.fields(cls):
+        sub = _group_type(f)
+        if sub is None:
+            yield (*prefix, f.name)
+        else:
+            yield from _paths(sub, (*prefix, f.name))
+
+
+# Each figure's path in StartupLog, by its name. The rules below name a figure by its last part (each is unique:
+# `_leaf_paths` checks), and the parse routes it to its group.
+def _leaf_paths() -> dict[str, tuple[str, ...]]:
+    paths: dict[str, tuple[str, ...]] = {}
+    for path in _paths(StartupLog):
+        if path[-1] in paths:
+            raise AssertionError(f"StartupLog figure name {path[-1]!r} is not unique")
+        paths[path[-1]] = path
+    return paths
+
+
+FIGURE_PATHS: Final[Mapping[str, tuple[str, ...]]] = _leaf_paths()
+# schema_version 1 of `calibrate --json` had every figure flat under `log`; the one whose name changed:
+_SCHEMA_1_NAMES: Final[Mapping[str, str]] = {"reason": "failure"}
+SCHEMA_1_KEYS: Final[tuple[tuple[str, str], ...]] = tuple(
+    (_SCHEMA_1_NAMES.get(name, name), ".".join(path)) for name, path in FIGURE_PATHS.items() if name != "lines")
+"""(schema_version 1 key under `log`, its schema_version 2 path under `log`), in the object's order."""
+
+
+def _build(cls: type, values: Mapping[str, Any]) -> Any:
+    """A group (StartupLog or one of its parts) from figures named by their last part; absent ones are None."""
+    kwargs: dict[str, Any] = {}
+    for f in dataclasses.fields(cls):
+        sub = _group_type(f)
+        if sub is not None:
+            kwargs[f.name] = _build(sub, values)
+        elif f.name in values:
+            kwargs[f.name] = values[f.name]
+    return cls(**kwargs)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -170,7 +288,7 @@ def _dtype(text: str) -> str:
 
 # The converter for each field a rule can set (by the regex's group name).
 _CONVERT: Final[Mapping[str, Callable[[str], Any]]] = {
-    **{f.name: _gib for f in dataclasses.fields(StartupLog) if f.name.endswith("_bytes")},
+    **{name: _gib for name in FIGURE_PATHS if name.endswith("_bytes")},
     "vllm_version": _text, "engine_version": _text, "model": _text, "kv_cache_dtype": _text,
     "quantization": _text, "dtype": _dtype,
     "max_model_len": _int, "tensor_parallel_size": _int, "pipeline_parallel_size": _int, "block_size": _int,
@@ -184,7 +302,8 @@ _CONVERT: Final[Mapping[str, Callable[[str], Any]]] = {
 
 @dataclass(frozen=True)
 class _Rule:
-    """A named regex whose named groups are StartupLog fields; `fixed` sets fields when it matches.
+    """A named regex whose named groups are StartupLog figures, each by its last name (`FIGURE_PATHS` routes it
+    to its group); `fixed` sets figures when it matches.
 
     `keys`: literal texts of which every match contains at least one (lower-case, and looked for in the
     lower-cased line, when the regex ignores case). They are the prefilter: the regex runs only on a
@@ -256,7 +375,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _r("v0_max_len_error", "can be stored in KV cache (",
        r"max seq len \((?P<max_model_len>\d+)\) is larger than the maximum number of tokens that"
        r" can be stored in KV cache \((?P<kv_cache_tokens>\d+)\)",
-       failure="max_len_exceeds_kv"),
+       reason="max_len_exceeds_kv"),
     # ---- V1 gpu_worker.py, model runners, kv_cache_utils.py, kv_cache_planning.py
     _r("model_loading", "Model loading took",
        rf"Model loading took:? (?P<weights_loaded_bytes>{_N}) (?:GiB|GB)(?: memory)? and"
@@ -304,7 +423,7 @@ _RULES: Final[tuple[_Rule, ...]] = (
        flags=re.IGNORECASE),
     _r("free_memory_error", "on startup is less than desired GPU memory utilization",
        r"on startup is less than desired GPU memory utilization",
-       failure="insufficient_free_memory"),
+       reason="insufficient_free_memory"),
     _r("usage_weight", "GiB for weight", rf"{_START}(?P<weights_profiled_bytes>{_N}) GiB for weight\b"),
     _r("usage_consumed", "GiB for consumed memory",
        rf"{_START}(?P<consumed_memory_bytes>{_N}) GiB for consumed memory"),
@@ -339,13 +458,13 @@ _RULES: Final[tuple[_Rule, ...]] = (
     _r("max_len_error", "KV cache is needed",
        rf"max seq len \((?P<max_model_len>\d+)\),? \((?P<kv_needed_bytes>{_N}) GiB KV cache is needed,"
        rf" which is larger than the available KV cache memory \((?P<kv_error_available_bytes>{_N}) GiB\)",
-       failure="max_len_exceeds_kv"),
+       reason="max_len_exceeds_kv"),
     _r("estimated_max_len", "estimated maximum model length is ",
        r"estimated maximum model length is (?P<estimated_max_model_len>\d+)"),
     _r("no_kv_memory", "No available memory for the cache blocks",
-       r"No available memory for the cache blocks", failure="no_kv_memory"),
+       r"No available memory for the cache blocks", reason="no_kv_memory"),
     # torch on ROCm words its OutOfMemoryError "HIP out of memory"
-    _r("cuda_oom", " out of memory", r"(?:CUDA|HIP) out of memory", failure="cuda_oom"),
+    _r("cuda_oom", " out of memory", r"(?:CUDA|HIP) out of memory", reason="cuda_oom"),
 )
 
 # Settings read from `key=value` pairs of the engine-config line, `'key': value` pairs of
@@ -536,4 +655,5 @@ def parse_startup_log(text: str | Iterable[str]) -> StartupLog:
     # executor_base.py both format model_config.max_model_len), so it reveals the setting too.
     if fields.get("max_model_len") is None and fields.get("concurrency_max_model_len") is not None:
         fields["max_model_len"] = fields["concurrency_max_model_len"]
-    return StartupLog(**fields, lines=tuple(lines))
+    result: StartupLog = _build(StartupLog, {**fields, "lines": tuple(lines)})
+    return result
