@@ -8,7 +8,7 @@ from kvplan.vllm.memory.non_torch import flashinfer_ar_fusion_workspace
 from tests.test_accuracy import ROW
 
 V019, V016, V022 = parse_vllm_version("0.19"), parse_vllm_version("0.16"), parse_vllm_version("0.22")
-H100_TP4 = {"tp": 4, "pp": 1, "dp": 1, "hidden": 3072, "max_num_batched_tokens": 8192, "arch": "hopper",
+H100_TP4 = {"tp": 4, "pp": 1, "dp": 1, "hidden": 3072, "max_num_batched_tokens": 8192, "capability": (9, 0),
             "compiled": True, "nvswitch_gpus": 8}
 
 
@@ -37,7 +37,11 @@ def test_no_workspace_where_vllm_builds_none() -> None:
     assert ws(tp=1) is None and ws(tp=16) is None  # FlashInfer's world sizes are 2, 4, 8
     assert ws(pp=2) is None and ws(dp=2) is None  # up to 0.20: DP = 1 and PP = 1
     assert ws(pp=2, version=parse_vllm_version("0.24")) is not None  # 0.24 drops that condition
-    assert ws(arch="ampere") is None and ws(arch="blackwell-rtx") is None  # capability 9.0 / 10.x only
+    assert ws(capability=(8, 0)) is None and ws(capability=(12, 0)) is None  # capability 9.0 / 10.x only
+    assert ws(capability=(10, 3)) is None  # 0.17–0.19 test 10.0 exactly; B300 joins in 0.20
+    b300 = ws(capability=(10, 3), version=parse_vllm_version("0.20"), hidden=8192)
+    # 64 MiB at TP 4: 4,096 tokens × 8,192 × 2 B × 4 = 256 MiB, Lamport 768 MiB → 512 + 512 + 1,024 MiB
+    assert b300 is not None and b300[0] == 2 * GiB
     assert ws(nvswitch_gpus=0) is None  # no multicast without an NVSwitch
 
 

@@ -172,7 +172,8 @@ def _with_ar_fusion_workspace(term: MemoryTerm, model: ModelSpec, gpu: GpuLike, 
     ws = flashinfer_ar_fusion_workspace(
         tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, dp=par.data_parallel_size,
         hidden=model.hidden_size, max_num_batched_tokens=r.scheduler_config.batch.max_num_batched_tokens,
-        arch=gpu.arch, version=r.version, compiled=compiled, nvswitch_gpus=nvswitch_gpus(getattr(gpu, "id", "")),
+        capability=getattr(gpu, "capability", None), version=r.version, compiled=compiled,
+        nvswitch_gpus=nvswitch_gpus(getattr(gpu, "id", "")),
         fuse=comp.fuse_allreduce_rms)
     if ws is None:
         return term

@@ -136,7 +136,11 @@ INTEGRATED_HOST_GROWTH_RANGE_GIB = (0.0, 2.80)
 FI_AR_FUSION_SINCE = VllmVersion(0, 17)
 FI_AR_FUSION_DP_PP_FREE_SINCE = VllmVersion(0, 24)
 FI_AR_SYMM_DEVICE_MEMORY_BEFORE = VllmVersion(0, 21)
-FI_AR_FUSION_MAX_SIZE_MIB = {"hopper": {2: 64.0, 4: 2.0, 8: 0.5}, "blackwell": {2: 64.0, 4: 32.0, 8: 1.0}}
+# compilation/passes/fusion/allreduce_rms_fusion.py:FI_ALLREDUCE_FUSION_MAX_SIZE_MB (0.19.1), by compute capability;
+# SM 10.3 (B300, GB300) joins from 0.20 (is_device_capability_family(100); 0.17–0.19 test 9.0 and 10.0 exactly).
+FI_AR_FUSION_MAX_SIZE_MIB = {(9, 0): {2: 64.0, 4: 2.0, 8: 0.5}, (10, 0): {2: 64.0, 4: 32.0, 8: 1.0},
+                             (10, 3): {2: 64.0, 4: 64.0, 8: 2.0}}
+FI_AR_FUSION_SM103_SINCE = VllmVersion(0, 20)
 FI_BARRIER_FLAG_COUNT = 256  # comm/trtllm_ar.py:BarrierFlagCount
 FI_SIGNAL_PAD_BYTES = 2048  # comm/mnnvl.py:SIGNAL_PAD_SIZE
 CU_MEM_ALLOC_GRANULARITY = 2 * 1024 * 1024
@@ -148,13 +152,14 @@ def _round_up(n: int, to: int) -> int:
 
 
 def flashinfer_ar_fusion_workspace(*, tp: int, pp: int, dp: int, hidden: int, max_num_batched_tokens: int,
-                                   arch: str | None, version: VllmVersion, compiled: bool, nvswitch_gpus: int,
-                                   fuse: bool | None = None) -> tuple[int, int, int] | None:
+                                   capability: tuple[int, int] | None, version: VllmVersion, compiled: bool,
+                                   nvswitch_gpus: int, fuse: bool | None = None) -> tuple[int, int, int] | None:
     """(best, low, high) bytes of FlashInfer's all-reduce fusion workspace on one GPU, or None where vLLM builds
     none (see FI_AR_FUSION_SINCE's comment): its three buffers at their own size (low) and rounded to the
     recommended multicast granularity (high), the best being the rounded one before vLLM 0.21. `fuse`:
     --compilation-config's pass_config.fuse_allreduce_rms (None: the release's -O2 default)."""
-    sizes = FI_AR_FUSION_MAX_SIZE_MIB.get(arch or "", {})
+    sm103_too_early = capability == (10, 3) and version < FI_AR_FUSION_SM103_SINCE
+    sizes = {} if capability is None or sm103_too_early else FI_AR_FUSION_MAX_SIZE_MIB.get(capability, {})
     default = version >= FI_AR_FUSION_SINCE and (version >= FI_AR_FUSION_DP_PP_FREE_SINCE or (pp == 1 and dp == 1))
     if not (default if fuse is None else fuse) or not compiled or tp not in sizes or tp > nvswitch_gpus:
         return None
