@@ -44,3 +44,11 @@ def test_pcie_figure_leaves_one_gpu_two_gpus_and_vllm_0_10_alone() -> None:
             == estimate_non_torch(tp=1, pp=1, version=v011).bytes == round(0.13 * GiB))
     assert (estimate_non_torch(tp=8, pp=1, version=v010, pcie_only=True).bytes
             == estimate_non_torch(tp=8, pp=1, version=v010).bytes == round(0.17 * GiB))
+
+
+def test_from_0_27_total_consumed_keeps_the_nvlink_figure() -> None:
+    """0.27 charges the free-memory drop (total_consumed): 4 × RTX PRO 6000 at TP 4, 0.27.1, prints 56.89 GiB
+    "consumed (weights + non-torch)" over 55.19 GiB of weights — more than the PCIe bound."""
+    v027, v026 = parse_vllm_version("0.27"), parse_vllm_version("0.26")
+    assert estimate_non_torch(tp=4, pp=1, version=v027, pcie_only=True).bytes == round(0.54 * GiB)
+    assert estimate_non_torch(tp=4, pp=1, version=v026, pcie_only=True).bytes == round(0.21 * GiB)

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from kvplan.units import GiB
-from kvplan.vllm.defaults import LATEST, VllmVersion, version_band
+from kvplan.vllm.defaults import LATEST, TOTAL_CONSUMED_SINCE, VllmVersion, version_band
 from kvplan.vllm.memory.budget import MemoryTerm, shifted, with_range
 
 # --- Non-torch memory growth during profiling --------------------------------------------------------
@@ -63,7 +63,12 @@ NON_TORCH_RANGE_MULTI_GIB = (0.10, 1.40)
 # value kept (the pessimistic end of what the logs bound). Range: the single-GPU floor … the NVLink range's top.
 # Only where those logs ran: a TP group of more than two PCIe GPUs, custom all-reduce off. Two PCIe cards with P2P
 # keep custom all-reduce (world size 2 is allowed) and no log bounds them lower: the 2 × RTX PRO 6000 PP 2 record
-# (calibration) fits the NVLink figure, so they keep it.
+# (calibration) fits the NVLink figure, so they keep it. And only while vLLM charges non_torch_increase (0.11–0.26):
+# from 0.27 it sizes the cache by total_consumed, the free-memory drop since its snapshot (utils/mem_utils.py:
+# memory_profiling), which also holds Model Runner V2's persistent buffers and allocator slack; the 0.27.1 log of
+# 4 × RTX PRO 6000 at TP 4 (utho-4xrtxpro6000-qwen3-235b-a22b-2507-fp8-tp4-v0271, calibration) prints 56.89 GiB
+# "consumed (weights + non-torch)" against 55.19 of weights: 1.70 GiB, of which the penalty state of its 32 requests
+# is 0.02 — far above the PCIe bound (and the NVLink figure), so 0.27+ keeps the NVLink figure.
 NON_TORCH_BYTES_MULTI_GPU_PCIE = round(0.21 * GiB)
 PCIE_CUSTOM_ALL_REDUCE_MAX_GPUS = 2  # custom_all_reduce.py: "not supported on more than two PCIe-only GPUs"
 NON_TORCH_RANGE_MULTI_PCIE_GIB = (0.02, 1.40)
@@ -180,14 +185,14 @@ def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integ
     falls inside the range, not on the best value. On an `integrated` GPU the host's growth joins it
     (INTEGRATED_HOST_GROWTH_BYTES). At TP ≥ 3 on Hopper or SM10x Blackwell, NCCL's NVLS buffers widen the high
     end (nvls_buffer_bytes). vLLM 0.10 on Hopper charges the distributed init as well
-    (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER). On `pcie_only` GPUs (no NVLink) 0.11+ at TP > 2 takes the PCIe
-    figure (NON_TORCH_BYTES_MULTI_GPU_PCIE)."""
+    (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER). On `pcie_only` GPUs (no NVLink) 0.11–0.26 at TP > 2 takes the
+    PCIe figure (NON_TORCH_BYTES_MULTI_GPU_PCIE)."""
     multi = tp * pp > 1
     old = version < NON_TORCH_V011_SINCE
     band = version_band(version)
     if multi:
         hopper = old and arch == "hopper"
-        pcie = pcie_only and not old and tp > PCIE_CUSTOM_ALL_REDUCE_MAX_GPUS
+        pcie = pcie_only and not old and tp > PCIE_CUSTOM_ALL_REDUCE_MAX_GPUS and version < TOTAL_CONSUMED_SINCE
         value = (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER if hopper else NON_TORCH_BYTES_MULTI_GPU_V010 if old
                  else NON_TORCH_BYTES_MULTI_GPU_PCIE if pcie else NON_TORCH_BYTES_MULTI_GPU)
         where = ("2 × H200 0.10.2 log, measured; 0.10 snapshots before the distributed init, so NCCL's "
