@@ -24,7 +24,7 @@ from kvplan.sglang.multimodal import (
     mm_reservation_gib,
     vlm_fraction_factor,
 )
-from kvplan.sglang.pool import geometry, kv_dtype_name, size_pool
+from kvplan.sglang.pool import PoolLimits, geometry, kv_dtype_name, size_pool
 
 sys.path.insert(0, str(Path(__file__).parent))
 import sglang_goldens  # noqa: E402
@@ -76,7 +76,7 @@ def test_public_logs_token_count_and_kv_sizes(log: dict[str, object]) -> None:
     geo = geometry(spec, attn_tp=int(str(log["tp"])), kv_dtype=kv_dtype_name("auto", spec))
     n, page = int(str(log["tokens"])), int(str(log["page_size"]))
     for budget in (n * geo.cell_bytes, (n + page) * geo.cell_bytes - 1):  # the interval the log's N implies
-        pool = size_pool(geo, budget, page_size=page, context_len=40960)
+        pool = size_pool(geo, budget, PoolLimits(page_size=page, context_len=40960))
         assert pool.max_total_num_tokens == n
         assert round(pool.k_bytes / 2**30, 2) == log["k_gb"]
         assert round(pool.v_bytes / 2**30, 2) == log["v_gb"]
@@ -120,8 +120,8 @@ def test_mem_fraction_static_matches_the_oracle_runs(gpu: str, config: str, dep:
 def test_oracle_run_qwen_h100_pool_at_60e9_bytes() -> None:
     # results/qwen2.5-7b_h100_tp1.json: 1,046,316 tokens, 4087 requests, K 27.94 GB
     spec = _spec("configs/Qwen--Qwen2.5-7B")
-    pool = size_pool(geometry(spec, attn_tp=1, kv_dtype="bfloat16"), 60_000_000_000, page_size=1,  # type: ignore[arg-type]
-                     context_len=131072)
+    pool = size_pool(geometry(spec, attn_tp=1, kv_dtype="bfloat16"), 60_000_000_000,  # type: ignore[arg-type]
+                     PoolLimits(page_size=1, context_len=131072))
     assert (pool.max_total_num_tokens, pool.max_running_requests) == (1046316, 4087)
     assert pool.log_line == ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1046316, K size: 27.94 GB, "
                              "V size: 27.94 GB")
@@ -137,7 +137,8 @@ def test_pasted_launch_server_line_reads_sglang_flags() -> None:
                                "deepseek-ai/DeepSeek-V3 --tp 8 --dp=8 --enable-dp-attention --mem-fraction-static 0.8 "
                                "--api-key sk-secret --host 0.0.0.0 --trust-remote-code")
     assert cmd.model == "deepseek-ai/DeepSeek-V3"
-    assert cmd.options == {"tp_size": "8", "dp_size": "8", "enable_dp_attention": True, "mem_fraction_static": "0.8"}
+    assert cmd.options == {"tp_size": "8", "dp_size": "8", "enable_dp_attention": True, "mem_fraction_static": "0.8",
+                           "trust_remote_code": True}  # SGLang reads a custom config with it (fit.py)
     assert "--api-key ***" in cmd.ignored and "sk-secret" not in " ".join(cmd.ignored)
     assert cmd.env == {"SGLANG_X": "1"}
 
@@ -292,7 +293,7 @@ def test_sliding_window_hybrid_splits_full_and_swa_pools() -> None:
     # int(66708 × 0.8) = 53366 sliding tokens, one `KV Cache is allocated` line each.
     geo = geometry(_spec("corpus/configs/google--gemma-4-26B-A4B-it"), attn_tp=1, kv_dtype="bfloat16")  # type: ignore[arg-type]
     assert geo.swa is not None and geo.cell_size == 184320.0
-    pool = size_pool(geo, 12295652870, page_size=1, context_len=262144)
+    pool = size_pool(geo, 12295652870, PoolLimits(page_size=1, context_len=262144))
     assert (pool.max_total_num_tokens, pool.swa_tokens, pool.max_running_requests) == (66708, 53366, 2048)
     assert pool.log_lines == (
         "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 66708, K size: 0.64 GB, V size: 0.64 GB",
@@ -310,7 +311,7 @@ def test_swa_pool_too_small_is_refused_in_sglangs_words() -> None:
     geo = geometry(_spec("corpus/configs/google--gemma-4-26B-A4B-it"), attn_tp=1, kv_dtype="bfloat16")  # type: ignore[arg-type]
     with pytest.raises(InvalidParameter, match=r"SWA pool \(819 tokens\) cannot hold even one request: the prefill "
                                                r"admission floor is sliding_window_size \(1024\) \+ page_size \(1\)"):
-        size_pool(geo, 1024 * 184320, page_size=1, context_len=262144)
+        size_pool(geo, 1024 * 184320, PoolLimits(page_size=1, context_len=262144))
 
 
 def test_dsa_cell_is_the_latent_row_plus_the_index_k() -> None:
@@ -498,3 +499,56 @@ def test_rocm_goldens_pin_hip_rules() -> None:
     v3 = by_id["deepseek-ai--DeepSeek-V3-0324__mi355x__tp8"]
     assert (v3["resolved"]["attention_backend"], v3["resolved"]["mem_fraction_static"]) == ("aiter", 0.7718)
     assert sglang_goldens.classify(sglang_goldens.replay(v3)) == "exact"
+
+
+def test_launch_server_line_reads_back_as_the_same_deployment() -> None:
+    """engine_args.launch_server_line is parse_sglang_command's inverse: every field that differs from SGLang's
+    default is written as its flag (speculative, PP, chunk, DP attention, ratios, switches)."""
+    from dataclasses import asdict
+
+    from kvplan.sglang.engine_args import deployment_fields, launch_server_line
+
+    dep = SglangDeployment(tp=4, pp=2, dp=2, enable_dp_attention=True, ep=4, mem_fraction_static=0.81,
+                           chunked_prefill_size=4096, max_prefill_tokens=8192, max_running_requests=96,
+                           max_total_tokens=300_000, page_size=32, kv_cache_dtype="fp8_e4m3", context_length=32768,
+                           attention_backend="triton", cuda_graph_max_bs=64, disable_cuda_graph=True,
+                           speculative_algorithm="EAGLE", speculative_num_steps=2, speculative_eagle_topk=4,
+                           speculative_num_draft_tokens=6, speculative_draft_model_path="org/draft",
+                           trust_remote_code=True, swa_full_tokens_ratio=0.5, mamba_full_memory_ratio=0.7,
+                           use_aiter=True, disable_hybrid_swa_memory=True, max_mamba_cache_size=100,
+                           mamba_ssm_dtype="bfloat16", json_model_override_args='{"num_hidden_layers":2}')
+    line = launch_server_line("org/model", asdict(dep), asdict(SglangDeployment()), revision="main")
+    cmd = parse_sglang_command(line)
+    assert (cmd.model, cmd.revision, cmd.ignored, cmd.unmodelled) == ("org/model", "main", (), ())
+    assert SglangDeployment(**deployment_fields(cmd.options)) == dep  # type: ignore[arg-type]
+    plain = launch_server_line("m", asdict(SglangDeployment()), asdict(SglangDeployment()))
+    assert plain == "python -m sglang.launch_server --model-path m --tp 1"
+
+
+@pytest.mark.parametrize(("model", "flags"), [
+    ("deepseek-ai--DeepSeek-V3", "--speculative-algorithm NEXTN --speculative-num-steps 2 --speculative-eagle-topk 1 "
+                                 "--chunked-prefill-size 4096"),
+    ("Qwen--Qwen2.5-7B", "--pp-size 2 --chunked-prefill-size 2048 --max-running-requests 64"),
+    ("Qwen--Qwen2.5-7B", "--tp 2 --dp 2 --enable-dp-attention --kv-cache-dtype fp8_e4m3 --page-size 16"),
+])
+def test_sweep_rows_command_replans_to_the_same_numbers(model: str, flags: str) -> None:
+    """Each no-GPU sweep row's launch_server line, pasted back into `fit --gpu` with SGLang's rules, plans the row's
+    own numbers (the line used to drop the speculative, PP and chunk flags)."""
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    config = str(FIXTURES / "configs" / model)
+    sweep = CliRunner().invoke(app, ["fit", config, "--json", "--sglang-cmd",
+                                     f"python -m sglang.launch_server --model-path {config} {flags}"])
+    assert sweep.exit_code == 0, sweep.output
+    rows = json.loads(sweep.stdout)["rows"]
+    assert rows
+    for row in rows[:3]:
+        for flag in flags.split(" --")[1:]:
+            assert f"--{flag}" in row["command"] or flag.startswith("tp "), row["command"]
+        again = CliRunner().invoke(app, ["fit", config, "--gpu", row["gpu"], "--json", "--sglang-cmd", row["command"]])
+        assert again.exit_code == 0, again.output
+        fit = json.loads(again.stdout)
+        assert (fit["tp"], fit["total_tokens"], fit["max_running_requests"], fit["defaults"]["mem_fraction_static"]) \
+            == (row["tp"], row["total_tokens"], row["max_running_requests"], row["mem_fraction_static"])

@@ -35,6 +35,11 @@ def _kvplan(*args: str) -> subprocess.CompletedProcess[str]:
       "dtype=torch.bfloat16, avail mem=60.00 GB, mem usage=14.30 GB."),
      "--sglang-weight-log is measured on one GPU: the catalog sweep (no --gpu) cannot use it"),
     (("fit", QWEN, "--engine", "sglang", "--gpu-total-bytes", "80GiB"), "--gpu-total-bytes is measured on one GPU"),
+    (("fit", QWEN, "--gpu", "h100", "--sglang-cmd", "python -m sglang.launch_server --model-path m "
+      "--json-model-override-args '{\"num_hidden_layers\": 14'"),
+     "--json-model-override-args: not valid JSON (Expecting ',' delimiter at character 24)"),
+    (("fit", QWEN, "--sglang-cmd", "python -m sglang.launch_server --model-path m --json-model-override-args "
+      "'{\"num_attention_heads\": 0}'"), "num_attention_heads"),
 ])
 def test_sglang_bad_values_are_one_error_line_exit_2(args: tuple[str, ...], message: str) -> None:
     r = _kvplan(*args)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 from pathlib import Path
 from typing import Any
@@ -13,9 +14,11 @@ from kvplan.errors import InvalidParameter
 from kvplan.hardware.gpus import get_gpu
 from kvplan.sglang.architectures import heads_refusal
 from kvplan.sglang.budget import FreeMemory
+from kvplan.sglang.command_line import parse_sglang_command
 from kvplan.sglang.defaults import SglangDeployment
+from kvplan.sglang.engine_args import deployment_fields
 from kvplan.sglang.fit import SglangFit, plan_sglang_fit, resolve_server_args
-from kvplan.sglang.pool import size_pool
+from kvplan.sglang.pool import PoolLimits, size_pool
 from kvplan.sglang.pp import pp_layer_ranges
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -99,7 +102,8 @@ def test_block_scaled_kv_dtypes_are_sglangs(run: dict[str, Any]) -> None:
     assert (fit.defaults.attention_backend, fit.defaults.page_size, fit.defaults.chunked_prefill_size) == (
         r["attention_backend"], r["page_size"], r["chunked_prefill_size"])
     assert fit.geometry is not None and fit.geometry.cell_size == p["cell_size_bytes"]
-    pool = size_pool(fit.geometry, p["kv_budget_bytes"], page_size=fit.defaults.page_size, context_len=fit.context_len)
+    pool = size_pool(fit.geometry, p["kv_budget_bytes"], PoolLimits(page_size=fit.defaults.page_size,
+                                                                    context_len=fit.context_len))
     assert (pool.max_total_num_tokens, pool.max_running_requests) == (p["max_total_num_tokens"],
                                                                      p["max_running_requests"])
     if "log" in p:  # the oracle could not build nvfp4's pool object (its log): tokens and cell only
@@ -210,3 +214,148 @@ def test_pp_stages_split_the_layers_and_keep_the_min() -> None:
     assert fit.pool.max_total_num_tokens == fit.budget.budget_bytes // cell_16
     stage0 = (fit.pool.max_total_num_tokens + 1) * 576 * 2 * 15  # stage 0's line: its 15 layers, rows = tokens + page
     assert fit.pool.log_lines[0].endswith(f"KV size: {stage0 / 2**30:.2f} GB")
+
+
+OVERRIDE_RUNS = [r for r in RUNS.values() if "__json-model-override-args_" in r["id"] and "error" not in r]
+
+
+def _override_text(run: dict[str, Any]) -> str:
+    """The JSON the run gave SGLang (`--set json_model_override_args='…'`)."""
+    (word,) = [w for w in run["args"] if w.startswith("json_model_override_args=")]
+    return word.split("=", 1)[1].strip("'")
+
+
+@pytest.mark.parametrize("run", OVERRIDE_RUNS, ids=[r["id"] for r in OVERRIDE_RUNS])
+def test_json_model_override_args_change_the_pool_as_sglang_applies_them(run: dict[str, Any]) -> None:
+    # utils/hf_transformers/config.py:get_config, key by key: setattr (layers 14 → 1,914,078 tokens), rope_scaling
+    # merged (Llama-3.1's llama3 rope_type kept: its context stays 131,072), a sub-config updated one level; on
+    # Qwen2.5-VL the flat keys went into text_config, so an outer num_hidden_layers changes nothing (36 layers)
+    # while {"text_config": …} does (18); the context the override gives reaches the server arguments (MI300X's
+    # aiter × 0.85 is not applied at 8,192: 0.867)
+    from kvplan.model.hub import load_local
+    from kvplan.sglang.model_override import deployment_config_overrides
+
+    fields = deployment_fields({"json_model_override_args": _override_text(run), "tp_size": run["args"][1]})
+    dep = SglangDeployment(**fields)  # type: ignore[arg-type]
+    fixtures = Path(__file__).parent / "fixtures"
+    folder = next(f for f in (fixtures / "corpus/configs" / run["model"], fixtures / "configs" / run["model"])
+                  if (f / "config.json").exists())
+    spec = load_local(str(folder), hf_overrides=deployment_config_overrides(dep.json_model_override_args))
+    measured = FreeMemory(run["pre_gib"], run["avail_gib"], (run["pre_gib"],) * 2, (run["avail_gib"],) * 2, "given")
+    fit = plan_sglang_fit(spec, get_gpu(sglang_goldens.GPU_IDS[run["gpu"]]), dep, weights_bytes=0,
+                          weights_range=(0, 0), measured=measured)
+    p = run["pool"]
+    geo = fit.geometry
+    assert geo is not None and geo.layers + (geo.swa.layers if geo.swa else 0) == p["num_kv_layers"]
+    assert fit.context_len == p["context_len"]
+    _assert_run(fit, run)
+
+
+def test_json_model_override_args_reach_the_model_from_a_pasted_line_and_a_plan(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    model = Path(__file__).parent / "fixtures" / "configs" / "Qwen--Qwen2.5-7B"
+    line = "python -m sglang.launch_server --model-path m --json-model-override-args '{\"num_hidden_layers\": 14}'"
+    fit = CliRunner().invoke(app, ["fit", str(model), "--gpu", "h100", "--json", "--sglang-cmd", line])
+    assert fit.exit_code == 0, fit.output
+    assert json.loads(fit.stdout)["geometry"]["layers"] == 14
+    sweep = CliRunner().invoke(app, ["fit", str(model), "--json", "--sglang-cmd", line])
+    (row,) = [r for r in json.loads(sweep.stdout)["rows"] if r["gpu"] == "h100-sxm"]
+    assert "--json-model-override-args '{\"num_hidden_layers\":14}'" in row["command"]
+    assert row["max_total_num_tokens"] == json.loads(fit.stdout)["max_total_num_tokens"]
+    plan = tmp_path / "plan.yaml"  # a plan's `sglang:` mapping takes the object itself
+    plan.write_text(f"deployments:\n  - name: x\n    engine: sglang\n    gpu: h100\n    model: {model}\n"
+                    "    sglang:\n      json_model_override_args: {num_hidden_layers: 14}\n"
+                    "    require:\n      starts: true\n")
+    checked = CliRunner().invoke(app, ["check", str(plan), "--offline", "--json"])
+    assert checked.exit_code == 0, checked.output
+    (dep,) = json.loads(checked.stdout)["deployments"]
+    assert dep["kv_cache_tokens"] == json.loads(fit.stdout)["max_total_num_tokens"]
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("{\"num_hidden_layers\": 14", "not valid JSON (Expecting ',' delimiter at character 24)"),
+    ("[1]", "must be a JSON object, got list"),
+    ("{\"a\": " * 100 + "1" + "}" * 100, "nested deeper than 8 levels"),
+    ("[" * 5000 + "]" * 5000, "nested deeper than 8 levels"),  # json's own recursion limit, caught
+    ("{\"a\": \"" + "x" * 70000 + "\"}", "more than kvplan reads (65,536)"),
+])
+def test_malformed_json_model_override_args_is_one_line(text: str, message: str) -> None:
+    from kvplan.errors import ParseError
+    from kvplan.sglang.model_override import parse_model_override_args
+
+    with pytest.raises(ParseError, match="^--json-model-override-args.*" + re.escape(message)):
+        parse_model_override_args(text)
+
+
+SWA_OFF_RUNS = [r for r in RUNS.values() if r["id"].endswith("__disable-hybrid-swa-memory")]
+
+
+@pytest.mark.parametrize("run", SWA_OFF_RUNS, ids=[r["id"] for r in SWA_OFF_RUNS])
+def test_disable_hybrid_swa_memory_sizes_one_pool_at_the_full_shape(run: dict[str, Any]) -> None:
+    # configs/model_config.py:_derive_hybrid_model: is_hybrid_swa off, so DefaultPoolConfigurator counts every layer
+    # at the model config's shape (Gemma-4 26B at TP 8: 1 KV head × (512 + 512) × 30 layers × 2 B = 61,440 B,
+    # 876,912 tokens where the hybrid pool holds 1,753,825 full-attention tokens)
+    fit = _plan(run, tp=int(run["args"][1]), disable_hybrid_swa_memory=True)
+    assert fit.geometry is not None and fit.geometry.swa is None
+    assert fit.geometry.layers == run["pool"]["num_kv_layers"]
+    _assert_run(fit, run)
+
+
+MAMBA_FLAG_RUNS = [r for r in RUNS.values() if "__set_max_mamba_cache_size=" in r["id"]
+                   or "__set_mamba_ssm_dtype=" in r["id"]]
+
+
+@pytest.mark.parametrize("run", MAMBA_FLAG_RUNS, ids=[r["id"] for r in MAMBA_FLAG_RUNS])
+def test_mamba_cache_size_and_ssm_dtype_flags_are_sglangs(run: dict[str, Any]) -> None:
+    # kv_cache_configurator.py:_handle_max_mamba_cache: a given max_mamba_cache_size (÷ attention DP) replaces the
+    # ratio-based count, (K + 1) × per_req carved out; --mamba-ssm-dtype sets SGLANG_MAMBA_SSM_DTYPE
+    # (serving_hook.py:handle_environment_variables), which mamba_utils.py:mamba2_state_dtype reads over the config's
+    name, value = run["id"].rsplit("__set_", 1)[1].split("=")
+    fit = _plan(run, tp=int(run["args"][1]), **{name: int(value) if name == "max_mamba_cache_size" else value})
+    p = run["pool"]
+    assert fit.budget.budget_bytes == p["profiled_budget_bytes"] and fit.pool is not None
+    assert (fit.pool.max_total_num_tokens, fit.pool.max_running_requests) == (p["max_total_num_tokens"],
+                                                                             p["max_running_requests"])
+
+
+def test_sglang_use_aiter_pages_dsa_by_64_on_rocm() -> None:
+    # layers/attention/dsa/utils.py:aiter_can_use_preshuffle_paged_mqa: SGLANG_USE_AITER=1 (Triton ≥ 3.5) on HIP
+    # takes model_overrides/deepseek_v2.py's 64 × index_kpool branch: page 64, 1,162,816 tokens, 3,633 requests
+    run = RUNS["deepseek-ai--DeepSeek-V3.2__mi300x__tp_8_env_SGLANG_USE_AITER=1"]
+    fit = _plan(run, tp=8, use_aiter=True)
+    _assert_run(fit, run)
+    assert not any("SGLANG_USE_AITER" in n for n in fit.notes)
+    cmd = parse_sglang_command("SGLANG_USE_AITER=1 python -m sglang.launch_server --model-path m --tp 8")
+    assert SglangDeployment(**deployment_fields(cmd.options)).use_aiter  # type: ignore[arg-type]
+    off = parse_sglang_command("SGLANG_USE_AITER=yes python -m sglang.launch_server --model-path m")
+    assert "use_aiter" not in off.options  # get_bool_env_var reads true / 1 only
+
+
+def test_state_spaces_mamba2_configs_are_refused_with_what_sglang_does() -> None:
+    # utils/hf_transformers/config.py:_try_load_raw_mamba_config reads a raw state-spaces config (d_model, ssm_cfg,
+    # no model_type) as Mamba-1 whatever ssm_cfg.layer says: the oracle sizes mamba2-130m as a Mamba-1 pool
+    # (2,048 tokens, 1,024 requests, no KV cell) for Mamba-2 weights; kvplan refuses it in those words
+    from kvplan.errors import BadConfig
+    from kvplan.model.hub import load_local
+    from kvplan.sglang.model_override import deployment_config_overrides
+
+    run = RUNS["state-spaces--mamba2-130m__h100__tp1"]
+    assert (run["pool"]["cell_size_bytes"], run["pool"]["max_total_num_tokens"], run["pool"]["mambaish"]) == (
+        0, 2048, True)
+    fixtures = Path(__file__).parent / "fixtures"
+    with pytest.raises(BadConfig, match=r"^SGLang 0\.5\.23 reads this raw state-spaces Mamba-2 config as Mamba-1"):
+        load_local(str(fixtures / "corpus/configs/state-spaces--mamba2-130m"),
+                   hf_overrides=deployment_config_overrides(None))
+    # the HF-format Mamba-2 config of transformers 5.19 has no intermediate_size: SGLang's configs/mamba2.py:
+    # mamba2_cache_params fails on it (AttributeError); kvplan refuses Mamba2ForCausalLM as not modelled
+    hf = RUNS["transformers--Mamba2Config-defaults__h100__tp1__json-model-override-args_architectures="
+              "Mamba2ForCausalLM"]
+    assert hf["error"] == "AttributeError: 'Mamba2Config' object has no attribute 'intermediate_size'"
+    spec = load_local(str(fixtures / "sglang/configs/transformers--Mamba2Config-defaults"),
+                      hf_overrides=deployment_config_overrides('{"architectures": ["Mamba2ForCausalLM"]}'))
+    assert spec.weights_unknown == "config.json has no intermediate_size"
+    with pytest.raises(InvalidParameter, match="not modelled yet"):
+        plan_sglang_fit(spec, get_gpu("h100-sxm"), SglangDeployment(), weights_bytes=0, weights_range=(0, 0))

@@ -920,6 +920,7 @@ def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Pa
 
     from kvplan.sglang.defaults import SglangDeployment, check_deployment
     from kvplan.sglang.engine_args import deployment_fields
+    from kvplan.sglang.model_override import deployment_config_overrides
     from kvplan.vllm.settings import ServeSettings
 
     doc = c.doc
@@ -977,7 +978,8 @@ def _sglang_deployment(c: _Checker, d: dict[str, Any], path: Path_, base_dir: Pa
         lines={k: doc.line((*path, k)) for k in d}, model=model, model_source=model_source, model_is_local=is_local,
         revision=revision, gpu=c.string(d["gpu"], (*path, "gpu")), num_gpus=dep.tp * dep.pp,
         settings=ServeSettings.of(**fields), vllm_options={k: v for k, v in options.items()},
-        requirements=requirements, engine="sglang", sglang=dep)
+        requirements=requirements, engine="sglang", sglang=dep,
+        hf_overrides=deployment_config_overrides(dep.json_model_override_args))
 
 
 def _shown_path(path: Path) -> str:

@@ -156,11 +156,13 @@ def _plan(model: str, params: dict[str, Any], dep: Any, *, quiet: bool) -> Any:
     from kvplan.cli.common import load_model_with_weights
     from kvplan.hardware import gpus
     from kvplan.sglang.fit import plan_sglang_fit
+    from kvplan.sglang.model_override import deployment_config_overrides
     from kvplan.sglang.speculative import target_weights_bytes
     from kvplan.units import parse_bytes
     from kvplan.vllm.memory.weights import given_or_estimated_weights
 
-    spec, stored = load_model_with_weights(model, params.get("revision"), quiet=quiet)
+    overrides = deployment_config_overrides(dep.json_model_override_args)  # the draft's config takes them too
+    spec, stored = load_model_with_weights(model, params.get("revision"), quiet=quiet, hf_overrides=overrides)
     chip = gpus.get_gpu(str(params["gpu"]), params.get("gpus_file"))
     if params.get("gpu_total_bytes") is not None:
         chip = chip.with_cuda_total(parse_bytes(params["gpu_total_bytes"], what="--gpu-total-bytes"))
@@ -171,13 +173,11 @@ def _plan(model: str, params: dict[str, Any], dep: Any, *, quiet: bool) -> Any:
         from dataclasses import replace
 
         dep = replace(dep, speculative_draft_model_path=spec.name)
-    w, low, high = target_weights_bytes(spec, given=given, tp=dep.tp, pp=dep.pp, arch=chip.arch,
-                                        total_bytes=stored.bytes if stored else None,
-                                        algorithm=dep.speculative_algorithm,
-                                        draft_path=dep.speculative_draft_model_path)
+    w, low, high = target_weights_bytes(spec, dep, arch=chip.arch, given=given,
+                                        total_bytes=stored.bytes if stored else None)
     if path is not None and path != spec.name and path != model and \
             str(dep.speculative_algorithm).upper() != "NGRAM":
-        draft, draft_stored = load_model_with_weights(path, None, quiet=quiet)
+        draft, draft_stored = load_model_with_weights(path, None, quiet=quiet, hf_overrides=overrides)
         if given is None:  # SGLang loads the draft's weights before it sizes the pool, split by the target's TP
             dw, dlow, dhigh = given_or_estimated_weights(draft, given=None, tp=dep.tp, pp=dep.pp, arch=chip.arch,
                                                          total_bytes=draft_stored.bytes if draft_stored else None)
@@ -222,22 +222,26 @@ def plan_sglang_beside(params: dict[str, Any], *, model: str, tp: int, pp: int, 
 
 def _sweep(model: str, params: dict[str, Any], dep: Any, *, json_: bool) -> None:
     """`kvplan fit MODEL --engine sglang` without --gpu: every catalog GPU at its smallest starting TP."""
+    from dataclasses import replace
+
     from kvplan.cli.common import load_model_with_weights
     from kvplan.cli.console import out, print_json
     from kvplan.hardware import gpus
+    from kvplan.sglang.model_override import deployment_config_overrides
     from kvplan.sglang.speculative import target_weights_bytes
     from kvplan.sglang.sweep import sweep_sglang
     from kvplan.units import parse_bytes
 
-    spec, stored = load_model_with_weights(model, params.get("revision"), quiet=json_)
+    spec, stored = load_model_with_weights(model, params.get("revision"), quiet=json_,
+                                           hf_overrides=deployment_config_overrides(dep.json_model_override_args))
     given = parse_bytes(params["weights_memory"], what="--weights-memory") if params.get("weights_memory") else None
 
     def weights(chip: Any, tp: int) -> tuple[int, int, int]:
-        return target_weights_bytes(spec, given=given, tp=tp, pp=dep.pp, arch=chip.arch,
-                                    total_bytes=stored.bytes if stored else None,
-                                    algorithm=dep.speculative_algorithm, draft_path=dep.speculative_draft_model_path)
+        return target_weights_bytes(spec, replace(dep, tp=tp), arch=chip.arch, given=given,
+                                    total_bytes=stored.bytes if stored else None)
 
-    report = sweep_sglang(spec, list(gpus.load_catalog(params.get("gpus_file")).values()), dep, weights)
+    report = sweep_sglang(spec, list(gpus.load_catalog(params.get("gpus_file")).values()), dep, weights,
+                          revision=params.get("revision"))
     if json_:
         from kvplan.render.json import dumps
 

@@ -57,10 +57,27 @@ _NESTED_CONFIGS = frozenset({"text_config", "vision_config", "audio_config", "th
                              "llm_config", "language_config"})
 
 
+class ConfigOverrides(dict[str, Any]):
+    """Overrides that apply themselves by an engine's own rules (`apply_to`), not vLLM's: SGLang's
+    --json-model-override-args (kvplan/sglang/model_override.py). Kept whole where overrides are copied."""
+
+    def apply_to(self, config: Mapping[str, Any]) -> dict[str, Any]:
+        """The config with these overrides applied."""
+        raise NotImplementedError
+
+    def __repr__(self) -> str:  # distinct from a plain dict's: a model cache keyed by repr tells the rules apart
+        return f"{type(self).__name__}({dict.__repr__(self)})"
+
+    def __bool__(self) -> bool:  # applied even when empty: the engine's config reader may differ without them
+        return True
+
+
 def apply_hf_overrides(config: Mapping[str, Any], overrides: Mapping[str, Any]) -> dict[str, Any]:
     """vLLM's `--hf-overrides` (config/model.py:ModelConfig._apply_dict_overrides): a key naming a nested
     config (`text_config`, `vision_config` …) is updated key by key; any other key, dicts such as
-    `rope_scaling` included, is replaced whole."""
+    `rope_scaling` included, is replaced whole. A ConfigOverrides applies itself."""
+    if isinstance(overrides, ConfigOverrides):
+        return overrides.apply_to(config)
     if not isinstance(overrides, Mapping):
         raise BadConfig("--hf-overrides must be a JSON object")
     out = dict(config)
@@ -71,6 +88,9 @@ def apply_hf_overrides(config: Mapping[str, Any], overrides: Mapping[str, Any]) 
         else:
             out[key] = value
     return out
+
+
+NESTED_CONFIGS = _NESTED_CONFIGS
 
 
 def parse_config(

@@ -91,4 +91,7 @@ def parse_sglang_command(text: str) -> SglangCommand:
             ignored.append(flag)
         else:
             ignored.append(f"{flag} {REDACTED if dest.endswith(_SECRET_ENDINGS) else value}")
+    if env.get("SGLANG_USE_AITER", "").lower() in ("true", "1"):
+        # utils/common.py:get_bool_env_var, which layers/attention/dsa/utils.py reads it with (true / 1 only)
+        options["use_aiter"] = True
     return SglangCommand(model, options, tuple(ignored), tuple(unmodelled), env, revision)

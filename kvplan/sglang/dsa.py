@@ -8,7 +8,7 @@
 * page size 64 × index_kpool (`model_overrides/deepseek_v2.py`); on ROCm 1 unless aiter's preshuffle paged-MQA
   path is on (`layers/attention/dsa/utils.py:aiter_can_use_preshuffle_paged_mqa`: SGLANG_USE_AITER=1 with
   Triton ≥ 3.5 or AITER_ENABLE_AOT_GLUON_PA_MQA_LOGITS=1); kvplan models SGLang's default environment
-  (SGLANG_USE_AITER unset: the legacy page size 1), as the rest of its ROCm rules do;
+  (SGLANG_USE_AITER unset: the legacy page size 1), and SGLANG_USE_AITER=1 on a pasted line (64 × index_kpool);
 * the latent row (`mem_cache/kv_cache_configurator.py:calculate_mla_kv_cache_dim`): kv_lora_rank + rope, except an
   fp8 cache on a scaled-layout backend (not trtllm, not TileLang on both sides, not HIP's default triton DSA
   backends, `overrides.py:_dsa_split_backend_resolution`, which read the raw layout):
@@ -62,11 +62,12 @@ def kv_dtype(given: str, spec: ModelSpec, sm_major: int | None) -> str:
                            hint=f"--kv-cache-dtype {given!r} is refused by SGLang for this model")
 
 
-def page_size(spec: ModelSpec, *, hip: bool = False) -> int:
-    """model_overrides/deepseek_v2.py: 64 × index_kpool (configs/model_config.py:get_dsa_index_kpool); on ROCm 1,
-    aiter's preshuffle path being off in SGLang's default environment (aiter_can_use_preshuffle_paged_mqa returns
-    False while SGLANG_USE_AITER is unset)."""
-    return 1 if hip else 64 * spec.facts.sglang.index_kpool
+def page_size(spec: ModelSpec, *, hip: bool = False, use_aiter: bool = False) -> int:
+    """model_overrides/deepseek_v2.py: 64 × index_kpool (configs/model_config.py:get_dsa_index_kpool); on ROCm 1
+    unless aiter's preshuffle path is on: layers/attention/dsa/utils.py:aiter_can_use_preshuffle_paged_mqa is False
+    while SGLANG_USE_AITER is unset (`use_aiter`), and with it True when Triton ≥ 3.5 (assumed: the oracle's, and
+    the ROCm 7 images'; SGLANG_DSA_HIP_DISABLE_PRESHUFFLE=1 turns it off, not modelled)."""
+    return 1 if hip and not use_aiter else 64 * spec.facts.sglang.index_kpool
 
 
 def latent_row_bytes(spec: ModelSpec, *, kv_dtype: str, element_bytes: int, sm_major: int | None,

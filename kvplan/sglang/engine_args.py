@@ -10,6 +10,7 @@ from the parser `server_args.py:ServerArgs.add_cli_args` builds. That parser kee
 from __future__ import annotations
 
 import json
+import shlex
 from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -18,7 +19,7 @@ from typing import Literal
 
 from kvplan.errors import ParseError
 
-ArgKind = Literal["int", "float", "text", "switch"]
+ArgKind = Literal["int", "float", "text", "switch", "json"]
 
 
 @dataclass(frozen=True)
@@ -64,6 +65,16 @@ SGLANG_ARGS: tuple[SglangArg, ...] = (
                                                                           "tokens (0.8)."),
     SglangArg("mamba_full_memory_ratio", "--mamba-full-memory-ratio", "float", "Mamba state / KV pool memory "
                                                                               "(0.9)."),
+    SglangArg("disable_hybrid_swa_memory", "--disable-hybrid-swa-memory", "switch", "One KV pool for a "
+              "sliding-window hybrid, every layer at the full-attention shape."),
+    SglangArg("max_mamba_cache_size", "--max-mamba-cache-size", "int", "Mamba state slots (over all attention-DP "
+                                                                      "workers); default from the memory ratio."),
+    SglangArg("mamba_ssm_dtype", "--mamba-ssm-dtype", "text", "SSM state dtype: float32, bfloat16, float16 "
+                                                              "(default: the config's, else float32)."),
+    SglangArg("json_model_override_args", "--json-model-override-args", "json", "A JSON object applied to the "
+              "model's config key by key (sglang/model_override.py)."),
+    SglangArg("trust_remote_code", "--trust-remote-code", "switch", "Read a config that needs the repository's "
+                                                                   "code (kvplan still runs none of it)."),
 )
 MODELLED = {arg.dest: arg for arg in SGLANG_ARGS}
 # dests that change memory in ways this slice does not model: the caller warns.
@@ -72,9 +83,6 @@ UNMODELLED = {
     "cpu_offload_gb": "weights offloaded to CPU are not subtracted",
     "enable_hierarchical_cache": "HiCache's host tier is not modelled",
     "moe_a2a_backend": "DeepEP all-to-all reserves 2 GiB more in mem_fraction_static (not modelled)",
-    "disable_hybrid_swa_memory": "the sliding-window split is modelled at SGLang's default (on) only",
-    "max_mamba_cache_size": "the Mamba state slots are modelled by mamba_full_memory_ratio (0.9) only",
-    "mamba_ssm_dtype": "the Mamba SSM state is modelled in the config's or SGLang's default dtype",
     "mamba_radix_cache_strategy": "the Mamba slots per request are modelled for the default strategy (auto)",
     "disable_radix_cache": "the radix cache is modelled on (it changes the Mamba slots per request)",
     "disable_overlap_schedule": "the overlap scheduler is modelled on (it changes the Mamba slots per request)",
@@ -117,10 +125,19 @@ _DEPLOYMENT_FIELDS: tuple[tuple[str, str, type], ...] = (
     ("speculative_draft_model_path", "speculative_draft_model_path", str),
     ("swa_full_tokens_ratio", "swa_full_tokens_ratio", float),
     ("mamba_full_memory_ratio", "mamba_full_memory_ratio", float),
+    ("disable_hybrid_swa_memory", "disable_hybrid_swa_memory", bool),
+    ("use_aiter", "use_aiter", bool),  # SGLANG_USE_AITER in a pasted line's environment (command_line.py)
+    ("max_mamba_cache_size", "max_mamba_cache_size", int), ("mamba_ssm_dtype", "mamba_ssm_dtype", str),
+    ("json_model_override_args", "json_model_override_args", dict),
 )
 
 
 def _cast(value: object, kind: type, dest: str) -> object:
+    if kind is dict:  # JSON text (a pasted line's) or a plan's mapping: kept as canonical JSON text, None for {}
+        from kvplan.sglang.model_override import parse_model_override_args
+
+        parsed = parse_model_override_args(value)
+        return json.dumps(parsed, separators=(",", ":")) if parsed else None
     if kind is bool:
         if isinstance(value, bool):
             return value
@@ -144,8 +161,31 @@ def deployment_fields(options: Mapping[str, object]) -> dict[str, object]:
     `attn_dp_size N` is the new spelling of `--dp N --enable-dp-attention`."""
     fields: dict[str, object] = {}
     for field_name, dest, kind in _DEPLOYMENT_FIELDS:
-        if options.get(dest) is not None:
-            fields[field_name] = _cast(options[dest], kind, dest)
+        if options.get(dest) is not None and (cast := _cast(options[dest], kind, dest)) is not None:
+            fields[field_name] = cast
     if options.get("attn_dp_size") is not None:
         fields.update(dp=_cast(options["attn_dp_size"], int, "attn_dp_size"), enable_dp_attention=True)
     return fields
+
+
+# Short spellings launch_server_line writes (unique prefixes or aliases argparse resolves: resolve_flag).
+_SHORT = {"tp_size": "--tp", "dp_size": "--dp", "ep_size": "--ep"}
+
+
+def launch_server_line(model: str, fields: Mapping[str, object], defaults: Mapping[str, object],
+                       revision: str | None = None) -> str:
+    """The `python -m sglang.launch_server` line of a deployment: every SglangDeployment field in `fields` that
+    differs from `defaults` (SglangDeployment()'s) as its canonical flag, so that parse_sglang_command and
+    deployment_fields read back the same deployment (--tp always; --dp N --enable-dp-attention as typed)."""
+    words = ["SGLANG_USE_AITER=1"] if fields.get("use_aiter") else []
+    words += ["python -m sglang.launch_server --model-path", shlex.quote(model)]
+    if revision is not None:
+        words.append(f"--revision {shlex.quote(revision)}")
+    for field_name, dest, _kind in _DEPLOYMENT_FIELDS:
+        value = fields[field_name]
+        if value == defaults[field_name] and field_name != "tp" or value is None or value is False \
+                or field_name == "use_aiter":
+            continue
+        flag = _SHORT.get(dest, MODELLED[dest].flag)
+        words.append(flag if value is True else f"{flag} {shlex.quote(str(value))}")
+    return " ".join(words)

@@ -20,7 +20,14 @@ from kvplan.sglang.architectures import (
     model_class_refusal,
 )
 from kvplan.sglang.budget import Budget, FreeMemory, estimate_free_memory, profile_budget
-from kvplan.sglang.defaults import ServerDefaults, SglangDeployment, check_deployment, resolve_defaults
+from kvplan.sglang.defaults import (
+    ModelTraits,
+    ServerDefaults,
+    SglangDeployment,
+    SglangGpu,
+    check_deployment,
+    resolve_defaults,
+)
 from kvplan.sglang.dsa import is_dsa
 from kvplan.sglang.dsa import kv_dtype as dsa_kv_dtype
 from kvplan.sglang.dsa import page_size as dsa_page_size
@@ -34,6 +41,7 @@ from kvplan.sglang.pool import (
     GEMMA4_ASSISTANT,
     GEMMA4_ASSISTANT_FORWARD,
     PoolGeometry,
+    PoolLimits,
     TokenPool,
     context_length,
     geometry,
@@ -47,6 +55,7 @@ from kvplan.sglang.speculative import (
     MTP_ARCHITECTURES,
     NEXTN_REWRITTEN_TO_ONE,
     SpecDecode,
+    SpeculativeArgs,
     canonical_algorithm,
     resolve_speculative,
 )
@@ -192,8 +201,12 @@ def _speculative_unmodelled(spec: ModelSpec, dep: SglangDeployment, *, plain: bo
     """What of a speculative deployment kvplan does not model: the draft beside a sliding-window, Mamba or DSA
     pool or under PP, and a draft checkpoint other than the target whose config was not read (`draft`)."""
     if canonical_algorithm(str(dep.speculative_algorithm)) == "NGRAM":
-        return None if plain and dep.pp == 1 else ("NGRAM speculative decoding with pipeline parallelism or a "
-                                                   "sliding-window, Mamba or DSA pool is not modelled yet")
+        # NGRAM has no draft model: the pool configurator sizes the target's pool alone (the spec oracle: Gemma-4
+        # 26B at TP 8, HybridSWAPoolConfigurator, the same 30,720 B cell; DeepSeek-V3.2's DSA page 64 refused by
+        # _handle_ngram's top-k/page rule, which resolve_speculative words); Mamba reserves per-step state
+        mamba = any(x.kind == "mamba" for x in spec.layers)
+        return None if dep.pp == 1 and not mamba else ("NGRAM speculative decoding with pipeline parallelism or "
+                                                       "a Mamba pool is not modelled yet")
     if not plain or dep.pp > 1:
         return ("an EAGLE/MTP draft beside a sliding-window, Mamba or DSA pool, or under pipeline parallelism "
                 "(pool_configurator.py's draft split of those pools), is not modelled yet")
@@ -234,12 +247,9 @@ def _speculative(spec: ModelSpec, dep: SglangDeployment, d: ServerDefaults, geo:
     max_running_requests it resolves, the pool geometry with the EAGLE/STANDALONE draft's layers."""
     if dep.speculative_algorithm is None:
         return dep, geo, None
-    sd = resolve_speculative(dep.speculative_algorithm, steps=dep.speculative_num_steps,
-                             topk=dep.speculative_eagle_topk, draft_tokens=dep.speculative_num_draft_tokens,
-                             draft_path=dep.speculative_draft_model_path, model_path=spec.name,
-                             architecture=spec.architectures[0] if spec.architectures else "",
-                             max_running=dep.max_running_requests, attn_dp_size=d.attn_dp_size,
-                             backend=d.attention_backend, page_size=d.page_size)
+    sd = resolve_speculative(SpeculativeArgs(
+        dep.speculative_algorithm, dep.speculative_num_steps, dep.speculative_eagle_topk,
+        dep.speculative_num_draft_tokens, dep.speculative_draft_model_path, dep.max_running_requests), spec, d)
     dep = dataclasses.replace(dep, max_running_requests=sd.max_running_requests)
     if geo is not None and sd.algorithm in EAGLE_FAMILY:
         distinct = sd.draft_model_path not in (None, spec.name)
@@ -268,15 +278,20 @@ def resolve_server_args(spec: ModelSpec, chip: GpuSpec,
     before the model class is built: a deployment the class then refuses still resolves)."""
     platform, sm = _platform(chip)
     ctx = context_length(spec, dep.context_length)
-    defaults = resolve_defaults(dep, gpu_mem_mib=gpu_memory_mib(chip), platform=platform,  # type: ignore[arg-type]
-                                sm_major=sm, use_mla=spec.mla is not None, kv_heads=total_kv_heads(spec),
-                                context_len=ctx, llama2_path="llama-2" in spec.name.lower(),
-                                architecture=spec.architectures[0] if spec.architectures else "",
-                                has_mamba=any(x.kind == "mamba" for x in spec.layers),
-                                prefill_graph_allowed=breakable_prefill_graph_kept(spec),
-                                vlm_factor=vlm_fraction_factor(spec), asymmetric_kv=asymmetric_kv(spec),
-                                dsa_page_size=dsa_page_size(spec, hip=platform == "hip") if is_dsa(spec) else None)
-    return platform, sm, ctx, defaults
+    gpu = SglangGpu(platform, sm, gpu_memory_mib(chip))  # type: ignore[arg-type]
+    traits = model_traits(spec, hip=platform == "hip", use_aiter=dep.use_aiter)
+    return platform, sm, ctx, resolve_defaults(dep, gpu, traits, ctx)
+
+
+def model_traits(spec: ModelSpec, *, hip: bool, use_aiter: bool) -> ModelTraits:
+    """What SGLang's server-argument resolution reads of the model (sglang/defaults.py:ModelTraits)."""
+    return ModelTraits(
+        use_mla=spec.mla is not None, kv_heads=total_kv_heads(spec),
+        architecture=spec.architectures[0] if spec.architectures else "", llama2_path="llama-2" in spec.name.lower(),
+        has_mamba=any(x.kind == "mamba" for x in spec.layers),
+        prefill_graph_allowed=breakable_prefill_graph_kept(spec), vlm_factor=vlm_fraction_factor(spec),
+        asymmetric_kv=asymmetric_kv(spec),
+        dsa_page_size=dsa_page_size(spec, hip=hip, use_aiter=use_aiter) if is_dsa(spec) else None)
 
 
 def _check_kv_quant(kv_dtype: str, platform: str, sm: int | None, backend: str, geo: PoolGeometry | None,
@@ -314,10 +329,9 @@ def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: Se
         return None, budget.refusal
     assert budget.budget_bytes is not None and geo is not None
     try:
-        pool = size_pool(geo, budget.budget_bytes, page_size=d.page_size, context_len=ctx,
-                         max_total_tokens=dep.max_total_tokens, max_running=dep.max_running_requests,
-                         attn_dp_size=d.attn_dp_size, chunked_prefill_size=d.chunked_prefill_size,
-                         max_prefill_tokens=d.max_prefill_tokens, mamba=budget.mamba, sync_tokens=sync_tokens)
+        limits = PoolLimits(d.page_size, ctx, dep.max_total_tokens, dep.max_running_requests, d.attn_dp_size,
+                            d.chunked_prefill_size, d.max_prefill_tokens)
+        pool = size_pool(geo, budget.budget_bytes, limits, mamba=budget.mamba, sync_tokens=sync_tokens)
     except InvalidParameter as exc:
         return None, str(exc)
     return pool, SglangStartup.STARTS
@@ -341,6 +355,13 @@ def _check_loadable(spec: ModelSpec, dep: SglangDeployment) -> SglangDeployment:
     return dep
 
 
+def _geometry(spec: ModelSpec, dep: SglangDeployment, d: ServerDefaults, kv_dtype: str, sm: int | None, *,
+              hip: bool) -> PoolGeometry:
+    """pool.geometry for this deployment's attention TP, ratio and hybrid-SWA switch."""
+    return geometry(spec, attn_tp=d.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm, hip=hip,
+                    swa_ratio=dep.swa_full_tokens_ratio, disable_hybrid_swa=dep.disable_hybrid_swa_memory)
+
+
 def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, weights_bytes: int,
                     weights_range: tuple[int, int], measured: FreeMemory | None = None,
                     draft: ModelSpec | None = None) -> SglangFit:
@@ -353,8 +374,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         raise InvalidParameter(f"SGLang {SGLANG_VERSION} rules: {reason}")
     platform, sm, ctx, defaults = resolve_server_args(spec, chip, dep)
     kv_dtype = dsa_kv_dtype(dep.kv_cache_dtype, spec, sm) if is_dsa(spec) else kv_dtype_name(dep.kv_cache_dtype, spec)
-    geo = None if early else geometry(spec, attn_tp=defaults.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm,
-                                      hip=platform == "hip", swa_ratio=dep.swa_full_tokens_ratio)
+    geo = None if early else _geometry(spec, dep, defaults, kv_dtype, sm, hip=platform == "hip")
     dep, geo, spec_decode = _speculative(spec, dep, defaults, geo, draft)
     if platform == "hip" and kv_dtype.startswith("fp8"):
         # HIP maps fp8_e5m2 to fp8_dtype too (mem_cache/kv_cache_dtype.py): an e4m3 format, fnuz on gfx942.
@@ -365,14 +385,15 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     free = measured or estimate_free_memory(cuda_total_bytes=chip.cuda_total_bytes, weights_bytes=weights_bytes,
                                             weights_range=weights_range, world=dep.tp * dep.pp)
     frac = defaults.mem_fraction_static
-    state = mamba_state(spec, attn_tp=defaults.attn_tp_size, tp=dep.tp)
+    state = mamba_state(spec, attn_tp=defaults.attn_tp_size, tp=dep.tp, ssm_dtype=dep.mamba_ssm_dtype)
     mm_gib = mm_reservation_gib(spec, hopper=platform == "cuda" and sm == 9, gpu_mem_mib=gpu_memory_mib(chip),
                                 max_running_requests=dep.max_running_requests)
     ratio = mamba_ratio(spec.architectures[0] if spec.architectures else "")
 
     def profile(avail: float, pre: float) -> Budget:
         return profile_budget(avail_gib=avail, pre_gib=pre, mem_fraction_static=frac, mm_reservation_gib=mm_gib,
-                              mamba=state, mamba_ratio=ratio, mamba_full_memory_ratio=dep.mamba_full_memory_ratio)
+                              mamba=state, mamba_ratio=ratio, mamba_full_memory_ratio=dep.mamba_full_memory_ratio,
+                              max_mamba_cache_size=dep.max_mamba_cache_size, attn_dp_size=defaults.attn_dp_size)
 
     budget = profile(free.avail_gib, free.pre_gib)
     if early and budget.refusal is None:
@@ -406,10 +427,10 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
         notes.append(f"weights are estimated as {dep.tp} tensor-parallel shards; under attention DP SGLang splits "
                      f"the attention weights over attention-TP {defaults.attn_tp_size} only (more per GPU), "
                      "not counted here")
-    if is_dsa(spec) and platform == "hip":
+    if is_dsa(spec) and platform == "hip" and not dep.use_aiter:
         notes.append("DeepSeek sparse attention on ROCm: page size 1, SGLang's default environment; with "
                      "SGLANG_USE_AITER=1 and Triton ≥ 3.5 (aiter's preshuffle paged-MQA path, "
-                     "layers/attention/dsa/utils.py) SGLang pages by 64 × index_kpool, not modelled here")
+                     "layers/attention/dsa/utils.py) SGLang pages by 64 × index_kpool (paste the line with it)")
     notes.append("the CUDA graphs, activations and request table must fit in the slack pre × (1 − "
                  f"mem_fraction_static) = {budget.slack_gib:.2f} GiB: SGLang's heuristic, not checked here")
     return SglangFit(

@@ -17,6 +17,7 @@ parallelism, SGLang's default radix cache and state dtypes. Pure: numbers in, nu
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from kvplan.errors import InvalidParameter
@@ -91,9 +92,19 @@ def _ssm_bytes(declared: object) -> int:
     return SSM_DTYPE_BYTES.get(str(declared), 4) if declared is not None else 4
 
 
-def mamba_state(spec: ModelSpec, *, attn_tp: int, tp: int) -> MambaState | None:
+def mamba_state(spec: ModelSpec, *, attn_tp: int, tp: int, ssm_dtype: str | None = None) -> MambaState | None:
     """The state SGLang keeps per request slot (None: not a modelled family). GDN, Nemotron-H, Granite and LFM2
-    shard over attention TP; Mamba-1 over the full TP group (configs/mamba.py:_mamba1_cache_params)."""
+    shard over attention TP; Mamba-1 over the full TP group (configs/mamba.py:_mamba1_cache_params).
+    `ssm_dtype` (--mamba-ssm-dtype) wins over the config's and the default for every family:
+    arg_groups/serving_hook.py:handle_environment_variables sets SGLANG_MAMBA_SSM_DTYPE from it, which
+    configs/mamba_utils.py:mamba2_state_dtype reads last (also for mamba2_state_dtype(None), the default)."""
+    state = _mamba_state(spec, attn_tp=attn_tp, tp=tp)
+    if state is None or ssm_dtype is None:
+        return state
+    return dataclasses.replace(state, ssm_bytes=SSM_DTYPE_BYTES[ssm_dtype])
+
+
+def _mamba_state(spec: ModelSpec, *, attn_tp: int, tp: int) -> MambaState | None:
     layers = [x for x in spec.layers if x.kind == "mamba" and x.state is not None]
     if not layers or layers[0].state is None:
         return None
@@ -158,12 +169,17 @@ def not_enough_state_text(size: int, rest_gib: float, per_req: int) -> str:
 
 
 def carve_mamba_cache(rest_gib: float, state: MambaState, *, ratio: int,
-                      full_memory_ratio: float = MAMBA_FULL_MEMORY_RATIO) -> MambaCache:
-    """_handle_max_mamba_cache's ratio-based branch (no --max-mamba-cache-size, radix cache on, no speculative
-    decoding), in SGLang's float order; K ≤ 0 carries SGLang's refusal."""
+                      full_memory_ratio: float = MAMBA_FULL_MEMORY_RATIO, max_mamba_cache_size: int | None = None,
+                      attn_dp_size: int = 1) -> MambaCache:
+    """_handle_max_mamba_cache without speculative decoding, radix cache on, in SGLang's float order: a given
+    --max-mamba-cache-size split over the attention-DP workers (`// attn_dp_size`, "mamba_pool.per_dp_shard"),
+    else the ratio-based branch; K ≤ 0 carries SGLang's refusal."""
     per = state.per_req_bytes
-    mamba_budget_bytes = rest_gib * full_memory_ratio / (1 + full_memory_ratio) * (1 << 30)
-    size = int((mamba_budget_bytes - 0 - per) // per)
+    if max_mamba_cache_size is not None:
+        size = max_mamba_cache_size // attn_dp_size
+    else:
+        mamba_budget_bytes = rest_gib * full_memory_ratio / (1 + full_memory_ratio) * (1 << 30)
+        size = int((mamba_budget_bytes - 0 - per) // per)
     if size <= 0:
         return MambaCache(size, per, 0, rest_gib, ratio, "", not_enough_state_text(size, rest_gib, per))
     state_bytes = (size + 1) * per

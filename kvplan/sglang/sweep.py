@@ -4,13 +4,14 @@ starts the deployment, and what its pool holds there. Pure: a weight estimate is
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 
 from kvplan.errors import InvalidParameter, KvplanError
 from kvplan.hardware.gpus import GpuSpec
 from kvplan.model.spec import ModelSpec
 from kvplan.sglang import SGLANG_VERSION
 from kvplan.sglang.defaults import SglangDeployment
+from kvplan.sglang.engine_args import launch_server_line
 from kvplan.sglang.fit import SglangFit, plan_sglang_fit
 
 SWEEP_TPS = (1, 2, 4, 8)  # one node's tensor-parallel sizes
@@ -45,29 +46,25 @@ class SglangSweep:
     skipped: tuple[str, ...] = field(default=())  # "gpu: why" for each GPU no TP up to 8 starts on
 
 
-def _command(spec: ModelSpec, dep: SglangDeployment) -> str:
-    parts = ["python -m sglang.launch_server --model-path", spec.name, f"--tp {dep.tp}"]
-    if dep.dp > 1:
-        parts.append(f"--dp {dep.dp}" + (" --enable-dp-attention" if dep.enable_dp_attention else ""))
-    for flag, value in (("--context-length", dep.context_length), ("--mem-fraction-static", dep.mem_fraction_static),
-                        ("--max-running-requests", dep.max_running_requests), ("--page-size", dep.page_size)):
-        if value is not None:
-            parts.append(f"{flag} {value}")
-    if dep.kv_cache_dtype != "auto":
-        parts.append(f"--kv-cache-dtype {dep.kv_cache_dtype}")
-    return " ".join(parts)
+def _command(spec: ModelSpec, dep: SglangDeployment, revision: str | None = None) -> str:
+    """The row's launch_server line: every flag of `dep` that differs from SGLang's default, so pasting it plans
+    the row again (engine_args.launch_server_line)."""
+    return launch_server_line(spec.name, asdict(dep), asdict(SglangDeployment()), revision)
 
 
-def _row(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, fit: SglangFit) -> SglangSweepRow:
+def _row(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, fit: SglangFit,
+         revision: str | None) -> SglangSweepRow:
     return SglangSweepRow(chip.id, chip.name, dep.tp, fit.num_gpus, fit.defaults.mem_fraction_static,
                           fit.max_total_num_tokens, fit.total_tokens, fit.max_running_requests,
-                          fit.requests_at_context, fit.context_len, _command(spec, dep))
+                          fit.requests_at_context, fit.context_len, _command(spec, dep, revision))
 
 
 def sweep_sglang(spec: ModelSpec, catalog: Sequence[GpuSpec], dep: SglangDeployment,
-                 weights: Callable[[GpuSpec, int], tuple[int, int, int]]) -> SglangSweep:
+                 weights: Callable[[GpuSpec, int], tuple[int, int, int]], *,
+                 revision: str | None = None) -> SglangSweep:
     """Per GPU, the smallest TP in SWEEP_TPS (from the deployment's own, if larger) at which SGLang starts;
-    `weights(chip, tp)` is (best, low, high) bytes per GPU. A deployment refused as not modelled is raised."""
+    `weights(chip, tp)` is (best, low, high) bytes per GPU;
+    `revision` goes into each row's command. A deployment refused as not modelled is raised."""
     rows: list[SglangSweepRow] = []
     skipped: list[str] = []
     for chip in catalog:
@@ -83,7 +80,7 @@ def sweep_sglang(spec: ModelSpec, catalog: Sequence[GpuSpec], dep: SglangDeploym
                     break  # not modelled at any TP on this GPU
                 continue
             if fit.fits:
-                rows.append(_row(spec, chip, at, fit))
+                rows.append(_row(spec, chip, at, fit, revision))
                 break
             why = fit.startup
         else:

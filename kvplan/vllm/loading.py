@@ -40,10 +40,13 @@ def load_model(source: str, revision: str | None = None, *, hf_overrides: Mappin
     loads it; a config vLLM would refuse anyway fails with vLLM's reason (raises a KvplanError)."""
     from kvplan.errors import BadConfig
     from kvplan.model import hub
+    from kvplan.model.config import ConfigOverrides
     from kvplan.vllm.architectures import explain_bad_config
     from kvplan.vllm.defaults import LATEST
 
-    overrides = dict(hf_overrides) if hf_overrides is not None else None
+    # a copy, except of overrides that apply themselves by another engine's rules (model/config.py)
+    overrides = (hf_overrides if hf_overrides is None or isinstance(hf_overrides, ConfigOverrides)
+                 else dict(hf_overrides))
     try:
         if not hub.is_hub_id(source):
             return (hub.load_local(source, hf_overrides=overrides) if not revision

@@ -164,6 +164,7 @@ MODEL_TYPE_RULES: dict[str, frozenset[str]] = {
     'mm_prefix_lm': frozenset({'bagel', 'gemma3', 'molmo2', 'moondream3', 'paligemma'}),
     'sglang_hopper_qwen3_vl': frozenset({'qwen3_vl', 'qwen3_vl_moe'}),
     'sglang_gemma4_attention': frozenset({'gemma4_text'}),
+    'sglang_flat_text_config': frozenset({'qwen2_5_vl', 'qwen2_vl'}),
 }
 VISION_TOWERS: dict[str, VisionTower] = {
     'gemma3': 'gemma3',

@@ -106,6 +106,11 @@ class ModelTypeRules(NamedTuple):
     # SGLang 0.5.23 utils/hf_transformers/config.py:_apply_gemma4_attention_overrides: text model types whose
     # full-attention head_dim / KV heads SGLang makes the model's own (kvplan.model.spelt: gemma4_full_attention).
     sglang_gemma4_attention: tuple[str, ...] = ()
+    # transformers 5.19 config classes (SGLang 0.5.23's pin) that build text_config from a flat config's own keys,
+    # popping them from the outer config (configuration_qwen2_vl.py, configuration_qwen2_5_vl.py `__post_init__`;
+    # hunyuan_vl and paddleocr_vl do too): an outer --json-model-override-args key misses the text model
+    # (kvplan.sglang.model_override).
+    sglang_flat_text_config: tuple[str, ...] = ()
 
 
 class Family(NamedTuple):

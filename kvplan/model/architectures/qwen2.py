@@ -3,7 +3,7 @@ slide; Qwen2-MoE's shared expert has a hidden → 1 gate (vLLM models/qwen2.py, 
 Qwen2MoeSparseMoeBlock.shared_expert_gate, qwen2_vl.py, qwen2_5_vl.py)."""
 from __future__ import annotations
 
-from kvplan.model.architectures.base import Family, WeightRules
+from kvplan.model.architectures.base import Family, ModelTypeRules, WeightRules
 
 FAMILY = Family(
     name="qwen2",
@@ -14,4 +14,5 @@ FAMILY = Family(
     weights=WeightRules(attention_bias="qkv", shared_expert_gate=True),
     sliding_layout="max_window_layers",
     vision_towers=(("qwen2_5_vl", "qwen2_5_vl"), ("qwen2_vl", "qwen2_vl")),
+    model_type_rules=ModelTypeRules(sglang_flat_text_config=("qwen2_vl", "qwen2_5_vl")),
 )
