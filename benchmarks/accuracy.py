@@ -185,9 +185,43 @@ UNEXPLAINED = {
         "fusion: 8 + 2 + 24 MiB, 2 MiB-aligned, the log's 'Signal pad offset: 8388608') is 34 MiB; the FlashInfer "
         "CUTLASS FP8-block MoE workspace for 8,192 tokens (cutlass_fused_moe_kernels.cuh:getWorkspaceDeviceBuffer"
         "Sizes with use_deepseek_fp8_block_scale, fp8_blockscale_gemm.cu:getWorkspaceSizeBase) about 0.67 GiB "
-        "against 0.45 for 0.11's Triton caches: 0.3 GiB of the 2.21 together. The 0.19.1 MiniMax-M2.5 record (Triton "
-        "again) leaves 1.74 GiB above kvplan too, so most of the gap is common to 0.16 and 0.19 and not the MoE "
-        "kernel"),
+        "against 0.45 for 0.11's Triton caches. But the fusion workspace is SymmDeviceMemory (the log's "
+        "'[SymmDeviceMemory] ... Signal pad offset: 8388608'), whose three buffers FlashInfer rounds to the 512 MiB "
+        "multicast granularity (comm/mnnvl.py:_get_allocation_prop): 1.5 GiB, not 34 MiB. With the MoE kernel's "
+        "0.2 GiB that is 1.7 of the 2.21. 0.16.0's -O2 leaves the fusion off (config/vllm.py: fuse_allreduce_rms "
+        "False); this dev build's pass_config has it on, which kvplan is told (COMPILATION_FOR_RECORD)"),
+    "joshi-4xh100-minimax-m2.5-fp8-tp4-v0191": (
+        "the log's 'Enabled custom fusions: norm_quant, act_quant, allreduce_rms': FlashInfer's all-reduce fusion "
+        "workspace, three SymmDeviceMemory buffers each rounded to the 512 MiB multicast granularity (1.5 GiB, "
+        "memory/non_torch.py:flashinfer_ar_fusion_workspace), was 1.5 of the 1.74 GiB above kvplan's 0.11 terms. "
+        "Read alike in the 0.11.2, 0.16.0 and 0.19.1 wheels, so not the rest: utils/mem_utils.py:memory_profiling, "
+        "the snapshot after init_worker_distributed_environment, _dummy_sampler_run, _dummy_run, no CUDA-graph "
+        "estimate subtracted (0.19.1's VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS=0: the write-up's 'increase ... "
+        "from 0.9500 to 0.9526' is the disabled branch), VLLM_FUSED_MOE_CHUNK_SIZE above 8,192, MiniMax-M2's model "
+        "code; 0.16+'s modular TritonExperts workspaces (+0.33 GiB) are in the 0.17+ ported rule"),
+    "saiyam-2xrtxpro6000-qwen3-32b-tp1-util0426-failed": (
+        "same box and release as the TP 2 and PP 2 records: log − kvplan's ported terms (Model Runner V2's unseen "
+        "bytes left out) is +1.64 GiB here, −0.14 at TP 2 and +0.73 at PP 2 (the calibration record "
+        "MRV2_UNSEEN_BYTES's 0.40 is read on): opposite signs, so not one term. 0.27 sizes the cache by "
+        "total_consumed (utils/mem_utils.py:"
+        "memory_profiling: the free-memory drop since the first snapshot, plus the transient peak), which also holds "
+        "allocator fragmentation and what MRV2 builds after loading; no log here separates them"),
+    "saiyam-2xrtxpro6000-qwen3-32b-tp2-util0426": (
+        "0.86 GiB less non-KV memory than kvplan on two PCIe cards (custom all-reduce on: two GPUs with P2P, so the "
+        "NVLink non-torch figure, which the PP 2 record fits); see the TP 1 record for why the three disagree"),
+    "guardkit-gb10-qwen3-30b-a3b-fp8-util030-kvfp8": (
+        "integrated GPU: free memory is the host's MemAvailable in every release that ran on GB10 (utils/mem_utils.py:"
+        "MemorySnapshot.measure: 0.13–0.19 by the SM list (8.7, 11.0, 12.1), 0.20+ by the device's is_integrated "
+        "property), as on the two calibration GB10 logs of the same host and release. The host's growth implied "
+        "here, 1.88 GiB, against their 2.78 and 2.34 (kvplan's 2.56, their mean): run-to-run host noise, inside "
+        "the 0 … 2.80 estimate, on the pessimistic side"),
+    "vllm-44376-2xgh200-deepseek-v4-flash-failed": (
+        "the comment gives no version (0.22 from the issue's title), no 'Model loading took' and a local "
+        "'DeepSeek-V4-Flash': every term is estimated — weights 73.54 … 76.51 GiB, the CUDA-graph estimate 2.27 "
+        "(2.01 … 6.76; FULL_AND_PIECEWISE with custom_ops all, EP), GH200's CUDA total (95.08 GiB, from NVML: no "
+        "GH200 log names it). The 2.42 GiB kvplan lacks fits inside the graph estimate's range alone. Ruled out: "
+        "the UMA path (MemorySnapshot.measure reads MemAvailable when platforms/cuda.py:is_integrated_gpu; on a "
+        "GH200 with 480 GB of host memory that would make the KV memory tens of GiB, not 5.44)"),
     "llmd-h100-mistral-small-32-24b": (
         "served with --config-format/--load-format mistral (params.json): its peak activation 2.12 GiB is "
         "below the 4.7 GiB the sampler warm-up over 1,024 rows × 131,072 logits costs every other 0.11 run "
@@ -426,6 +460,12 @@ def _raw_log(rec: dict[str, Any]) -> str:
     return raw.read_text(encoding="utf-8") if raw.is_file() else str(rec.get("log_excerpt") or "")
 
 
+# A compilation setting a record's log prints where it differs from its release's default: the 0.16.0rc2 dev build's
+# engine config line shows 'pass_config': {..., 'fuse_allreduce_rms': True, ...}, which 0.16.0's -O2 leaves off.
+COMPILATION_FOR_RECORD: dict[str, dict[str, Any]] = {
+    "joshi-4xh100-minimax-m2-fp8-tp4-v0160": {"pass_config": {"fuse_allreduce_rms": True}}}
+
+
 def settings_of(rec: dict[str, Any], version: str) -> ServeSettings:
     """The `vllm serve` flags the record states (the rest: vLLM's defaults for its version)."""
     kv = rec.get("kv_cache_dtype") or "auto"
@@ -445,6 +485,7 @@ def settings_of(rec: dict[str, Any], version: str) -> ServeSettings:
         kv_cache_memory_bytes=None,
         # the log's own sampler line ("FlashInfer is not available. Falling back …"), as calibrate reads it
         use_flashinfer_sampler=parse_startup_log(_raw_log(rec)).settings.flashinfer_sampler,
+        compilation_config=COMPILATION_FOR_RECORD.get(rec["id"]),
     )
 
 

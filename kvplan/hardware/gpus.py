@@ -167,6 +167,13 @@ class GpuSpec:
         return (int(m.group(1)), int(m.group(2))) if m else None
 
     @property
+    def pcie_only(self) -> bool:
+        """A CUDA GPU of the catalog with no NVLink (no interconnect figure, not integrated): NCCL and vLLM's
+        all-reduce run over PCIe. False for a --gpu-memory GPU, whose interconnect is not known."""
+        return (self.platform == "cuda" and not self.custom and not self.integrated
+                and self.interconnect_bytes_per_s is None)
+
+    @property
     def arch(self) -> str:
         """Architecture from the compute capability: "hopper", "blackwell", "ampere", "cdna3", ...
 

@@ -84,6 +84,13 @@ PCIE_SERVER = NodeShape(8, "8 × PCIe server", "estimate: 8 PCIe cards per serve
                                               "configuration (no NVLink domain beyond bridged pairs)")
 
 
+def nvswitch_gpus(gpu_id: str) -> int:
+    """GPUs one NVSwitch joins in this GPU's node (an HGX baseboard, an NVL72 tray), where CUDA multicast
+    works; 0 for PCIe cards, NVLink-bridged pairs, a GH200 or a GB10."""
+    shape = node_shape(gpu_id)
+    return shape.gpus_per_node if shape in (_HGX8, _NVL72) else 0
+
+
 def node_shape(gpu_id: str) -> NodeShape:
     """The node a GPU of this catalog id comes in."""
     return _NODES.get(gpu_id, PCIE_SERVER)

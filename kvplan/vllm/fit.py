@@ -35,9 +35,9 @@ from kvplan.vllm.memory.budget import (
     startup_baseline_bytes,
     user_term,
 )
-from kvplan.vllm.memory.cuda_graphs import GraphCapture, compilation_settings, estimate_cuda_graphs
+from kvplan.vllm.memory.cuda_graphs import VLLM_COMPILE, GraphCapture, compilation_settings, estimate_cuda_graphs
 from kvplan.vllm.memory.lora import lora_bytes_per_gpu
-from kvplan.vllm.memory.non_torch import estimate_non_torch
+from kvplan.vllm.memory.non_torch import estimate_non_torch, flashinfer_ar_fusion_workspace
 from kvplan.vllm.memory.weights import estimate_weights, tower_bytes_per_gpu
 from kvplan.vllm.multimodal import MmLimits, apply_mm_limits, gemma4_encoder_profile, text_only
 from kvplan.vllm.offload import deployment_tier, tier_note
@@ -116,8 +116,11 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     non_torch = (user_term("non_torch", measured.non_torch_bytes, "--non-torch-memory")
                  if measured.non_torch_bytes is not None
                  else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, par), pp=par.pipeline_parallel_size,
-                                                             version=r.version, integrated=integrated, arch=gpu.arch),
+                                                             version=r.version, integrated=integrated, arch=gpu.arch,
+                                                             pcie_only=getattr(gpu, "pcie_only", False)),
                                           model, r))
+    non_torch = non_torch if measured.non_torch_bytes is not None else _with_ar_fusion_workspace(non_torch, model,
+                                                                                               gpu, s, r)
     graphs = (user_term("cuda_graphs", measured.cuda_graph_bytes, "--cuda-graph-memory")
               if measured.cuda_graph_bytes is not None
               else estimate_cuda_graphs(GraphCapture(
@@ -164,6 +167,29 @@ def _moe_group(model: ModelSpec, par: ParallelConfig) -> int:
     log (Qwen3-30B-A3B, TP 1 × DP 2 with EP, vllm#30942) prints 0.61 GiB of non-torch growth, where one GPU
     shows 0.02–0.26."""
     return par.tensor_parallel_size * (par.data_parallel_size if model.moe is not None else 1)
+
+
+def _with_ar_fusion_workspace(term: MemoryTerm, model: ModelSpec, gpu: GpuLike, s: ServeSettings,
+                              r: ResolvedSettings) -> MemoryTerm:
+    """Non-torch growth plus FlashInfer's all-reduce fusion workspace where vLLM builds one
+    (memory/non_torch.py:flashinfer_ar_fusion_workspace)."""
+    from kvplan.hardware.nodes import nvswitch_gpus
+
+    par, comp = s.parallel_config, compilation_settings(s.compilation_config)
+    compiled = not s.model_config.enforce_eager and comp.compilation_mode in (None, VLLM_COMPILE)
+    ws = flashinfer_ar_fusion_workspace(
+        tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, dp=par.data_parallel_size,
+        hidden=model.hidden_size, max_num_batched_tokens=r.scheduler_config.batch.max_num_batched_tokens,
+        capability=getattr(gpu, "capability", None), version=r.version, compiled=compiled,
+        nvswitch_gpus=nvswitch_gpus(getattr(gpu, "id", "")),
+        fuse=comp.fuse_allreduce_rms)
+    if ws is None:
+        return term
+    best, low, high = ws
+    return shifted(term, best, f"plus FlashInfer's all-reduce + RMSNorm fusion workspace, {best / GiB:.2f} GiB (three "
+                               f"buffers, {low / GiB:.2f} … {high / GiB:.2f} GiB as the multicast granularity rounds "
+                               "them; vLLM 0.17+ -O2 at TP > 1 on one NVSwitch node)",
+                   low_delta=low, high_delta=high)
 
 
 def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings) -> MemoryTerm:

@@ -89,6 +89,9 @@ class CompilationSettings:
     max_cudagraph_capture_size: int | None = None
     compilation_mode: int | None = None  # `mode` (or the older `level`): 3 = VLLM_COMPILE
     ignored_keys: tuple[str, ...] = ()
+    # pass_config.fuse_allreduce_rms (config/compilation.py:PassConfig); None: the release's -O2 default. Its
+    # FlashInfer workspace is non-torch memory (memory/non_torch.py:flashinfer_ar_fusion_workspace).
+    fuse_allreduce_rms: bool | None = None
 
     def effective_mode(self) -> CudagraphMode:
         mode = self.cudagraph_mode or DEFAULT_CUDAGRAPH_MODE
@@ -143,8 +146,23 @@ def compilation_settings(config: Mapping[str, Any] | None) -> CompilationSetting
         else:
             raise InvalidParameter(f"--compilation-config mode: valid modes are {', '.join(COMPILATION_MODES)} "
                                    f"(or 0–3), got {raw_comp!r}")
-    ignored = tuple(sorted(str(k) for k in config if k not in COMPILATION_KEYS_MODELLED))
-    return CompilationSettings(mode, sizes, max_size, comp, ignored)
+    fuse, pass_ignored = _pass_config(config.get("pass_config"))
+    ignored = tuple(sorted([str(k) for k in config if k not in (*COMPILATION_KEYS_MODELLED, "pass_config")]
+                           + pass_ignored))
+    return CompilationSettings(mode, sizes, max_size, comp, ignored, fuse)
+
+
+def _pass_config(raw: Any) -> tuple[bool | None, list[str]]:
+    """`pass_config`'s fuse_allreduce_rms (true / false / null) and the keys kvplan does not model."""
+    if raw is None:
+        return None, []
+    if not isinstance(raw, Mapping):
+        raise InvalidParameter(f"--compilation-config pass_config: expected a JSON object, got {raw!r}")
+    fuse = raw.get("fuse_allreduce_rms")
+    if fuse is not None and not isinstance(fuse, bool):
+        raise InvalidParameter(f"--compilation-config pass_config.fuse_allreduce_rms: expected true or false, "
+                               f"got {fuse!r}")
+    return fuse, [f"pass_config.{k}" for k in raw if k != "fuse_allreduce_rms"] if raw else ["pass_config"]
 
 
 def capture_sizes(max_num_seqs: int, max_num_batched_tokens: int, arch: str | None,

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from kvplan.units import GiB
-from kvplan.vllm.defaults import LATEST, VllmVersion, version_band
+from kvplan.vllm.defaults import LATEST, TOTAL_CONSUMED_SINCE, VllmVersion, version_band
 from kvplan.vllm.memory.budget import MemoryTerm, shifted, with_range
 
 # --- Non-torch memory growth during profiling --------------------------------------------------------
@@ -51,6 +51,27 @@ NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER = round(1.38 * GiB)
 # 2 × H200 (Qwen3-Next-80B-A3B, vLLM 0.10.2, NVSwitch), which no interconnect rule kvplan has explains.
 NON_TORCH_RANGE_SINGLE_GIB = (0.02, 0.20)
 NON_TORCH_RANGE_MULTI_GIB = (0.10, 1.40)
+# PCIe-only GPUs (no NVLink: the catalog's L40S, L4, A10, T4, RTX cards): NCCL opens far fewer channels over PCIe
+# (or shared host memory) than over NVSwitch, and vLLM turns custom all-reduce off beyond two PCIe GPUs
+# (custom_all_reduce.py:CustomAllreduce.__init__, "not supported on more than two PCIe-only GPUs"). Measured on
+# the calibration half: 8 × L40S at TP 8, vLLM 0.10.2 (l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102), "0.18 GiB"
+# and "0.21 GiB for non-torch memory" on its two printing ranks — and 0.10 takes its snapshot *before*
+# init_worker_distributed_environment (v1/worker/gpu_worker.py:init_device, read in 0.10.1.1), so those figures
+# hold NCCL's communicators as well as the profile run's connections; the V0 breakdowns of multi-rank RTX 3090
+# runs print 0.20 GiB with the same order (tests/fixtures/data/memory-breakdown-logs.yaml). From 0.11 the
+# snapshot follows the distributed init and the term holds the profile run's part only: at most 0.21 GiB, the
+# value kept (the pessimistic end of what the logs bound). Range: the single-GPU floor … the NVLink range's top.
+# Only where those logs ran: a TP group of more than two PCIe GPUs, custom all-reduce off. Two PCIe cards with P2P
+# keep custom all-reduce (world size 2 is allowed) and no log bounds them lower: the 2 × RTX PRO 6000 PP 2 record
+# (calibration) fits the NVLink figure, so they keep it. And only while vLLM charges non_torch_increase (0.11–0.26):
+# from 0.27 it sizes the cache by total_consumed, the free-memory drop since its snapshot (utils/mem_utils.py:
+# memory_profiling), which also holds Model Runner V2's persistent buffers and allocator slack; the 0.27.1 log of
+# 4 × RTX PRO 6000 at TP 4 (utho-4xrtxpro6000-qwen3-235b-a22b-2507-fp8-tp4-v0271, calibration) prints 56.89 GiB
+# "consumed (weights + non-torch)" against 55.19 of weights: 1.70 GiB, of which the penalty state of its 32 requests
+# is 0.02 — far above the PCIe bound (and the NVLink figure), so 0.27+ keeps the NVLink figure.
+NON_TORCH_BYTES_MULTI_GPU_PCIE = round(0.21 * GiB)
+PCIE_CUSTOM_ALL_REDUCE_MAX_GPUS = 2  # custom_all_reduce.py: "not supported on more than two PCIe-only GPUs"
+NON_TORCH_RANGE_MULTI_PCIE_GIB = (0.02, 1.40)
 
 # NVLink SHARP (NVLS) buffers, from 3 GPUs of one NVSwitch domain on Hopper and data-center Blackwell (NCCL
 # src/transport/nvls.cc: ncclNvlsInit returns without NVLS when gpuCount <= 2; NVLS_NCHANNELS_SM90 16,
@@ -90,30 +111,100 @@ INTEGRATED_HOST_GROWTH_BYTES = round(2.56 * GiB)
 INTEGRATED_HOST_GROWTH_RANGE_GIB = (0.0, 2.80)
 
 
+# --- FlashInfer's all-reduce + RMSNorm fusion workspace -------------------------------------------------
+# From vLLM 0.17 the default optimization level (-O2, config/vllm.py:OPTIMIZATION_LEVEL_02) turns on
+# pass_config.fuse_allreduce_rms = enable_allreduce_rms_fusion: TP > 1, CUDA, FlashInfer installed (a hard
+# requirement of the wheels from 0.17), compute capability 9.0 or 10.x, and up to 0.20 DP = 1 and PP = 1 (0.24
+# drops those two; 0.16.0 leaves the fusion off, though its 0.16.0rc2 dev builds had it on). Nothing is
+# compiled under --enforce-eager (VllmConfig.__post_init__: compilation mode NONE), so no pass runs. The pass
+# builds its workspace when torch.compile configures it, inside the profile run and after vLLM's snapshot
+# (compilation/passes/fusion/allreduce_rms_fusion.py:AllReduceFusionPass.__init__ →
+# distributed/device_communicators/flashinfer_all_reduce.py, FlashInfer's create_allreduce_fusion_workspace from
+# 0.17: one "trtllm" workspace on one node, which the quantized patterns' workspace aliases — 0.17/0.18's
+# VLLM_FLASHINFER_ALLREDUCE_BACKEND default is "trtllm", 0.19+ resolves "auto" to it on one node): FlashInfer's
+# trtllm_create_ipc_workspace_for_all_reduce_fusion (use_symm_dev_mem=True), three buffers per GPU —
+# tp × T × hidden × 2 B, tp × 256 × 4 B of flags and 3 × tp × T × hidden × 2 B of Lamport buffers, T =
+# min(max size ÷ (hidden × 2 B), max_num_batched_tokens), the max size per capability and TP from
+# FI_ALLREDUCE_FUSION_MAX_SIZE_MB (SM90: 64 / 2 / 0.5 MiB at TP 2 / 4 / 8; SM100: 64 / 32 / 1).
+# Up to FlashInfer 0.6.8.post1 (vLLM 0.17–0.20 pin 0.6.4 … 0.6.8.post1; read in 0.6.3, 0.6.6, 0.6.8.post1) each
+# buffer is a SymmDeviceMemory (comm/mnnvl.py:_get_allocation_prop) whose cuMemCreate size is rounded up to the
+# multicast object's CU_MULTICAST_GRANULARITY_RECOMMENDED — 512 MiB on NVSwitch Hopper: an SGLang log of this
+# workspace at TP 2 (sgl-project/sglang#18341) maps each of its 24 MiB, 2 MiB and 68 MiB buffers 0x20000000 B
+# apart per rank, and a write-up measuring 8 × H100 SXM names "NCCL's 512 MiB multicast objects" for the
+# recommended granularity (code-index id 68342261365). So 3 × 512 MiB = 1.5 GiB of non-torch memory on each GPU,
+# whatever the model: the bulk of what the MiniMax-M2.5 0.19.1 log holds above kvplan's 0.11 terms (issue 20).
+# From FlashInfer 0.6.11.post2 (vLLM 0.22 on; read in 0.6.11.post2, 0.6.12, 0.6.16.post3, 0.7.0.post1) the
+# buffers come from torch's symmetric memory (comm/torch_symmetric_memory.py:_alloc_symm_buffer_bytes), whose
+# rounding kvplan has not read: the buffers' own size there, the multicast-rounded size as the range's top
+# (0.21, whose FlashInfer pin kvplan has not seen, is counted the same way). Multicast needs an NVSwitch: PCIe
+# cards, bridged pairs and a TP group spanning nodes (FlashInfer's "mnnvl" backend) are left out.
+FI_AR_FUSION_SINCE = VllmVersion(0, 17)
+FI_AR_FUSION_DP_PP_FREE_SINCE = VllmVersion(0, 24)
+FI_AR_SYMM_DEVICE_MEMORY_BEFORE = VllmVersion(0, 21)
+# compilation/passes/fusion/allreduce_rms_fusion.py:FI_ALLREDUCE_FUSION_MAX_SIZE_MB (0.19.1), by compute capability;
+# SM 10.3 (B300, GB300) joins from 0.20 (is_device_capability_family(100); 0.17–0.19 test 9.0 and 10.0 exactly).
+FI_AR_FUSION_MAX_SIZE_MIB = {(9, 0): {2: 64.0, 4: 2.0, 8: 0.5}, (10, 0): {2: 64.0, 4: 32.0, 8: 1.0},
+                             (10, 3): {2: 64.0, 4: 64.0, 8: 2.0}}
+FI_AR_FUSION_SM103_SINCE = VllmVersion(0, 20)
+FI_BARRIER_FLAG_COUNT = 256  # comm/trtllm_ar.py:BarrierFlagCount
+FI_SIGNAL_PAD_BYTES = 2048  # comm/mnnvl.py:SIGNAL_PAD_SIZE
+CU_MEM_ALLOC_GRANULARITY = 2 * 1024 * 1024
+CU_MULTICAST_GRANULARITY_RECOMMENDED = 512 * 1024 * 1024
+
+
+def _round_up(n: int, to: int) -> int:
+    return -(-n // to) * to
+
+
+def flashinfer_ar_fusion_workspace(*, tp: int, pp: int, dp: int, hidden: int, max_num_batched_tokens: int,
+                                   capability: tuple[int, int] | None, version: VllmVersion, compiled: bool,
+                                   nvswitch_gpus: int, fuse: bool | None = None) -> tuple[int, int, int] | None:
+    """(best, low, high) bytes of FlashInfer's all-reduce fusion workspace on one GPU, or None where vLLM builds
+    none (see FI_AR_FUSION_SINCE's comment): its three buffers at their own size (low) and rounded to the
+    recommended multicast granularity (high), the best being the rounded one before vLLM 0.21. `fuse`:
+    --compilation-config's pass_config.fuse_allreduce_rms (None: the release's -O2 default)."""
+    sm103_too_early = capability == (10, 3) and version < FI_AR_FUSION_SM103_SINCE
+    sizes = {} if capability is None or sm103_too_early else FI_AR_FUSION_MAX_SIZE_MIB.get(capability, {})
+    default = version >= FI_AR_FUSION_SINCE and (version >= FI_AR_FUSION_DP_PP_FREE_SINCE or (pp == 1 and dp == 1))
+    if not (default if fuse is None else fuse) or not compiled or tp not in sizes or tp > nvswitch_gpus:
+        return None
+    tokens = min(int(sizes[tp] * 1024 * 1024) // (hidden * 2), max_num_batched_tokens)
+    data = tp * tokens * hidden * 2
+    buffers = (data, tp * FI_BARRIER_FLAG_COUNT * 4, 3 * data)
+    own = [_round_up(b + FI_SIGNAL_PAD_BYTES, CU_MEM_ALLOC_GRANULARITY) for b in buffers]
+    low = sum(own)
+    high = sum(_round_up(b, CU_MULTICAST_GRANULARITY_RECOMMENDED) for b in own)
+    return (high if version < FI_AR_SYMM_DEVICE_MEMORY_BEFORE else low), low, high
+
+
 def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integrated: bool = False,
-                       arch: str | None = None) -> MemoryTerm:
+                       arch: str | None = None, pcie_only: bool = False) -> MemoryTerm:
     """Non-torch memory that appears during profiling (NCCL lazy buffers, workspaces), by version band and
     TP×PP (utils/mem_utils.py:memory_profiling's `non_torch_increase`). Assumes one interconnect per band
     (NVLink with custom all-reduce, as the calibration logs ran); a PCIe box without custom all-reduce
     falls inside the range, not on the best value. On an `integrated` GPU the host's growth joins it
     (INTEGRATED_HOST_GROWTH_BYTES). At TP ≥ 3 on Hopper or SM10x Blackwell, NCCL's NVLS buffers widen the high
     end (nvls_buffer_bytes). vLLM 0.10 on Hopper charges the distributed init as well
-    (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER)."""
+    (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER). On `pcie_only` GPUs (no NVLink) 0.11–0.26 at TP > 2 takes the
+    PCIe figure (NON_TORCH_BYTES_MULTI_GPU_PCIE)."""
     multi = tp * pp > 1
     old = version < NON_TORCH_V011_SINCE
     band = version_band(version)
     if multi:
         hopper = old and arch == "hopper"
+        pcie = pcie_only and not old and tp > PCIE_CUSTOM_ALL_REDUCE_MAX_GPUS and version < TOTAL_CONSUMED_SINCE
         value = (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER if hopper else NON_TORCH_BYTES_MULTI_GPU_V010 if old
-                 else NON_TORCH_BYTES_MULTI_GPU)
+                 else NON_TORCH_BYTES_MULTI_GPU_PCIE if pcie else NON_TORCH_BYTES_MULTI_GPU)
         where = ("2 × H200 0.10.2 log, measured; 0.10 snapshots before the distributed init, so NCCL's "
                  "communicators count here" if hopper
                  else "A100 0.10.1.1 logs at TP=2, implied" if old
+                 else "PCIe-only GPUs, no NVLink: the 8 × L40S 0.10.2 log's 0.21, which also holds NCCL's "
+                      "communicators, as a bound" if pcie
                  else "H100 0.11 logs at TP=2, measured")
         text = (f"vLLM {band}: {value / GiB:.2f} GiB ({where}: the NCCL connections the profile run's first "
                 "large collectives make; custom all-reduce and symmetric-memory buffers are allocated before "
                 "vLLM's snapshot, not here); assumed for any TP×PP > 1")
-        lo, hi = NON_TORCH_RANGE_MULTI_GIB
+        lo, hi = NON_TORCH_RANGE_MULTI_PCIE_GIB if pcie else NON_TORCH_RANGE_MULTI_GIB
         if hopper:  # the 0.11+ range's spread around its best value, moved with it
             shift = (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER - NON_TORCH_BYTES_MULTI_GPU) / GiB
             lo, hi = lo + shift, hi + shift
