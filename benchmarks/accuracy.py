@@ -184,11 +184,13 @@ UNEXPLAINED = {
         "compile range (342, 8192); flashinfer 0.6.3 comm/trtllm_ar.py:trtllm_create_ipc_workspace_for_all_reduce_"
         "fusion: 8 + 2 + 24 MiB, 2 MiB-aligned, the log's 'Signal pad offset: 8388608') is 34 MiB; the FlashInfer "
         "CUTLASS FP8-block MoE workspace for 8,192 tokens (cutlass_fused_moe_kernels.cuh:getWorkspaceDeviceBuffer"
-        "Sizes with use_deepseek_fp8_block_scale, fp8_blockscale_gemm.cu:getWorkspaceSizeBase) about 0.67 GiB "
-        "against 0.45 for 0.11's Triton caches. But the fusion workspace is SymmDeviceMemory (the log's "
+        "Sizes with use_deepseek_fp8_block_scale, fp8_blockscale_gemm.cu:getWorkspaceSizeBase) 0.67 GiB, with vLLM's "
+        "(M, hidden) buffer 0.72 at the MoE call against 0.52 for the Triton caches: counted now (memory/"
+        "flashinfer_moe.py, 18.87 → 18.66 GiB, +6.0 → +4.9 %), 0.89 GiB of rest left. But the fusion workspace "
+        "is SymmDeviceMemory (the log's "
         "'[SymmDeviceMemory] ... Signal pad offset: 8388608'), whose three buffers FlashInfer rounds to the 512 MiB "
         "multicast granularity (comm/mnnvl.py:_get_allocation_prop): 1.5 GiB, not 34 MiB. With the MoE kernel's "
-        "0.2 GiB that is 1.7 of the 2.21. 0.16.0's -O2 leaves the fusion off (config/vllm.py: fuse_allreduce_rms "
+        "0.21 GiB that is 1.7 of the 2.21. 0.16.0's -O2 leaves the fusion off (config/vllm.py: fuse_allreduce_rms "
         "False); this dev build's pass_config has it on, which kvplan is told (COMPILATION_FOR_RECORD)"),
     "joshi-4xh100-minimax-m2.5-fp8-tp4-v0191": (
         "the log's 'Enabled custom fusions: norm_quant, act_quant, allreduce_rms': FlashInfer's all-reduce fusion "

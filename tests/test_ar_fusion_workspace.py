@@ -75,6 +75,7 @@ def test_pass_config_turns_the_fusion_on_or_off_against_the_release_default() ->
 
 def test_the_minimax_m2_0_16_dev_build_record_is_told_its_fusion() -> None:
     """MiniMax-M2 TP 4, 0.16.0rc2 dev build: its engine config prints fuse_allreduce_rms True (0.16.0's -O2: off);
-    with it kvplan goes from 20.37 GiB (+14.5 %) to 18.87 (+6.0 %) against the logged 17.79."""
+    with it kvplan goes from 20.37 GiB (+14.5 %) to 18.87 (+6.0 %) against the logged 17.79, and to 18.66 (+4.9 %)
+    with FlashInfer's CUTLASS MoE workspace the release runs (tests/test_flashinfer_moe.py)."""
     row = ROW["joshi-4xh100-minimax-m2-fp8-tp4-v0160"]
-    assert round(row.predicted_gib, 2) == 18.87 and row.in_range and row.low_end_holds
+    assert round(row.predicted_gib, 2) == 18.66 and row.in_range and row.low_end_holds

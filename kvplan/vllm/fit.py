@@ -109,7 +109,8 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                                                             moe_tp=_moe_tensor_parallel(model, par),
                                                             first_stage=stage in (None, 0), with_sampler=last),
                                           version=r.version, flashinfer_sampler=s.env.use_flashinfer_sampler,
-                                          model_runner_v2=r.model_runner.v2),
+                                          model_runner_v2=r.model_runner.v2,
+                                          moe_point_bytes=_flashinfer_moe_point(model, gpu, s, r)),
                       model, s, r, first=stage in (None, 0)))
     integrated = getattr(gpu, "integrated", False)
     measured = s.measured
@@ -159,6 +160,23 @@ def _moe_tensor_parallel(model: ModelSpec, par: ParallelConfig) -> int:
     of the fused-MoE workspace (memory/activation.py:triton_moe_workspace_bytes)."""
     group = _moe_group(model, par)
     return 1 if par.enable_expert_parallel and group > 1 else group
+
+
+def _flashinfer_moe_point(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings) -> int | None:
+    """What a block-FP8 MoE layer holds at its FlashInfer CUTLASS call where the release picks that kernel
+    (memory/flashinfer_moe.py: SM 9.0, vLLM 0.15–0.16, or with EP later); None: the Triton caches. Counted in the
+    activation peaks of the releases before the ported profile rules (estimate_activation)."""
+    from kvplan.vllm.memory.flashinfer_moe import flashinfer_cutlass_moe_point_bytes, flashinfer_cutlass_moe_selected
+
+    par = s.parallel_config
+    group = _moe_group(model, par)
+    ep = par.enable_expert_parallel and group > 1
+    if not flashinfer_cutlass_moe_selected(model, version=r.version, capability=getattr(gpu, "capability", None),
+                                           expert_parallel=ep):
+        return None
+    return flashinfer_cutlass_moe_point_bytes(model, moe_tp=_moe_tensor_parallel(model, par),
+                                              ep_size=group if ep else 1,
+                                              num_tokens=r.scheduler_config.batch.max_num_batched_tokens)
 
 
 def _moe_group(model: ModelSpec, par: ParallelConfig) -> int:

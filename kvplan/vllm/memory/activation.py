@@ -58,20 +58,27 @@ def _per_rank(width: int, tp: int) -> int:
     return -(-width // tp)
 
 
-def forward_activation_bytes(model: ModelSpec, *, tp: int, num_tokens: int) -> int:
+def forward_activation_bytes(model: ModelSpec, *, tp: int, num_tokens: int,
+                             moe_point_bytes: int | None = None) -> int:
     """Peak live intermediates of one forward over `num_tokens` tokens on one TP rank.
 
     The largest of: the dense MLP (gate/up output 2·I plus the activated I), the fused-MoE workspaces
     (top_k × (2·I_e + I_e + hidden), vllm/model_executor/layers/fused_moe/fused_moe.py intermediate
-    caches) plus any shared expert, and the attention projections (q + 2·kv heads).
+    caches) plus any shared expert, and the attention projections (q + 2·kv heads). `moe_point_bytes`: what
+    another MoE kernel holds in place of the Triton caches (memory/flashinfer_moe.py:
+    flashinfer_cutlass_moe_point_bytes), the shared expert still added.
     """
     e = _ACT_BYTES.get(model.dtype, 2)
     peaks = [num_tokens * 3 * _per_rank(model.intermediate_size, tp) * e]
     if model.moe is not None:
         m = model.moe
-        moe = num_tokens * m.experts_per_token * (3 * _per_rank(m.expert_intermediate_size, tp) + model.hidden_size)
-        moe += num_tokens * 3 * _per_rank(m.shared_intermediate_size, tp)
-        peaks.append(moe * e)
+        shared = num_tokens * 3 * _per_rank(m.shared_intermediate_size, tp) * e
+        if moe_point_bytes is None:
+            moe = num_tokens * m.experts_per_token * (3 * _per_rank(m.expert_intermediate_size, tp)
+                                                      + model.hidden_size) * e
+        else:
+            moe = moe_point_bytes
+        peaks.append(moe + shared)
     heads = _per_rank(model.num_attention_heads, tp) + 2 * max(1, model.num_kv_heads // tp)
     peaks.append(num_tokens * heads * model.head_size * e)
     return max(peaks)
@@ -147,7 +154,8 @@ class ProfileRun:
 
 
 def estimate_activation(model: ModelSpec, run: ProfileRun, *, version: VllmVersion = LATEST,
-                        flashinfer_sampler: bool | None = None, model_runner_v2: bool | None = None) -> MemoryTerm:
+                        flashinfer_sampler: bool | None = None, model_runner_v2: bool | None = None,
+                        moe_point_bytes: int | None = None) -> MemoryTerm:
     """Torch peak above what stays allocated after vLLM's profiling run (`transient_peak_headroom`).
 
     Follows v1/worker/gpu_model_runner.py:profile_run (the V1 runner) and v1/worker/gpu/model_runner.py:profile_run
@@ -165,16 +173,20 @@ def estimate_activation(model: ModelSpec, run: ProfileRun, *, version: VllmVersi
     that release's profile run as ported from vLLM's code (ported_profile_rule; v1_profile_peak_bytes /
     v1_forward_phase_bytes), checked against 0.33's own run (tests/fixtures/oracle-profile); `run.first_stage=False`
     for a PP stage after the first; `run.moe_tp`: the fused-MoE workspace's split (v1_forward_phase_bytes).
+    `moe_point_bytes`: the MoE layer's hold where vLLM runs another kernel than Triton (forward_activation_bytes;
+    the releases before the ported rules only: FlashInfer's CUTLASS MoE on Hopper in 0.15–0.16).
     """
     rule = ported_profile_rule(version, model_runner_v2=model_runner_v2)
     if rule is not None and flashinfer_sampler is None:
         return _ported_activation(model, rule, run)
     tp, max_num_batched_tokens, max_num_seqs = run.tp, run.max_num_batched_tokens, run.max_num_seqs
     if not run.with_sampler:
-        return _forward_only_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens)
+        return _forward_only_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
+                                        moe_point_bytes=moe_point_bytes)
     num_reqs = min(max_num_batched_tokens, max_num_seqs)
     e = _ACT_BYTES.get(model.dtype, 2)
-    forward = forward_activation_bytes(model, tp=tp, num_tokens=max_num_batched_tokens)
+    forward = forward_activation_bytes(model, tp=tp, num_tokens=max_num_batched_tokens,
+                                       moe_point_bytes=moe_point_bytes)
     sampler = sampler_activation_bytes(model, num_reqs=num_reqs, version=version, flashinfer=flashinfer_sampler)
     hidden = RETAINED_HIDDEN_COPIES * max_num_batched_tokens * model.hidden_size * e
     peak = max(forward, sampler) + hidden
@@ -202,10 +214,12 @@ def estimate_activation(model: ModelSpec, run: ProfileRun, *, version: VllmVersi
     return with_range(term, int(peak * (1 + lo)), high)
 
 
-def _forward_only_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int) -> MemoryTerm:
+def _forward_only_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int,
+                             moe_point_bytes: int | None = None) -> MemoryTerm:
     """A PP stage without the sampler: the dummy forward's widest intermediate plus the retained hidden states."""
     e = _ACT_BYTES.get(model.dtype, 2)
-    forward = forward_activation_bytes(model, tp=tp, num_tokens=max_num_batched_tokens)
+    forward = forward_activation_bytes(model, tp=tp, num_tokens=max_num_batched_tokens,
+                                       moe_point_bytes=moe_point_bytes)
     peak = forward + RETAINED_HIDDEN_COPIES * max_num_batched_tokens * model.hidden_size * e
     term = MemoryTerm("activation", peak, "estimate",
                       f"profiling-run peak: forward intermediates over {max_num_batched_tokens:,} tokens, plus "

@@ -1,0 +1,72 @@
+"""FlashInfer's CUTLASS fused-MoE kernel: which vLLM releases pick it, its workspace (memory/flashinfer_moe.py)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from kvplan.model.hub import load_local
+from kvplan.vllm.defaults import parse_vllm_version
+from kvplan.vllm.memory.flashinfer_moe import (
+    flashinfer_cutlass_moe_point_bytes,
+    flashinfer_cutlass_moe_selected,
+    flashinfer_cutlass_workspace_bytes,
+)
+from tests.test_accuracy import ROW
+
+CONFIGS = Path(__file__).parent / "fixtures"
+MINIMAX_M2 = load_local(str(CONFIGS / "corpus" / "configs" / "MiniMaxAI--MiniMax-M2"))
+QWEN3_30B_BF16 = load_local(str(CONFIGS / "configs" / "Qwen--Qwen3-30B-A3B"))
+H100 = (9, 0)
+
+
+def test_minimax_m2_at_tp_4_over_8192_tokens_needs_the_hand_counted_workspace() -> None:
+    """getWorkspaceDeviceBufferSizes with use_deepseek_fp8_block_scale, R = 8,192 × 8 = 65,536 rows, H = 3,072,
+    I = 1,536 / 4 = 384, E = 256:
+    inputs  max(R·H·2, R·I·2)                                     = 402,653,184
+    outputs 2·R·I·2 (blockscale fc1 output)                       = 100,663,296
+    deepseek fc1 (N 768, K 3,072): R·K fp8 + (R + 256·31)/32·32 · 24 · 4 = 201,326,592 + 7,053,312 = 208,379,904
+    (fc2, K 384: 25,165,824 + 881,664, smaller)
+    3 × R·4 (row maps, final scales) = 786,432; blocked counts + cumsum (1,024 tokens a block → 8 blocks):
+    2 × 256·8·4 = 16,384; blocked rows 256·8,192·4 = 8,388,608; first-token offsets 257·8 → 2,176 aligned;
+    the binding's src_to_dest_map R·4 = 262,144. Sum 721,152,128 B = 0.672 GiB (last session's "about 0.67")."""
+    ws = flashinfer_cutlass_workspace_bytes(num_rows=8192, hidden=3072, inter=384, top_k=8, experts=256)
+    assert ws == 402_653_184 + 100_663_296 + 208_379_904 + 786_432 + 16_384 + 8_388_608 + 2_176 + 262_144
+    assert ws == 721_152_128
+    # at the MoE call vLLM's own (M, hidden) WorkspaceManager buffer is alive too: + 8,192 × 3,072 × 2 B
+    assert flashinfer_cutlass_moe_point_bytes(MINIMAX_M2, moe_tp=4, ep_size=1, num_tokens=8192) == ws + 50_331_648
+
+
+def test_with_ep_each_rank_holds_whole_experts_and_fewer_of_them() -> None:
+    """EP 4: I = 1,536 whole, E = 64 local experts; the rows stay 8,192 × top-k (num_moe_inputs ignores EP)."""
+    tp = flashinfer_cutlass_moe_point_bytes(MINIMAX_M2, moe_tp=4, ep_size=1, num_tokens=8192)
+    ep = flashinfer_cutlass_moe_point_bytes(MINIMAX_M2, moe_tp=1, ep_size=4, num_tokens=8192)
+    r, h, i = 65_536, 3072, 1536
+    # inputs R·H·2 alike; outputs 2·R·I·2 four times larger; the fc1 fp8 copy R·H alike, its scales' padding smaller
+    assert ep - tp == 2 * r * i * 2 - 2 * r * 384 * 2 + ((r + 64 * 31) // 32 * 32 - (r + 256 * 31) // 32 * 32) * (
+        h // 128) * 4 + (64 - 256) * 8192 * 4 + 2 * (64 - 256) * 8 * 4 + ((65 * 8 + 127) // 128 * 128 - 2176)
+
+
+def test_the_release_and_gpu_decide_whether_flashinfer_cutlass_runs() -> None:
+    """oracle/fp8.py: 0.15.1 and 0.16.0 try FLASHINFER_CUTLASS before Triton (block FP8 on SM 9.0 only); 0.17+
+    moves Triton to the front on Hopper unless ep_size > 1."""
+    def picks(version: str, *, ep: bool = False, capability: tuple[int, int] | None = H100,
+              model: object = MINIMAX_M2) -> bool:
+        return flashinfer_cutlass_moe_selected(model, version=parse_vllm_version(version),  # type: ignore[arg-type]
+                                               capability=capability, expert_parallel=ep)
+
+    assert picks("0.16") and picks("0.15.1") and picks("0.16", ep=True)
+    assert not picks("0.17") and not picks("0.19.1") and not picks("0.33")
+    assert picks("0.17", ep=True) and picks("0.33", ep=True)
+    assert not picks("0.14")  # not read: kvplan keeps the Triton caches
+    assert not picks("0.16", capability=(8, 0)) and not picks("0.16", capability=(10, 0))
+    assert not picks("0.16", capability=(12, 0)) and not picks("0.16", capability=None)
+    assert not picks("0.16", model=QWEN3_30B_BF16)  # BF16 experts: not the block-FP8 scheme
+
+
+def test_the_minimax_m2_0_16_record_moves_toward_its_log_and_stays_in_range() -> None:
+    """MiniMax-M2 FP8 TP 4 on H100, 0.16.0rc2 ("Using FLASHINFER_CUTLASS Fp8 MoE backend"): the MoE call holds
+    0.72 GiB against the Triton caches' 0.52, so kvplan goes from 18.87 GiB (+6.0 %) to 18.66 (+4.9 %) against the
+    logged 17.79; the 0.11.2 record of the same deployment (Triton) does not move."""
+    row = ROW["joshi-4xh100-minimax-m2-fp8-tp4-v0160"]
+    assert round(row.predicted_gib, 2) == 18.66 and row.in_range and row.low_end_holds
+    assert round(row.error_pct, 1) == 4.9
+    assert round(ROW["joshi-4xh100-minimax-m2-fp8-tp4-v0112"].predicted_gib, 2) == 20.37
