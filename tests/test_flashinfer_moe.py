@@ -1,10 +1,12 @@
 """FlashInfer's CUTLASS fused-MoE kernel: which vLLM releases pick it, its workspace (memory/flashinfer_moe.py)."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 from kvplan.model.hub import load_local
 from kvplan.vllm.defaults import parse_vllm_version
+from kvplan.vllm.memory.activation import ProfileRun, estimate_activation, v1_forward_phase_bytes
 from kvplan.vllm.memory.flashinfer_moe import (
     flashinfer_cutlass_moe_point_bytes,
     flashinfer_cutlass_moe_selected,
@@ -70,3 +72,32 @@ def test_the_minimax_m2_0_16_record_moves_toward_its_log_and_stays_in_range() ->
     assert round(row.predicted_gib, 2) == 18.66 and row.in_range and row.low_end_holds
     assert round(row.error_pct, 1) == 4.9
     assert round(ROW["joshi-4xh100-minimax-m2-fp8-tp4-v0112"].predicted_gib, 2) == 20.37
+
+
+def test_on_the_ported_rules_the_moe_call_is_a_peak_candidate_and_only_vllms_buffer_stays() -> None:
+    """vLLM 0.17+ with EP on Hopper (FLASHINFER_CUTLASS): the MoE call holds the three base hidden buffers
+    (8,192 × 3 × 3,072 × 2 B = 150,994,944) with FlashInfer's workspace and vLLM's buffer (1,066,596,992 at EP 4);
+    what the WorkspaceManager keeps for the sampler phase is FlashInferExperts.workspace_shapes' (M, hidden) buffer
+    (50,331,648 B), not Triton's 8,192 × 8 × (3,072 + 3,072) × 2 B = 805,306,368."""
+    point = flashinfer_cutlass_moe_point_bytes(MINIMAX_M2, moe_tp=1, ep_size=4, num_tokens=8192)
+    assert point == 1_066_596_992
+    fi = v1_forward_phase_bytes(MINIMAX_M2, tp=4, num_tokens=8192, moe_tp=1, moe_point_bytes=point)
+    assert fi == 150_994_944 + point
+    run = ProfileRun(8192, 1024, tp=4, moe_tp=1)
+    v0191 = parse_vllm_version("0.19.1")
+    triton = estimate_activation(MINIMAX_M2, run, version=v0191, model_runner_v2=False)
+    flashinfer = estimate_activation(MINIMAX_M2, replace(run, moe_point_bytes=point), version=v0191,
+                                     model_runner_v2=False)
+    # the sampler phase is the peak on both: the retained workspace is the difference
+    assert triton.bytes - flashinfer.bytes == 805_306_368 - 50_331_648
+
+
+def test_fit_says_which_moe_kernel_it_counted() -> None:
+    from kvplan.vllm.fit import _said_moe_kernel
+    from kvplan.vllm.memory.budget import MemoryTerm
+
+    term = MemoryTerm("activation", 1, "estimate", "peak")
+    assert _said_moe_kernel(term, None) is term
+    assert _said_moe_kernel(term, 771_483_776).assumption == (
+        "peak; the block-FP8 MoE runs FlashInfer's CUTLASS kernel (its workspace with vLLM's buffer 0.72 GiB at the "
+        "MoE call)")

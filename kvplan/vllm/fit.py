@@ -101,16 +101,17 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     batch = r.scheduler_config.batch
     weights = _weights_term(model, gpu, s, r, spec_decode, stage)
     last = stage is None or stage == par.pipeline_parallel_size - 1
+    moe_point = _flashinfer_moe_point(model, gpu, s, r)
     activation = (user_term("activation", s.measured.activation_bytes, "--activation-memory")
                   if s.measured.activation_bytes is not None
                   else _with_encoder_profile(
-                      estimate_activation(model, ProfileRun(batch.max_num_batched_tokens, batch.max_num_seqs,
-                                                            tp=par.tensor_parallel_size,
-                                                            moe_tp=_moe_tensor_parallel(model, par),
-                                                            first_stage=stage in (None, 0), with_sampler=last),
-                                          version=r.version, flashinfer_sampler=s.env.use_flashinfer_sampler,
-                                          model_runner_v2=r.model_runner.v2,
-                                          moe_point_bytes=_flashinfer_moe_point(model, gpu, s, r)),
+                      _said_moe_kernel(estimate_activation(
+                          model, ProfileRun(batch.max_num_batched_tokens, batch.max_num_seqs,
+                                            tp=par.tensor_parallel_size, moe_tp=_moe_tensor_parallel(model, par),
+                                            first_stage=stage in (None, 0), with_sampler=last,
+                                            moe_point_bytes=moe_point),
+                          version=r.version, flashinfer_sampler=s.env.use_flashinfer_sampler,
+                          model_runner_v2=r.model_runner.v2), moe_point),
                       model, s, r, first=stage in (None, 0)))
     integrated = getattr(gpu, "integrated", False)
     measured = s.measured
@@ -164,8 +165,8 @@ def _moe_tensor_parallel(model: ModelSpec, par: ParallelConfig) -> int:
 
 def _flashinfer_moe_point(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedSettings) -> int | None:
     """What a block-FP8 MoE layer holds at its FlashInfer CUTLASS call where the release picks that kernel
-    (memory/flashinfer_moe.py: SM 9.0, vLLM 0.15–0.16, or with EP later); None: the Triton caches. Counted in the
-    activation peaks of the releases before the ported profile rules (estimate_activation)."""
+    (memory/flashinfer_moe.py: SM 9.0, vLLM 0.15–0.16, or with EP later); None: the Triton caches
+    (memory/activation.py:ProfileRun.moe_point_bytes)."""
     from kvplan.vllm.memory.flashinfer_moe import flashinfer_cutlass_moe_point_bytes, flashinfer_cutlass_moe_selected
 
     par = s.parallel_config
@@ -177,6 +178,14 @@ def _flashinfer_moe_point(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: R
     return flashinfer_cutlass_moe_point_bytes(model, moe_tp=_moe_tensor_parallel(model, par),
                                               ep_size=group if ep else 1,
                                               num_tokens=r.scheduler_config.batch.max_num_batched_tokens)
+
+
+def _said_moe_kernel(term: MemoryTerm, point: int | None) -> MemoryTerm:
+    """The activation term saying that its MoE layers run FlashInfer's CUTLASS kernel (`point`: their hold)."""
+    if point is None:
+        return term
+    return replace(term, assumption=f"{term.assumption}; the block-FP8 MoE runs FlashInfer's CUTLASS kernel "
+                                    f"(its workspace with vLLM's buffer {point / GiB:.2f} GiB at the MoE call)")
 
 
 def _moe_group(model: ModelSpec, par: ParallelConfig) -> int:

@@ -143,7 +143,10 @@ class ProfileRun:
     v1/worker/gpu/model_runner.py:profile_run): `max_num_batched_tokens` tokens through the forward and
     min(tokens, `max_num_seqs`) logits rows through the sampler, on a TP group of `tp` whose fused-MoE workspace is
     split over `moe_tp` ranks (None: `tp`; v1_forward_phase_bytes); `first_stage`: the PP stage holding the
-    embedding; `with_sampler`: the last PP stage ("Only run sampler/pooler on last PP rank")."""
+    embedding; `with_sampler`: the last PP stage ("Only run sampler/pooler on last PP rank"); `moe_point_bytes`:
+    what an MoE layer holds at its call where vLLM runs FlashInfer's CUTLASS kernel instead of Triton (its
+    workspace and vLLM's (M, hidden) buffer: memory/flashinfer_moe.py:flashinfer_cutlass_moe_point_bytes), None:
+    Triton's."""
 
     max_num_batched_tokens: int
     max_num_seqs: int
@@ -151,11 +154,11 @@ class ProfileRun:
     moe_tp: int | None = None
     first_stage: bool = True
     with_sampler: bool = True
+    moe_point_bytes: int | None = None
 
 
 def estimate_activation(model: ModelSpec, run: ProfileRun, *, version: VllmVersion = LATEST,
-                        flashinfer_sampler: bool | None = None, model_runner_v2: bool | None = None,
-                        moe_point_bytes: int | None = None) -> MemoryTerm:
+                        flashinfer_sampler: bool | None = None, model_runner_v2: bool | None = None) -> MemoryTerm:
     """Torch peak above what stays allocated after vLLM's profiling run (`transient_peak_headroom`).
 
     Follows v1/worker/gpu_model_runner.py:profile_run (the V1 runner) and v1/worker/gpu/model_runner.py:profile_run
@@ -173,13 +176,14 @@ def estimate_activation(model: ModelSpec, run: ProfileRun, *, version: VllmVersi
     that release's profile run as ported from vLLM's code (ported_profile_rule; v1_profile_peak_bytes /
     v1_forward_phase_bytes), checked against 0.33's own run (tests/fixtures/oracle-profile); `run.first_stage=False`
     for a PP stage after the first; `run.moe_tp`: the fused-MoE workspace's split (v1_forward_phase_bytes).
-    `moe_point_bytes`: the MoE layer's hold where vLLM runs another kernel than Triton (forward_activation_bytes;
-    the releases before the ported rules only: FlashInfer's CUTLASS MoE on Hopper in 0.15–0.16).
+    `run.moe_point_bytes`: the MoE layer's hold where vLLM runs FlashInfer's CUTLASS kernel, not Triton (in place
+    of the Triton caches: forward_activation_bytes; on the ported rules: v1_forward_phase_bytes).
     """
     rule = ported_profile_rule(version, model_runner_v2=model_runner_v2)
     if rule is not None and flashinfer_sampler is None:
         return _ported_activation(model, rule, run)
     tp, max_num_batched_tokens, max_num_seqs = run.tp, run.max_num_batched_tokens, run.max_num_seqs
+    moe_point_bytes = run.moe_point_bytes
     if not run.with_sampler:
         return _forward_only_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
                                         moe_point_bytes=moe_point_bytes)
@@ -414,7 +418,8 @@ def dsv4_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, moe_
 
 
 def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_activations: bool = False,
-                           first_stage: bool = True, moe_tp: int | None = None) -> int:
+                           first_stage: bool = True, moe_tp: int | None = None,
+                           moe_point_bytes: int | None = None) -> int:
     """Peak of vLLM 0.33's profile forward over `num_tokens` tokens on one TP rank: the larger of the dense MLP point
     (_dense_mlp_point) and the attention point (_attention_point), the latter with the fused-MoE workspace alive
     (triton_moe_workspace_bytes) once an MoE layer has run. The workspace is taken at the first MoE layer's call:
@@ -424,7 +429,9 @@ def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_ac
     intermediate tensors (allocated before the profile): one hidden buffer fewer, as for a multimodal model.
     `moe_tp`: the ranks each expert's width is split over (fused_moe/config.py:FusedMoEParallelConfig.make: TP × DP,
     or 1 with --enable-expert-parallel, "each device owns a set of experts fully"); None: `tp`. DeepSeek-V4:
-    dsv4_forward_phase_bytes."""
+    dsv4_forward_phase_bytes. `moe_point_bytes`: FlashInfer's CUTLASS MoE (ProfileRun.moe_point_bytes): its
+    retained buffer is vLLM's (M, hidden) one, and the MoE call itself (the base hidden buffers, FlashInfer's
+    transient workspace and that buffer) is one more candidate for the peak."""
     if model.dsv4 is not None:
         return dsv4_forward_phase_bytes(model, tp=tp, num_tokens=num_tokens, moe_tp=moe_tp)
     e = _ACT_BYTES.get(model.dtype, 2)
@@ -434,10 +441,23 @@ def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_ac
     dense = _dense_mlp_point(model, tp=tp, num_tokens=num_tokens, base=base) * e if _has_dense_mlp(model) else 0
     if dense and fp8_activations:
         dense += _fp8_input_copy_bytes(_per_rank(model.intermediate_size, tp), num_tokens)
-    workspace = triton_moe_workspace_bytes(model, tp=tp if moe_tp is None else moe_tp, num_tokens=num_tokens)
+    workspace = _retained_moe_workspace(model, tp=tp if moe_tp is None else moe_tp, num_tokens=num_tokens,
+                                        flashinfer=moe_point_bytes is not None)
     if model.moe is None:
         return max(dense, attention)
-    return max(dense, attention + workspace)
+    moe_call = 0 if moe_point_bytes is None else num_tokens * base * model.hidden_size * e + moe_point_bytes
+    return max(dense, attention + workspace, moe_call)
+
+
+def _retained_moe_workspace(model: ModelSpec, *, tp: int, num_tokens: int, flashinfer: bool) -> int:
+    """The fused-MoE workspace the WorkspaceManager keeps after the first MoE layer: Triton's
+    (triton_moe_workspace_bytes), or FlashInferExperts.workspace_shapes' one (M, hidden) buffer in the activation
+    dtype (fused_moe/experts/flashinfer_cutlass_moe.py, 0.33; flashinfer_cutlass_moe.py before)."""
+    if model.moe is None:
+        return 0
+    if flashinfer:
+        return num_tokens * model.hidden_size * _ACT_BYTES.get(model.dtype, 2)
+    return triton_moe_workspace_bytes(model, tp=tp, num_tokens=num_tokens)
 
 
 def _has_dense_mlp(model: ModelSpec) -> bool:
@@ -461,10 +481,11 @@ def v1_profile_peak_bytes(model: ModelSpec, run: ProfileRun, *, num_sms: int = D
     e = _ACT_BYTES.get(model.dtype, 2)
     rows = min(max_num_batched_tokens, run.max_num_seqs)
     forward = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, fp8_activations=fp8_activations,
-                                     first_stage=run.first_stage, moe_tp=moe_tp)
+                                     first_stage=run.first_stage, moe_tp=moe_tp, moe_point_bytes=run.moe_point_bytes)
     retained = ((max_num_batched_tokens + rows) * model.hidden_size * e
-                + triton_moe_workspace_bytes(model, tp=tp if moe_tp is None else moe_tp,
-                                             num_tokens=max_num_batched_tokens))
+                + _retained_moe_workspace(model, tp=tp if moe_tp is None else moe_tp,
+                                          num_tokens=max_num_batched_tokens,
+                                          flashinfer=run.moe_point_bytes is not None))
     if model_runner_v2:
         sampler = (mrv2_sampler_phase_bytes(model, num_reqs=rows) if mrv2_warmup_pass
                    else mrv2_default_sampler_phase_bytes(model, num_reqs=rows))
@@ -544,7 +565,8 @@ def _ported_activation(model: ModelSpec, rule: ProfileRule, run: ProfileRun) -> 
                 f"{rows:,} rows × {model.vocab_size:,} vocab ({how})")
     else:
         peak = v1_forward_phase_bytes(model, tp=run.tp, num_tokens=max_num_batched_tokens,
-                                      first_stage=run.first_stage, moe_tp=run.moe_tp)
+                                      first_stage=run.first_stage, moe_tp=run.moe_tp,
+                                      moe_point_bytes=run.moe_point_bytes)
         what = (f"{band} {runner}'s profile forward over {max_num_batched_tokens:,} tokens "
                 "(no sampler: not the last PP stage)")
     lo, hi = ACTIVATION_RANGE

@@ -32,8 +32,8 @@ def flashinfer_cutlass_moe_selected(model: ModelSpec, *, version: VllmVersion, c
                                     expert_parallel: bool) -> bool:
     """Whether `version` runs a block-FP8 MoE through FlashInfer's CUTLASS kernel on a GPU of `capability` (the
     block above): SM 9.0 from 0.15, at TP only before 0.17, with expert parallelism (ep_size > 1) on every later
-    release read."""
-    if capability != FI_CUTLASS_FP8_BLOCK_CAPABILITY or not fp8_block_moe(model):
+    release read. DeepSeek-V4's experts are not this scheme (kvplan keeps its own MoE count)."""
+    if capability != FI_CUTLASS_FP8_BLOCK_CAPABILITY or not fp8_block_moe(model) or model.dsv4 is not None:
         return False
     if version < FI_CUTLASS_FP8_BLOCK_SINCE:
         return False
