@@ -63,6 +63,12 @@ def test_the_release_and_gpu_decide_whether_flashinfer_cutlass_runs() -> None:
     assert not picks("0.16", capability=(12, 0)) and not picks("0.16", capability=None)
     assert not picks("0.16", model=QWEN3_30B_BF16)  # BF16 experts: not the block-FP8 scheme
 
+    def forced(version: str, flag: bool) -> bool:
+        return flashinfer_cutlass_moe_selected(MINIMAX_M2, version=parse_vllm_version(version), capability=H100,
+                                               expert_parallel=False, use_flashinfer_moe_fp8=flag)
+
+    assert forced("0.19.1", True) and not forced("0.16", False)  # VLLM_USE_FLASHINFER_MOE_FP8=1 / =0
+
 
 def test_the_minimax_m2_0_16_record_moves_toward_its_log_and_stays_in_range() -> None:
     """MiniMax-M2 FP8 TP 4 on H100, 0.16.0rc2 ("Using FLASHINFER_CUTLASS Fp8 MoE backend"): the MoE call holds

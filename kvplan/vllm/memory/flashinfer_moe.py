@@ -14,7 +14,9 @@ from kvplan.vllm.defaults import VllmVersion
 #     log: "Using FLASHINFER_CUTLASS Fp8 MoE backend").
 #   * 0.17.0, 0.19.0/0.19.1, 0.20.0, 0.27.1, 0.33.0 (oracle/fp8.py:_get_priority_backends): "On Hopper for Block Fp8,
 #     prefer Triton for TP and FI CUTLASS for EP" — TRITON moved to the front unless ep_size > 1.
-#   * VLLM_USE_FLASHINFER_MOE_FP8=0 removes both FlashInfer backends; LoRA forces TRITON (not modelled here).
+#   * VLLM_USE_FLASHINFER_MOE_FP8=0 removes both FlashInfer backends, =1 tries them first (the function's argument;
+#     kvplan's environment does not read the variable yet); LoRA forces TRITON, VLLM_USE_DEEP_GEMM=1 DEEPGEMM in 0.16
+#     (neither modelled here).
 # Releases before 0.15 were not read for this: kvplan keeps the Triton workspace there.
 FI_CUTLASS_FP8_BLOCK_SINCE = VllmVersion(0, 15)
 FI_CUTLASS_FP8_BLOCK_TP_UNTIL = VllmVersion(0, 17)
@@ -29,15 +31,17 @@ def fp8_block_moe(model: ModelSpec) -> bool:
 
 
 def flashinfer_cutlass_moe_selected(model: ModelSpec, *, version: VllmVersion, capability: tuple[int, int] | None,
-                                    expert_parallel: bool) -> bool:
+                                    expert_parallel: bool, use_flashinfer_moe_fp8: bool | None = None) -> bool:
     """Whether `version` runs a block-FP8 MoE through FlashInfer's CUTLASS kernel on a GPU of `capability` (the
     block above): SM 9.0 from 0.15, at TP only before 0.17, with expert parallelism (ep_size > 1) on every later
-    release read. DeepSeek-V4's experts are not this scheme (kvplan keeps its own MoE count)."""
+    release read. `use_flashinfer_moe_fp8`: VLLM_USE_FLASHINFER_MOE_FP8 when set (0: never; 1: select_fp8_moe_backend
+    tries FLASHINFER_TRTLLM, then FLASHINFER_CUTLASS, before the priority list, so at TP too). DeepSeek-V4's experts
+    are not this scheme (kvplan keeps its own MoE count)."""
     if capability != FI_CUTLASS_FP8_BLOCK_CAPABILITY or not fp8_block_moe(model) or model.dsv4 is not None:
         return False
-    if version < FI_CUTLASS_FP8_BLOCK_SINCE:
+    if version < FI_CUTLASS_FP8_BLOCK_SINCE or use_flashinfer_moe_fp8 is False:
         return False
-    return expert_parallel or version < FI_CUTLASS_FP8_BLOCK_TP_UNTIL
+    return expert_parallel or use_flashinfer_moe_fp8 is True or version < FI_CUTLASS_FP8_BLOCK_TP_UNTIL
 
 
 # FlashInfer's CUTLASS MoE workspace (flashinfer-python 0.6.3, the pin of vLLM 0.16.0; the same code in 0.6.1),
