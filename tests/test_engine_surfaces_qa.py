@@ -1,0 +1,46 @@
+"""A first-time user's inputs to the engine surfaces (fit/size/roofline/check with --engine sglang|both, pasted
+launch lines, plan files, gpus): each bad input is one `Error: …` line and exit 2, never silently dropped."""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+QWEN = str(Path(__file__).parent / "fixtures/configs/Qwen--Qwen2.5-7B")
+
+
+def _kvplan(*args: str) -> subprocess.CompletedProcess[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HF_", "KVPLAN_"))}
+    env["COLUMNS"] = "80"  # a plain terminal's width: the tables must not cut a number
+    return subprocess.run([sys.executable, "-m", "kvplan", *args], capture_output=True, text=True, check=False,
+                          env=env)
+
+
+def _one_error(r: subprocess.CompletedProcess[str], message: str) -> None:
+    assert r.returncode == 2, r.stdout + r.stderr
+    errors = [line for line in r.stderr.splitlines() if line.startswith("Error:")]
+    assert len(errors) == 1 and message in errors[0] and "internal error" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(("extra", "flag"), [
+    (("-tp", "0"), "--tensor-parallel-size"),
+    (("-pp", "0"), "--pipeline-parallel-size"),
+    (("--num-gpus", "0"), "--num-gpus"),
+    (("--max-num-seqs", "0"), "--max-num-seqs"),
+    (("--gpu-memory-utilization", "0"), "--gpu-memory-utilization"),
+    (("--no-enforce-eager",), "--enforce-eager"),
+    (("--no-enable-prefix-caching",), "--enable-prefix-caching"),
+])
+def test_engine_sglang_refuses_a_vllm_flag_given_as_zero_or_no(extra: tuple[str, ...], flag: str) -> None:
+    # A vLLM flag whose value is 0 / False used to pass the `v not in (None, False)` filter (0 == False): the
+    # plan ran with exit 0 and the flag silently dropped.
+    _one_error(_kvplan("fit", QWEN, "--gpu", "h100", "--engine", "sglang", *extra),
+               f"{flag} is a vLLM flag: --engine sglang plans with SGLang's flags")
+
+
+def test_engine_sglang_names_the_env_flag_as_the_user_typed_it() -> None:
+    _one_error(_kvplan("fit", QWEN, "--gpu", "h100", "--engine", "sglang", "--env", "VLLM_USE_V2_MODEL_RUNNER=1"),
+               "--env is a vLLM flag")
