@@ -44,3 +44,19 @@ def test_engine_sglang_refuses_a_vllm_flag_given_as_zero_or_no(extra: tuple[str,
 def test_engine_sglang_names_the_env_flag_as_the_user_typed_it() -> None:
     _one_error(_kvplan("fit", QWEN, "--gpu", "h100", "--engine", "sglang", "--env", "VLLM_USE_V2_MODEL_RUNNER=1"),
                "--env is a vLLM flag")
+
+
+@pytest.mark.parametrize("gpu", [("--gpu", "h100"), ()])
+def test_sglang_refuses_more_pipeline_stages_than_layers(gpu: tuple[str, ...]) -> None:
+    # utils/common.py:make_layers asserts num_hidden_layers >= pp_size (Qwen2.5-7B: 28 layers). kvplan planned
+    # PP 29 / 100 with empty stages (a zero-byte cell; the pool's range 957,181 … 965,732 beside 131,072 tokens)
+    # and exit 0; the sweep (no --gpu) skipped every GPU for a head split and exited 1.
+    r = _kvplan("fit", "--sglang-cmd", f"python -m sglang.launch_server --model-path {QWEN} --pp-size 29", *gpu)
+    _one_error(r, "AssertionError: assert not pp_size or num_hidden_layers >= pp_size "
+                  "(utils/common.py:make_layers; 28 layers, pp_size 29)")
+
+
+def test_sglang_plans_as_many_pipeline_stages_as_layers() -> None:
+    r = _kvplan("fit", "--sglang-cmd", f"python -m sglang.launch_server --model-path {QWEN} --pp-size 28",
+                "--gpu", "h100", "--json")
+    assert r.returncode == 0, r.stderr

@@ -338,7 +338,17 @@ def _check_loadable(spec: ModelSpec, dep: SglangDeployment) -> SglangDeployment:
                                 tp=dep.tp, attn_tp=dep.attn_tp_size)
         if refused is not None:
             raise InvalidParameter(refused, hint="SGLang's model class refuses it when the model loads")
+    check_pp_layers(spec, dep.pp)
     return dep
+
+
+def check_pp_layers(spec: ModelSpec, pp: int) -> None:
+    """SGLang's refusal of more pipeline stages than layers: utils/common.py:make_layers asserts it before
+    distributed/utils.py:get_pp_indices would hand a stage no layer (and its pool a zero-byte cell)."""
+    if pp > spec.num_layers:
+        raise InvalidParameter(f"AssertionError: assert not pp_size or num_hidden_layers >= pp_size "
+                               f"(utils/common.py:make_layers; {spec.num_layers} layers, pp_size {pp})",
+                               hint="SGLang's model class refuses it when the model loads")
 
 
 def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, weights_bytes: int,
