@@ -60,3 +60,15 @@ def test_sglang_plans_as_many_pipeline_stages_as_layers() -> None:
     r = _kvplan("fit", "--sglang-cmd", f"python -m sglang.launch_server --model-path {QWEN} --pp-size 28",
                 "--gpu", "h100", "--json")
     assert r.returncode == 0, r.stderr
+
+
+def test_sglang_sweep_table_cuts_no_header_and_no_cell_at_80_columns() -> None:
+    # Rich folded the mem_fraction_static header ("mem_fraction_s" / "tatic") and wrapped "15 at" / "131,072"
+    r = _kvplan("fit", QWEN, "--engine", "sglang")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines)
+    header = next(line for line in lines if line.startswith("GPU "))
+    assert header.split() == ["GPU", "TP", "mem_fraction_static", "pool", "tokens", "requests", "requests"]
+    h200 = next(line for line in lines if line.startswith("h200 "))
+    assert h200.split() == ["h200", "1", "0.903", "2,087,606", "4,096", "15", "at", "131,072"]
