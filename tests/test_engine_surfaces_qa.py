@@ -72,3 +72,19 @@ def test_sglang_sweep_table_cuts_no_header_and_no_cell_at_80_columns() -> None:
     assert header.split() == ["GPU", "TP", "mem_fraction_static", "pool", "tokens", "requests", "requests"]
     h200 = next(line for line in lines if line.startswith("h200 "))
     assert h200.split() == ["h200", "1", "0.903", "2,087,606", "4,096", "15", "at", "131,072"]
+
+
+@pytest.mark.xfail(strict=True, reason="kvplan/sglang/pool.py:context_length calls int(factor × value) on a NaN "
+                                       "length (internal error); pool.py is helper sgflags'/sgdsv4's file")
+@pytest.mark.parametrize("command", [("fit", "--gpu", "h100", "--engine", "sglang"),
+                                     ("roofline", "--gpu", "h100", "--engine", "sglang")])
+def test_sglang_refuses_a_nan_context_length_in_config_json(tmp_path: Path, command: tuple[str, ...]) -> None:
+    # Python's json (so transformers and SGLang) reads NaN; SGLang's get_context_length
+    # (utils/hf_transformers/common.py) then fails on int(rope_scaling_factor * val): ValueError, no server.
+    # kvplan raised the same ValueError as an internal error instead of one `Error: config.json: …` line.
+    import json
+
+    config = json.loads((Path(QWEN) / "config.json").read_text())
+    config["max_position_embeddings"] = float("nan")
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    _one_error(_kvplan(command[0], str(tmp_path), *command[1:]), "max_position_embeddings")
