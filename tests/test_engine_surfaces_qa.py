@@ -88,3 +88,13 @@ def test_sglang_refuses_a_nan_context_length_in_config_json(tmp_path: Path, comm
     config["max_position_embeddings"] = float("nan")
     (tmp_path / "config.json").write_text(json.dumps(config))
     _one_error(_kvplan(command[0], str(tmp_path), *command[1:]), "max_position_embeddings")
+
+
+def test_sglang_sweep_refuses_a_model_sglang_cannot_load_once_with_exit_2() -> None:
+    # Qwen2.5-Omni's Qwen2_5OmniModel has no SGLang class (resolve_transformers_arch): `--gpu h100` exits 2 with
+    # SGLang's words, but the sweep skipped every catalog GPU with the same words and exited 1 ("no GPU
+    # serves it"), where vLLM's sweep refuses an unsupported architecture once, exit 2.
+    omni = str(Path(__file__).parent / "fixtures/corpus/configs/Qwen--Qwen2.5-Omni-3B")
+    for gpu in (("--gpu", "h100"), ()):
+        _one_error(_kvplan("fit", omni, "--engine", "sglang", *gpu),
+                   "Cannot find model module. 'Qwen2_5OmniModel' is not a registered model")

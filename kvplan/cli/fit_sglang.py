@@ -234,13 +234,13 @@ def _sweep(model: str, params: dict[str, Any], dep: Any, *, json_: bool) -> None
     from kvplan.cli.common import load_model_with_weights
     from kvplan.cli.console import out, print_json
     from kvplan.hardware import gpus
-    from kvplan.sglang.fit import check_pp_layers
+    from kvplan.sglang.fit import check_model
     from kvplan.sglang.speculative import target_weights_bytes
     from kvplan.sglang.sweep import sweep_sglang
     from kvplan.units import parse_bytes
 
     spec, stored = load_model_with_weights(model, params.get("revision"), quiet=json_)
-    check_pp_layers(spec, dep.pp)  # a refusal for every GPU and TP: bad input, not "no GPU serves it"
+    check_model(spec, dep)  # a refusal for every GPU and TP: bad input, not "no GPU serves it"
     given = parse_bytes(params["weights_memory"], what="--weights-memory") if params.get("weights_memory") else None
 
     def weights(chip: Any, tp: int) -> tuple[int, int, int]:

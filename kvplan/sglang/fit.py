@@ -331,23 +331,25 @@ def _check_loadable(spec: ModelSpec, dep: SglangDeployment) -> SglangDeployment:
         # arg_groups/serving_hook.py:_handle_deprecated_args: "tokenspeed_mla required FP8 KV; setting
         # --kv-cache-dtype=fp8_e4m3." (the backend itself becomes cutedsl_mla: defaults.ATTENTION_BACKEND_ALIASES)
         dep = dataclasses.replace(dep, kv_cache_dtype="fp8_e4m3")
-    check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
-    check_model_class(spec)
+    check_model(spec, dep)
     if spec.mla is None:
         refused = heads_refusal(spec.architectures, heads=spec.num_attention_heads, kv_heads=total_kv_heads(spec),
                                 tp=dep.tp, attn_tp=dep.attn_tp_size)
         if refused is not None:
             raise InvalidParameter(refused, hint="SGLang's model class refuses it when the model loads")
-    check_pp_layers(spec, dep.pp)
     return dep
 
 
-def check_pp_layers(spec: ModelSpec, pp: int) -> None:
-    """SGLang's refusal of more pipeline stages than layers: utils/common.py:make_layers asserts it before
-    distributed/utils.py:get_pp_indices would hand a stage no layer (and its pool a zero-byte cell)."""
-    if pp > spec.num_layers:
+def check_model(spec: ModelSpec, dep: SglangDeployment) -> None:
+    """SGLang's refusals of the model whatever the GPU and TP (so the catalog sweep refuses them once, as bad
+    input): the config it cannot read, no model class, and more pipeline stages than layers
+    (utils/common.py:make_layers asserts it before distributed/utils.py:get_pp_indices would hand a stage no
+    layer, and its pool a zero-byte cell)."""
+    check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
+    check_model_class(spec)
+    if dep.pp > spec.num_layers:
         raise InvalidParameter(f"AssertionError: assert not pp_size or num_hidden_layers >= pp_size "
-                               f"(utils/common.py:make_layers; {spec.num_layers} layers, pp_size {pp})",
+                               f"(utils/common.py:make_layers; {spec.num_layers} layers, pp_size {dep.pp})",
                                hint="SGLang's model class refuses it when the model loads")
 
 
