@@ -98,3 +98,31 @@ def test_sglang_sweep_refuses_a_model_sglang_cannot_load_once_with_exit_2() -> N
     for gpu in (("--gpu", "h100"), ()):
         _one_error(_kvplan("fit", omni, "--engine", "sglang", *gpu),
                    "Cannot find model module. 'Qwen2_5OmniModel' is not a registered model")
+
+
+GEMMA3 = str(Path(__file__).parent / "fixtures/configs/google--gemma-3-4b-it")
+
+
+@pytest.mark.parametrize(("model", "extra", "flag"), [
+    # vLLM planned max_model_len 8,192 beside SGLang's context_len 131,072 (SGLang's plan reads the config as is)
+    (QWEN, ("--hf-overrides", '{"max_position_embeddings": 8192}'), "--hf-overrides"),
+    # vLLM dropped Gemma-3's vision tower (KV budget 59.31 GiB, not 58.53) while SGLang's plan loads it
+    (GEMMA3, ("--limit-mm-per-prompt", '{"image": 0}'), "--limit-mm-per-prompt / --language-model-only"),
+    (GEMMA3, ("--language-model-only",), "--limit-mm-per-prompt / --language-model-only"),
+    # LoRA adapter slots reserved in vLLM's budget only
+    (QWEN, ("--enable-lora",), "--enable-lora"),
+], ids=["hf-overrides", "image-0", "language-model-only", "enable-lora"])
+def test_engine_both_refuses_vllm_settings_sglangs_plan_does_not_take(model: str, extra: tuple[str, ...],
+                                                                      flag: str) -> None:
+    _one_error(_kvplan("fit", model, "--gpu", "h100", "--engine", "both", *extra),
+               f"--engine both compares one deployment: {flag}")
+
+
+@pytest.mark.parametrize(("model", "extra"), [
+    (GEMMA3, ("--limit-mm-per-prompt", '{"image": 2}')),  # the tower stays loaded in both
+    (QWEN, ("--language-model-only",)),  # a text model: nothing to drop
+    (QWEN, ("--no-enable-lora",)),
+], ids=["image-2", "text-model-language-only", "no-enable-lora"])
+def test_engine_both_takes_vllm_settings_that_leave_one_deployment(model: str, extra: tuple[str, ...]) -> None:
+    r = _kvplan("fit", model, "--gpu", "h100", "--engine", "both", "--json", *extra)
+    assert r.returncode == 0, r.stderr
