@@ -126,3 +126,16 @@ def test_engine_both_refuses_vllm_settings_sglangs_plan_does_not_take(model: str
 def test_engine_both_takes_vllm_settings_that_leave_one_deployment(model: str, extra: tuple[str, ...]) -> None:
     r = _kvplan("fit", model, "--gpu", "h100", "--engine", "both", "--json", *extra)
     assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.parametrize("line", [f"python -m sglang.launch_server --model-path {QWEN} --tp 2",
+                                  f"/opt/venv/bin/sglang serve {QWEN}"], ids=["launch_server", "sglang-serve"])
+def test_vllm_cmd_refuses_an_sglang_line_as_sglang_cmd_refuses_a_vllm_one(line: str) -> None:
+    # The vLLM reader took `--model-path M --tp 2` as unknown vLLM flags (a Note) and then asked for a model;
+    # `sglang serve M` planned M by vLLM's rules with exit 0.
+    from kvplan.errors import ParseError
+    from kvplan.vllm.command_line import parse_vllm_command
+
+    with pytest.raises(ParseError, match="--vllm-cmd: this is an SGLang command line, not vLLM's"):
+        parse_vllm_command(line)
+    _one_error(_kvplan("fit", "--gpu", "h100", "--vllm-cmd", line), "this is an SGLang command line")
