@@ -143,6 +143,9 @@ FIXTURE_FOR_RECORD.update({"joshi-8xh100-qwen3-vl-235b-thinking-fp8-tp8-ep-v0112
 FIXTURE_FOR_RECORD["l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102"] = (
     "Qwen--Qwen3-235B-A22B-FP8", "the 2507 Instruct-FP8 release keeps Qwen3-235B-A22B-FP8's architecture and FP8 "
                                  "layout")
+# The 4 × RTX PRO 6000 blog post's runs of the same 2507 Instruct-FP8 release (TP 4, TP 4 + EP): the same stand-in.
+FIXTURE_FOR_RECORD.update({r: FIXTURE_FOR_RECORD["l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102"] for r in (
+    "utho-4xrtxpro6000-qwen3-235b-a22b-2507-fp8-tp4-v0271", "utho-4xrtxpro6000-qwen3-235b-a22b-2507-fp8-tp4-ep-v0271")})
 LLM_CLASS_IDS_PP = {"isambard-2x4gh200-qwen3-30b-a3b-2507-tp4-pp2-v0101"}  # vllm.LLM throughput benchmark
 # Records whose log derives a longer window than the stand-in config's ("Using max model len 262144" with no
 # --max-model-len among the non-default args): the checkpoint's own window, planned as given.
@@ -196,14 +199,16 @@ UNEXPLAINED = {
 VERSION_FOR_RECORD = {"vllm-27508-h100-gpt-oss-120b": "0.11", "vllm-23278-h100-gpt-oss-120b": "0.10",
                       "myoceane-a100-gemma-4-26b-a4b-131k-eager": "0.19",
                       # the comment answers an issue titled "[v0.22]" and states no version of its own
-                      "vllm-44376-2xgh200-deepseek-v4-flash-failed": "0.22"}
+                      "vllm-44376-2xgh200-deepseek-v4-flash-failed": "0.22",
+                      # "vLLM API server version 0.1.dev7548+gbaba038": main of 2025-07-09, after the v0.9.2 tag
+                      "vllm-pr20665-4xl4-deepseek-v2-lite-tp2-pp2-eager": "0.9"}
 # "DeepSeek-V4-Flash (local)": the comment loads `model="DeepSeek-V4-Flash"`, deepseek-ai's checkpoint by name.
 FIXTURE_FOR_RECORD["vllm-44376-2xgh200-deepseek-v4-flash-failed"] = (
     "deepseek-ai--DeepSeek-V4-Flash", "the checkpoint the record's LLM(model=\"DeepSeek-V4-Flash\") names")
 # Records run through the `vllm.LLM` class, whose batch defaults differ from `vllm serve`'s
 # (engine/arg_utils.py:get_batch_defaults: 16384 tokens on a ≥ 70 GiB GPU): their log shows the LLM(...) call.
 LLM_CLASS_RECORDS = {"vllm-44376-2xgh200-deepseek-v4-flash-failed", "ptocu-2xh200nvl-dsv4-flash-tp2-llm-4k",
-                     *LLM_CLASS_IDS_PP}
+                     "enginrect-rtx4090-qwen2.5-0.5b-instruct-llm-util092-v0271", *LLM_CLASS_IDS_PP}
 # MoE kernel, only where the log's own text names it (not inferred from its numbers).
 MOE_BACKEND_FOR_RECORD: dict[str, MoeBackend] = {
     # "marlin_utils_fp4.py:196] ... Weight-only FP4 compression will be used leveraging the Marlin kernel"
@@ -214,7 +219,7 @@ MOE_BACKEND_FOR_RECORD: dict[str, MoeBackend] = {
 # plus the logged KV exceed what 40 GB × the logged utilization could hold.
 GPU_FOR_NAME = (("rtx pro 6000", "rtx-pro-6000"),
                 ("a100 40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100"), ("gh200", "gh200"),
-                ("h200", "h200"),
+                ("nvidia l4 ", "l4"), ("h200", "h200"),
                 ("3090", "rtx-3090"), ("l40s", "l40s"), ("t4", "t4"), ("gb10", "gb10"), ("4060", None))
 
 
@@ -352,7 +357,7 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
         return "no positive available KV memory in the log"
     if rec.get("num_gpu_blocks") is None and rec.get("kv_cache_tokens") is None and rec.get("kv_needed_gib") is None:
         return "the log gives no block, token or needed-memory count"
-    if rec.get("file") == NEW_LOGS.name and _fixture(rec) is None:
+    if rec.get("file") == NEW_LOGS.name and _fixture(rec) is None and rec.get("model") not in GEOMETRY_FROM_RECORD:
         return f"no fixture config for {rec.get('model')!r}"
     model, _ = _model(rec) if _fixture(rec) is not None else (None, "")
     by_stage = rec.get("available_kv_gib_by_stage")
@@ -374,6 +379,8 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     # vLLM's default, or DeepSeek-V4's backend's (FLASHMLA_SPARSE_DSV4: 256-token blocks only)
     block = rec.get("block_size") or (DSV4_FLASHMLA.block_size if model is not None and model.dsv4 else 16)
     max_len = rec.get("max_model_len") or rec.get("max_concurrency_len") or (model.max_model_len if model else 0)
+    if max_len == 0:
+        return "no max_model_len in the log and no config.json to take the model's window from"
     version = _version(rec)
     in_flight = _mnbt(rec) or 8192
     if version is not None and async_scheduling_default(parse_vllm_version(version))[0] and (
@@ -475,6 +482,11 @@ def predict_available(rec: dict[str, Any]) -> RowB | str:
     low, high = _range_with_estimated_weights(r, weights.bytes, weights.low_bytes, weights.high_bytes)
     logged = rec["available_kv_gib"]
     predicted = r.available_kv_bytes / GiB
+    by_stage = rec.get("available_kv_gib_by_stage")
+    if by_stage and len(by_stage) == len(r.pp_stages) and r.tightest_stage is not None:
+        # kvplan's headline is the stage whose block count vLLM keeps (fewest blocks, not least memory: a stage
+        # with more layers can hold more GiB and fewer blocks): compare it with that stage's logged memory
+        logged = by_stage[r.tightest_stage]
     stage = rec.get("available_kv_stage")
     if stage is not None and stage < len(r.pp_stages):
         # the log quotes one stage's worker (PP rank `stage`): compare that stage's own budget

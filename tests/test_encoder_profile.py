@@ -199,7 +199,8 @@ def test_018_log_profiles_one_image_of_16384_tokens(batched: int) -> None:
 
 
 GOLDENS = FIXTURES / "oracle-profile"
-ENC_CASES = sorted(p.stem for p in (GOLDENS / "cases").glob("*-enc*.json"))
+# Qwen3-VL's encoder cases (Qwen2.5-VL's: tests/test_encoder_qwen2_5_vl.py)
+ENC_CASES = sorted(p.stem for p in (GOLDENS / "cases").glob("Qwen--Qwen3-VL-*-enc*.json"))
 BLOCK = 512  # the probe counts in 512-byte blocks: the grid_thw tensor (24 bytes) is one
 
 
@@ -275,7 +276,7 @@ def test_what_the_encoder_leaves_equals_vllm_033_plus_the_pixels(case: str) -> N
 ])
 def test_the_outputs_add_to_the_forward_and_sampler_peaks(with_encoder: str, without: str) -> None:
     """The language model's forward and sampler peaks with the encoder profile are those without it plus the encoder
-    outputs, to the byte: what stays allocated adds, as fit adds it (_with_qwen3_vl_encoder)."""
+    outputs, to the byte: what stays allocated adds, as fit adds it (_with_qwen_vl_encoder)."""
     a, b = _golden(with_encoder), _golden(without)
     outputs = a["phases"]["encoder"]["live_after_bytes"]
     for phase in ("forward", "sampler"):

@@ -18,6 +18,7 @@ from kvplan.model.hub import load_local
 from kvplan.model.spec import ModelSpec
 from kvplan.vllm.defaults import VllmVersion
 from kvplan.vllm.encoder_profile import qwen3_vl_encoder_phase
+from kvplan.vllm.encoder_qwen2_5_vl import qwen2_5_vl_encoder_phase
 from kvplan.vllm.memory.activation import (
     mrv2_sampler_phase_bytes,
     triton_moe_workspace_bytes,
@@ -70,12 +71,18 @@ ORACLE_FAILURES = {
     "ModelOpt FP8 per-tensor linears: the CUTLASS scaled-mm path asserts an output size the meta run lacks": (
         "nvidia--Llama-3.1-70B-Instruct-FP8__h100-tp2_mml_16000",),
     "compressed-tensors / FP8 MoE permute scratch allocates on torch.cuda (CPU build)": (
-        "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic__h100-tp4", "zai-org--GLM-4.5-Air-FP8__h100-tp2"),
+        "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic__h100-tp4", "zai-org--GLM-4.5-Air-FP8__h100-tp2",
+        # after the encoder phase, which ran (tests/test_encoder_llama4.py)
+        "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic__h100-tp1-enc",
+        "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic__h100-tp4-enc"),
     "DeepSeek-V4's sparse attention needs DeepGEMM, which the probe's fake does not satisfy (GB10 and H200)": (
         "deepseek-ai--DeepSeek-V4-Flash__gb10-tp1_mml_262144_seqs_1_mnbt_2048",
         "deepseek-ai--DeepSeek-V4-Flash__gb10-tp1_mml_262144_seqs_1_mnbt_8224",
         "deepseek-ai--DeepSeek-V4-Flash__h200-tp1_mml_262144_seqs_1_mnbt_2048",
         "deepseek-ai--DeepSeek-V4-Flash__h200-tp1_mml_262144_seqs_1_mnbt_8224"),
+    "transformers' Gemma4 vision encoder (gemma4_mm.py runs it) asks padding_mask.all() of a meta tensor (masking_utils"
+    "._ignore_bidirectional_mask_sdpa): data-dependent, after the processor built the dummy": (
+        "google--gemma-4-31B-it__h100-tp2-enc", "google--gemma-4-31B-it__h100-tp2-enc_mm-limit_video0"),
     "the fake device lacks shared_memory_per_block_optin (gpt-oss's Triton MoE kernels query it)": (
         "openai--gpt-oss-20b__h100-tp1_mml_16000", "openai--gpt-oss-120b__h100-tp1_mml_16000"),
 }
@@ -112,10 +119,11 @@ def _encoder(case: dict[str, Any]) -> tuple[int, int]:
         return 0, 0
     tower = next(t for t in _model(case).towers if t.geometry is not None)
     assert tower.geometry is not None
-    image = 0 if "image=0" in case["args"] else 999
-    phase = qwen3_vl_encoder_phase(tower.geometry, VllmVersion(0, 33), model_runner_v2=False, tp=case["tp"],
-                                   max_num_batched_tokens=case["tokens"], max_num_seqs=case["max_num_seqs"],
-                                   max_model_len=case["max_model_len"], image_limit=image, video_limit=999)
+    image, video = (0 if f"{m}=0" in case["args"] else 999 for m in ("image", "video"))
+    encoder_phase = qwen2_5_vl_encoder_phase if tower.geometry.kind == "qwen2_5_vl" else qwen3_vl_encoder_phase
+    phase = encoder_phase(tower.geometry, VllmVersion(0, 33), model_runner_v2=False, tp=case["tp"],
+                          max_num_batched_tokens=case["tokens"], max_num_seqs=case["max_num_seqs"],
+                          max_model_len=case["max_model_len"], image_limit=image, video_limit=video)
     assert phase is not None
     pixels = phase.items * phase.item.patches * tower.geometry.patch_values
     return phase.forward_peak_bytes, phase.retained_bytes - pixels

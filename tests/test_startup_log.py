@@ -530,3 +530,22 @@ def test_the_calibrate_table_shows_every_figure_once_under_its_group() -> None:
     assert set(path for _, path in SCHEMA_1_KEYS) - set(shown) == {"memory.activation_with_graphs_bytes"}
     assert set(shown) <= set(path for _, path in SCHEMA_1_KEYS)
     assert len(SCHEMA_1_KEYS) == 45  # StartupLog's 46 flat fields of schema_version 1, less `lines`
+
+
+def test_the_0_27_summary_line_alone_gives_the_kv_memory_and_the_profile_terms() -> None:
+    """vLLM 0.27.1 (4 × RTX PRO 6000, Qwen3-235B-A22B-Instruct-2507-FP8 at TP 4; a blog post's excerpt) prints no
+    "Available KV cache memory" line there: the gpu_worker summary gives the device total, the budget, consumed
+    memory (weights + non-torch), the peak activation, the CUDA graphs and the KV memory in use."""
+    log = parse_startup_log((NEW_RAW / "utho-4xrtxpro6000-qwen3-235b-a22b-2507-fp8-tp4-v0271.log").read_text(
+        encoding="utf-8"))
+    m = log.memory
+    assert m.available_kv_bytes == round(27.85 * GiB) and m.total_gpu_memory_bytes == round(95.01 * GiB)
+    assert (m.consumed_memory_bytes, m.activation_with_graphs_bytes, m.cuda_graph_bytes) == (
+        round(56.89 * GiB), round(0.76 * GiB), round(0.32 * GiB))
+    assert (m.weights_loaded_bytes, log.capacity.kv_cache_tokens, log.capacity.max_concurrency) == (
+        round(55.19 * GiB), 621_392, 18.96)
+    # 0.27's "Model loading took 0.93 GiB and 2.078159 seconds" (no "memory" word) is read as well
+    log = parse_startup_log((NEW_RAW / "enginrect-rtx4090-qwen2.5-0.5b-instruct-util085-v0271-failed.log").read_text(
+        encoding="utf-8"))
+    assert (log.settings.vllm_version, log.memory.weights_loaded_bytes, log.memory.available_kv_bytes) == (
+        "0.27.1", round(0.93 * GiB), round(18.65 * GiB))

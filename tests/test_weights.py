@@ -197,3 +197,14 @@ def test_loaded_bytes_with_pipeline_parallel_take_the_busiest_stage() -> None:
     rope = rope_cache_bytes(model)
     assert weights_bytes_per_gpu(model, pp=2) + rope < two < one
     assert two >= (one - rope) // 2 + rope
+
+
+def test_a_pipeline_stage_holds_its_own_layers_parameters() -> None:
+    """DeepSeek-V2-Lite at PP 2 (vllm/distributed/utils.py:get_pp_indices: layers 0-13, 14-26): stage 0 holds the
+    embedding, the dense layer 0 (first_k_dense_replace = 1, 81 M parameters) and 13 MoE layers (585 M each),
+    14.70 GiB in BF16 (7.35 per TP 2 rank, counted by hand in vllm#20665's record note); stage 1 13 MoE layers and
+    the LM head, 14.55 GiB. An even split of the 27 layers gave 15.16 / 14.10."""
+    from kvplan.model.weights import stage_stored_bytes
+
+    model = load_fixture("deepseek-ai--DeepSeek-V2-Lite")
+    assert [round(b / 2**30, 2) for b in stage_stored_bytes(model, 2, None)] == [14.70, 14.55]

@@ -216,8 +216,9 @@ class SglangFacts(NamedTuple):
 
 @dataclass(frozen=True)
 class VisionGeometry:
-    """A Qwen3-VL vision tower's shapes as its vision_config gives them (qwen3_vl.py:Qwen3_VisionTransformer): what
-    the encoder profile's dummy item costs (kvplan.vllm.encoder_profile)."""
+    """A Qwen-VL vision tower's shapes as its vision_config gives them (qwen3_vl.py:Qwen3_VisionTransformer,
+    qwen2_5_vl.py:Qwen2_5_VisionTransformer): what the encoder profile's dummy item costs
+    (kvplan.vllm.encoder_profile, kvplan.vllm.encoder_qwen2_5_vl)."""
 
     hidden_size: int
     intermediate_size: int
@@ -233,6 +234,8 @@ class VisionGeometry:
     # (kvplan.model.hub.load_local); None: the checkpoints' published files (kvplan.vllm.encoder_profile)
     image_pixels: tuple[int, int] | None = None
     video_pixels: tuple[int, int] | None = None
+    # the tower's model file, which picks the encoder profile (kvplan.vllm.fit: qwen3_vl.py or qwen2_5_vl.py)
+    kind: str = "qwen3_vl"
 
     @property
     def embed_width(self) -> int:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 from kvplan.model.spec import LayerSpec, ModelSpec, MoESpec, RecurrentState
 
@@ -137,6 +138,42 @@ def _mlp_params(model: ModelSpec, width: int) -> int:
     return n
 
 
+class _LayerParams(NamedTuple):
+    attention: int
+    mlp: int  # dense MLP, or the MoE block's router and shared experts
+    routed: int  # the MoE block's routed experts
+    norms: int
+
+    @property
+    def total(self) -> int:
+        return self.attention + self.mlp + self.routed + self.norms
+
+
+def _layer_params(model: ModelSpec, layer: LayerSpec) -> _LayerParams:
+    """One decoder layer's parameters by role (count_parameters sums them; stage_stored_bytes splits by them)."""
+    h, rules, moe = model.hidden_size, model.family.weights, model.moe
+    norm_size = 2 * h if rules.layernorm_bias else h
+    attention = _attention_params(model, layer)
+    # Falcon's parallel attention/MLP block shares one input norm (modeling_falcon.py).
+    norms = norm_size if layer.kind == "mlp_only" or model.facts.parallel_attn else 2 * norm_size
+    if layer.kind == "mlp_only" and not layer.moe:
+        # one norm for a lone MLP block (Nemotron-H)
+        return _LayerParams(attention, _mlp_params(model, model.intermediate_size), 0, norms - norm_size)
+    if layer.kind == "mlp_only":
+        norms -= norm_size
+    if moe is not None and layer.moe:
+        per_expert, router, extra_norms = _moe_block(model, moe)
+        shared = _mlp_params(model, moe.shared_intermediate_size) if moe.shared_intermediate_size else 0
+        if moe.shared_intermediate_size and rules.shared_expert_gate:
+            shared += h  # shared_expert_gate
+        return _LayerParams(attention, router + shared, moe.num_experts * per_expert, norms + extra_norms)
+    if not rules.mixer_layers_have_mlp:
+        return _LayerParams(attention, 0, 0, norms)  # Nemotron-H: attention and Mamba layers have no MLP
+    if (layer.kind != "mamba" or rules.recurrent_layers_have_mlp) and model.intermediate_size:
+        return _LayerParams(attention, _mlp_params(model, model.intermediate_size), 0, norms)
+    return _LayerParams(attention, 0, 0, norms)
+
+
 def count_parameters(model: ModelSpec) -> ParamCount:
     """Analytic parameter count from the config (embeddings, attention incl. MLA, dense and MoE MLPs with
     shared experts and routers, recurrent layers, norms, tied or separate LM head).
@@ -151,38 +188,17 @@ def count_parameters(model: ModelSpec) -> ParamCount:
     if rules.learned_positions is not None:  # learned absolute positions: max positions (+ OPT's offset) rows
         embedding += (model.max_model_len + rules.learned_positions) * h
     lm_head = 0 if model.tie_word_embeddings else v * h
-    norm_size = 2 * h if rules.layernorm_bias else h
-    attention = mlp = routed = norms = 0
-    per_expert = moe_layers = 0
-    moe = model.moe
-    for layer in model.layers:
-        attention += _attention_params(model, layer)
-        # Falcon's parallel attention/MLP block shares one input norm (modeling_falcon.py).
-        norms += norm_size if layer.kind == "mlp_only" or model.facts.parallel_attn else 2 * norm_size
-        if layer.kind == "mlp_only" and not layer.moe:
-            mlp += _mlp_params(model, model.intermediate_size)
-            norms -= norm_size  # one norm for a lone MLP block (Nemotron-H)
-            continue
-        if layer.kind == "mlp_only":
-            norms -= norm_size
-        if moe is not None and layer.moe:
-            per_expert, router, extra_norms = _moe_block(model, moe)
-            routed += moe.num_experts * per_expert
-            norms += extra_norms
-            shared = _mlp_params(model, moe.shared_intermediate_size) if moe.shared_intermediate_size else 0
-            if moe.shared_intermediate_size and rules.shared_expert_gate:
-                shared += h  # shared_expert_gate
-            mlp += router + shared
-            moe_layers += 1
-        elif not rules.mixer_layers_have_mlp:
-            continue  # Nemotron-H: attention and Mamba layers have no MLP; "-" layers carry it
-        elif layer.kind != "mamba" or rules.recurrent_layers_have_mlp:
-            if model.intermediate_size:
-                mlp += _mlp_params(model, model.intermediate_size)
-    norms += norm_size  # final norm
+    layers = [_layer_params(model, layer) for layer in model.layers]
+    attention = sum(x.attention for x in layers)
+    mlp = sum(x.mlp for x in layers)
+    routed = sum(x.routed for x in layers)
+    moe_layers = sum(1 for x in layers if x.routed)
+    per_expert = _moe_block(model, model.moe)[0] if moe_layers and model.moe is not None else 0
+    norms = sum(x.norms for x in layers) + (2 * h if rules.layernorm_bias else h)  # + the final norm
     ple_embedding, ple_mlp, ple_norms = _per_layer_inputs(model)
     embedding, mlp, norms = embedding + ple_embedding, mlp + ple_mlp, norms + ple_norms
     total = embedding + lm_head + attention + mlp + routed + norms
+    moe = model.moe
     active = total - routed + (moe.experts_per_token * per_expert * moe_layers if moe else 0)
     return ParamCount(total=total, embedding=embedding, lm_head=lm_head, attention=attention, mlp=mlp,
                       routed_experts=routed, params_per_expert=per_expert, moe_layers=moe_layers, norms=norms,
@@ -417,17 +433,24 @@ def weights_bytes_per_gpu(model: ModelSpec, *, tp: int = 1, pp: int = 1, total_b
 
 
 def stage_stored_bytes(model: ModelSpec, pp: int, total_bytes: int | None) -> list[float]:
-    """Stored bytes of each pipeline stage: its layers' share, the embedding on the first, the LM head
-    on the last (parameters of each role scaled by the model's average bytes per parameter)."""
+    """Stored bytes of each pipeline stage: its own layers' parameters (a DeepSeek stage holding the dense
+    first_k_dense layers is lighter than one of MoE layers), the embedding on the first, the LM head on the
+    last, all scaled by the model's average bytes per parameter (vllm/distributed/utils.py:get_pp_indices
+    places the layers)."""
     from kvplan.model.parallel import pp_layer_ranges
 
     p = count_parameters(model)
     total = total_bytes if total_bytes is not None else stored_weights_bytes(model, p)
-    per_layer = (p.total - p.embedding - p.lm_head) / max(1, model.num_layers)
     ranges = pp_layer_ranges(model.num_layers, pp)
+    layer_params: list[float] = [_layer_params(model, layer).total for layer in model.layers]
+    rest = p.total - p.embedding - p.lm_head - sum(layer_params)  # final norm, per-layer-input MLPs
+    if len(layer_params) != model.num_layers:  # no per-layer description: an even split
+        layer_params = [(p.total - p.embedding - p.lm_head) / max(1, model.num_layers)] * model.num_layers
+        rest = 0
     scale = total / p.total
-    return [(len(r) * per_layer + (p.embedding if i == 0 else 0) + (p.lm_head if i == len(ranges) - 1 else 0))
-            * scale for i, r in enumerate(ranges)]
+    return [(sum(layer_params[j] for j in r) + rest * len(r) / max(1, model.num_layers)
+             + (p.embedding if i == 0 else 0) + (p.lm_head if i == len(ranges) - 1 else 0)) * scale
+            for i, r in enumerate(ranges)]
 
 
 # kvplan's tolerance: a checkpoint's stored bytes and the analytic count differ by what the count leaves

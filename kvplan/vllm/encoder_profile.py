@@ -253,10 +253,10 @@ def _dummy_item(g: VisionGeometry, p: QwenVlProcessor, version: VllmVersion, *, 
     return max(candidates, key=lambda c: c.budget_tokens) if candidates else None
 
 
-def processor_of(g: VisionGeometry) -> QwenVlProcessor:
+def processor_of(g: VisionGeometry, published: QwenVlProcessor = QWEN3_VL_PROCESSOR) -> QwenVlProcessor:
     """The folder's own processor bounds where it had the files (VisionGeometry.image_pixels / video_pixels), else
-    the published checkpoints' (QWEN3_VL_PROCESSOR)."""
-    p = QWEN3_VL_PROCESSOR
+    the published checkpoints' (`published`: QWEN3_VL_PROCESSOR, or Qwen2.5-VL's)."""
+    p = published
     image = g.image_pixels or (p.image_min_pixels, p.image_max_pixels)
     video = g.video_pixels or (p.video_min_pixels, p.video_max_pixels)
     return QwenVlProcessor(*image, *video)
@@ -277,27 +277,42 @@ def qwen3_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_run
     limit = image_limit if item.modality == "image" else video_limit
     budget, items = encoder_budget_items(item.budget_tokens, max_num_batched_tokens=max_num_batched_tokens,
                                          max_num_seqs=max_num_seqs, max_model_len=max_model_len, limit=limit)
-    outputs = items * item.embeds * g.embed_width * elem
-    pixels = items * item.patches * g.patch_values
-    if version < BUDGET_COPY_UNTIL:  # V1 only: the budget-sized copies, the originals (`output`), float32 pixels
-        copy = items * budget * g.embed_width * elem if item.embeds < budget else 0
-        best = low = high = copy + outputs + 4 * pixels
-        what = (f"{items} {item.modality} item(s) of {item.embeds:,} embeddings ({item.budget_tokens:,} budget tokens"
-                f"{f', {item.frames:,} frames' if item.modality == 'video' else ''}) scattered into "
-                f"{budget:,}-row copies, kept with the outputs and float32 pixels (vLLM 0.11–0.12)")
-    elif model_runner_v2 and version < MRV2_ENCODER_UNREAD:  # 0.24: profile_run runs no encoder
-        return EncoderPhase(item, 0, budget, 0, 0, 0, 0, "none: Model Runner V2's profile_run runs no encoder before "
-                            "0.25 (read in 0.24)")
-    elif model_runner_v2:
-        best = high = outputs
-        low = outputs if version >= MRV2_ENCODER_SINCE else 0
-        what = (f"{items} {item.modality} item(s) × {item.embeds:,} embeddings kept (Model Runner V2"
-                f"{'' if version >= MRV2_ENCODER_SINCE else '; 0.25–0.26 not read: 0 at the range low end'})")
-    else:
-        u8 = version >= DEVICE_NORMALIZE_SINCE
-        best = low = high = outputs + pixels * (1 if u8 else 4)
-        what = (f"{items} {item.modality} item(s) × {item.embeds:,} embeddings kept with the "
-                f"{'uint8' if u8 else 'float32'} pixels (V1 runner)")
-    pixel_bytes = pixels * (1 if version >= DEVICE_NORMALIZE_SINCE else 4)
+    u8 = version >= DEVICE_NORMALIZE_SINCE
+    kept = runner_kept(item, items, budget, width=g.embed_width, patch_values=g.patch_values, version=version,
+                       model_runner_v2=model_runner_v2, uint8_pixels=u8, elem=elem)
+    if kept is None:
+        return EncoderPhase(item, 0, budget, 0, 0, 0, 0, NO_ENCODER_PROFILE)
+    best, low, high, what = kept
+    pixel_bytes = items * item.patches * g.patch_values * (1 if u8 else 4)
     forward = vision_forward_peak_bytes(g, patches=items * item.patches, tp=tp, elem=elem) + pixel_bytes
     return EncoderPhase(item, items, budget, best, low, high, forward, what)
+
+
+NO_ENCODER_PROFILE = "none: Model Runner V2's profile_run runs no encoder before 0.25 (read in 0.24)"
+
+
+def runner_kept(item: DummyItem, items: int, budget: int, *, width: int, patch_values: int, version: VllmVersion,
+                model_runner_v2: bool, uint8_pixels: bool, elem: int = 2) -> tuple[int, int, int, str] | None:
+    """What the runner's profile_run keeps allocated once the encoder ran (best, low, high, what), for `items` dummy
+    items of `width`-wide embeddings (see the module docstring): 0.11–0.12's budget-sized copies with the outputs and
+    float32 pixels; the V1 runner's outputs and pixels (uint8 where the model normalizes on the device, else
+    float32); Model Runner V2's outputs (0 at the low end on 0.25–0.26, not read). None: Model Runner V2 before 0.25
+    profiles no encoder."""
+    outputs = items * item.embeds * width * elem
+    pixels = items * item.patches * patch_values
+    if version < BUDGET_COPY_UNTIL:  # V1 only: the budget-sized copies, the originals (`output`), float32 pixels
+        copy = items * budget * width * elem if item.embeds < budget else 0
+        kept = copy + outputs + 4 * pixels
+        return kept, kept, kept, (
+            f"{items} {item.modality} item(s) of {item.embeds:,} embeddings ({item.budget_tokens:,} budget tokens"
+            f"{f', {item.frames:,} frames' if item.modality == 'video' else ''}) scattered into "
+            f"{budget:,}-row copies, kept with the outputs and float32 pixels (vLLM 0.11–0.12)")
+    if model_runner_v2 and version < MRV2_ENCODER_UNREAD:  # 0.24: profile_run runs no encoder
+        return None
+    if model_runner_v2:
+        return outputs, outputs if version >= MRV2_ENCODER_SINCE else 0, outputs, (
+            f"{items} {item.modality} item(s) × {item.embeds:,} embeddings kept (Model Runner V2"
+            f"{'' if version >= MRV2_ENCODER_SINCE else '; 0.25–0.26 not read: 0 at the range low end'})")
+    kept = outputs + pixels * (1 if uint8_pixels else 4)
+    return kept, kept, kept, (f"{items} {item.modality} item(s) × {item.embeds:,} embeddings kept with the "
+                              f"{'uint8' if uint8_pixels else 'float32'} pixels (V1 runner)")

@@ -171,10 +171,10 @@ def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings)
 
 def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings, *,
                           first: bool = True) -> MemoryTerm:
-    """The activation peak with the multimodal encoder's profile (first PP stage): Qwen3-VL's
-    by release, ported (vllm/encoder_profile.py, _with_qwen3_vl_encoder); gemma-4's dummy encoder outputs
-    held through the profiling run (vllm/multimodal.py; an estimate: its encoder's own forward peak is not
-    modelled, so the range reaches twice them); all limits 0 profile no encoder."""
+    """The activation peak with the multimodal encoder's profile (first PP stage): Qwen3-VL's and Qwen2.5-VL's
+    by release, ported (vllm/encoder_profile.py, vllm/encoder_qwen2_5_vl.py, _with_qwen_vl_encoder); gemma-4's dummy
+    encoder outputs held through the profiling run (vllm/multimodal.py; an estimate: its encoder's own forward peak
+    is not modelled, so the range reaches twice them); all limits 0 profile no encoder."""
     if not model.mm_modalities:
         return term
     limits = mm_limits(s)
@@ -182,7 +182,7 @@ def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
         return replace(term, assumption=f"{term.assumption}; no encoder profile (every multimodal limit is 0)")
     if not first:  # model_runner.py:profile_run profiles the encoder on the first PP stage only
         return term
-    qwen = _with_qwen3_vl_encoder(term, model, s, r, limits)
+    qwen = _with_qwen_vl_encoder(term, model, s, r, limits)
     if qwen is not None:
         return qwen
     batch = r.scheduler_config.batch
@@ -199,18 +199,21 @@ def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
                    "GiB)", low_delta=extra, high_delta=2 * extra)
 
 
-def _with_qwen3_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings,
-                           limits: MmLimits) -> MemoryTerm | None:
-    """Qwen3-VL's encoder profile (vllm/encoder_profile.py:qwen3_vl_encoder_phase): the profiling peak is the larger
+def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings,
+                          limits: MmLimits) -> MemoryTerm | None:
+    """A Qwen-VL tower's encoder profile, by its model file (VisionGeometry.kind: vllm/encoder_profile.py:
+    qwen3_vl_encoder_phase, vllm/encoder_qwen2_5_vl.py:qwen2_5_vl_encoder_phase): the profiling peak is the larger
     of the vision tower's own forward and what the encoder leaves allocated on top of the language model's dummy run
-    and sampler (`term`). None: not a Qwen3-VL tower (or its dummy item is not modelled)."""
+    and sampler (`term`). None: not a Qwen-VL tower (or its dummy item is not modelled)."""
     from kvplan.vllm.encoder_profile import qwen3_vl_encoder_phase, vision_forward_range
+    from kvplan.vllm.encoder_qwen2_5_vl import qwen2_5_vl_encoder_phase
 
     tower = next((t for t in model.towers if t.geometry is not None and t.loaded), None)
     if tower is None or tower.geometry is None:
         return None
     batch = r.scheduler_config.batch
-    phase = qwen3_vl_encoder_phase(tower.geometry, r.version, model_runner_v2=bool(r.model_runner.v2),
+    encoder_phase = qwen2_5_vl_encoder_phase if tower.geometry.kind == "qwen2_5_vl" else qwen3_vl_encoder_phase
+    phase = encoder_phase(tower.geometry, r.version, model_runner_v2=bool(r.model_runner.v2),
                                    tp=s.parallel_config.tensor_parallel_size,
                                    max_num_batched_tokens=batch.max_num_batched_tokens,
                                    max_num_seqs=batch.max_num_seqs, max_model_len=r.model_config.max_model_len,

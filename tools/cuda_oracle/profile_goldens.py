@@ -222,6 +222,24 @@ CASES: list[Case] = [
     *_enc("Qwen--Qwen3-VL-8B-Instruct", "multimodal", ("h100", "a100-80")),
     *_enc("Qwen--Qwen3-VL-8B-Instruct", "multimodal", ("h100",), args=("--max-num-batched-tokens", "32768")),
     *_enc("Qwen--Qwen3-VL-8B-Instruct", "multimodal", ("h100",), args=("--mm-limit", "image=0")),
+    # Qwen2.5-VL (Qwen2VLProcessingInfo: a video of up to 14 frames at the factorized image size; the image alone)
+    *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",), processor="qwen2.5-vl"),
+    *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",), args=("--max-model-len", "32768"),
+          processor="qwen2.5-vl"),
+    *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",), args=("--mm-limit", "video=0"),
+          processor="qwen2.5-vl"),
+    *_enc("Qwen--Qwen2.5-VL-72B-Instruct", "multimodal", ("h100",), (4,), processor="qwen2.5-vl"),
+    *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",), (2,), processor="qwen2.5-vl"),
+    # Llama-4 (no processor file in the corpus: transformers' Llama4ImageProcessorFast / Llama4Processor defaults,
+    # tests/fixtures/processors/llama4/SOURCE.md); the FP8 MoE forward fails after the encoder (ORACLE_FAILURES)
+    *_enc("RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", "multimodal", ("h100",), (1, 4), processor="llama4"),
+    # Gemma-4 (no processor file in the corpus: transformers' Gemma4 image/video processor defaults); the video
+    # dummy stops the probe (gemma4_mm.py sizes its frame chunks from the device's free memory: ORACLE_FAILURES)
+    *_enc("google--gemma-4-31B-it", "multimodal", ("h100",), (2,), processor="gemma4"),
+    *_enc("google--gemma-4-31B-it", "multimodal", ("h100",), (2,), args=("--mm-limit", "video=0"),
+          processor="gemma4"),
+    *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",),
+          args=("--max-num-batched-tokens", "32768", "--mm-limit", "video=0"), processor="qwen2.5-vl"),
 ]
 
 
@@ -234,6 +252,21 @@ QWEN_SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_st
 QWEN_FIRST_SPECIAL = 151643
 
 
+# Fields the probe's copy of a processor file changes (tests/fixtures/processors/<name>/SOURCE.md says why): the
+# committed Qwen2.5-VL file names its image processor "Qwen2_5_VLImageProcessor", a class transformers 5.19 does not
+# have; the official Qwen/Qwen2.5-VL-*-Instruct files name "Qwen2VLImageProcessor" (the class it resolves to).
+PROBE_FIELDS = {("qwen2.5-vl", "preprocessor_config.json"): {"image_processor_type": "Qwen2VLImageProcessor"}}
+# Files the probe's folder gets where the corpus has no processor file (tests/fixtures/processors/<name>/SOURCE.md):
+# they name the classes only, so every value is transformers 5.19's class default (Llama4ImageProcessorFast:
+# max_patches 16, size 336 × 336, resize_to_max_canvas false).
+PROBE_FILES = {"llama4": {"preprocessor_config.json": {"image_processor_type": "Llama4ImageProcessorFast",
+                                                       "processor_class": "Llama4Processor"}},
+               "gemma4": {"preprocessor_config.json": {"image_processor_type": "Gemma4ImageProcessor",
+                                                       "processor_class": "Gemma4Processor"},
+                          "video_preprocessor_config.json": {"video_processor_type": "Gemma4VideoProcessor",
+                                                             "processor_class": "Gemma4Processor"}}}
+
+
 def _probe_dir(case: Case, raw: Path) -> Path:
     """The folder the probe reads: the config's own, or for a case with processor files a folder of its config.json,
     tests/fixtures/processors/<processor>/*.json and a stand-in tokenizer (_standin_tokenizer)."""
@@ -244,29 +277,63 @@ def _probe_dir(case: Case, raw: Path) -> Path:
     (out / "config.json").write_bytes((case.model_dir / "config.json").read_bytes())
     for f in sorted((PROCESSORS / case.processor).glob("*.json")):
         (out / f.name).write_bytes(f.read_bytes())
+        if fields := PROBE_FIELDS.get((case.processor, f.name)):
+            (out / f.name).write_text(json.dumps({**json.loads(f.read_bytes()), **fields}, indent=2))
+    for name, fields in PROBE_FILES.get(case.processor, {}).items():
+        (out / name).write_text(json.dumps(fields, indent=2))
     if not (out / "tokenizer.json").exists():
-        _standin_tokenizer(out)
+        _standin_tokenizer(out, case.processor)
     return out
 
 
-def _standin_tokenizer(out: Path) -> None:
-    """A byte-level BPE tokenizer with no merges, padded with filler entries so Qwen's special tokens sit at their
-    real ids. Not Qwen's vocabulary (the corpus has none): the profile's dummy prompt is only placeholders, and
-    the encoder's inputs and outputs come from the image processor and the model, not from the text's tokens."""
+# Llama-4's image tokens (Llama4Processor's defaults): <|image_start|>, <|image_end|> and <|patch|> at the ids the
+# Llama-4 configs give (boi_token_index 200080, eoi_token_index 200081, image_token_index 200092); the others at free
+# ids after them, which only name the separators (vLLM counts the <|patch|> positions: mllama4.py
+# PromptUpdateDetails.select_token_ids(repl_ids, img_patch_token_ids)).
+LLAMA4_SPECIALS = {200000: "<|begin_of_text|>", 200001: "<|end_of_text|>", 200080: "<|image_start|>",
+                   200081: "<|image_end|>", 200092: "<|patch|>", 200093: "<|image|>", 200094: "<|tile_x_separator|>",
+                   200095: "<|tile_y_separator|>"}
+# Gemma-4's multimodal tokens at the configs' ids (boi_token_id 255999, boa_token_id 256000, image_token_id 258880,
+# audio_token_id 258881, eoi_token_id 258882, eoa_token_id 258883, video_token_id 258884), named as the tokenizer's
+# attributes Gemma4Processor reads (tokenizer.image_token, boi_token, ...; extra_special_tokens below); <|video|> is
+# the name Gemma4Processor adds itself.
+GEMMA4_SPECIALS = {0: "<pad>", 1: "<eos>", 2: "<bos>", 255999: "<|image>", 256000: "<|audio>", 258880: "<|image|>",
+                   258881: "<|audio|>", 258882: "<image|>", 258883: "<audio|>", 258884: "<|video|>"}
+GEMMA4_ATTRIBUTES = {"image_token": "<|image|>", "boi_token": "<|image>", "eoi_token": "<image|>",
+                     "audio_token": "<|audio|>", "boa_token": "<|audio>", "eoa_token": "<audio|>"}
+# processor name → (special tokens by id, eos, pad, tokenizer_class, extra_special_tokens)
+STANDIN_TOKENS = {
+    "llama4": (LLAMA4_SPECIALS, "<|end_of_text|>", "<|end_of_text|>", "PreTrainedTokenizerFast", {}),
+    "gemma4": (GEMMA4_SPECIALS, "<eos>", "<pad>", "PreTrainedTokenizerFast", GEMMA4_ATTRIBUTES),
+}
+QWEN_STANDIN = ({QWEN_FIRST_SPECIAL + i: t for i, t in enumerate(QWEN_SPECIALS)}, "<|im_end|>", "<|endoftext|>",
+                "Qwen2TokenizerFast", {})
+
+
+def _standin_tokenizer(out: Path, processor: str = "qwen3-vl") -> None:
+    """A byte-level BPE tokenizer with no merges, padded with filler entries so the family's special tokens sit at
+    their real ids (Qwen's; Llama-4's: LLAMA4_SPECIALS). Not the model's vocabulary (the corpus has none): the
+    profile's dummy prompt is only placeholders, and the encoder's inputs and outputs come from the image processor
+    and the model, not from the text's tokens."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, pre_tokenizers  # noqa: PLC0415
     from transformers import PreTrainedTokenizerFast  # noqa: PLC0415
 
-    vocab = {ch: i for i, ch in enumerate(sorted(pre_tokenizers.ByteLevel.alphabet()))}
-    vocab.update({f"<filler_{i}>": i for i in range(len(vocab), QWEN_FIRST_SPECIAL)})
+    specials, eos, pad, cls, attributes = STANDIN_TOKENS.get(processor, QWEN_STANDIN)
+    alphabet = [ch for ch in sorted(pre_tokenizers.ByteLevel.alphabet())]
+    low = [i for i in specials if i < len(alphabet)]  # Gemma's <pad>/<eos>/<bos> at 0-2: the alphabet after them
+    vocab = {ch: i + len(low) for i, ch in enumerate(alphabet)}
+    vocab.update({specials[i]: i for i in low})
+    vocab.update({specials.get(i, f"<filler_{i}>"): i for i in range(len(vocab), max(specials) + 1)})
     tok = Tokenizer(models.BPE(vocab=vocab, merges=[]))
     tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
     tok.decoder = decoders.ByteLevel()
-    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN_SPECIALS])
-    assert tok.token_to_id("<|image_pad|>") == QWEN_FIRST_SPECIAL + QWEN_SPECIALS.index("<|image_pad|>")
-    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token="<|im_end|>", pad_token="<|endoftext|>")
+    tok.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in specials.values()])
+    assert all(tok.token_to_id(t) == i for i, t in specials.items())
+    fast = PreTrainedTokenizerFast(tokenizer_object=tok, eos_token=eos, pad_token=pad,
+                                   **({"extra_special_tokens": attributes} if attributes else {}))
     fast.save_pretrained(out)
     cfg = json.loads((out / "tokenizer_config.json").read_text())
-    cfg["tokenizer_class"] = "Qwen2TokenizerFast"
+    cfg["tokenizer_class"] = cls
     (out / "tokenizer_config.json").write_text(json.dumps(cfg))
 
 
@@ -292,6 +359,15 @@ def serve(gpu: str, jobs: list[dict], oracle_dir: str, timeout: int) -> None:
     import profile_probe  # noqa: PLC0415  (its import-time patches must precede vLLM's)
 
     profile_probe.GPUS.update(EXTRA_GPUS)
+    # A shape- and dtype-true torchvision normalize for processors that normalize on the CPU (Llama-4's; the probe's
+    # own shims cover resize and pad, enough for the Qwen processors, which vLLM has normalize on the GPU): the
+    # float32 pixels keep their shape, as tvF.normalize returns them.
+    import torch  # noqa: PLC0415
+    profile_probe._TV_SHIMS.setdefault("normalize", lambda image, mean, std, inplace=False: image.to(torch.float32))
+    # gemma4_mm.py sizes its encoder chunks from torch.accelerator.get_memory_info() (_encoder_chunk: min(free / 2,
+    # total / 10)), which has no device here: the fake GPU's total, all free — the chunk is total / 10's whenever at
+    # least a fifth of the GPU is free when the profile runs.
+    torch.accelerator.get_memory_info = lambda *a, **k: (nvml, nvml)  # type: ignore[assignment]
     cap, name, nvml = profile_probe.GPUS[gpu]
     profile_probe.fake_cuda.set_gpu(capability=cap, name=name, nvml_total=nvml)
     real_stdout, sys.stdout = sys.stdout, sys.stderr

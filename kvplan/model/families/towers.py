@@ -93,7 +93,9 @@ def _qwen25_vision(v: Mapping[str, Any]) -> TowerSpec:
     block_replicated = 2 * h + h + h  # two RMSNorms, proj and down biases
     replicated = ch * t * p * p * h + depth * block_replicated + h + out  # patch, blocks, ln_q, fc2 bias
     sharded = depth * block_sharded + merged * merged + merged + merged * out
-    return TowerSpec("vision tower + projector", VISION, replicated, sharded, "qwen2_5_vl.py:Qwen2_5_VisionTransformer")
+    geometry = VisionGeometry(h, inter, depth, _int(v, "num_heads"), out, p, m, t, ch, kind="qwen2_5_vl")
+    return TowerSpec("vision tower + projector", VISION, replicated, sharded, "qwen2_5_vl.py:Qwen2_5_VisionTransformer",
+                     geometry=geometry)
 
 
 def _gemma3_vision(v: Mapping[str, Any], text_hidden: int) -> TowerSpec:

@@ -1,0 +1,161 @@
+"""Qwen2.5-VL's encoder profile (kvplan/vllm/encoder_qwen2_5_vl.py): the dummy item vLLM builds (a video of up to 14
+frames at the factorized image size, or the image alone), what its profile run keeps alive and the tower's forward
+peak, against the processor file (tests/fixtures/processors/qwen2.5-vl/) and vLLM 0.33's own profile run
+(tests/fixtures/oracle-profile/cases/Qwen--Qwen2.5-VL-*-enc*.json)."""
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+import pytest
+
+from kvplan.hardware.gpus import get_gpu
+from kvplan.model.hub import load_local
+from kvplan.model.spec import VisionGeometry
+from kvplan.vllm.defaults import VllmVersion
+from kvplan.vllm.encoder_profile import max_image
+from kvplan.vllm.encoder_qwen2_5_vl import QWEN2_5_VL_PROCESSOR, max_video, qwen2_5_vl_encoder_phase, rope_bytes
+from kvplan.vllm.fit import plan_fit
+from kvplan.vllm.settings import ServeSettings
+
+FIXTURES = Path(__file__).parent / "fixtures"
+PROCESSOR = FIXTURES / "processors" / "qwen2.5-vl"
+CORPUS = FIXTURES / "corpus" / "configs"
+GOLDENS = FIXTURES / "oracle-profile" / "cases"
+SMALL, LARGE = "Qwen--Qwen2.5-VL-3B-Instruct", "Qwen--Qwen2.5-VL-72B-Instruct"
+V033 = VllmVersion(0, 33)
+CASES = sorted(p.stem for p in GOLDENS.glob("Qwen--Qwen2.5-VL-*-enc*.json"))
+MIB = 2**20
+
+
+def _geometry(name: str = SMALL) -> VisionGeometry:
+    g = load_local(str(CORPUS / name)).towers[0].geometry
+    assert g is not None and g.kind == "qwen2_5_vl"
+    return g
+
+
+def _phase(g: VisionGeometry, version: VllmVersion = V033, *, runner_v2: bool = False, tp: int = 1,
+           batched: int = 8192, seqs: int = 1024, max_model_len: int = 128000, image: int = 999, video: int = 999):  # type: ignore[no-untyped-def]
+    phase = qwen2_5_vl_encoder_phase(g, version, model_runner_v2=runner_v2, tp=tp, max_num_batched_tokens=batched,
+                                     max_num_seqs=seqs, max_model_len=max_model_len, image_limit=image,
+                                     video_limit=video)
+    assert phase is not None
+    return phase
+
+
+def _golden(case: str) -> dict:
+    return json.loads((GOLDENS / f"{case}.json").read_text())
+
+
+def _golden_phase(golden: dict):  # type: ignore[no-untyped-def]
+    return _phase(_geometry(golden["config"]), tp=golden["tp"], batched=golden["tokens"], seqs=golden["max_num_seqs"],
+                  max_model_len=golden["max_model_len"], video=0 if "video=0" in golden["args"] else 999)
+
+
+def test_processor_constants_are_the_checkpoint_file() -> None:
+    """The bounds kvplan uses are the committed file's, and the file is the bytes SOURCE.md records."""
+    data = json.loads((PROCESSOR / "preprocessor_config.json").read_text())
+    p = QWEN2_5_VL_PROCESSOR
+    assert (p.image_min_pixels, p.image_max_pixels) == (data["min_pixels"], data["max_pixels"])
+    assert (p.video_min_pixels, p.video_max_pixels) == (data["min_pixels"], data["max_pixels"])
+    assert hashlib.sha256((PROCESSOR / "preprocessor_config.json").read_bytes()).hexdigest() in (
+        PROCESSOR / "SOURCE.md").read_text()
+
+
+@pytest.mark.parametrize("name", [SMALL, LARGE])
+def test_processor_patch_geometry_matches_the_vision_config(name: str) -> None:
+    data = json.loads((PROCESSOR / "preprocessor_config.json").read_text())
+    g = _geometry(name)
+    assert (g.patch_size, g.spatial_merge_size, g.temporal_patch_size) == (
+        data["patch_size"], data["merge_size"], data["temporal_patch_size"])
+    assert (g.embed_width, g.patch_values) == ({SMALL: 2048, LARGE: 8192}[name], 3 * 2 * 14 * 14)
+
+
+def test_six_goldens_from_vllm_033() -> None:
+    """The six Qwen2.5-VL cases of profile_goldens.py, each with the probe's processor and no error."""
+    assert len(CASES) == 6
+    for case in CASES:
+        g = _golden(case)
+        assert g["processor"] == "qwen2.5-vl" and g["error"] is None and g["phases"]["encoder"].get("items")
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_dummy_item_budget_and_items_equal_vllm_033(case: str) -> None:
+    """The modality, the pixel rows (uint8), the output rows, the budget, the item count and every allowed modality's
+    tokens per item, exactly as vLLM 0.33 built them."""
+    golden = _golden(case)
+    enc, phase, g = golden["phases"]["encoder"], _golden_phase(golden), _geometry(golden["config"])
+    assert (phase.item.modality, phase.items, phase.budget) == (enc["modality"], enc["items"],
+                                                                enc["encoder_budget_tokens"])
+    key = "pixel_values" if enc["modality"] == "image" else "pixel_values_videos"
+    assert enc["inputs"][key] == [[phase.items * phase.item.patches, g.patch_values], "uint8"]
+    assert enc["output_shapes"] == [[phase.item.embeds, g.embed_width]] * phase.items
+    tokens = {"image": max_image(g, QWEN2_5_VL_PROCESSOR).budget_tokens,
+              "video": max_video(g, QWEN2_5_VL_PROCESSOR, max_model_len=golden["max_model_len"]).budget_tokens}
+    if "video=0" in golden["args"]:
+        del tokens["video"]
+    assert enc["max_tokens_per_item"] == tokens
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_what_the_encoder_leaves_equals_vllm_033_plus_the_pixels(case: str) -> None:
+    """After the encoder vLLM 0.33 holds the outputs and the tower's rotary cache, to the byte; the V1 profile_run
+    also keeps the uint8 pixels (the probe drops them at its run_encoder's return)."""
+    golden = _golden(case)
+    phase, g = _golden_phase(golden), _geometry(golden["config"])
+    pixels = phase.items * phase.item.patches * g.patch_values
+    assert phase.retained_bytes == golden["phases"]["encoder"]["live_after_bytes"] + pixels
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_vision_tower_peak_within_4_mib_of_vllm_033(case: str) -> None:
+    """The encoder phase's peak (the tower with the uint8 pixels, TP 1, 2 and 4, 65,536 to 458,752 patches) within
+    4 MiB of vLLM 0.33's own run (what is left: the window indices and small metadata tensors, under 8 bytes a
+    patch)."""
+    golden = _golden(case)
+    assert abs(_golden_phase(golden).forward_peak_bytes - golden["phases"]["encoder"]["peak_bytes"]) <= 4 * MIB
+
+
+@pytest.mark.parametrize(("max_model_len", "frames", "tokens"), [
+    (8192, 1, 16384), (16384, 2, 16384), (32768, 4, 32768), (128000, 14, 114688), (1_000_000, 14, 114688)])
+def test_dummy_video_frames_fit_max_model_len_up_to_14(max_model_len: int, frames: int, tokens: int) -> None:
+    """_get_max_video_frames grows the frames while the next count's tokens fit (16,384 per temporal pair at 3,584 ×
+    3,584), _MAX_FRAMES_PER_VIDEO caps them at 14; one frame is padded to a temporal pair."""
+    item = max_video(_geometry(), QWEN2_5_VL_PROCESSOR, max_model_len=max_model_len)
+    assert (item.frames, item.embeds, item.patches) == (frames, tokens, tokens * 4)
+
+
+def test_equal_tokens_profile_the_video_from_017_the_image_before() -> None:
+    """max_model_len 20,000: a 2-frame video has the image's 16,384 tokens; 0.17+ breaks the tie by name (video), 0.11
+    takes the first (image)."""
+    g = _geometry()
+    assert _phase(g, VllmVersion(0, 17), max_model_len=20000).item.modality == "video"
+    assert _phase(g, VllmVersion(0, 11), max_model_len=20000).item.modality == "image"
+
+
+def test_what_stays_follows_the_release() -> None:
+    """The one-image dummy (video limited to 0), V1 runner: float32 pixels to 0.27, uint8 from 0.28
+    (supports_mm_device_do_normalize), the rotary cache from 0.29; Model Runner V2 keeps no pixels (0.27+) and runs
+    no encoder on 0.24."""
+    g = _geometry()
+    outputs, pixels, cache = 16384 * 2048 * 2, 65536 * 1176, rope_bytes(g, 65536)
+    assert cache == 2 * 65536 * 40 * 2
+    kept = {v: _phase(g, VllmVersion(0, v), video=0).retained_bytes for v in (27, 28, 29, 33)}
+    assert kept == {27: outputs + 4 * pixels, 28: outputs + pixels, 29: outputs + pixels + cache,
+                    33: outputs + pixels + cache}
+    assert _phase(g, V033, runner_v2=True, video=0).retained_bytes == outputs + cache
+    assert _phase(g, VllmVersion(0, 24), runner_v2=True, video=0).items == 0
+
+
+def test_fit_plans_the_video_profile() -> None:
+    """fit on Qwen2.5-VL-3B (vLLM 0.33, H100 defaults): the activation term is the tower's own peak (12.69 GiB for the
+    14-frame video), well above the language model's dummy run, and says what it profiled."""
+    model = load_local(str(CORPUS / SMALL))
+    s = ServeSettings.of(vllm_version="0.33")
+    with_enc = plan_fit(model, get_gpu("h100"), s, advise=False)
+    without = plan_fit(model, get_gpu("h100"), s.updated(language_model_only=True), advise=False)
+    act = {t.name: t for t in with_enc.memory_terms}["activation"]
+    base = {t.name: t for t in without.memory_terms}["activation"]
+    assert act.bytes > base.bytes + 10 * 2**30
+    assert "1 video item(s) × 114,688 embeddings" in act.assumption
