@@ -139,3 +139,15 @@ def test_vllm_cmd_refuses_an_sglang_line_as_sglang_cmd_refuses_a_vllm_one(line: 
     with pytest.raises(ParseError, match="--vllm-cmd: this is an SGLang command line, not vLLM's"):
         parse_vllm_command(line)
     _one_error(_kvplan("fit", "--gpu", "h100", "--vllm-cmd", line), "this is an SGLang command line")
+
+
+@pytest.mark.parametrize(("cap", "low", "high"), [("100000", 100_000, 100_000), ("950000", 945_505, 950_000)])
+def test_sglang_token_range_holds_the_capped_pool_it_is_printed_beside(cap: str, low: int, high: int) -> None:
+    # --max-total-tokens caps max_total_num_tokens (server_args.max_total_tokens, the configurator's MIN), and
+    # the range was the uncapped budget ÷ cell: "100,000  range 945,505 … 962,370" (H100, Qwen2.5-7B).
+    import json
+
+    r = _kvplan("fit", QWEN, "--gpu", "h100", "--engine", "sglang", "--max-total-tokens", cap, "--json")
+    doc = json.loads(r.stdout)
+    assert doc["max_total_num_tokens"] == min(int(cap), 956_600)
+    assert doc["max_total_num_tokens_range"] == [low, high]

@@ -307,6 +307,13 @@ def _pp_stages(geo: PoolGeometry | None, pp: int, budget: Budget, page: int,
     return out
 
 
+def _size_stages(geo: PoolGeometry | None, stages: list[tuple[PoolGeometry, int]], budget: Budget,
+                 dep: SglangDeployment, d: ServerDefaults, ctx: int) -> tuple[TokenPool | None, str]:
+    """`_size` of stage 0 held to the MIN over the PP stages (`_pp_stages`; [] without PP)."""
+    return _size(stages[0][0] if stages else geo, budget, dep, d, ctx,
+                 sync_tokens=min(t for _g, t in stages) if stages else None)
+
+
 def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: ServerDefaults,
           ctx: int, sync_tokens: int | None = None) -> tuple[TokenPool | None, str]:
     """The pool a budget buys and the startup verdict (SglangStartup.STARTS, or SGLang's refusal)."""
@@ -392,8 +399,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
                                hint=f"SGLang's budget would leave {(budget.budget_bytes or 0) / GiB:.2f} GiB for the "
                                     "KV pool, so the pool decides")
     stages = _pp_stages(geo, dep.pp, budget, defaults.page_size, ctx)
-    pool, startup = _size(stages[0][0] if stages else geo, budget, dep, defaults, ctx,
-                          sync_tokens=min(t for _g, t in stages) if stages else None)
+    pool, startup = _size_stages(geo, stages, budget, dep, defaults, ctx)
     notes: list[str] = [*(pool.warnings if pool else ()), *_speculative_notes(spec_decode, geo)]
     if stages:
         notes.append(f"PP {dep.pp}: stage layers {[g.layers for g, _t in stages]} (get_pp_indices); each stage's "
@@ -409,9 +415,15 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
                      "server arguments shown are SGLang's generic rules, not checked for this model")
     token_range = None
     if geo is not None and (measured is None or measured.source == "estimate"):
-        lo = _tokens_at(profile(free.avail_range[0], free.pre_range[0]), geo, defaults.page_size, ctx)
-        hi = _tokens_at(profile(free.avail_range[1], free.pre_range[1]), geo, defaults.page_size, ctx)
-        token_range = (lo, hi)
+        # each end through the same pool sizing (--max-total-tokens, PP's MIN, the pool's own caps), so the
+        # range holds the count it is printed beside
+        ends = []
+        for avail, pre in zip(free.avail_range, free.pre_range, strict=True):
+            end_budget = profile(avail, pre)
+            end_pool, _ = _size_stages(geo, _pp_stages(geo, dep.pp, end_budget, defaults.page_size, ctx),
+                                       end_budget, dep, defaults, ctx)
+            ends.append(end_pool.max_total_num_tokens if end_pool else 0)
+        token_range = (ends[0], ends[1])
     tokens = pool.max_total_num_tokens if pool else 0
     reqs = pool.max_running_requests if pool else 0
     if defaults.attn_dp_size > 1 and measured is None:
