@@ -7,6 +7,7 @@ budget.profile_budget and pool.size_pool, as SGLang's `ModelRunner.alloc_memory_
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvplan.errors import InvalidParameter
@@ -314,6 +315,18 @@ def _size_stages(geo: PoolGeometry | None, stages: list[tuple[PoolGeometry, int]
                  sync_tokens=min(t for _g, t in stages) if stages else None)
 
 
+def _token_range(profile: Callable[[float, float], Budget], free: FreeMemory, geo: PoolGeometry,
+                 dep: SglangDeployment, d: ServerDefaults, ctx: int) -> tuple[int, int]:
+    """max_total_num_tokens at each end of the free-memory estimate, through the same pool sizing as the count
+    (--max-total-tokens, PP's MIN, the pool's own caps), so the range holds the count it is printed beside."""
+    ends = []
+    for avail, pre in zip(free.avail_range, free.pre_range, strict=True):
+        budget = profile(avail, pre)
+        pool, _ = _size_stages(geo, _pp_stages(geo, dep.pp, budget, d.page_size, ctx), budget, dep, d, ctx)
+        ends.append(pool.max_total_num_tokens if pool else 0)
+    return ends[0], ends[1]
+
+
 def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: ServerDefaults,
           ctx: int, sync_tokens: int | None = None) -> tuple[TokenPool | None, str]:
     """The pool a budget buys and the startup verdict (SglangStartup.STARTS, or SGLang's refusal)."""
@@ -415,15 +428,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
                      "server arguments shown are SGLang's generic rules, not checked for this model")
     token_range = None
     if geo is not None and (measured is None or measured.source == "estimate"):
-        # each end through the same pool sizing (--max-total-tokens, PP's MIN, the pool's own caps), so the
-        # range holds the count it is printed beside
-        ends = []
-        for avail, pre in zip(free.avail_range, free.pre_range, strict=True):
-            end_budget = profile(avail, pre)
-            end_pool, _ = _size_stages(geo, _pp_stages(geo, dep.pp, end_budget, defaults.page_size, ctx),
-                                       end_budget, dep, defaults, ctx)
-            ends.append(end_pool.max_total_num_tokens if end_pool else 0)
-        token_range = (ends[0], ends[1])
+        token_range = _token_range(profile, free, geo, dep, defaults, ctx)
     tokens = pool.max_total_num_tokens if pool else 0
     reqs = pool.max_running_requests if pool else 0
     if defaults.attn_dp_size > 1 and measured is None:
