@@ -17,7 +17,7 @@ from collections import OrderedDict
 
 from kvplan.sim.prefix import request_blocks, simulate_prefix
 from kvplan.sim.scheduler import FixedCost, SchedulerConfig, simulate_serve
-from kvplan.sim.workloads import cyclic_documents, parse_length_dist, synthetic_serve_requests
+from kvplan.sim.workloads import SyntheticLoad, cyclic_documents, parse_length_dist, synthetic_serve_requests
 
 BS, DOC_DOCS, DOC_TOKENS, DOC_BLOCKS = 16, 10, 5033, 1345  # the document's §9/§10 scenario
 _clock = time.perf_counter  # --cpu-time switches to time.process_time (steadier on a busy machine)
@@ -78,9 +78,10 @@ def bench_prefix(scale: int) -> None:
 def bench_serve(n: int) -> None:
     cfg = SchedulerConfig(num_gpu_blocks=30_000, block_size=BS, max_num_seqs=256, max_num_batched_tokens=8192)
     t0 = _clock()
-    reqs = synthetic_serve_requests(n, request_rate=20.0, arrival="poisson",
-                                    prompt_len=parse_length_dist("uniform:256:2048"),
-                                    output_len=parse_length_dist("lognormal:192:0.6"), block_size=BS, seed=0)
+    reqs = synthetic_serve_requests(SyntheticLoad(n, request_rate=20.0, arrival="poisson",
+                                                  prompt_len=parse_length_dist("uniform:256:2048"),
+                                                  output_len=parse_length_dist("lognormal:192:0.6"), seed=0),
+                                    block_size=BS)
     t1 = _clock()
     r = simulate_serve(reqs, cfg, FixedCost.reference())
     t2 = _clock()

@@ -10,11 +10,14 @@ objects the CLI renders::
     kvplan.check("deploy/plan.yaml").passed                              # = kvplan check
     kvplan.roofline("Qwen/Qwen2.5-7B", "h100", context="8K").ridge_point  # = kvplan roofline
     kvplan.diagnose("http://localhost:8000/metrics").diagnoses          # = kvplan diagnose
+    kvplan.simulate_serve(200, num_gpu_blocks=20000, request_rate=20)   # = kvplan simulate serve
 
 The core stages are public too: `load_model` (config.json from the Hub or a folder, refused as vLLM refuses
 it), `size_report`, `plan_fit(spec, get_gpu("h100"), ServeSettings.of(max_model_len=32768))`, `roofline_report`
 (the roofline maths on model_costs and roof_from_gpu: what `kvplan.roofline` named before it became the command),
-`diagnose_report` (the rules on a parse_exposition snapshot: likewise `kvplan.diagnose`'s former meaning), ….
+`diagnose_report` (the rules on a parse_exposition snapshot: likewise `kvplan.diagnose`'s former meaning),
+`prefix_report` and `serve_report` (the simulators on a workload in hand: `kvplan.simulate_prefix` and
+`kvplan.simulate_serve` named them before they became the commands), ….
 """
 from __future__ import annotations
 
@@ -51,8 +54,10 @@ _LAZY = {
     "model_costs": "kvplan.hardware.roofline",
     "roof_from_gpu": "kvplan.hardware.roofline",
     "roofline_report": "kvplan.hardware.roofline:roofline",
-    "simulate_prefix": "kvplan.sim.prefix",
-    "simulate_serve": "kvplan.sim.scheduler",
+    "simulate_prefix": "kvplan.api",
+    "simulate_serve": "kvplan.api",
+    "prefix_report": "kvplan.sim.prefix:simulate_prefix",
+    "serve_report": "kvplan.sim.scheduler:simulate_serve",
     "parse_exposition": "kvplan.observe.metrics",
     "diagnose_report": "kvplan.observe.diagnose:diagnose",
     "parse_startup_log": "kvplan.vllm.startup_log",

@@ -30,6 +30,10 @@ if TYPE_CHECKING:
     from kvplan.model.size import SizeReport
     from kvplan.model.spec import ModelSpec
     from kvplan.observe.diagnose import DiagnoseReport, Thresholds
+    from kvplan.sim.inputs import SimDeployment
+    from kvplan.sim.prefix import PrefixReport
+    from kvplan.sim.scheduler import SchedulerConfig, ServeReport
+    from kvplan.sim.workloads import LengthDist, TraceRecord
     from kvplan.vllm.flags import FitFlags
     from kvplan.vllm.report import FitReport
     from kvplan.vllm.settings import ServeSettings
@@ -38,7 +42,8 @@ if TYPE_CHECKING:
 Warn = Callable[[str], None]
 __all__ = ["LoadedModel", "RooflineQuery", "check", "check_diagnose_options", "diagnose", "diagnose_metrics",
            "diagnose_plan_settings", "diagnose_with_plan", "fit", "fit_flags", "fit_plan", "fit_settings", "load_model",
-           "load_model_with_weights", "roofline", "roofline_deployment", "roofline_plan", "roofline_query", "size"]
+           "load_model_with_weights", "roofline", "roofline_deployment", "roofline_plan", "roofline_query",
+           "simulate_prefix", "simulate_serve", "size"]
 # `kvplan fit`'s own options beside the vLLM engine arguments of kvplan/vllm/engine_args.py.
 _OWN_OPTIONS = ("moe_backend", "rocm_aiter")
 
@@ -598,3 +603,224 @@ def diagnose_with_plan(report: DiagnoseReport, loaded: LoadedModel, settings: Se
     if options["gpu_total_bytes"] is not None:
         chip = chip.with_cuda_total(parse_bytes(options["gpu_total_bytes"], what="--gpu-total-bytes"))
     return compare_report_with_plan(report, loaded.spec, chip, settings)
+
+
+# --- kvplan simulate ------------------------------------------------------------------------------------------------
+
+# The deployment options (vLLM's engine arguments, by name) `kvplan simulate prefix` and `serve` pass to `kvplan fit`
+# with --model/--gpu (each refused without them), in the order the commands name a stray one.
+PREFIX_DEPLOYMENT_OPTIONS = ("tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
+                             "max_model_len", "max_num_seqs", "max_num_batched_tokens", "kv_cache_dtype",
+                             "enforce_eager", "kv_cache_memory_bytes")
+SERVE_DEPLOYMENT_OPTIONS = ("tensor_parallel_size", "pipeline_parallel_size", "gpu_memory_utilization",
+                            "kv_cache_dtype", "enforce_eager", "kv_cache_memory_bytes")
+
+
+def _deployment_options(command: str, names: tuple[str, ...], options: Mapping[str, object]) -> dict[str, object]:
+    """`options` (vLLM's engine arguments by name) as the command's dict of them, all named; an unknown name is
+    refused with the nearest."""
+    from kvplan.errors import close_matches
+
+    unknown = sorted(set(options) - set(names))
+    if unknown:
+        near = close_matches(unknown[0], list(names))
+        raise InvalidParameter(f"unknown simulate {command} option {unknown[0]!r}"
+                               + (f" (did you mean {near[0]}?)" if near else ""))
+    return {name: options.get(name) for name in names}
+
+
+def _simulate_deployment(model: str | None, gpu: str | None, given: Mapping[str, object], *,
+                         deployment_only: Mapping[str, object], pool: tuple[int | None, object],
+                         progress: Progress | None, on_warning: Warn | None) -> SimDeployment | None:
+    """`kvplan fit MODEL --gpu GPU` at the flags in `given` (vLLM's names, read as fit reads them) as the simulators'
+    pool, or None when `pool` (--num-gpu-blocks, --kv-tokens) gives it directly (sim/inputs.py:pool_from_deployment
+    refuses a mix, and the `deployment_only` flags given without --model/--gpu)."""
+    from kvplan.sim.inputs import SimDeployment, pool_from_deployment
+
+    model, gpu = _text(model, "--model"), _text(gpu, "--gpu")
+    if not pool_from_deployment(model, gpu, num_gpu_blocks=pool[0], kv_tokens=pool[1],
+                                deployment_options=dict(deployment_only)):
+        return None  # a pool given directly loads none of fit's stack (kvplan simulate's start-up)
+    assert model is not None and gpu is not None
+    from kvplan.hardware.gpus import get_gpu
+    from kvplan.sim.sizing import fitted_pool
+    from kvplan.vllm.environment import vllm_environment
+    from kvplan.vllm.fit import plan_fit
+    from kvplan.vllm.flags import settings_from_flags
+    from kvplan.vllm.loading import with_stored_weights
+
+    settings = settings_from_flags(given, env=vllm_environment(os.environ))
+    gpus_file = given.get("gpus_file")
+    chip = get_gpu(gpu, str(gpus_file) if gpus_file else None)
+    revision = given.get("revision")
+    loaded = load_model_with_weights(model, str(revision) if revision else None, progress=progress)
+    _warn(on_warning, loaded.note)
+    settings = with_stored_weights(settings, loaded.weights)
+    return SimDeployment(fitted_pool(plan_fit(loaded.spec, chip, settings, advise=False)), loaded.spec, chip,
+                         settings)
+
+
+def _trace_records(trace: str | os.PathLike[str], block_size: int, trace_block_size: int | None,
+                   unit_s: float = 1.0) -> list[TraceRecord]:
+    """A JSONL trace file read (bounded: files.TRACE) and parsed as the simulators read it."""
+    from kvplan import files
+    from kvplan.sim.workloads import parse_trace
+
+    path = str(_path(trace, "--trace"))
+    return parse_trace(files.read_lines(path, files.TRACE), block_size=block_size,
+                       trace_block_size=trace_block_size, timestamp_unit_s=unit_s, source=path)
+
+
+def _length_dist(spec: str, what: str) -> LengthDist:
+    """A length distribution as the command reads it; `empirical:FILE` with the file's values read (bounded)."""
+    import dataclasses
+
+    from kvplan import files
+    from kvplan.sim.workloads import parse_length_dist, parse_length_values
+
+    dist = parse_length_dist(_text(spec, what) or "", what=what)
+    if dist.kind == "empirical":
+        values = parse_length_values(files.read_lines(dist.path, files.LENGTHS), source=dist.path)
+        dist = dataclasses.replace(dist, values=values)
+    return dist
+
+
+def simulate_prefix(
+    scenario: str = "cyclic", *, docs: int = 10, doc_tokens: int = 5033, num_requests: int = 200,
+    prefix_tokens: int = 1024, suffix_tokens: int = 256, tenants: int = 1, conversations: int = 16, turns: int = 5,
+    user_tokens: int = 256, reply_tokens: int = 256, zipf_s: float = 1.0, seed: int = 0,
+    trace: str | os.PathLike[str] | None = None, trace_block_size: int | None = None,
+    num_gpu_blocks: int | None = None, kv_tokens: str | int | None = None, block_size: int | None = None,
+    model: str | None = None, gpu: str | None = None, gpus_file: str | Path | None = None,
+    revision: str | None = None, what_if_blocks: Iterable[int] = (), cpu_offload_tokens: str | int | None = None,
+    cpu_offload_bytes: str | int | None = None, kv_bytes_per_token: int | None = None,
+    kv_offloading_size: str | float | None = None, offload_chunk_tokens: int | None = None,
+    load_ms_per_ktok: float | None = None, recompute_ms_per_ktok: float | None = None,
+    progress: Progress | None = None, on_warning: Warn | None = None, **options: object,
+) -> PrefixReport:
+    """`kvplan simulate prefix`: a workload served one request at a time through vLLM's block pool, its prefix-cache
+    hits per pass, a larger pool, a CPU tier. Keyword-rich on purpose (as vLLM's `LLM(...)`): each argument is the
+    command's option of that name; `options` are the deployment's vLLM engine arguments by name
+    (PREFIX_DEPLOYMENT_OPTIONS), with `model` and `gpu` (the pool `kvplan fit` plans: PrefixReport.deployment).
+    Same numbers and the same refusals as the command; the simulator alone, on a workload in hand, is
+    kvplan.sim.prefix.simulate_prefix (public as kvplan.prefix_report)."""
+    from dataclasses import replace
+
+    from kvplan.sim import prefix as core
+    from kvplan.sim.inputs import CpuTierOptions, given_pool, offload_settings
+    from kvplan.sim.sizing import check_request_lengths
+    from kvplan.sim.workloads import PrefixScenario, prefix_workload
+
+    given = {**_deployment_options("prefix", PREFIX_DEPLOYMENT_OPTIONS, options), "revision": revision,
+             "gpus_file": gpus_file}
+    deployment = _simulate_deployment(model, gpu, {**given, "block_size": block_size}, deployment_only=given,
+                                      pool=(num_gpu_blocks, kv_tokens), progress=progress, on_warning=on_warning)
+    if deployment is not None:
+        blocks, block_size = deployment.pool.sim_num_gpu_blocks, deployment.pool.sim_block_size
+    else:
+        blocks, block_size = given_pool(num_gpu_blocks, kv_tokens, block_size)
+    shape = PrefixScenario(str(getattr(scenario, "value", scenario)), docs, doc_tokens, num_requests, prefix_tokens,
+                           suffix_tokens, tenants, conversations, turns, user_tokens, reply_tokens, zipf_s, seed)
+    records = None if trace is None else _trace_records(trace, block_size, trace_block_size)
+    workload = prefix_workload(shape, block_size, records)
+    if deployment is not None:
+        check_request_lengths((r.num_prompt_tokens + r.num_output_tokens for r in workload.requests),
+                              deployment.pool.max_model_len)
+    offload = offload_settings(CpuTierOptions(cpu_offload_tokens, cpu_offload_bytes, kv_bytes_per_token,
+                                              kv_offloading_size, offload_chunk_tokens, load_ms_per_ktok,
+                                              recompute_ms_per_ktok), deployment)
+    report = core.simulate_prefix(workload, num_gpu_blocks=blocks, block_size=block_size, offload=offload,
+                                  what_if_blocks=tuple(what_if_blocks))
+    return report if deployment is None else replace(report, deployment=deployment.pool)
+
+
+def simulate_serve(
+    num_requests: int = 1000, *, request_rate: str | float = "inf", arrival: str = "poisson",
+    prompt_len: str = "1024", output_len: str = "256", shared_prefix_tokens: int = 0, seed: int = 0,
+    trace: str | os.PathLike[str] | None = None, trace_block_size: int | None = None,
+    trace_timestamp_unit: str = "s", num_gpu_blocks: int | None = None, kv_tokens: str | int | None = None,
+    block_size: int | None = None, model: str | None = None, gpu: str | None = None,
+    gpus_file: str | Path | None = None, revision: str | None = None, max_num_seqs: int | None = None,
+    max_num_batched_tokens: str | int | None = None, max_model_len: str | int | None = None,
+    enable_chunked_prefill: bool = True, enable_prefix_caching: bool = True, step_ms: float | None = None,
+    ms_per_token: float | None = None, ms_per_context_ktok: float | None = None,
+    bandwidth_efficiency: float | None = None, compute_efficiency: float | None = None,
+    ttft_slo: str | None = None, tpot_slo: str | None = None, progress: Progress | None = None,
+    on_warning: Warn | None = None, on_progress: Callable[[int, int], None] | None = None, **options: object,
+) -> ServeReport:
+    """`kvplan simulate serve`: requests run through a simulation of vLLM V1's continuous-batching scheduler (TTFT,
+    ITL, queueing, preemptions, KV usage). Keyword-rich on purpose (as vLLM's `LLM(...)`): each argument is the
+    command's option of that name; `options` are the deployment's vLLM engine arguments by name
+    (SERVE_DEPLOYMENT_OPTIONS), with `model` and `gpu` (pool, limits and the roofline's step times from `kvplan
+    fit`: ServeReport.deployment). `on_progress(finished, total)` hears the simulation's progress. Same numbers and
+    the same refusals as the command; the scheduler alone is kvplan.sim.scheduler.simulate_serve (public as
+    kvplan.serve_report)."""
+    from dataclasses import replace
+
+    from kvplan.sim import scheduler as sch
+    from kvplan.sim import workloads as wl
+    from kvplan.sim.sizing import ROOFLINE_COST_MODEL
+
+    deployment_only = {**_deployment_options("serve", SERVE_DEPLOYMENT_OPTIONS, options), "revision": revision,
+                       "gpus_file": gpus_file, "bandwidth_efficiency": bandwidth_efficiency,
+                       "compute_efficiency": compute_efficiency}
+    engine = {"max_model_len": max_model_len, "max_num_seqs": max_num_seqs, "block_size": block_size,
+              "max_num_batched_tokens": max_num_batched_tokens, "enable_prefix_caching": enable_prefix_caching}
+    if trace is None:
+        wl.check_serve_requests(num_requests, "--num-requests")
+    deployment = _simulate_deployment(model, gpu, {**deployment_only, **engine}, deployment_only=deployment_only,
+                                      pool=(num_gpu_blocks, kv_tokens), progress=progress, on_warning=on_warning)
+    config = _scheduler_config(deployment, engine, num_gpu_blocks, kv_tokens, enable_chunked_prefill)
+    rate, unit_s = wl.parse_request_rate(request_rate), wl.timestamp_unit_s(trace_timestamp_unit)
+    outputs = _length_dist(output_len, "--output-len")
+    if trace is not None:
+        records = _trace_records(trace, config.block_size, trace_block_size, unit_s)
+        wl.check_serve_requests(len(records), f"{trace}: the trace's requests")
+        requests = wl.trace_serve_requests(records, outputs, seed)
+    else:
+        requests = wl.synthetic_serve_requests(wl.SyntheticLoad(
+            num_requests, request_rate=rate, arrival=str(getattr(arrival, "value", arrival)),
+            prompt_len=_length_dist(prompt_len, "--prompt-len"), output_len=outputs,
+            shared_prefix_tokens=shared_prefix_tokens, seed=seed), block_size=config.block_size)
+    fixed = (step_ms, ms_per_token, ms_per_context_ktok)
+    roofline, pool = None, None
+    if deployment is not None and all(v is None for v in fixed):
+        from kvplan.sim.inputs import roofline_cost_notes, roofline_step_cost
+
+        roofline = roofline_step_cost(deployment, bandwidth_efficiency, compute_efficiency)
+        pool = replace(deployment.pool, compute_dtype=roofline.roofline.roof.flops_dtype,
+                       notes=(*deployment.pool.notes, *roofline_cost_notes(deployment.settings)))
+    elif bandwidth_efficiency is not None or compute_efficiency is not None:
+        raise InvalidParameter("--bandwidth-efficiency and --compute-efficiency tune the roofline, which "
+                               "--step-ms, --ms-per-token and --ms-per-context-ktok replace")
+    ttft_s, tpot_s = sch.parse_slo_s(ttft_slo, "--ttft-slo"), sch.parse_slo_s(tpot_slo, "--tpot-slo")
+    report = sch.simulate_serve(requests, config, roofline or sch.FixedCost.from_ms(*fixed), ttft_slo_s=ttft_s,
+                                tpot_slo_s=tpot_s, progress=on_progress)
+    if roofline is not None:
+        report = replace(report, cost_model=ROOFLINE_COST_MODEL, cost_model_params=roofline.figures())
+    return replace(report, deployment=pool or (deployment.pool if deployment else None))
+
+
+def _scheduler_config(deployment: SimDeployment | None, engine: Mapping[str, Any], num_gpu_blocks: int | None,
+                      kv_tokens: str | int | None, enable_chunked_prefill: bool) -> SchedulerConfig:
+    """The scheduler's settings: the fitted deployment's pool and vLLM limits, or the pool given directly with the
+    `engine` options (vLLM's names; its H100-class defaults where not given)."""
+    from kvplan.sim import scheduler as sch
+    from kvplan.sim.inputs import given_pool
+    from kvplan.units import parse_count
+
+    caching = bool(engine["enable_prefix_caching"])
+    if deployment is not None:
+        pool = deployment.pool
+        return sch.SchedulerConfig(
+            num_gpu_blocks=pool.sim_num_gpu_blocks, block_size=pool.sim_block_size, max_num_seqs=pool.max_num_seqs,
+            max_num_batched_tokens=pool.max_num_batched_tokens, enable_chunked_prefill=enable_chunked_prefill,
+            enable_prefix_caching=caching, max_model_len=pool.max_model_len)
+    blocks, bs = given_pool(num_gpu_blocks, kv_tokens, engine["block_size"])
+    mnbt, mml = engine["max_num_batched_tokens"], engine["max_model_len"]
+    return sch.SchedulerConfig(
+        num_gpu_blocks=blocks, block_size=bs, max_num_seqs=engine["max_num_seqs"] or sch.DEFAULT_MAX_NUM_SEQS,
+        max_num_batched_tokens=(sch.DEFAULT_MAX_NUM_BATCHED_TOKENS if mnbt is None
+                                else parse_count(mnbt, what="--max-num-batched-tokens", minimum=1)),
+        enable_chunked_prefill=enable_chunked_prefill, enable_prefix_caching=caching,
+        max_model_len=None if mml is None else parse_count(mml, what="--max-model-len", minimum=1))

@@ -19,7 +19,7 @@ import pytest
 from kvplan.hardware.gpus import get_gpu
 from kvplan.units import GiB
 from kvplan.vllm.defaults import parse_vllm_version
-from kvplan.vllm.memory.activation import estimate_activation
+from kvplan.vllm.memory.activation import ProfileRun, estimate_activation
 from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import MoeBackend, estimate_weights
 
@@ -113,8 +113,7 @@ def test_loaded_weights_match_model_loading_took(record: str, backend: MoeBacken
 def test_activation_matches_the_logged_peak(record: str, tp: int, seqs: int, logged: float) -> None:
     rec = BY_ID[record]
     model, _ = BENCH._model(rec)
-    t = estimate_activation(model, tp=tp, max_num_batched_tokens=8192, max_num_seqs=seqs,
-                            version=parse_vllm_version("0.11"))
+    t = estimate_activation(model, ProfileRun(8192, seqs, tp=tp), version=parse_vllm_version("0.11"))
     assert abs(t.bytes / GiB - logged) < 0.05
     assert t.low_bytes <= logged * GiB <= t.high_bytes
 

@@ -253,3 +253,164 @@ def test_library_diagnose_names_an_unknown_option_and_keeps_the_rules_public() -
     assert kvplan.diagnose_report is rules
     snapshot = kvplan.parse_exposition(Path(METRICS).read_text(encoding="utf-8"))
     assert kvplan.diagnose_report(snapshot, source=METRICS) == kvplan.diagnose(METRICS)
+
+
+# --- kvplan simulate prefix|serve -----------------------------------------------------------------------------------
+
+QWEN_15B = str(CONFIGS / "Qwen--Qwen2.5-1.5B")
+# The starting document's pool (tests/test_sim_cli_fit.py): 'GPU KV cache size: 21,520 tokens' = 1,345 blocks of 16
+# tokens of Qwen2.5-1.5B, 458,752 bytes each.
+DOC_DEPLOYMENT = {"model": QWEN_15B, "gpu": "l4", "kv_cache_memory_bytes": str(1345 * 458_752),
+                  "max_model_len": "8192", "max_num_seqs": 4, "max_num_batched_tokens": "2048"}
+DOC_DEPLOYMENT_ARGS = ["--model", QWEN_15B, "--gpu", "l4", "--kv-cache-memory-bytes", str(1345 * 458_752),
+                       "--max-model-len", "8192", "--max-num-seqs", "4", "--max-num-batched-tokens", "2048"]
+
+
+def test_library_simulate_prefix_is_the_command_on_the_documents_scenario() -> None:
+    """The starting document's ten documents of 5,033 tokens through 1,345 blocks: no hits in order and again
+    (cyclic access defeats LRU), 21,488 reversed; 3,142 blocks never evict (tests/test_sim_cli.py)."""
+    report = kvplan.simulate_prefix("cyclic", docs=10, doc_tokens=5033, num_gpu_blocks=1345, block_size=16)
+    code, out, _ = _cli("simulate", "prefix", "--scenario", "cyclic", "--docs", "10", "--doc-tokens", "5033",
+                        "--num-gpu-blocks", "1345", "--block-size", "16", "--json")
+    assert code == 0 and [p.hit_tokens for p in report.passes] == [0, 0, 21_488]
+    assert report.usable_blocks == 1344 and report.no_eviction is not None
+    assert report.no_eviction.num_gpu_blocks == 3142 and report.deployment is None
+    assert _json("simulate-prefix", report) == out.strip()
+    assert kvplan.simulate_prefix(kv_tokens="21520") == report  # the same pool in tokens, the command's defaults
+
+
+def test_library_simulate_prefix_sized_by_fit_is_the_command() -> None:
+    """--model/--gpu: fit's pool is the logged 1,345 blocks (21,520 tokens), and its 28,672 KV bytes per token turn
+    --cpu-offload-bytes 2GiB into the CPU tier's tokens."""
+    report = kvplan.simulate_prefix(docs=10, doc_tokens=5033, cpu_offload_bytes="2GiB", **DOC_DEPLOYMENT)
+    code, out, _ = _cli("simulate", "prefix", "--docs", "10", "--doc-tokens", "5033", *DOC_DEPLOYMENT_ARGS,
+                        "--cpu-offload-bytes", "2GiB", "--json")
+    assert code == 0 and report.deployment is not None
+    assert (report.deployment.num_gpu_blocks, report.deployment.kv_cache_tokens) == (1345, 21_520)
+    assert report.offload.cpu_offload_tokens == 2**31 // 28_672
+    assert [p.hit_tokens for p in report.passes] == [0, 0, 21_488]
+    assert _json("simulate-prefix", report) == out.strip()
+
+
+def test_library_simulate_serve_is_the_command() -> None:
+    """64 requests at once through 600 blocks and 32 seats at a fixed 10 ms per step: the run preempts, as the
+    scheduler alone (kvplan.serve_report) does on the same requests."""
+    from kvplan.sim.scheduler import FixedCost, SchedulerConfig
+    from kvplan.sim.workloads import SyntheticLoad, parse_length_dist, synthetic_serve_requests
+
+    finished: list[tuple[int, int]] = []
+    report = kvplan.simulate_serve(64, num_gpu_blocks=600, max_num_seqs=32, max_num_batched_tokens="2048",
+                                   prompt_len="uniform:200:800", output_len="uniform:100:600", seed=7, step_ms=10,
+                                   ms_per_token=0, ms_per_context_ktok=0, ttft_slo="2s", tpot_slo="50",
+                                   on_progress=lambda done, total: finished.append((done, total)))
+    code, out, _ = _cli("simulate", "serve", "--num-gpu-blocks", "600", "--num-requests", "64", "--max-num-seqs",
+                        "32", "--max-num-batched-tokens", "2048", "--prompt-len", "uniform:200:800", "--output-len",
+                        "uniform:100:600", "--seed", "7", "--step-ms", "10", "--ms-per-token", "0",
+                        "--ms-per-context-ktok", "0", "--ttft-slo", "2s", "--tpot-slo", "50", "--json")
+    assert code == 0 and _json("simulate-serve", report) == out.strip()
+    requests = synthetic_serve_requests(SyntheticLoad(64, request_rate=float("inf"), arrival="poisson",
+                                                      prompt_len=parse_length_dist("uniform:200:800"),
+                                                      output_len=parse_length_dist("uniform:100:600"), seed=7),
+                                        block_size=16)
+    core = kvplan.serve_report(requests, SchedulerConfig(600, 16, 32, 2048), FixedCost(0.01, 0.0, 0.0),
+                               ttft_slo_s=2.0, tpot_slo_s=0.05)
+    assert report.num_preemptions == core.num_preemptions > 0 and report == core
+    assert finished[-1] == (64, 64)
+
+
+def test_library_simulate_serve_with_a_deployment_is_the_command() -> None:
+    """Qwen2.5-1.5B on an H100: one request of 2,048 prompt tokens, timed by the roofline (989.4 TFLOP/s BF16)."""
+    report = kvplan.simulate_serve(1, model=QWEN_15B, gpu="h100", max_model_len="8192", prompt_len="2048",
+                                   output_len="1")
+    code, out, _ = _cli("simulate", "serve", "--model", QWEN_15B, "--gpu", "h100", "--max-model-len", "8192",
+                        "--num-requests", "1", "--prompt-len", "2048", "--output-len", "1", "--json")
+    assert code == 0 and report.cost_model == "roofline" and report.cost_model_params["peak_flops"] == 989.4e12
+    assert report.deployment is not None and report.deployment.compute_dtype == "bf16"
+    assert _json("simulate-serve", report) == out.strip()
+
+
+def test_library_simulate_serve_reads_a_trace_as_the_command_does(tmp_path: Path) -> None:
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"timestamp": 1000, "input_length": 40, "output_length": 3, "hash_ids": [1]}\n'
+                     '{"timestamp": 3000, "input_length": 40, "output_length": 3, "hash_ids": [1]}\n')
+    report = kvplan.simulate_serve(num_gpu_blocks=50, trace=trace, trace_block_size=32, trace_timestamp_unit="ms",
+                                   step_ms=1, ms_per_token=0, ms_per_context_ktok=0)
+    code, out, _ = _cli("simulate", "serve", "--num-gpu-blocks", "50", "--trace", str(trace), "--trace-block-size",
+                        "32", "--trace-timestamp-unit", "ms", "--step-ms", "1", "--ms-per-token", "0",
+                        "--ms-per-context-ktok", "0", "--json")
+    assert code == 0 and (report.num_requests, report.prefix_cache_hits) == (2, 32)
+    assert report.duration_s == pytest.approx(2.003)  # arrivals 0 and 2 s; 3 steps of 1 ms each
+    assert _json("simulate-serve", report) == out.strip()
+
+
+@pytest.mark.parametrize(("call", "args", "says"), [
+    (lambda: kvplan.simulate_prefix(), [], "give the pool size as one of --num-gpu-blocks"),
+    (lambda: kvplan.simulate_prefix(model=QWEN_15B), ["--model", QWEN_15B], "--model and --gpu go together"),
+    (lambda: kvplan.simulate_prefix(model=QWEN_15B, gpu="l4", kv_tokens="21520"),
+     ["--model", QWEN_15B, "--gpu", "l4", "--kv-tokens", "21520"], "not several"),
+    (lambda: kvplan.simulate_prefix(num_gpu_blocks=1345, kv_cache_dtype="fp8"),
+     ["--num-gpu-blocks", "1345", "--kv-cache-dtype", "fp8"], "--kv-cache-dtype describes a deployment"),
+    (lambda: kvplan.simulate_prefix("trace", num_gpu_blocks=100), ["--scenario", "trace", "--num-gpu-blocks", "100"],
+     "--scenario trace needs --trace FILE"),
+    (lambda: kvplan.simulate_prefix(num_gpu_blocks=1345, cpu_offload_bytes="2GiB"),
+     ["--num-gpu-blocks", "1345", "--cpu-offload-bytes", "2GiB"], "needs --kv-bytes-per-token"),
+    (lambda: kvplan.simulate_prefix(num_gpu_blocks=1345, cpu_offload_bytes="2GiB", cpu_offload_tokens="64k"),
+     ["--num-gpu-blocks", "1345", "--cpu-offload-bytes", "2GiB", "--cpu-offload-tokens", "64k"], "give one of"),
+    (lambda: kvplan.simulate_prefix(num_gpu_blocks=1345, kv_offloading_size="8"),
+     ["--num-gpu-blocks", "1345", "--kv-offloading-size", "8"], "--kv-offloading-size needs --model and --gpu"),
+    (lambda: kvplan.simulate_prefix(kv_tokens="21k tokens"), ["--kv-tokens", "21k tokens"], "--kv-tokens"),
+    (lambda: kvplan.simulate_prefix(docs=10, doc_tokens=5033, **{**DOC_DEPLOYMENT, "max_model_len": "4096"}),
+     ["--docs", "10", "--doc-tokens", "5033", *DOC_DEPLOYMENT_ARGS[:-6], "--max-model-len", "4096"],
+     "request 0: prompt + output = 5,034 tokens exceeds max_model_len 4,096"),
+])
+def test_library_simulate_prefix_refuses_as_the_command_does(call: Callable[[], object], args: list[str],
+                                                             says: str) -> None:
+    library, cli = _refusal(call, "simulate", "prefix", *args)
+    assert library == cli and says in cli and len(cli.splitlines()) == 1
+
+
+@pytest.mark.parametrize(("call", "args", "says"), [
+    (lambda: kvplan.simulate_serve(), [], "give the pool size as one of --num-gpu-blocks"),
+    (lambda: kvplan.simulate_serve(10_000_000, num_gpu_blocks=100), ["--num-requests", "10000000",
+                                                                      "--num-gpu-blocks", "100"],
+     "--num-requests: 10,000,000 is more than kvplan's serve simulation runs"),
+    (lambda: kvplan.simulate_serve(num_gpu_blocks=100, compute_efficiency=0.5),
+     ["--num-gpu-blocks", "100", "--compute-efficiency", "0.5"], "--compute-efficiency describes a deployment"),
+    (lambda: kvplan.simulate_serve(model=QWEN_15B, gpu="h100", max_model_len="8192", step_ms=10,
+                                   compute_efficiency=0.5),
+     ["--model", QWEN_15B, "--gpu", "h100", "--max-model-len", "8192", "--step-ms", "10", "--compute-efficiency",
+      "0.5"], "which --step-ms"),
+    (lambda: kvplan.simulate_serve(num_gpu_blocks=100, request_rate="fast"),
+     ["--num-gpu-blocks", "100", "--request-rate", "fast"], "--request-rate: cannot read 'fast'"),
+    (lambda: kvplan.simulate_serve(num_gpu_blocks=100, trace_timestamp_unit="us"),
+     ["--num-gpu-blocks", "100", "--trace-timestamp-unit", "us"], "--trace-timestamp-unit must be s or ms"),
+    (lambda: kvplan.simulate_serve(num_gpu_blocks=500, prompt_len="normal:5"),
+     ["--num-gpu-blocks", "500", "--prompt-len", "normal:5"], "examples: 2048"),
+    (lambda: kvplan.simulate_serve(num_gpu_blocks=100, ttft_slo="soon"),
+     ["--num-gpu-blocks", "100", "--ttft-slo", "soon"], "--ttft-slo: cannot read 'soon'"),
+    (lambda: kvplan.simulate_serve(num_gpu_blocks=100, max_num_batched_tokens="0"),
+     ["--num-gpu-blocks", "100", "--max-num-batched-tokens", "0"], "--max-num-batched-tokens"),
+    (lambda: kvplan.simulate_serve(model=str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"), gpu="l4"),
+     ["--model", str(CONFIGS / "meta-llama--Meta-Llama-3.1-8B"), "--gpu", "l4"], "vLLM would not start"),
+])
+def test_library_simulate_serve_refuses_as_the_command_does(call: Callable[[], object], args: list[str],
+                                                            says: str) -> None:
+    library, cli = _refusal(call, "simulate", "serve", *args)
+    assert library == cli and says in cli and len(cli.splitlines()) == 1
+
+
+def test_library_simulate_names_an_unknown_option_and_keeps_the_simulators_public() -> None:
+    """`kvplan.simulate_prefix` / `simulate_serve` are the commands; the simulators on a workload in hand they named
+    before are `kvplan.prefix_report` and `kvplan.serve_report` (kvplan/sim/, unchanged)."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.sim import prefix, scheduler
+    from kvplan.sim.workloads import cyclic_documents
+
+    with pytest.raises(InvalidParameter, match=r"^unknown simulate serve option 'kv_cache_dtyp' \(did you mean "
+                                               r"kv_cache_dtype\?\)$"):
+        kvplan.simulate_serve(num_gpu_blocks=100, kv_cache_dtyp="fp8")
+    with pytest.raises(InvalidParameter, match=r"^unknown simulate prefix option 'bandwidth_efficiency'$"):
+        kvplan.simulate_prefix(num_gpu_blocks=100, bandwidth_efficiency=0.5)
+    assert kvplan.prefix_report is prefix.simulate_prefix and kvplan.serve_report is scheduler.simulate_serve
+    assert kvplan.prefix_report(cyclic_documents(10, 5033, 16), num_gpu_blocks=1345, block_size=16) == \
+        kvplan.simulate_prefix(num_gpu_blocks=1345)

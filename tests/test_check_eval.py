@@ -159,7 +159,7 @@ def test_decode_batch_that_cannot_run_fails_with_the_reason(tmp_path: Path) -> N
 def test_ttft_is_seeded_and_equals_the_simulator(tmp_path: Path) -> None:
     from kvplan.hardware import roofline as rl
     from kvplan.sim.scheduler import SchedulerConfig, simulate_serve
-    from kvplan.sim.workloads import parse_length_dist, synthetic_serve_requests
+    from kvplan.sim.workloads import SyntheticLoad, parse_length_dist, synthetic_serve_requests
 
     extra = ("    workload: {num_requests: 60, request_rate: 20, prompt_len: 'uniform:256:1024', output_len: 64, "
              "seed: 3}\n")
@@ -168,8 +168,9 @@ def test_ttft_is_seeded_and_equals_the_simulator(tmp_path: Path) -> None:
     assert first.measured == again.measured and first.passed
 
     gpu = get_gpu("h100")
-    requests = synthetic_serve_requests(60, request_rate=20, arrival="poisson", prompt_len=parse_length_dist(
-        "uniform:256:1024"), output_len=parse_length_dist("64"), block_size=16, seed=3)
+    requests = synthetic_serve_requests(SyntheticLoad(60, request_rate=20, arrival="poisson",
+                                                      prompt_len=parse_length_dist("uniform:256:1024"),
+                                                      output_len=parse_length_dist("64"), seed=3), block_size=16)
     sim = simulate_serve(requests, SchedulerConfig(num_gpu_blocks=1170, block_size=16, max_num_seqs=8,
                                                    max_num_batched_tokens=8192, max_model_len=4096),
                          rl.RooflineCost(*rl.deployment_roofline(load_fixture("Qwen--Qwen2.5-7B"), gpu)))

@@ -10,6 +10,7 @@ import yaml
 from kvplan.model.hub import load_local
 from kvplan.units import GiB, MiB
 from kvplan.vllm.memory.cuda_graphs import (
+    GraphCapture,
     compilation_settings,
     cuda_graph_bytes,
     estimate_cuda_graphs,
@@ -78,8 +79,8 @@ def test_capture_counts_of_the_logs_are_kvplans() -> None:
 
 
 def test_the_term_carries_the_range_and_names_the_moe_part() -> None:
-    t = estimate_cuda_graphs(max_num_seqs=128, max_num_batched_tokens=16384, arch="ampere", enforce_eager=False,
-                             moe_layers_on_worker=62, tp=4)
+    t = estimate_cuda_graphs(GraphCapture(128, 16384, arch="ampere", enforce_eager=False, moe_layers_on_worker=62,
+                                          tp=4))
     assert t.bytes == cuda_graph_bytes(35, 19, moe_layers=62, tp=4)
     assert (t.low_bytes, t.high_bytes) == (cuda_graph_bytes(35, 19, moe_layers=62, tp=4, end="low"),
                                           cuda_graph_bytes(35, 19, moe_layers=62, tp=4, end="high"))

@@ -6,14 +6,19 @@ import math
 import pytest
 
 from kvplan.vllm.defaults import VllmVersion, requested_memory
-from kvplan.vllm.memory.activation import estimate_activation, forward_activation_bytes, penalty_state_bytes
+from kvplan.vllm.memory.activation import (
+    ProfileRun,
+    estimate_activation,
+    forward_activation_bytes,
+    penalty_state_bytes,
+)
 from kvplan.vllm.memory.budget import (
     STARTUP_BASELINE_BYTES_SINGLE_GPU,
     MemoryTerm,
     memory_budget,
     startup_baseline_bytes,
 )
-from kvplan.vllm.memory.cuda_graphs import estimate_cuda_graphs
+from kvplan.vllm.memory.cuda_graphs import GraphCapture, estimate_cuda_graphs
 from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import estimate_weights
 from tests.conftest import load_fixture
@@ -62,11 +67,11 @@ def test_activation_is_the_sampler_peak_plus_retained_hidden_states() -> None:
     × 2 B; from 0.17 on the Triton top-k/top-p path's 20 B per logit. Model Runner V2's persistent penalty
     state (0.29+) is no part of the peak: vLLM counts it in the consumed memory, so fit adds it to non-torch."""
     model = load_fixture("meta-llama--Meta-Llama-3.1-8B")
-    t = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024, version=VllmVersion(0, 11))
+    t = estimate_activation(model, ProfileRun(8192, 1024, tp=1), version=VllmVersion(0, 11))
     assert t.bytes == int(1024 * 128_256 * 38.4) + 8192 * 4096 * 2 == 5_110_339_993
-    v028 = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024, version=VllmVersion(0, 28))
+    v028 = estimate_activation(model, ProfileRun(8192, 1024, tp=1), version=VllmVersion(0, 28))
     assert v028.bytes == int(1024 * 128_256 * 20.0) + 8192 * 4096 * 2 and "Triton top-k/top-p" in v028.assumption
-    new = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024)
+    new = estimate_activation(model, ProfileRun(8192, 1024, tp=1))
     assert new.bytes == v028.bytes and "penalty state" not in new.assumption
     assert penalty_state_bytes(model, max_num_seqs=1024) == int(1024 * 128_256 * (4 + 4 / 32))
     # vLLM's profiler sees it from 0.27 (total_consumed), on Model Runner V2 only
@@ -80,7 +85,7 @@ def test_activation_is_the_sampler_peak_plus_retained_hidden_states() -> None:
 
 def test_activation_uses_min_of_tokens_and_seqs_for_sampler_rows() -> None:
     model = load_fixture("Qwen--Qwen2.5-1.5B")
-    t = estimate_activation(model, tp=1, max_num_batched_tokens=2048, max_num_seqs=4, version=VllmVersion(0, 28))
+    t = estimate_activation(model, ProfileRun(2048, 4, tp=1), version=VllmVersion(0, 28))
     assert t.bytes == max(int(4 * 151_936 * 20.0), 2048 * 3 * 8960 * 2) + 2048 * 1536 * 2
 
 
@@ -99,13 +104,13 @@ def test_cuda_graph_estimate_counts_the_extrapolated_graphs() -> None:
     """max_num_seqs 1024, MNBT 8192 on Hopper: capture sizes up to 512 → 51 piecewise + 51 full graphs, of which
     vLLM's estimate extrapolates 50 + 50 at 6 MiB each on a 64 MiB first capture (gpu_model_runner.py:
     profile_cudagraph_memory; constants from tests/fixtures/data/cuda-graph-estimates.yaml)."""
-    t = estimate_cuda_graphs(max_num_seqs=1024, max_num_batched_tokens=8192, arch="hopper", enforce_eager=False)
+    t = estimate_cuda_graphs(GraphCapture(1024, 8192, arch="hopper", enforce_eager=False))
     assert t.bytes == 64 * MIB + 100 * 6 * MIB
 
 
 def test_cuda_graphs_cost_nothing_with_enforce_eager_or_before_v021() -> None:
-    eager = estimate_cuda_graphs(max_num_seqs=1024, max_num_batched_tokens=8192, arch="hopper", enforce_eager=True)
-    old = estimate_cuda_graphs(max_num_seqs=1024, max_num_batched_tokens=8192, arch="hopper", enforce_eager=False,
+    eager = estimate_cuda_graphs(GraphCapture(1024, 8192, arch="hopper", enforce_eager=True))
+    old = estimate_cuda_graphs(GraphCapture(1024, 8192, arch="hopper", enforce_eager=False),
                                version=VllmVersion(0, 11))
     assert (eager.bytes, eager.source) == (0, "none")
     assert (old.bytes, old.source) == (0, "not subtracted")
@@ -190,7 +195,7 @@ def test_sampler_bytes_per_logit_by_version_band() -> None:
 
     model = load_fixture("Qwen--Qwen2.5-7B")
     for v in (VllmVersion(0, 8), VllmVersion(0, 9), VllmVersion(0, 10)):
-        t = estimate_activation(model, tp=1, max_num_batched_tokens=2048, max_num_seqs=256, version=v)
+        t = estimate_activation(model, ProfileRun(2048, 256, tp=1), version=v)
         assert t.bytes == int(256 * 152_064 * 14.0) + 2048 * 3584 * 2
         assert t.high_bytes > int(256 * 152_064 * 38.4)  # without FlashInfer: the native path
     assert sampler_bytes_per_logit(VllmVersion(0, 11)) == sampler_bytes_per_logit(VllmVersion(0, 16)) == 38.4
@@ -288,8 +293,8 @@ def test_compilation_config_refusals_are_vllms() -> None:
 def test_cudagraph_mode_none_costs_nothing() -> None:
     from kvplan.vllm.memory.cuda_graphs import compilation_settings
 
-    t = estimate_cuda_graphs(max_num_seqs=1024, max_num_batched_tokens=8192, arch="hopper",
-                             enforce_eager=False, compilation=compilation_settings({"cudagraph_mode": "NONE"}))
+    t = estimate_cuda_graphs(GraphCapture(1024, 8192, arch="hopper", enforce_eager=False,
+                                          compilation=compilation_settings({"cudagraph_mode": "NONE"})))
     assert (t.bytes, t.source) == (0, "none")
 
 
@@ -347,6 +352,5 @@ def test_a_native_sampler_log_is_planned_with_its_sampler() -> None:
     raw = CONFIGS.parent / "startup-logs" / "raw" / "ghlog-2xh200-qwen3-next-80b-a3b-instruct-tp2-v0102.log"
     assert parse_startup_log(raw.read_text()).settings.flashinfer_sampler is False
     model = load_fixture("Qwen--Qwen3-Next-80B-A3B-Instruct")
-    t = estimate_activation(model, tp=2, max_num_batched_tokens=8192, max_num_seqs=1024, version=VllmVersion(0, 10),
-                            flashinfer_sampler=False)
+    t = estimate_activation(model, ProfileRun(8192, 1024, tp=2), version=VllmVersion(0, 10), flashinfer_sampler=False)
     assert round(t.bytes / GIB, 2) == 5.60 and "38.4 B" in t.assumption

@@ -8,7 +8,12 @@ from kvplan.hardware.gpus import get_gpu
 from kvplan.units import GiB
 from kvplan.vllm.defaults import requested_memory
 from kvplan.vllm.fit import plan_fit
-from kvplan.vllm.memory.activation import MRV2_UNSEEN_BYTES, estimate_activation, v1_forward_phase_bytes
+from kvplan.vllm.memory.activation import (
+    MRV2_UNSEEN_BYTES,
+    ProfileRun,
+    estimate_activation,
+    v1_forward_phase_bytes,
+)
 from kvplan.vllm.settings import ServeSettings
 from tests.conftest import load_fixture
 
@@ -43,8 +48,7 @@ def test_only_the_last_stage_runs_the_sampler() -> None:
     # (its residual in the runner's intermediate tensors) in the warmup sampler pass; both plus MRV2_UNSEEN_BYTES
     forward_only = v1_forward_phase_bytes(model, tp=1, num_tokens=batch) + MRV2_UNSEEN_BYTES
     assert first.activation_bytes == forward_only
-    with_sampler = estimate_activation(model, tp=1, max_num_batched_tokens=batch, max_num_seqs=1024,
-                                       model_runner_v2=True, first_stage=False)
+    with_sampler = estimate_activation(model, ProfileRun(batch, 1024, tp=1, first_stage=False), model_runner_v2=True)
     assert last.activation_bytes == with_sampler.bytes > first.activation_bytes
     # The stages then differ by the sampler's peak alone (same layers, an embedding against an LM head).
     assert first.weights_bytes == last.weights_bytes

@@ -20,6 +20,7 @@ from kvplan.vllm.defaults import VllmVersion
 from kvplan.vllm.encoder_profile import qwen3_vl_encoder_phase
 from kvplan.vllm.encoder_qwen2_5_vl import qwen2_5_vl_encoder_phase
 from kvplan.vllm.memory.activation import (
+    ProfileRun,
     mrv2_sampler_phase_bytes,
     triton_moe_workspace_bytes,
     v1_forward_phase_bytes,
@@ -148,9 +149,9 @@ def test_peak_activation_reproduces_vllms_profile_run(case: dict[str, Any]) -> N
     golden = max(p["peak_bytes"] for p in case["phases"].values())
     model, first = _model(case), case.get("pp_rank", 0) == 0
     if "sampler" in case["phases"]:
-        got = v1_profile_peak_bytes(model, tp=case["tp"], max_num_batched_tokens=case["tokens"],
-                                    max_num_seqs=case["max_num_seqs"], fp8_activations=_fp8(case), first_stage=first,
-                                    model_runner_v2=_v2(case))
+        got = v1_profile_peak_bytes(model, ProfileRun(case["tokens"], case["max_num_seqs"], tp=case["tp"],
+                                                      first_stage=first),
+                                    fp8_activations=_fp8(case), model_runner_v2=_v2(case))
     else:  # a PP stage before the last: no sampler (profile_run: "Only run sampler/pooler on last PP rank")
         got = v1_forward_phase_bytes(model, tp=case["tp"], num_tokens=case["tokens"], fp8_activations=_fp8(case),
                                      first_stage=first)
@@ -211,23 +212,20 @@ def test_fit_uses_the_ported_peak_on_vllm_033_for_both_runners() -> None:
     case = next(c for c in GOOD if c["id"] == "Qwen--Qwen2.5-7B-Instruct__h100-tp1")
     mrv2 = next(c for c in GOOD if c["id"] == "Qwen--Qwen2.5-7B-Instruct__h100-tp1-mrv2")
     model = _model(case)
-    v1 = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024, version=VllmVersion(0, 33),
-                             model_runner_v2=False)
+    v1 = estimate_activation(model, ProfileRun(8192, 1024, tp=1), version=VllmVersion(0, 33), model_runner_v2=False)
     golden = case["phases"]["sampler"]["peak_bytes"]
-    assert v1.bytes == v1_profile_peak_bytes(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024)
+    assert v1.bytes == v1_profile_peak_bytes(model, ProfileRun(8192, 1024, tp=1))
     assert abs(v1.bytes - golden) < MIB and "V1 runner" in v1.assumption
-    v2 = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024, version=VllmVersion(0, 33),
-                             model_runner_v2=True)
-    ported = v1_profile_peak_bytes(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024, model_runner_v2=True)
+    v2 = estimate_activation(model, ProfileRun(8192, 1024, tp=1), version=VllmVersion(0, 33), model_runner_v2=True)
+    ported = v1_profile_peak_bytes(model, ProfileRun(8192, 1024, tp=1), model_runner_v2=True)
     v2_golden = max(p["peak_bytes"] for p in mrv2["phases"].values())
     assert abs(ported - v2_golden) < MIB and "Model Runner V2" in v2.assumption and ported != v1.bytes
     # plus what MRV2 allocates that the meta-tensor run does not see (measured on a log), its range from 0
     assert v2.bytes == ported + MRV2_UNSEEN_BYTES and v2.low_bytes == int(ported * 0.9)
-    unknown = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024,
-                                  version=VllmVersion(0, 33))
+    unknown = estimate_activation(model, ProfileRun(8192, 1024, tp=1), version=VllmVersion(0, 33))
     assert unknown.bytes not in (v1.bytes, v2.bytes)
-    stage = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024,
-                                version=VllmVersion(0, 33), model_runner_v2=False, with_sampler=False)
+    stage = estimate_activation(model, ProfileRun(8192, 1024, tp=1, with_sampler=False), version=VllmVersion(0, 33),
+                                model_runner_v2=False)
     assert stage.bytes == case["phases"]["forward"]["peak_bytes"]
 
 

@@ -5,12 +5,13 @@ from __future__ import annotations
 from kvplan.vllm.defaults import VllmVersion
 from kvplan.vllm.memory.activation import (
     MRV2_UNSEEN_BYTES,
+    ProfileRun,
     estimate_activation,
     mrv2_default_sampler_phase_bytes,
     ported_profile_rule,
     v1_forward_phase_bytes,
 )
-from kvplan.vllm.memory.cuda_graphs import estimate_cuda_graphs
+from kvplan.vllm.memory.cuda_graphs import GraphCapture, estimate_cuda_graphs
 from tests.conftest import load_fixture
 
 
@@ -38,8 +39,7 @@ def test_mrv2_on_0_27_peaks_in_the_forward_plus_the_unseen_term() -> None:
     """Qwen3-8B on 0.27 (MRV2, 8,192 tokens / 1,024 sequences): the greedy dummy pass is below the forward, so the
     term is the ported forward plus MRV2_UNSEEN_BYTES, its low end the forward − 10 %."""
     model = load_fixture("Qwen--Qwen3-8B")
-    t = estimate_activation(model, tp=1, max_num_batched_tokens=8192, max_num_seqs=1024, version=VllmVersion(0, 27),
-                            model_runner_v2=True)
+    t = estimate_activation(model, ProfileRun(8192, 1024, tp=1), version=VllmVersion(0, 27), model_runner_v2=True)
     forward = v1_forward_phase_bytes(model, tp=1, num_tokens=8192)
     assert t.bytes == forward + MRV2_UNSEEN_BYTES and t.low_bytes == int(forward * 0.9)
     assert "default pass" in t.assumption
@@ -47,10 +47,10 @@ def test_mrv2_on_0_27_peaks_in_the_forward_plus_the_unseen_term() -> None:
 
 def test_mrv2_subtracts_no_cuda_graph_estimate_before_0_29() -> None:
     """v1/worker/gpu/model_runner.py:profile_cudagraph_memory returns 0 in 0.22–0.28; 0.29 estimates."""
-    kw = dict(max_num_seqs=1024, max_num_batched_tokens=8192, arch="hopper", enforce_eager=False)
-    assert estimate_cuda_graphs(version=VllmVersion(0, 28), model_runner_v2=True, **kw).bytes == 0
-    v1 = estimate_cuda_graphs(version=VllmVersion(0, 28), model_runner_v2=False, **kw).bytes
-    assert v1 > 0 and estimate_cuda_graphs(version=VllmVersion(0, 29), model_runner_v2=True, **kw).bytes == v1
+    capture = GraphCapture(1024, 8192, arch="hopper", enforce_eager=False)
+    assert estimate_cuda_graphs(capture, version=VllmVersion(0, 28), model_runner_v2=True).bytes == 0
+    v1 = estimate_cuda_graphs(capture, version=VllmVersion(0, 28), model_runner_v2=False).bytes
+    assert v1 > 0 and estimate_cuda_graphs(capture, version=VllmVersion(0, 29), model_runner_v2=True).bytes == v1
 
 
 def test_the_moe_workspace_is_not_split_by_tp_under_expert_parallelism() -> None:

@@ -108,10 +108,10 @@ def test_serve_simulation_requests_are_bounded_at_once() -> None:
 def test_a_trace_beyond_the_serve_bound_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from typer.testing import CliRunner
 
-    from kvplan.cli import simulate
     from kvplan.cli.app import app
+    from kvplan.sim import workloads
 
-    monkeypatch.setattr(simulate, "MAX_SERVE_REQUESTS", 3)
+    monkeypatch.setattr(workloads, "MAX_SERVE_REQUESTS", 3)
     trace = tmp_path / "t.jsonl"
     trace.write_text("".join(f'{{"timestamp": {i}, "prompt_len": 64, "output_len": 4}}\n' for i in range(5)))
     result = CliRunner().invoke(app, ["simulate", "serve", "--trace", str(trace), "--num-gpu-blocks", "100"])

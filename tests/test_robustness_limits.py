@@ -66,9 +66,10 @@ def test_simulator_limit_is_one_line_at_once(argv: list[str], message: str) -> N
 
 
 def test_a_huge_shared_prefix_is_hashed_only_as_far_as_a_prompt_reaches() -> None:
-    reqs = wl.synthetic_serve_requests(3, request_rate=1.0, arrival="fixed", prompt_len=wl.LengthDist("constant", 40),
-                                       output_len=wl.LengthDist("constant", 2), block_size=16,
-                                       shared_prefix_tokens=10**11)
+    reqs = wl.synthetic_serve_requests(wl.SyntheticLoad(3, request_rate=1.0, arrival="fixed",
+                                                        prompt_len=wl.LengthDist("constant", 40),
+                                                        output_len=wl.LengthDist("constant", 2),
+                                                        shared_prefix_tokens=10**11), block_size=16)
     assert [(r.prompt_len, len(r.prefix_hashes), r.num_prefix_blocks) for r in reqs] == [(40, 2, 2)] * 3
 
 

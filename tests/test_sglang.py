@@ -24,7 +24,7 @@ from kvplan.sglang.multimodal import (
     mm_reservation_gib,
     vlm_fraction_factor,
 )
-from kvplan.sglang.pool import geometry, kv_dtype_name, size_pool
+from kvplan.sglang.pool import PoolLimits, geometry, kv_dtype_name, size_pool
 
 sys.path.insert(0, str(Path(__file__).parent))
 import sglang_goldens  # noqa: E402
@@ -76,7 +76,7 @@ def test_public_logs_token_count_and_kv_sizes(log: dict[str, object]) -> None:
     geo = geometry(spec, attn_tp=int(str(log["tp"])), kv_dtype=kv_dtype_name("auto", spec))
     n, page = int(str(log["tokens"])), int(str(log["page_size"]))
     for budget in (n * geo.cell_bytes, (n + page) * geo.cell_bytes - 1):  # the interval the log's N implies
-        pool = size_pool(geo, budget, page_size=page, context_len=40960)
+        pool = size_pool(geo, budget, PoolLimits(page_size=page, context_len=40960))
         assert pool.max_total_num_tokens == n
         assert round(pool.k_bytes / 2**30, 2) == log["k_gb"]
         assert round(pool.v_bytes / 2**30, 2) == log["v_gb"]
@@ -120,8 +120,8 @@ def test_mem_fraction_static_matches_the_oracle_runs(gpu: str, config: str, dep:
 def test_oracle_run_qwen_h100_pool_at_60e9_bytes() -> None:
     # results/qwen2.5-7b_h100_tp1.json: 1,046,316 tokens, 4087 requests, K 27.94 GB
     spec = _spec("configs/Qwen--Qwen2.5-7B")
-    pool = size_pool(geometry(spec, attn_tp=1, kv_dtype="bfloat16"), 60_000_000_000, page_size=1,  # type: ignore[arg-type]
-                     context_len=131072)
+    pool = size_pool(geometry(spec, attn_tp=1, kv_dtype="bfloat16"), 60_000_000_000,  # type: ignore[arg-type]
+                     PoolLimits(page_size=1, context_len=131072))
     assert (pool.max_total_num_tokens, pool.max_running_requests) == (1046316, 4087)
     assert pool.log_line == ("KV Cache is allocated. dtype: torch.bfloat16, #tokens: 1046316, K size: 27.94 GB, "
                              "V size: 27.94 GB")
@@ -292,7 +292,7 @@ def test_sliding_window_hybrid_splits_full_and_swa_pools() -> None:
     # int(66708 × 0.8) = 53366 sliding tokens, one `KV Cache is allocated` line each.
     geo = geometry(_spec("corpus/configs/google--gemma-4-26B-A4B-it"), attn_tp=1, kv_dtype="bfloat16")  # type: ignore[arg-type]
     assert geo.swa is not None and geo.cell_size == 184320.0
-    pool = size_pool(geo, 12295652870, page_size=1, context_len=262144)
+    pool = size_pool(geo, 12295652870, PoolLimits(page_size=1, context_len=262144))
     assert (pool.max_total_num_tokens, pool.swa_tokens, pool.max_running_requests) == (66708, 53366, 2048)
     assert pool.log_lines == (
         "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 66708, K size: 0.64 GB, V size: 0.64 GB",
@@ -310,7 +310,7 @@ def test_swa_pool_too_small_is_refused_in_sglangs_words() -> None:
     geo = geometry(_spec("corpus/configs/google--gemma-4-26B-A4B-it"), attn_tp=1, kv_dtype="bfloat16")  # type: ignore[arg-type]
     with pytest.raises(InvalidParameter, match=r"SWA pool \(819 tokens\) cannot hold even one request: the prefill "
                                                r"admission floor is sliding_window_size \(1024\) \+ page_size \(1\)"):
-        size_pool(geo, 1024 * 184320, page_size=1, context_len=262144)
+        size_pool(geo, 1024 * 184320, PoolLimits(page_size=1, context_len=262144))
 
 
 def test_dsa_cell_is_the_latent_row_plus_the_index_k() -> None:

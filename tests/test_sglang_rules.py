@@ -15,7 +15,7 @@ from kvplan.sglang.architectures import heads_refusal
 from kvplan.sglang.budget import FreeMemory
 from kvplan.sglang.defaults import SglangDeployment
 from kvplan.sglang.fit import SglangFit, plan_sglang_fit, resolve_server_args
-from kvplan.sglang.pool import size_pool
+from kvplan.sglang.pool import PoolLimits, size_pool
 from kvplan.sglang.pp import pp_layer_ranges
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -99,7 +99,8 @@ def test_block_scaled_kv_dtypes_are_sglangs(run: dict[str, Any]) -> None:
     assert (fit.defaults.attention_backend, fit.defaults.page_size, fit.defaults.chunked_prefill_size) == (
         r["attention_backend"], r["page_size"], r["chunked_prefill_size"])
     assert fit.geometry is not None and fit.geometry.cell_size == p["cell_size_bytes"]
-    pool = size_pool(fit.geometry, p["kv_budget_bytes"], page_size=fit.defaults.page_size, context_len=fit.context_len)
+    pool = size_pool(fit.geometry, p["kv_budget_bytes"], PoolLimits(page_size=fit.defaults.page_size,
+                                                                    context_len=fit.context_len))
     assert (pool.max_total_num_tokens, pool.max_running_requests) == (p["max_total_num_tokens"],
                                                                      p["max_running_requests"])
     if "log" in p:  # the oracle could not build nvfp4's pool object (its log): tokens and cell only

@@ -7,6 +7,7 @@ also derived by hand in the test from SGLang's rule.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -20,9 +21,9 @@ from kvplan.sglang.budget import FreeMemory
 from kvplan.sglang.command_line import parse_sglang_command
 from kvplan.sglang.defaults import SglangDeployment
 from kvplan.sglang.engine_args import deployment_fields
-from kvplan.sglang.fit import SglangFit, plan_sglang_fit
-from kvplan.sglang.pool import size_pool
-from kvplan.sglang.speculative import draft_cell_bytes, resolve_speculative
+from kvplan.sglang.fit import SglangFit, plan_sglang_fit, resolve_server_args
+from kvplan.sglang.pool import PoolLimits, size_pool
+from kvplan.sglang.speculative import SpeculativeArgs, draft_cell_bytes, resolve_speculative
 
 sys.path.insert(0, str(Path(__file__).parent))
 import sglang_goldens  # noqa: E402
@@ -67,9 +68,10 @@ def _assert_pool(fit: SglangFit, run: dict[str, Any]) -> None:
     p = run["pool"]
     assert fit.geometry is not None and fit.geometry.cell_bytes == p["cell_size_bytes"]
     assert fit.geometry.draft_layers == (p["eagle_draft_num_layers"] or 0)
-    pool = size_pool(fit.geometry, p["kv_budget_bytes"], page_size=fit.defaults.page_size,
-                     context_len=fit.context_len, max_running=fit.speculative.max_running_requests
-                     if fit.speculative else None, attn_dp_size=fit.defaults.attn_dp_size)
+    pool = size_pool(fit.geometry, p["kv_budget_bytes"], PoolLimits(
+        page_size=fit.defaults.page_size, context_len=fit.context_len,
+        max_running=fit.speculative.max_running_requests if fit.speculative else None,
+        attn_dp_size=fit.defaults.attn_dp_size))
     assert (pool.max_total_num_tokens, pool.max_running_requests) == (p["max_total_num_tokens"],
                                                                      p["max_running_requests"])
 
@@ -147,14 +149,15 @@ def test_sglangs_speculative_refusals_are_kvplans(run_id: str) -> None:
 
 
 def test_unknown_and_unmodelled_algorithms_are_refused() -> None:
-    kw: dict[str, Any] = dict(steps=None, topk=None, draft_tokens=None, draft_path=None, model_path="m",
-                              architecture="LlamaForCausalLM", max_running=None, attn_dp_size=1, backend="fa3",
-                              page_size=1)
+    spec = dataclasses.replace(sglang_goldens.model_spec("Qwen--Qwen3-8B"), name="m",
+                               architectures=("LlamaForCausalLM",))
+    server = resolve_server_args(spec, get_gpu("h100-sxm"), SglangDeployment())[3]
+    assert (server.attn_dp_size, server.attention_backend, server.page_size) == (1, "fa3", 1)
     with pytest.raises(InvalidParameter, match="Unknown speculative algorithm name: MEDUSA"):
-        resolve_speculative("MEDUSA", **kw)
+        resolve_speculative(SpeculativeArgs("MEDUSA"), spec, server)
     with pytest.raises(InvalidParameter, match="DFLASH is not modelled"):
-        resolve_speculative("dflash", **kw)
-    assert resolve_speculative("nextn", **kw).algorithm == "EAGLE"
+        resolve_speculative(SpeculativeArgs("dflash"), spec, server)
+    assert resolve_speculative(SpeculativeArgs("nextn"), spec, server).algorithm == "EAGLE"
 
 
 def test_an_eagle_draft_on_a_model_without_its_own_mtp_needs_its_checkpoint() -> None:

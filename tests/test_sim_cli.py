@@ -12,7 +12,7 @@ from typer.testing import CliRunner
 from kvplan.cli.app import app
 from kvplan.sim.prefix import simulate_prefix
 from kvplan.sim.scheduler import FixedCost, SchedulerConfig, simulate_serve
-from kvplan.sim.workloads import cyclic_documents, parse_length_dist, synthetic_serve_requests
+from kvplan.sim.workloads import SyntheticLoad, cyclic_documents, parse_length_dist, synthetic_serve_requests
 
 runner = CliRunner()
 FIXTURES = Path(__file__).parent / "fixtures" / "configs"
@@ -111,9 +111,10 @@ def test_serve_json_names_metrics_like_vllm() -> None:
                  "e2e_request_latency_seconds", "request_time_per_output_token_seconds"):
         assert set(data[name]) == {"count", "mean", "p50", "p95", "p99", "max"}
     assert set(data["kv_cache_usage_perc"]) >= {"mean", "p95", "max", "timeline"}
-    reqs = synthetic_serve_requests(64, request_rate=float("inf"), arrival="poisson",
-                                    prompt_len=parse_length_dist("uniform:200:800"),
-                                    output_len=parse_length_dist("uniform:100:600"), block_size=16, seed=7)
+    reqs = synthetic_serve_requests(SyntheticLoad(64, request_rate=float("inf"), arrival="poisson",
+                                                  prompt_len=parse_length_dist("uniform:200:800"),
+                                                  output_len=parse_length_dist("uniform:100:600"), seed=7),
+                                    block_size=16)
     core = simulate_serve(reqs, SchedulerConfig(600, 16, 32, 2048), FixedCost(0.01, 0.0, 0.0),
                           ttft_slo_s=2.0, tpot_slo_s=0.05)
     assert data["num_preemptions"] == core.num_preemptions > 0

@@ -16,6 +16,7 @@ from kvplan.sim.scheduler import FixedCost, SchedulerConfig, simulate_serve
 from kvplan.sim.stats import percentile_sorted, weighted_percentile
 from kvplan.sim.workloads import (
     ServeRequest,
+    SyntheticLoad,
     TokenStream,
     arrival_times,
     parse_length_dist,
@@ -73,9 +74,10 @@ def test_preemption_needs_more_requests_than_blocks_for_them() -> None:
 
 
 def _overload() -> list[ServeRequest]:
-    return synthetic_serve_requests(
-        64, request_rate=math.inf, arrival="poisson", prompt_len=parse_length_dist("uniform:200:800"),
-        output_len=parse_length_dist("uniform:100:600"), block_size=16, seed=7)
+    return synthetic_serve_requests(SyntheticLoad(64, request_rate=math.inf, arrival="poisson",
+                                                  prompt_len=parse_length_dist("uniform:200:800"),
+                                                  output_len=parse_length_dist("uniform:100:600"), seed=7),
+                                    block_size=16)
 
 
 def test_documented_mitigations_reduce_preemption() -> None:

@@ -7,6 +7,7 @@ import pytest
 
 from kvplan.errors import InvalidParameter, ParseError
 from kvplan.sim.workloads import (
+    SyntheticLoad,
     TokenStream,
     parse_length_dist,
     parse_length_values,
@@ -77,9 +78,10 @@ def test_trace_serve_requests_start_at_zero_and_fill_missing_outputs() -> None:
 
 
 def test_shared_prefix_blocks_are_capped_by_the_prompt() -> None:
-    reqs = synthetic_serve_requests(50, request_rate=math.inf, arrival="poisson",
-                                    prompt_len=parse_length_dist("uniform:10:100"), output_len=parse_length_dist("5"),
-                                    block_size=16, shared_prefix_tokens=64, seed=0)
+    reqs = synthetic_serve_requests(SyntheticLoad(50, request_rate=math.inf, arrival="poisson",
+                                                  prompt_len=parse_length_dist("uniform:10:100"),
+                                                  output_len=parse_length_dist("5"), shared_prefix_tokens=64, seed=0),
+                                    block_size=16)
     assert all(r.num_prefix_blocks == min(r.prompt_len, 64) // 16 for r in reqs)
     assert reqs[0].prefix_hashes is reqs[1].prefix_hashes  # one shared list, not a copy per request
 

@@ -161,7 +161,7 @@ def _p99_ttft_s(model: ModelSpec, gpu: GpuSpec, dep: Deployment, fit: FitReport,
     from kvplan.hardware import roofline as rl
     from kvplan.sim.scheduler import SchedulerConfig, simulate_serve
     from kvplan.sim.sizing import pool_from_fit
-    from kvplan.sim.workloads import parse_length_dist, synthetic_serve_requests
+    from kvplan.sim.workloads import SyntheticLoad, parse_length_dist, synthetic_serve_requests
 
     s = dep.settings
     cost = rl.RooflineCost(*rl.deployment_roofline(
@@ -172,12 +172,11 @@ def _p99_ttft_s(model: ModelSpec, gpu: GpuSpec, dep: Deployment, fit: FitReport,
         max_num_batched_tokens=fit.max_num_batched_tokens, enable_prefix_caching=s.cache_config.enable_prefix_caching,
         max_model_len=fit.max_model_len,
     )
-    requests = synthetic_serve_requests(
-        workload.num_requests, request_rate=workload.request_rate, arrival=workload.arrival,
-        prompt_len=parse_length_dist(workload.prompt_len, what="prompt_len"),
-        output_len=parse_length_dist(workload.output_len, what="output_len"), block_size=fit.block_size,
-        shared_prefix_tokens=workload.shared_prefix_tokens, seed=workload.seed,
-    )
+    load = SyntheticLoad(workload.num_requests, request_rate=workload.request_rate, arrival=workload.arrival,
+                         prompt_len=parse_length_dist(workload.prompt_len, what="prompt_len"),
+                         output_len=parse_length_dist(workload.output_len, what="output_len"),
+                         shared_prefix_tokens=workload.shared_prefix_tokens, seed=workload.seed)
+    requests = synthetic_serve_requests(load, block_size=fit.block_size)
     return simulate_serve(requests, config, cost).time_to_first_token_seconds.p99
 
 
@@ -450,10 +449,8 @@ def _sglang_fit(dep: Deployment, model: ModelSpec, gpu: GpuSpec) -> SglangFit:
 
     assert dep.sglang is not None
     sgl, measured = dep.sglang, dep.settings.measured
-    best, low, high = target_weights_bytes(model, given=measured.weights_bytes, tp=sgl.tp, pp=sgl.pp, arch=gpu.arch,
-                                           total_bytes=measured.weights_total_bytes,
-                                           algorithm=sgl.speculative_algorithm,
-                                           draft_path=sgl.speculative_draft_model_path)
+    best, low, high = target_weights_bytes(model, sgl, arch=gpu.arch, given=measured.weights_bytes,
+                                           total_bytes=measured.weights_total_bytes)
     return plan_sglang_fit(model, gpu, dep.sglang, weights_bytes=best, weights_range=(low, high))
 
 

@@ -180,10 +180,8 @@ def _plan(model: str, params: dict[str, Any], dep: Any, *, quiet: bool) -> Any:
         from dataclasses import replace
 
         dep = replace(dep, speculative_draft_model_path=spec.name)
-    w, low, high = target_weights_bytes(spec, given=given, tp=dep.tp, pp=dep.pp, arch=chip.arch,
-                                        total_bytes=stored.bytes if stored else None,
-                                        algorithm=dep.speculative_algorithm,
-                                        draft_path=dep.speculative_draft_model_path)
+    w, low, high = target_weights_bytes(spec, dep, arch=chip.arch, given=given,
+                                        total_bytes=stored.bytes if stored else None)
     if path is not None and path != spec.name and path != model and \
             str(dep.speculative_algorithm).upper() != "NGRAM":
         draft, draft_stored = load_model_with_weights(path, None, quiet=quiet)
@@ -231,6 +229,8 @@ def plan_sglang_beside(params: dict[str, Any], *, model: str, tp: int, pp: int, 
 
 def _sweep(model: str, params: dict[str, Any], dep: Any, *, json_: bool) -> None:
     """`kvplan fit MODEL --engine sglang` without --gpu: every catalog GPU at its smallest starting TP."""
+    from dataclasses import replace
+
     from kvplan.cli.common import load_model_with_weights
     from kvplan.cli.console import out, print_json
     from kvplan.hardware import gpus
@@ -244,9 +244,8 @@ def _sweep(model: str, params: dict[str, Any], dep: Any, *, json_: bool) -> None
     given = parse_bytes(params["weights_memory"], what="--weights-memory") if params.get("weights_memory") else None
 
     def weights(chip: Any, tp: int) -> tuple[int, int, int]:
-        return target_weights_bytes(spec, given=given, tp=tp, pp=dep.pp, arch=chip.arch,
-                                    total_bytes=stored.bytes if stored else None,
-                                    algorithm=dep.speculative_algorithm, draft_path=dep.speculative_draft_model_path)
+        return target_weights_bytes(spec, replace(dep, tp=tp), arch=chip.arch, given=given,
+                                    total_bytes=stored.bytes if stored else None)
 
     report = sweep_sglang(spec, list(gpus.load_catalog(params.get("gpus_file")).values()), dep, weights)
     if json_:

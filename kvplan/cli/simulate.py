@@ -2,11 +2,10 @@
 from __future__ import annotations
 
 import enum
-import math
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -24,13 +23,6 @@ from kvplan.cli.options import (
     RevisionOpt,
     TensorParallelOpt,
 )
-
-if TYPE_CHECKING:
-    from kvplan.hardware.gpus import GpuSpec
-    from kvplan.model.spec import ModelSpec
-    from kvplan.sim.scheduler import FixedCost, SchedulerConfig
-    from kvplan.sim.sizing import FittedPool, RooflineStepCost
-    from kvplan.vllm.settings import ServeSettings
 
 POOL = "Pool size"
 WORKLOAD = "Workload"
@@ -84,62 +76,6 @@ PREFIX_EPILOG = """Examples:
 
   kvplan simulate prefix --scenario chat --conversations 32 --turns 6 --num-gpu-blocks 4000 --json
 """
-
-
-def _trace(path: Path, block_size: int, trace_block_size: int | None, unit_s: float = 1.0) -> list[Any]:
-    from kvplan import files
-    from kvplan.sim.workloads import parse_trace
-
-    return parse_trace(files.read_lines(str(path), files.TRACE), block_size=block_size,
-                       trace_block_size=trace_block_size, timestamp_unit_s=unit_s, source=str(path))
-
-
-def _fit_pool(
-    model: str | None, gpu: str | None, num_gpu_blocks: int | None, kv_tokens: str | None, given: dict[str, object],
-    deployment_only: tuple[str, ...], *, quiet: bool,
-) -> tuple[FittedPool, ModelSpec, GpuSpec, ServeSettings] | None:
-    """`kvplan fit` at the flags in `given` (vLLM's names, read by fit's own helper), or None when the pool is
-    given directly. The flags named in `deployment_only` mean nothing without --model/--gpu."""
-    import os
-
-    from kvplan.errors import InvalidParameter
-
-    if (model is None) != (gpu is None):
-        raise InvalidParameter("--model and --gpu go together: the pool is what `kvplan fit MODEL --gpu GPU` plans")
-    if model is None or gpu is None:
-        stray = [name for name in deployment_only if given.get(name) is not None]
-        if stray:
-            flag = "--" + stray[0].replace("_", "-")
-            raise InvalidParameter(f"{flag} describes a deployment: it needs --model and --gpu")
-        if num_gpu_blocks is None and kv_tokens is None:
-            raise InvalidParameter("give the pool size as one of --num-gpu-blocks, --kv-tokens, or --model with --gpu",
-                                   hint="vLLM logs it at start-up: 'GPU KV cache size: N tokens'")
-        return None
-    if num_gpu_blocks is not None or kv_tokens is not None:
-        raise InvalidParameter("give the pool size as one of --num-gpu-blocks, --kv-tokens, or --model with --gpu, "
-                               "not several")
-    from kvplan.cli.common import load_model_with_weights
-    from kvplan.hardware.gpus import get_gpu
-    from kvplan.sim.sizing import fitted_pool
-    from kvplan.vllm.environment import vllm_environment
-    from kvplan.vllm.fit import plan_fit
-    from kvplan.vllm.flags import settings_from_flags
-    from kvplan.vllm.loading import with_stored_weights
-
-    settings = settings_from_flags(given, env=vllm_environment(os.environ))
-    gpus_file = given.get("gpus_file")
-    chip = get_gpu(gpu, str(gpus_file) if gpus_file else None)
-    revision = given.get("revision")
-    spec, weights = load_model_with_weights(model, str(revision) if revision else None, quiet=quiet)
-    settings = with_stored_weights(settings, weights)
-    return fitted_pool(plan_fit(spec, chip, settings, advise=False)), spec, chip, settings
-
-
-def _payload(report: Any, pool: FittedPool | None) -> dict[str, Any]:
-    """The report's fields, then `deployment`: what `--model/--gpu` took from fit (null without)."""
-    import dataclasses
-
-    return {**{f.name: getattr(report, f.name) for f in dataclasses.fields(report)}, "deployment": pool}
 
 
 def prefix(
@@ -222,86 +158,32 @@ def prefix(
     json_: JsonFlag = False,
 ) -> None:
     """Serve a workload one request at a time through vLLM's block pool and count prefix-cache hits."""
+    from kvplan import api
+    from kvplan.cli.common import progress, warn
     from kvplan.cli.console import out, print_json
-    from kvplan.errors import InvalidParameter
-    from kvplan.sim import prefix as core
-    from kvplan.sim import workloads as wl
-    from kvplan.sim.scheduler import DEFAULT_BLOCK_SIZE
-    from kvplan.sim.sizing import check_request_lengths, num_gpu_blocks_from
-    from kvplan.units import parse_bytes, parse_count
 
-    given: dict[str, object] = {
-        "tensor_parallel_size": tensor_parallel_size, "pipeline_parallel_size": pipeline_parallel_size,
-        "gpu_memory_utilization": gpu_memory_utilization, "max_model_len": max_model_len,
-        "max_num_seqs": max_num_seqs, "max_num_batched_tokens": max_num_batched_tokens,
-        "kv_cache_dtype": kv_cache_dtype, "enforce_eager": enforce_eager,
-        "kv_cache_memory_bytes": kv_cache_memory_bytes, "revision": revision, "gpus_file": gpus_file}
-    fitted = _fit_pool(model, gpu, num_gpu_blocks, kv_tokens, {**given, "block_size": block_size}, tuple(given),
-                       quiet=json_)
-    pool = fitted[0] if fitted else None
-    if pool is not None:
-        blocks, block_size = pool.sim_num_gpu_blocks, pool.sim_block_size
-        if kv_bytes_per_token is None:
-            kv_bytes_per_token = pool.kv_bytes_per_token
-    else:
-        block_size = block_size or DEFAULT_BLOCK_SIZE
-        tokens = None if kv_tokens is None else parse_count(kv_tokens, what="--kv-tokens")
-        blocks = num_gpu_blocks_from(num_gpu_blocks=num_gpu_blocks, kv_tokens=tokens, block_size=block_size)
-    if trace is not None:
-        scenario = Scenario.trace
-    if scenario is Scenario.cyclic:
-        workload = wl.cyclic_documents(docs, doc_tokens, block_size)
-    elif scenario is Scenario.shared_prefix:
-        workload = wl.shared_prefix(num_requests, prefix_tokens, suffix_tokens, block_size, tenants)
-    elif scenario is Scenario.chat:
-        workload = wl.multi_turn_chat(conversations, turns, prefix_tokens, user_tokens, reply_tokens, block_size)
-    elif scenario is Scenario.zipf:
-        workload = wl.zipf_documents(docs, doc_tokens, num_requests, zipf_s, suffix_tokens, block_size, seed)
-    else:
-        if trace is None:
-            raise InvalidParameter("--scenario trace needs --trace FILE")
-        workload = wl.trace_prefix_workload(_trace(trace, block_size, trace_block_size))
-    if pool is not None:
-        check_request_lengths((r.num_prompt_tokens + r.num_output_tokens for r in workload.requests),
-                              pool.max_model_len)
-
-    if sum(x is not None for x in (cpu_offload_tokens, cpu_offload_bytes, kv_offloading_size)) > 1:
-        raise InvalidParameter("give one of --cpu-offload-tokens, --cpu-offload-bytes, --kv-offloading-size")
-    cpu_tokens = 0
-    if kv_offloading_size is not None:
-        if fitted is None:
-            raise InvalidParameter("--kv-offloading-size needs --model and --gpu: the CPU tier's tokens follow "
-                                   "the plan's bytes per block")
-
-        from kvplan.vllm.engine_args import kv_offloading_gib
-        from kvplan.vllm.offload import deployment_tier
-
-        tier = deployment_tier(fitted[1], fitted[3].updated(kv_offloading_size=kv_offloading_gib(kv_offloading_size)),
-                               bytes_per_block=fitted[0].bytes_per_block, block_size=fitted[0].block_size)
-        cpu_tokens = tier.tokens or 0
-        if offload_chunk_tokens is None:
-            offload_chunk_tokens = fitted[0].block_size  # the OffloadingConnector's chunk: one GPU block
-    elif cpu_offload_tokens is not None:
-        cpu_tokens = parse_count(cpu_offload_tokens, what="--cpu-offload-tokens")
-    elif cpu_offload_bytes is not None:
-        if kv_bytes_per_token is None:
-            raise InvalidParameter("--cpu-offload-bytes needs --kv-bytes-per-token (see `kvplan size MODEL`)",
-                                   hint="with --model it comes from fit, for models with one KV-cache group")
-        cpu_tokens = parse_bytes(cpu_offload_bytes, what="--cpu-offload-bytes") // kv_bytes_per_token
-    offload = core.OffloadSettings(
-        cpu_tokens, core.LMCACHE_CHUNK_TOKENS if offload_chunk_tokens is None else offload_chunk_tokens,
-        core.DEFAULT_LOAD_MS_PER_KTOK if load_ms_per_ktok is None else load_ms_per_ktok,
-        core.DEFAULT_RECOMPUTE_MS_PER_KTOK if recompute_ms_per_ktok is None else recompute_ms_per_ktok)
-    report = core.simulate_prefix(workload, num_gpu_blocks=blocks, block_size=block_size, offload=offload,
-                                  what_if_blocks=tuple(what_if_blocks or ()))
+    report = api.simulate_prefix(
+        scenario.value, docs=docs, doc_tokens=doc_tokens, num_requests=num_requests, prefix_tokens=prefix_tokens,
+        suffix_tokens=suffix_tokens, tenants=tenants, conversations=conversations, turns=turns,
+        user_tokens=user_tokens, reply_tokens=reply_tokens, zipf_s=zipf_s, seed=seed, trace=trace,
+        trace_block_size=trace_block_size, num_gpu_blocks=num_gpu_blocks, kv_tokens=kv_tokens, block_size=block_size,
+        model=model, gpu=gpu, gpus_file=gpus_file, revision=revision, what_if_blocks=what_if_blocks or (),
+        cpu_offload_tokens=cpu_offload_tokens, cpu_offload_bytes=cpu_offload_bytes,
+        kv_bytes_per_token=kv_bytes_per_token, kv_offloading_size=kv_offloading_size,
+        offload_chunk_tokens=offload_chunk_tokens, load_ms_per_ktok=load_ms_per_ktok,
+        recompute_ms_per_ktok=recompute_ms_per_ktok, progress=progress(json_), on_warning=warn,
+        tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
+        gpu_memory_utilization=gpu_memory_utilization, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
+        max_num_batched_tokens=max_num_batched_tokens, kv_cache_dtype=kv_cache_dtype,
+        enforce_eager=enforce_eager, kv_cache_memory_bytes=kv_cache_memory_bytes)
     if json_:
         from kvplan.render.json import dumps
 
-        print_json(dumps("simulate-prefix", _payload(report, pool)))
+        print_json(dumps("simulate-prefix", report))
     else:
         from kvplan.render.simulate import render_prefix
 
-        out().print(render_prefix(report, pool))
+        out().print(render_prefix(report, report.deployment))
 
 
 SERVE_NAME = "serve"
@@ -314,56 +196,6 @@ SERVE_EPILOG = """Examples:
 
   kvplan simulate serve --model meta-llama/Llama-3.1-8B --gpu l4 --max-model-len 8k --num-requests 32 --output-len 1000
 """
-
-
-def _parse_seconds(text: str | None, what: str) -> float | None:
-    """`500ms`, `0.5s` or a bare number of milliseconds (as `vllm bench serve --goodput ttft:500`)."""
-    from kvplan.errors import InvalidParameter
-
-    if text is None:
-        return None
-    t = text.strip().lower()
-    try:
-        if t.endswith("ms"):
-            v = float(t[:-2]) / 1000
-        elif t.endswith("s"):
-            v = float(t[:-1])
-        else:
-            v = float(t) / 1000
-    except ValueError:
-        raise InvalidParameter(f"{what}: cannot read {text!r}", hint="examples: 500ms, 0.5s, 500 (ms)") from None
-    if not v > 0 or not math.isfinite(v):
-        raise InvalidParameter(f"{what} must be > 0, got {text!r}")
-    return v
-
-
-def _length(spec: str, what: str) -> Any:
-    import dataclasses
-
-    from kvplan import files
-    from kvplan.sim.workloads import parse_length_dist, parse_length_values
-
-    dist = parse_length_dist(spec, what=what)
-    if dist.kind == "empirical":
-        values = parse_length_values(files.read_lines(dist.path, files.LENGTHS), source=dist.path)
-        dist = dataclasses.replace(dist, values=values)
-    return dist
-
-
-# The serve scheduler steps every request through prefill and decode: ~150 µs and ~1.6 KB per request
-# (200,000 requests: 30 s, 330 MB). A million stay within minutes and 2 GB; `simulate prefix` (no
-# timing) runs to wl.MAX_REQUESTS.
-MAX_SERVE_REQUESTS = 1_000_000
-
-
-def _check_serve_requests(n: int, what: str) -> None:
-    from kvplan.errors import InvalidParameter
-
-    if n > MAX_SERVE_REQUESTS:
-        raise InvalidParameter(
-            f"{what}: {n:,} is more than kvplan's serve simulation runs (at most {MAX_SERVE_REQUESTS:,}, a few "
-            "minutes)", hint="simulate fewer requests (the queue's behaviour settles long before), or use "
-            "`kvplan simulate prefix` for cache hits alone")
 
 
 def serve(
@@ -439,153 +271,69 @@ def serve(
     json_: JsonFlag = False,
 ) -> None:
     """Run requests through a simulation of vLLM V1's continuous-batching scheduler."""
-    from dataclasses import replace
-
+    from kvplan import api
+    from kvplan.cli.common import progress, warn
     from kvplan.cli.console import out, print_json
-    from kvplan.errors import InvalidParameter
-    from kvplan.sim import workloads as wl
-    from kvplan.sim.scheduler import SchedulerConfig, simulate_serve
-    from kvplan.sim.sizing import ROOFLINE_COST_MODEL
 
-    fixed = (step_ms, ms_per_token, ms_per_context_ktok)
-    deployment: dict[str, object] = {
-        "tensor_parallel_size": tensor_parallel_size, "pipeline_parallel_size": pipeline_parallel_size,
-        "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_dtype": kv_cache_dtype,
-        "enforce_eager": enforce_eager, "kv_cache_memory_bytes": kv_cache_memory_bytes, "revision": revision,
-        "gpus_file": gpus_file, "bandwidth_efficiency": bandwidth_efficiency, "compute_efficiency": compute_efficiency}
-    engine = {"max_model_len": max_model_len, "max_num_seqs": max_num_seqs, "block_size": block_size,
-              "max_num_batched_tokens": max_num_batched_tokens, "enable_prefix_caching": enable_prefix_caching}
-    if trace is None:
-        _check_serve_requests(num_requests, "--num-requests")
-    fitted = _fit_pool(model, gpu, num_gpu_blocks, kv_tokens, {**deployment, **engine}, tuple(deployment),
-                       quiet=json_)
-    pool = fitted[0] if fitted else None
-    if pool is not None:
-        config = SchedulerConfig(
-            num_gpu_blocks=pool.sim_num_gpu_blocks, block_size=pool.sim_block_size, max_num_seqs=pool.max_num_seqs,
-            max_num_batched_tokens=pool.max_num_batched_tokens, enable_chunked_prefill=enable_chunked_prefill,
-            enable_prefix_caching=enable_prefix_caching, max_model_len=pool.max_model_len)
-    else:
-        config = _config(num_gpu_blocks, kv_tokens, block_size, max_num_seqs, max_num_batched_tokens, max_model_len,
-                         enable_chunked_prefill, enable_prefix_caching)
-    try:
-        rate = float(request_rate)
-    except ValueError:
-        raise InvalidParameter(f"--request-rate: cannot read {request_rate!r}", hint="a number or inf") from None
-    units = {"s": 1.0, "ms": 1e-3}
-    if trace_timestamp_unit not in units:
-        raise InvalidParameter("--trace-timestamp-unit must be s or ms")
-    outputs = _length(output_len, "--output-len")
-    if trace is not None:
-        records = _trace(trace, config.block_size, trace_block_size, units[trace_timestamp_unit])
-        _check_serve_requests(len(records), f"{trace}: the trace's requests")
-        requests = wl.trace_serve_requests(records, outputs, seed)
-    else:
-        requests = wl.synthetic_serve_requests(
-            num_requests, request_rate=rate, arrival=arrival.value, prompt_len=_length(prompt_len, "--prompt-len"),
-            output_len=outputs, block_size=config.block_size, shared_prefix_tokens=shared_prefix_tokens, seed=seed)
-    roofline: RooflineStepCost | None = None
-    if fitted is not None and all(v is None for v in fixed):
-        pool, spec, chip, settings = fitted
-        roofline = _roofline(spec, chip, settings, bandwidth_efficiency, compute_efficiency)
-        pool = replace(pool, compute_dtype=roofline.roofline.roof.flops_dtype,
-                       notes=(*pool.notes, *_cost_notes(settings)))
-    elif bandwidth_efficiency is not None or compute_efficiency is not None:
-        raise InvalidParameter("--bandwidth-efficiency and --compute-efficiency tune the roofline, which "
-                               "--step-ms, --ms-per-token and --ms-per-context-ktok replace")
-    ttft_s, tpot_s = _parse_seconds(ttft_slo, "--ttft-slo"), _parse_seconds(tpot_slo, "--tpot-slo")
-    with _progress(len(requests)) as progress:
-        report = simulate_serve(requests, config, roofline or _fixed_cost(*fixed), ttft_slo_s=ttft_s,
-                                tpot_slo_s=tpot_s, progress=progress)
-    if roofline is not None:
-        report = replace(report, cost_model=ROOFLINE_COST_MODEL, cost_model_params=roofline.figures())
+    with _progress() as on_progress:
+        report = api.simulate_serve(
+            num_requests, request_rate=request_rate, arrival=arrival.value, prompt_len=prompt_len,
+            output_len=output_len, shared_prefix_tokens=shared_prefix_tokens, seed=seed, trace=trace,
+            trace_block_size=trace_block_size, trace_timestamp_unit=trace_timestamp_unit,
+            num_gpu_blocks=num_gpu_blocks, kv_tokens=kv_tokens, block_size=block_size, model=model, gpu=gpu,
+            gpus_file=gpus_file, revision=revision, max_num_seqs=max_num_seqs,
+            max_num_batched_tokens=max_num_batched_tokens, max_model_len=max_model_len,
+            enable_chunked_prefill=enable_chunked_prefill, enable_prefix_caching=enable_prefix_caching,
+            step_ms=step_ms, ms_per_token=ms_per_token, ms_per_context_ktok=ms_per_context_ktok,
+            bandwidth_efficiency=bandwidth_efficiency, compute_efficiency=compute_efficiency, ttft_slo=ttft_slo,
+            tpot_slo=tpot_slo, progress=progress(json_), on_warning=warn, on_progress=on_progress,
+            tensor_parallel_size=tensor_parallel_size, pipeline_parallel_size=pipeline_parallel_size,
+            gpu_memory_utilization=gpu_memory_utilization, kv_cache_dtype=kv_cache_dtype,
+            enforce_eager=enforce_eager, kv_cache_memory_bytes=kv_cache_memory_bytes)
     if json_:
         from kvplan.render.json import dumps
 
-        print_json(dumps("simulate-serve", _payload(report, pool)))
+        print_json(dumps("simulate-serve", report))
     else:
         from kvplan.render.simulate import render_serve
 
-        out().print(render_serve(report, pool))
+        out().print(render_serve(report, report.deployment))
 
 
 PROGRESS_FROM = 20_000  # requests: below this a serve simulation takes a few seconds at most
 
 
 @contextmanager
-def _progress(total: int) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on stderr for a long simulation (Rich's, removed when done); none when stderr is not
-    a terminal (CI logs, pipes) or the run is short. stdout is untouched."""
+def _progress() -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr for a long simulation (Rich's, removed when done), started by the simulation's
+    first progress call when it has PROGRESS_FROM requests or more; none when stderr is not a terminal (CI logs,
+    pipes). stdout is untouched."""
     from kvplan.cli.console import err
 
     console = err()
-    if total < PROGRESS_FROM or not console.is_terminal:
+    if not console.is_terminal:
         yield None
         return
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    with Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("requests"),
-                  TimeElapsedColumn(), console=console, transient=True) as bar:
-        task = bar.add_task("serve", total=total)
-        yield lambda done, _: bar.update(task, completed=done)
+    bar: Progress | None = None
 
+    def update(done: int, total: int) -> None:
+        nonlocal bar
+        if total < PROGRESS_FROM:
+            return
+        if bar is None:
+            bar = Progress(TextColumn("simulating"), BarColumn(), MofNCompleteColumn(), TextColumn("requests"),
+                           TimeElapsedColumn(), console=console, transient=True)
+            bar.start()
+            bar.add_task("serve", total=total)
+        bar.update(bar.task_ids[0], completed=done)
 
-def _config(num_gpu_blocks: int | None, kv_tokens: str | None, block_size: int | None, max_num_seqs: int | None,
-            max_num_batched_tokens: str | None, max_model_len: str | None, chunked: bool,
-            caching: bool) -> SchedulerConfig:
-    """The scheduler settings when the pool is given directly (vLLM's H100-class defaults otherwise)."""
-    from kvplan.sim import scheduler as sch
-    from kvplan.sim.sizing import num_gpu_blocks_from
-    from kvplan.units import parse_count
-
-    bs = block_size or sch.DEFAULT_BLOCK_SIZE
-    blocks = num_gpu_blocks_from(num_gpu_blocks=num_gpu_blocks, block_size=bs,
-                                 kv_tokens=None if kv_tokens is None else parse_count(kv_tokens, what="--kv-tokens"))
-    mnbt = (sch.DEFAULT_MAX_NUM_BATCHED_TOKENS if max_num_batched_tokens is None
-            else parse_count(max_num_batched_tokens, what="--max-num-batched-tokens", minimum=1))
-    return sch.SchedulerConfig(
-        num_gpu_blocks=blocks, block_size=bs, max_num_seqs=max_num_seqs or sch.DEFAULT_MAX_NUM_SEQS,
-        max_num_batched_tokens=mnbt, enable_chunked_prefill=chunked, enable_prefix_caching=caching,
-        max_model_len=None if max_model_len is None else parse_count(max_model_len, what="--max-model-len", minimum=1))
-
-
-def _fixed_cost(step_ms: float | None, ms_per_token: float | None, ms_per_context_ktok: float | None) -> FixedCost:
-    """FixedCost from the flags, each defaulting to the Llama-3.1-8B-on-H100 reference. Click's min=0.0 lets NaN
-    and ∞ through (NaN < 0 is false): either would reach the clock as NaN (an IndexError, a NaN cast to int)."""
-    import math
-
-    from kvplan.errors import InvalidParameter
-    from kvplan.sim.scheduler import FixedCost
-
-    for flag, value in (("--step-ms", step_ms), ("--ms-per-token", ms_per_token),
-                        ("--ms-per-context-ktok", ms_per_context_ktok)):
-        if value is not None and not math.isfinite(value):
-            raise InvalidParameter(f"{flag} must be a finite number of milliseconds ≥ 0, got {value}")
-    ref = FixedCost.reference()
-    return FixedCost(ref.per_step_s if step_ms is None else step_ms / 1000,
-                     ref.per_token_s if ms_per_token is None else ms_per_token / 1000,
-                     ref.per_context_token_s if ms_per_context_ktok is None else ms_per_context_ktok / 1e6)
-
-
-def _roofline(spec: ModelSpec, chip: GpuSpec, settings: ServeSettings, bandwidth_efficiency: float | None,
-              compute_efficiency: float | None) -> RooflineStepCost:
-    """The model's roofline on this GPU at the deployment's TP and KV dtype, as `kvplan roofline` builds it."""
-    from kvplan.hardware import roofline as rl
-    from kvplan.sim.sizing import RooflineStepCost
-
-    costs, roof = rl.deployment_roofline(
-        spec, chip, tp=settings.parallel_config.tensor_parallel_size,
-        kv_cache_dtype=settings.cache_config.kv_cache_dtype,
-        weights_bytes=settings.measured.weights_total_bytes,
-        bandwidth_efficiency=bandwidth_efficiency, compute_efficiency=compute_efficiency)
-    return RooflineStepCost(rl.RooflineCost(costs, roof))
-
-
-def _cost_notes(settings: ServeSettings) -> tuple[str, ...]:
-    if settings.parallel_config.pipeline_parallel_size > 1:
-        return ("Pipeline parallelism: each step is timed as the whole model at this TP (the stages run one after "
-                "another; no overlap of micro-batches).",)
-    return ()
+    try:
+        yield update
+    finally:
+        if bar is not None:
+            bar.stop()
 
 
 # (name, function, help, epilog) for each `kvplan simulate` subcommand.

@@ -190,28 +190,55 @@ class ServerDefaults:
     schedule_conservativeness: float
 
 
-def default_attention_backend(*, platform: Platform, sm_major: int | None, use_mla: bool, kv_heads: int,
-                              tp: int, asymmetric_kv: bool = False, attention_sinks: bool = False,
-                              spec_topk_one: bool = True, sm100_spec_ok: bool = True) -> str:
+@dataclass(frozen=True)
+class SglangGpu:
+    """The GPU as SGLang's server-argument resolution sees it: its platform, SM major (None off CUDA) and the
+    memory it reads for the tiers (MiB; None: unknown). Read by sglang/fit.py:sglang_gpu."""
+
+    platform: Platform
+    sm_major: int | None
+    memory_mib: int | None
+
+
+@dataclass(frozen=True)
+class ModelTraits:
+    """What SGLang's server-argument resolution reads of the model (ServerArgs.resolve_once runs before the model
+    class is built). Read from a ModelSpec by sglang/fit.py:model_traits."""
+
+    use_mla: bool = False
+    kv_heads: int = 1  # all KV heads (MLA configs: the attention heads), before TP
+    architecture: str = ""
+    llama2_path: bool = False  # "For Llama2 series models, max_bs is limited to 4096."
+    has_mamba: bool = False
+    prefill_graph_allowed: bool = True  # the breakable prefill graph survives the multimodal allowlist
+    vlm_factor: float | None = None  # memory_hook.py:adjust_mem_fraction_for_vlm's factor
+    asymmetric_kv: bool = False  # K and V heads of different widths
+    attention_sinks: bool = False
+    dsa_page_size: int | None = None  # DeepSeek sparse attention's fixed page (None: not DSA)
+
+
+def default_attention_backend(model: ModelTraits, gpu: SglangGpu, tp: int, *, spec_topk_one: bool = True,
+                              sm100_spec_ok: bool = True) -> str:
     """arg_groups/model_override_base.py:get_default_attn_backend (CUDA ≥ 12.3). With speculative decoding, MHA
     needs is_no_spec_infer_or_topk_one (`spec_topk_one`) for fa3 on Hopper, and that with a given top-k
     (`sm100_spec_ok`: kvplan.sglang.speculative.sm100_trtllm_allowed) for trtllm_mha on SM100."""
-    hopper, sm100 = platform == "cuda" and sm_major == 9, platform == "cuda" and sm_major == 10
-    if not use_mla:
+    platform = gpu.platform
+    hopper, sm100 = platform == "cuda" and gpu.sm_major == 9, platform == "cuda" and gpu.sm_major == 10
+    if not model.use_mla:
         if hopper and spec_topk_one:
             return "fa3"
         if sm100 and sm100_spec_ok:
-            return "fa4" if asymmetric_kv else "trtllm_mha"
+            return "fa4" if model.asymmetric_kv else "trtllm_mha"
         if platform == "hip":
             return "aiter"
-        return "triton" if attention_sinks else "flashinfer"
+        return "triton" if model.attention_sinks else "flashinfer"
     if hopper:
         return "fa3"
     if sm100:
         return "flashinfer"
     if platform == "hip":
         # get_num_kv_heads(tp_size): MLA configs give their attention heads as KV heads.
-        heads = max(1, kv_heads // tp)
+        heads = max(1, model.kv_heads // tp)
         return "aiter" if heads in (16, 128) else "triton"
     return "triton"
 
@@ -300,12 +327,11 @@ def mem_fraction_from_reserve(gpu_mem_mib: int | None, *, chunk: int, tp: int, p
     return round((gpu_mem_mib - reserved) / gpu_mem_mib, 3), reserved
 
 
-def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform: Platform, sm_major: int | None,
-                     use_mla: bool, kv_heads: int, context_len: int, llama2_path: bool = False,
-                     architecture: str = "", has_mamba: bool = False, prefill_graph_allowed: bool = True,
-                     vlm_factor: float | None = None, asymmetric_kv: bool = False,
-                     dsa_page_size: int | None = None) -> ServerDefaults:
+def resolve_defaults(dep: SglangDeployment, gpu: SglangGpu, model: ModelTraits, context_len: int) -> ServerDefaults:
     """The resolved server arguments of one deployment (see the module docstring for the order)."""
+    platform, sm_major, gpu_mem_mib = gpu.platform, gpu.sm_major, gpu.memory_mib
+    use_mla, architecture, vlm_factor, dsa_page_size = (model.use_mla, model.architecture, model.vlm_factor,
+                                                        model.dsa_page_size)
     tier = gpu_tier(gpu_mem_mib)
     chunk = dep.chunked_prefill_size if dep.chunked_prefill_size is not None else tier.chunked_prefill_size
     max_bs = dep.cuda_graph_max_bs
@@ -318,20 +344,20 @@ def resolve_defaults(dep: SglangDeployment, *, gpu_mem_mib: int | None, platform
     # cuda_graph_hook.py:disable_breakable_cudagraph_if_incompatible (a multimodal model off its allowlist) runs
     # before the fraction: its reserve is not charged then.
     # cuda_graph_hook.py: PP disables the breakable prefill graph by default ("PP prefill graph replay is opt-in")
-    prefill_on = platform == "cuda" and not dep.disable_cuda_graph and prefill_graph_allowed and dep.pp == 1
+    prefill_on = platform == "cuda" and not dep.disable_cuda_graph and model.prefill_graph_allowed and dep.pp == 1
     prefill_max = min(8192, chunk) if use_mla else chunk
     if dep.pp > 1:
         prefill_max = min(prefill_max, 8192)  # memory_hook.py: _DEFAULT_PP_PREFILL_CUDA_GRAPH_MAX_TOKENS
     if dep.max_total_tokens is not None:
         prefill_max = min(prefill_max, dep.max_total_tokens)
-    if llama2_path:
+    if model.llama2_path:
         prefill_max = min(prefill_max, 4096)  # "For Llama2 series models, max_bs is limited to 4096."
     prefill_sizes = prefill_graph_batch_sizes(prefill_max)
     given = ATTENTION_BACKEND_ALIASES.get(dep.attention_backend or "", dep.attention_backend)
     backend = (given or ("dsa" if dsa_page_size else None)  # model_overrides/deepseek_v2.py
-               or model_attention_backend(architecture, platform=platform, sm_major=sm_major, has_mamba=has_mamba)
-               or default_attention_backend(platform=platform, sm_major=sm_major, use_mla=use_mla, kv_heads=kv_heads,
-                                            tp=dep.tp, asymmetric_kv=asymmetric_kv,
+               or model_attention_backend(architecture, platform=platform, sm_major=sm_major,
+                                          has_mamba=model.has_mamba)
+               or default_attention_backend(model, gpu, dep.tp,
                                             spec_topk_one=default_backend_allows(dep.speculative_eagle_topk,
                                                                                  dep.page_size),
                                             sm100_spec_ok=sm100_trtllm_allowed(dep.speculative_algorithm,

@@ -21,7 +21,14 @@ from kvplan.sglang.architectures import (
     model_class_refusal,
 )
 from kvplan.sglang.budget import Budget, FreeMemory, estimate_free_memory, profile_budget
-from kvplan.sglang.defaults import ServerDefaults, SglangDeployment, check_deployment, resolve_defaults
+from kvplan.sglang.defaults import (
+    ModelTraits,
+    ServerDefaults,
+    SglangDeployment,
+    SglangGpu,
+    check_deployment,
+    resolve_defaults,
+)
 from kvplan.sglang.dsa import is_dsa
 from kvplan.sglang.dsa import kv_dtype as dsa_kv_dtype
 from kvplan.sglang.dsa import page_size as dsa_page_size
@@ -35,6 +42,7 @@ from kvplan.sglang.pool import (
     GEMMA4_ASSISTANT,
     GEMMA4_ASSISTANT_FORWARD,
     PoolGeometry,
+    PoolLimits,
     TokenPool,
     context_length,
     geometry,
@@ -48,6 +56,7 @@ from kvplan.sglang.speculative import (
     MTP_ARCHITECTURES,
     NEXTN_REWRITTEN_TO_ONE,
     SpecDecode,
+    SpeculativeArgs,
     canonical_algorithm,
     resolve_speculative,
 )
@@ -235,12 +244,9 @@ def _speculative(spec: ModelSpec, dep: SglangDeployment, d: ServerDefaults, geo:
     max_running_requests it resolves, the pool geometry with the EAGLE/STANDALONE draft's layers."""
     if dep.speculative_algorithm is None:
         return dep, geo, None
-    sd = resolve_speculative(dep.speculative_algorithm, steps=dep.speculative_num_steps,
-                             topk=dep.speculative_eagle_topk, draft_tokens=dep.speculative_num_draft_tokens,
-                             draft_path=dep.speculative_draft_model_path, model_path=spec.name,
-                             architecture=spec.architectures[0] if spec.architectures else "",
-                             max_running=dep.max_running_requests, attn_dp_size=d.attn_dp_size,
-                             backend=d.attention_backend, page_size=d.page_size)
+    sd = resolve_speculative(SpeculativeArgs(
+        dep.speculative_algorithm, dep.speculative_num_steps, dep.speculative_eagle_topk,
+        dep.speculative_num_draft_tokens, dep.speculative_draft_model_path, dep.max_running_requests), spec, d)
     dep = dataclasses.replace(dep, max_running_requests=sd.max_running_requests)
     if geo is not None and sd.algorithm in EAGLE_FAMILY:
         distinct = sd.draft_model_path not in (None, spec.name)
@@ -269,15 +275,18 @@ def resolve_server_args(spec: ModelSpec, chip: GpuSpec,
     before the model class is built: a deployment the class then refuses still resolves)."""
     platform, sm = _platform(chip)
     ctx = context_length(spec, dep.context_length)
-    defaults = resolve_defaults(dep, gpu_mem_mib=gpu_memory_mib(chip), platform=platform,  # type: ignore[arg-type]
-                                sm_major=sm, use_mla=spec.mla is not None, kv_heads=total_kv_heads(spec),
-                                context_len=ctx, llama2_path="llama-2" in spec.name.lower(),
-                                architecture=spec.architectures[0] if spec.architectures else "",
-                                has_mamba=any(x.kind == "mamba" for x in spec.layers),
-                                prefill_graph_allowed=breakable_prefill_graph_kept(spec),
-                                vlm_factor=vlm_fraction_factor(spec), asymmetric_kv=asymmetric_kv(spec),
-                                dsa_page_size=dsa_page_size(spec, hip=platform == "hip") if is_dsa(spec) else None)
-    return platform, sm, ctx, defaults
+    gpu = SglangGpu(platform, sm, gpu_memory_mib(chip))  # type: ignore[arg-type]
+    return platform, sm, ctx, resolve_defaults(dep, gpu, model_traits(spec, hip=platform == "hip"), ctx)
+
+
+def model_traits(spec: ModelSpec, *, hip: bool) -> ModelTraits:
+    """What SGLang's server-argument resolution reads of the model (sglang/defaults.py:ModelTraits)."""
+    return ModelTraits(
+        use_mla=spec.mla is not None, kv_heads=total_kv_heads(spec),
+        architecture=spec.architectures[0] if spec.architectures else "", llama2_path="llama-2" in spec.name.lower(),
+        has_mamba=any(x.kind == "mamba" for x in spec.layers),
+        prefill_graph_allowed=breakable_prefill_graph_kept(spec), vlm_factor=vlm_fraction_factor(spec),
+        asymmetric_kv=asymmetric_kv(spec), dsa_page_size=dsa_page_size(spec, hip=hip) if is_dsa(spec) else None)
 
 
 def _check_kv_quant(kv_dtype: str, platform: str, sm: int | None, backend: str, geo: PoolGeometry | None,
@@ -334,10 +343,9 @@ def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: Se
         return None, budget.refusal
     assert budget.budget_bytes is not None and geo is not None
     try:
-        pool = size_pool(geo, budget.budget_bytes, page_size=d.page_size, context_len=ctx,
-                         max_total_tokens=dep.max_total_tokens, max_running=dep.max_running_requests,
-                         attn_dp_size=d.attn_dp_size, chunked_prefill_size=d.chunked_prefill_size,
-                         max_prefill_tokens=d.max_prefill_tokens, mamba=budget.mamba, sync_tokens=sync_tokens)
+        limits = PoolLimits(d.page_size, ctx, dep.max_total_tokens, dep.max_running_requests, d.attn_dp_size,
+                            d.chunked_prefill_size, d.max_prefill_tokens)
+        pool = size_pool(geo, budget.budget_bytes, limits, mamba=budget.mamba, sync_tokens=sync_tokens)
     except InvalidParameter as exc:
         return None, str(exc)
     return pool, SglangStartup.STARTS

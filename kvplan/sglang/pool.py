@@ -225,14 +225,29 @@ def max_running_requests(tokens: int, context_len: int, given: int | None, attn_
     return min(estimated, tokens // 2)
 
 
-def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_len: int,
-              max_total_tokens: int | None = None, max_running: int | None = None, attn_dp_size: int = 1,
-              chunked_prefill_size: int = 8192, max_prefill_tokens: int = 16384,
-              mamba: MambaCache | None = None, sync_tokens: int | None = None) -> TokenPool:
+@dataclass(frozen=True)
+class PoolLimits:
+    """The resolved server arguments SGLang's pool configurator applies to the profiled token count: the page, the
+    context length, --max-total-tokens and --max-running-requests as given (None: not given), the attention-DP
+    groups, and the two prefill sizes its banner prints (sglang/defaults.py:ServerDefaults resolves them; the
+    defaults here are SGLang's for an H100-class GPU)."""
+
+    page_size: int
+    context_len: int
+    max_total_tokens: int | None = None
+    max_running: int | None = None
+    attn_dp_size: int = 1
+    chunked_prefill_size: int = 8192
+    max_prefill_tokens: int = 16384
+
+
+def size_pool(geo: PoolGeometry, budget_bytes: int, limits: PoolLimits, *, mamba: MambaCache | None = None,
+              sync_tokens: int | None = None) -> TokenPool:
     """DefaultPoolConfigurator.calculate_pool_sizes, KVCacheConfigurator._apply_token_constraints and
     resolve_max_num_reqs (capped at the Mamba state slots // ratio for a hybrid), then the K/V byte counts
     memory_pool.py:KVCache._finalize_allocation_log sums. Raises InvalidParameter with SGLang's words when no
     token fits (pool_configurator.py:MemoryPoolConfig.__post_init__) or no request has state slots."""
+    page_size, context_len, max_total_tokens = limits.page_size, limits.context_len, limits.max_total_tokens
     cell = geo.cell_bytes
     if geo.swa is not None:  # HybridSWAPoolConfigurator.calculate_pool_sizes: int(budget // the float cell)
         tokens = int(max(budget_bytes, 0) // geo.cell_size) // page_size * page_size
@@ -250,7 +265,7 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
         tokens = min(tokens, sync_tokens)
     if tokens <= 0:
         raise InvalidParameter(NOT_ENOUGH_MEMORY)
-    reqs = max_running_requests(tokens, context_len, max_running, attn_dp_size)
+    reqs = max_running_requests(tokens, context_len, limits.max_running, limits.attn_dp_size)
     if mamba is not None:
         reqs = min(reqs, mamba.max_mamba_cache_size // mamba.ratio)
         if reqs <= 0:
@@ -270,8 +285,8 @@ def size_pool(geo: PoolGeometry, budget_bytes: int, *, page_size: int, context_l
     if tokens < context_len:
         warnings.append(f"the pool ({tokens} tokens) is smaller than context_len {context_len} "
                         "(managers/tp_worker.py:TpModelWorker.get_worker_info)")
-    banner = (f"max_total_num_tokens={tokens}, chunked_prefill_size={chunked_prefill_size}, "
-              f"max_prefill_tokens={max_prefill_tokens}, max_running_requests={reqs}, context_len={context_len}")
+    banner = (f"max_total_num_tokens={tokens}, chunked_prefill_size={limits.chunked_prefill_size}, "
+              f"max_prefill_tokens={limits.max_prefill_tokens}, max_running_requests={reqs}, context_len={context_len}")
     return TokenPool(budget_bytes, cell, page_size, tokens, reqs, context_len, k, v, log, banner, tuple(warnings),
                      log_lines, swa_tokens)
 

@@ -26,7 +26,7 @@ Sources (paths relative to `sglang/srt/` in the 0.5.23 wheel):
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import InvalidParameter
 
@@ -67,6 +67,32 @@ class SpecDecode:
     warnings: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class SpeculativeArgs:
+    """SGLang's --speculative-* arguments and --max-running-requests as given (None: SGLang's default), what
+    handle_speculative_decoding reads of the deployment (SglangDeployment's speculative_* fields: sglang/fit.py)."""
+
+    algorithm: str
+    num_steps: int | None = None
+    eagle_topk: int | None = None
+    num_draft_tokens: int | None = None
+    draft_model_path: str | None = None
+    max_running_requests: int | None = None
+
+
+class ResolvedServer(Protocol):
+    """What the hook reads of the server arguments resolved before it (sglang/defaults.py:ServerDefaults)."""
+
+    @property
+    def attn_dp_size(self) -> int: ...
+
+    @property
+    def attention_backend(self) -> str: ...
+
+    @property
+    def page_size(self) -> int: ...
+
+
 def canonical_algorithm(name: str) -> str:
     """handle_speculative_decoding's upper-casing and NEXTN → EAGLE; SGLang's words for an unknown name
     (spec_info.py:SpeculativeAlgorithm.from_string); kvplan's for a builtin it does not model."""
@@ -94,10 +120,12 @@ def sm100_trtllm_allowed(algorithm: str | None, topk: int | None, page_size: int
     return default_backend_allows(topk, page_size) and (algorithm is None or topk is not None)
 
 
-def _eagle_family(algorithm: str, *, steps: int | None, topk: int | None, draft_tokens: int | None,
-                  draft_path: str | None, model_path: str, architecture: str, max_running: int | None,
-                  attn_dp_size: int, backend: str, page_size: int) -> SpecDecode:
+def _eagle_family(algorithm: str, args: SpeculativeArgs, spec: ModelSpec, server: ResolvedServer) -> SpecDecode:
     """speculative_hook.py:_handle_eagle_family."""
+    steps, topk, draft_tokens = args.num_steps, args.eagle_topk, args.num_draft_tokens
+    draft_path, max_running = args.draft_model_path, args.max_running_requests
+    attn_dp_size, backend, page_size = server.attn_dp_size, server.attention_backend, server.page_size
+    architecture = spec.architectures[0] if spec.architectures else ""
     if algorithm == "STANDALONE" and attn_dp_size > 1:
         raise InvalidParameter("Currently standalone speculative decoding does not support dp attention.")
     warnings = []
@@ -106,7 +134,7 @@ def _eagle_family(algorithm: str, *, steps: int | None, topk: int | None, draft_
         warnings.append("Max running requests is reset to 48 for speculative decoding. You can override this by "
                         "explicitly setting --max-running-requests.")
     if architecture in MTP_ARCHITECTURES and draft_path is None:
-        draft_path = model_path
+        draft_path = spec.name
     if steps is None:
         if topk is not None or draft_tokens is not None:  # SGLang asserts here (an AssertionError)
             raise InvalidParameter("SGLang 0.5.23 asserts that --speculative-eagle-topk and "
@@ -158,21 +186,18 @@ def _ngram(*, steps: int | None, draft_tokens: int | None, max_running: int | No
     return SpecDecode("NGRAM", steps, topk, draft_tokens, None, max_running, tuple(warnings))
 
 
-def resolve_speculative(name: str, *, steps: int | None, topk: int | None, draft_tokens: int | None,
-                        draft_path: str | None, model_path: str, architecture: str, max_running: int | None,
-                        attn_dp_size: int, backend: str, page_size: int) -> SpecDecode:
-    """What handle_speculative_decoding resolves for one deployment (see the module docstring)."""
-    for flag, value in (("--speculative-num-steps", steps), ("--speculative-eagle-topk", topk),
-                        ("--speculative-num-draft-tokens", draft_tokens)):
+def resolve_speculative(args: SpeculativeArgs, spec: ModelSpec, server: ResolvedServer) -> SpecDecode:
+    """What handle_speculative_decoding resolves for one deployment of the target `spec` (see the module
+    docstring), after the hooks that resolved `server`."""
+    for flag, value in (("--speculative-num-steps", args.num_steps), ("--speculative-eagle-topk", args.eagle_topk),
+                        ("--speculative-num-draft-tokens", args.num_draft_tokens)):
         if value is not None and value < 1:
             raise InvalidParameter(f"{flag} must be ≥ 1, got {value}")
-    algorithm = canonical_algorithm(name)
+    algorithm = canonical_algorithm(args.algorithm)
     if algorithm == "NGRAM":
-        return _ngram(steps=steps, draft_tokens=draft_tokens, max_running=max_running, attn_dp_size=attn_dp_size,
-                      backend=backend, page_size=page_size)
-    return _eagle_family(algorithm, steps=steps, topk=topk, draft_tokens=draft_tokens, draft_path=draft_path,
-                         model_path=model_path, architecture=architecture, max_running=max_running,
-                         attn_dp_size=attn_dp_size, backend=backend, page_size=page_size)
+        return _ngram(steps=args.num_steps, draft_tokens=args.num_draft_tokens, max_running=args.max_running_requests,
+                      attn_dp_size=server.attn_dp_size, backend=server.attention_backend, page_size=server.page_size)
+    return _eagle_family(algorithm, args, spec, server)
 
 
 def draft_cell_bytes(cell_bytes: int, *, layers: int, draft_layers: int) -> int:
@@ -201,17 +226,37 @@ def own_mtp_weights_bytes(spec: ModelSpec, *, algorithm: str | None, draft_path:
     return -(-layers * mtp_module_stored_bytes(spec) // tp)
 
 
-def target_weights_bytes(spec: ModelSpec, *, given: int | None, tp: int, pp: int, arch: str | None,
-                         total_bytes: int | None, algorithm: str | None,
-                         draft_path: str | None) -> tuple[int, int, int]:
-    """(bytes, low, high) on the busiest GPU that SGLang has loaded for the target when it sizes the pool: the
-    measured `given` exactly, else kvplan/vllm/memory/weights.py:given_or_estimated_weights plus the target's
+class WeightsLayout(Protocol):
+    """What the target's loaded weights depend on of a deployment (sglang/defaults.py:SglangDeployment's fields):
+    its TP and PP split and the speculative draft it reads from the target's checkpoint."""
+
+    @property
+    def tp(self) -> int: ...
+
+    @property
+    def pp(self) -> int: ...
+
+    @property
+    def speculative_algorithm(self) -> str | None: ...
+
+    @property
+    def speculative_draft_model_path(self) -> str | None: ...
+
+
+def target_weights_bytes(spec: ModelSpec, dep: WeightsLayout, *, arch: str | None, given: int | None,
+                         total_bytes: int | None) -> tuple[int, int, int]:
+    """(bytes, low, high) on the busiest GPU that SGLang has loaded for the target when it sizes the pool of
+    deployment `dep` on a GPU of `arch`: the measured `given` exactly, else
+    kvplan/vllm/memory/weights.py:given_or_estimated_weights (`total_bytes`: the safetensors total) plus the target's
     own MTP draft modules (own_mtp_weights_bytes). A separate draft checkpoint is the caller's to add."""
     from kvplan.vllm.memory.weights import given_or_estimated_weights
 
-    best, low, high = given_or_estimated_weights(spec, given=given, tp=tp, pp=pp, arch=arch, total_bytes=total_bytes)
+    tp = dep.tp
+    best, low, high = given_or_estimated_weights(spec, given=given, tp=tp, pp=dep.pp, arch=arch,
+                                                 total_bytes=total_bytes)
     if given is not None:
         return best, low, high
-    extra = own_mtp_weights_bytes(spec, algorithm=algorithm, draft_path=draft_path, tp=tp,
+    extra = own_mtp_weights_bytes(spec, algorithm=dep.speculative_algorithm,
+                                  draft_path=dep.speculative_draft_model_path, tp=tp,
                                   stored_total=total_bytes is not None)
     return best + extra, low + extra, high + extra

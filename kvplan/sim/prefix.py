@@ -16,10 +16,14 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kvplan.errors import InvalidParameter
 from kvplan.sim.block_pool import BlockHash, SequentialPool, check_block_size, check_pool_size, private_key
 from kvplan.sim.workloads import PrefixWorkload, check_workload_blocks
+
+if TYPE_CHECKING:
+    from kvplan.sim.sizing import FittedPool
 
 # The starting document §9 (Qwen2.5-1.5B-Instruct on one 8 GB laptop GPU, vLLM 0.29 + LMCache 0.5.5):
 # "loading 4,864 tokens per document from the CPU took about 8 to 9 ms [...] while recomputing the same
@@ -101,6 +105,7 @@ class PrefixReport:
     what_if: tuple[PoolWhatIf, ...]
     offload: OffloadSettings
     hash_function: str = HASH_FUNCTION
+    deployment: FittedPool | None = None  # what --model/--gpu took from `kvplan fit` (None: the pool given)
 
 
 class CpuTier:

@@ -22,12 +22,15 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kvplan.errors import InvalidParameter
 from kvplan.sim.block_pool import BlockHash, BlockPool, check_block_size, check_pool_size, private_key
 from kvplan.sim.stats import Distribution, percentile_sorted, summarize, summarize_weighted
 from kvplan.sim.workloads import ServeRequest
+
+if TYPE_CHECKING:
+    from kvplan.sim.sizing import FittedPool
 
 DEFAULT_BLOCK_SIZE = 16  # config/cache.py: CacheConfig.DEFAULT_BLOCK_SIZE
 # engine/arg_utils.py:get_batch_defaults, OpenAI API server on an H100/H200-class GPU (reference §5).
@@ -73,6 +76,21 @@ class FixedCost:
         return cls(REF_WEIGHT_BYTES / H100_SXM_HBM_BYTES_PER_S,
                    FLOPS_PER_PARAMETER_PER_TOKEN * REF_NUM_PARAMETERS / H100_SXM_BF16_DENSE_FLOPS,
                    REF_KV_BYTES_PER_TOKEN / H100_SXM_HBM_BYTES_PER_S)
+
+    @classmethod
+    def from_ms(cls, step_ms: float | None = None, ms_per_token: float | None = None,
+                ms_per_context_ktok: float | None = None) -> FixedCost:
+        """`--step-ms`, `--ms-per-token`, `--ms-per-context-ktok`, each defaulting to the reference's. NaN and ∞
+        are refused (Click's min=0.0 lets them through, NaN < 0 being false): either would reach the clock as NaN
+        (an IndexError, a NaN cast to int); so is a negative figure (the command's min=0.0)."""
+        for flag, value in (("--step-ms", step_ms), ("--ms-per-token", ms_per_token),
+                            ("--ms-per-context-ktok", ms_per_context_ktok)):
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise InvalidParameter(f"{flag} must be a finite number of milliseconds ≥ 0, got {value}")
+        ref = cls.reference()
+        return cls(ref.per_step_s if step_ms is None else step_ms / 1000,
+                   ref.per_token_s if ms_per_token is None else ms_per_token / 1000,
+                   ref.per_context_token_s if ms_per_context_ktok is None else ms_per_context_ktok / 1e6)
 
 
 @dataclass(frozen=True)
@@ -135,6 +153,26 @@ class Goodput:
     goodput_req_s: float
 
 
+def parse_slo_s(text: str | float | None, what: str) -> float | None:
+    """A goodput target: `500ms`, `0.5s` or a bare number of milliseconds (as `vllm bench serve --goodput
+    ttft:500`), in seconds; None when not given."""
+    if text is None:
+        return None
+    t = str(text).strip().lower()
+    try:
+        if t.endswith("ms"):
+            v = float(t[:-2]) / 1000
+        elif t.endswith("s"):
+            v = float(t[:-1])
+        else:
+            v = float(t) / 1000
+    except ValueError:
+        raise InvalidParameter(f"{what}: cannot read {text!r}", hint="examples: 500ms, 0.5s, 500 (ms)") from None
+    if not v > 0 or not math.isfinite(v):
+        raise InvalidParameter(f"{what} must be > 0, got {text!r}")
+    return v
+
+
 @dataclass(frozen=True)
 class ServeReport:
     """Result of `simulate_serve`. Metric names follow vLLM's Prometheus metrics (without `vllm:`).
@@ -174,6 +212,7 @@ class ServeReport:
     e2e_request_latency_seconds: Distribution
     kv_cache_usage_perc: KvUsageSummary
     goodput: Goodput | None
+    deployment: FittedPool | None = None  # what --model/--gpu took from `kvplan fit` (None: the pool given)
 
 
 class _Req:

@@ -229,3 +229,4 @@ class RooflineStepCost:
             if costs.tp > 1:
                 figures["allreduce_latency_s"] = o.allreduce_s
         return figures
+

@@ -561,12 +561,27 @@ class ServeRequest:
     num_prefix_blocks: int = 0
 
 
-def synthetic_serve_requests(num_requests: int, *, request_rate: float, arrival: str, prompt_len: LengthDist,
-                             output_len: LengthDist, block_size: int, shared_prefix_tokens: int = 0,
-                             seed: int = 0) -> list[ServeRequest]:
-    """`num_requests` requests with sampled lengths; each prompt starts with the same
+@dataclass(frozen=True)
+class SyntheticLoad:
+    """A synthetic serving load, as `vllm bench serve` describes one: `num_requests` arriving at `request_rate`
+    per second (∞: all at once) by `arrival` (ARRIVALS), prompt and output lengths drawn from their
+    distributions, the first `shared_prefix_tokens` of every prompt shared (a system prompt), drawn from `seed`."""
+
+    num_requests: int
+    request_rate: float
+    arrival: str
+    prompt_len: LengthDist
+    output_len: LengthDist
+    shared_prefix_tokens: int = 0
+    seed: int = 0
+
+
+def synthetic_serve_requests(load: SyntheticLoad, *, block_size: int) -> list[ServeRequest]:
+    """`load.num_requests` requests with sampled lengths; each prompt starts with the same
     `shared_prefix_tokens` (capped at its length). Arrivals, prompts and outputs use separate seeded
     streams, so changing one distribution leaves the others' draws unchanged."""
+    num_requests, shared_prefix_tokens, seed = load.num_requests, load.shared_prefix_tokens, load.seed
+    request_rate, arrival, prompt_len, output_len = load.request_rate, load.arrival, load.prompt_len, load.output_len
     _check_positive(num_requests=num_requests, block_size=block_size)
     if shared_prefix_tokens < 0:
         raise InvalidParameter(f"shared-prefix-tokens must be ≥ 0, got {shared_prefix_tokens}")
@@ -591,3 +606,85 @@ def trace_serve_requests(records: Sequence[TraceRecord], output_len: LengthDist,
     t0 = records[0].timestamp_s if records else 0.0
     return [ServeRequest(r.timestamp_s - t0, r.prompt_len, r.output_len or output_len.sample(ro), r.block_hashes,
                          len(r.block_hashes)) for r in records]
+
+
+# ---------------------------------------------------------------------------------------------------
+# `kvplan simulate`'s workload options, read and checked (the CLI and kvplan.simulate_prefix|serve)
+
+PREFIX_SCENARIOS = ("cyclic", "shared-prefix", "chat", "zipf", "trace")
+
+
+@dataclass(frozen=True)
+class PrefixScenario:
+    """`kvplan simulate prefix`'s workload: the scenario and its shape, each field the option of that name (the
+    defaults are the command's: the starting document's ten documents of 5,033 tokens)."""
+
+    scenario: str = "cyclic"
+    docs: int = 10
+    doc_tokens: int = 5033
+    num_requests: int = 200
+    prefix_tokens: int = 1024
+    suffix_tokens: int = 256
+    tenants: int = 1
+    conversations: int = 16
+    turns: int = 5
+    user_tokens: int = 256
+    reply_tokens: int = 256
+    zipf_s: float = 1.0
+    seed: int = 0
+
+
+def prefix_workload(shape: PrefixScenario, block_size: int,
+                    trace: Sequence[TraceRecord] | None = None) -> PrefixWorkload:
+    """The workload `shape` names, in blocks of `block_size`; a trace given (read by parse_trace) is the workload
+    whatever the scenario, and `--scenario trace` without one is refused."""
+    s = shape
+    if trace is None and s.scenario not in PREFIX_SCENARIOS:
+        raise InvalidParameter(f"--scenario must be one of {', '.join(PREFIX_SCENARIOS)}, got {s.scenario!r}")
+    if trace is not None:
+        return trace_prefix_workload(trace)
+    if s.scenario == "cyclic":
+        return cyclic_documents(s.docs, s.doc_tokens, block_size)
+    if s.scenario == "shared-prefix":
+        return shared_prefix(s.num_requests, s.prefix_tokens, s.suffix_tokens, block_size, s.tenants)
+    if s.scenario == "chat":
+        return multi_turn_chat(s.conversations, s.turns, s.prefix_tokens, s.user_tokens, s.reply_tokens, block_size)
+    if s.scenario == "zipf":
+        return zipf_documents(s.docs, s.doc_tokens, s.num_requests, s.zipf_s, s.suffix_tokens, block_size, s.seed)
+    raise InvalidParameter("--scenario trace needs --trace FILE")
+
+
+# The serve scheduler steps every request through prefill and decode: ~150 µs and ~1.6 KB per request
+# (200,000 requests: 30 s, 330 MB). A million stay within minutes and 2 GB; `simulate prefix` (no
+# timing) runs to MAX_REQUESTS.
+MAX_SERVE_REQUESTS = 1_000_000
+
+
+def check_serve_requests(n: int, what: str) -> None:
+    """Refuse a serve simulation of more than MAX_SERVE_REQUESTS requests (`what` names where they came from)."""
+    if n > MAX_SERVE_REQUESTS:
+        raise InvalidParameter(
+            f"{what}: {n:,} is more than kvplan's serve simulation runs (at most {MAX_SERVE_REQUESTS:,}, a few "
+            "minutes)", hint="simulate fewer requests (the queue's behaviour settles long before), or use "
+            "`kvplan simulate prefix` for cache hits alone")
+
+
+def parse_request_rate(text: str | float) -> float:
+    """`--request-rate`: requests per second, or inf (all at once, `vllm bench serve`'s default); its range is
+    arrival_times'."""
+    if isinstance(text, (int, float)) and not isinstance(text, bool):
+        return float(text)
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        raise InvalidParameter(f"--request-rate: cannot read {text!r}", hint="a number or inf") from None
+
+
+TIMESTAMP_UNITS = {"s": 1.0, "ms": 1e-3}  # a trace's timestamps: seconds, or ms (Mooncake's traces)
+
+
+def timestamp_unit_s(unit: str) -> float:
+    """`--trace-timestamp-unit` in seconds."""
+    if unit not in TIMESTAMP_UNITS:
+        raise InvalidParameter("--trace-timestamp-unit must be s or ms")
+    return TIMESTAMP_UNITS[unit]

@@ -26,7 +26,7 @@ from kvplan.vllm.configs import ParallelConfig
 from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, DSV4_PACKED_GROUPS_SINCE, KV_TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.vllm.dtype import served_dtype
 from kvplan.vllm.kv_connectors import connector_cpu_note
-from kvplan.vllm.memory.activation import estimate_activation, penalty_state_bytes
+from kvplan.vllm.memory.activation import ProfileRun, estimate_activation, penalty_state_bytes
 from kvplan.vllm.memory.budget import (
     MemoryBudget,
     MemoryTerm,
@@ -35,7 +35,7 @@ from kvplan.vllm.memory.budget import (
     startup_baseline_bytes,
     user_term,
 )
-from kvplan.vllm.memory.cuda_graphs import compilation_settings, estimate_cuda_graphs
+from kvplan.vllm.memory.cuda_graphs import GraphCapture, compilation_settings, estimate_cuda_graphs
 from kvplan.vllm.memory.lora import lora_bytes_per_gpu
 from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import estimate_weights, tower_bytes_per_gpu
@@ -94,12 +94,12 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     activation = (user_term("activation", s.measured.activation_bytes, "--activation-memory")
                   if s.measured.activation_bytes is not None
                   else _with_encoder_profile(
-                      estimate_activation(model, tp=par.tensor_parallel_size,
-                                          max_num_batched_tokens=batch.max_num_batched_tokens,
-                                          max_num_seqs=batch.max_num_seqs, version=r.version,
-                                          flashinfer_sampler=s.env.use_flashinfer_sampler, with_sampler=last,
-                                          model_runner_v2=r.model_runner.v2, first_stage=stage in (None, 0),
-                                          moe_tp=_moe_tensor_parallel(model, par)),
+                      estimate_activation(model, ProfileRun(batch.max_num_batched_tokens, batch.max_num_seqs,
+                                                            tp=par.tensor_parallel_size,
+                                                            moe_tp=_moe_tensor_parallel(model, par),
+                                                            first_stage=stage in (None, 0), with_sampler=last),
+                                          version=r.version, flashinfer_sampler=s.env.use_flashinfer_sampler,
+                                          model_runner_v2=r.model_runner.v2),
                       model, s, r, first=stage in (None, 0)))
     integrated = getattr(gpu, "integrated", False)
     measured = s.measured
@@ -110,14 +110,12 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                                           model, r))
     graphs = (user_term("cuda_graphs", measured.cuda_graph_bytes, "--cuda-graph-memory")
               if measured.cuda_graph_bytes is not None
-              else estimate_cuda_graphs(moe_layers_on_worker=_moe_layers_on_worker(model, par, stage),
-                                        tp=_moe_tensor_parallel(model, par),
-                                        max_num_seqs=batch.max_num_seqs,
-                                        max_num_batched_tokens=batch.max_num_batched_tokens,
-                                        arch=gpu.arch, enforce_eager=mc.enforce_eager, version=r.version,
-                                        compilation=compilation_settings(s.compilation_config),
-                                        architecture=model.architectures[0] if model.architectures else None,
-                                        subtracted=s.env.estimate_cudagraphs, model_runner_v2=r.model_runner.v2))
+              else estimate_cuda_graphs(GraphCapture(
+                  batch.max_num_seqs, batch.max_num_batched_tokens, arch=gpu.arch, enforce_eager=mc.enforce_eager,
+                  compilation=compilation_settings(s.compilation_config),
+                  architecture=model.architectures[0] if model.architectures else None,
+                  moe_layers_on_worker=_moe_layers_on_worker(model, par, stage), tp=_moe_tensor_parallel(model, par)),
+                  version=r.version, subtracted=s.env.estimate_cudagraphs, model_runner_v2=r.model_runner.v2))
     return memory_budget(
         cuda_total_bytes=gpu.cuda_total_bytes,
         gpu_memory_utilization=r.cache_config.gpu_memory_utilization,

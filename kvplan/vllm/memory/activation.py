@@ -130,10 +130,24 @@ def sampler_activation_bytes(model: ModelSpec, *, num_reqs: int, version: VllmVe
 ACTIVATION_RANGE = (-0.10, 0.10)
 
 
-def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
-                        version: VllmVersion = LATEST, flashinfer_sampler: bool | None = None,
-                        with_sampler: bool = True, model_runner_v2: bool | None = None,
-                        first_stage: bool = True, moe_tp: int | None = None) -> MemoryTerm:
+@dataclass(frozen=True)
+class ProfileRun:
+    """The dummy run vLLM's profile_run makes on one worker (v1/worker/gpu_model_runner.py:profile_run and
+    v1/worker/gpu/model_runner.py:profile_run): `max_num_batched_tokens` tokens through the forward and
+    min(tokens, `max_num_seqs`) logits rows through the sampler, on a TP group of `tp` whose fused-MoE workspace is
+    split over `moe_tp` ranks (None: `tp`; v1_forward_phase_bytes); `first_stage`: the PP stage holding the
+    embedding; `with_sampler`: the last PP stage ("Only run sampler/pooler on last PP rank")."""
+
+    max_num_batched_tokens: int
+    max_num_seqs: int
+    tp: int = 1
+    moe_tp: int | None = None
+    first_stage: bool = True
+    with_sampler: bool = True
+
+
+def estimate_activation(model: ModelSpec, run: ProfileRun, *, version: VllmVersion = LATEST,
+                        flashinfer_sampler: bool | None = None, model_runner_v2: bool | None = None) -> MemoryTerm:
     """Torch peak above what stays allocated after vLLM's profiling run (`transient_peak_headroom`).
 
     Follows v1/worker/gpu_model_runner.py:profile_run (the V1 runner) and v1/worker/gpu/model_runner.py:profile_run
@@ -143,21 +157,20 @@ def estimate_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: in
     state is not a peak: fit counts it with the consumed memory (penalty_state_bytes). Assumes the dummy forward's peak
     is one layer's widest intermediate (torch frees each layer's before the next) and the sampler on the last
     PP rank; a multimodal encoder's profile is added by fit (vllm/multimodal.py:gemma4_encoder_profile).
-    `with_sampler=False` is a PP stage before the last: profile_run runs `_dummy_sampler_run` only on the last PP
+    `run.with_sampler=False` is a PP stage before the last: profile_run runs `_dummy_sampler_run` only on the last PP
     rank (v1/worker/gpu/model_runner.py and v1/worker/gpu_model_runner.py, "Only run sampler/pooler on last
     PP rank"), so its peak is the forward's. Range: ACTIVATION_RANGE.
 
     A runner (`model_runner_v2` True / False) on a release PROFILE_RULES covers, with the sampler path left to vLLM:
     that release's profile run as ported from vLLM's code (ported_profile_rule; v1_profile_peak_bytes /
-    v1_forward_phase_bytes), checked against 0.33's own run (tests/fixtures/oracle-profile); `first_stage=False` for
-    a PP stage after the first; `moe_tp`: the fused-MoE workspace's split (v1_forward_phase_bytes).
+    v1_forward_phase_bytes), checked against 0.33's own run (tests/fixtures/oracle-profile); `run.first_stage=False`
+    for a PP stage after the first; `run.moe_tp`: the fused-MoE workspace's split (v1_forward_phase_bytes).
     """
     rule = ported_profile_rule(version, model_runner_v2=model_runner_v2)
     if rule is not None and flashinfer_sampler is None:
-        return _ported_activation(model, rule, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
-                                  max_num_seqs=max_num_seqs, with_sampler=with_sampler, first_stage=first_stage,
-                                  moe_tp=moe_tp)
-    if not with_sampler:
+        return _ported_activation(model, rule, run)
+    tp, max_num_batched_tokens, max_num_seqs = run.tp, run.max_num_batched_tokens, run.max_num_seqs
+    if not run.with_sampler:
         return _forward_only_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens)
     num_reqs = min(max_num_batched_tokens, max_num_seqs)
     e = _ACT_BYTES.get(model.dtype, 2)
@@ -420,20 +433,21 @@ def _has_dense_mlp(model: ModelSpec) -> bool:
     return any(not layer.moe for layer in model.layers) and model.intermediate_size > 0
 
 
-def v1_profile_peak_bytes(model: ModelSpec, *, tp: int, max_num_batched_tokens: int, max_num_seqs: int,
-                          num_sms: int = DEFAULT_NUM_SMS, fp8_activations: bool = False,
-                          first_stage: bool = True, model_runner_v2: bool = False,
-                          mrv2_warmup_pass: bool = True, moe_tp: int | None = None) -> int:
+def v1_profile_peak_bytes(model: ModelSpec, run: ProfileRun, *, num_sms: int = DEFAULT_NUM_SMS,
+                          fp8_activations: bool = False, model_runner_v2: bool = False,
+                          mrv2_warmup_pass: bool = True) -> int:
     """vLLM 0.33 V1 runner's "peak activation": the larger of the forward's peak (v1_forward_phase_bytes) and the
     sampler's (v1_sampler_phase_bytes over min(tokens, max_num_seqs) rows) on top of what the forward leaves alive —
     the hidden states, their logits rows (hidden_states[logit_indices]) and the MoE workspace. The last PP stage of
-    several: `first_stage=False`. `model_runner_v2`: Model Runner V2's sampler (mrv2_sampler_phase_bytes) on the same
-    forward (the model code is the runner-independent part); `mrv2_warmup_pass=False`: its default pass only
-    (mrv2_default_sampler_phase_bytes, vLLM 0.22–0.32). `moe_tp`: as v1_forward_phase_bytes."""
+    several: `run.first_stage=False`. `model_runner_v2`: Model Runner V2's sampler (mrv2_sampler_phase_bytes) on the
+    same forward (the model code is the runner-independent part); `mrv2_warmup_pass=False`: its default pass only
+    (mrv2_default_sampler_phase_bytes, vLLM 0.22–0.32). `run.moe_tp`: as v1_forward_phase_bytes. The sampler's
+    peak is always counted (`run.with_sampler` is not read: a stage before the last is v1_forward_phase_bytes')."""
+    tp, max_num_batched_tokens, moe_tp = run.tp, run.max_num_batched_tokens, run.moe_tp
     e = _ACT_BYTES.get(model.dtype, 2)
-    rows = min(max_num_batched_tokens, max_num_seqs)
+    rows = min(max_num_batched_tokens, run.max_num_seqs)
     forward = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, fp8_activations=fp8_activations,
-                                     first_stage=first_stage, moe_tp=moe_tp)
+                                     first_stage=run.first_stage, moe_tp=moe_tp)
     retained = ((max_num_batched_tokens + rows) * model.hidden_size * e
                 + triton_moe_workspace_bytes(model, tp=tp if moe_tp is None else moe_tp,
                                              num_tokens=max_num_batched_tokens))
@@ -499,27 +513,24 @@ def ported_profile_rule(version: VllmVersion, *, model_runner_v2: bool | None) -
     return None
 
 
-def _ported_activation(model: ModelSpec, rule: ProfileRule, *, tp: int, max_num_batched_tokens: int,
-                       max_num_seqs: int, with_sampler: bool, first_stage: bool,
-                       moe_tp: int | None = None) -> MemoryTerm:
+def _ported_activation(model: ModelSpec, rule: ProfileRule, run: ProfileRun) -> MemoryTerm:
     """The profile peak as `rule`'s release runs it (v1_profile_peak_bytes; a PP stage before the last: the forward's,
     v1_forward_phase_bytes). Range ACTIVATION_RANGE: what the meta-tensor run cannot see (kernel-internal scratch,
     the real SM count, Inductor's fusion around the custom ops)."""
     runner = "Model Runner V2" if rule.model_runner_v2 else "V1 runner"
     band = f"vLLM {rule.since}+" if rule.until is None else f"vLLM {rule.since}–{rule.until}"
-    if with_sampler:
-        peak = v1_profile_peak_bytes(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
-                                     max_num_seqs=max_num_seqs, first_stage=first_stage,
-                                     model_runner_v2=rule.model_runner_v2,
-                                     mrv2_warmup_pass=rule.sampler == "mrv2_warmup", moe_tp=moe_tp)
-        rows = min(max_num_batched_tokens, max_num_seqs)
+    max_num_batched_tokens = run.max_num_batched_tokens
+    if run.with_sampler:
+        peak = v1_profile_peak_bytes(model, run, model_runner_v2=rule.model_runner_v2,
+                                     mrv2_warmup_pass=rule.sampler == "mrv2_warmup")
+        rows = min(max_num_batched_tokens, run.max_num_seqs)
         how = {"v1": "14 B + Triton buffer", "mrv2_default": "default pass: the model-dtype logits",
                "mrv2_warmup": "warmup pass: 14 B"}[rule.sampler]
         what = (f"{band} {runner}'s profile run: forward over {max_num_batched_tokens:,} tokens, sampler over "
                 f"{rows:,} rows × {model.vocab_size:,} vocab ({how})")
     else:
-        peak = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, first_stage=first_stage,
-                                      moe_tp=moe_tp)
+        peak = v1_forward_phase_bytes(model, tp=run.tp, num_tokens=max_num_batched_tokens,
+                                      first_stage=run.first_stage, moe_tp=run.moe_tp)
         what = (f"{band} {runner}'s profile forward over {max_num_batched_tokens:,} tokens "
                 "(no sampler: not the last PP stage)")
     lo, hi = ACTIVATION_RANGE

@@ -230,26 +230,33 @@ def cuda_graph_bytes(piecewise: int, full: int, *, moe_layers: int = 0, tp: int 
 MRV2_GRAPH_ESTIMATE_SINCE = VllmVersion(0, 29)
 
 
-def estimate_cuda_graphs(
-    *,
-    max_num_seqs: int,
-    max_num_batched_tokens: int,
-    arch: str | None,
-    enforce_eager: bool,
-    version: VllmVersion = LATEST,
-    compilation: CompilationSettings | None = None,
-    architecture: str | None = None,
-    subtracted: bool | None = None,
-    moe_layers_on_worker: int = 0,
-    tp: int = 1,
-    model_runner_v2: bool = False,
-) -> MemoryTerm:
+@dataclass(frozen=True)
+class GraphCapture:
+    """What decides the CUDA graphs one worker captures and what they cost: the capture sizes follow
+    `max_num_seqs` and `max_num_batched_tokens` (graph_counts), the modes the GPU `arch`, the model `architecture`
+    and -cc (`compilation`); --enforce-eager captures none; each graph grows with the worker's
+    `moe_layers_on_worker` MoE layers, split over the `tp` ranks each expert's intermediate is split over
+    (cuda_graph_bytes)."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    arch: str | None = None
+    enforce_eager: bool = False
+    compilation: CompilationSettings | None = None
+    architecture: str | None = None
+    moe_layers_on_worker: int = 0
+    tp: int = 1
+
+
+def estimate_cuda_graphs(capture: GraphCapture, *, version: VllmVersion = LATEST, subtracted: bool | None = None,
+                         model_runner_v2: bool = False) -> MemoryTerm:
     """CUDA-graph memory vLLM subtracts before sizing the cache (since v0.20, or as `subtracted` says:
     VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS; 0 with --enforce-eager or cudagraph_mode NONE). Model Runner V2
     estimates nothing before 0.29 (MRV2_GRAPH_ESTIMATE_SINCE)."""
-    if enforce_eager:
+    arch, tp, moe_layers_on_worker = capture.arch, capture.tp, capture.moe_layers_on_worker
+    if capture.enforce_eager:
         return MemoryTerm("cuda_graphs", 0, "none", "--enforce-eager: no CUDA graphs are captured")
-    c = compilation or CompilationSettings()
+    c = capture.compilation or CompilationSettings()
     if c.effective_mode() == "NONE":
         return MemoryTerm("cuda_graphs", 0, "none", "cudagraph_mode NONE: no CUDA graphs are captured")
     if subtracted is False:
@@ -266,7 +273,8 @@ def estimate_cuda_graphs(
         return MemoryTerm("cuda_graphs", 0, "not subtracted",
                           f"vLLM {version}'s Model Runner V2 estimates no CUDA-graph memory before sizing the cache "
                           "(v1/worker/gpu/model_runner.py:profile_cudagraph_memory returns 0 up to 0.28)")
-    piecewise, full = graph_counts(max_num_seqs, max_num_batched_tokens, arch, c, architecture=architecture)
+    piecewise, full = graph_counts(capture.max_num_seqs, capture.max_num_batched_tokens, arch, c,
+                                   architecture=capture.architecture)
     m = moe_layers_on_worker
     total = cuda_graph_bytes(piecewise, full, moe_layers=m, tp=tp)
     moe = (f" + {moe_layers_on_worker} MoE layers × {CUDA_GRAPH_BYTES_PER_MOE_LAYER_GRAPH / MiB:.2f} MiB ÷ TP {tp}"
