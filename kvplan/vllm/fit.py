@@ -170,6 +170,10 @@ def _flashinfer_moe_point(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: R
     from kvplan.vllm.memory.flashinfer_moe import flashinfer_cutlass_moe_point_bytes, flashinfer_cutlass_moe_selected
 
     par = s.parallel_config
+    if par.data_parallel_size > 1:
+        # DP: the MoE layer sees the DP group's gathered tokens, chunked in the profile run (modular_kernel.py:
+        # _allocate_buffers' is_dp_ep branch), which neither workspace count here follows: the Triton caches kept
+        return None
     group = _moe_group(model, par)
     ep = par.enable_expert_parallel and group > 1
     if not flashinfer_cutlass_moe_selected(model, version=r.version, capability=getattr(gpu, "capability", None),
