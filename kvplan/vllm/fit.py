@@ -205,8 +205,9 @@ def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings)
 
 def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings, *,
                           first: bool = True) -> MemoryTerm:
-    """The activation peak with the multimodal encoder's profile (first PP stage): Qwen3-VL's and Qwen2.5-VL's
-    by release, ported (vllm/encoder_profile.py, vllm/encoder_qwen2_5_vl.py, _with_qwen_vl_encoder); gemma-4's dummy
+    """The activation peak with the multimodal encoder's profile (first PP stage): Qwen3-VL's, Qwen2.5-VL's and
+    Llama-4's by release, ported (vllm/encoder_profile.py, vllm/encoder_qwen2_5_vl.py, vllm/encoder_llama4.py,
+    _with_qwen_vl_encoder); gemma-4's dummy
     encoder outputs held through the profiling run (vllm/multimodal.py; an estimate: its encoder's own forward peak
     is not modelled, so the range reaches twice them); all limits 0 profile no encoder."""
     if not model.mm_modalities:
@@ -235,10 +236,12 @@ def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
 
 def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings,
                           limits: MmLimits) -> MemoryTerm | None:
-    """A Qwen-VL tower's encoder profile, by its model file (VisionGeometry.kind: vllm/encoder_profile.py:
-    qwen3_vl_encoder_phase, vllm/encoder_qwen2_5_vl.py:qwen2_5_vl_encoder_phase): the profiling peak is the larger
+    """A Qwen-VL or Llama-4 tower's encoder profile, by its model file (VisionGeometry.kind: vllm/encoder_profile.py:
+    qwen3_vl_encoder_phase, vllm/encoder_qwen2_5_vl.py:qwen2_5_vl_encoder_phase, vllm/encoder_llama4.py:
+    llama4_geometry_phase): the profiling peak is the larger
     of the vision tower's own forward and what the encoder leaves allocated on top of the language model's dummy run
-    and sampler (`term`). None: not a Qwen-VL tower (or its dummy item is not modelled)."""
+    and sampler (`term`). None: no such tower (or its dummy item is not modelled)."""
+    from kvplan.vllm.encoder_llama4 import llama4_geometry_phase
     from kvplan.vllm.encoder_profile import qwen3_vl_encoder_phase, vision_forward_range
     from kvplan.vllm.encoder_qwen2_5_vl import qwen2_5_vl_encoder_phase
 
@@ -246,7 +249,8 @@ def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
     if tower is None or tower.geometry is None:
         return None
     batch = r.scheduler_config.batch
-    encoder_phase = qwen2_5_vl_encoder_phase if tower.geometry.kind == "qwen2_5_vl" else qwen3_vl_encoder_phase
+    encoder_phase = {"qwen2_5_vl": qwen2_5_vl_encoder_phase, "llama4": llama4_geometry_phase}.get(
+        tower.geometry.kind, qwen3_vl_encoder_phase)
     phase = encoder_phase(tower.geometry, r.version, model_runner_v2=bool(r.model_runner.v2),
                                    tp=s.parallel_config.tensor_parallel_size,
                                    max_num_batched_tokens=batch.max_num_batched_tokens,
