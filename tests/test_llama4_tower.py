@@ -110,3 +110,7 @@ def test_a_config_without_vision_config_takes_images_but_counts_no_tower() -> No
     not the checkpoint's tower): images are its modality, no tower is counted, and the weights say so."""
     model = load_local(str(CORPUS / "meta-llama--Llama-4-Maverick-17B-128E-Instruct"))
     assert (model.mm_modalities, model.towers) == (("image",), ())
+    report = plan_fit(model, get_gpu("b200"), ServeSettings.of(max_model_len=131072, tensor_parallel_size=8),
+                      advise=False)
+    assert "the multimodal encoder tower is not counted" in _term(report, "weights").assumption
+    assert "the multimodal encoder's profile is not modelled" in _term(report, "activation").assumption
