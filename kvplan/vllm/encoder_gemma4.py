@@ -143,8 +143,8 @@ def with_gemma4_encoder_peak(term: MemoryTerm, model: ModelSpec, s: ServeSetting
     peak = None if enc is None else gemma4_encoder_peak(
         r.version, modality=enc.modality, items=enc.items, embeds_per_item=enc.embeds_per_item,
         total_bytes=total_bytes, weights_bytes=weights_bytes)
-    if peak is None or not peak.high_bytes:
-        return term
+    if peak is None or (peak.bytes <= term.bytes and peak.high_bytes <= term.high_bytes):
+        return term  # below the language model's dummy run and sampler at both ends: no change
     best, low, high = max(term.bytes, peak.bytes), term.low_bytes, max(term.high_bytes, peak.high_bytes)
     if peak.bytes:
         low = max(low, peak.one_hot_bytes * 4 // 5 + peak.held_bytes)  # the int64 one-hot alone (16 of 20 bytes)
