@@ -89,3 +89,13 @@ def test_fit_033_and_019_unchanged() -> None:
     """0.33 (transformers ≥ 5.16.1) has no one-hot; 0.19's one frame per call stays below the dummy run."""
     for version in ("0.33", "0.19"):
         assert "one-hot" not in _activation(version)[3]
+
+
+def test_fit_022_images_when_video_is_limited_to_0() -> None:
+    """Videos at 0: the 280-token image is profiled, 8,192 // 280 = 29 of them, 2,520 patches each, 10 per call
+    (8,502,961,504 // 825,753,600): 10 · 2,520 · 2 · 10,240 · 10 bytes of one-hot, 29 images' pixels and states."""
+    from kvplan.vllm.multimodal import parse_mm_limits
+
+    best, _, _, note = _activation("0.22", limit_mm_per_prompt=parse_mm_limits('{"video": 0}'))
+    assert best == 10 * 2520 * 2 * 10240 * 10 + 29 * 2520 * (3 * 256 * 4 + 1152 * 2) == 5_553_838_080
+    assert "29 images of 2520 patches, 10 per tower call" in note
