@@ -10,7 +10,10 @@ Pure. Read in the wheels (pip download --no-deps): vLLM 0.19.1, 0.20.2, 0.21.0, 
   (Gemma4VisionPatchEmbedder._position_embeddings): an int64 (items, patches, 2, 10,240) tensor, cast whole to
   the table's bf16 (`one_hot.permute(0, 2, 1, 3).to(...)`) while the int64 one still lives — 16 + 4 bytes per
   (patch, axis, class) at the cast, the peak; the int64 is freed on the reassignment. **5.10.1 on** index the table
-  with F.embedding: no such tensor.
+  with F.embedding: no such tensor. The matmul after the cast (`one_hot @ position_embedding_table`, a 4-D by
+  3-D broadcast: torch.matmul copies the permuted one-hot to (items · 2, patches, 10,240) and the table expanded
+  to (items · 2, 10,240, hidden)) holds 2 + 2 bytes per element plus items · 2 · 10,240 · hidden · 2: below the
+  cast's 20 for 630 or 2,520 patches and hidden ≤ 1,152.
 * **0.19–0.21** (`_process_image_input` / `_process_video_input`): one image or frame per tower call
   (`pixel_values[i].unsqueeze(0)`), so the transient is one item's (123 MiB for a 630-patch frame).
 * **0.22 on** (same code through 0.33): items of one patch count go to the tower in chunks of
