@@ -176,9 +176,12 @@ def _with_ar_fusion_workspace(term: MemoryTerm, model: ModelSpec, gpu: GpuLike, 
                               r: ResolvedSettings) -> MemoryTerm:
     """Non-torch growth plus FlashInfer's all-reduce fusion workspace where vLLM builds one
     (memory/non_torch.py:flashinfer_ar_fusion_workspace)."""
+    par = s.parallel_config
+    if par.tensor_parallel_size < 2:  # no all-reduce to fuse (and the node catalog stays unimported)
+        return term
     from kvplan.hardware.nodes import nvswitch_gpus
 
-    par, comp = s.parallel_config, compilation_settings(s.compilation_config)
+    comp = compilation_settings(s.compilation_config)
     compiled = not s.model_config.enforce_eager and comp.compilation_mode in (None, VLLM_COMPILE)
     ws = flashinfer_ar_fusion_workspace(
         tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, dp=par.data_parallel_size,
