@@ -25,6 +25,7 @@ from kvplan.vllm.block_plan import BlockPlanSettings, KVCachePlan, plan_kv_cache
 from kvplan.vllm.configs import ParallelConfig
 from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, DSV4_PACKED_GROUPS_SINCE, KV_TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.vllm.dtype import served_dtype
+from kvplan.vllm.encoder_gemma4 import with_gemma4_encoder_peak
 from kvplan.vllm.kv_connectors import connector_cpu_note
 from kvplan.vllm.memory.activation import ProfileRun, estimate_activation, penalty_state_bytes
 from kvplan.vllm.memory.budget import (
@@ -100,7 +101,7 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     par, cache, mc = s.parallel_config, s.cache_config, s.model_config
     batch = r.scheduler_config.batch
     weights = _weights_term(model, gpu, s, r, spec_decode, stage)
-    last = stage is None or stage == par.pipeline_parallel_size - 1
+    last, first = stage is None or stage == par.pipeline_parallel_size - 1, stage in (None, 0)
     activation = (user_term("activation", s.measured.activation_bytes, "--activation-memory")
                   if s.measured.activation_bytes is not None
                   else _with_encoder_profile(
@@ -111,6 +112,8 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                                           version=r.version, flashinfer_sampler=s.env.use_flashinfer_sampler,
                                           model_runner_v2=r.model_runner.v2),
                       model, s, r, first=stage in (None, 0)))
+    activation = activation if s.measured.activation_bytes is not None else with_gemma4_encoder_peak(
+        activation, model, s, r, total_bytes=gpu.cuda_total_bytes, weights_bytes=weights.bytes, first=first)
     integrated = getattr(gpu, "integrated", False)
     measured = s.measured
     non_torch = (user_term("non_torch", measured.non_torch_bytes, "--non-torch-memory")
