@@ -273,3 +273,46 @@ def test_ngram_beside_a_dsa_pool_is_refused_as_sglang_refuses_it() -> None:
     with pytest.raises(InvalidParameter) as exc:
         _plan(run)
     assert run["error_text"] in str(exc.value)
+
+
+def _pool_of(fit: SglangFit, run: dict[str, Any]) -> Any:
+    p = run["pool"]
+    assert fit.geometry is not None
+    return size_pool(fit.geometry, p["kv_budget_bytes"], PoolLimits(
+        page_size=fit.defaults.page_size, context_len=fit.context_len,
+        max_running=fit.speculative.max_running_requests if fit.speculative else None,
+        attn_dp_size=fit.defaults.attn_dp_size))
+
+
+def test_an_mtp_draft_beside_a_dsa_pool_adds_its_latent_share_and_a_full_index_k_row() -> None:
+    """DefaultPoolConfigurator.__init__'s DSA branch: DeepSeek-V3.2 on H200 (bf16, page 64): target latent 576 ×
+    2 B × 61 = 70,272 + index-K 132 B × 61 = 8,052 → 78,324; the draft's one NEXTN layer adds
+    int(70,272 × 1 / 61) = 1,152 latent + 132 index-K (allocate_all_layers) = 1,284 → 79,608 B. 60 GiB // 79,608
+    // 64 × 64 = 809,216 tokens; SGLang's log prints the target pool alone, (809,216 + 64) × 78,324 B = 59.03 GB."""
+    run = RUNS["deepseek-v3.2_h200_tp8_nextn"]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    assert fit.geometry is not None and fit.geometry.target_cell_bytes == 70272 + 8052
+    assert draft_cell_bytes(78324, layers=61, draft_layers=1, indexer_bytes=8052, indexer_row_bytes=132) == 1284
+    assert fit.geometry.cell_bytes == 79608 == run["pool"]["cell_size_bytes"]
+    assert BUDGET // 79608 // 64 * 64 == 809216
+    _assert_pool(fit, run)
+    pool = _pool_of(fit, run)
+    assert pool.log_line == run["pool"]["kv_pool_log"][0]["log"] == (
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 809216, KV size: 59.03 GB")
+    assert pool.k_bytes == run["pool"]["kv_pool_log"][0]["kv_bytes"] == (809216 + 64) * 78324
+
+
+DSA_MTP_RUNS = [r for r in RUNS if r.endswith(("_nextn", "_nextn_s2k1d3")) and (
+    r.startswith(("deepseek-v3.2", "glm-5")))]
+
+
+@pytest.mark.parametrize("run_id", DSA_MTP_RUNS)
+def test_dsa_mtp_runs_match_the_oracle_cell_tokens_requests_and_log(run_id: str) -> None:
+    """Every DSA + NEXTN oracle run: the resolved arguments, the cell, the token count, the running requests (48,
+    or 48 // 8 under attention DP 8) and SGLang's `KV Cache is allocated` line, exactly."""
+    run = RUNS[run_id]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    _assert_pool(fit, run)
+    assert _pool_of(fit, run).log_line == run["pool"]["kv_pool_log"][0]["log"]

@@ -216,8 +216,10 @@ def _speculative_unmodelled(spec: ModelSpec, dep: SglangDeployment, *, plain: bo
         mamba = any(x.kind == "mamba" for x in spec.layers)
         return None if dep.pp == 1 and not mamba else ("NGRAM speculative decoding with pipeline parallelism or "
                                                        "a Mamba pool is not modelled yet")
-    if not plain or dep.pp > 1:
-        return ("an EAGLE/MTP draft beside a sliding-window, Mamba or DSA pool, or under pipeline parallelism "
+    # A DSA pool: DefaultPoolConfigurator.__init__'s DSA branch (kvplan.sglang.speculative.draft_cell_bytes).
+    dsa = is_dsa(spec) and split_layers(spec) is None and not any(x.kind == "mamba" for x in spec.layers)
+    if not (plain or dsa) or dep.pp > 1:
+        return ("an EAGLE/MTP draft beside a sliding-window or Mamba pool, or under pipeline parallelism "
                 "(pool_configurator.py's draft split of those pools), is not modelled yet")
     path = dep.speculative_draft_model_path
     if path is not None and path != spec.name and draft is None:

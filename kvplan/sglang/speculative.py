@@ -200,11 +200,17 @@ def resolve_speculative(args: SpeculativeArgs, spec: ModelSpec, server: Resolved
     return _eagle_family(algorithm, args, spec, server)
 
 
-def draft_cell_bytes(cell_bytes: int, *, layers: int, draft_layers: int) -> int:
-    """pool_configurator.py:DefaultPoolConfigurator.__init__ (EAGLE/STANDALONE, not DSA, no HiSparse): the
-    bytes per token the draft's KV adds, int(cell × draft_layers / layers)."""
+def draft_cell_bytes(cell_bytes: int, *, layers: int, draft_layers: int, indexer_bytes: int = 0,
+                     indexer_row_bytes: int = 0) -> int:
+    """pool_configurator.py:DefaultPoolConfigurator.__init__ (EAGLE/STANDALONE, no HiSparse, no DCP, no fused
+    draft entry): the bytes per token the draft's KV adds, int(cell × draft_layers / layers). A DSA target
+    (`indexer_bytes`: its index-K bytes per token in `cell_bytes`) prices the draft's latent rows at the target's
+    latent share, int((cell − indexer) × draft_layers / layers), and gives every draft layer an index-K row
+    (_compute_dsa_indexer_cell_size(num_layers=draft_layers, allocate_all_layers=True): no top-k skip)."""
     if draft_layers <= 0 or layers <= 0:
         return 0
+    if indexer_bytes or indexer_row_bytes:
+        return int((cell_bytes - indexer_bytes) * draft_layers / layers) + indexer_row_bytes * draft_layers
     return int(cell_bytes * draft_layers / layers)
 
 

@@ -5,9 +5,11 @@ The shared oracle refuses speculative decoding in its pool step. This wrapper ke
 pool step with the same KVCacheConfigurator construction but with the speculative algorithm and SGLang's
 own spec_aux_config (model_runner_components/spec_aux_hidden_state.py:resolve_spec_aux_hidden_state_config),
 so DefaultPoolConfigurator adds the draft's KV cells as SGLang 0.5.23 does. Draft pool allocation is not
-built (only the target pool's cell size, token count and running requests are reported).
+built (only the target pool's cell size, token count and running requests are reported; with
+SPEC_ORACLE_WITH_POOL=1 also the target pool's log line).
 Usage: VENV/bin/python spec_oracle.py MODEL_DIR --gpu h100 --tp 1 --set speculative_algorithm=EAGLE ... [--kv-budget-bytes B]
 """
+import os
 import sys
 sys.path.insert(0, "/work/shared/tools/sglang-oracle")
 import sglang_oracle as so  # noqa: E402
@@ -71,7 +73,10 @@ def pool(a, sa):
            "cell_size_bytes": getattr(configurator, "_cell_size", None)}
     if a.kv_budget_bytes is not None:
         out["kv_budget_bytes"] = a.kv_budget_bytes
-        out.update(so.size_for_budget(kvc, configurator, a.kv_budget_bytes, with_pool=False))
+        # SPEC_ORACLE_WITH_POOL=1: also build the target's pool on meta tensors (the shared oracle's kv_pool_sizes)
+        # for its `KV Cache is allocated` line; the draft worker's pool is still not built.
+        with_pool = os.environ.get("SPEC_ORACLE_WITH_POOL") == "1"
+        out.update(so.size_for_budget(kvc, configurator, a.kv_budget_bytes, with_pool=with_pool))
     return out
 
 
