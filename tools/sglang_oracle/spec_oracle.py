@@ -37,7 +37,7 @@ def pool(a, sa):
         resolve_spec_aux_hidden_state_config,
     )
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang.srt.runtime_context import get_model, get_parallel, get_schedule, get_spec, publish
+    from sglang.srt.runtime_context import get_model, get_parallel, get_schedule, get_spec, publish  # noqa: F401
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     publish(sa, role="scheduler")
@@ -71,7 +71,22 @@ def pool(a, sa):
     out = {"eagle_draft_num_layers": aux.eagle_draft_num_layers, "draft_kv_num_layers": aux.draft_kv_num_layers,
            "num_kv_layers": layer_info.num_effective_layers, "pool_configurator": type(configurator).__name__,
            "cell_size_bytes": getattr(configurator, "_cell_size", None)}
-    if a.kv_budget_bytes is not None:
+    budget = a.kv_budget_bytes
+    if a.avail_gib is not None:  # as the shared oracle's pool step: SGLang's _profile_available_bytes itself (a
+        # Mamba hybrid carves its state slots, with the speculative intermediate state, there)
+        from sglang.srt.mem_cache import kv_cache_configurator as kcc
+        kcc.get_available_gpu_memory = lambda *args, **kw: a.avail_gib
+        get_parallel().override_permanently(world_group=types.SimpleNamespace(cpu_group=None))
+        try:
+            profiled = kvc._profile_available_bytes(a.pre_gib)
+        except ValueError as e:  # SGLang's startup refusal
+            out["refusal"] = str(e)
+            return out
+        out["profiled_budget_bytes"] = profiled
+        out["max_mamba_cache_size"] = get_schedule().max_mamba_cache_size
+        budget = profiled if budget is None else budget
+    if budget is not None:
+        a.kv_budget_bytes = budget
         out["kv_budget_bytes"] = a.kv_budget_bytes
         # SPEC_ORACLE_WITH_POOL=1: also build the target's pool on meta tensors (the shared oracle's kv_pool_sizes)
         # for its `KV Cache is allocated` line; the draft worker's pool is still not built.

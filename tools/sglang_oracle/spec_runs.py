@@ -5,7 +5,8 @@
     python tools/sglang_oracle/spec_runs.py RUNS.json [--venv DIR]
 
 RUNS.json: a list of {"id", "model", "gpu", "args": {ServerArgs field: value}, "draft": null | config name,
-"budget": bytes (default 60 GiB)}. Each runs tools/sglang_oracle/spec_oracle.py (SPEC_ORACLE_WITH_POOL=1: the
+"budget": bytes (default 60 GiB)} or "avail_gib"/"pre_gib" (the free memory, for SGLang's own
+_profile_available_bytes). Each runs tools/sglang_oracle/spec_oracle.py (SPEC_ORACLE_WITH_POOL=1: the
 target pool's log line too) on the committed config and is recorded as the existing runs are (id, model, gpu,
 args, draft, oracle_args_in, resolved, pool or error); a run of the same id is replaced.
 """
@@ -33,7 +34,10 @@ def model_dir(name: str) -> Path:
 
 
 def oracle_argv(run: dict[str, Any]) -> list[str]:
-    argv = ["--gpu", run["gpu"], "--kv-budget-bytes", str(run.get("budget", 60 << 30))]
+    if run.get("avail_gib") is not None:  # SGLang's _profile_available_bytes (a Mamba hybrid's state carve)
+        argv = ["--gpu", run["gpu"], "--avail-gib", str(run["avail_gib"]), "--pre-gib", str(run["pre_gib"])]
+    else:
+        argv = ["--gpu", run["gpu"], "--kv-budget-bytes", str(run.get("budget", 60 << 30))]
     for key, value in run["args"].items():
         if key == "enable_dp_attention":
             argv.append("--enable-dp-attention")
@@ -63,7 +67,10 @@ def main() -> int:
             out = {"error": (proc.stderr.strip().splitlines() or ["no output"])[-1]}
         rec: dict[str, Any] = {"id": run["id"], "model": run["model"], "gpu": run["gpu"], "args": run["args"],
                                "draft": run.get("draft"), "oracle_args_in": out.get("server_args_in")}
-        if run.get("budget") is not None:
+        if run.get("avail_gib") is not None:
+            rec["avail_gib"], rec["pre_gib"] = run["avail_gib"], run["pre_gib"]
+            rec["note"] = "free memory given (--avail-gib/--pre-gib, the grid case's of the same model, GPU and TP)"
+        elif run.get("budget") is not None:
             rec["note"] = f"--kv-budget-bytes {run['budget']} (not the file's 60 GiB)"
         for key in ("resolved", "pool", "error", "error_text"):
             if key in out:
