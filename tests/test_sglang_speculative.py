@@ -429,3 +429,29 @@ def test_swa_draft_runs_match_the_oracle_cell_and_both_pools(run_id: str) -> Non
     fit = _plan(run)
     _assert_resolved(fit, run)
     _assert_swa(fit, run)
+
+
+@pytest.mark.parametrize(("model", "fields", "draft", "words"), [
+    ("deepseek-ai--DeepSeek-V4-Flash", {"tp": 8, "speculative_algorithm": "NEXTN"}, None,
+     "DeepSeek-V4's MTP draft (DSV4PoolConfigurator: compress-state rings of 16 / 256"),
+    ("Qwen--Qwen3.5-27B", {"pp": 2, "speculative_algorithm": "NEXTN"}, None,
+     "pipeline parallelism with a sliding-window, Mamba or DSA pool"),
+    ("meta-llama--Meta-Llama-3.1-8B", {"pp": 2, "speculative_algorithm": "EAGLE",
+                                       "speculative_draft_model_path": "meta-llama/Meta-Llama-3.1-8B"}, None,
+     "speculative decoding under pipeline parallelism"),
+    ("google--gemma-4-E2B-it", {"speculative_algorithm": "NEXTN"}, "google--gemma-4-E2B-it-assistant",
+     "SGLang promotes NEXTN/EAGLE to FROZEN_KV_MTP"),
+])
+def test_the_speculative_pools_still_unmodelled_are_refused_with_the_reason(
+        model: str, fields: dict[str, Any], draft: str | None, words: str) -> None:
+    """DeepSeek-V4's MTP draft, PP under any draft, a Gemma-4 assistant draft (FROZEN_KV_MTP): kvplan's words."""
+    spec = sglang_goldens.model_spec(model)
+    draft_spec = sglang_goldens.model_spec(draft) if draft else None
+    if draft_spec is not None:
+        fields = {**fields, "speculative_draft_model_path": draft_spec.name}
+    if fields.get("speculative_draft_model_path") == "meta-llama/Meta-Llama-3.1-8B":
+        fields["speculative_draft_model_path"] = spec.name
+    with pytest.raises(InvalidParameter, match="not modelled") as exc:
+        plan_sglang_fit(spec, get_gpu("h200"), SglangDeployment(**fields), weights_bytes=0, weights_range=(0, 0),
+                        measured=FREE, draft=draft_spec)
+    assert words in str(exc.value)

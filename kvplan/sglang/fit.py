@@ -220,6 +220,17 @@ def _speculative_unmodelled(spec: ModelSpec, dep: SglangDeployment, *, plain: bo
         # _handle_ngram's top-k/page rule, which resolve_speculative words); a Mamba hybrid's per-step state is
         # carved with the state slots (mamba.carve_mamba_cache's SpecReserve)
         return None
+    if draft is not None and draft.architectures[:1] == (GEMMA4_ASSISTANT,):
+        # speculative_hook.py:_resolve_speculative_algorithm_alias
+        if str(dep.speculative_algorithm).upper() == "EAGLE3":
+            raise InvalidParameter("Gemma4AssistantForCausalLM draft requires --speculative-algorithm NEXTN or "
+                                   "EAGLE; EAGLE3 is not supported for this draft architecture.")
+        return ("a Gemma4AssistantForCausalLM draft: SGLang promotes NEXTN/EAGLE to FROZEN_KV_MTP, which kvplan has "
+                "not modelled yet")
+    if is_dsv4(spec):
+        return ("DeepSeek-V4's MTP draft (DSV4PoolConfigurator: compress-state rings of 16 / 256 rows instead of 8 / "
+                "128, the SWA ring widened by draft tokens − 1, every per-token byte × (layers + 1) / layers) is not "
+                "modelled yet")
     # A DSA pool: DefaultPoolConfigurator.__init__'s DSA branch (kvplan.sglang.speculative.draft_cell_bytes); a
     # Mamba hybrid: its full-attention layers' cell scaled the same way, the state carve with SpecReserve.
     # A hybrid SWA pool: HybridSWAPoolConfigurator.__init__'s draft split (PoolGeometry.draft_swa_layers).
@@ -228,8 +239,8 @@ def _speculative_unmodelled(spec: ModelSpec, dep: SglangDeployment, *, plain: bo
     mamba_ok = mamba and not swa and not is_dsa(spec)
     swa_ok = swa and not mamba and not is_dsa(spec) and spec.architectures[:1] != (BANDED_MTP_ARCHITECTURE,)
     if not (plain or dsa or mamba_ok or swa_ok):
-        return ("an EAGLE/MTP draft beside this pool (a sliding-window pool with Mamba or DSA layers, or Inkling's "
-                "mtp_local_layer_ids, which kvplan does not read) is not modelled yet")
+        return ("an EAGLE/MTP draft beside this pool (a sliding-window pool with Mamba or DSA layers, Gemma-4's "
+                "assistant, or Inkling's mtp_local_layer_ids, which kvplan does not read) is not modelled yet")
     path = dep.speculative_draft_model_path
     if path is not None and path != spec.name and draft is None:
         return ("a draft checkpoint other than the target (--speculative-draft-model-path): kvplan does not read "
