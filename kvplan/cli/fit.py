@@ -300,7 +300,7 @@ def _compare(flags_: Any, loaded: Any, flags: dict[str, Any], gpu: str | None, g
     from kvplan.vllm.report import FitReport
 
     settings = api.fit_settings(flags_, loaded)
-    _refuse_unshared(settings, loaded.spec)
+    _refuse_unshared(settings, loaded.spec, hf_overrides=bool(flags_.hf_overrides))
     given_len = flags.get("max_model_len")
     par = settings.parallel_config
     sglang = plan_sglang_beside(flags, model=str(flags_.model), tp=par.tensor_parallel_size,
@@ -323,14 +323,21 @@ def _compare(flags_: Any, loaded: Any, flags: dict[str, Any], gpu: str | None, g
         raise typer.Exit(EXIT_CHECK_FAILED)
 
 
-def _refuse_unshared(settings: Any, spec: Any) -> None:
+def _refuse_unshared(settings: Any, spec: Any, *, hf_overrides: bool) -> None:
     """`--engine both` compares one deployment: a vLLM setting that changes vLLM's memory and that SGLang's plan
     does not take (kvplan/sglang/engine_args.py's UNMODELLED, or no SGLang counterpart) would compare two. A
-    --quantization naming the checkpoint's own scheme changes nothing (vllm/quantization.py:apply_quantization)."""
+    --quantization naming the checkpoint's own scheme changes nothing (vllm/quantization.py:apply_quantization).
+    --hf-overrides edits the config vLLM's plan reads, not SGLang's; a multimodal model made text-only drops its
+    tower from vLLM's weights only; LoRA slots are reserved in vLLM's budget only."""
     from kvplan.errors import InvalidParameter
+    from kvplan.vllm.multimodal import text_only
+    from kvplan.vllm.settings import mm_limits
 
     online = settings.model_config.quantization is not None and spec.quant_method is None and spec.quant is None
-    unshared = (("--quantization", online),
+    unshared = (("--hf-overrides", hf_overrides),
+                ("--limit-mm-per-prompt / --language-model-only (text-only)", text_only(spec, mm_limits(settings))),
+                ("--enable-lora", settings.lora_config.enable_lora),
+                ("--quantization", online),
                 ("--cpu-offload-gb", settings.offload_config.cpu_offload_bytes > 0),
                 ("--kv-cache-memory-bytes", settings.cache_config.kv_cache_memory_bytes is not None),
                 ("--num-gpu-blocks-override", settings.cache_config.num_gpu_blocks_override is not None),

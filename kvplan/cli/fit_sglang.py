@@ -49,6 +49,15 @@ SGLANG_ONLY = ("mem_fraction_static", "chunked_prefill_size", "max_running_reque
                "sglang_weight_log")
 
 
+# fit's parameters whose flag is not their name with dashes (kvplan/cli/fit.py)
+_FLAG_NAMES = {"env_vars": "--env", "json_": "--json", "sgl_tp": "--tp", "sgl_dp": "--dp"}
+
+
+def _flag_of(name: str) -> str:
+    """The command-line spelling of fit's parameter `name` (`env_vars` is `--env`)."""
+    return _FLAG_NAMES.get(name, "--" + name.replace("_", "-"))
+
+
 def wants_sglang(params: dict[str, Any]) -> bool:
     """Whether fit runs SGLang's rules; an SGLang flag without them is refused."""
     from kvplan.errors import InvalidParameter
@@ -67,8 +76,7 @@ def wants_sglang(params: dict[str, Any]) -> bool:
     if engine == "vllm":
         given = [n for n in SGLANG_ONLY if params.get(n) is not None]
         if given:
-            flag = "--" + given[0].removeprefix("sgl_").replace("_", "-")
-            raise InvalidParameter(f"{flag} is an SGLang flag", hint="add --engine sglang")
+            raise InvalidParameter(f"{_flag_of(given[0])} is an SGLang flag", hint="add --engine sglang")
     return engine == "sglang"
 
 
@@ -100,9 +108,10 @@ def run_sglang_fit(params: dict[str, Any]) -> None:
     from kvplan.cli.console import out, print_json
     from kvplan.errors import InvalidParameter
 
-    refused = [n for n, v in params.items() if n not in _SHARED and v not in (None, False)]
+    # `is not None`: every vLLM option defaults to None, so a given 0 or --no-… is refused too (0 == False)
+    refused = [n for n, v in params.items() if n not in _SHARED and v is not None]
     if refused:
-        flag = "--" + refused[0].replace("_", "-")
+        flag = _flag_of(refused[0])
         raise InvalidParameter(f"{flag} is a vLLM flag: --engine sglang plans with SGLang's flags",
                                hint="see `kvplan fit --help`, Deployment (SGLang's flags)")
     pasted: dict[str, str | bool] = {}
@@ -227,6 +236,7 @@ def _sweep(model: str, params: dict[str, Any], dep: Any, *, json_: bool) -> None
     from kvplan.cli.common import load_model_with_weights
     from kvplan.cli.console import out, print_json
     from kvplan.hardware import gpus
+    from kvplan.sglang.fit import check_model
     from kvplan.sglang.model_override import deployment_config_overrides
     from kvplan.sglang.speculative import target_weights_bytes
     from kvplan.sglang.sweep import sweep_sglang
@@ -234,6 +244,7 @@ def _sweep(model: str, params: dict[str, Any], dep: Any, *, json_: bool) -> None
 
     spec, stored = load_model_with_weights(model, params.get("revision"), quiet=json_,
                                            hf_overrides=deployment_config_overrides(dep.json_model_override_args))
+    check_model(spec, dep)  # a refusal for every GPU and TP: bad input, not "no GPU serves it"
     given = parse_bytes(params["weights_memory"], what="--weights-memory") if params.get("weights_memory") else None
 
     def weights(chip: Any, tp: int) -> tuple[int, int, int]:

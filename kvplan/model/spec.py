@@ -216,9 +216,9 @@ class SglangFacts(NamedTuple):
 
 @dataclass(frozen=True)
 class VisionGeometry:
-    """A Qwen-VL vision tower's shapes as its vision_config gives them (qwen3_vl.py:Qwen3_VisionTransformer,
-    qwen2_5_vl.py:Qwen2_5_VisionTransformer): what the encoder profile's dummy item costs
-    (kvplan.vllm.encoder_profile, kvplan.vllm.encoder_qwen2_5_vl)."""
+    """A vision tower's shapes as its vision_config gives them (qwen3_vl.py:Qwen3_VisionTransformer,
+    qwen2_5_vl.py:Qwen2_5_VisionTransformer, mllama4.py:Llama4VisionModel): what the encoder profile's dummy item
+    costs (kvplan.vllm.encoder_profile, kvplan.vllm.encoder_qwen2_5_vl, kvplan.vllm.encoder_llama4)."""
 
     hidden_size: int
     intermediate_size: int
@@ -234,8 +234,11 @@ class VisionGeometry:
     # (kvplan.model.hub.load_local); None: the checkpoints' published files (kvplan.vllm.encoder_profile)
     image_pixels: tuple[int, int] | None = None
     video_pixels: tuple[int, int] | None = None
-    # the tower's model file, which picks the encoder profile (kvplan.vllm.fit: qwen3_vl.py or qwen2_5_vl.py)
+    # the tower's model file, which picks the encoder profile (kvplan.vllm.fit: qwen3_vl.py, qwen2_5_vl.py or
+    # mllama4.py, "llama4")
     kind: str = "qwen3_vl"
+    # Llama-4: one tile's edge in pixels (vision_config.image_size; spatial_merge_size is 1 / pixel_shuffle_ratio)
+    image_size: int = 0
 
     @property
     def embed_width(self) -> int:

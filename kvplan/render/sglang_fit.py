@@ -191,8 +191,11 @@ def render_sglang_sweep(r: SglangSweep) -> Group:
     """The table of `kvplan fit MODEL --engine sglang` without --gpu."""
     t = Table(title=f"{r.model} under SGLang {r.sglang_version}'s rules: the smallest TP that starts, per GPU",
               title_justify="left", box=None, pad_edge=False)
+    # two-line headers: measured by their longer line, the table fits 80 columns without Rich folding a header
+    # ("mem_fraction_s / tatic") or a cell ("15 at / 131,072")
     for name, justify in (("GPU", "left"), ("TP", "right"), ("mem_fraction_static", "right"),
-                          ("pool tokens", "right"), ("running requests", "right"), ("full-context requests", "right")):
+                          ("pool tokens", "right"), ("running\nrequests", "right"),
+                          ("full-context\nrequests", "right")):
         t.add_column(name, justify=justify, overflow="fold")  # type: ignore[arg-type]
     for row in r.rows:
         t.add_row(row.gpu, str(row.tp), f"{row.mem_fraction_static:.4g}", f"{row.total_tokens:,}",

@@ -7,6 +7,7 @@ budget.profile_budget and pool.size_pool, as SGLang's `ModelRunner.alloc_memory_
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from kvplan.errors import InvalidParameter
@@ -370,6 +371,25 @@ def _pp_stages(geo: PoolGeometry | None, pp: int, budget: Budget, page: int,
     return out
 
 
+def _size_stages(geo: PoolGeometry | None, stages: list[tuple[PoolGeometry, int]], budget: Budget,
+                 dep: SglangDeployment, d: ServerDefaults, ctx: int) -> tuple[TokenPool | None, str]:
+    """`_size` of stage 0 held to the MIN over the PP stages (`_pp_stages`; [] without PP)."""
+    return _size(stages[0][0] if stages else geo, budget, dep, d, ctx,
+                 sync_tokens=min(t for _g, t in stages) if stages else None)
+
+
+def _token_range(profile: Callable[[float, float], Budget], free: FreeMemory, geo: PoolGeometry,
+                 dep: SglangDeployment, d: ServerDefaults, ctx: int) -> tuple[int, int]:
+    """max_total_num_tokens at each end of the free-memory estimate, through the same pool sizing as the count
+    (--max-total-tokens, PP's MIN, the pool's own caps), so the range holds the count it is printed beside."""
+    ends = []
+    for avail, pre in zip(free.avail_range, free.pre_range, strict=True):
+        budget = profile(avail, pre)
+        pool, _ = _size_stages(geo, _pp_stages(geo, dep.pp, budget, d.page_size, ctx), budget, dep, d, ctx)
+        ends.append(pool.max_total_num_tokens if pool else 0)
+    return ends[0], ends[1]
+
+
 def _size(geo: PoolGeometry | None, budget: Budget, dep: SglangDeployment, d: ServerDefaults,
           ctx: int, sync_tokens: int | None = None) -> tuple[TokenPool | None, str]:
     """The pool a budget buys and the startup verdict (SglangStartup.STARTS, or SGLang's refusal)."""
@@ -407,8 +427,7 @@ def _check_loadable(spec: ModelSpec, dep: SglangDeployment) -> SglangDeployment:
         # arg_groups/serving_hook.py:_handle_deprecated_args: "tokenspeed_mla required FP8 KV; setting
         # --kv-cache-dtype=fp8_e4m3." (the backend itself becomes cutedsl_mla: defaults.ATTENTION_BACKEND_ALIASES)
         dep = dataclasses.replace(dep, kv_cache_dtype="fp8_e4m3")
-    check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
-    check_model_class(spec)
+    check_model(spec, dep)
     if spec.mla is None:
         refused = heads_refusal(spec.architectures, heads=spec.num_attention_heads, kv_heads=total_kv_heads(spec),
                                 tp=dep.tp, attn_tp=dep.attn_tp_size)
@@ -422,6 +441,19 @@ def _geometry(spec: ModelSpec, dep: SglangDeployment, d: ServerDefaults, kv_dtyp
     """pool.geometry for this deployment's attention TP, ratio and hybrid-SWA switch."""
     return geometry(spec, attn_tp=d.attn_tp_size, kv_dtype=kv_dtype, sm_major=sm, hip=hip,
                     swa_ratio=dep.swa_full_tokens_ratio, disable_hybrid_swa=dep.disable_hybrid_swa_memory)
+
+
+def check_model(spec: ModelSpec, dep: SglangDeployment) -> None:
+    """SGLang's refusals of the model whatever the GPU and TP (so the catalog sweep refuses them once, as bad
+    input): the config it cannot read, no model class, and more pipeline stages than layers
+    (utils/common.py:make_layers asserts it before distributed/utils.py:get_pp_indices would hand a stage no
+    layer, and its pool a zero-byte cell)."""
+    check_config_readable(spec, remote_code_allowed=dep.trust_remote_code)
+    check_model_class(spec)
+    if dep.pp > spec.num_layers:
+        raise InvalidParameter(f"AssertionError: assert not pp_size or num_hidden_layers >= pp_size "
+                               f"(utils/common.py:make_layers; {spec.num_layers} layers, pp_size {dep.pp})",
+                               hint="SGLang's model class refuses it when the model loads")
 
 
 def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, weights_bytes: int,
@@ -466,8 +498,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
                                hint=f"SGLang's budget would leave {(budget.budget_bytes or 0) / GiB:.2f} GiB for the "
                                     "KV pool, so the pool decides")
     stages = _pp_stages(geo, dep.pp, budget, defaults.page_size, ctx)
-    pool, startup = _size(stages[0][0] if stages else geo, budget, dep, defaults, ctx,
-                          sync_tokens=min(t for _g, t in stages) if stages else None)
+    pool, startup = _size_stages(geo, stages, budget, dep, defaults, ctx)
     notes: list[str] = [*(pool.warnings if pool else ()), *_speculative_notes(spec_decode, geo)]
     if stages:
         notes.append(f"PP {dep.pp}: stage layers {[g.layers for g, _t in stages]} (get_pp_indices); each stage's "
@@ -479,10 +510,7 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
                      "server arguments shown are SGLang's generic rules, not checked for this model")
     token_range = None
     if geo is not None and (measured is None or measured.source == "estimate"):
-        mrr, adp = dep.max_running_requests, defaults.attn_dp_size
-        lo = _tokens_at(profile(free.avail_range[0], free.pre_range[0]), geo, defaults.page_size, ctx, mrr, adp)
-        hi = _tokens_at(profile(free.avail_range[1], free.pre_range[1]), geo, defaults.page_size, ctx, mrr, adp)
-        token_range = (lo, hi)
+        token_range = _token_range(profile, free, geo, dep, defaults, ctx)
     tokens = pool.max_total_num_tokens if pool else 0
     reqs = pool.max_running_requests if pool else 0
     if defaults.attn_dp_size > 1 and measured is None:

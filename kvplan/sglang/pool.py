@@ -13,9 +13,10 @@ Pure: numbers in, numbers out.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
-from kvplan.errors import InvalidParameter
+from kvplan.errors import BadConfig, InvalidParameter
 from kvplan.model.architectures import gemma_line, model_types_where
 from kvplan.model.spec import ModelSpec
 from kvplan.sglang.dsa import indexer_bytes_per_token, indexer_row_bytes, is_dsa, latent_row_bytes
@@ -420,7 +421,10 @@ def context_length(spec: ModelSpec, given: int | None) -> int:
     for key in ("max_sequence_length", "seq_length", "max_seq_len", "model_max_length", "max_position_embeddings"):
         value = text.get(key)
         if value is not None:
-            derived = int(factor * value)
+            length = factor * value
+            if not math.isfinite(length):  # SGLang's int() fails on it (ValueError / OverflowError): no server
+                raise BadConfig(f"config.json: {key} × the rope factor is not a finite length ({length})")
+            derived = int(length)
             break
     if given is None:
         return derived

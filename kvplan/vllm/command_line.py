@@ -89,6 +89,13 @@ def parse_vllm_command(text: str) -> VllmCommand:
     leading `ENV=value` words, backslash-newline continuations)."""
     pasted = split_command(text, what="--vllm-cmd", env_prefix="VLLM_", programs=_PROGRAMS)
     words, env = pasted.words, pasted.env  # vLLM's own variables; anything else (a token) is dropped
+    module = words[1] if pasted.program is not None and words[:1] == ["-m"] and len(words) > 1 else ""
+    if module.startswith("sglang") or (pasted.program is None and words[:1] and
+                                       words[0].rsplit("/", 1)[-1] == "sglang"):
+        # as sglang/command_line.py refuses a vllm line: its flags (--model-path, --tp) are not vLLM's
+        raise ParseError("--vllm-cmd: this is an SGLang command line, not vLLM's",
+                         hint='paste it with --sglang-cmd (kvplan fit --sglang-cmd "python -m sglang.launch_server '
+                              '--model-path M …")')
     if pasted.program is not None:
         if pasted.program.startswith("python") and words[:1] == ["-m"]:
             words = words[2:]

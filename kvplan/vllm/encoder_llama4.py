@@ -25,6 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kvplan.model.spec import VisionGeometry
 from kvplan.vllm.defaults import LATEST, VllmVersion
 from kvplan.vllm.encoder_profile import (
     BUDGET_COPY_UNTIL,
@@ -106,3 +107,21 @@ def llama4_encoder_phase(g: Llama4Vision, version: VllmVersion = LATEST, *, mode
         what = what.replace("float32 pixels", "pixels (model dtype; float32 at the range's high end)")
     forward = vision_forward_peak_bytes(g, chunks=items * item.patches, tp=tp, elem=elem) + pixels * elem
     return EncoderPhase(item, items, budget, best, low, high, forward, what)
+
+
+def vision_of(g: VisionGeometry) -> Llama4Vision:
+    """The Llama-4 shapes kvplan.model.families.towers records in a VisionGeometry (kind "llama4": out_hidden_size is
+    the text hidden size, spatial_merge_size 1 / pixel_shuffle_ratio, image_size one tile)."""
+    return Llama4Vision(g.hidden_size, g.intermediate_size, g.num_heads, g.image_size, g.patch_size,
+                        1.0 / g.spatial_merge_size, g.out_hidden_size, g.in_channels)
+
+
+def llama4_geometry_phase(g: VisionGeometry, version: VllmVersion, *, model_runner_v2: bool, tp: int,
+                          max_num_batched_tokens: int, max_num_seqs: int, max_model_len: int, image_limit: int,
+                          video_limit: int, elem: int = 2) -> EncoderPhase | None:
+    """llama4_encoder_phase on a tower's VisionGeometry, with the Qwen-VL phases' signature (kvplan.vllm.fit:
+    _with_qwen_vl_encoder); `video_limit` is unused (mllama4.py supports images only)."""
+    del video_limit
+    return llama4_encoder_phase(vision_of(g), version, model_runner_v2=model_runner_v2, tp=tp,
+                                max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
+                                max_model_len=max_model_len, image_limit=image_limit, elem=elem)

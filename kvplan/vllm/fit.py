@@ -25,6 +25,7 @@ from kvplan.vllm.block_plan import BlockPlanSettings, KVCachePlan, plan_kv_cache
 from kvplan.vllm.configs import ParallelConfig
 from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, DSV4_PACKED_GROUPS_SINCE, KV_TOKENS_FROM_CONCURRENCY_SINCE
 from kvplan.vllm.dtype import served_dtype
+from kvplan.vllm.encoder_gemma4 import with_gemma4_encoder_peak
 from kvplan.vllm.kv_connectors import connector_cpu_note
 from kvplan.vllm.memory.activation import ProfileRun, estimate_activation, penalty_state_bytes
 from kvplan.vllm.memory.budget import (
@@ -100,7 +101,7 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     par, cache, mc = s.parallel_config, s.cache_config, s.model_config
     batch = r.scheduler_config.batch
     weights = _weights_term(model, gpu, s, r, spec_decode, stage)
-    last = stage is None or stage == par.pipeline_parallel_size - 1
+    last, first = stage is None or stage == par.pipeline_parallel_size - 1, stage in (None, 0)
     activation = (user_term("activation", s.measured.activation_bytes, "--activation-memory")
                   if s.measured.activation_bytes is not None
                   else _with_encoder_profile(
@@ -111,6 +112,8 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                                           version=r.version, flashinfer_sampler=s.env.use_flashinfer_sampler,
                                           model_runner_v2=r.model_runner.v2),
                       model, s, r, first=stage in (None, 0)))
+    activation = activation if s.measured.activation_bytes is not None else with_gemma4_encoder_peak(
+        activation, model, s, r, total_bytes=gpu.cuda_total_bytes, weights_bytes=weights.bytes, first=first)
     integrated = getattr(gpu, "integrated", False)
     measured = s.measured
     non_torch = (user_term("non_torch", measured.non_torch_bytes, "--non-torch-memory")
@@ -173,9 +176,12 @@ def _with_ar_fusion_workspace(term: MemoryTerm, model: ModelSpec, gpu: GpuLike, 
                               r: ResolvedSettings) -> MemoryTerm:
     """Non-torch growth plus FlashInfer's all-reduce fusion workspace where vLLM builds one
     (memory/non_torch.py:flashinfer_ar_fusion_workspace)."""
+    par = s.parallel_config
+    if par.tensor_parallel_size < 2:  # no all-reduce to fuse (and the node catalog stays unimported)
+        return term
     from kvplan.hardware.nodes import nvswitch_gpus
 
-    par, comp = s.parallel_config, compilation_settings(s.compilation_config)
+    comp = compilation_settings(s.compilation_config)
     compiled = not s.model_config.enforce_eager and comp.compilation_mode in (None, VLLM_COMPILE)
     ws = flashinfer_ar_fusion_workspace(
         tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, dp=par.data_parallel_size,
@@ -205,8 +211,9 @@ def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings)
 
 def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings, *,
                           first: bool = True) -> MemoryTerm:
-    """The activation peak with the multimodal encoder's profile (first PP stage): Qwen3-VL's and Qwen2.5-VL's
-    by release, ported (vllm/encoder_profile.py, vllm/encoder_qwen2_5_vl.py, _with_qwen_vl_encoder); gemma-4's dummy
+    """The activation peak with the multimodal encoder's profile (first PP stage): Qwen3-VL's, Qwen2.5-VL's and
+    Llama-4's by release, ported (vllm/encoder_profile.py, vllm/encoder_qwen2_5_vl.py, vllm/encoder_llama4.py,
+    _with_qwen_vl_encoder); gemma-4's dummy
     encoder outputs held through the profiling run (vllm/multimodal.py; an estimate: its encoder's own forward peak
     is not modelled, so the range reaches twice them); all limits 0 profile no encoder."""
     if not model.mm_modalities:
@@ -235,10 +242,12 @@ def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
 
 def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings,
                           limits: MmLimits) -> MemoryTerm | None:
-    """A Qwen-VL tower's encoder profile, by its model file (VisionGeometry.kind: vllm/encoder_profile.py:
-    qwen3_vl_encoder_phase, vllm/encoder_qwen2_5_vl.py:qwen2_5_vl_encoder_phase): the profiling peak is the larger
+    """A Qwen-VL or Llama-4 tower's encoder profile, by its model file (VisionGeometry.kind: vllm/encoder_profile.py:
+    qwen3_vl_encoder_phase, vllm/encoder_qwen2_5_vl.py:qwen2_5_vl_encoder_phase, vllm/encoder_llama4.py:
+    llama4_geometry_phase): the profiling peak is the larger
     of the vision tower's own forward and what the encoder leaves allocated on top of the language model's dummy run
-    and sampler (`term`). None: not a Qwen-VL tower (or its dummy item is not modelled)."""
+    and sampler (`term`). None: no such tower (or its dummy item is not modelled)."""
+    from kvplan.vllm.encoder_llama4 import llama4_geometry_phase
     from kvplan.vllm.encoder_profile import qwen3_vl_encoder_phase, vision_forward_range
     from kvplan.vllm.encoder_qwen2_5_vl import qwen2_5_vl_encoder_phase
 
@@ -246,7 +255,8 @@ def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
     if tower is None or tower.geometry is None:
         return None
     batch = r.scheduler_config.batch
-    encoder_phase = qwen2_5_vl_encoder_phase if tower.geometry.kind == "qwen2_5_vl" else qwen3_vl_encoder_phase
+    encoder_phase = {"qwen2_5_vl": qwen2_5_vl_encoder_phase, "llama4": llama4_geometry_phase}.get(
+        tower.geometry.kind, qwen3_vl_encoder_phase)
     phase = encoder_phase(tower.geometry, r.version, model_runner_v2=bool(r.model_runner.v2),
                                    tp=s.parallel_config.tensor_parallel_size,
                                    max_num_batched_tokens=batch.max_num_batched_tokens,

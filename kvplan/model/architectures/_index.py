@@ -171,6 +171,7 @@ VISION_TOWERS: dict[str, VisionTower] = {
     'gemma4': 'gemma4',
     'glm4v': 'glm4v',
     'glm4v_moe': 'glm4v',
+    'llama4': 'llama4',
     'mistral3': 'pixtral',
     'qwen2_5_vl': 'qwen2_5_vl',
     'qwen2_vl': 'qwen2_vl',

@@ -27,8 +27,8 @@ SglangStateRule = Literal["", "gdn", "nemotron_h", "granite", "short_conv", "mam
 # Which counter of kvplan.model.families.towers sizes a multimodal wrapper's tower(s), and the modalities vLLM's
 # processor supports: "gemma4" (gemma4_mm.py), "qwen3_vl" (qwen3_vl.py), "qwen2_5_vl" (qwen2_5_vl.py), "pixtral"
 # (mistral3.py with a pixtral vision_config), "glm4v" (glm4_1v.py), "qwen2_vl" (modalities only, no tower
-# counted), "gemma3" (gemma3_mm.py).
-VisionTower = Literal["gemma4", "qwen3_vl", "qwen2_5_vl", "pixtral", "glm4v", "qwen2_vl", "gemma3"]
+# counted), "gemma3" (gemma3_mm.py), "llama4" (mllama4.py).
+VisionTower = Literal["gemma4", "qwen3_vl", "qwen2_5_vl", "pixtral", "glm4v", "qwen2_vl", "gemma3", "llama4"]
 
 
 class WeightRules(NamedTuple):

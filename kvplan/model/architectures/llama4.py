@@ -12,4 +12,5 @@ FAMILY = Family(
     weights=WeightRules(qk_norm=True),
     model_type_rules=ModelTypeRules(chunked_local_attention=("llama4", "llama4_text"),
                                     shared_expert_dense_width=("llama4", "llama4_text")),
+    vision_towers=(("llama4", "llama4"),),
 )

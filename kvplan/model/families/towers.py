@@ -2,7 +2,7 @@
 audio tower and projector, counted as vLLM 0.33's model classes build them (vLLM skips a tower whose
 modalities are all limited to 0: model_executor/models/interfaces.py:SupportsMultiModal._mark_tower_model).
 
-Gemma-4 (vision, audio), Gemma-3, Mistral-3 (Pixtral), GLM-4.xV, Qwen3-VL and Qwen2.5-VL are counted, pinned
+Gemma-4 (vision, audio), Gemma-3, Mistral-3 (Pixtral), GLM-4.xV, Qwen3-VL, Qwen2.5-VL and Llama-4 are counted, pinned
 against vLLM's own modules built on the meta device (tests/fixtures/oracle-cuda/multimodal/) and published
 parameter totals in tests/test_multimodal.py. Families not listed here: no tower counted (the weights estimate
 says so).
@@ -152,6 +152,39 @@ def _glm4v_vision(v: Mapping[str, Any]) -> TowerSpec:
                      tp_heads=_int(v, "num_heads"))
 
 
+def _llama4_vision(v: Mapping[str, Any], text_hidden: int) -> TowerSpec:
+    """mllama4.py:Llama4ForConditionalGeneration's tower (Llama4VisionModel, built with quant_config=None: in the
+    model dtype even in an FP8 checkpoint, whose ignore list names these linears) and Llama4MultiModalProjector.
+    Llama4UnfoldConvolution (a bias-free ColumnParallelLinear of channels × patch² → hidden), the class token,
+    positions for (image_size / patch_size)² + 1 tokens, LayerNorms pre and post, layers of LayerNorm + biased
+    QKVParallelLinear / RowParallelLinear o_proj + LayerNorm + biased fc1 / fc2 (GELU), the pixel-shuffle adapter
+    (Llama4VisionMLP: fc1 intermediate_size → projector_input_dim, fc2 → projector_output_dim, biased when
+    multi_modal_projector_bias) and linear_1 (vision_output_dim → text hidden, bias-free, ColumnParallelLinear).
+    Parallel linears split over TP (mm_encoder_tp_mode "weights", the default; "data" replicates the tower, not
+    modelled); row-parallel biases, norms, class token and positions are replicated. The rotary table (a complex64
+    buffer of 577 positions) is not a parameter and not counted. Pinned: transformers' Llama4VisionModel +
+    Llama4MultiModalProjector built from the config hold the same 871,932,416 parameters (tests/test_multimodal.py)."""
+    h, inter, layers = _int(v, "hidden_size"), _int(v, "intermediate_size"), _int(v, "num_hidden_layers")
+    p, ch, size = _int(v, "patch_size"), _int(v, "num_channels", 3), _int(v, "image_size")
+    pin, pout, vout = _int(v, "projector_input_dim"), _int(v, "projector_output_dim"), _int(v, "vision_output_dim")
+    ratio = float(v["pixel_shuffle_ratio"])
+    merge = round(1 / ratio)
+    if ratio <= 0 or abs(merge * ratio - 1) > 1e-9 or size % p:
+        raise ValueError("pixel_shuffle_ratio / image_size")
+    bias = bool(v.get("multi_modal_projector_bias"))
+    layer_sharded = h * 3 * h + 3 * h + h * h + h * inter + inter + inter * h  # qkv (+bias), o, fc1 (+bias), fc2
+    layer_replicated = h + h + 4 * h  # o_proj and fc2 biases, two LayerNorms (weight + bias)
+    replicated = h + ((size // p) ** 2 + 1) * h + 4 * h + layers * layer_replicated + (pout if bias else 0)
+    sharded = (ch * p * p * h + layers * layer_sharded + inter * pin + (pin if bias else 0) + pin * pout
+               + vout * text_hidden)
+    geometry = VisionGeometry(h, inter, layers, _int(v, "num_attention_heads"), text_hidden, p, merge, 1, ch,
+                              kind="llama4", image_size=size)
+    # Llama4VisionAttention: assert self.num_heads % self.tp_size == 0
+    return TowerSpec("vision tower + projector", ("image",), replicated, sharded,
+                     "mllama4.py:Llama4ForConditionalGeneration (Llama4VisionModel, Llama4MultiModalProjector)",
+                     tp_heads=_int(v, "num_attention_heads"), geometry=geometry)
+
+
 def _tower(top: Mapping[str, Any]) -> VisionTower | Literal[""]:
     """The tower counter the top-level model type's family names (Family.vision_towers), "" for none."""
     return vision_tower(str(top.get("model_type") or ""))
@@ -186,6 +219,11 @@ def multimodal_parts(top: Mapping[str, Any], text_hidden: int) -> tuple[tuple[st
             return VISION, (_glm4v_vision(vision),)
         except (KeyError, TypeError, ValueError):
             return VISION, ()
+    if tower == "llama4":  # mllama4.py:Mllama4ProcessingInfo.get_supported_mm_limits: image only
+        try:
+            return ("image",), ((_llama4_vision(vision, text_hidden),) if isinstance(vision, Mapping) else ())
+        except (KeyError, TypeError, ValueError, ZeroDivisionError):
+            return ("image",), ()
     if tower == "qwen2_vl":
         return VISION, ()
     if tower == "gemma3" and isinstance(vision, Mapping) and not vision.get("vision_use_head"):

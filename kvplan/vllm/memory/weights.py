@@ -603,7 +603,7 @@ def _tower_notes(model: ModelSpec, from_metadata: bool) -> list[str]:
              for t in model.towers if not t.loaded]
     if model.mm_modalities and not model.towers and not from_metadata:
         notes.append("the multimodal encoder tower is not counted (kvplan counts gemma-3/4, Mistral-3, GLM-4.xV, "
-                     "Qwen2.5-VL and Qwen3-VL towers)")
+                     "Qwen2.5-VL, Qwen3-VL and Llama-4 towers)")
     return notes
 
 
