@@ -50,14 +50,14 @@ ARCHITECTURE_NAME = re.compile(r"[A-Z][A-Za-z0-9_]*For[A-Z][A-Za-z0-9_]*")
 # added here without raising its count. A fact about a family kvplan models goes on its Family instead.
 ENGINE_ARCHITECTURE_TABLES: dict[str, int] = {
     "kvplan.sglang.architectures": 69,  # SGLang's multimodal / transformers-backend registries
-    "kvplan.sglang.defaults": 25,  # SGLang server_args' per-architecture backend defaults
+    "kvplan.sglang.defaults": 28,  # SGLang server_args' per-architecture backend defaults
     "kvplan.sglang.dsa": 15,  # SGLang's DSA architectures
     "kvplan.sglang.dsv4": 1,  # configs/model_config.py:is_deepseek_v4's architecture
     "kvplan.sglang.mamba": 21,  # SGLang's hybrid (mamba-state) architectures
     "kvplan.sglang.multimodal": 19,  # SGLang's per-architecture multimodal rules
     "kvplan.sglang.pool": 18,  # SGLang's pool-kind architecture lists
     "kvplan.sglang.swa": 7,  # SGLang's SWA architectures
-    "kvplan.sglang.speculative": 20,  # speculative_hook.py's MTP / auto-parameter lists, model_config.py's NextN
+    "kvplan.sglang.speculative": 36,  # speculative_hook.py's MTP / auto-parameter lists, model_config.py's NextN
     "kvplan.vllm.model_runner": 13,  # config/vllm.py:DEFAULT_V2_MODEL_RUNNER_ARCHITECTURES per release
     "kvplan.vllm.speculative": 1,  # the draft architecture vLLM's speculators conversion assigns
 }

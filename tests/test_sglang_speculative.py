@@ -44,8 +44,12 @@ def _plan(run: dict[str, Any]) -> SglangFit:
     elif run.get("draft"):
         draft = sglang_goldens.model_spec(run["draft"])
         fields["speculative_draft_model_path"] = draft.name
+    measured = FREE
+    if run.get("avail_gib") is not None:  # the run's free memory (SGLang's own _profile_available_bytes)
+        pre, avail = run["pre_gib"], run["avail_gib"]
+        measured = FreeMemory(pre, avail, (pre, pre), (avail, avail), "given")
     return plan_sglang_fit(spec, get_gpu(sglang_goldens.GPU_IDS[run["gpu"]]), SglangDeployment(**fields),
-                           weights_bytes=0, weights_range=(0, 0), measured=FREE, draft=draft)
+                           weights_bytes=0, weights_range=(0, 0), measured=measured, draft=draft)
 
 
 def _assert_resolved(fit: SglangFit, run: dict[str, Any]) -> None:
@@ -273,3 +277,181 @@ def test_ngram_beside_a_dsa_pool_is_refused_as_sglang_refuses_it() -> None:
     with pytest.raises(InvalidParameter) as exc:
         _plan(run)
     assert run["error_text"] in str(exc.value)
+
+
+def _pool_of(fit: SglangFit, run: dict[str, Any]) -> Any:
+    p = run["pool"]
+    assert fit.geometry is not None
+    return size_pool(fit.geometry, p["kv_budget_bytes"], PoolLimits(
+        page_size=fit.defaults.page_size, context_len=fit.context_len,
+        max_running=fit.speculative.max_running_requests if fit.speculative else None,
+        attn_dp_size=fit.defaults.attn_dp_size))
+
+
+def test_an_mtp_draft_beside_a_dsa_pool_adds_its_latent_share_and_a_full_index_k_row() -> None:
+    """DefaultPoolConfigurator.__init__'s DSA branch: DeepSeek-V3.2 on H200 (bf16, page 64): target latent 576 ×
+    2 B × 61 = 70,272 + index-K 132 B × 61 = 8,052 → 78,324; the draft's one NEXTN layer adds
+    int(70,272 × 1 / 61) = 1,152 latent + 132 index-K (allocate_all_layers) = 1,284 → 79,608 B. 60 GiB // 79,608
+    // 64 × 64 = 809,216 tokens; SGLang's log prints the target pool alone, (809,216 + 64) × 78,324 B = 59.03 GB."""
+    run = RUNS["deepseek-v3.2_h200_tp8_nextn"]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    assert fit.geometry is not None and fit.geometry.target_cell_bytes == 70272 + 8052
+    assert draft_cell_bytes(78324, layers=61, draft_layers=1, indexer_bytes=8052, indexer_row_bytes=132) == 1284
+    assert fit.geometry.cell_bytes == 79608 == run["pool"]["cell_size_bytes"]
+    assert BUDGET // 79608 // 64 * 64 == 809216
+    _assert_pool(fit, run)
+    pool = _pool_of(fit, run)
+    assert pool.log_line == run["pool"]["kv_pool_log"][0]["log"] == (
+        "KV Cache is allocated. dtype: torch.bfloat16, #tokens: 809216, KV size: 59.03 GB")
+    assert pool.k_bytes == run["pool"]["kv_pool_log"][0]["kv_bytes"] == (809216 + 64) * 78324
+
+
+DSA_MTP_RUNS = [r for r in RUNS if r.endswith(("_nextn", "_nextn_s2k1d3")) and (
+    r.startswith(("deepseek-v3.2", "glm-5")))]
+
+
+@pytest.mark.parametrize("run_id", DSA_MTP_RUNS)
+def test_dsa_mtp_runs_match_the_oracle_cell_tokens_requests_and_log(run_id: str) -> None:
+    """Every DSA + NEXTN oracle run: the resolved arguments, the cell, the token count, the running requests (48,
+    or 48 // 8 under attention DP 8) and SGLang's `KV Cache is allocated` line, exactly."""
+    run = RUNS[run_id]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    _assert_pool(fit, run)
+    assert _pool_of(fit, run).log_line == run["pool"]["kv_pool_log"][0]["log"]
+
+
+MAMBA_RUNS = [r for r, run in RUNS.items() if run.get("avail_gib") is not None and "pool" in run]
+
+
+def _assert_mamba(fit: SglangFit, run: dict[str, Any]) -> None:
+    p = run["pool"]
+    assert fit.geometry is not None and fit.budget.mamba is not None
+    assert fit.geometry.cell_bytes == p["cell_size_bytes"]
+    assert fit.geometry.draft_layers == (p["eagle_draft_num_layers"] or 0)
+    if "refusal" in p:  # SGLang's _profile_available_bytes refusal after the state and intermediate carve
+        assert fit.budget.refusal == p["refusal"] and not fit.fits
+        return
+    assert fit.budget.budget_bytes == p["profiled_budget_bytes"]
+    assert fit.budget.mamba.max_mamba_cache_size == p["max_mamba_cache_size"]
+    assert (fit.max_total_num_tokens, fit.max_running_requests) == (p["max_total_num_tokens"],
+                                                                   p["max_running_requests"])
+
+
+def test_a_path_less_nextn_on_qwen3_5_reserves_intermediate_state_and_adds_no_draft_rows() -> None:
+    """Qwen3.5-27B on one H100 (avail 53.3011, pre 78.68 GiB; fraction 0.76756 and the 100 MiB multimodal
+    reservation: rest 34.92 GiB). NEXTN without a
+    draft path: eagle_draft_num_layers comes from the target config as written (no num_nextn_predict_layers), so
+    the cell stays 16 full layers' 65,536 B. _handle_max_mamba_cache (memory_budget_spec, ratio 5, D = 4):
+    K = int((budget − per × 5) // (per × 1.8)) = 61 (114 without speculative decoding), the intermediate state
+    per × (min(48, 61 // 5) + 1) × 4 comes off first; budget 19,939,758,989 B, 304,256 tokens, 12 requests
+    (61 // 5; 22 without)."""
+    run = RUNS["qwen3.5-27b_h100_nextn"]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    _assert_mamba(fit, run)
+    assert fit.budget.mamba is not None and fit.budget.mamba.ratio == 5
+    per = fit.budget.mamba.per_req_bytes
+    rest = 53.3011 - 78.68 * (1 - fit.defaults.mem_fraction_static) - 100 / 1024  # the 100 MiB multimodal reservation
+    k = int((rest * 0.9 / 1.9 * (1 << 30) - per * 5) // (per * (1 + 4 / 5)))
+    assert k == 61
+    rest -= per * (min(48, k // 5) + 1) * 4 / (1 << 30) + (k + 1) * per / (1 << 30)
+    assert int(rest * (1 << 30)) == 19939758989 and 19939758989 // 65536 == 304256
+
+
+@pytest.mark.parametrize("run_id", MAMBA_RUNS)
+def test_mamba_speculative_runs_match_the_oracle_budget_state_tokens_and_requests(run_id: str) -> None:
+    """Every Mamba-hybrid speculative oracle run (SGLang's own _profile_available_bytes on the grid case's free
+    memory): the resolved arguments, the cell (a draft path given: the draft-mode config's one MTP layer), the
+    budget after the state and intermediate carve, the state slots, the tokens and the running requests."""
+    run = RUNS[run_id]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    _assert_mamba(fit, run)
+
+
+def test_a_given_mamba_cache_size_with_speculative_state_can_leave_no_kv_budget() -> None:
+    """--max-mamba-cache-size 256 with NEXTN on Qwen3.5-27B / one H100: 257 state slots and the intermediate
+    state per × (min(48, 256 // 5) + 1) × 4 leave nothing, so SGLang refuses with its minimum-fraction words."""
+    run = RUNS["qwen3.5-27b_h100_nextn_mamba256"]
+    fit = _plan(run)
+    assert fit.budget.refusal == run["pool"]["refusal"]
+    assert "Raise --mem-fraction-static above 0.323" in run["pool"]["refusal"]
+
+
+SWA_DRAFT_RUNS = [r for r, run in RUNS.items() if (run.get("pool") or {}).get("pool_configurator") ==
+                  "HybridSWAPoolConfigurator" and run["resolved"]["speculative_algorithm"] != "NGRAM"]
+
+
+def _assert_swa(fit: SglangFit, run: dict[str, Any]) -> None:
+    p = run["pool"]
+    assert fit.geometry is not None and fit.geometry.swa is not None
+    assert fit.geometry.cell_size == pytest.approx(p["cell_size_bytes"], rel=0, abs=1e-6)
+    assert fit.geometry.draft_layers == (p["eagle_draft_num_layers"] or 0)
+    pool = _pool_of(fit, run)
+    assert (pool.max_total_num_tokens, pool.swa_tokens, pool.max_running_requests) == (
+        p["full_max_total_num_tokens"], p["swa_max_total_num_tokens"], p["max_running_requests"])
+
+
+def test_a_non_swa_draft_beside_a_sliding_window_pool_puts_all_its_rows_in_the_full_pool() -> None:
+    """HybridSWAPoolConfigurator.__init__: gpt-oss-120b at TP 2 (4 KV heads × (64 + 64) × 2 B = 1,024 B per layer,
+    18 full + 18 sliding layers, swa_full_tokens_ratio 0.8) with Llama-3.1-8B as its EAGLE draft (32 layers, not a
+    hybrid SWA config: eagle_draft_swa_num_layers unset): the draft's 32 rows join the full side at the target's
+    per-layer size, (18 + 32) × 1,024 = 51,200, + 0.8 × 1,024 × 18 = 65,945.6 B; 60 GiB // 65,945.6 = 976,934 full
+    tokens, int(976,934 × 0.8) = 781,547 sliding."""
+    run = RUNS["gpt-oss-120b_h100_tp2_eagle_llama-3.1-8b"]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    assert fit.geometry is not None and fit.geometry.cell_bytes == (18 + 32) * 1024
+    assert int(BUDGET // ((18 + 32) * 1024 + 0.8 * 1024 * 18)) == 976934
+    _assert_swa(fit, run)
+
+
+def test_a_hybrid_swa_draft_splits_its_rows_between_the_two_pools() -> None:
+    """gpt-oss-20b as gpt-oss-120b's STANDALONE draft at TP 4 (2 KV heads: 512 B per layer): its 24 layers are 12
+    sliding (eagle_draft_swa_num_layers) and 12 full, so (18 + 12) × 512 = 15,360 + 0.8 × 512 × (18 + 12) =
+    12,288 → 27,648 B."""
+    run = RUNS["gpt-oss-120b_h200_tp4_standalone_gpt-oss-20b"]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    assert fit.geometry is not None and (fit.geometry.draft_layers, fit.geometry.draft_swa_layers) == (24, 12)
+    assert fit.geometry.cell_size == pytest.approx(15360 + 0.8 * 512 * 30) == 27648
+    _assert_swa(fit, run)
+
+
+@pytest.mark.parametrize("run_id", SWA_DRAFT_RUNS)
+def test_swa_draft_runs_match_the_oracle_cell_and_both_pools(run_id: str) -> None:
+    """Every EAGLE/EAGLE3/STANDALONE/NEXTN run beside a hybrid sliding-window pool: the resolved arguments, the
+    float cell, the full and sliding token counts and the running requests, exactly (the oracle cannot build
+    these pools on meta tensors for their log line: Tensor.item() on the SWA pool's index)."""
+    run = RUNS[run_id]
+    fit = _plan(run)
+    _assert_resolved(fit, run)
+    _assert_swa(fit, run)
+
+
+@pytest.mark.parametrize(("model", "fields", "draft", "words"), [
+    ("deepseek-ai--DeepSeek-V4-Flash", {"tp": 8, "speculative_algorithm": "NEXTN"}, None,
+     "DeepSeek-V4's MTP draft (DSV4PoolConfigurator: compress-state rings of 16 / 256"),
+    ("Qwen--Qwen3.5-27B", {"pp": 2, "speculative_algorithm": "NEXTN"}, None,
+     "pipeline parallelism with a sliding-window, Mamba or DSA pool"),
+    ("meta-llama--Meta-Llama-3.1-8B", {"pp": 2, "speculative_algorithm": "EAGLE",
+                                       "speculative_draft_model_path": "meta-llama/Meta-Llama-3.1-8B"}, None,
+     "speculative decoding under pipeline parallelism"),
+    ("google--gemma-4-E2B-it", {"speculative_algorithm": "NEXTN"}, "google--gemma-4-E2B-it-assistant",
+     "SGLang promotes NEXTN/EAGLE to FROZEN_KV_MTP"),
+])
+def test_the_speculative_pools_still_unmodelled_are_refused_with_the_reason(
+        model: str, fields: dict[str, Any], draft: str | None, words: str) -> None:
+    """DeepSeek-V4's MTP draft, PP under any draft, a Gemma-4 assistant draft (FROZEN_KV_MTP): kvplan's words."""
+    spec = sglang_goldens.model_spec(model)
+    draft_spec = sglang_goldens.model_spec(draft) if draft else None
+    if draft_spec is not None:
+        fields = {**fields, "speculative_draft_model_path": draft_spec.name}
+    if fields.get("speculative_draft_model_path") == "meta-llama/Meta-Llama-3.1-8B":
+        fields["speculative_draft_model_path"] = spec.name
+    with pytest.raises(InvalidParameter, match="not modelled") as exc:
+        plan_sglang_fit(spec, get_gpu("h200"), SglangDeployment(**fields), weights_bytes=0, weights_range=(0, 0),
+                        measured=FREE, draft=draft_spec)
+    assert words in str(exc.value)

@@ -116,7 +116,8 @@ def _pool(r: SglangFit) -> list[RenderableType]:
         _row(t, "full-context requests at once", f"{r.requests_at_context:,}", f"at {r.context_len:,} tokens each")
     out: list[RenderableType] = [t]
     if p is not None:
-        lines = [r.budget.mamba.log_line.rstrip()] if r.budget.mamba is not None else []
+        # (a speculative run's Mamba line adds the intermediate caches, not reproduced: log_line is empty then)
+        lines = [r.budget.mamba.log_line.rstrip()] if r.budget.mamba is not None and r.budget.mamba.log_line else []
         if p.swa_tokens:
             lines.append(f"Use sliding window memory pool. full_layer_tokens={p.max_total_num_tokens}, "
                          f"swa_layer_tokens={p.swa_tokens}")

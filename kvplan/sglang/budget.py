@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 
 from kvplan.errors import InvalidParameter
-from kvplan.sglang.mamba import MAMBA_FULL_MEMORY_RATIO, MambaCache, MambaState, carve_mamba_cache
+from kvplan.sglang.mamba import MAMBA_FULL_MEMORY_RATIO, MambaCache, MambaState, SpecReserve, carve_mamba_cache
 
 GiB = 1 << 30
 
@@ -96,9 +96,11 @@ def refusal_text(mem_fraction_static: float, avail_gib: float, pre_gib: float) -
 def profile_budget(*, avail_gib: float, pre_gib: float, mem_fraction_static: float,
                    mm_reservation_gib: float = 0.0, mamba: MambaState | None = None,
                    mamba_ratio: int = 3, mamba_full_memory_ratio: float | None = None,
-                   max_mamba_cache_size: int | None = None, attn_dp_size: int = 1) -> Budget:
+                   max_mamba_cache_size: int | None = None, attn_dp_size: int = 1,
+                   spec: SpecReserve | None = None) -> Budget:
     """KVCacheConfigurator._profile_available_bytes (post-capture sizing off): the slack and the multimodal
-    reservation off the free memory, then (hybrid models) the Mamba state slots, whose own refusal comes first."""
+    reservation off the free memory, then (hybrid models) the Mamba state slots, with a speculative run's
+    intermediate state (`spec`), whose own refusal comes first."""
     slack = pre_gib * (1 - mem_fraction_static)
     rest = avail_gib - slack - mm_reservation_gib
     minimum = 1 - avail_gib / pre_gib
@@ -106,7 +108,7 @@ def profile_budget(*, avail_gib: float, pre_gib: float, mem_fraction_static: flo
     if mamba is not None:
         cache = carve_mamba_cache(rest, mamba, ratio=mamba_ratio, full_memory_ratio=(
             MAMBA_FULL_MEMORY_RATIO if mamba_full_memory_ratio is None else mamba_full_memory_ratio),
-            max_mamba_cache_size=max_mamba_cache_size, attn_dp_size=attn_dp_size)
+            max_mamba_cache_size=max_mamba_cache_size, attn_dp_size=attn_dp_size, spec=spec)
         if cache.refusal is not None:  # SGLang's RuntimeError: a startup verdict, not bad input
             return Budget(None, slack, cache.refusal, minimum, cache)
         rest = cache.rest_gib

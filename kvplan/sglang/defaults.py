@@ -286,9 +286,21 @@ GEMMA4_FAMILY = frozenset({"Gemma4ForConditionalGeneration", "Gemma4ForCausalLM"
                            "Gemma4UnifiedForConditionalGeneration"})
 
 
+# model_overrides/nemotron_h.py:_nemotron_h_overrides registers these: with speculative decoding on SM100 and a
+# top-k of None or 1 it sets trtllm_mha (page 64 unless given), a larger top-k triton; without, trtllm_mha on SM100.
+NEMOTRON_H_FAMILY = frozenset({"NemotronHForCausalLM", "NemotronHPuzzleForCausalLM", "NemotronH_Omni_Reasoning_V3"})
+
+
 def model_attention_backend(architecture: str, *, platform: Platform, sm_major: int | None,
-                            has_mamba: bool = False) -> str | None:
+                            has_mamba: bool = False, speculative: bool = False,
+                            spec_topk: int | None = None) -> str | None:
     """A model override's backend when none is given (None: get_default_attn_backend decides)."""
+    if architecture in NEMOTRON_H_FAMILY and speculative and platform == "cuda" and sm_major == 10:
+        return "trtllm_mha" if spec_topk in (None, 1) else "triton"
+    if architecture == "GptOssForCausalLM":  # model_overrides/gpt_oss.py:_gpt_oss_overrides, whatever the draft
+        if platform == "hip":
+            return "aiter"
+        return {10: "trtllm_mha", 9: "fa3"}.get(sm_major or 0, "triton") if platform == "cuda" else "triton"
     if architecture in DEEPSEEK_FAMILY and platform == "cuda" and sm_major == 10:
         return "trtllm_mla"  # model_overrides/deepseek_v2.py:_deepseek_family_overrides (DeepSeek V3/R1/V3.1)
     if architecture in GDN_HYBRID_FAMILY and platform == "cuda" and sm_major == 10:
@@ -376,7 +388,9 @@ def resolve_defaults(dep: SglangDeployment, gpu: SglangGpu, model: ModelTraits, 
     backend = (dsv4.ATTENTION_BACKEND if deepseek_v4 else None) or (
                given or ("dsa" if dsa_page_size else None)  # model_overrides/deepseek_v2.py
                or model_attention_backend(architecture, platform=platform, sm_major=sm_major,
-                                          has_mamba=model.has_mamba)
+                                          has_mamba=model.has_mamba,
+                                          speculative=dep.speculative_algorithm is not None,
+                                          spec_topk=dep.speculative_eagle_topk)
                or default_attention_backend(model, gpu, dep.tp,
                                             spec_topk_one=default_backend_allows(dep.speculative_eagle_topk,
                                                                                  dep.page_size),

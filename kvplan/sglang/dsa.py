@@ -96,9 +96,14 @@ def _skips_topk(s: SglangFacts, layer: int) -> bool:
     return max(layer - 1, 0) % s.index_topk_freq != 0
 
 
+def indexer_row_bytes(spec: ModelSpec) -> int:
+    """_compute_dsa_indexer_cell_size's indexer_size_per_token × uint8: one layer's index-K with its scales."""
+    s = spec.facts.sglang
+    head, kpool = s.index_head_dim, s.index_kpool
+    return -(-(head + head // QUANT_BLOCK * 4) // kpool)
+
+
 def indexer_bytes_per_token(spec: ModelSpec, layers: int) -> int:
     """_compute_dsa_indexer_cell_size: uint8 index-K with scales on each layer computing its own top-k."""
     s = spec.facts.sglang
-    head, kpool = s.index_head_dim, s.index_kpool
-    per_layer = -(-(head + head // QUANT_BLOCK * 4) // kpool)
-    return per_layer * sum(not _skips_topk(s, i) for i in range(layers))
+    return indexer_row_bytes(spec) * sum(not _skips_topk(s, i) for i in range(layers))

@@ -33,7 +33,7 @@ from kvplan.sglang.dsa import is_dsa
 from kvplan.sglang.dsa import kv_dtype as dsa_kv_dtype
 from kvplan.sglang.dsa import page_size as dsa_page_size
 from kvplan.sglang.dsv4 import is_dsv4, size_dsv4
-from kvplan.sglang.mamba import mamba_ratio, mamba_state
+from kvplan.sglang.mamba import SpecReserve, mamba_ratio, mamba_state
 from kvplan.sglang.multimodal import (
     breakable_prefill_graph_kept,
     mm_reservation_gib,
@@ -54,6 +54,7 @@ from kvplan.sglang.pool import (
 )
 from kvplan.sglang.pp import pp_layer_ranges
 from kvplan.sglang.speculative import (
+    BANDED_MTP_ARCHITECTURE,
     EAGLE_FAMILY,
     MTP_ARCHITECTURES,
     NEXTN_REWRITTEN_TO_ONE,
@@ -210,21 +211,43 @@ def _speculative_unmodelled(spec: ModelSpec, dep: SglangDeployment, *, plain: bo
                             draft: ModelSpec | None) -> str | None:
     """What of a speculative deployment kvplan does not model: the draft beside a sliding-window, Mamba or DSA
     pool or under PP, and a draft checkpoint other than the target whose config was not read (`draft`)."""
+    mamba = any(x.kind == "mamba" for x in spec.layers)
+    if dep.pp > 1:
+        return ("speculative decoding under pipeline parallelism (the draft worker's stages and pools) is not "
+                "modelled yet")
     if canonical_algorithm(str(dep.speculative_algorithm)) == "NGRAM":
         # NGRAM has no draft model: the pool configurator sizes the target's pool alone (the spec oracle: Gemma-4
         # 26B at TP 8, HybridSWAPoolConfigurator, the same 30,720 B cell; DeepSeek-V3.2's DSA page 64 refused by
-        # _handle_ngram's top-k/page rule, which resolve_speculative words); Mamba reserves per-step state
-        mamba = any(x.kind == "mamba" for x in spec.layers)
-        return None if dep.pp == 1 and not mamba else ("NGRAM speculative decoding with pipeline parallelism or "
-                                                       "a Mamba pool is not modelled yet")
-    if not plain or dep.pp > 1:
-        return ("an EAGLE/MTP draft beside a sliding-window, Mamba or DSA pool, or under pipeline parallelism "
-                "(pool_configurator.py's draft split of those pools), is not modelled yet")
+        # _handle_ngram's top-k/page rule, which resolve_speculative words); a Mamba hybrid's per-step state is
+        # carved with the state slots (mamba.carve_mamba_cache's SpecReserve)
+        return None
+    if draft is not None and draft.architectures[:1] == (GEMMA4_ASSISTANT,):
+        # speculative_hook.py:_resolve_speculative_algorithm_alias
+        if str(dep.speculative_algorithm).upper() == "EAGLE3":
+            raise InvalidParameter("Gemma4AssistantForCausalLM draft requires --speculative-algorithm NEXTN or "
+                                   "EAGLE; EAGLE3 is not supported for this draft architecture.")
+        return ("a Gemma4AssistantForCausalLM draft: SGLang promotes NEXTN/EAGLE to FROZEN_KV_MTP, which kvplan has "
+                "not modelled yet")
+    if is_dsv4(spec):
+        return ("DeepSeek-V4's MTP draft (DSV4PoolConfigurator: compress-state rings of 16 / 256 rows instead of 8 / "
+                "128, the SWA ring widened by draft tokens − 1, every per-token byte × (layers + 1) / layers) is not "
+                "modelled yet")
+    # A DSA pool: DefaultPoolConfigurator.__init__'s DSA branch (kvplan.sglang.speculative.draft_cell_bytes); a
+    # Mamba hybrid: its full-attention layers' cell scaled the same way, the state carve with SpecReserve.
+    # A hybrid SWA pool: HybridSWAPoolConfigurator.__init__'s draft split (PoolGeometry.draft_swa_layers).
+    swa = split_layers(spec) is not None
+    dsa = is_dsa(spec) and not swa and not mamba
+    mamba_ok = mamba and not swa and not is_dsa(spec)
+    swa_ok = swa and not mamba and not is_dsa(spec) and spec.architectures[:1] != (BANDED_MTP_ARCHITECTURE,)
+    if not (plain or dsa or mamba_ok or swa_ok):
+        return ("an EAGLE/MTP draft beside this pool (a sliding-window pool with Mamba or DSA layers, Gemma-4's "
+                "assistant, or Inkling's mtp_local_layer_ids, which kvplan does not read) is not modelled yet")
     path = dep.speculative_draft_model_path
     if path is not None and path != spec.name and draft is None:
         return ("a draft checkpoint other than the target (--speculative-draft-model-path): kvplan does not read "
                 "the draft's config for its layer count yet")
-    if path is None and (spec.architectures[:1] or ("",))[0] not in MTP_ARCHITECTURES:
+    arch = (spec.architectures[:1] or ("",))[0]
+    if path is None and arch not in MTP_ARCHITECTURES and arch not in NEXTN_REWRITTEN_TO_ONE:
         return ("an EAGLE draft without --speculative-draft-model-path on an architecture SGLang does not give "
                 "its own MTP draft (speculative_hook.py:_handle_eagle_family) is not modelled")
     return None
@@ -263,7 +286,16 @@ def _speculative(spec: ModelSpec, dep: SglangDeployment, d: ServerDefaults, geo:
     dep = dataclasses.replace(dep, max_running_requests=sd.max_running_requests)
     if geo is not None and sd.algorithm in EAGLE_FAMILY:
         distinct = sd.draft_model_path not in (None, spec.name)
-        geo = dataclasses.replace(geo, draft_layers=draft_layers(draft if distinct and draft else spec))
+        # spec_aux_hidden_state.py:_resolve_eagle_aux_hidden_state: a path-less draft (the Qwen3-Next / Qwen3.5
+        # MTP heads) takes eagle_draft_num_layers from the TARGET config as written, which has no
+        # num_nextn_predict_layers there: no draft rows in the target's cell.
+        source = draft if distinct and draft else spec
+        layers = (spec.facts.sglang.nextn_predict_layers or 0) if sd.draft_model_path is None else \
+            draft_layers(source)
+        # eagle_draft_swa_num_layers: the draft config's sliding layers when it is a hybrid SWA model
+        # (a path-less draft: the target's).
+        draft_split = split_layers(source) if geo.swa is not None else None
+        geo = dataclasses.replace(geo, draft_layers=layers, draft_swa_layers=len(draft_split[1]) if draft_split else 0)
     return dep, geo, sd
 
 
@@ -273,6 +305,10 @@ def _speculative_notes(sd: SpecDecode | None, geo: PoolGeometry | None) -> list[
         return []
     notes = [*sd.warnings, f"speculative decoding: {sd.algorithm}, {sd.num_steps} steps, top-k {sd.eagle_topk}, "
                            f"{sd.num_draft_tokens} draft tokens (speculative_hook.py)"]
+    if geo is not None and sd.algorithm in EAGLE_FAMILY and sd.draft_model_path is None and not geo.draft_layers:
+        notes.append("a path-less MTP draft: SGLang takes eagle_draft_num_layers from the target config as written "
+                     "(no num_nextn_predict_layers), so the target's cell holds no draft rows "
+                     "(spec_aux_hidden_state.py); the draft worker's own pool is not priced in this budget")
     if geo is not None and geo.draft_layers:
         notes.append(f"the draft's {geo.draft_layers} KV layer(s) share the target's token count: "
                      f"{geo.cell_bytes - geo.target_cell_bytes:,} of the {geo.cell_bytes:,} bytes per token "
@@ -447,11 +483,14 @@ def plan_sglang_fit(spec: ModelSpec, chip: GpuSpec, dep: SglangDeployment, *, we
     mm_gib = mm_reservation_gib(spec, hopper=platform == "cuda" and sm == 9, gpu_mem_mib=gpu_memory_mib(chip),
                                 max_running_requests=dep.max_running_requests)
     ratio = mamba_ratio(spec.architectures[0] if spec.architectures else "")
+    reserve = None if spec_decode is None else SpecReserve(spec_decode.num_draft_tokens,
+                                                           spec_decode.max_running_requests or 0)
 
     def profile(avail: float, pre: float) -> Budget:
         return profile_budget(avail_gib=avail, pre_gib=pre, mem_fraction_static=frac, mm_reservation_gib=mm_gib,
                               mamba=state, mamba_ratio=ratio, mamba_full_memory_ratio=dep.mamba_full_memory_ratio,
-                              max_mamba_cache_size=dep.max_mamba_cache_size, attn_dp_size=defaults.attn_dp_size)
+                              max_mamba_cache_size=dep.max_mamba_cache_size, attn_dp_size=defaults.attn_dp_size,
+                              spec=reserve)
 
     budget = profile(free.avail_gib, free.pre_gib)
     if early and budget.refusal is None:

@@ -168,26 +168,51 @@ def not_enough_state_text(size: int, rest_gib: float, per_req: int) -> str:
             "(3) reduce --speculative-num-draft-tokens, or (4) use GPUs with more memory.")
 
 
+@dataclass(frozen=True)
+class SpecReserve:
+    """What an EAGLE/NEXTN (or NGRAM) run makes _handle_max_mamba_cache reserve: the per-step intermediate state
+    of `draft_tokens` (--speculative-num-draft-tokens as resolved) for up to `max_running` requests (the resolved
+    --max-running-requests, 48 unless given)."""
+
+    draft_tokens: int
+    max_running: int
+
+
 def carve_mamba_cache(rest_gib: float, state: MambaState, *, ratio: int,
                       full_memory_ratio: float = MAMBA_FULL_MEMORY_RATIO, max_mamba_cache_size: int | None = None,
-                      attn_dp_size: int = 1) -> MambaCache:
-    """_handle_max_mamba_cache without speculative decoding, radix cache on, in SGLang's float order: a given
+                      attn_dp_size: int = 1, spec: SpecReserve | None = None) -> MambaCache:
+    """_handle_max_mamba_cache, radix cache on, no ReplaySSM, in SGLang's float order: a given
     --max-mamba-cache-size split over the attention-DP workers (`// attn_dp_size`, "mamba_pool.per_dp_shard"),
-    else the ratio-based branch; K ≤ 0 carries SGLang's refusal."""
+    else the ratio-based branch; K ≤ 0 carries SGLang's refusal. With speculative decoding (`spec`) the ratio
+    branch solves K = int((budget − per × (1 + D)) // (per × (1 + D / ratio))) ("mamba_pool.memory_budget_spec")
+    and both branches take the intermediate state per × (min(max(1, reqs // dp), K // ratio) + 1) × D off the
+    rest first."""
     per = state.per_req_bytes
+    capped = None
     if max_mamba_cache_size is not None:
         size = max_mamba_cache_size // attn_dp_size
+        if spec is not None:
+            capped = min(max(1, spec.max_running // attn_dp_size), size // ratio)
     else:
         mamba_budget_bytes = rest_gib * full_memory_ratio / (1 + full_memory_ratio) * (1 << 30)
-        size = int((mamba_budget_bytes - 0 - per) // per)
+        if spec is not None:
+            d = spec.draft_tokens
+            size = int((mamba_budget_bytes - per * (1 + d) - 0) // (per * (1 + d / ratio) + 0))
+            capped = min(max(1, spec.max_running // attn_dp_size), size // ratio)
+        else:
+            size = int((mamba_budget_bytes - 0 - per) // per)
+    if spec is not None and capped is not None:
+        rest_gib = rest_gib - (per * (capped + 1) * spec.draft_tokens) / (1 << 30)
     if size <= 0:
         return MambaCache(size, per, 0, rest_gib, ratio, "", not_enough_state_text(size, rest_gib, per))
     state_bytes = (size + 1) * per
     conv = (size + 1) * state.layers * state.conv_elements * CONV_BYTES
     ssm = (size + 1) * state.layers * state.ssm_elements * state.ssm_bytes
-    # mem_cache/memory_pool.py:MambaPool.__init__ (GB = 2**30; the trailing space is SGLang's).
-    log = (f"Mamba Cache is allocated. max_mamba_cache_size: {size}, conv_state size: {conv / GiB:.2f}GB, "
-           f"ssm_state size: {ssm / GiB:.2f}GB ")
+    # mem_cache/memory_pool.py:MambaPool.__init__ (GB = 2**30; the trailing space is SGLang's). With speculative
+    # decoding its line adds the intermediate SSM and conv-window caches, not reproduced (empty).
+    log = "" if spec is not None else (
+        f"Mamba Cache is allocated. max_mamba_cache_size: {size}, conv_state size: {conv / GiB:.2f}GB, "
+        f"ssm_state size: {ssm / GiB:.2f}GB ")
     return MambaCache(size, per, state_bytes, rest_gib - state_bytes / (1 << 30), ratio, log)
 
 

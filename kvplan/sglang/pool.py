@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from kvplan.errors import BadConfig, InvalidParameter
 from kvplan.model.architectures import gemma_line, model_types_where
 from kvplan.model.spec import ModelSpec
-from kvplan.sglang.dsa import indexer_bytes_per_token, is_dsa, latent_row_bytes
+from kvplan.sglang.dsa import indexer_bytes_per_token, indexer_row_bytes, is_dsa, latent_row_bytes
 from kvplan.sglang.dsv4 import Dsv4Part, Dsv4Sizes, dsv4_part, is_dsv4, size_dsv4
 from kvplan.sglang.dsv4 import kv_dtype as dsv4_kv_dtype
 from kvplan.sglang.dsv4 import log_lines as dsv4_log_lines
@@ -64,8 +64,10 @@ class PoolGeometry:
     element_bytes: int
     swa: SwaPart | None = None  # a hybrid SWA model's sliding side (the fields above are then its full side)
     indexer_bytes: int = 0  # DSA: the index-K bytes per token (all layers), in the same rows
+    indexer_row_bytes: int = 0  # DSA: one layer's index-K bytes per token (an MTP draft's layers each hold one)
     fnuz: bool = False  # fp8 on gfx942 (MI300X / MI325X): torch.float8_e4m3fnuz in the log
     draft_layers: int = 0  # an EAGLE/STANDALONE draft's KV layers, priced at the target's (kvplan.sglang.speculative)
+    draft_swa_layers: int = 0  # a hybrid SWA target: those of the draft's layers in the sliding pool (eagle_draft_swa…)
     dsv4: Dsv4Part | None = None  # DeepSeek-V4 (kind "dsv4"): DSV4PoolConfigurator's geometry, kvplan.sglang.dsv4
 
     @property
@@ -73,7 +75,16 @@ class PoolGeometry:
         """DefaultPoolConfigurator's _cell_size: the target's (_compute_cell_size) plus an EAGLE/STANDALONE draft's
         int(cell × draft_layers / layers) (DefaultPoolConfigurator.__init__; a hybrid SWA model: the full side)."""
         target = self.target_cell_bytes
-        return target + draft_cell_bytes(target, layers=self.layers, draft_layers=self.draft_layers)
+        if self.swa is not None:  # HybridSWAPoolConfigurator._full_cell_bytes: the draft's full rows, target-priced
+            return target + target // self.layers * self.draft_full_layers if self.layers else target
+        return target + draft_cell_bytes(target, layers=self.layers, draft_layers=self.draft_layers,
+                                         indexer_bytes=self.indexer_bytes, indexer_row_bytes=self.indexer_row_bytes)
+
+    @property
+    def draft_full_layers(self) -> int:
+        """HybridSWAPoolConfigurator.__init__: the draft's layers less its sliding ones (_draft_full_layers_num;
+        no mtp_local_layer_ids: Inkling's is refused)."""
+        return self.draft_layers - min(max(self.draft_swa_layers, 0), self.draft_layers)
 
     @property
     def target_cell_bytes(self) -> int:
@@ -95,7 +106,9 @@ class PoolGeometry:
             return self.dsv4.bytes_per_full_token
         if self.swa is None:
             return self.cell_bytes
-        return self.cell_bytes + self.swa.ratio * (self.swa.per_token(self.element_bytes) * self.swa.layers)
+        # _recompute_cell_size: full cell + ratio × swa_per_token × (the target's + the draft's sliding layers)
+        swa_layers = self.swa.layers + min(max(self.draft_swa_layers, 0), self.draft_layers)
+        return self.cell_bytes + self.swa.ratio * (self.swa.per_token(self.element_bytes) * swa_layers)
 
 
 # models/gemma4_mtp.py: Gemma-4's MTP draft. Served as a model of its own, SGLang sizes a plain pool for it
@@ -211,7 +224,8 @@ def geometry(spec: ModelSpec, *, attn_tp: int, kv_dtype: str, sm_major: int | No
         if is_dsa(spec):  # the DSA row (kvplan.sglang.dsa) and its index-K in the same pool rows
             width = latent_row_bytes(spec, kv_dtype=kv_dtype, element_bytes=e, sm_major=sm_major, hip=hip) // e
             return PoolGeometry("mla", layers, 1, width, 0, kv_dtype, e,
-                                indexer_bytes=indexer_bytes_per_token(spec, layers))
+                                indexer_bytes=indexer_bytes_per_token(spec, layers),
+                                indexer_row_bytes=indexer_row_bytes(spec))
         return PoolGeometry("mla", layers, 1, width, 0, kv_dtype, e)
     layer = next(x for x in spec.layers if x.kind in ("full", "sliding_window"))
     heads = max(1, layer.num_kv_heads // attn_tp)

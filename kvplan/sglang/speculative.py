@@ -44,8 +44,20 @@ MTP_ARCHITECTURES = (
     "BailingMoeV2_5ForCausalLM", "MistralLarge3ForCausalLM", "PixtralForConditionalGeneration", "HYV3ForCausalLM",
     "HYV4ForCausalLM", "Qwen4ExpForConditionalGeneration",
 )
-# configs/model_config.py (draft mode) sets num_nextn_predict_layers = 1 for MIMO_V2_MODEL_ARCHS and GLM-5-Next.
-NEXTN_REWRITTEN_TO_ONE = ("MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM", "Glm5NextForConditionalGeneration")
+# configs/model_config.py:ModelConfig.__init__ (is_draft_model) rewrites these to their MTP class with
+# num_nextn_predict_layers = 1: MIMO_V2_MODEL_ARCHS, GLM-5-Next, Qwen3-Next, Qwen3-MoE, Qwen3.5 (and InternS2),
+# Qwen4-Exp, EXAONE-MoE, Nemotron-H, HunYuan V3/V4.
+NEXTN_REWRITTEN_TO_ONE = (
+    "MiMoV2ForCausalLM", "MiMoV2FlashForCausalLM", "Glm5NextForConditionalGeneration", "Qwen3NextForCausalLM",
+    "Qwen3MoeForCausalLM", "Qwen3_5ForConditionalGeneration", "Qwen3_5MoeForConditionalGeneration",
+    "Qwen3_5ForCausalLM", "Qwen3_5MoeForCausalLM", "InternS2PreviewForConditionalGeneration",
+    "InternS2MobiusForConditionalGeneration", "Qwen4ExpForConditionalGeneration", "ExaoneMoEForCausalLM",
+    "ExaoneMoeForCausalLM", "NemotronH_Omni_Reasoning_V3", "NemotronHForCausalLM", "NemotronHPuzzleForCausalLM",
+    "HYV3ForCausalLM", "HYV4ForCausalLM",
+)
+# configs/inkling.py: its MTP depths may be banded (mtp_local_layer_ids), which HybridSWAPoolConfigurator prices
+# apart (_draft_swa_full_layers_num); kvplan does not read that key.
+BANDED_MTP_ARCHITECTURE = "InklingForConditionalGeneration"
 # speculative_hook.py:_auto_choose_speculative_params: (steps, topk, draft tokens); every other model (3, 1, 4).
 _WIDE_TREE = ("LlamaForCausalLM", "Grok1ForCausalLM", "Grok1VForCausalLM")
 SPEC_MAX_RUNNING_REQUESTS = 48  # _handle_eagle_family / _handle_ngram
@@ -200,11 +212,17 @@ def resolve_speculative(args: SpeculativeArgs, spec: ModelSpec, server: Resolved
     return _eagle_family(algorithm, args, spec, server)
 
 
-def draft_cell_bytes(cell_bytes: int, *, layers: int, draft_layers: int) -> int:
-    """pool_configurator.py:DefaultPoolConfigurator.__init__ (EAGLE/STANDALONE, not DSA, no HiSparse): the
-    bytes per token the draft's KV adds, int(cell × draft_layers / layers)."""
+def draft_cell_bytes(cell_bytes: int, *, layers: int, draft_layers: int, indexer_bytes: int = 0,
+                     indexer_row_bytes: int = 0) -> int:
+    """pool_configurator.py:DefaultPoolConfigurator.__init__ (EAGLE/STANDALONE, no HiSparse, no DCP, no fused
+    draft entry): the bytes per token the draft's KV adds, int(cell × draft_layers / layers). A DSA target
+    (`indexer_bytes`: its index-K bytes per token in `cell_bytes`) prices the draft's latent rows at the target's
+    latent share, int((cell − indexer) × draft_layers / layers), and gives every draft layer an index-K row
+    (_compute_dsa_indexer_cell_size(num_layers=draft_layers, allocate_all_layers=True): no top-k skip)."""
     if draft_layers <= 0 or layers <= 0:
         return 0
+    if indexer_bytes or indexer_row_bytes:
+        return int((cell_bytes - indexer_bytes) * draft_layers / layers) + indexer_row_bytes * draft_layers
     return int(cell_bytes * draft_layers / layers)
 
 

@@ -5,9 +5,11 @@ The shared oracle refuses speculative decoding in its pool step. This wrapper ke
 pool step with the same KVCacheConfigurator construction but with the speculative algorithm and SGLang's
 own spec_aux_config (model_runner_components/spec_aux_hidden_state.py:resolve_spec_aux_hidden_state_config),
 so DefaultPoolConfigurator adds the draft's KV cells as SGLang 0.5.23 does. Draft pool allocation is not
-built (only the target pool's cell size, token count and running requests are reported).
+built (only the target pool's cell size, token count and running requests are reported; with
+SPEC_ORACLE_WITH_POOL=1 also the target pool's log line).
 Usage: VENV/bin/python spec_oracle.py MODEL_DIR --gpu h100 --tp 1 --set speculative_algorithm=EAGLE ... [--kv-budget-bytes B]
 """
+import os
 import sys
 sys.path.insert(0, "/work/shared/tools/sglang-oracle")
 import sglang_oracle as so  # noqa: E402
@@ -35,7 +37,7 @@ def pool(a, sa):
         resolve_spec_aux_hidden_state_config,
     )
     from sglang.srt.model_executor.pool_configurator import create_memory_pool_configurator
-    from sglang.srt.runtime_context import get_model, get_parallel, get_schedule, get_spec, publish
+    from sglang.srt.runtime_context import get_model, get_parallel, get_schedule, get_spec, publish  # noqa: F401
     from sglang.srt.speculative.spec_info import SpeculativeAlgorithm
 
     publish(sa, role="scheduler")
@@ -69,9 +71,27 @@ def pool(a, sa):
     out = {"eagle_draft_num_layers": aux.eagle_draft_num_layers, "draft_kv_num_layers": aux.draft_kv_num_layers,
            "num_kv_layers": layer_info.num_effective_layers, "pool_configurator": type(configurator).__name__,
            "cell_size_bytes": getattr(configurator, "_cell_size", None)}
-    if a.kv_budget_bytes is not None:
+    budget = a.kv_budget_bytes
+    if a.avail_gib is not None:  # as the shared oracle's pool step: SGLang's _profile_available_bytes itself (a
+        # Mamba hybrid carves its state slots, with the speculative intermediate state, there)
+        from sglang.srt.mem_cache import kv_cache_configurator as kcc
+        kcc.get_available_gpu_memory = lambda *args, **kw: a.avail_gib
+        get_parallel().override_permanently(world_group=types.SimpleNamespace(cpu_group=None))
+        try:
+            profiled = kvc._profile_available_bytes(a.pre_gib)
+        except ValueError as e:  # SGLang's startup refusal
+            out["refusal"] = str(e)
+            return out
+        out["profiled_budget_bytes"] = profiled
+        out["max_mamba_cache_size"] = get_schedule().max_mamba_cache_size
+        budget = profiled if budget is None else budget
+    if budget is not None:
+        a.kv_budget_bytes = budget
         out["kv_budget_bytes"] = a.kv_budget_bytes
-        out.update(so.size_for_budget(kvc, configurator, a.kv_budget_bytes, with_pool=False))
+        # SPEC_ORACLE_WITH_POOL=1: also build the target's pool on meta tensors (the shared oracle's kv_pool_sizes)
+        # for its `KV Cache is allocated` line; the draft worker's pool is still not built.
+        with_pool = os.environ.get("SPEC_ORACLE_WITH_POOL") == "1"
+        out.update(so.size_for_budget(kvc, configurator, a.kv_budget_bytes, with_pool=with_pool))
     return out
 
 
