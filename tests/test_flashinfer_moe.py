@@ -107,3 +107,64 @@ def test_fit_says_which_moe_kernel_it_counted() -> None:
     assert _said_moe_kernel(term, 771_483_776).assumption == (
         "peak; the block-FP8 MoE runs FlashInfer's CUTLASS kernel (its workspace with vLLM's buffer 0.72 GiB at the "
         "MoE call)")
+
+
+def _activation(version: str, env: dict[str, str], max_num_seqs: int | None = None) -> tuple[int, str]:
+    from kvplan.hardware.gpus import get_gpu
+    from kvplan.vllm.configs import ServeSettings
+    from kvplan.vllm.environment import vllm_environment
+    from kvplan.vllm.fit import plan_fit
+
+    s = ServeSettings.of(tensor_parallel_size=4, vllm_version=version, max_num_seqs=max_num_seqs,
+                         env=vllm_environment(env))
+    term = next(t for t in plan_fit(MINIMAX_M2, get_gpu("h100"), s, advise=False).memory.terms
+                if t.name == "activation")
+    return term.bytes, term.assumption
+
+
+def test_vllm_use_flashinfer_moe_fp8_1_runs_cutlass_at_tp_on_0_19_1() -> None:
+    """oracle/fp8.py:select_fp8_moe_backend (0.19.1): VLLM_USE_FLASHINFER_MOE_FP8=1 tries FLASHINFER_TRTLLM, then
+    FLASHINFER_CUTLASS before the priority list that puts Triton first at TP on Hopper. MiniMax-M2 FP8 TP 4 on H100:
+    the MoE call holds the hand-counted 721,152,128 B workspace + vLLM's 50,331,648 B buffer, and the sampler phase
+    (the peak) keeps FlashInferExperts' (M, hidden) buffer instead of Triton's 805,306,368 B."""
+    unset, said = _activation("0.19.1", {})
+    forced, forced_said = _activation("0.19.1", {"VLLM_USE_FLASHINFER_MOE_FP8": "1"})
+    assert "FlashInfer" not in said and unset == 3_843_020_800
+    assert unset - forced == 805_306_368 - 50_331_648
+    assert forced_said.endswith("(its workspace with vLLM's buffer 0.72 GiB at the MoE call); "
+                                "VLLM_USE_FLASHINFER_MOE_FP8=1")
+    assert flashinfer_cutlass_moe_point_bytes(MINIMAX_M2, moe_tp=4, ep_size=1, num_tokens=8192) == (
+        721_152_128 + 50_331_648)
+
+
+def test_vllm_use_flashinfer_moe_fp8_0_keeps_triton_on_0_16() -> None:
+    """0.16.0's select_fp8_moe_backend: =0 removes FLASHINFER_TRTLLM and FLASHINFER_CUTLASS, so the block-FP8 MoE
+    that picks CUTLASS unset (the 0.16.0rc2 log) falls to Triton; the term says the variable decided. At the
+    record's --max-num-seqs 16 the forward is the peak: the MoE call's 771,483,776 B with the hidden buffer
+    (8,192 × 3,072 × 2 B) unset, kvplan's Triton count with =0."""
+    unset, said = _activation("0.16", {}, 16)
+    off, off_said = _activation("0.16", {"VLLM_USE_FLASHINFER_MOE_FP8": "0"}, 16)
+    assert "FlashInfer's CUTLASS kernel" in said and "FlashInfer" not in off_said
+    assert off_said.endswith("; VLLM_USE_FLASHINFER_MOE_FP8=0: the Triton MoE caches")
+    assert unset == 721_152_128 + 2 * 50_331_648 and off == 603_979_776
+    on = _activation("0.16", {"VLLM_USE_FLASHINFER_MOE_FP8": "1"}, 16)
+    assert on == (unset, said + "; VLLM_USE_FLASHINFER_MOE_FP8=1")
+
+
+def test_fit_reads_vllm_use_flashinfer_moe_fp8_from_env_flag_and_shell() -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from kvplan.cli.app import app
+
+    args = ["fit", str(CONFIGS / "corpus" / "configs" / "MiniMaxAI--MiniMax-M2"), "--gpu", "h100", "-tp", "4",
+            "--vllm-version", "0.19.1", "--json"]
+    runner = CliRunner()
+    by_flag = runner.invoke(app, [*args, "--env", "VLLM_USE_FLASHINFER_MOE_FP8=1"])
+    by_shell = runner.invoke(app, args, env={"VLLM_USE_FLASHINFER_MOE_FP8": "1"})
+    assert by_flag.exit_code == by_shell.exit_code == 0, by_flag.output
+    assert json.loads(by_flag.stdout)["memory"] == json.loads(by_shell.stdout)["memory"]
+    assert json.loads(by_flag.stdout)["memory"]["activation_bytes"] == 3_088_046_080
+    bad = runner.invoke(app, args, env={"VLLM_USE_FLASHINFER_MOE_FP8": "on"})
+    assert bad.exit_code == 2 and "VLLM_USE_FLASHINFER_MOE_FP8='on': vLLM reads it as an integer" in bad.stderr

@@ -276,5 +276,5 @@ JSON_KEYS: tuple[tuple[str, str], ...] = tuple((LEGACY_KEYS.get(name, name), nam
     "dtype", "mamba_cache_dtype", "mamba_ssm_cache_dtype", "num_gpu_blocks_override", "cpu_offload_bytes",
     "kv_offloading_size", "kv_offloading_backend", "quantization", "enable_lora", "max_loras", "max_lora_rank",
     "limit_mm_per_prompt", "language_model_only", "enable_mm_embeds", "weights_bytes", "activation_bytes",
-    "non_torch_bytes", "cuda_graph_bytes", "weights_total_bytes", "moe_backend", "compilation_config", "context",
-    "concurrency"))
+    "non_torch_bytes", "cuda_graph_bytes", "weights_total_bytes", "moe_backend", "compilation_config",
+    "use_flashinfer_moe_fp8", "context", "concurrency"))

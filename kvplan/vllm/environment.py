@@ -11,6 +11,7 @@ ALLOW_LONG_MAX_MODEL_LEN = "VLLM_ALLOW_LONG_MAX_MODEL_LEN"
 USE_V2_MODEL_RUNNER = "VLLM_USE_V2_MODEL_RUNNER"
 MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS = "VLLM_MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS"
 USE_FLASHINFER_SAMPLER = "VLLM_USE_FLASHINFER_SAMPLER"
+USE_FLASHINFER_MOE_FP8 = "VLLM_USE_FLASHINFER_MOE_FP8"
 ROCM_USE_AITER = "VLLM_ROCM_USE_AITER"
 ROCM_USE_AITER_MHA = "VLLM_ROCM_USE_AITER_MHA"
 ROCM_USE_AITER_MLA = "VLLM_ROCM_USE_AITER_MLA"
@@ -25,6 +26,9 @@ class VllmEnvironment:
     use_v2_model_runner: bool | None = None
     estimate_cudagraphs: bool | None = None
     use_flashinfer_sampler: bool | None = None
+    # VLLM_USE_FLASHINFER_MOE_FP8 (envs.py: bool(int(os.getenv(name, "0"))), read only when envs.is_set, 0.16.0 and
+    # 0.19.1): which FP8 MoE kernel a block-FP8 checkpoint runs (vllm/memory/flashinfer_moe.py)
+    use_flashinfer_moe_fp8: bool | None = None
     rocm_use_aiter: bool = False  # VLLM_ROCM_USE_AITER (ROCm: aiter kernels on; envs.py default False)
     rocm_use_aiter_mha: bool = True  # VLLM_ROCM_USE_AITER_MHA (default True)
     rocm_use_aiter_mla: bool = True  # VLLM_ROCM_USE_AITER_MLA (default True)
@@ -58,6 +62,7 @@ def vllm_environment(env: Mapping[str, str]) -> VllmEnvironment:
         use_v2_model_runner=_int_flag(env, USE_V2_MODEL_RUNNER),
         estimate_cudagraphs=_int_flag(env, MEMORY_PROFILER_ESTIMATE_CUDAGRAPHS),
         use_flashinfer_sampler=_int_flag(env, USE_FLASHINFER_SAMPLER),
+        use_flashinfer_moe_fp8=_int_flag(env, USE_FLASHINFER_MOE_FP8),
         rocm_use_aiter=_true_flag(env, ROCM_USE_AITER, "False"),
         rocm_use_aiter_mha=_true_flag(env, ROCM_USE_AITER_MHA, "True"),
         rocm_use_aiter_mla=_true_flag(env, ROCM_USE_AITER_MLA, "True"),

@@ -111,7 +111,7 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                                             tp=par.tensor_parallel_size, moe_tp=_moe_tensor_parallel(model, par),
                                             first_stage=first, with_sampler=last, moe_point_bytes=moe_point),
                           version=r.version, flashinfer_sampler=s.env.use_flashinfer_sampler,
-                          model_runner_v2=r.model_runner.v2), moe_point),
+                          model_runner_v2=r.model_runner.v2), moe_point, model, s.env.use_flashinfer_moe_fp8),
                       model, s, r, first=first))
     activation = activation if s.measured.activation_bytes is not None else with_gemma4_encoder_peak(
         activation, model, s, r, total_bytes=gpu.cuda_total_bytes, weights_bytes=weights.bytes, first=first)
@@ -179,19 +179,26 @@ def _flashinfer_moe_point(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: R
     group = _moe_group(model, par)
     ep = par.enable_expert_parallel and group > 1
     if not flashinfer_cutlass_moe_selected(model, version=r.version, capability=getattr(gpu, "capability", None),
-                                           expert_parallel=ep):
+                                           expert_parallel=ep, use_flashinfer_moe_fp8=s.env.use_flashinfer_moe_fp8):
         return None
     return flashinfer_cutlass_moe_point_bytes(model, moe_tp=_moe_tensor_parallel(model, par),
                                               ep_size=group if ep else 1,
                                               num_tokens=r.scheduler_config.batch.max_num_batched_tokens)
 
 
-def _said_moe_kernel(term: MemoryTerm, point: int | None) -> MemoryTerm:
-    """The activation term saying that its MoE layers run FlashInfer's CUTLASS kernel (`point`: their hold)."""
+def _said_moe_kernel(term: MemoryTerm, point: int | None, model: ModelSpec | None = None,
+                     use_flashinfer_moe_fp8: bool | None = None) -> MemoryTerm:
+    """The activation term saying that its MoE layers run FlashInfer's CUTLASS kernel (`point`: their hold), and
+    when VLLM_USE_FLASHINFER_MOE_FP8 is set on a block-FP8 MoE, that the variable chose the kernel."""
+    from kvplan.vllm.environment import USE_FLASHINFER_MOE_FP8
+    from kvplan.vllm.memory.flashinfer_moe import fp8_block_moe
+
+    said = (f"; {USE_FLASHINFER_MOE_FP8}={int(use_flashinfer_moe_fp8)}"
+            if use_flashinfer_moe_fp8 is not None and model is not None and fp8_block_moe(model) else "")
     if point is None:
-        return term
+        return replace(term, assumption=f"{term.assumption}{said}: the Triton MoE caches") if said else term
     return replace(term, assumption=f"{term.assumption}; the block-FP8 MoE runs FlashInfer's CUTLASS kernel "
-                                    f"(its workspace with vLLM's buffer {point / GiB:.2f} GiB at the MoE call)")
+                                    f"(its workspace with vLLM's buffer {point / GiB:.2f} GiB at the MoE call){said}")
 
 
 def _moe_group(model: ModelSpec, par: ParallelConfig) -> int:

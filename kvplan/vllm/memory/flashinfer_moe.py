@@ -14,8 +14,12 @@ from kvplan.vllm.defaults import VllmVersion
 #     log: "Using FLASHINFER_CUTLASS Fp8 MoE backend").
 #   * 0.17.0, 0.19.0/0.19.1, 0.20.0, 0.27.1, 0.33.0 (oracle/fp8.py:_get_priority_backends): "On Hopper for Block Fp8,
 #     prefer Triton for TP and FI CUTLASS for EP" — TRITON moved to the front unless ep_size > 1.
-#   * VLLM_USE_FLASHINFER_MOE_FP8=0 removes both FlashInfer backends, =1 tries them first (the function's argument;
-#     kvplan's environment does not read the variable yet); LoRA forces TRITON, VLLM_USE_DEEP_GEMM=1 DEEPGEMM in 0.16
+#   * VLLM_USE_FLASHINFER_MOE_FP8=0 removes both FlashInfer backends, =1 tries them first (the same branch of
+#     select_fp8_moe_backend in 0.16.0 and 0.19.1, taken only when envs.is_set; kvplan reads it into
+#     VllmEnvironment.use_flashinfer_moe_fp8). Not modelled: with =1, SM 10.x takes FLASHINFER_TRTLLM (its
+#     workspace not counted: the Triton caches kept) and a GPU neither backend supports makes vLLM raise
+#     NotImplementedError; VLLM_FLASHINFER_MOE_BACKEND, when set, picks one of the two;
+#     LoRA forces TRITON, VLLM_USE_DEEP_GEMM=1 DEEPGEMM in 0.16
 #     (neither modelled here).
 # Releases before 0.15 were not read for this: kvplan keeps the Triton workspace there.
 FI_CUTLASS_FP8_BLOCK_SINCE = VllmVersion(0, 15)
