@@ -59,6 +59,18 @@ def test_bytes_per_gpu_in_bf16_even_in_the_fp8_checkpoint(tp: int, per_gpu: int)
         assert tower_bytes_per_gpu(model, model.towers[0], tp=tp) == per_gpu == 2 * (1_106_688 + -(-870_825_728 // tp))
 
 
+@pytest.mark.parametrize(("tp", "per_gpu"), [(1, 1_743_864_832), (8, 1_707_164_672)])
+def test_mm_encoder_tp_mode_data_replicates_the_tower_and_splits_only_the_projector(tp: int, per_gpu: int) -> None:
+    """vLLM 0.33 mllama4.py with --mm-encoder-tp-mode data: the tower's linears are built with disable_tp, the
+    projector's linear_1 (4,096 × 5,120, ColumnParallelLinear) stays split: 2 × (871,932,416 − 20,971,520 +
+    20,971,520 / 8) = 1,707,164,672 B per GPU at TP 8, against 219,919,808 with "weights"."""
+    model = _scout()
+    assert model.towers[0].data_mode_sharded_params == 4096 * 5120
+    assert tower_bytes_per_gpu(model, model.towers[0], tp=tp, encoder_tp_mode="data") == per_gpu
+    assert tower_bytes_per_gpu(model, model.towers[0], tp=tp, encoder_tp_mode="weights") == 2 * (
+        1_106_688 + -(-870_825_728 // tp))
+
+
 def test_the_fp8_checkpoint_leaves_every_tower_linear_unquantized() -> None:
     """The compressed-tensors ignore list names the patch linear, q/k/v/o and fc1/fc2 of all 34 layers, the
     adapter's fc1/fc2 and the projector: the checkpoint stores the tower in bf16, as vLLM loads it."""

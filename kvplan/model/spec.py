@@ -270,6 +270,9 @@ class TowerSpec:
     # attention heads the tower splits over the TP ranks (dist_utils.divide asserts they divide); 0: not checked
     tp_heads: int = 0
     geometry: VisionGeometry | None = None  # Qwen3-VL: the shapes its encoder profile needs
+    # --mm-encoder-tp-mode data (a model with supports_encoder_tp_data): the parameters still split over TP, the
+    # rest of sharded_params replicated on every rank; None: that layout is not modelled for this tower
+    data_mode_sharded_params: int | None = None
 
     @property
     def params(self) -> int:

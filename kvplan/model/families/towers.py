@@ -160,9 +160,12 @@ def _llama4_vision(v: Mapping[str, Any], text_hidden: int) -> TowerSpec:
     QKVParallelLinear / RowParallelLinear o_proj + LayerNorm + biased fc1 / fc2 (GELU), the pixel-shuffle adapter
     (Llama4VisionMLP: fc1 intermediate_size → projector_input_dim, fc2 → projector_output_dim, biased when
     multi_modal_projector_bias) and linear_1 (vision_output_dim → text hidden, bias-free, ColumnParallelLinear).
-    Parallel linears split over TP (mm_encoder_tp_mode "weights", the default; "data" replicates the tower, not
-    modelled); row-parallel biases, norms, class token and positions are replicated. The rotary table (a complex64
-    buffer of 577 positions) is not a parameter and not counted. Pinned: transformers' Llama4VisionModel +
+    Parallel linears split over TP (mm_encoder_tp_mode "weights", the default); with "data" (vLLM 0.33's
+    Llama4ForConditionalGeneration sets supports_encoder_tp_data; mllama4.py builds the unfold linear, MLPs and
+    adapter with disable_tp=use_data_parallel, the attention's linears replicated) the tower is replicated and
+    only the projector's ColumnParallelLinear linear_1 stays split (`data_mode_sharded_params`); row-parallel
+    biases, norms, class token and positions are replicated. The rotary table (a complex64 buffer of 577
+    positions) is not a parameter and not counted. Pinned: transformers' Llama4VisionModel +
     Llama4MultiModalProjector built from the config hold the same 871,932,416 parameters (tests/test_multimodal.py)."""
     h, inter, layers = _int(v, "hidden_size"), _int(v, "intermediate_size"), _int(v, "num_hidden_layers")
     p, ch, size = _int(v, "patch_size"), _int(v, "num_channels", 3), _int(v, "image_size")
@@ -182,7 +185,8 @@ def _llama4_vision(v: Mapping[str, Any], text_hidden: int) -> TowerSpec:
     # Llama4VisionAttention: assert self.num_heads % self.tp_size == 0
     return TowerSpec("vision tower + projector", ("image",), replicated, sharded,
                      "mllama4.py:Llama4ForConditionalGeneration (Llama4VisionModel, Llama4MultiModalProjector)",
-                     tp_heads=_int(v, "num_attention_heads"), geometry=geometry)
+                     tp_heads=_int(v, "num_attention_heads"), geometry=geometry,
+                     data_mode_sharded_params=vout * text_hidden)
 
 
 def _tower(top: Mapping[str, Any]) -> VisionTower | Literal[""]:
