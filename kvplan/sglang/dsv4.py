@@ -12,13 +12,16 @@
     swa_tokens    = int(full_tokens × swa_ratio) // page × page       (refused at window + page ≥ swa_tokens)
     c4 = full // 4, c128 = full // 128, c4_state = swa // page × 8, c128_state = (reqs + 1) × 128
 
-where index_bytes = index_head_dim + index_head_dim / 128 × 4, ring4 = 8 (no speculative decoding), reqs =
+where index_bytes = index_head_dim + index_head_dim / 128 × 4, ring4 = 8 (16 with a draft), reqs =
 max_running_requests per attention-DP worker (arg_groups/deepseek_v4_hook.py:apply_deepseek_v4_defaults sets
 256 when it is not given) and swa_ratio = 0.1 (model_overrides/deepseek_v4.py, unless given). A layer of
 compress ratio 0 (kvplan's 1: sliding window only) owns no compressed storage. Every figure is per GPU: the
 latent has one head and the pools are not split by attention TP. The KV dtype does not enter: the V4 layout
 stores the latent as fp8 nope + bf16 rope whatever --kv-cache-dtype says. SGLang prints no `KV Cache is
 allocated` line for this pool; `log_lines` are what it prints instead.
+With the EAGLE (MTP) draft (`Dsv4Part.draft_tokens`): rings 16 / 256, both per-token figures × (layers + 1) / layers
+(DSV4PoolConfigurator.__init__, no encoder replay); the SWA ring's + draft tokens − 1 (get_swa_ring_size) enters
+only the unified-KV pool, off by default. The draft worker's own pool lines are not reproduced.
 Pure: numbers in, numbers out.
 """
 from __future__ import annotations

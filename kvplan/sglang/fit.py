@@ -32,8 +32,8 @@ from kvplan.sglang.defaults import (
 from kvplan.sglang.dsa import is_dsa
 from kvplan.sglang.dsa import kv_dtype as dsa_kv_dtype
 from kvplan.sglang.dsa import page_size as dsa_page_size
-from kvplan.sglang.dsv4 import check_speculative as check_dsv4_speculative
 from kvplan.sglang.dsv4 import DEFAULT_MAX_RUNNING_REQUESTS as DSV4_MAX_RUNNING_REQUESTS
+from kvplan.sglang.dsv4 import check_speculative as check_dsv4_speculative
 from kvplan.sglang.dsv4 import is_dsv4, size_dsv4
 from kvplan.sglang.mamba import SpecReserve, mamba_ratio, mamba_state
 from kvplan.sglang.multimodal import (
@@ -285,7 +285,7 @@ def _speculative(spec: ModelSpec, dep: SglangDeployment, d: ServerDefaults, geo:
         if dep.max_running_requests is None:  # apply_deepseek_v4_defaults' 256 comes first: no reset to 48 (oracle)
             dep = dataclasses.replace(dep, max_running_requests=DSV4_MAX_RUNNING_REQUESTS)
     sd = resolve_speculative(SpeculativeArgs(
-        dep.speculative_algorithm, dep.speculative_num_steps, dep.speculative_eagle_topk,
+        str(dep.speculative_algorithm), dep.speculative_num_steps, dep.speculative_eagle_topk,
         dep.speculative_num_draft_tokens, dep.speculative_draft_model_path, dep.max_running_requests), spec, d)
     dep = dataclasses.replace(dep, max_running_requests=sd.max_running_requests)
     if geo is not None and geo.dsv4 is not None:  # DSV4PoolConfigurator: the draft as rings and (L + 1) / L
