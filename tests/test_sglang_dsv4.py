@@ -3,6 +3,7 @@ by hand from SGLang's source, and against SGLang's own code on the corpus config
 (tests/fixtures/sglang/dsv4-oracle-goldens.json, tools/sglang_oracle/dsv4_regen.py)."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import subprocess
@@ -123,13 +124,61 @@ def test_h200_tp8_flash_matches_sglangs_own_log_lines() -> None:
                                                                                                   "fp8_e4m3")
 
 
-def test_pipeline_parallel_and_speculative_dsv4_stay_refused() -> None:
-    """PP splits DSV4's compressed pools per stage, and an MTP draft inflates the cell by (T + 1) / T and resizes
-    the rings (DSV4PoolConfigurator.__init__): neither is ported."""
+def test_pipeline_parallel_dsv4_stays_refused_with_or_without_a_draft() -> None:
+    """PP splits DSV4's compressed pools per stage (DSV4PoolConfigurator's stage_owner_layers): not ported, nor
+    with the MTP draft."""
     chip = get_gpu("h200")
-    for dep in (SglangDeployment(tp=4, pp=2), SglangDeployment(tp=8, speculative_algorithm="EAGLE")):
+    for dep in (SglangDeployment(tp=4, pp=2),
+                SglangDeployment(tp=4, pp=2, speculative_algorithm="EAGLE", speculative_eagle_topk=1,
+                                 speculative_num_steps=3, speculative_num_draft_tokens=4)):
         with pytest.raises(InvalidParameter, match="not modelled"):
             plan_sglang_fit(FLASH, chip, dep, weights_bytes=0, weights_range=(0, 0))
+
+
+def test_flash_with_its_mtp_draft_follows_the_source_by_hand() -> None:
+    """DSV4PoolConfigurator.__init__ with speculative decoding (no encoder replay, SGLang 0.5.23's default):
+    get_compress_state_ring_size gives rings 16 / 256 (not 8 / 128), then both per-token figures × (43 + 1) / 43.
+    SWA slot: 43 × 585 + 16 / 256 × 10,240 × 21 = 25,155 + 13,440 = 38,595, × 44 / 43.
+    Full token: 0.1 × 38,595 + 3,764.25 + 135 = 7,758.75, × 44 / 43 = 7,939.19 (the log's 2 decimals).
+    c128 state, 256 requests: rows ceil((257 × 256 + 256 + 1) / 128) × 128 = 66,176, × 2 × 512 × 4 B × 20 layers.
+    100 GiB: full = int((107,374,182,400 − 5,421,137,920) / (7,758.75 × 44 / 43)) = 12,841,750 → 12,841,728;
+    SWA 1,284,096; c4 state 5,016 pages × 16; c128 state 257 × 256."""
+    part = dataclasses.replace(dsv4_part(FLASH), draft_tokens=4)
+    assert (part.ring(4), part.ring(128)) == (16, 256)
+    assert part.bytes_per_swa_token == 38_595 * 44 / 43
+    assert part.bytes_per_full_token == 7_758.75 * 44 / 43
+    assert part.c128_state_fixed_bytes(256) == 66_176 * 2 * 512 * 4 * 20 == 5_421_137_920
+    s = size_dsv4(part, 100 << 30, max_running=None)
+    assert (s.full_tokens, s.swa_tokens, s.c4_tokens, s.c128_tokens) == (12_841_728, 1_284_096, 3_210_432, 100_326)
+    assert (s.c4_state_pool_size, s.c128_state_pool_size, s.max_running_requests) == (5_016 * 16, 257 * 256, 256)
+    lines = log_lines(part, s)
+    assert "bytes_per_full_token=7939.19" in lines[1] and "c128_state_fixed=5.05 GB" in lines[1]
+    assert lines[2] == ("DSV4 pool sizes: full=12841728, swa=1284096, c4=3210432, c128=100326, c4_state=80256, "
+                        "c128_state=0")
+
+
+def test_dsv4_speculative_arguments_are_refused_as_deepseek_v4_hook_asserts() -> None:
+    """arg_groups/deepseek_v4_hook.py:apply_deepseek_v4_defaults checks the algorithm and top-k as given, before
+    the speculative hook aliases NEXTN to EAGLE (the oracle, SGLang 0.5.23 with --speculative-algorithm NEXTN:
+    this AssertionError); _assert_ring_serves_draft_tokens caps draft tokens at 16 − 8 + 2 = 10."""
+    chip = get_gpu("h200")
+    for dep, words in ((SglangDeployment(tp=8, speculative_algorithm="NEXTN"), "Only EAGLE and DSPARK"),
+                       (SglangDeployment(tp=8, speculative_algorithm="EAGLE"), "with topk == 1"),
+                       (SglangDeployment(tp=8, speculative_algorithm="EAGLE", speculative_eagle_topk=1,
+                                         speculative_num_steps=10, speculative_num_draft_tokens=11),
+                        "ring_size=16 serves at most 10 draft tokens")):
+        with pytest.raises(InvalidParameter, match=words):
+            plan_sglang_fit(FLASH, chip, dep, weights_bytes=0, weights_range=(0, 0))
+
+
+def test_dsv4_eagle_keeps_deepseek_v4s_256_requests() -> None:
+    """apply_deepseek_v4_defaults sets max_running_requests 256 before the speculative hook, which then leaves it
+    (no reset to 48): the oracle resolves 256 for Flash, TP 8, EAGLE 2 steps, top-k 1, 3 draft tokens."""
+    dep = SglangDeployment(tp=8, speculative_algorithm="EAGLE", speculative_eagle_topk=1, speculative_num_steps=2,
+                           speculative_num_draft_tokens=3)
+    plan = plan_sglang_fit(FLASH, get_gpu("h200"), dep, weights_bytes=0, weights_range=(0, 0))
+    assert plan.pool is not None and plan.pool.dsv4 is not None
+    assert plan.pool.dsv4.max_running_requests == 256 and plan.pool.dsv4.c128_state_pool_size == 257 * 256
 
 
 def test_size_engine_sglang_reports_the_dsv4_configurator() -> None:

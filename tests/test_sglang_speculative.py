@@ -432,8 +432,11 @@ def test_swa_draft_runs_match_the_oracle_cell_and_both_pools(run_id: str) -> Non
 
 
 @pytest.mark.parametrize(("model", "fields", "draft", "words"), [
-    ("deepseek-ai--DeepSeek-V4-Flash", {"tp": 8, "speculative_algorithm": "NEXTN"}, None,
-     "DeepSeek-V4's MTP draft (DSV4PoolConfigurator: compress-state rings of 16 / 256"),
+    # DeepSeek-V4's draft is modelled at PP 1 (test_sglang_dsv4.py; NEXTN refused there in SGLang's words)
+    ("deepseek-ai--DeepSeek-V4-Flash", {"tp": 4, "pp": 2, "speculative_algorithm": "EAGLE",
+                                        "speculative_eagle_topk": 1, "speculative_num_steps": 3,
+                                        "speculative_num_draft_tokens": 4}, None,
+     "pipeline parallelism with a sliding-window, Mamba or DSA pool"),
     ("Qwen--Qwen3.5-27B", {"pp": 2, "speculative_algorithm": "NEXTN"}, None,
      "pipeline parallelism with a sliding-window, Mamba or DSA pool"),
     ("meta-llama--Meta-Llama-3.1-8B", {"pp": 2, "speculative_algorithm": "EAGLE",
@@ -444,7 +447,7 @@ def test_swa_draft_runs_match_the_oracle_cell_and_both_pools(run_id: str) -> Non
 ])
 def test_the_speculative_pools_still_unmodelled_are_refused_with_the_reason(
         model: str, fields: dict[str, Any], draft: str | None, words: str) -> None:
-    """DeepSeek-V4's MTP draft, PP under any draft, a Gemma-4 assistant draft (FROZEN_KV_MTP): kvplan's words."""
+    """DeepSeek-V4's MTP draft under PP, PP under any draft, a Gemma-4 assistant draft (FROZEN_KV_MTP): kvplan's words."""
     spec = sglang_goldens.model_spec(model)
     draft_spec = sglang_goldens.model_spec(draft) if draft else None
     if draft_spec is not None:

@@ -12,13 +12,16 @@
     swa_tokens    = int(full_tokens × swa_ratio) // page × page       (refused at window + page ≥ swa_tokens)
     c4 = full // 4, c128 = full // 128, c4_state = swa // page × 8, c128_state = (reqs + 1) × 128
 
-where index_bytes = index_head_dim + index_head_dim / 128 × 4, ring4 = 8 (no speculative decoding), reqs =
+where index_bytes = index_head_dim + index_head_dim / 128 × 4, ring4 = 8 (16 with a draft), reqs =
 max_running_requests per attention-DP worker (arg_groups/deepseek_v4_hook.py:apply_deepseek_v4_defaults sets
 256 when it is not given) and swa_ratio = 0.1 (model_overrides/deepseek_v4.py, unless given). A layer of
 compress ratio 0 (kvplan's 1: sliding window only) owns no compressed storage. Every figure is per GPU: the
 latent has one head and the pools are not split by attention TP. The KV dtype does not enter: the V4 layout
 stores the latent as fp8 nope + bf16 rope whatever --kv-cache-dtype says. SGLang prints no `KV Cache is
 allocated` line for this pool; `log_lines` are what it prints instead.
+With the EAGLE (MTP) draft (`Dsv4Part.draft_tokens`): rings 16 / 256, both per-token figures × (layers + 1) / layers
+(DSV4PoolConfigurator.__init__, no encoder replay); the SWA ring's + draft tokens − 1 (get_swa_ring_size) enters
+only the unified-KV pool, off by default. The draft worker's own pool lines are not reproduced.
 Pure: numbers in, numbers out.
 """
 from __future__ import annotations
@@ -39,9 +42,14 @@ DEFAULT_SWA_RATIO = 0.1  # model_overrides/deepseek_v4.py: swa_full_tokens_ratio
 V4_BYTES_PER_TOKEN = 584
 V4_PAGE_ALIGN = 576
 STATE_BYTES = 4  # environ.py: SGLANG_DSV4_COMPRESS_STATE_DTYPE float32 (pool_configurator.py, both states)
-# mem_cache/deepseek_v4_memory_pool.py:get_compress_state_ring_size without speculative decoding.
+# mem_cache/deepseek_v4_memory_pool.py:get_compress_state_ring_size: without / with speculative decoding.
 C4_RING = 8
 C128_RING = 128
+C4_RING_SPEC = 16
+C128_RING_SPEC = 256
+# arg_groups/deepseek_v4_hook.py:apply_deepseek_v4_defaults asserts the algorithm as given (before
+# speculative_hook.py's NEXTN → EAGLE alias and upper-casing): NEXTN is refused for DeepSeek-V4.
+SPEC_ALGORITHMS = ("EAGLE", "DSPARK")
 KV_DTYPES = ("fp8_e4m3", "bfloat16")  # arg_groups/overrides.py:_deepseek_v4_kv_cache_dtype's assertion
 
 
@@ -57,6 +65,20 @@ class Dsv4Part:
     window: int  # kvc.sliding_window_size (config sliding_window)
     page_size: int = PAGE_SIZE
     swa_ratio: float = DEFAULT_SWA_RATIO
+    draft_tokens: int = 0  # speculative_num_draft_tokens (0: no speculative decoding); the MTP draft is 1 layer
+
+    def ring(self, ratio: int) -> int:
+        """deepseek_v4_memory_pool.py:get_compress_state_ring_size (c4 / c128, offline c128): 8 / 128 rows, 16 / 256
+        under speculative decoding."""
+        if self.draft_tokens:
+            return C4_RING_SPEC if ratio == 4 else C128_RING_SPEC
+        return C4_RING if ratio == 4 else C128_RING
+
+    @property
+    def spec_inflation(self) -> float:
+        """DSV4PoolConfigurator.__init__ (speculative, no encoder replay): per-token bytes × (target layers + 1
+        draft layer) / target layers, reserving the draft worker's pool."""
+        return (self.layers + 1) / self.layers if self.draft_tokens else 1.0
 
     @property
     def index_bytes(self) -> int:
@@ -75,7 +97,8 @@ class Dsv4Part:
         """DSV4PoolConfigurator._get_bytes_per_swa_token: the sliding-window slot on every layer plus the c4
         compress state (kv and score, overlap 2, core and indexer) priced per SWA slot."""
         state = (2 * 2 * self.head_dim + 2 * 2 * self.index_head_dim) * STATE_BYTES
-        return self.paged_bytes() * self.layers + C4_RING / self.page_size * state * self.c4_layers
+        base = self.paged_bytes() * self.layers + self.ring(4) / self.page_size * state * self.c4_layers
+        return base * self.spec_inflation if self.draft_tokens else base
 
     @property
     def compressed_bytes_per_full_token(self) -> float:
@@ -86,15 +109,44 @@ class Dsv4Part:
     @property
     def bytes_per_full_token(self) -> float:
         """DSV4PoolConfigurator._get_bytes_per_full_token (ratio mode): swa_ratio × the SWA slot + compressed."""
-        return self.swa_ratio * self.bytes_per_swa_token + self.compressed_bytes_per_full_token
+        if not self.draft_tokens:
+            return self.swa_ratio * self.bytes_per_swa_token + self.compressed_bytes_per_full_token
+        # the configurator sums the uninflated SWA slot, then inflates the total (DSV4PoolConfigurator.__init__)
+        swa = self.bytes_per_swa_token / self.spec_inflation
+        return (self.swa_ratio * swa + self.compressed_bytes_per_full_token) * self.spec_inflation
 
     def c128_state_fixed_bytes(self, reqs: int) -> int:
         """DSV4PoolConfigurator._get_c128_state_fixed_bytes: (reqs + 1) slots × a 128-row ring, + ring + 1 rows,
         padded to 128, of 2 × head_dim fp32 values, on every c128 layer."""
         if not self.c128_layers:
             return 0
-        rows = -(-((reqs + 1) * C128_RING + C128_RING + 1) // 128) * 128
+        ring = self.ring(128)
+        rows = -(-((reqs + 1) * ring + ring + 1) // 128) * 128
         return rows * 2 * self.head_dim * STATE_BYTES * self.c128_layers
+
+
+def check_speculative(algorithm: str, topk: int | None, draft_tokens: int) -> None:
+    """arg_groups/deepseek_v4_hook.py:apply_deepseek_v4_defaults (the algorithm and top-k as given) and
+    DSV4PoolConfigurator._assert_ring_serves_draft_tokens (get_compress_state_write_pad: ring − window + 2, the
+    window 8 for c4 and 128 for c128). Raises InvalidParameter with SGLang's assertion text."""
+    if algorithm not in SPEC_ALGORITHMS:
+        raise InvalidParameter(f"AssertionError: Only EAGLE and DSPARK speculative algorithms are supported for "
+                               f"{ARCHITECTURE}", hint="SGLang 0.5.23 asserts this before it aliases NEXTN to "
+                               "EAGLE: give --speculative-algorithm EAGLE --speculative-eagle-topk 1")
+    if algorithm == "EAGLE" and topk != 1:
+        raise InvalidParameter(f"AssertionError: Only EAGLE speculative algorithm with topk == 1 is supported for "
+                               f"{ARCHITECTURE}", hint="give --speculative-eagle-topk 1 (SGLang checks it as given)")
+    if algorithm != "EAGLE":
+        raise InvalidParameter("SGLang 0.5.23 rules: DSPARK on DeepSeek-V4 (encoder replay, paged draft layers) "
+                               "is not modelled yet", hint="kvplan models DeepSeek-V4's EAGLE (MTP) draft")
+    for ratio, window in ((4, 8), (128, 128)):
+        ring = C4_RING_SPEC if ratio == 4 else C128_RING_SPEC
+        pad = ring - window + 2
+        if draft_tokens > pad:
+            raise InvalidParameter(
+                f"AssertionError: speculative_num_draft_tokens={draft_tokens} exceeds what the c{ratio} compress "
+                f"state ring can keep resident (ring_size={ring} serves at most {pad} draft tokens). Lower the draft "
+                "count, or grow the ring in get_compress_state_ring_size().")
 
 
 def is_dsv4(spec: ModelSpec) -> bool:
@@ -179,7 +231,7 @@ def size_dsv4(part: Dsv4Part, budget_bytes: int, *, max_running: int | None, att
         raise InvalidParameter(NOT_ENOUGH_MEMORY)
     reqs = min(requested, full // 2)  # kv_cache_configurator.py:resolve_max_num_reqs (given)
     return Dsv4Sizes(budget_bytes, per_token, part.bytes_per_swa_token, requested, fixed, full, swa, full // 4,
-                     full // 128, swa // page * C4_RING, (reqs + 1) * C128_RING, reqs, profiled)
+                     full // 128, swa // page * part.ring(4), (reqs + 1) * part.ring(128), reqs, profiled)
 
 
 def _gb(n: float) -> str:
@@ -197,7 +249,7 @@ def log_lines(part: Dsv4Part, s: Dsv4Sizes) -> tuple[str, ...]:
         return (f"DSV4 SWA sizing: mode=ratio (explicit), swa_tokens={swa}, "
                 f"swa_full_tokens_ratio={float(part.swa_ratio)}",
                 f"DSV4 pool sizes: full={full}, swa={swa}, c4={full // 4}, c128={full // 128}, "
-                f"c4_state={swa // page * C4_RING}, c128_state=0")
+                f"c4_state={swa // page * part.ring(4)}, c128_state=0")
 
     first, first_sizes = sizing(s.profiled_tokens)
     capped = sizing(s.full_tokens) if s.full_tokens != s.profiled_tokens else ()  # calculate_pool_sizes_from_max_tokens

@@ -32,6 +32,8 @@ from kvplan.sglang.defaults import (
 from kvplan.sglang.dsa import is_dsa
 from kvplan.sglang.dsa import kv_dtype as dsa_kv_dtype
 from kvplan.sglang.dsa import page_size as dsa_page_size
+from kvplan.sglang.dsv4 import DEFAULT_MAX_RUNNING_REQUESTS as DSV4_MAX_RUNNING_REQUESTS
+from kvplan.sglang.dsv4 import check_speculative as check_dsv4_speculative
 from kvplan.sglang.dsv4 import is_dsv4, size_dsv4
 from kvplan.sglang.mamba import SpecReserve, mamba_ratio, mamba_state
 from kvplan.sglang.multimodal import (
@@ -228,10 +230,8 @@ def _speculative_unmodelled(spec: ModelSpec, dep: SglangDeployment, *, plain: bo
                                    "EAGLE; EAGLE3 is not supported for this draft architecture.")
         return ("a Gemma4AssistantForCausalLM draft: SGLang promotes NEXTN/EAGLE to FROZEN_KV_MTP, which kvplan has "
                 "not modelled yet")
-    if is_dsv4(spec):
-        return ("DeepSeek-V4's MTP draft (DSV4PoolConfigurator: compress-state rings of 16 / 256 rows instead of 8 / "
-                "128, the SWA ring widened by draft tokens − 1, every per-token byte × (layers + 1) / layers) is not "
-                "modelled yet")
+    if is_dsv4(spec):  # DSV4PoolConfigurator's speculative path (kvplan.sglang.dsv4: Dsv4Part.draft_tokens)
+        return None
     # A DSA pool: DefaultPoolConfigurator.__init__'s DSA branch (kvplan.sglang.speculative.draft_cell_bytes); a
     # Mamba hybrid: its full-attention layers' cell scaled the same way, the state carve with SpecReserve.
     # A hybrid SWA pool: HybridSWAPoolConfigurator.__init__'s draft split (PoolGeometry.draft_swa_layers).
@@ -280,10 +280,17 @@ def _speculative(spec: ModelSpec, dep: SglangDeployment, d: ServerDefaults, geo:
     max_running_requests it resolves, the pool geometry with the EAGLE/STANDALONE draft's layers."""
     if dep.speculative_algorithm is None:
         return dep, geo, None
+    if is_dsv4(spec):  # arg_groups/deepseek_v4_hook.py runs before the speculative hook
+        check_dsv4_speculative(str(dep.speculative_algorithm), dep.speculative_eagle_topk, 0)
+        if dep.max_running_requests is None:  # apply_deepseek_v4_defaults' 256 comes first: no reset to 48 (oracle)
+            dep = dataclasses.replace(dep, max_running_requests=DSV4_MAX_RUNNING_REQUESTS)
     sd = resolve_speculative(SpeculativeArgs(
-        dep.speculative_algorithm, dep.speculative_num_steps, dep.speculative_eagle_topk,
+        str(dep.speculative_algorithm), dep.speculative_num_steps, dep.speculative_eagle_topk,
         dep.speculative_num_draft_tokens, dep.speculative_draft_model_path, dep.max_running_requests), spec, d)
     dep = dataclasses.replace(dep, max_running_requests=sd.max_running_requests)
+    if geo is not None and geo.dsv4 is not None:  # DSV4PoolConfigurator: the draft as rings and (L + 1) / L
+        check_dsv4_speculative(str(dep.speculative_algorithm), dep.speculative_eagle_topk, sd.num_draft_tokens)
+        return dep, dataclasses.replace(geo, dsv4=dataclasses.replace(geo.dsv4, draft_tokens=sd.num_draft_tokens)), sd
     if geo is not None and sd.algorithm in EAGLE_FAMILY:
         distinct = sd.draft_model_path not in (None, spec.name)
         # spec_aux_hidden_state.py:_resolve_eagle_aux_hidden_state: a path-less draft (the Qwen3-Next / Qwen3.5
