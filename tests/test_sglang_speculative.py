@@ -447,7 +447,8 @@ def test_swa_draft_runs_match_the_oracle_cell_and_both_pools(run_id: str) -> Non
 ])
 def test_the_speculative_pools_still_unmodelled_are_refused_with_the_reason(
         model: str, fields: dict[str, Any], draft: str | None, words: str) -> None:
-    """DeepSeek-V4's MTP draft under PP, PP under any draft, a Gemma-4 assistant draft (FROZEN_KV_MTP): kvplan's words."""
+    """DeepSeek-V4's MTP draft under PP, PP under any draft, a Gemma-4 assistant draft (FROZEN_KV_MTP):
+    kvplan's words."""
     spec = sglang_goldens.model_spec(model)
     draft_spec = sglang_goldens.model_spec(draft) if draft else None
     if draft_spec is not None:
