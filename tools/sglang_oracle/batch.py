@@ -39,8 +39,9 @@ def _kv_quant_algo_of(stand_in):
     return kv_quant_algo
 
 
-def main() -> int:
-    oracle_dir, cases_path, gpu, out_path = sys.argv[1:5]
+def start_oracle(oracle_dir: str, gpu: str):
+    """Import the shared oracle with `gpu` faked (8 devices) and SGLang after it: (sglang_oracle, sglang). SGLang
+    reads the GPU when it is imported, so one process serves one GPU."""
     sys.path.insert(0, oracle_dir)
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -52,6 +53,12 @@ def main() -> int:
     sgl_stubs.install()
     fake_gpu.install(gpu, world=8)
     import sglang
+    return so, sglang
+
+
+def main() -> int:
+    oracle_dir, cases_path, gpu, out_path = sys.argv[1:5]
+    so, sglang = start_oracle(oracle_dir, gpu)
 
     so._kv_quant_algo = _kv_quant_algo_of(so._kv_quant_algo)
 

@@ -37,17 +37,9 @@ class _Capture(logging.Handler):
 
 def main() -> int:
     oracle_dir, cases_path, gpu, out_path = sys.argv[1:5]
-    sys.path.insert(0, oracle_dir)
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
-    os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-    logging.basicConfig(level=logging.ERROR, stream=sys.stderr)
-    import fake_gpu
-    import sgl_stubs
-    import sglang_oracle as so
+    from batch import start_oracle  # this folder is on sys.path when the script runs
 
-    sgl_stubs.install()
-    fake_gpu.install(gpu, world=8)
-    import sglang
+    so, sglang = start_oracle(oracle_dir, gpu)
 
     capture = _Capture()
     for name in ("sglang.srt.model_executor.pool_configurator", "sglang.srt.mem_cache.deepseek_v4_memory_pool",
