@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -94,15 +91,7 @@ def main() -> int:
     by_id = {c["id"]: c for c in cases}
     old = json.loads(OUT.read_text())["cases"] if OUT.exists() else []
     kept = [c for c in old if c["gpu"] not in gpus]
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "cases.json")
-        json.dump(cases, open(path, "w"))
-        new = []
-        for gpu in gpus:
-            out = os.path.join(tmp, f"{gpu}.json")
-            subprocess.run([os.path.join(a.venv, "bin/python"), str(ROOT / "tools/sglang_oracle/dsv4_batch.py"),
-                            a.oracle, path, gpu, out], check=True)
-            new += [compact(by_id[r["id"]], r) for r in json.load(open(out))]
+    new = [compact(by_id[r["id"]], r) for r in regen.run_batches("dsv4_batch.py", a.venv, a.oracle, cases, gpus)]
     doc = {"source": "SGLang 0.5.23 (PyPI wheel) run by /work/shared/tools/sglang-oracle (unmodified) through "
                      "tools/sglang_oracle/dsv4_batch.py with faked GPUs; regenerate: python "
                      "tools/sglang_oracle/dsv4_regen.py --oracle DIR --venv VENV",

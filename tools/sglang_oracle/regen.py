@@ -148,6 +148,21 @@ def _merged(old: list[dict[str, object]],
     return out + list(fresh.values())
 
 
+def run_batches(script: str, venv: str, oracle: str, cases: list[dict], gpus: list[str]) -> list[dict]:
+    """Run tools/sglang_oracle/SCRIPT (batch.py's argument form) in the oracle's venv, one process per GPU (SGLang
+    reads the faked GPU once, at import), and return every case's result in GPU order."""
+    results: list[dict] = []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "cases.json")
+        json.dump(cases, open(path, "w"))
+        for gpu in gpus:
+            out = os.path.join(tmp, f"{gpu}.json")
+            subprocess.run([os.path.join(venv, "bin/python"), str(ROOT / "tools/sglang_oracle" / script),
+                            oracle, path, gpu, out], check=True)
+            results += json.load(open(out))
+    return results
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--oracle", required=True)
@@ -164,15 +179,7 @@ def main() -> int:
     by_id = {c["id"]: c for c in cases}
     old = json.loads(OUT.read_text())["cases"] if OUT.exists() else []
     kept = [c for c in old if c["id"] not in by_id] if a.models else [c for c in old if c["gpu"] not in gpus]
-    with tempfile.TemporaryDirectory() as tmp:
-        path = os.path.join(tmp, "cases.json")
-        json.dump(cases, open(path, "w"))
-        new = []
-        for gpu in gpus:
-            out = os.path.join(tmp, f"{gpu}.json")
-            subprocess.run([os.path.join(a.venv, "bin/python"), str(ROOT / "tools/sglang_oracle/batch.py"),
-                            a.oracle, path, gpu, out], check=True)
-            new += [compact(by_id[r["id"]], r) for r in json.load(open(out))]
+    new = [compact(by_id[r["id"]], r) for r in run_batches("batch.py", a.venv, a.oracle, cases, gpus)]
     doc = {"source": "SGLang 0.5.23 (PyPI wheel) run by /work/shared/tools/sglang-oracle with faked GPUs; "
                      "regenerate: python tools/sglang_oracle/regen.py --oracle DIR --venv VENV",
            "sglang_version": "0.5.23", "cases": _merged(old, new) if a.models else kept + new}
