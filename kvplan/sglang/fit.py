@@ -34,7 +34,7 @@ from kvplan.sglang.dsa import kv_dtype as dsa_kv_dtype
 from kvplan.sglang.dsa import page_size as dsa_page_size
 from kvplan.sglang.dsv4 import DEFAULT_MAX_RUNNING_REQUESTS as DSV4_MAX_RUNNING_REQUESTS
 from kvplan.sglang.dsv4 import check_speculative as check_dsv4_speculative
-from kvplan.sglang.dsv4 import is_dsv4, size_dsv4
+from kvplan.sglang.dsv4 import is_dsv4
 from kvplan.sglang.mamba import SpecReserve, mamba_ratio, mamba_state
 from kvplan.sglang.multimodal import (
     breakable_prefill_graph_kept,
@@ -180,17 +180,11 @@ def asymmetric_kv(spec: ModelSpec) -> bool:
     return spec.mla is None and any(x.head_size_v and x.head_size_v != x.head_size for x in spec.layers)
 
 
-def _tokens_at(budget: Budget, geo: PoolGeometry, page: int, context_len: int, max_running: int | None = None,
-               attn_dp_size: int = 1) -> int:
-    """The token count a budget buys (0 when SGLang would refuse it; a pure Mamba model's is context_len)."""
+def _tokens_at(budget: Budget, geo: PoolGeometry, page: int, context_len: int) -> int:
+    """The token count a budget buys on one PP stage's geometry (0 when SGLang would refuse it; a pure Mamba
+    model's is context_len). DeepSeek-V4 never reaches it: its pools under PP are refused (`_unmodelled`)."""
     if budget.budget_bytes is None:
         return 0
-    if geo.dsv4 is not None:  # DSV4PoolConfigurator: the c128 state comes off the budget first
-        try:
-            return size_dsv4(geo.dsv4, budget.budget_bytes, max_running=max_running,
-                             attn_dp_size=attn_dp_size).full_tokens
-        except InvalidParameter:
-            return 0
     if not geo.cell_bytes:
         return context_len // page * page
     return int(max(0, budget.budget_bytes) // geo.cell_size) // page * page
