@@ -229,8 +229,9 @@ def test_the_printed_low_end_holds_on_every_validation_moe_record_at_tp_2_and_mo
     dsv4 = ROW["vllm-44376-2xgh200-deepseek-v4-flash-failed"]
     # 7.86 since the DeepSeek-V4 weights count the replicated linears, fp32 mixers and load-time buffers
     # (74.28 GiB at 16,384 batched tokens, as the ptocu LLM(...) log's 74.35 on H200) and its profile forward the
-    # hc_mult residual streams and the padded attention buffers (activation.py:dsv4_forward_phase_bytes)
-    assert dsv4.low_gib <= 5.44 and round(dsv4.predicted_gib, 2) == 7.86
+    # hc_mult residual streams and the padded attention buffers (activation.py:dsv4_forward_phase_bytes); 7.79 since
+    # the GH200's CUDA total is the measured 95.00 GiB (torch's "total capacity of 95.00 GiB"), not 95.08 from NVML
+    assert dsv4.low_gib <= 5.44 and round(dsv4.predicted_gib, 2) == 7.79
 
 
 def test_a_record_quoting_one_pp_stage_is_compared_with_that_stage() -> None:

@@ -81,6 +81,18 @@ def test_estimated_figures_say_so_and_measured_ones_say_measured(catalog: dict[s
     assert catalog["l4"].sources["cuda_total_bytes"].startswith("estimated:")
 
 
+def test_the_gh200_total_is_torchs_measured_95_gib(catalog: dict[str, GpuSpec]) -> None:
+    """NVIDIA's GH200 blog prints torch's OOM "GPU 0 has a total capacity of 95.00 GiB" beside nvidia-smi's
+    97.871 GB, OpenCL through the CUDA ICD reports 97280 MB on 'NVIDIA GH200 480GB', and Isambard-AI's GH200 nodes
+    print the same 95.00 GiB: 0.58 GiB below NVML, where the estimate from H100 NVL's driver share said 95.08.
+    Isambard's part names itself 'NVIDIA GH200 120GB' (vLLM's fused-MoE config file name)."""
+    gh200 = catalog["gh200"]
+    assert gh200.cuda_total_bytes == 97280 * MiB == round(95.00 * GiB)
+    assert gh200.nvml_total_bytes == 97871 * MiB
+    assert gh200.sources["cuda_total_bytes"].startswith("measured: 95.00 GiB")
+    assert get_gpu("NVIDIA GH200 120GB").id == get_gpu("NVIDIA GH200 480GB").id == "gh200"
+
+
 def test_cuda_total_is_below_nvml_total_for_every_gpu(catalog: dict[str, GpuSpec]) -> None:
     # cudaMemGetInfo excludes driver-reserved memory (vLLM reference §9); GB300 loses the most (284,208 MiB
     # NVML vs 276.50 GiB, 1.05 GiB). GB10 has no NVML total: vLLM falls back to the CUDA total.
