@@ -219,11 +219,27 @@ UNEXPLAINED = {
         "the 0 … 2.80 estimate, on the pessimistic side"),
     "vllm-44376-2xgh200-deepseek-v4-flash-failed": (
         "the comment gives no version (0.22 from the issue's title), no 'Model loading took' and a local "
-        "'DeepSeek-V4-Flash': every term is estimated — weights 73.54 … 76.51 GiB, the CUDA-graph estimate 2.27 "
-        "(2.01 … 6.76; FULL_AND_PIECEWISE with custom_ops all, EP), GH200's CUDA total (95.08 GiB, from NVML: no "
-        "GH200 log names it). The 2.42 GiB kvplan lacks fits inside the graph estimate's range alone. Ruled out: "
-        "the UMA path (MemorySnapshot.measure reads MemAvailable when platforms/cuda.py:is_integrated_gpu; on a "
-        "GH200 with 480 GB of host memory that would make the KV memory tens of GiB, not 5.44)"),
+        "'DeepSeek-V4-Flash': every term is estimated (weights 73.54 … 76.51 GiB). Read in the 0.22.0 wheel against "
+        "the eager 0.23 ptocu H200 NVL records (−1.0 … −1.1 %): the GH200 total is measured now (95.00 GiB, "
+        "gpus.yaml; the NVML-derived 95.08 gave 7.86). EP adds nothing at DP 1: use_all2all_kernels needs dp_size > 1 "
+        "(fused_moe/config.py), the default allgather_reducescatter manager allocates nothing (config/parallel.py, "
+        "all2all.py), the EP communicator exists before the init snapshot (gpu_worker.py:init_device), and on SM90 "
+        "the MXFP4 experts take Marlin (oracle/mxfp4.py: DeepGEMM-FP4 and TRT-LLM are SM100), whose weights and "
+        "workspace (experts/marlin_moe.py:workspace_shapes, M·topk·(max(N, K) + max(2N, K)), K = 4,096 ≥ 2N at N = "
+        "1,024 (TP) or 2,048 (EP): 1.5 GiB at 16,384 tokens) are the same under EP as under TP. custom_ops all leaves "
+        "the mHC ops as they are (layers/mhc.py: enabled() is True) and swaps only the generic ops inside the "
+        "compiled pieces: unsized. What differs and is unsized: 0.22 compiles DeepseekV4Model "
+        "(@support_torch_compile, nvidia/model.py; 0.23 drops it and turns on breakable graphs, config/vllm.py), "
+        "split at vllm::deepseek_v4_attention (projections, compressor and indexer inside the op), so its profile "
+        "peak is the compiled forward's, not the eager one kvplan counts; and the CUDA-graph estimate, 51 PIECEWISE + "
+        "51 FULL graphs (LLM class: 1,024 seqs, sizes to 512; every DSV4 backend UNIFORM_BATCH or ALWAYS), 100 "
+        "extrapolated: kvplan 2.27 GiB (2.01 … 6.76) at 22.6 MiB a graph with the Marlin log's 0.385 MiB per MoE "
+        "layer (43 on the worker, not divided under EP). The 2.35 GiB gap is that estimate at 46.7 MiB a graph, 0.95 "
+        "MiB per MoE layer (inside the 0.35 … 1.3 MiB range); the calibration EP log (GLM-5.2 NVFP4, TP 4 + EP, 51 + "
+        "51 → 4.99 GiB) is 0.59 (3.14 GiB here), the one DSV4 estimate found (vllm#50576, an SM8x build of a later "
+        "release, PIECEWISE=51 → 2.44 GiB) at most 50 MiB a graph. Ruled out: the UMA path (MemorySnapshot.measure "
+        "reads MemAvailable when platforms/cuda.py:is_integrated_gpu; on a GH200 with 480 GB of host memory that "
+        "would make the KV memory tens of GiB, not 5.44)"),
     "llmd-h100-mistral-small-32-24b": (
         "served with --config-format/--load-format mistral (params.json): its peak activation 2.12 GiB is "
         "below the 4.7 GiB the sampler warm-up over 1,024 rows × 131,072 logits costs every other 0.11 run "

@@ -1,7 +1,7 @@
 """The CUDA-graph memory vLLM subtracts before sizing the KV cache, and the graphs `--compilation-config` asks for.
 
 What vLLM subtracts is its own *estimate*, not the graphs' real pool. v1/worker/gpu_model_runner.py:
-profile_cudagraph_memory (the V1 runner, read in 0.20, 0.24, 0.27, 0.30 and 0.33) captures the two largest
+profile_cudagraph_memory (the V1 runner, read in 0.20, 0.22, 0.23, 0.24, 0.27, 0.30 and 0.33) captures the two largest
 graphs of each mode (PIECEWISE, FULL) into a throwaway pool, measuring the free memory each capture takes,
 and extrapolates linearly: max over the modes of the first capture + Σ over the modes of (graphs − 1) ×
 max(second capture, 1 MiB). The first FULL sample runs with profile_seq_lens = min(max_model_len,
@@ -23,7 +23,10 @@ Fitted on logs that print both the capture counts and the
 estimate for a model whose layers are known (tests/fixtures/data/cuda-graph-estimates.yaml). Which graphs
 are captured follows config/vllm.py:_set_cudagraph_sizes and the capture descriptors: PIECEWISE graphs for
 every capture size, FULL graphs for the decode sizes up to max_num_seqs (FULL_AND_PIECEWISE,
-FULL_DECODE_ONLY) or for every size (FULL), none with NONE or --enforce-eager.
+FULL_DECODE_ONLY) or for every size (FULL), none with NONE or --enforce-eager. DeepSeek-V4 counts the same
+whichever way its PIECEWISE graphs are made: 0.22 compiles DeepseekV4Model (@support_torch_compile, split at
+vllm::deepseek_v4_attention); 0.23 drops the decorator and turns on breakable graphs for it (config/vllm.py;
+vllm#54677 reads the same in 0.26 and 0.28).
 """
 from __future__ import annotations
 
