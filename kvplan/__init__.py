@@ -18,7 +18,11 @@ it), `size_report`, `plan_fit(spec, get_gpu("h100"), ServeSettings.of(max_model_
 (the roofline maths on model_costs and roof_from_gpu: what `kvplan.roofline` named before it became the command),
 `diagnose_report` (the rules on a parse_exposition snapshot: likewise `kvplan.diagnose`'s former meaning),
 `prefix_report` and `serve_report` (the simulators on a workload in hand: `kvplan.simulate_prefix` and
-`kvplan.simulate_serve` named them before they became the commands), ….
+`kvplan.simulate_serve` named them before they became the commands), …. So are the result types' parts, for
+annotations and isinstance: `FitReport`'s `DeploymentSummary`, `MemorySummary`, `CacheSummary`, `SchedulerSummary`,
+`VerdictSummary` (and `GroupSummary`, `TowerSummary`, `StageSummary`, `Advice` inside them), and
+`parse_startup_log`'s `StartupLog` with `LoggedSettings` (its `Logged…Config`s), `MemoryBudget`, `KVCapacity`,
+`StartupFailure`, `Timings` and `LogLine`.
 """
 from __future__ import annotations
 
@@ -49,6 +53,16 @@ _LAZY = {
     "custom_gpu": "kvplan.hardware.gpus",
     "ServeSettings": "kvplan.vllm.configs",
     "FitReport": "kvplan.vllm.report",
+    # FitReport's parts (report.deployment, .memory, .cache, .scheduler, .verdict) and what they hold
+    "DeploymentSummary": "kvplan.vllm.report",
+    "MemorySummary": "kvplan.vllm.report",
+    "CacheSummary": "kvplan.vllm.report",
+    "SchedulerSummary": "kvplan.vllm.report",
+    "VerdictSummary": "kvplan.vllm.report",
+    "GroupSummary": "kvplan.vllm.report",
+    "TowerSummary": "kvplan.vllm.report",
+    "StageSummary": "kvplan.vllm.report",
+    "Advice": "kvplan.vllm.report",
     "plan_fit": "kvplan.vllm.fit",
     "plan_kv_cache": "kvplan.vllm.block_plan",
     "BlockPlanSettings": "kvplan.vllm.block_plan",
@@ -62,6 +76,19 @@ _LAZY = {
     "parse_exposition": "kvplan.observe.metrics",
     "diagnose_report": "kvplan.observe.diagnose:diagnose",
     "parse_startup_log": "kvplan.vllm.startup_log",
+    # what parse_startup_log returns, and its parts (log.settings and its configs, .memory, .capacity, .failure,
+    # .timings, .lines); MemoryBudget is the logged budget (kvplan's own prediction is FitReport.memory)
+    "StartupLog": "kvplan.vllm.startup_log",
+    "LoggedSettings": "kvplan.vllm.startup_log",
+    "LoggedModelConfig": "kvplan.vllm.startup_log",
+    "LoggedCacheConfig": "kvplan.vllm.startup_log",
+    "LoggedParallelConfig": "kvplan.vllm.startup_log",
+    "LoggedSchedulerConfig": "kvplan.vllm.startup_log",
+    "MemoryBudget": "kvplan.vllm.startup_log",
+    "KVCapacity": "kvplan.vllm.startup_log",
+    "StartupFailure": "kvplan.vllm.startup_log",
+    "Timings": "kvplan.vllm.startup_log",
+    "LogLine": "kvplan.vllm.startup_log",
 }
 
 

@@ -2,6 +2,7 @@
 the CLI renders."""
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -26,6 +27,54 @@ def test_library_fit_equals_the_vllm_numbers() -> None:
     # vllm-reference §10(a): 60 GiB of KV → 140,434 blocks, 2,246,944 tokens, 68.57x.
     got = (report.cache.num_gpu_blocks, report.cache.kv_cache_tokens, round(report.scheduler.max_concurrency, 2))
     assert got == (140_434, 2_246_944, 68.57)
+
+
+def test_the_report_parts_are_public_names() -> None:
+    from kvplan import (  # the names a library user annotates with (kvplan/__init__.py)
+        Advice,
+        CacheSummary,
+        DeploymentSummary,
+        GroupSummary,
+        KVCapacity,
+        LoggedCacheConfig,
+        LoggedModelConfig,
+        LoggedParallelConfig,
+        LoggedSchedulerConfig,
+        LoggedSettings,
+        LogLine,
+        MemoryBudget,
+        MemorySummary,
+        SchedulerSummary,
+        StageSummary,
+        StartupFailure,
+        StartupLog,
+        Timings,
+        TowerSummary,
+        VerdictSummary,
+    )
+    from kvplan.vllm import report as report_module
+    from kvplan.vllm import startup_log
+
+    spec = kvplan.load_model(str(CONFIGS / "Qwen--Qwen2.5-1.5B"))
+    report = kvplan.plan_fit(spec, kvplan.get_gpu("h100"), kvplan.ServeSettings.of(max_model_len=32768))
+    parts = (report.deployment, report.memory, report.cache, report.scheduler, report.verdict)
+    assert [type(p) for p in parts] == [DeploymentSummary, MemorySummary, CacheSummary, SchedulerSummary,
+                                        VerdictSummary]
+    assert isinstance(report.cache.groups[0], GroupSummary)
+    assert (Advice, TowerSummary, StageSummary) == (report_module.Advice, report_module.TowerSummary,
+                                                    report_module.StageSummary)
+    log = kvplan.parse_startup_log((ROOT / "examples/vllm-startup.log").read_text(encoding="utf-8"))
+    assert type(log) is StartupLog and isinstance(log.lines[0], LogLine)
+    assert [type(p) for p in (log.settings, log.memory, log.capacity, log.failure, log.timings)] == [
+        LoggedSettings, MemoryBudget, KVCapacity, StartupFailure, Timings]
+    assert [type(c) for c in (log.settings.model_config, log.settings.cache_config, log.settings.parallel_config,
+                              log.settings.scheduler_config)] == [LoggedModelConfig, LoggedCacheConfig,
+                                                                  LoggedParallelConfig, LoggedSchedulerConfig]
+    # every class a report part is, or a startup log nests, is public (a new part must be exported too)
+    nested = [f.default_factory for cls in (startup_log.StartupLog, startup_log.LoggedSettings)
+              for f in dataclasses.fields(cls) if isinstance(f.default_factory, type)]
+    for cls in (*report_module._PART_TYPES, *nested):
+        assert getattr(kvplan, cls.__name__) is cls
 
 
 def test_import_kvplan_loads_no_submodule() -> None:

@@ -146,6 +146,17 @@ def test_json_output_has_the_documented_keys(kind: str, monkeypatch: pytest.Monk
     assert [k for k in data if k not in ("schema_version", "kind")] == _documented_json_keys()[kind]
 
 
+def test_the_gpus_entry_keys_are_documented(monkeypatch: pytest.MonkeyPatch) -> None:
+    import json
+
+    documented = JSON_DOC.split("Each entry of `gpus` is", 1)[1].split(". `arch` is", 1)[0].split("):", 1)[1]
+    result = runner.invoke(app, ["gpus", "--json"])
+    assert result.exit_code == 0, result.stderr
+    for entry in json.loads(result.stdout)["gpus"]:
+        assert list(entry) == re.findall(r"`([a-z_0-9]+)`", documented)
+    assert "added within schema_version 2:\n`gpus[].arch`" in JSON_DOC.replace("Added", "added")
+
+
 def _documented_log_paths() -> list[tuple[str, str]]:
     section = JSON_DOC.split("## schema_version 2: `calibrate`'s `log`, nested", 1)[1]
     return re.findall(r"^\| `log\.([a-z_0-9]+)` \| `log\.([a-z_0-9.]+)` \|$", section, re.M)

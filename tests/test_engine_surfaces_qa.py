@@ -25,9 +25,16 @@ def _one_error(r: subprocess.CompletedProcess[str], message: str) -> None:
     assert len(errors) == 1 and message in errors[0] and "internal error" not in r.stderr, r.stderr
 
 
+@pytest.mark.parametrize(("extra", "message"), [
+    (("-tp", "0"), "--tp-size must be ≥ 1, got 0"),
+    (("-pp", "0"), "--pp-size must be ≥ 1, got 0"),
+])
+def test_engine_sglang_checks_vllms_tp_and_pp_spellings_as_sglang_does(extra: tuple[str, ...], message: str) -> None:
+    # -tp / -pp are SGLang's --tp / --pp too (kvplan.cli.options): a 0 is SGLang's own refusal, not "a vLLM flag"
+    _one_error(_kvplan("fit", QWEN, "--gpu", "h100", "--engine", "sglang", *extra), message)
+
+
 @pytest.mark.parametrize(("extra", "flag"), [
-    (("-tp", "0"), "--tensor-parallel-size"),
-    (("-pp", "0"), "--pipeline-parallel-size"),
     (("--num-gpus", "0"), "--num-gpus"),
     (("--max-num-seqs", "0"), "--max-num-seqs"),
     (("--gpu-memory-utilization", "0"), "--gpu-memory-utilization"),

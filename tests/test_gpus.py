@@ -446,6 +446,24 @@ def test_cli_json_numbers_equal_the_core(tmp_path: Path) -> None:
     assert h100["aliases"][0] == "h100" and h100["sources"]["flops.bf16"].startswith("https://")
 
 
+def test_cli_json_gives_each_gpus_architecture_as_the_catalog_derives_it(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["gpus", "--json"])
+    assert result.exit_code == 0, result.stderr
+    entries = {e["id"]: e for e in json.loads(result.stdout)["gpus"]}
+    arch = {gpu_id: entries[gpu_id]["arch"] for gpu_id in ("h100-sxm", "b200", "a100-80gb-sxm", "l40s", "rtx-5090",
+                                                             "t4", "mi300x", "mi355x")}
+    assert arch == {"h100-sxm": "hopper", "b200": "blackwell", "a100-80gb-sxm": "ampere", "l40s": "ada",
+                    "rtx-5090": "blackwell-rtx", "t4": "turing", "mi300x": "cdna3", "mi355x": "cdna4"}
+    assert all(e["arch"] == get_gpu(gpu_id).arch for gpu_id, e in entries.items())
+    assert list(entries["h100-sxm"])[9:11] == ["compute_capability", "arch"]  # beside what it is derived from
+    # a user GPU without a compute capability: "unknown", never null
+    path = _write(tmp_path, "gpus:\n  - {id: x1, name: X1, cuda_total_bytes: 48000000000, "
+                            "memory_bandwidth_bytes_per_s: 1.5TB/s, flops: {bf16: 400T}}\n")
+    result = runner.invoke(app, ["gpus", "x1", "--json", "--gpus-file", str(path)])
+    assert result.exit_code == 0, result.stderr
+    assert [e["arch"] for e in json.loads(result.stdout)["gpus"]] == ["unknown"]
+
+
 def test_cli_shows_a_grace_blackwell_part_by_its_device_name_with_sources() -> None:
     result = runner.invoke(app, ["gpus", "NVIDIA GB10", "--json"])
     assert result.exit_code == 0, result.stderr

@@ -392,8 +392,10 @@ def test_engine_both_shares_tp_and_context_and_refuses_two_tps() -> None:
     args = ["fit", str(FIXTURES / "configs/Qwen--Qwen2.5-7B"), "--gpu", "h100", "--engine", "both", "--json"]
     doc = json.loads(_kvplan(*args, "-tp", "2", "--max-model-len", "8192").stdout)
     assert (doc["tp"], doc["vllm"]["context"], doc["sglang"]["context"]) == (2, 8192, 8192)
-    r = _kvplan(*args, "-tp", "2", "--tp", "4")
-    assert r.returncode == 2 and "compares one deployment" in r.stderr
+    r = _kvplan(*args, "-tp", "2", "--tp", "4")  # one option in two spellings (kvplan.cli.options), two values
+    assert r.returncode == 2 and r.stderr == ("Error: -tp/--tensor-parallel-size 2 and --tp/--tp-size 4 set the "
+                                              "tensor-parallel size twice, to different values: they are one "
+                                              "setting, give one of them (see 'kvplan fit -h')\n"), r.stderr
 
 
 def test_size_engine_sglang_gives_the_configurators_cell_and_the_mamba_slot() -> None:

@@ -23,7 +23,8 @@ def _kvplan(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(("args", "message"), [
     (("fit", QWEN, "--gpu", "h100", "--engine", "sglang", "--tp", "0"), "--tp-size must be ≥ 1, got 0"),
     (("fit", QWEN, "--engine", "sglang", "--tp", "0"), "--tp-size must be ≥ 1, got 0"),
-    (("fit", QWEN, "--gpu", "h100", "--engine", "both", "--tp", "0"), "SGLang's --tp 0 differs from vLLM's -tp 1"),
+    # --tp is -tp (kvplan.cli.options): 0 is vLLM's refusal too, not a second TP
+    (("fit", QWEN, "--gpu", "h100", "--engine", "both", "--tp", "0"), "--tensor-parallel-size must be ≥ 1, got 0"),
     (("fit", QWEN, "--gpu", "h100", "--engine", "sglang", "--context-length", "0"),
      "--context-length must be ≥ 1, got 0"),
     (("size", QWEN, "--engine", "sglang", "-tp", "0"), "--tensor-parallel-size must be ≥ 1, got 0"),

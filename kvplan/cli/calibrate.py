@@ -6,7 +6,14 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from kvplan.cli.options import JsonFlag, Revision
+from kvplan.cli.options import (
+    JsonFlag,
+    Revision,
+    SglangPipelineParallel,
+    SglangTensorParallel,
+    pipeline_parallel_option,
+    tensor_parallel_option,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -48,11 +55,13 @@ def command(
     ] = None,
     gpus_file: Annotated[str | None, _opt("Extra GPU catalog YAML (or $KVPLAN_GPUS_FILE).", "--gpus-file")] = None,
     tensor_parallel_size: Annotated[
-        int | None, _opt("Tensor-parallel GPUs, when the log does not say.", "--tensor-parallel-size", "-tp")
+        int | None, tensor_parallel_option("Tensor-parallel GPUs, when the log does not say.", panel=None)
     ] = None,
     pipeline_parallel_size: Annotated[
-        int | None, _opt("Pipeline stages, when the log does not say.", "--pipeline-parallel-size", "-pp")
+        int | None, pipeline_parallel_option("Pipeline stages, when the log does not say.", panel=None)
     ] = None,
+    tp_size: SglangTensorParallel = None,  # SGLang's --tp / --tp-size: their value is tensor_parallel_size's
+    pp_size: SglangPipelineParallel = None,
     gpu_memory_utilization: Annotated[
         float | None, _opt("When the log does not say.", "--gpu-memory-utilization")
     ] = None,

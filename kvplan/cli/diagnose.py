@@ -5,6 +5,13 @@ from typing import Annotated, Any
 
 import typer
 
+from kvplan.cli.options import (
+    SglangPipelineParallel,
+    SglangTensorParallel,
+    pipeline_parallel_option,
+    tensor_parallel_option,
+)
+
 NAME = "diagnose"
 HELP = "Read a vLLM server's /metrics (live or saved) and diagnose KV shortage, batch limits, prefix-cache misses."
 EPILOG = (
@@ -17,8 +24,11 @@ EPILOG = (
 )
 
 
+_PLAN_PANEL = "--plan (kvplan's prediction)"
+
+
 def _plan_opt(help_: str, *names: str) -> Any:
-    return typer.Option(*names, help=help_, show_default=False, rich_help_panel="--plan (kvplan's prediction)")
+    return typer.Option(*names, help=help_, show_default=False, rich_help_panel=_PLAN_PANEL)
 
 
 def command(
@@ -50,10 +60,12 @@ def command(
     gpu_total_bytes: Annotated[str | None, _plan_opt("Override the GPU's cudaMemGetInfo total (as measured).",
                                                      "--gpu-total-bytes")] = None,
     gpus_file: Annotated[str | None, _plan_opt("Extra GPU catalog YAML.", "--gpus-file")] = None,
-    tensor_parallel_size: Annotated[int | None, _plan_opt("The server's tensor-parallel size.",
-                                                          "--tensor-parallel-size", "-tp")] = None,
-    pipeline_parallel_size: Annotated[int | None, _plan_opt("The server's pipeline stages.",
-                                                            "--pipeline-parallel-size", "-pp")] = None,
+    tensor_parallel_size: Annotated[int | None, tensor_parallel_option("The server's tensor-parallel size.",
+                                                                       _PLAN_PANEL)] = None,
+    pipeline_parallel_size: Annotated[int | None, pipeline_parallel_option("The server's pipeline stages.",
+                                                                           _PLAN_PANEL)] = None,
+    tp_size: SglangTensorParallel = None,  # SGLang's --tp / --tp-size: their value is tensor_parallel_size's
+    pp_size: SglangPipelineParallel = None,
     max_model_len: Annotated[str | None, _plan_opt("The server's --max-model-len.", "--max-model-len")] = None,
     max_num_batched_tokens: Annotated[str | None, _plan_opt("The server's --max-num-batched-tokens.",
                                                             "--max-num-batched-tokens")] = None,

@@ -18,7 +18,6 @@ from kvplan.cli.fit_sglang import (
     SglangCmdOpt,
     SglangWeightLogOpt,
     SglDpOpt,
-    SglTpOpt,
 )
 from kvplan.cli.options import (
     DEPLOYMENT_PANEL,
@@ -30,6 +29,8 @@ from kvplan.cli.options import (
     KvCacheMemoryBytesOpt,
     PipelineParallelOpt,
     Revision,
+    SglangPipelineParallel,
+    SglangTensorParallel,
     TensorParallelOpt,
 )
 
@@ -82,6 +83,8 @@ def command(
     ] = None,
     tensor_parallel_size: TensorParallelOpt = None,
     pipeline_parallel_size: PipelineParallelOpt = None,
+    tp_size: SglangTensorParallel = None,  # SGLang's --tp / --tp-size: their value is tensor_parallel_size's
+    pp_size: SglangPipelineParallel = None,
     gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     max_model_len: Annotated[
         str | None,
@@ -247,7 +250,6 @@ def command(
     max_running_requests: MaxRunningRequestsOpt = None,
     max_total_tokens: MaxTotalTokensOpt = None,
     page_size: PageSizeOpt = None,
-    sgl_tp: SglTpOpt = None,
     sgl_dp: SglDpOpt = None,
     enable_dp_attention: EnableDpAttentionOpt = None,
     context_length: ContextLengthOpt = None,

@@ -29,7 +29,6 @@ MaxRunningRequestsOpt = Annotated[int | None, _sgl("Running requests at most (de
                                                    "--max-running-requests")]
 MaxTotalTokensOpt = Annotated[int | None, _sgl("Cap on the pool's tokens.", "--max-total-tokens")]
 PageSizeOpt = Annotated[int | None, _sgl("Tokens per page (default 1; 64 with trtllm_mha).", "--page-size")]
-SglTpOpt = Annotated[int | None, _sgl("Tensor parallel size (SGLang's --tp-size).", "--tp", "--tp-size")]
 SglDpOpt = Annotated[int | None, _sgl("Data-parallel size (SGLang's --dp-size): replicas, or attention-DP groups "
                                       "with --enable-dp-attention.", "--dp", "--dp-size")]
 EnableDpAttentionOpt = Annotated[bool | None, _sgl("Attention data parallelism over --dp groups.",
@@ -39,18 +38,21 @@ SglangWeightLogOpt = Annotated[str | None, _sgl(
     "(A) and before (A + W) the weights, used instead of kvplan's estimate.", "--sglang-weight-log")]
 ContextLengthOpt = Annotated[int | None, _sgl("Context length (default: the model's).", "--context-length")]
 
-# fit's options that mean something only under vLLM's rules (refused with --engine sglang, not ignored).
+# fit's options that both engines' rules read; the others mean something only under vLLM's rules (refused with
+# --engine sglang, not ignored). The TP and PP sizes are one option each in either spelling (kvplan.cli.options):
+# tensor_parallel_size and pipeline_parallel_size hold -tp / --tp and -pp / --pp (tp_size and pp_size stay None).
 _SHARED = frozenset({"model", "gpu", "gpus_file", "gpu_total_bytes", "kv_cache_dtype", "revision", "weights_memory",
                      "trust_remote_code", "json_", "engine", "sglang_cmd", "mem_fraction_static", "sglang_weight_log",
-                     "chunked_prefill_size", "max_running_requests", "max_total_tokens", "page_size", "sgl_tp",
+                     "chunked_prefill_size", "max_running_requests", "max_total_tokens", "page_size",
+                     "tensor_parallel_size", "pipeline_parallel_size", "tp_size", "pp_size",
                      "sgl_dp", "enable_dp_attention", "context_length"})
 SGLANG_ONLY = ("mem_fraction_static", "chunked_prefill_size", "max_running_requests", "max_total_tokens",
-               "page_size", "sgl_tp", "sgl_dp", "enable_dp_attention", "context_length", "sglang_cmd",
+               "page_size", "sgl_dp", "enable_dp_attention", "context_length", "sglang_cmd",
                "sglang_weight_log")
 
 
 # fit's parameters whose flag is not their name with dashes (kvplan/cli/fit.py)
-_FLAG_NAMES = {"env_vars": "--env", "json_": "--json", "sgl_tp": "--tp", "sgl_dp": "--dp"}
+_FLAG_NAMES = {"env_vars": "--env", "json_": "--json", "sgl_dp": "--dp"}
 
 
 def _flag_of(name: str) -> str:
@@ -87,7 +89,8 @@ def _deployment(params: dict[str, Any], pasted: dict[str, str | bool], *, check:
     from kvplan.sglang.defaults import SglangDeployment, check_deployment
     from kvplan.sglang.engine_args import deployment_fields
 
-    typed = {"tp_size": params.get("sgl_tp"), "dp_size": params.get("sgl_dp"),
+    typed = {"tp_size": params.get("tensor_parallel_size"), "pp_size": params.get("pipeline_parallel_size"),
+             "dp_size": params.get("sgl_dp"),
              "enable_dp_attention": params.get("enable_dp_attention"),
              **{dest: params.get(dest) for dest in ("mem_fraction_static", "chunked_prefill_size",
                                                     "max_running_requests", "max_total_tokens", "page_size",
@@ -203,8 +206,8 @@ def _plan(model: str, params: dict[str, Any], dep: Any, *, quiet: bool) -> Any:
 
 def plan_sglang_beside(params: dict[str, Any], *, model: str, tp: int, pp: int, context: int | None) -> Any:
     """`--engine both`: SGLang's plan of the deployment vLLM's flags describe. SGLang's own flags win where given;
-    its --tp and --context-length default to vLLM's -tp and a given --max-model-len (one deployment: a
-    different --tp is refused)."""
+    its TP is vLLM's (-tp and --tp are one option, kvplan.cli.options; or --num-gpus's, or the --vllm-cmd line's)
+    and its --context-length defaults to a given --max-model-len (one deployment: a different one is refused)."""
     from dataclasses import replace
 
     from kvplan.errors import InvalidParameter
@@ -213,10 +216,7 @@ def plan_sglang_beside(params: dict[str, Any], *, model: str, tp: int, pp: int, 
         raise InvalidParameter("--engine both needs --gpu (one deployment on one GPU type)")
     from kvplan.sglang.defaults import check_deployment
 
-    dep = _deployment(params, {}, check=False)  # its --tp defaults to vLLM's -tp: checked once that is in
-    if params.get("sgl_tp") is not None and dep.tp != tp:
-        raise InvalidParameter(f"--engine both compares one deployment: SGLang's --tp {dep.tp} differs from vLLM's "
-                               f"-tp {tp}", hint="give one of them")
+    dep = _deployment(params, {}, check=False)  # its TP is vLLM's: checked once that is in
     if dep.context_length is not None and dep.context_length != context:
         vllm_len = f"--max-model-len {context}" if context is not None else "default max_model_len"
         raise InvalidParameter(f"--engine both compares one deployment: SGLang's --context-length "

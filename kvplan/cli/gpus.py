@@ -36,9 +36,10 @@ def command(
     catalog = load_catalog(gpus_file)
     specs = [find_gpu(gpu, catalog)] if gpu is not None else list(catalog.values())
     if json_output:
+        from kvplan.render.gpus import gpu_data
         from kvplan.render.json import dumps
 
-        print_json(dumps("gpus", {"gpus": specs}))
+        print_json(dumps("gpus", {"gpus": [gpu_data(spec) for spec in specs]}))
         return
     from kvplan.render.gpus import catalog_table, gpu_detail
 

@@ -6,7 +6,14 @@ from typing import Annotated
 
 import typer
 
-from kvplan.cli.options import DEPLOYMENT_PANEL, JsonFlag, KvCacheDtypeOpt, Revision, TensorParallelOpt
+from kvplan.cli.options import (
+    DEPLOYMENT_PANEL,
+    JsonFlag,
+    KvCacheDtypeOpt,
+    Revision,
+    SglangTensorParallel,
+    TensorParallelOpt,
+)
 
 NAME = "roofline"
 HELP = "Decode and prefill speed limits on a GPU: ridge point, tokens/s by batch, memory- or compute-bound."
@@ -36,6 +43,7 @@ def command(
                                      show_default=False)] = "",
     revision: Revision = None,
     tensor_parallel_size: TensorParallelOpt = None,
+    tp_size: SglangTensorParallel = None,  # SGLang's --tp / --tp-size: their value is tensor_parallel_size's
     data_parallel_size: Annotated[int | None, typer.Option(
         "--data-parallel-size", "-dp", help="Data-parallel ranks, each its own requests and KV cache (default 1): "
         "--batch is per rank.", show_default=False, rich_help_panel=DEPLOYMENT_PANEL)] = None,

@@ -21,6 +21,8 @@ from kvplan.cli.options import (
     ModelOpt,
     PipelineParallelOpt,
     RevisionOpt,
+    SglangPipelineParallel,
+    SglangTensorParallel,
     TensorParallelOpt,
 )
 
@@ -118,6 +120,8 @@ def prefix(
     revision: RevisionOpt = None,
     tensor_parallel_size: TensorParallelOpt = None,
     pipeline_parallel_size: PipelineParallelOpt = None,
+    tp_size: SglangTensorParallel = None,  # SGLang's --tp / --tp-size: their value is tensor_parallel_size's
+    pp_size: SglangPipelineParallel = None,
     gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     max_model_len: Annotated[str | None, typer.Option(
         "--max-model-len", help="Context length per request: 8192, 8k or auto (default: model config).",
@@ -228,6 +232,8 @@ def serve(
     revision: RevisionOpt = None,
     tensor_parallel_size: TensorParallelOpt = None,
     pipeline_parallel_size: PipelineParallelOpt = None,
+    tp_size: SglangTensorParallel = None,  # SGLang's --tp / --tp-size: their value is tensor_parallel_size's
+    pp_size: SglangPipelineParallel = None,
     gpu_memory_utilization: GpuMemoryUtilizationOpt = None,
     kv_cache_dtype: KvCacheDtypeOpt = None,
     kv_cache_memory_bytes: KvCacheMemoryBytesOpt = None,

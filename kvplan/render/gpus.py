@@ -32,6 +32,20 @@ def _ridge(spec: GpuSpec) -> tuple[str, bool]:
     return (text + "*", True) if resolved.is_fallback else (text, False)
 
 
+def gpu_data(spec: GpuSpec) -> dict[str, object]:
+    """One GPU as `kvplan gpus --json` lists it: every GpuSpec field, and after compute_capability the architecture
+    kvplan derives from it (GpuSpec.arch: hopper, blackwell, ampere, ada, cdna3, …; "unknown" when not known), which
+    picks vLLM's attention backend and block size (a key added within schema_version 2: docs/json-schema.md)."""
+    from kvplan.render.json import to_data
+
+    data: dict[str, object] = {}
+    for key, value in to_data(spec).items():
+        data[key] = value
+        if key == "compute_capability":
+            data["arch"] = spec.arch
+    return data
+
+
 def catalog_table(specs: Sequence[GpuSpec]) -> RenderableType:
     """One row per GPU: memory, CUDA total, bandwidth, dense BF16/FP8/FP4 TFLOPS, BF16 ridge point.
 
