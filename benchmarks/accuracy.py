@@ -146,6 +146,20 @@ FIXTURE_FOR_RECORD["l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102"] = (
 # The 4 × RTX PRO 6000 blog post's runs of the same 2507 Instruct-FP8 release (TP 4, TP 4 + EP): the same stand-in.
 FIXTURE_FOR_RECORD.update({r: FIXTURE_FOR_RECORD["l40sx8-qwen3-235b-a22b-2507-fp8-tp8-ep-v0102"] for r in (
     "utho-4xrtxpro6000-qwen3-235b-a22b-2507-fp8-tp4-v0271", "utho-4xrtxpro6000-qwen3-235b-a22b-2507-fp8-tp4-ep-v0271")})
+# zai-org/GLM-4.7-FP8: no config.json of the 4.7 release is held. Its logged need, 71.16 GiB for 202,752 tokens, is
+# 92 layers x 8 KV heads x 128 x 2 x 2 B a token: GLM-4.5's Glm4MoeForCausalLM KV geometry (the record's max_model_len
+# is passed). Block maths only: the 4.7 weights and the per-stage memory are not in the excerpt.
+_GLM47_FP8 = ("zai-org--GLM-4.5-FP8",
+              "GLM-4.7-FP8's logged need is GLM-4.5's KV geometry (92 layers x 8 KV heads x 128)")
+FIXTURE_FOR_RECORD["vllm-32105-8xa100-glm-4.7-fp8-pp8-v0150rc1-failed"] = _GLM47_FP8
+# Qwen/Qwen3-Coder-480B-A35B-Instruct-FP8: the BF16 release's config is held (62 layers x 8 KV heads x 128, the
+# logged 62.00 GiB for 262,144 tokens); the FP8 weights are not the stand-in's, and the GPU variant is not stated:
+# block maths only.
+_QWEN3_CODER_480B_FP8 = ("Qwen--Qwen3-Coder-480B-A35B-Instruct",
+                         "the BF16 release of the FP8 checkpoint: the same Qwen3MoeForCausalLM KV geometry")
+FIXTURE_FOR_RECORD.update({r: _QWEN3_CODER_480B_FP8 for r in (
+    "recipes-pr12-h20-qwen3-coder-480b-fp8-dp8-ep-failed",
+    "recipes-pr12-h20-qwen3-coder-480b-fp8-dp8-ep-util095-failed")})
 LLM_CLASS_IDS_PP = {"isambard-2x4gh200-qwen3-30b-a3b-2507-tp4-pp2-v0101"}  # vllm.LLM throughput benchmark
 # Records whose log derives a longer window than the stand-in config's ("Using max model len 262144" with no
 # --max-model-len among the non-default args): the checkpoint's own window, planned as given.
@@ -156,7 +170,8 @@ DCP_FOR_RECORD = {"recipes-kimi-k2-thinking-8gpu-tp8-dcp8": 8}
 TOKENS_ONLY = {"vllm-34076-5070ti-5090d-qwen3-coder-30b-fp8-pp2-failed",
                "xinference-4926-qwen3-vl-instruct-262k-failed", *(r for r, f in FIXTURE_FOR_RECORD.items()
                                                                   if f in (_KIMI_K2, _DSV2_LITE_AWQ,
-                                                                           _MISTRAL_SMALL_4_AWQ))}
+                                                                           _MISTRAL_SMALL_4_AWQ, _GLM47_FP8,
+                                                                           _QWEN3_CODER_480B_FP8))}
 # Records whose model has no fixture config but whose own notes state the KV geometry (check A only).
 GEOMETRY_FROM_RECORD = {
     # "the doc verifies 28.20 GiB / 184,832 tokens = 163,840 B/token (40 layers x 8 KV heads x 128 x 2 x 2)"

@@ -60,8 +60,12 @@ def test_every_logged_block_or_token_count_is_reproduced_exactly() -> None:
     assert sum(r.exact for r in rows) >= 21  # incl. MLA Kimi-K2 at TP 8 and with DCP 8, hybrid granite on 0.19
 
 
+# The two PP records ran vLLM 0.15, whose check takes the whole model's layers (tests/test_pp_stages.py).
 @pytest.mark.parametrize("record", ["vllm-34076-5070ti-5090d-qwen3-coder-30b-fp8-pp2-failed",
-                                    "xinference-4926-qwen3-vl-instruct-262k-failed"])
+                                    "xinference-4926-qwen3-vl-instruct-262k-failed",
+                                    "vllm-32105-8xa100-glm-4.7-fp8-pp8-v0150rc1-failed",
+                                    "recipes-pr12-h20-qwen3-coder-480b-fp8-dp8-ep-failed",
+                                    "recipes-pr12-h20-qwen3-coder-480b-fp8-dp8-ep-util095-failed"])
 def test_failed_startups_are_refusals_with_vllms_needed_memory_and_max_length(record: str) -> None:
     """'To serve at least one request … (X GiB KV cache is needed …) … estimated maximum model length is M':
     kvplan refuses at the logged available memory, needs X within 1 %, and M falls in the rounding interval."""

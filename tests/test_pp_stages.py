@@ -5,8 +5,11 @@ profile_run, "Only run sampler/pooler on last PP rank")."""
 from __future__ import annotations
 
 from kvplan.hardware.gpus import get_gpu
+from kvplan.model.hub import load_local
+from kvplan.model.kv_cache import kv_cache_specs
 from kvplan.units import GiB
-from kvplan.vllm.defaults import requested_memory
+from kvplan.vllm.block_plan import BlockPlanSettings, KVCachePlan, plan_kv_cache
+from kvplan.vllm.defaults import VllmVersion, pp_fit_check_merged, requested_memory
 from kvplan.vllm.fit import plan_fit
 from kvplan.vllm.memory.activation import (
     MRV2_UNSEEN_BYTES,
@@ -14,8 +17,9 @@ from kvplan.vllm.memory.activation import (
     estimate_activation,
     v1_forward_phase_bytes,
 )
+from kvplan.vllm.report import Startup
 from kvplan.vllm.settings import ServeSettings
-from tests.conftest import load_fixture
+from tests.conftest import CONFIGS, load_fixture
 
 H100 = get_gpu("h100")
 
@@ -79,3 +83,38 @@ def test_the_range_ends_are_planned_per_stage() -> None:
     assert (low, high) == tuple(r.memory.stages[1].available_kv_range)
     lo_tokens, hi_tokens = r.cache.kv_cache_tokens_range
     assert lo_tokens <= r.cache.kv_cache_tokens <= hi_tokens
+
+
+# vllm#32105 (records.yaml `vllm-32105-8xa100-glm-4.7-fp8-pp8-v0150rc1-failed`, vLLM 0.15.0rc1): GLM-4.7-FP8 at PP 8
+# on A100 refused 202,752 tokens: "(71.16 GiB KV cache is needed, which is larger than the available KV cache memory
+# (28.57 GiB). ... the estimated maximum model length is 81392". 71.16 GiB is all 92 layers, not a stage's 11–12:
+# vLLM 0.14–0.16 check the merged spec of every worker against the smallest one's memory
+# (v1/core/kv_cache_utils.py:get_kv_cache_configs, read in the 0.14.0, 0.15.0, 0.15.1 and 0.16.0 wheels).
+def _glm_pp8_plan(merged: bool) -> KVCachePlan:
+    model = load_local(str(CONFIGS.parent / "corpus" / "configs" / "zai-org--GLM-4.5-FP8"))  # GLM-4.7's KV geometry
+    specs = kv_cache_specs(model, pp=8)
+    assert sorted(len(s) for s in specs) == [11, 11, 11, 11, 12, 12, 12, 12]
+    return plan_kv_cache(specs, [int(28.57 * GiB)] * 8,
+                         BlockPlanSettings(16, 202_752, 8192, merged_pp_fit_check=merged))
+
+
+def test_vllm_014_to_016_check_the_whole_model_against_the_smallest_stage() -> None:
+    plan = _glm_pp8_plan(merged=True)
+    assert not plan.fits and plan.refusal is not None
+    assert plan.needed_bytes == 202_752 * 92 * 2 * 8 * 128 * 2  # 71.16 GiB: every layer, as the log's
+    assert "(71.16 GiB KV cache is needed" in plan.refusal
+    assert plan.estimated_max_model_len is not None and abs(plan.estimated_max_model_len - 81_392) <= 16
+    # Per stage (vLLM ≤ 0.13, 0.17+) the same memory holds the request: a 12-layer stage needs 9.28 GiB.
+    per_stage = _glm_pp8_plan(merged=False)
+    assert per_stage.fits and per_stage.needed_bytes == 202_752 * 12 * 2 * 8 * 128 * 2
+
+
+def test_the_merged_check_is_the_014_to_016_rule_of_plan_fit() -> None:
+    assert [pp_fit_check_merged(VllmVersion(0, m)) for m in (13, 14, 15, 16, 17, 33)] == [
+        False, True, True, True, False, False]
+    model = load_local(str(CONFIGS.parent / "corpus" / "configs" / "zai-org--GLM-4.5-FP8"))
+    a100 = get_gpu("a100-80gb")
+    startup = {v: plan_fit(model, a100, ServeSettings.of(pp=8, max_model_len=131072, gpu_memory_utilization=0.925,
+                                                         vllm_version=v), advise=False).verdict.startup
+               for v in ("0.13", "0.15", "0.17")}
+    assert startup == {"0.13": Startup.OK, "0.15": Startup.REFUSES_MAX_MODEL_LEN, "0.17": Startup.OK}

@@ -151,7 +151,9 @@ class BlockPlanSettings:
     the plan. Mamba/GDN layers: `mamba_cache_mode` (align with prefix caching), the state-checkpoint token
     alignment and the extra checkpoint blocks of the GDN kernel (vllm_defaults.gdn_*).
     `tokens_per_group_block`: count "GPU KV cache size" as vLLM ≤ 0.20 printed it (see _counted_plan).
-    `dsv4_layer_tuples`: DeepSeek-V4 grouped and counted as vLLM ≤ 0.28 did (kv_groups.LayerTupleLayout)."""
+    `dsv4_layer_tuples`: DeepSeek-V4 grouped and counted as vLLM ≤ 0.28 did (kv_groups.LayerTupleLayout).
+    `merged_pp_fit_check`: the one-request check of vLLM 0.14–0.16, the whole model's layers against the smallest
+    stage's memory (see _fit_check)."""
 
     block_size: int
     max_model_len: int
@@ -167,6 +169,7 @@ class BlockPlanSettings:
     num_blocks_override: int | None = None  # --num-gpu-blocks-override
     tokens_per_group_block: bool = False
     dsv4_layer_tuples: bool = False
+    merged_pp_fit_check: bool = False  # vLLM 0.14–0.16 (defaults.pp_fit_check_merged)
 
 
 @dataclass(frozen=True)
@@ -273,14 +276,18 @@ def _num_blocks(avail: Sequence[int], bpb_workers: Sequence[int]) -> tuple[int, 
 
 def _fit_check(
     layout: _Layout, avail: Sequence[int], bpb_workers: Sequence[int], bound: int,
-    max_model_len: int, in_flight_tokens: int,
+    max_model_len: int, in_flight_tokens: int, merged: bool = False,
 ) -> _FitCheck:
     """Fit check per worker, in order; the first failure is vLLM's error
-    (v1/core/kv_cache_utils.py:_check_enough_kv_cache_memory)."""
+    (v1/core/kv_cache_utils.py:_check_enough_kv_cache_memory). `merged` (vLLM 0.14–0.16 under PP): one check of the
+    merged spec, every stage's layers, against the smallest worker's memory (get_kv_cache_configs:
+    "_check_enough_kv_cache_memory(min(available_memory), ... global_kv_cache_groups)")."""
     if layout.tuples is not None:
         return _tuple_fit_check(layout.tuples, avail[bound], max_model_len, in_flight_tokens)
     bpr = layout.blocks_per_request
-    for a, b in zip(avail, bpb_workers, strict=True):
+    checked = ([(min(avail), sum(bpb_workers))] if merged and len(avail) > 1
+               else list(zip(avail, bpb_workers, strict=True)))
+    for a, b in checked:
         if b == 0:
             continue
         c = a - b
@@ -356,7 +363,7 @@ def _counted_plan(layout: _Layout, workers: Sequence[Sequence[KVCacheSpec]], ava
     num_blocks, bound = _num_blocks(avail, bpb_workers)
     if num_blocks_override is not None:
         num_blocks = num_blocks_override
-    check = _fit_check(layout, avail, bpb_workers, bound, max_model_len, in_flight_tokens)
+    check = _fit_check(layout, avail, bpb_workers, bound, max_model_len, in_flight_tokens, c.merged_pp_fit_check)
     concurrency = num_blocks / layout.blocks_per_request
     tokens = (num_blocks // len(layout.groups) * min(g.block_size for g in layout.groups)
               if tokens_per_group_block else int(concurrency * max_model_len))

@@ -179,6 +179,21 @@ def max_concurrent_batches(pp: int, *, async_scheduling: bool = True, model_runn
 # v1/core/kv_cache_utils.py: "GPU KV cache size" became max_concurrency × max_model_len in 0.21
 # (get_kv_cache_capacity in 0.24); 0.20.0 still printed num_blocks // len(groups) × min_block_size.
 KV_TOKENS_FROM_CONCURRENCY_SINCE = VllmVersion(0, 21)
+# v1/core/kv_cache_utils.py:get_kv_cache_configs: from 0.14 (vLLM #29431) the one-request fit check ran on the merged
+# spec of every worker, all PP stages' layers, against the smallest worker's memory ("_check_enough_kv_cache_memory(
+# min(available_memory), ... global_kv_cache_groups", read in 0.14.0, 0.15.0, 0.15.1 and 0.16.0), so PP refused lengths
+# each stage could hold (vllm#32105, fixed by #33698). 0.13 and 0.17+ check each worker's own layers (read in 0.11.2,
+# 0.13.0, 0.17.0, 0.18.0, 0.20.0, 0.22.0 and 0.33).
+PP_MERGED_FIT_CHECK_SINCE = VllmVersion(0, 14)
+PP_PER_WORKER_FIT_CHECK_SINCE = VllmVersion(0, 17)
+
+
+def pp_fit_check_merged(version: VllmVersion) -> bool:
+    """Whether this release checks one max-length request against the whole model's KV (every PP stage's layers)
+    in the smallest worker's memory, instead of each stage's own layers in its own memory."""
+    return PP_MERGED_FIT_CHECK_SINCE <= version < PP_PER_WORKER_FIT_CHECK_SINCE
+
+
 # v1/kv_cache_interface.py:SlidingWindowSpec / ChunkedLocalAttentionSpec.max_admission_blocks_per_request: the
 # window (or chunk) plus max_num_batched_tokens up to 0.25 (read in 0.23 and 0.25), plus
 # VllmConfig.max_in_flight_tokens (every batch in flight) from 0.26 (read in 0.26, 0.27, 0.28, 0.30, 0.33).

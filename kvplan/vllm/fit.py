@@ -23,7 +23,12 @@ from kvplan.vllm.advice import advise_fixes
 from kvplan.vllm.architectures import served_quantization_methods
 from kvplan.vllm.block_plan import BlockPlanSettings, KVCachePlan, plan_kv_cache
 from kvplan.vllm.configs import ParallelConfig
-from kvplan.vllm.defaults import DEFAULT_BLOCK_SIZE, DSV4_PACKED_GROUPS_SINCE, KV_TOKENS_FROM_CONCURRENCY_SINCE
+from kvplan.vllm.defaults import (
+    DEFAULT_BLOCK_SIZE,
+    DSV4_PACKED_GROUPS_SINCE,
+    KV_TOKENS_FROM_CONCURRENCY_SINCE,
+    pp_fit_check_merged,
+)
 from kvplan.vllm.dtype import served_dtype
 from kvplan.vllm.encoder_gemma4 import with_gemma4_encoder_peak
 from kvplan.vllm.kv_connectors import connector_cpu_note
@@ -487,6 +492,7 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
             num_blocks_override=cache.num_gpu_blocks_override,
             tokens_per_group_block=r.version < KV_TOKENS_FROM_CONCURRENCY_SINCE,
             dsv4_layer_tuples=r.version < DSV4_PACKED_GROUPS_SINCE,
+            merged_pp_fit_check=pp_fit_check_merged(r.version),
         ))
 
     notes: list[str] = []
