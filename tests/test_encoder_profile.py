@@ -151,6 +151,21 @@ def test_033_video_only_is_two_frames_at_the_factorized_size() -> None:
     assert (phase.item.modality, phase.item.patches, phase.item.embeds, phase.budget) == ("video", 49152, 12288, 12288)
 
 
+@pytest.mark.parametrize(("version", "frames"), [((0, 13), 24576), ((0, 14), 24576), ((0, 15), 2), ((0, 16), 2)])
+def test_video_only_dummy_by_release(version: tuple[int, int], frames: int) -> None:
+    """Images limited to 0: vLLM 0.13.0 and 0.14.0 (qwen3_vl.py get_dummy_mm_data → get_num_frames_with_most_features,
+    _MAX_FRAMES_PER_VIDEO = 24,576) still walk the frames from max_model_len — 24,576 frames of 32 × 32, budget the
+    12,288 embeddings (no 12.5 factor from 0.13) —, 0.15.1 and 0.16.0 build 2 frames (`target_num_frames = 2`,
+    3,072 × 4,096); both are 49,152 patches, kept with their float32 pixels by the V1 runner."""
+    phase = qwen3_vl_encoder_phase(_geometry(_model()), VllmVersion(*version), model_runner_v2=False, tp=1,
+                                   max_num_batched_tokens=8192, max_num_seqs=1024, max_model_len=65536,
+                                   image_limit=0, video_limit=999)
+    assert phase is not None
+    assert (phase.item.modality, phase.item.frames, phase.item.patches, phase.item.embeds, phase.budget) == (
+        "video", frames, 49152, 12288, 12288)
+    assert phase.retained_bytes == 12288 * 8192 * 2 + 49152 * 1536 * 4
+
+
 def test_vision_tower_peak_near_the_probe_figure() -> None:
     """The shared vllm-cuda-oracle kit's profile_probe.py (vLLM 0.33 on meta tensors) measured 1.27 GiB of encoder peak
     for 0.33's dummy image on Qwen3-VL-30B-A3B at TP 4 (its README, figure copied in

@@ -1,7 +1,7 @@
 """Qwen3-VL's multimodal encoder profile, release by release: the dummy item vLLM's profile run encodes, what it
 keeps alive through the language model's dummy run and the sampler, and the vision tower's own forward peak.
 
-Pure. Read in the wheels (pip download --no-deps vllm==X: 0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.17.0, 0.18.0, 0.19.0,
+Pure. Read in the wheels (pip download --no-deps vllm==X: 0.11.0, 0.11.2, 0.12.0, 0.13.0, 0.14.0, 0.15.1, 0.16.0, 0.17.0, 0.18.0, 0.19.0,
 0.20.0, 0.24.0, 0.27.1, 0.31.0, 0.32.0, 0.33.0) and in transformers 4.57.1 (the processors' smart_resize):
 
 * **0.11–0.12** (model_executor/models/qwen3_vl.py): `get_max_video_tokens` is 12.5 × the dummy video's soft tokens
@@ -15,8 +15,11 @@ Pure. Read in the wheels (pip download --no-deps vllm==X: 0.11.0, 0.12.0, 0.13.0
   until profile_run returns.
 * **0.13 on**: no 12.5 factor, no budget-sized copy (the outputs themselves go to `encoder_cache["tmp_i"]`): the
   image of the most features (Qwen2VLProcessingInfo.get_image_size_with_most_features factorizes longest_edge /
-  (patch × merge)²: 4,096 × 4,096, 16,384 tokens) outweighs any video (12,288 tokens: 0.17+ builds a 2-frame dummy
-  at the factorized size of the video longest_edge / temporal patch, 3,072 × 4,096). The V1 runner still holds
+  (patch × merge)²: 4,096 × 4,096, 16,384 tokens) outweighs any video (12,288 tokens). 0.13–0.14 build the 0.11
+  video (frames from max_model_len, up to _MAX_FRAMES_PER_VIDEO = 24,576, of the factorized image size), its budget
+  its embeddings; 0.15+ a 2-frame dummy at the factorized size of the video longest_edge / temporal patch, 3,072 ×
+  4,096 (qwen3_vl.py:Qwen3VLDummyInputsBuilder.get_dummy_mm_data `target_num_frames = 2`, get_max_video_tokens
+  `num_frames=2`: read in 0.15.1 and 0.16.0; 0.13.0 and 0.14.0 still walk the frames). The V1 runner still holds
   `batched_dummy_mm_inputs` through the run: float32 pixels up to 0.31, uint8 from 0.32, which moves raw pixels to
   the GPU and normalizes them there (mm_device_do_normalize, on for Qwen3-VL: supports_mm_device_do_normalize;
   model_executor/layers/fusion/mm_input_norm.py). Model Runner V2 profiles no encoder in 0.24
@@ -61,7 +64,7 @@ BUDGET_COPY_UNTIL = VllmVersion(0, 13)  # the 12.5 factor and the budget-sized c
 DEVICE_NORMALIZE_SINCE = VllmVersion(0, 32)  # uint8 pixels on the GPU (0.32, 0.33; 0.31 still float32)
 MRV2_ENCODER_UNREAD = VllmVersion(0, 25)  # Model Runner V2: no encoder profile in 0.24; 0.25–0.26 not read
 MRV2_ENCODER_SINCE = VllmVersion(0, 27)  # profile_encoder_cache read in 0.27.1, 0.31, 0.32, 0.33
-TWO_FRAME_VIDEO_SINCE = VllmVersion(0, 17)  # the 2-frame dummy video at the factorized size (0.17–0.33 read)
+TWO_FRAME_VIDEO_SINCE = VllmVersion(0, 15)  # the 2-frame dummy video at the factorized size (0.15.1–0.33 read)
 # Qwen2VLProcessingInfo.get_image_size_with_most_features: smart_resize of a 9999999 × 9999999 image
 HUGE_SIDE = 9999999
 
@@ -149,10 +152,11 @@ def two_frame_video(g: VisionGeometry, p: QwenVlProcessor) -> DummyItem:
     return DummyItem("video", embeds, embeds, patches, 2)
 
 
-def _video_grid(g: VisionGeometry, p: QwenVlProcessor, frames: int, side: int) -> tuple[int, int]:
-    """Qwen3VLProcessingInfo._get_vision_info for a video (0.11): (patches, merged tokens)."""
+def _video_grid(g: VisionGeometry, p: QwenVlProcessor, frames: int, size: tuple[int, int]) -> tuple[int, int]:
+    """Qwen3VLProcessingInfo._get_vision_info for a video of `frames` frames of `size` (height, width), 0.11–0.14:
+    (patches, merged tokens)."""
     factor = g.patch_size * g.spatial_merge_size
-    h, w = video_smart_resize(frames, side, side, temporal_factor=g.temporal_patch_size, factor=factor,
+    h, w = video_smart_resize(frames, *size, temporal_factor=g.temporal_patch_size, factor=factor,
                               min_pixels=p.video_min_pixels, max_pixels=p.video_max_pixels)
     padded = frames + frames % g.temporal_patch_size
     grid_t = max(padded // g.temporal_patch_size, 1)
@@ -160,17 +164,25 @@ def _video_grid(g: VisionGeometry, p: QwenVlProcessor, frames: int, side: int) -
     return patches, patches // g.spatial_merge_size ** 2
 
 
-def video_011(g: VisionGeometry, p: QwenVlProcessor, *, max_model_len: int) -> DummyItem:
-    """vLLM 0.11–0.12's dummy video: Qwen2VLProcessingInfo._get_max_video_frames(max_model_len, start 2) (frames grow
-    while the next count's tokens fit in max_model_len), capped at 24,576 frames; its frames resized by the video
-    processor; the budget counts 12.5 tokens per embedding. Bounded: the walk stops at the cap."""
+def video_011(g: VisionGeometry, p: QwenVlProcessor, *, max_model_len: int,
+              version: VllmVersion = VllmVersion(0, 11)) -> DummyItem:
+    """vLLM 0.11–0.14's dummy video: Qwen2VLProcessingInfo._get_max_video_frames(max_model_len, start 2) (frames grow
+    while the next count's tokens fit in max_model_len), capped at 24,576 frames, of the image size of the most
+    features (max_image's: a resized 9,999,999-pixel square up to 0.12, factorized from 0.13); its frames resized by
+    the video processor; the budget counts 12.5 tokens per embedding up to 0.12 (get_max_video_tokens), the
+    embeddings from 0.13. Bounded: the walk stops at the cap."""
     factor = g.patch_size * g.spatial_merge_size
-    width = image_smart_resize(HUGE_SIDE, HUGE_SIDE, factor, p.image_min_pixels, p.image_max_pixels)[0]
+    if version >= FACTORIZED_IMAGE_SINCE:
+        start = factorized_size(p.image_max_pixels, factor)
+    else:
+        start = (HUGE_SIDE, HUGE_SIDE)
+    size = image_smart_resize(*start, factor, p.image_min_pixels, p.image_max_pixels)
     frames = 2
-    while frames < MAX_FRAMES_PER_VIDEO_011 and _video_grid(g, p, frames + 1, width)[1] <= max_model_len:
+    while frames < MAX_FRAMES_PER_VIDEO_011 and _video_grid(g, p, frames + 1, size)[1] <= max_model_len:
         frames += 1
-    patches, embeds = _video_grid(g, p, frames, width)
-    return DummyItem("video", int(embeds * VIDEO_TOKEN_FACTOR_011), embeds, patches, frames)
+    patches, embeds = _video_grid(g, p, frames, size)
+    tokens = int(embeds * VIDEO_TOKEN_FACTOR_011) if version < BUDGET_COPY_UNTIL else embeds
+    return DummyItem("video", tokens, embeds, patches, frames)
 
 
 @dataclass(frozen=True)
@@ -239,17 +251,14 @@ def vision_forward_peak_bytes(g: VisionGeometry, *, patches: int, tp: int, elem:
 def _dummy_item(g: VisionGeometry, p: QwenVlProcessor, version: VllmVersion, *, image: bool, video: bool,
                 max_model_len: int) -> DummyItem | None:
     """MultiModalBudget.get_modality_with_max_tokens over the allowed modalities (dict order image, video: the first
-    of equal maxima). 0.13–0.16's dummy video (frames from max_model_len, up to 24,576) is not modelled: None where it
-    is the only modality allowed."""
+    of equal maxima): 0.11–0.14's video walks its frames from max_model_len (video_011), 0.15+'s has 2
+    (two_frame_video). None: neither allowed."""
     candidates = []
     if image:
         candidates.append(max_image(g, p, version))
-    if video and version < BUDGET_COPY_UNTIL:
-        candidates.append(video_011(g, p, max_model_len=max_model_len))
-    elif video and version >= TWO_FRAME_VIDEO_SINCE:
-        candidates.append(two_frame_video(g, p))
-    elif video and not image:
-        return None
+    if video:
+        candidates.append(two_frame_video(g, p) if version >= TWO_FRAME_VIDEO_SINCE
+                          else video_011(g, p, max_model_len=max_model_len, version=version))
     return max(candidates, key=lambda c: c.budget_tokens) if candidates else None
 
 
@@ -268,7 +277,7 @@ def qwen3_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_run
                            ) -> EncoderPhase | None:
     """Qwen3-VL's encoder profile on `version` (see the module docstring): the dummy items, what stays allocated
     after the encoder ran, and the tower's forward peak (`processor`: processor_of(g) when None). None: no modality
-    allowed, or a dummy not modelled."""
+    allowed."""
     processor = processor or processor_of(g)
     item = _dummy_item(g, processor, version, image=image_limit > 0, video=video_limit > 0,
                        max_model_len=max_model_len)
