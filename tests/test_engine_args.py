@@ -55,6 +55,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "quantization": ("fp8", "fp8"), "enable_lora": ("", True), "async_scheduling": ("", True),
     "max_loras": ("4", 4), "max_lora_rank": ("32", 32), "limit_mm_per_prompt": ('{"image": 2}', None),
     "language_model_only": ("", True), "enable_mm_embeds": ("", True),
+    "mm_encoder_tp_mode": ("data", "data"),
 }
 MODEL = "Qwen/Qwen2.5-7B"
 

@@ -124,7 +124,8 @@ def _encoder(case: dict[str, Any]) -> tuple[int, int]:
     encoder_phase = qwen2_5_vl_encoder_phase if tower.geometry.kind == "qwen2_5_vl" else qwen3_vl_encoder_phase
     phase = encoder_phase(tower.geometry, VllmVersion(0, 33), model_runner_v2=False, tp=case["tp"],
                           max_num_batched_tokens=case["tokens"], max_num_seqs=case["max_num_seqs"],
-                          max_model_len=case["max_model_len"], image_limit=image, video_limit=video)
+                          max_model_len=case["max_model_len"], image_limit=image, video_limit=video,
+                          data_parallel="mm_encoder_tp_mode=data" in case["args"])
     assert phase is not None
     pixels = phase.items * phase.item.patches * tower.geometry.patch_values
     return phase.forward_peak_bytes, phase.retained_bytes - pixels

@@ -273,6 +273,9 @@ class TowerSpec:
     # --mm-encoder-tp-mode data (a model with supports_encoder_tp_data): the parameters still split over TP, the
     # rest of sharded_params replicated on every rank; None: that layout is not modelled for this tower
     data_mode_sharded_params: int | None = None
+    # the layout vLLM builds it in (kvplan/vllm/multimodal.py:apply_mm_limits): "data" only where
+    # data_mode_sharded_params is set, else "weights" (vLLM falls back for a model without the support)
+    encoder_tp_mode: str = "weights"
 
     @property
     def params(self) -> int:

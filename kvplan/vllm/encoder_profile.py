@@ -1,8 +1,9 @@
 """Qwen3-VL's multimodal encoder profile, release by release: the dummy item vLLM's profile run encodes, what it
 keeps alive through the language model's dummy run and the sampler, and the vision tower's own forward peak.
 
-Pure. Read in the wheels (pip download --no-deps vllm==X: 0.11.0, 0.11.2, 0.12.0, 0.13.0, 0.14.0, 0.15.1, 0.16.0, 0.17.0, 0.18.0, 0.19.0,
-0.20.0, 0.24.0, 0.27.1, 0.31.0, 0.32.0, 0.33.0) and in transformers 4.57.1 (the processors' smart_resize):
+Pure. Read in the wheels (pip download --no-deps vllm==X: 0.11.0, 0.11.2, 0.12.0, 0.13.0, 0.14.0, 0.15.1, 0.16.0,
+0.17.0, 0.18.0, 0.19.0, 0.20.0, 0.24.0, 0.27.1, 0.31.0, 0.32.0, 0.33.0) and in transformers 4.57.1 (the processors'
+smart_resize):
 
 * **0.11–0.12** (model_executor/models/qwen3_vl.py): `get_max_video_tokens` is 12.5 × the dummy video's soft tokens
   ("one video token is converted to '<{timestamp} seconds>' (on average 9.5 tokens) + vision_start_token +
@@ -57,6 +58,7 @@ class QwenVlProcessor:
 
 QWEN3_VL_PROCESSOR = QwenVlProcessor(65536, 16777216, 4096, 25165824)
 
+V011 = VllmVersion(0, 11)
 # 0.11–0.12 qwen3_vl.py: `formatted_video_soft_tokens = video_soft_tokens * 12.5`, _MAX_FRAMES_PER_VIDEO = 24576
 VIDEO_TOKEN_FACTOR_011 = 12.5
 MAX_FRAMES_PER_VIDEO_011 = 24576
@@ -165,7 +167,7 @@ def _video_grid(g: VisionGeometry, p: QwenVlProcessor, frames: int, size: tuple[
 
 
 def video_011(g: VisionGeometry, p: QwenVlProcessor, *, max_model_len: int,
-              version: VllmVersion = VllmVersion(0, 11)) -> DummyItem:
+              version: VllmVersion = V011) -> DummyItem:
     """vLLM 0.11–0.14's dummy video: Qwen2VLProcessingInfo._get_max_video_frames(max_model_len, start 2) (frames grow
     while the next count's tokens fit in max_model_len), capped at 24,576 frames, of the image size of the most
     features (max_image's: a resized 9,999,999-pixel square up to 0.12, factorized from 0.13); its frames resized by
@@ -271,13 +273,43 @@ def processor_of(g: VisionGeometry, published: QwenVlProcessor = QWEN3_VL_PROCES
     return QwenVlProcessor(*image, *video)
 
 
+# --mm-encoder-tp-mode data (model_executor/models/vision.py:run_dp_sharded_mrope_vision_model, read in 0.11.2 and
+# 0.33; Qwen3-VL, Qwen2.5-VL and GLM-4.xV set supports_encoder_tp_data): the tower is built replicated (disable_tp on
+# every linear, vision.py:is_vit_use_data_parallel) and get_load_balance_assignment hands the items, largest first, to
+# the least-loaded rank (equal dummies: ceil(items / TP) on the busiest). That rank copies its items' pixels
+# (torch.cat), runs the whole tower on them, pads its output to the busiest rank's rows and all-gathers it:
+# [TP × busiest rows, out_hidden]; the items returned are views of the gathered tensor, which so stays alive through
+# the run (checked against vLLM 0.33's own run: tests/fixtures/oracle-profile/cases/*_mm_encoder_tp_modedata.json).
+
+
+def data_parallel_items(items: int, tp: int) -> int:
+    """The dummy items the busiest TP rank encodes under --mm-encoder-tp-mode data (get_load_balance_assignment)."""
+    return -(-items // tp)
+
+
+def data_parallel_output_rows(item: DummyItem, items: int, tp: int) -> int:
+    """The all-gathered output's rows (TP × the busiest rank's), which the items' views keep alive."""
+    return tp * data_parallel_items(items, tp) * item.embeds
+
+
+def data_parallel_forward_bytes(g: VisionGeometry, item: DummyItem, items: int, *, tp: int, pixel_bytes: int,
+                                pixel_elem: int, tower: int, elem: int = 2) -> int:
+    """The encoder phase's peak on the busiest rank under --mm-encoder-tp-mode data: every item's pixels, the local
+    copy of its own items' and `tower`, the whole (unsharded) tower's peak over them; or, at the end, the local output
+    beside its all-gathered copy."""
+    local = data_parallel_items(items, tp)
+    local_pixels = local * item.patches * g.patch_values * pixel_elem
+    gather = (local * item.embeds + data_parallel_output_rows(item, items, tp)) * g.embed_width * elem
+    return pixel_bytes + local_pixels + max(tower, gather)
+
+
 def qwen3_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_runner_v2: bool, tp: int,
                            max_num_batched_tokens: int, max_num_seqs: int, max_model_len: int, image_limit: int,
                            video_limit: int, elem: int = 2, processor: QwenVlProcessor | None = None,
-                           ) -> EncoderPhase | None:
+                           data_parallel: bool = False) -> EncoderPhase | None:
     """Qwen3-VL's encoder profile on `version` (see the module docstring): the dummy items, what stays allocated
-    after the encoder ran, and the tower's forward peak (`processor`: processor_of(g) when None). None: no modality
-    allowed."""
+    after the encoder ran, and the tower's forward peak (`processor`: processor_of(g) when None; `data_parallel`:
+    --mm-encoder-tp-mode data, see data_parallel_forward_bytes). None: no modality allowed."""
     processor = processor or processor_of(g)
     item = _dummy_item(g, processor, version, image=image_limit > 0, video=video_limit > 0,
                        max_model_len=max_model_len)
@@ -287,13 +319,20 @@ def qwen3_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_run
     budget, items = encoder_budget_items(item.budget_tokens, max_num_batched_tokens=max_num_batched_tokens,
                                          max_num_seqs=max_num_seqs, max_model_len=max_model_len, limit=limit)
     u8 = version >= DEVICE_NORMALIZE_SINCE
+    rows = data_parallel_output_rows(item, items, tp) if data_parallel else None
     kept = runner_kept(item, items, budget, width=g.embed_width, patch_values=g.patch_values, version=version,
-                       model_runner_v2=model_runner_v2, uint8_pixels=u8, elem=elem)
+                       model_runner_v2=model_runner_v2, uint8_pixels=u8, elem=elem, output_rows=rows)
     if kept is None:
         return EncoderPhase(item, 0, budget, 0, 0, 0, 0, NO_ENCODER_PROFILE)
     best, low, high, what = kept
     pixel_bytes = items * item.patches * g.patch_values * (1 if u8 else 4)
-    forward = vision_forward_peak_bytes(g, patches=items * item.patches, tp=tp, elem=elem) + pixel_bytes
+    if data_parallel:
+        tower = vision_forward_peak_bytes(g, patches=data_parallel_items(items, tp) * item.patches, tp=1, elem=elem)
+        forward = data_parallel_forward_bytes(g, item, items, tp=tp, pixel_bytes=pixel_bytes, pixel_elem=1 if u8 else 4,
+                                              tower=tower, elem=elem)
+        what += f"; --mm-encoder-tp-mode data: the whole tower on this rank, its output all-gathered over TP {tp}"
+    else:
+        forward = vision_forward_peak_bytes(g, patches=items * item.patches, tp=tp, elem=elem) + pixel_bytes
     return EncoderPhase(item, items, budget, best, low, high, forward, what)
 
 
@@ -301,13 +340,15 @@ NO_ENCODER_PROFILE = "none: Model Runner V2's profile_run runs no encoder before
 
 
 def runner_kept(item: DummyItem, items: int, budget: int, *, width: int, patch_values: int, version: VllmVersion,
-                model_runner_v2: bool, uint8_pixels: bool, elem: int = 2) -> tuple[int, int, int, str] | None:
+                model_runner_v2: bool, uint8_pixels: bool, elem: int = 2,
+                output_rows: int | None = None) -> tuple[int, int, int, str] | None:
     """What the runner's profile_run keeps allocated once the encoder ran (best, low, high, what), for `items` dummy
     items of `width`-wide embeddings (see the module docstring): 0.11–0.12's budget-sized copies with the outputs and
     float32 pixels; the V1 runner's outputs and pixels (uint8 where the model normalizes on the device, else
-    float32); Model Runner V2's outputs (0 at the low end on 0.25–0.26, not read). None: Model Runner V2 before 0.25
-    profiles no encoder."""
-    outputs = items * item.embeds * width * elem
+    float32); Model Runner V2's outputs (0 at the low end on 0.25–0.26, not read). `output_rows`: the rows the
+    outputs keep alive when they are views of a larger tensor (--mm-encoder-tp-mode data: data_parallel_output_rows),
+    else items × embeddings. None: Model Runner V2 before 0.25 profiles no encoder."""
+    outputs = (items * item.embeds if output_rows is None else output_rows) * width * elem
     pixels = items * item.patches * patch_values
     if version < BUDGET_COPY_UNTIL:  # V1 only: the budget-sized copies, the originals (`output`), float32 pixels
         copy = items * budget * width * elem if item.embeds < budget else 0

@@ -152,6 +152,7 @@ ENGINE_ARGS: tuple[EngineArg, ...] = (
     EngineArg("limit_mm_per_prompt", "multimodal", "mm_limits", "limit_mm_per_prompt", dotted=True),
     EngineArg("language_model_only", "multimodal", "bool", "language_model_only", negatable=True),
     EngineArg("enable_mm_embeds", "multimodal", "bool", "enable_mm_embeds", negatable=True),
+    EngineArg("mm_encoder_tp_mode", "multimodal", "choice", "mm_encoder_tp_mode", choices="mm_encoder_tp_mode"),
     # --- not modelled: changes memory or speed in a way kvplan does not model ------------------------------
     # V0's CPU swap space: vLLM 0.33's EngineArgs has no swap_space (its CLI rejects --swap-space); the V1
     # engine preempts by recomputation, so it held no GPU memory on 0.8–0.10 either.
@@ -251,6 +252,8 @@ def choices_of(arg: EngineArg) -> tuple[str, ...]:
         return get_args(PerformanceMode)
     if arg.choices == "kv_offloading_backend":
         return OFFLOADING_BACKENDS
+    if arg.choices == "mm_encoder_tp_mode":  # config/multimodal.py: MMEncoderTPMode = Literal["weights", "data"]
+        return ("weights", "data")
     raise ValueError(f"{arg.name}: no choices named {arg.choices!r}")
 
 
