@@ -296,7 +296,7 @@ def read_flag_text(arg: EngineArg, value: object) -> object:
         return mm_limits(value, flag)
     if kind in ("choice", "lower"):
         text = str(value).strip().lower()
-        if arg.name == "performance_mode" and text not in (allowed := choices_of(arg)):
+        if arg.name in ("performance_mode", "mm_encoder_tp_mode") and text not in (allowed := choices_of(arg)):
             raise InvalidParameter(f"{flag} must be {', '.join(allowed[:-1])} or {allowed[-1]}, got {value!r}")
         return text  # other choices are checked later (validate_settings, the KV layout), as before
     return str(value)
