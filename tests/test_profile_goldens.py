@@ -75,7 +75,8 @@ ORACLE_FAILURES = {
         "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic__h100-tp4", "zai-org--GLM-4.5-Air-FP8__h100-tp2",
         # after the encoder phase, which ran (tests/test_encoder_llama4.py)
         "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic__h100-tp1-enc",
-        "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic__h100-tp4-enc"),
+        "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic__h100-tp4-enc",
+        "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic__h100-tp4-enc_engine-arg_mm_encoder_tp_modedata"),
     "DeepSeek-V4's sparse attention needs DeepGEMM, which the probe's fake does not satisfy (GB10 and H200)": (
         "deepseek-ai--DeepSeek-V4-Flash__gb10-tp1_mml_262144_seqs_1_mnbt_2048",
         "deepseek-ai--DeepSeek-V4-Flash__gb10-tp1_mml_262144_seqs_1_mnbt_8224",

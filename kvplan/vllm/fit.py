@@ -296,16 +296,12 @@ def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
                 max_num_batched_tokens=batch.max_num_batched_tokens, max_num_seqs=batch.max_num_seqs,
                 max_model_len=r.model_config.max_model_len, image_limit=limits.count("image"),
                 video_limit=limits.count("video"), elem=4 if model.dtype == "float32" else 2)
-    data = tower.encoder_tp_mode == "data"
-    if tower.geometry.kind == "llama4":  # its data mode (mllama4.py: run_dp_sharded_vision_model) is not ported
-        phase = llama4_geometry_phase(tower.geometry, r.version, **args)  # type: ignore[arg-type]
-    else:
-        encoder_phase = qwen2_5_vl_encoder_phase if tower.geometry.kind == "qwen2_5_vl" else qwen3_vl_encoder_phase
-        phase = encoder_phase(tower.geometry, r.version, data_parallel=data, **args)  # type: ignore[arg-type]
+    encoder_phase = {"qwen2_5_vl": qwen2_5_vl_encoder_phase, "llama4": llama4_geometry_phase}.get(
+        tower.geometry.kind, qwen3_vl_encoder_phase)
+    phase = encoder_phase(tower.geometry, r.version, data_parallel=tower.encoder_tp_mode == "data",
+                          **args)  # type: ignore[arg-type]
     if phase is None:
         return None
-    if data and tower.geometry.kind == "llama4":
-        phase = replace(phase, what=f"{phase.what} (--mm-encoder-tp-mode data not modelled: the weights mode's phase)")
     lo, hi = vision_forward_range(r.version)
     fwd = phase.forward_peak_bytes
     best = max(fwd, term.bytes + phase.retained_bytes)

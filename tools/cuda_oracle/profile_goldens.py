@@ -239,6 +239,8 @@ CASES: list[Case] = [
     # Llama-4 (no processor file in the corpus: transformers' Llama4ImageProcessorFast / Llama4Processor defaults,
     # tests/fixtures/processors/llama4/SOURCE.md); the FP8 MoE forward fails after the encoder (ORACLE_FAILURES)
     *_enc("RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", "multimodal", ("h100",), (1, 4), processor="llama4"),
+    *_enc("RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", "multimodal", ("h100",), (4,),
+          args=("--engine-arg", "mm_encoder_tp_mode=data"), processor="llama4"),
     # Gemma-4 (no processor file in the corpus: transformers' Gemma4 image/video processor defaults); the video
     # dummy stops the probe (gemma4_mm.py sizes its frame chunks from the device's free memory: ORACLE_FAILURES)
     *_enc("google--gemma-4-31B-it", "multimodal", ("h100",), (2,), processor="gemma4"),
