@@ -325,7 +325,8 @@ def test_qwen3_235b_fp8_at_tp8_with_ep_on_pcie_l40s_matches_the_logged_breakdown
 def test_qwen3_vl_235b_at_tp8_counts_its_release_s_encoder_profile(record: str, predicted: float, rest: float) -> None:
     """Qwen3-VL-235B-A22B-Thinking-FP8, TP 8 + EP on 8 × H100: 0.11.2 profiles one video (budget 153,600 tokens: the
     153,600 × 16,384 bf16 copy, the original output and the float32 pixels, 5.34 GiB held through the run), 0.15.1
-    one image (budget 16,384), where the vision tower's own forward (1.67 GiB with the float32 pixels) is the peak.
+    one image (budget 16,384: its 0.88 GiB of outputs and float32 pixels held on top of the dummy run, above the
+    vision tower's own 1.67 GiB forward).
     Both inside kvplan's range now; on 0.11.2 the MoE point keeps whole experts under EP (1,536 wide, the log's
     "E=16,N=1536"; 0.57 → 1.06 GiB), which leaves 0.23 GiB of non-KV memory kvplan does not see (rest log −
     kvplan), not the encoder's; on 0.15.1, whose block-FP8 MoE runs through FlashInfer's CUTLASS kernel with EP
