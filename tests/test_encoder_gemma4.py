@@ -19,20 +19,25 @@ CONFIGS = Path(__file__).parent / "fixtures" / "corpus" / "configs"
 H100_TOTAL = 85_029_615_043  # kvplan's H100 SXM CUDA total (hardware/gpus)
 FRAME_PATCHES = 70 * 3 ** 2  # _VIDEO_MAX_SOFT_TOKENS × pooling_kernel_size²
 FRAME_COST = FRAME_PATCHES * 4 * 10240 * 8  # _encoder_chunk's cost: 206,438,400 bytes a frame
+# the 26B-A4B checkpoint's vision_config: hidden_size 1152, patch_size 16, pooling_kernel_size 3,
+# position_embedding_size 10240 (tests/fixtures/corpus/configs/google--gemma-4-26B-A4B-it/config.json)
+_TOWER = load_local(str(CONFIGS / "google--gemma-4-26B-A4B-it")).towers[0]
+assert _TOWER.gemma4_vision is not None
+VISION = _TOWER.gemma4_vision
 
 
 def test_chunk_is_a_tenth_of_the_card_over_vllms_cost() -> None:
     """min(free // 2, total // 10) // (patches · 4 · 10,240 · 8): 8,502,961,504 // 206,438,400 = 41 frames;
     an image (280 soft tokens, 2,520 patches) costs 4× as much: 10."""
     assert FRAME_COST == 206_438_400
-    assert encoder_chunk(FRAME_PATCHES, 30 * 2**30, H100_TOTAL) == 41
-    assert encoder_chunk(280 * 9, 30 * 2**30, H100_TOTAL) == 10
+    assert encoder_chunk(FRAME_PATCHES, 30 * 2**30, H100_TOTAL, 10240) == 41
+    assert encoder_chunk(280 * 9, 30 * 2**30, H100_TOTAL, 10240) == 10
 
 
 def test_chunk_halves_the_free_memory_when_that_is_smaller() -> None:
     """4e9 free: 2e9 // 206,438,400 = 9 frames; nothing free still encodes one."""
-    assert encoder_chunk(FRAME_PATCHES, 4_000_000_000, H100_TOTAL) == 9
-    assert encoder_chunk(FRAME_PATCHES, 0, H100_TOTAL) == 1
+    assert encoder_chunk(FRAME_PATCHES, 4_000_000_000, H100_TOTAL, 10240) == 9
+    assert encoder_chunk(FRAME_PATCHES, 0, H100_TOTAL, 10240) == 1
 
 
 def test_022_three_videos_one_hot_of_41_frames() -> None:
@@ -40,7 +45,7 @@ def test_022_three_videos_one_hot_of_41_frames() -> None:
     and its bf16 cast: 41 · 630 · 2 · 10,240 · (8 + 2) bytes; vLLM's own cost (the high end) 16 per element; held:
     96 frames' float32 pixels (3 · 16² · 4) and 1,152-wide bf16 hidden states."""
     p = gemma4_encoder_peak(VllmVersion(0, 22), modality="video", items=3, embeds_per_item=32 * 70,
-                            total_bytes=H100_TOTAL, weights_bytes=51_774_583_392)
+                            total_bytes=H100_TOTAL, weights_bytes=51_774_583_392, vision=VISION)
     assert p is not None
     assert (p.items, p.patches, p.chunk) == (96, 630, 41)
     assert p.one_hot_bytes == 41 * 630 * 2 * 10240 * 10 == 5_289_984_000
@@ -51,7 +56,7 @@ def test_022_three_videos_one_hot_of_41_frames() -> None:
 def test_019_encodes_one_frame_per_tower_call() -> None:
     """0.19–0.21 call the tower per item: one frame's one-hot, 630 · 2 · 10,240 · 10 = 129,024,000 bytes."""
     p = gemma4_encoder_peak(VllmVersion(0, 19), modality="video", items=1, embeds_per_item=32 * 70,
-                            total_bytes=H100_TOTAL, weights_bytes=0)
+                            total_bytes=H100_TOTAL, weights_bytes=0, vision=VISION)
     assert p is not None and p.chunk == 1 and p.one_hot_bytes == 129_024_000
 
 
@@ -60,13 +65,13 @@ def test_019_encodes_one_frame_per_tower_call() -> None:
 def test_one_hot_by_the_transformers_each_release_allows(minor: int, point: int, high: int) -> None:
     """0.23–0.28 allow transformers < 5.10.1 (high end only); 0.29 requires ≥ 5.10.4, 0.32+ ≥ 5.16.1 (none)."""
     p = gemma4_encoder_peak(VllmVersion(0, minor), modality="video", items=3, embeds_per_item=32 * 70,
-                            total_bytes=H100_TOTAL, weights_bytes=51_774_583_392)
+                            total_bytes=H100_TOTAL, weights_bytes=51_774_583_392, vision=VISION)
     assert p is not None and (p.one_hot_bytes, p.one_hot_high_bytes) == (point, high)
 
 
 def test_audio_has_no_one_hot() -> None:
     assert gemma4_encoder_peak(VllmVersion(0, 22), modality="audio", items=5, embeds_per_item=750,
-                               total_bytes=H100_TOTAL, weights_bytes=0) is None
+                               total_bytes=H100_TOTAL, weights_bytes=0, vision=VISION) is None
 
 
 def _activation(version: str, gpu: str = "h100", **kw: object) -> tuple[int, int, int, str]:
@@ -99,3 +104,29 @@ def test_fit_022_images_when_video_is_limited_to_0() -> None:
     best, _, _, note = _activation("0.22", limit_mm_per_prompt=parse_mm_limits('{"video": 0}'))
     assert best == 10 * 2520 * 2 * 10240 * 10 + 29 * 2520 * (3 * 256 * 4 + 1152 * 2) == 5_553_838_080
     assert "29 images of 2520 patches, 10 per tower call" in note
+
+
+def test_the_shapes_are_the_configs_vision_config() -> None:
+    """hidden_size, patch_size, pooling_kernel_size and position_embedding_size as each checkpoint's vision_config
+    states them (26B-A4B and 31B: 1,152 wide; E2B and E4B: 768)."""
+    for name, hidden in (("google--gemma-4-26B-A4B-it", 1152), ("google--gemma-4-31B-it", 1152),
+                         ("google--gemma-4-E2B-it", 768), ("google--gemma-4-E4B-it", 768)):
+        shape = load_local(str(CONFIGS / name)).towers[0].gemma4_vision
+        assert shape is not None
+        assert (shape.hidden_size, shape.patch_size, shape.pooling_kernel_size, shape.position_embedding_size) == (
+            hidden, 16, 3, 10240)
+
+
+def test_a_vision_config_without_pooling_kernel_size_is_refused_in_one_line(tmp_path: Path) -> None:
+    """The encoder profile's patch count (gemma4_mm.py: max_patches = soft tokens × pooling_kernel_size²) needs it."""
+    import json
+
+    from kvplan.errors import BadConfig
+
+    config = json.loads((CONFIGS / "google--gemma-4-26B-A4B-it" / "config.json").read_text())
+    del config["vision_config"]["pooling_kernel_size"]
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    model = load_local(str(tmp_path))
+    with pytest.raises(BadConfig, match=r"^Gemma-4's vision_config has no pooling_kernel_size: ") as err:
+        plan_fit(model, get_gpu("h100"), ServeSettings.of(max_model_len=32768, vllm_version="0.22"), advise=False)
+    assert "\n" not in str(err.value)

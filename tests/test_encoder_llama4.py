@@ -85,3 +85,20 @@ def test_model_runner_v2_keeps_the_outputs_only() -> None:
 def test_images_limited_to_0_profile_nothing() -> None:
     assert llama4_encoder_phase(_vision(), model_runner_v2=False, tp=1, max_num_batched_tokens=8192,
                                 max_num_seqs=1024, max_model_len=8192, image_limit=0) is None
+
+
+def test_data_mode_runs_a_quarter_of_the_chunks_through_the_whole_tower() -> None:
+    """--mm-encoder-tp-mode data at TP 4 (vLLM 0.33's own run, ..._mm_encoder_tp_modedata.json): the 51 chunks are
+    padded to 52 (F.pad: a (52, 3, 336, 336) bf16 copy, in the golden's largest tensors) and 13 go through the
+    unsharded tower (qkv (13, 577, 4,224)); 407,734,784 bytes with the pixels, within 3 blocks of the golden; the
+    projector's outputs stay as in the weights mode (75,202,560 bytes)."""
+    golden = _golden(f"{SCOUT}__h100-tp4-enc_engine-arg_mm_encoder_tp_modedata")
+    enc = golden["phases"]["encoder"]
+    phase = llama4_encoder_phase(_vision(), V033, model_runner_v2=False, tp=4, max_num_batched_tokens=golden["tokens"],
+                                 max_num_seqs=golden["max_num_seqs"], max_model_len=golden["max_model_len"],
+                                 image_limit=999, data_parallel=True)
+    assert phase is not None
+    pixels = 51 * 3 * 336 * 336 * 2
+    assert phase.forward_peak_bytes == pixels + 52 * 3 * 336 * 336 * 2 + 13 * 577 * 2 * 16 * 1408 == 407_734_784
+    assert 0 <= enc["peak_bytes"] - phase.forward_peak_bytes <= 4 * BLOCK
+    assert phase.retained_bytes == enc["live_after_bytes"] + pixels

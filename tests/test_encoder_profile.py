@@ -151,6 +151,21 @@ def test_033_video_only_is_two_frames_at_the_factorized_size() -> None:
     assert (phase.item.modality, phase.item.patches, phase.item.embeds, phase.budget) == ("video", 49152, 12288, 12288)
 
 
+@pytest.mark.parametrize(("version", "frames"), [((0, 13), 24576), ((0, 14), 24576), ((0, 15), 2), ((0, 16), 2)])
+def test_video_only_dummy_by_release(version: tuple[int, int], frames: int) -> None:
+    """Images limited to 0: vLLM 0.13.0 and 0.14.0 (qwen3_vl.py get_dummy_mm_data → get_num_frames_with_most_features,
+    _MAX_FRAMES_PER_VIDEO = 24,576) still walk the frames from max_model_len — 24,576 frames of 32 × 32, budget the
+    12,288 embeddings (no 12.5 factor from 0.13) —, 0.15.1 and 0.16.0 build 2 frames (`target_num_frames = 2`,
+    3,072 × 4,096); both are 49,152 patches, kept with their float32 pixels by the V1 runner."""
+    phase = qwen3_vl_encoder_phase(_geometry(_model()), VllmVersion(*version), model_runner_v2=False, tp=1,
+                                   max_num_batched_tokens=8192, max_num_seqs=1024, max_model_len=65536,
+                                   image_limit=0, video_limit=999)
+    assert phase is not None
+    assert (phase.item.modality, phase.item.frames, phase.item.patches, phase.item.embeds, phase.budget) == (
+        "video", frames, 49152, 12288, 12288)
+    assert phase.retained_bytes == 12288 * 8192 * 2 + 49152 * 1536 * 4
+
+
 def test_vision_tower_peak_near_the_probe_figure() -> None:
     """The shared vllm-cuda-oracle kit's profile_probe.py (vLLM 0.33 on meta tensors) measured 1.27 GiB of encoder peak
     for 0.33's dummy image on Qwen3-VL-30B-A3B at TP 4 (its README, figure copied in
@@ -213,13 +228,15 @@ def _phase_for(golden: dict):  # type: ignore[no-untyped-def]
     image = 0 if "image=0" in golden["args"] else 999
     return qwen3_vl_encoder_phase(_geometry(model), V033, model_runner_v2=False, tp=golden["tp"],
                                   max_num_batched_tokens=golden["tokens"], max_num_seqs=golden["max_num_seqs"],
-                                  max_model_len=golden["max_model_len"], image_limit=image, video_limit=999)
+                                  max_model_len=golden["max_model_len"], image_limit=image, video_limit=999,
+                                  data_parallel="mm_encoder_tp_mode=data" in golden["args"])
 
 
 def test_encoder_goldens_are_indexed() -> None:
-    """Six encoder cases (profile_goldens.py `_enc`), each in index.json with its phase peaks."""
+    """Seven encoder cases (profile_goldens.py `_enc`; one with --mm-encoder-tp-mode data), each in index.json with its
+    phase peaks."""
     index = {c["id"]: c for c in json.loads((GOLDENS / "index.json").read_text())["cases"]}
-    assert len(ENC_CASES) == 6
+    assert len(ENC_CASES) == 7
     for case in ENC_CASES:
         g = _golden(case)
         assert g["processor"] == "qwen3-vl" and g["error"] is None
@@ -304,3 +321,53 @@ def test_bad_processor_bounds_are_one_clear_error(tmp_path: Path, size: dict) ->
     from kvplan.errors import BadConfig
     with pytest.raises(BadConfig, match="video_preprocessor_config.json"):
         load_local(str(tmp_path))
+
+
+def test_data_mode_gathers_the_output_over_tp_and_runs_the_whole_tower() -> None:
+    """--mm-encoder-tp-mode data at TP 4 (vLLM 0.33's own run, ..._mm_encoder_tp_modedata.json): the one dummy image
+    runs on one rank through the unsharded tower (qkv 65,536 × 3,456 in the golden's largest tensors: 2,224,030,208
+    bytes at the peak), and its output all-gathered over the 4 ranks, (4 × 16,384, 8,192) bf16, stays alive: 1 GiB
+    where the weights mode keeps 16,384 rows (0.25 GiB)."""
+    case = "Qwen--Qwen3-VL-30B-A3B-Instruct__h100-tp4-enc_engine-arg_mm_encoder_tp_modedata"
+    g = _golden(case)
+    data = _phase_for(g)
+    weights = qwen3_vl_encoder_phase(_geometry(_model()), V033, model_runner_v2=False, tp=4,
+                                     max_num_batched_tokens=g["tokens"], max_num_seqs=g["max_num_seqs"],
+                                     max_model_len=g["max_model_len"], image_limit=999, video_limit=999)
+    assert data is not None and weights is not None
+    pixels = 65536 * 1536
+    assert data.retained_bytes == 4 * 16384 * 8192 * 2 + pixels == g["phases"]["encoder"]["live_after_bytes"] + pixels
+    assert weights.retained_bytes == 16384 * 8192 * 2 + pixels
+    assert g["phases"]["encoder"]["peak_bytes"] - data.forward_peak_bytes == BLOCK
+
+
+def test_fit_with_mm_encoder_tp_mode_data_replicates_the_tower_and_keeps_the_gathered_output() -> None:
+    """`--mm-encoder-tp-mode data` at TP 4 on vLLM 0.33 (qwen3_vl.py: supports_encoder_tp_data; every tower linear
+    built with disable_tp): the weights hold the tower's 533,981,808 parallel parameters whole instead of a quarter,
+    (533,981,808 − 133,495,452) × 2 = 800,972,712 bytes more; the profile keeps the all-gathered image output,
+    (4 − 1) × 16,384 × 8,192 × 2 = 805,306,368 bytes more than the weights mode's own rows."""
+    model = _model()
+    assert model.towers[0].sharded_params == 533981808
+    s = ServeSettings.of(tp=4, vllm_version="0.33.0")
+    weights, data = (plan_fit(model, get_gpu("h100"), s.updated(mm_encoder_tp_mode=m), advise=False).memory
+                     for m in ("weights", "data"))
+    terms = [{t.name: t.bytes for t in b.terms} for b in (weights, data)]
+    assert terms[1]["weights"] - terms[0]["weights"] == 800972712
+    assert terms[1]["activation"] - terms[0]["activation"] == 805306368
+    assert "replicated: --mm-encoder-tp-mode data" in next(t.assumption for t in data.terms if t.name == "weights")
+
+
+def test_mm_encoder_tp_mode_data_lifts_the_vision_head_split_and_falls_back_where_unsupported() -> None:
+    """GLM-4.5V's 12 vision heads refuse TP 8 in the weights mode ("12 is not divisible by 8",
+    tests/test_rocm.py); in data mode Glm4vVisionAttention's tp_size is 1 (glm4_1v.py, vLLM 0.33), so it is served.
+    Gemma-4 sets no supports_encoder_tp_data: vLLM's own fallback warning (config/model.py)."""
+    from kvplan.errors import NotServed
+
+    glm = _model("zai-org--GLM-4.5V")
+    s = ServeSettings.of(tp=8, max_model_len=8192, kv_cache_memory_bytes=20 * GiB, weights_bytes=0)
+    with pytest.raises(NotServed, match=r"^12 is not divisible by 8"):
+        plan_fit(glm, get_gpu("h100"), s, advise=False)
+    assert plan_fit(glm, get_gpu("h100"), s.updated(mm_encoder_tp_mode="data"), advise=False).verdict.fits
+    gemma = plan_fit(_model("google--gemma-4-31B-it"), get_gpu("h100"),
+                     ServeSettings.of(tp=2, mm_encoder_tp_mode="data"), advise=False)
+    assert any("does not support `--mm-encoder-tp-mode data`" in n for n in gemma.notes)

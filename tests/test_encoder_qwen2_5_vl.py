@@ -36,10 +36,11 @@ def _geometry(name: str = SMALL) -> VisionGeometry:
 
 
 def _phase(g: VisionGeometry, version: VllmVersion = V033, *, runner_v2: bool = False, tp: int = 1,
-           batched: int = 8192, seqs: int = 1024, max_model_len: int = 128000, image: int = 999, video: int = 999):  # type: ignore[no-untyped-def]
+           batched: int = 8192, seqs: int = 1024, max_model_len: int = 128000, image: int = 999, video: int = 999,
+           data_parallel: bool = False):  # type: ignore[no-untyped-def]
     phase = qwen2_5_vl_encoder_phase(g, version, model_runner_v2=runner_v2, tp=tp, max_num_batched_tokens=batched,
                                      max_num_seqs=seqs, max_model_len=max_model_len, image_limit=image,
-                                     video_limit=video)
+                                     video_limit=video, data_parallel=data_parallel)
     assert phase is not None
     return phase
 
@@ -50,7 +51,8 @@ def _golden(case: str) -> dict:
 
 def _golden_phase(golden: dict):  # type: ignore[no-untyped-def]
     return _phase(_geometry(golden["config"]), tp=golden["tp"], batched=golden["tokens"], seqs=golden["max_num_seqs"],
-                  max_model_len=golden["max_model_len"], video=0 if "video=0" in golden["args"] else 999)
+                  max_model_len=golden["max_model_len"], video=0 if "video=0" in golden["args"] else 999,
+                  data_parallel="mm_encoder_tp_mode=data" in golden["args"])
 
 
 def test_processor_constants_are_the_checkpoint_file() -> None:
@@ -72,9 +74,10 @@ def test_processor_patch_geometry_matches_the_vision_config(name: str) -> None:
     assert (g.embed_width, g.patch_values) == ({SMALL: 2048, LARGE: 8192}[name], 3 * 2 * 14 * 14)
 
 
-def test_six_goldens_from_vllm_033() -> None:
-    """The six Qwen2.5-VL cases of profile_goldens.py, each with the probe's processor and no error."""
-    assert len(CASES) == 6
+def test_seven_goldens_from_vllm_033() -> None:
+    """The seven Qwen2.5-VL cases of profile_goldens.py (one with --mm-encoder-tp-mode data), each with the probe's
+    processor and no error."""
+    assert len(CASES) == 7
     for case in CASES:
         g = _golden(case)
         assert g["processor"] == "qwen2.5-vl" and g["error"] is None and g["phases"]["encoder"].get("items")
@@ -159,3 +162,13 @@ def test_fit_plans_the_video_profile() -> None:
     base = {t.name: t for t in without.memory.terms}["activation"]
     assert act.bytes > base.bytes + 10 * 2**30
     assert "1 video item(s) × 114,688 embeddings" in act.assumption
+
+
+def test_data_mode_keeps_the_gathered_video_and_the_rotary_cache() -> None:
+    """--mm-encoder-tp-mode data at TP 2 (vLLM 0.33's own run): the 14-frame video runs whole on one rank, and what
+    stays is its output all-gathered over both ranks, (2 × 114,688, 2,048) bf16, with the tower's rotary cache of the
+    dummy's grid (2 × 458,752 × 40 bf16): 1,012,924,416 bytes, to the byte; the V1 runner keeps the pixels too."""
+    golden = _golden("Qwen--Qwen2.5-VL-3B-Instruct__h100-tp2-enc_engine-arg_mm_encoder_tp_modedata")
+    phase, g = _golden_phase(golden), _geometry(golden["config"])
+    assert golden["phases"]["encoder"]["live_after_bytes"] == 2 * 114688 * 2048 * 2 + 2 * 458752 * 40 * 2
+    assert phase.retained_bytes == golden["phases"]["encoder"]["live_after_bytes"] + 458752 * g.patch_values

@@ -55,6 +55,7 @@ SAMPLES: dict[str, tuple[str, Any]] = {
     "quantization": ("fp8", "fp8"), "enable_lora": ("", True), "async_scheduling": ("", True),
     "max_loras": ("4", 4), "max_lora_rank": ("32", 32), "limit_mm_per_prompt": ('{"image": 2}', None),
     "language_model_only": ("", True), "enable_mm_embeds": ("", True),
+    "mm_encoder_tp_mode": ("data", "data"),
 }
 MODEL = "Qwen/Qwen2.5-7B"
 
@@ -278,3 +279,13 @@ def test_a_startup_logs_echoed_command_reads_the_tables_spellings() -> None:
     assert (log.settings.cache_config.gpu_memory_utilization, log.settings.parallel_config.tensor_parallel_size,
             log.settings.model_config.quantization) == (0.8, 2, "fp8")
     assert (log.settings.cache_config.enable_prefix_caching, log.settings.model_config.enforce_eager) == (False, True)
+
+
+def test_mm_encoder_tp_mode_takes_vllms_two_values() -> None:
+    """config/multimodal.py: MMEncoderTPMode = Literal["weights", "data"]; anything else is refused in one line."""
+    from kvplan.errors import InvalidParameter
+    from kvplan.vllm.flags import settings_from_flags
+
+    assert settings_from_flags({"mm_encoder_tp_mode": "DATA"}).multimodal_config.mm_encoder_tp_mode == "data"
+    with pytest.raises(InvalidParameter, match=r"^--mm-encoder-tp-mode must be weights or data, got 'bogus'$"):
+        settings_from_flags({"mm_encoder_tp_mode": "bogus"})

@@ -94,6 +94,21 @@ def test_forward_intermediates_win_for_tiny_batches_of_a_wide_mlp() -> None:
     assert forward_activation_bytes(model, tp=2, num_tokens=4096) == 4096 * 3 * 4480 * 2
 
 
+def test_pre_017_moe_point_keeps_whole_experts_under_expert_parallel() -> None:
+    """--enable-expert-parallel: FusedMoEParallelConfig.make gives the MoE tp_size 1, so each rank's experts keep their
+    whole 1,536-wide intermediate (the 0.11.2 Qwen3-VL-235B TP 8 EP log looks up "E=16,N=1536"): the pre-0.17
+    estimate's MoE point at 8,192 tokens is 8,192 × 8 × (3 × 1,536 + 4,096) × 2 B, not the TP-split 3 × 192."""
+    from kvplan.model.hub import load_local
+    from tests.conftest import CONFIGS
+
+    model = load_local(str(CONFIGS.parent / "corpus" / "configs" / "Qwen--Qwen3-VL-235B-A22B-Instruct-FP8"))
+    ep = forward_activation_bytes(model, tp=8, num_tokens=8192, moe_tp=1)
+    assert ep == 8192 * 8 * (3 * 1536 + 4096) * 2
+    assert forward_activation_bytes(model, tp=8, num_tokens=8192) == 8192 * 8 * (3 * 192 + 4096) * 2
+    run = ProfileRun(8192, 2, tp=8, moe_tp=1)
+    assert estimate_activation(model, run, version=VllmVersion(0, 11)).bytes == ep + 8192 * 4096 * 2
+
+
 def test_non_torch_single_and_multi_gpu() -> None:
     assert estimate_non_torch(tp=1, pp=1).bytes == round(0.13 * GIB)
     assert estimate_non_torch(tp=2, pp=1).bytes == round(0.54 * GIB)

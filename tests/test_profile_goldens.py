@@ -75,7 +75,8 @@ ORACLE_FAILURES = {
         "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic__h100-tp4", "zai-org--GLM-4.5-Air-FP8__h100-tp2",
         # after the encoder phase, which ran (tests/test_encoder_llama4.py)
         "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic__h100-tp1-enc",
-        "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic__h100-tp4-enc"),
+        "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic__h100-tp4-enc",
+        "RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic__h100-tp4-enc_engine-arg_mm_encoder_tp_modedata"),
     "DeepSeek-V4's sparse attention needs DeepGEMM, which the probe's fake does not satisfy (GB10 and H200)": (
         "deepseek-ai--DeepSeek-V4-Flash__gb10-tp1_mml_262144_seqs_1_mnbt_2048",
         "deepseek-ai--DeepSeek-V4-Flash__gb10-tp1_mml_262144_seqs_1_mnbt_8224",
@@ -124,7 +125,8 @@ def _encoder(case: dict[str, Any]) -> tuple[int, int]:
     encoder_phase = qwen2_5_vl_encoder_phase if tower.geometry.kind == "qwen2_5_vl" else qwen3_vl_encoder_phase
     phase = encoder_phase(tower.geometry, VllmVersion(0, 33), model_runner_v2=False, tp=case["tp"],
                           max_num_batched_tokens=case["tokens"], max_num_seqs=case["max_num_seqs"],
-                          max_model_len=case["max_model_len"], image_limit=image, video_limit=video)
+                          max_model_len=case["max_model_len"], image_limit=image, video_limit=video,
+                          data_parallel="mm_encoder_tp_mode=data" in case["args"])
     assert phase is not None
     pixels = phase.items * phase.item.patches * tower.geometry.patch_values
     return phase.forward_peak_bytes, phase.retained_bytes - pixels

@@ -239,6 +239,11 @@ def command(
                            "the model stays multimodal (its tower is not loaded).",
                            "--enable-mm-embeds/--no-enable-mm-embeds")
     ] = None,
+    mm_encoder_tp_mode: Annotated[
+        str | None, _vllm("The vision tower under TP: weights (split over the ranks, default) or data (replicated "
+                          "on every rank, the dummy batch split; models without support fall back to weights).",
+                          "--mm-encoder-tp-mode")
+    ] = None,
     trust_remote_code: Annotated[
         bool | None, _vllm("Accept a repository whose config needs its own code (kvplan still runs none of it).",
                            "--trust-remote-code/--no-trust-remote-code")

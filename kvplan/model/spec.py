@@ -253,6 +253,25 @@ class VisionGeometry:
 
 
 @dataclass(frozen=True)
+class Gemma4VisionShape:
+    """What Gemma-4's encoder profile reads from vision_config (transformers' Gemma4VisionConfig as vLLM's
+    gemma4_mm.py uses it: Gemma4ProcessingInfo's max_patches = soft tokens × pooling_kernel_size², _encoder_chunk's
+    position_embedding_size, the patch embedder's 3 × patch_size² input and the hidden_size states). None: the config
+    does not state it (kvplan.vllm.encoder_gemma4 refuses then)."""
+
+    hidden_size: int | None
+    patch_size: int | None
+    pooling_kernel_size: int | None
+    position_embedding_size: int | None
+
+    @property
+    def missing(self) -> tuple[str, ...]:
+        """The keys vision_config lacks (or gives as something other than a positive whole number)."""
+        return tuple(k for k in ("hidden_size", "patch_size", "pooling_kernel_size", "position_embedding_size")
+                     if getattr(self, k) is None)
+
+
+@dataclass(frozen=True)
 class TowerSpec:
     """A multimodal encoder tower with its projector, as vLLM builds it (kvplan.model.families.towers).
 
@@ -266,6 +285,7 @@ class TowerSpec:
     # Qwen3-VL deepstack: per-level buffers of max_num_batched_tokens × text hidden, built with the tower.
     deepstack_levels: int = 0
     tokens_per_image: int = 0  # gemma-4: vision_config.default_output_length (an image's soft-token ceiling)
+    gemma4_vision: Gemma4VisionShape | None = None  # gemma-4's vision tower: the shapes its encoder profile reads
     loaded: bool = True
     # attention heads the tower splits over the TP ranks (dist_utils.divide asserts they divide); 0: not checked
     tp_heads: int = 0
@@ -273,6 +293,9 @@ class TowerSpec:
     # --mm-encoder-tp-mode data (a model with supports_encoder_tp_data): the parameters still split over TP, the
     # rest of sharded_params replicated on every rank; None: that layout is not modelled for this tower
     data_mode_sharded_params: int | None = None
+    # the layout vLLM builds it in (kvplan/vllm/multimodal.py:apply_mm_limits): "data" only where
+    # data_mode_sharded_params is set, else "weights" (vLLM falls back for a model without the support)
+    encoder_tp_mode: str = "weights"
 
     @property
     def params(self) -> int:

@@ -100,6 +100,9 @@ class MultiModalConfig(NamedTuple):
     limit_mm_per_prompt: tuple[tuple[str, ModalityLimit], ...] = ()
     language_model_only: bool = False
     enable_mm_embeds: bool = False
+    # --mm-encoder-tp-mode: "weights" (vLLM's default: the tower's linears split over TP) or "data" (replicated,
+    # the batch split: model_executor/models/vision.py:is_vit_use_data_parallel, run_dp_sharded_mrope_vision_model)
+    mm_encoder_tp_mode: str = "weights"
 
 
 class OffloadConfig(NamedTuple):
@@ -277,4 +280,4 @@ JSON_KEYS: tuple[tuple[str, str], ...] = tuple((LEGACY_KEYS.get(name, name), nam
     "kv_offloading_size", "kv_offloading_backend", "quantization", "enable_lora", "max_loras", "max_lora_rank",
     "limit_mm_per_prompt", "language_model_only", "enable_mm_embeds", "weights_bytes", "activation_bytes",
     "non_torch_bytes", "cuda_graph_bytes", "weights_total_bytes", "moe_backend", "compilation_config",
-    "use_flashinfer_moe_fp8", "context", "concurrency"))
+    "use_flashinfer_moe_fp8", "mm_encoder_tp_mode", "context", "concurrency"))

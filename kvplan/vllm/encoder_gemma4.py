@@ -33,9 +33,12 @@ Pure. Read in the wheels (pip download --no-deps): vLLM 0.19.1, 0.20.2, 0.21.0, 
 
 The dummy item (gemma4_mm.py: `_VIDEO_MAX_SOFT_TOKENS = 70` per frame, an image vision_config.default_output_length
 = 280 soft tokens; pixel_values are padded to `max_patches = max_soft_tokens * pooling_kernel_size**2`): 630
-patches a frame, 2,520 an image. Items: vllm/multimodal.py:gemma4_encoder_profile (the modality with the most
-tokens per item, the budget's count). What else the tower call holds beside the one-hot — the dummy pixels in
-float32 (the HF processor rescales them; an estimate) and the chunks' hidden states — is counted at its largest.
+patches a frame, 2,520 an image with every checkpoint's pooling_kernel_size 3. The shapes come from the config's
+vision_config (TowerSpec.gemma4_vision: hidden_size, patch_size, pooling_kernel_size, position_embedding_size, as
+transformers' Gemma4VisionConfig holds them and gemma4_mm.py reads them); a config without one is refused.
+Items: vllm/multimodal.py:gemma4_encoder_profile (the modality with the most tokens per item, the budget's count).
+What else the tower call holds beside the one-hot — the dummy pixels in float32 (the HF processor rescales them; an
+estimate) and the chunks' hidden states (vision_config.hidden_size wide) — is counted at its largest.
 The tower's own layer activations without the one-hot (transformers ≥ 5.10.1) are not modelled: under 1 GiB at
 41 frames of 630 patches (a 4,304-wide MLP over 25,830 rows in bf16), below the language model's dummy run.
 """
@@ -44,6 +47,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from kvplan.errors import BadConfig
 from kvplan.units import GiB
 from kvplan.vllm.defaults import VllmVersion
 from kvplan.vllm.memory.budget import MemoryTerm, shifted
@@ -51,17 +55,14 @@ from kvplan.vllm.multimodal import gemma4_encoder_profile, text_only
 from kvplan.vllm.settings import mm_limits
 
 if TYPE_CHECKING:
-    from kvplan.model.spec import ModelSpec
+    from kvplan.model.spec import Gemma4VisionShape, ModelSpec
     from kvplan.vllm.configs import ServeSettings
     from kvplan.vllm.settings import ResolvedSettings
 
-# Every Gemma-4 checkpoint's vision_config (tests/fixtures/corpus/configs/google--gemma-4-*/config.json):
-# position_embedding_size 10240, pooling_kernel_size 3, patch_size 16; hidden_size 1152 (26B-A4B, 31B) or 768
-# (E2B, E4B): the larger counts the (small) hidden states held.
-POSITION_EMBEDDING_SIZE = 10240
-POOLING_KERNEL = 3
-PATCH_SIZE = 16
-VISION_HIDDEN_MAX = 1152
+# The patch embedder's input channels (transformers Gemma4VisionPatchEmbedder.input_proj: 3 × patch_size² values a
+# patch, RGB), and the dummy pixels' float32 (the HF processor rescales them).
+PIXEL_CHANNELS = 3
+PIXEL_BYTES = 4
 # gemma4_mm.py: _VIDEO_MAX_SOFT_TOKENS (soft tokens of one video frame)
 VIDEO_FRAME_SOFT_TOKENS = 70
 
@@ -72,8 +73,7 @@ ONE_HOT_BYTES = 8 + 2  # per (patch, axis, class): the int64 one-hot and its bf1
 VLLM_COST_BYTES = 2 * 8  # per (patch, axis, class): _encoder_chunk's `patches * 4 * pos * 8` (the 2x margin)
 
 
-def encoder_chunk(patches_per_item: int, free_bytes: int, total_bytes: int,
-                  position_embedding_size: int = POSITION_EMBEDDING_SIZE) -> int:
+def encoder_chunk(patches_per_item: int, free_bytes: int, total_bytes: int, position_embedding_size: int) -> int:
     """gemma4_mm.py:Gemma4ForConditionalGeneration._encoder_chunk (0.22–0.33, unchanged): items per tower call."""
     if patches_per_item <= 0:
         return 1
@@ -106,12 +106,26 @@ class Gemma4EncoderPeak:
         return self.one_hot_high_bytes + self.held_bytes if self.one_hot_high_bytes else 0
 
 
+def vision_shape(model: ModelSpec) -> Gemma4VisionShape | None:
+    """The loaded image tower's vision_config shapes (None: no Gemma-4 image tower loaded). Raises BadConfig, one
+    line, where the config lacks one the encoder profile reads."""
+    tower = next((t for t in model.towers if t.loaded and "image" in t.modalities and t.gemma4_vision), None)
+    if tower is None or tower.gemma4_vision is None:
+        return None
+    missing = tower.gemma4_vision.missing
+    if missing:
+        raise BadConfig(f"Gemma-4's vision_config has no {', '.join(missing)}: the encoder profile's patches and "
+                        "one-hot (gemma4_mm.py: max_patches, _encoder_chunk) need it",
+                        hint="use the checkpoint's config.json, or pass --activation-memory")
+    return tower.gemma4_vision
+
+
 def gemma4_encoder_peak(version: VllmVersion, *, modality: str, items: int, embeds_per_item: int,
-                        total_bytes: int, weights_bytes: int) -> Gemma4EncoderPeak | None:
+                        total_bytes: int, weights_bytes: int, vision: Gemma4VisionShape) -> Gemma4EncoderPeak | None:
     """The one-hot transient of the dummy batch (`items` of `modality` from vllm/multimodal.py:
     gemma4_encoder_profile, `embeds_per_item` soft tokens each), on a GPU of CUDA total `total_bytes` with
-    `weights_bytes` loaded (free = total − weights: the larger free the larger the chunk). None: audio (its tower
-    has no such tensor) or nothing encoded."""
+    `weights_bytes` loaded (free = total − weights: the larger free the larger the chunk), with the tower's
+    vision_config shapes (`vision`: vision_shape). None: audio (its tower has no such tensor) or nothing encoded."""
     if modality not in ("image", "video") or items <= 0:
         return None
     if modality == "video":
@@ -119,13 +133,16 @@ def gemma4_encoder_peak(version: VllmVersion, *, modality: str, items: int, embe
         soft = VIDEO_FRAME_SOFT_TOKENS
     else:
         soft = embeds_per_item
-    patches = soft * POOLING_KERNEL ** 2
+    assert not vision.missing  # vision_shape refuses first
+    pooling, positions = int(vision.pooling_kernel_size or 0), int(vision.position_embedding_size or 0)
+    patch, hidden = int(vision.patch_size or 0), int(vision.hidden_size or 0)
+    patches = soft * pooling ** 2
     chunk = 1 if version < CHUNKED_FROM else min(items, encoder_chunk(patches, max(0, total_bytes - weights_bytes),
-                                                                      total_bytes))
-    elements = chunk * patches * 2 * POSITION_EMBEDDING_SIZE
+                                                                      total_bytes, positions))
+    elements = chunk * patches * 2 * positions
     point = elements * ONE_HOT_BYTES if version < ONE_HOT_POINT_UNTIL else 0
     high = elements * VLLM_COST_BYTES if version < ONE_HOT_POSSIBLE_UNTIL else 0
-    held = items * patches * (3 * PATCH_SIZE ** 2 * 4 + VISION_HIDDEN_MAX * 2)
+    held = items * patches * (PIXEL_CHANNELS * patch ** 2 * PIXEL_BYTES + hidden * 2)
     return Gemma4EncoderPeak(items, patches, chunk, point, high, held)
 
 
@@ -140,12 +157,15 @@ def with_gemma4_encoder_peak(term: MemoryTerm, model: ModelSpec, s: ServeSetting
     limits = mm_limits(s)
     if text_only(model, limits):
         return term
+    vision = vision_shape(model)
+    if vision is None:
+        return term
     batch = r.scheduler_config.batch
     enc = gemma4_encoder_profile(model, limits, max_num_batched_tokens=batch.max_num_batched_tokens,
                                  max_num_seqs=batch.max_num_seqs, max_model_len=r.model_config.max_model_len)
     peak = None if enc is None else gemma4_encoder_peak(
         r.version, modality=enc.modality, items=enc.items, embeds_per_item=enc.embeds_per_item,
-        total_bytes=total_bytes, weights_bytes=weights_bytes)
+        total_bytes=total_bytes, weights_bytes=weights_bytes, vision=vision)
     if peak is None or (peak.bytes <= term.bytes and peak.high_bytes <= term.high_bytes):
         return term  # below the language model's dummy run and sampler at both ends: no change
     best, low, high = max(term.bytes, peak.bytes), term.low_bytes, max(term.high_bytes, peak.high_bytes)

@@ -86,10 +86,21 @@ def vision_forward_peak_bytes(g: Llama4Vision, *, chunks: int, tp: int, elem: in
     return max(attention, mlp)
 
 
+def data_parallel_forward_bytes(g: Llama4Vision, *, chunks: int, tp: int, elem: int = 2) -> int:
+    """The encoder phase's peak under --mm-encoder-tp-mode data (vision.py:run_dp_sharded_vision_model, vLLM 0.33:
+    the chunks padded to a multiple of TP with F.pad — a copy —, ceil(chunks / TP) of them through the whole tower on
+    each rank, the adapter's output all-gathered; mllama4.py:encode_image_chunks), pixels not included: the padded
+    copy and the unsharded tower over the local chunks (the gathered adapter output, 144 rows a chunk, is below it)."""
+    local = -(-chunks // tp)
+    padded = local * tp * g.num_channels * g.image_size ** 2 * elem
+    return padded + vision_forward_peak_bytes(g, chunks=local, tp=1, elem=elem)
+
+
 def llama4_encoder_phase(g: Llama4Vision, version: VllmVersion = LATEST, *, model_runner_v2: bool, tp: int,
                          max_num_batched_tokens: int, max_num_seqs: int, max_model_len: int, image_limit: int,
-                         elem: int = 2, max_tiles: int = MAX_TILES) -> EncoderPhase | None:
-    """Llama-4's encoder profile on `version` (the module docstring). None: images limited to 0."""
+                         elem: int = 2, max_tiles: int = MAX_TILES, data_parallel: bool = False) -> EncoderPhase | None:
+    """Llama-4's encoder profile on `version` (the module docstring; `data_parallel`: --mm-encoder-tp-mode data,
+    data_parallel_forward_bytes, the outputs the projector's as in the weights mode). None: images limited to 0."""
     if image_limit <= 0:
         return None
     item = max_image(g, max_tiles)
@@ -105,7 +116,11 @@ def llama4_encoder_phase(g: Llama4Vision, version: VllmVersion = LATEST, *, mode
     if not model_runner_v2 and version >= BUDGET_COPY_UNTIL:  # vLLM 0.33 holds them in the model dtype
         best = low = best - pixels * (4 - elem)
         what = what.replace("float32 pixels", "pixels (model dtype; float32 at the range's high end)")
-    forward = vision_forward_peak_bytes(g, chunks=items * item.patches, tp=tp, elem=elem) + pixels * elem
+    if data_parallel:
+        forward = data_parallel_forward_bytes(g, chunks=items * item.patches, tp=tp, elem=elem) + pixels * elem
+        what += f"; --mm-encoder-tp-mode data: the whole tower on this rank's share of the chunks (TP {tp})"
+    else:
+        forward = vision_forward_peak_bytes(g, chunks=items * item.patches, tp=tp, elem=elem) + pixels * elem
     return EncoderPhase(item, items, budget, best, low, high, forward, what)
 
 
@@ -118,10 +133,11 @@ def vision_of(g: VisionGeometry) -> Llama4Vision:
 
 def llama4_geometry_phase(g: VisionGeometry, version: VllmVersion, *, model_runner_v2: bool, tp: int,
                           max_num_batched_tokens: int, max_num_seqs: int, max_model_len: int, image_limit: int,
-                          video_limit: int, elem: int = 2) -> EncoderPhase | None:
+                          video_limit: int, elem: int = 2, data_parallel: bool = False) -> EncoderPhase | None:
     """llama4_encoder_phase on a tower's VisionGeometry, with the Qwen-VL phases' signature (kvplan.vllm.fit:
     _with_qwen_vl_encoder); `video_limit` is unused (mllama4.py supports images only)."""
     del video_limit
     return llama4_encoder_phase(vision_of(g), version, model_runner_v2=model_runner_v2, tp=tp,
                                 max_num_batched_tokens=max_num_batched_tokens, max_num_seqs=max_num_seqs,
-                                max_model_len=max_model_len, image_limit=image_limit, elem=elem)
+                                max_model_len=max_model_len, image_limit=image_limit, elem=elem,
+                                data_parallel=data_parallel)

@@ -1,8 +1,9 @@
 """Qwen3-VL's multimodal encoder profile, release by release: the dummy item vLLM's profile run encodes, what it
 keeps alive through the language model's dummy run and the sampler, and the vision tower's own forward peak.
 
-Pure. Read in the wheels (pip download --no-deps vllm==X: 0.11.0, 0.12.0, 0.13.0, 0.14.0, 0.17.0, 0.18.0, 0.19.0,
-0.20.0, 0.24.0, 0.27.1, 0.31.0, 0.32.0, 0.33.0) and in transformers 4.57.1 (the processors' smart_resize):
+Pure. Read in the wheels (pip download --no-deps vllm==X: 0.11.0, 0.11.2, 0.12.0, 0.13.0, 0.14.0, 0.15.1, 0.16.0,
+0.17.0, 0.18.0, 0.19.0, 0.20.0, 0.24.0, 0.27.1, 0.31.0, 0.32.0, 0.33.0) and in transformers 4.57.1 (the processors'
+smart_resize):
 
 * **0.11–0.12** (model_executor/models/qwen3_vl.py): `get_max_video_tokens` is 12.5 × the dummy video's soft tokens
   ("one video token is converted to '<{timestamp} seconds>' (on average 9.5 tokens) + vision_start_token +
@@ -15,8 +16,11 @@ Pure. Read in the wheels (pip download --no-deps vllm==X: 0.11.0, 0.12.0, 0.13.0
   until profile_run returns.
 * **0.13 on**: no 12.5 factor, no budget-sized copy (the outputs themselves go to `encoder_cache["tmp_i"]`): the
   image of the most features (Qwen2VLProcessingInfo.get_image_size_with_most_features factorizes longest_edge /
-  (patch × merge)²: 4,096 × 4,096, 16,384 tokens) outweighs any video (12,288 tokens: 0.17+ builds a 2-frame dummy
-  at the factorized size of the video longest_edge / temporal patch, 3,072 × 4,096). The V1 runner still holds
+  (patch × merge)²: 4,096 × 4,096, 16,384 tokens) outweighs any video (12,288 tokens). 0.13–0.14 build the 0.11
+  video (frames from max_model_len, up to _MAX_FRAMES_PER_VIDEO = 24,576, of the factorized image size), its budget
+  its embeddings; 0.15+ a 2-frame dummy at the factorized size of the video longest_edge / temporal patch, 3,072 ×
+  4,096 (qwen3_vl.py:Qwen3VLDummyInputsBuilder.get_dummy_mm_data `target_num_frames = 2`, get_max_video_tokens
+  `num_frames=2`: read in 0.15.1 and 0.16.0; 0.13.0 and 0.14.0 still walk the frames). The V1 runner still holds
   `batched_dummy_mm_inputs` through the run: float32 pixels up to 0.31, uint8 from 0.32, which moves raw pixels to
   the GPU and normalizes them there (mm_device_do_normalize, on for Qwen3-VL: supports_mm_device_do_normalize;
   model_executor/layers/fusion/mm_input_norm.py). Model Runner V2 profiles no encoder in 0.24
@@ -54,6 +58,7 @@ class QwenVlProcessor:
 
 QWEN3_VL_PROCESSOR = QwenVlProcessor(65536, 16777216, 4096, 25165824)
 
+V011 = VllmVersion(0, 11)
 # 0.11–0.12 qwen3_vl.py: `formatted_video_soft_tokens = video_soft_tokens * 12.5`, _MAX_FRAMES_PER_VIDEO = 24576
 VIDEO_TOKEN_FACTOR_011 = 12.5
 MAX_FRAMES_PER_VIDEO_011 = 24576
@@ -61,7 +66,7 @@ BUDGET_COPY_UNTIL = VllmVersion(0, 13)  # the 12.5 factor and the budget-sized c
 DEVICE_NORMALIZE_SINCE = VllmVersion(0, 32)  # uint8 pixels on the GPU (0.32, 0.33; 0.31 still float32)
 MRV2_ENCODER_UNREAD = VllmVersion(0, 25)  # Model Runner V2: no encoder profile in 0.24; 0.25–0.26 not read
 MRV2_ENCODER_SINCE = VllmVersion(0, 27)  # profile_encoder_cache read in 0.27.1, 0.31, 0.32, 0.33
-TWO_FRAME_VIDEO_SINCE = VllmVersion(0, 17)  # the 2-frame dummy video at the factorized size (0.17–0.33 read)
+TWO_FRAME_VIDEO_SINCE = VllmVersion(0, 15)  # the 2-frame dummy video at the factorized size (0.15.1–0.33 read)
 # Qwen2VLProcessingInfo.get_image_size_with_most_features: smart_resize of a 9999999 × 9999999 image
 HUGE_SIDE = 9999999
 
@@ -149,10 +154,11 @@ def two_frame_video(g: VisionGeometry, p: QwenVlProcessor) -> DummyItem:
     return DummyItem("video", embeds, embeds, patches, 2)
 
 
-def _video_grid(g: VisionGeometry, p: QwenVlProcessor, frames: int, side: int) -> tuple[int, int]:
-    """Qwen3VLProcessingInfo._get_vision_info for a video (0.11): (patches, merged tokens)."""
+def _video_grid(g: VisionGeometry, p: QwenVlProcessor, frames: int, size: tuple[int, int]) -> tuple[int, int]:
+    """Qwen3VLProcessingInfo._get_vision_info for a video of `frames` frames of `size` (height, width), 0.11–0.14:
+    (patches, merged tokens)."""
     factor = g.patch_size * g.spatial_merge_size
-    h, w = video_smart_resize(frames, side, side, temporal_factor=g.temporal_patch_size, factor=factor,
+    h, w = video_smart_resize(frames, *size, temporal_factor=g.temporal_patch_size, factor=factor,
                               min_pixels=p.video_min_pixels, max_pixels=p.video_max_pixels)
     padded = frames + frames % g.temporal_patch_size
     grid_t = max(padded // g.temporal_patch_size, 1)
@@ -160,17 +166,25 @@ def _video_grid(g: VisionGeometry, p: QwenVlProcessor, frames: int, side: int) -
     return patches, patches // g.spatial_merge_size ** 2
 
 
-def video_011(g: VisionGeometry, p: QwenVlProcessor, *, max_model_len: int) -> DummyItem:
-    """vLLM 0.11–0.12's dummy video: Qwen2VLProcessingInfo._get_max_video_frames(max_model_len, start 2) (frames grow
-    while the next count's tokens fit in max_model_len), capped at 24,576 frames; its frames resized by the video
-    processor; the budget counts 12.5 tokens per embedding. Bounded: the walk stops at the cap."""
+def video_011(g: VisionGeometry, p: QwenVlProcessor, *, max_model_len: int,
+              version: VllmVersion = V011) -> DummyItem:
+    """vLLM 0.11–0.14's dummy video: Qwen2VLProcessingInfo._get_max_video_frames(max_model_len, start 2) (frames grow
+    while the next count's tokens fit in max_model_len), capped at 24,576 frames, of the image size of the most
+    features (max_image's: a resized 9,999,999-pixel square up to 0.12, factorized from 0.13); its frames resized by
+    the video processor; the budget counts 12.5 tokens per embedding up to 0.12 (get_max_video_tokens), the
+    embeddings from 0.13. Bounded: the walk stops at the cap."""
     factor = g.patch_size * g.spatial_merge_size
-    width = image_smart_resize(HUGE_SIDE, HUGE_SIDE, factor, p.image_min_pixels, p.image_max_pixels)[0]
+    if version >= FACTORIZED_IMAGE_SINCE:
+        start = factorized_size(p.image_max_pixels, factor)
+    else:
+        start = (HUGE_SIDE, HUGE_SIDE)
+    size = image_smart_resize(*start, factor, p.image_min_pixels, p.image_max_pixels)
     frames = 2
-    while frames < MAX_FRAMES_PER_VIDEO_011 and _video_grid(g, p, frames + 1, width)[1] <= max_model_len:
+    while frames < MAX_FRAMES_PER_VIDEO_011 and _video_grid(g, p, frames + 1, size)[1] <= max_model_len:
         frames += 1
-    patches, embeds = _video_grid(g, p, frames, width)
-    return DummyItem("video", int(embeds * VIDEO_TOKEN_FACTOR_011), embeds, patches, frames)
+    patches, embeds = _video_grid(g, p, frames, size)
+    tokens = int(embeds * VIDEO_TOKEN_FACTOR_011) if version < BUDGET_COPY_UNTIL else embeds
+    return DummyItem("video", tokens, embeds, patches, frames)
 
 
 @dataclass(frozen=True)
@@ -239,17 +253,14 @@ def vision_forward_peak_bytes(g: VisionGeometry, *, patches: int, tp: int, elem:
 def _dummy_item(g: VisionGeometry, p: QwenVlProcessor, version: VllmVersion, *, image: bool, video: bool,
                 max_model_len: int) -> DummyItem | None:
     """MultiModalBudget.get_modality_with_max_tokens over the allowed modalities (dict order image, video: the first
-    of equal maxima). 0.13–0.16's dummy video (frames from max_model_len, up to 24,576) is not modelled: None where it
-    is the only modality allowed."""
+    of equal maxima): 0.11–0.14's video walks its frames from max_model_len (video_011), 0.15+'s has 2
+    (two_frame_video). None: neither allowed."""
     candidates = []
     if image:
         candidates.append(max_image(g, p, version))
-    if video and version < BUDGET_COPY_UNTIL:
-        candidates.append(video_011(g, p, max_model_len=max_model_len))
-    elif video and version >= TWO_FRAME_VIDEO_SINCE:
-        candidates.append(two_frame_video(g, p))
-    elif video and not image:
-        return None
+    if video:
+        candidates.append(two_frame_video(g, p) if version >= TWO_FRAME_VIDEO_SINCE
+                          else video_011(g, p, max_model_len=max_model_len, version=version))
     return max(candidates, key=lambda c: c.budget_tokens) if candidates else None
 
 
@@ -262,13 +273,43 @@ def processor_of(g: VisionGeometry, published: QwenVlProcessor = QWEN3_VL_PROCES
     return QwenVlProcessor(*image, *video)
 
 
+# --mm-encoder-tp-mode data (model_executor/models/vision.py:run_dp_sharded_mrope_vision_model, read in 0.11.2 and
+# 0.33; Qwen3-VL, Qwen2.5-VL and GLM-4.xV set supports_encoder_tp_data): the tower is built replicated (disable_tp on
+# every linear, vision.py:is_vit_use_data_parallel) and get_load_balance_assignment hands the items, largest first, to
+# the least-loaded rank (equal dummies: ceil(items / TP) on the busiest). That rank copies its items' pixels
+# (torch.cat), runs the whole tower on them, pads its output to the busiest rank's rows and all-gathers it:
+# [TP × busiest rows, out_hidden]; the items returned are views of the gathered tensor, which so stays alive through
+# the run (checked against vLLM 0.33's own run: tests/fixtures/oracle-profile/cases/*_mm_encoder_tp_modedata.json).
+
+
+def data_parallel_items(items: int, tp: int) -> int:
+    """The dummy items the busiest TP rank encodes under --mm-encoder-tp-mode data (get_load_balance_assignment)."""
+    return -(-items // tp)
+
+
+def data_parallel_output_rows(item: DummyItem, items: int, tp: int) -> int:
+    """The all-gathered output's rows (TP × the busiest rank's), which the items' views keep alive."""
+    return tp * data_parallel_items(items, tp) * item.embeds
+
+
+def data_parallel_forward_bytes(g: VisionGeometry, item: DummyItem, items: int, *, tp: int, pixel_bytes: int,
+                                pixel_elem: int, tower: int, elem: int = 2) -> int:
+    """The encoder phase's peak on the busiest rank under --mm-encoder-tp-mode data: every item's pixels, the local
+    copy of its own items' and `tower`, the whole (unsharded) tower's peak over them; or, at the end, the local output
+    beside its all-gathered copy."""
+    local = data_parallel_items(items, tp)
+    local_pixels = local * item.patches * g.patch_values * pixel_elem
+    gather = (local * item.embeds + data_parallel_output_rows(item, items, tp)) * g.embed_width * elem
+    return pixel_bytes + local_pixels + max(tower, gather)
+
+
 def qwen3_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_runner_v2: bool, tp: int,
                            max_num_batched_tokens: int, max_num_seqs: int, max_model_len: int, image_limit: int,
                            video_limit: int, elem: int = 2, processor: QwenVlProcessor | None = None,
-                           ) -> EncoderPhase | None:
+                           data_parallel: bool = False) -> EncoderPhase | None:
     """Qwen3-VL's encoder profile on `version` (see the module docstring): the dummy items, what stays allocated
-    after the encoder ran, and the tower's forward peak (`processor`: processor_of(g) when None). None: no modality
-    allowed, or a dummy not modelled."""
+    after the encoder ran, and the tower's forward peak (`processor`: processor_of(g) when None; `data_parallel`:
+    --mm-encoder-tp-mode data, see data_parallel_forward_bytes). None: no modality allowed."""
     processor = processor or processor_of(g)
     item = _dummy_item(g, processor, version, image=image_limit > 0, video=video_limit > 0,
                        max_model_len=max_model_len)
@@ -278,13 +319,20 @@ def qwen3_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_run
     budget, items = encoder_budget_items(item.budget_tokens, max_num_batched_tokens=max_num_batched_tokens,
                                          max_num_seqs=max_num_seqs, max_model_len=max_model_len, limit=limit)
     u8 = version >= DEVICE_NORMALIZE_SINCE
+    rows = data_parallel_output_rows(item, items, tp) if data_parallel else None
     kept = runner_kept(item, items, budget, width=g.embed_width, patch_values=g.patch_values, version=version,
-                       model_runner_v2=model_runner_v2, uint8_pixels=u8, elem=elem)
+                       model_runner_v2=model_runner_v2, uint8_pixels=u8, elem=elem, output_rows=rows)
     if kept is None:
         return EncoderPhase(item, 0, budget, 0, 0, 0, 0, NO_ENCODER_PROFILE)
     best, low, high, what = kept
     pixel_bytes = items * item.patches * g.patch_values * (1 if u8 else 4)
-    forward = vision_forward_peak_bytes(g, patches=items * item.patches, tp=tp, elem=elem) + pixel_bytes
+    if data_parallel:
+        tower = vision_forward_peak_bytes(g, patches=data_parallel_items(items, tp) * item.patches, tp=1, elem=elem)
+        forward = data_parallel_forward_bytes(g, item, items, tp=tp, pixel_bytes=pixel_bytes, pixel_elem=1 if u8 else 4,
+                                              tower=tower, elem=elem)
+        what += f"; --mm-encoder-tp-mode data: the whole tower on this rank, its output all-gathered over TP {tp}"
+    else:
+        forward = vision_forward_peak_bytes(g, patches=items * item.patches, tp=tp, elem=elem) + pixel_bytes
     return EncoderPhase(item, items, budget, best, low, high, forward, what)
 
 
@@ -292,13 +340,15 @@ NO_ENCODER_PROFILE = "none: Model Runner V2's profile_run runs no encoder before
 
 
 def runner_kept(item: DummyItem, items: int, budget: int, *, width: int, patch_values: int, version: VllmVersion,
-                model_runner_v2: bool, uint8_pixels: bool, elem: int = 2) -> tuple[int, int, int, str] | None:
+                model_runner_v2: bool, uint8_pixels: bool, elem: int = 2,
+                output_rows: int | None = None) -> tuple[int, int, int, str] | None:
     """What the runner's profile_run keeps allocated once the encoder ran (best, low, high, what), for `items` dummy
     items of `width`-wide embeddings (see the module docstring): 0.11–0.12's budget-sized copies with the outputs and
     float32 pixels; the V1 runner's outputs and pixels (uint8 where the model normalizes on the device, else
-    float32); Model Runner V2's outputs (0 at the low end on 0.25–0.26, not read). None: Model Runner V2 before 0.25
-    profiles no encoder."""
-    outputs = items * item.embeds * width * elem
+    float32); Model Runner V2's outputs (0 at the low end on 0.25–0.26, not read). `output_rows`: the rows the
+    outputs keep alive when they are views of a larger tensor (--mm-encoder-tp-mode data: data_parallel_output_rows),
+    else items × embeddings. None: Model Runner V2 before 0.25 profiles no encoder."""
+    outputs = (items * item.embeds if output_rows is None else output_rows) * width * elem
     pixels = items * item.patches * patch_values
     if version < BUDGET_COPY_UNTIL:  # V1 only: the budget-sized copies, the originals (`output`), float32 pixels
         copy = items * budget * width * elem if item.embeds < budget else 0

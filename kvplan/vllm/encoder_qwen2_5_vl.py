@@ -38,6 +38,9 @@ from kvplan.vllm.encoder_profile import (
     DummyItem,
     EncoderPhase,
     QwenVlProcessor,
+    data_parallel_forward_bytes,
+    data_parallel_items,
+    data_parallel_output_rows,
     encoder_budget_items,
     factorized_size,
     image_smart_resize,
@@ -122,10 +125,11 @@ def vision_forward_peak_bytes(g: VisionGeometry, *, patches: int, grid_patches: 
 def qwen2_5_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_runner_v2: bool, tp: int,
                              max_num_batched_tokens: int, max_num_seqs: int, max_model_len: int, image_limit: int,
                              video_limit: int, elem: int = 2, processor: QwenVlProcessor | None = None,
-                             ) -> EncoderPhase | None:
+                             data_parallel: bool = False) -> EncoderPhase | None:
     """Qwen2.5-VL's encoder profile on `version` (the module docstring): the dummy items, what stays allocated after
-    the encoder ran, and the tower's forward peak (`processor`: the folder's bounds, else the published ones). None:
-    no modality allowed."""
+    the encoder ran, and the tower's forward peak (`processor`: the folder's bounds, else the published ones;
+    `data_parallel`: --mm-encoder-tp-mode data, encoder_profile.data_parallel_forward_bytes). None: no modality
+    allowed."""
     processor = processor or processor_of(g, QWEN2_5_VL_PROCESSOR)
     item = dummy_item(g, processor, version, image=image_limit > 0, video=video_limit > 0,
                       max_model_len=max_model_len)
@@ -135,8 +139,9 @@ def qwen2_5_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_r
     budget, items = encoder_budget_items(item.budget_tokens, max_num_batched_tokens=max_num_batched_tokens,
                                          max_num_seqs=max_num_seqs, max_model_len=max_model_len, limit=limit)
     u8 = version >= DEVICE_NORMALIZE_SINCE
+    rows = data_parallel_output_rows(item, items, tp) if data_parallel else None
     kept = runner_kept(item, items, budget, width=g.embed_width, patch_values=g.patch_values, version=version,
-                       model_runner_v2=model_runner_v2, uint8_pixels=u8, elem=elem)
+                       model_runner_v2=model_runner_v2, uint8_pixels=u8, elem=elem, output_rows=rows)
     if kept is None:
         return EncoderPhase(item, 0, budget, 0, 0, 0, 0, NO_ENCODER_PROFILE)
     best, low, high, what = kept
@@ -144,6 +149,14 @@ def qwen2_5_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_r
     if cache:
         what += f", and the tower's rotary cache ({cache / 2**20:,.0f} MiB)"
     pixel_bytes = items * item.patches * g.patch_values * (1 if u8 else 4)
-    forward = vision_forward_peak_bytes(g, patches=items * item.patches, grid_patches=item.patches if cache else 0,
-                                        tp=tp, elem=elem) + pixel_bytes
+    grid = item.patches if cache else 0
+    if data_parallel:
+        tower = vision_forward_peak_bytes(g, patches=data_parallel_items(items, tp) * item.patches, grid_patches=grid,
+                                          tp=1, elem=elem)
+        forward = data_parallel_forward_bytes(g, item, items, tp=tp, pixel_bytes=pixel_bytes, pixel_elem=1 if u8 else 4,
+                                              tower=tower, elem=elem)
+        what += f"; --mm-encoder-tp-mode data: the whole tower on this rank, its output all-gathered over TP {tp}"
+    else:
+        forward = vision_forward_peak_bytes(g, patches=items * item.patches, grid_patches=grid, tp=tp,
+                                            elem=elem) + pixel_bytes
     return EncoderPhase(item, items, budget, best + cache, low + cache, high + cache, forward, what)

@@ -152,6 +152,7 @@ ENGINE_ARGS: tuple[EngineArg, ...] = (
     EngineArg("limit_mm_per_prompt", "multimodal", "mm_limits", "limit_mm_per_prompt", dotted=True),
     EngineArg("language_model_only", "multimodal", "bool", "language_model_only", negatable=True),
     EngineArg("enable_mm_embeds", "multimodal", "bool", "enable_mm_embeds", negatable=True),
+    EngineArg("mm_encoder_tp_mode", "multimodal", "choice", "mm_encoder_tp_mode", choices="mm_encoder_tp_mode"),
     # --- not modelled: changes memory or speed in a way kvplan does not model ------------------------------
     # V0's CPU swap space: vLLM 0.33's EngineArgs has no swap_space (its CLI rejects --swap-space); the V1
     # engine preempts by recomputation, so it held no GPU memory on 0.8–0.10 either.
@@ -251,6 +252,8 @@ def choices_of(arg: EngineArg) -> tuple[str, ...]:
         return get_args(PerformanceMode)
     if arg.choices == "kv_offloading_backend":
         return OFFLOADING_BACKENDS
+    if arg.choices == "mm_encoder_tp_mode":  # config/multimodal.py: MMEncoderTPMode = Literal["weights", "data"]
+        return ("weights", "data")
     raise ValueError(f"{arg.name}: no choices named {arg.choices!r}")
 
 
@@ -293,7 +296,7 @@ def read_flag_text(arg: EngineArg, value: object) -> object:
         return mm_limits(value, flag)
     if kind in ("choice", "lower"):
         text = str(value).strip().lower()
-        if arg.name == "performance_mode" and text not in (allowed := choices_of(arg)):
+        if arg.name in ("performance_mode", "mm_encoder_tp_mode") and text not in (allowed := choices_of(arg)):
             raise InvalidParameter(f"{flag} must be {', '.join(allowed[:-1])} or {allowed[-1]}, got {value!r}")
         return text  # other choices are checked later (validate_settings, the KV layout), as before
     return str(value)

@@ -297,14 +297,14 @@ def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
     if tower is None or tower.geometry is None:
         return None
     batch = r.scheduler_config.batch
+    args = dict(model_runner_v2=bool(r.model_runner.v2), tp=s.parallel_config.tensor_parallel_size,
+                max_num_batched_tokens=batch.max_num_batched_tokens, max_num_seqs=batch.max_num_seqs,
+                max_model_len=r.model_config.max_model_len, image_limit=limits.count("image"),
+                video_limit=limits.count("video"), elem=4 if model.dtype == "float32" else 2)
     encoder_phase = {"qwen2_5_vl": qwen2_5_vl_encoder_phase, "llama4": llama4_geometry_phase}.get(
         tower.geometry.kind, qwen3_vl_encoder_phase)
-    phase = encoder_phase(tower.geometry, r.version, model_runner_v2=bool(r.model_runner.v2),
-                                   tp=s.parallel_config.tensor_parallel_size,
-                                   max_num_batched_tokens=batch.max_num_batched_tokens,
-                                   max_num_seqs=batch.max_num_seqs, max_model_len=r.model_config.max_model_len,
-                                   image_limit=limits.count("image"), video_limit=limits.count("video"),
-                                   elem=4 if model.dtype == "float32" else 2)
+    phase = encoder_phase(tower.geometry, r.version, data_parallel=tower.encoder_tp_mode == "data",
+                          **args)  # type: ignore[arg-type]
     if phase is None:
         return None
     lo, hi = vision_forward_range(r.version)

@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING
 from kvplan.errors import InvalidParameter
 
 if TYPE_CHECKING:
-    from kvplan.model.spec import ModelSpec
+    from kvplan.model.spec import ModelSpec, TowerSpec
 
 # config/multimodal.py:BaseDummyOptions.count: a modality the user does not name allows 999 items.
 DEFAULT_LIMIT = 999
@@ -63,6 +63,7 @@ class MmLimits:
     limits: tuple[tuple[str, ModalityLimit], ...] = ()
     language_model_only: bool = False
     enable_mm_embeds: bool = False  # --enable-mm-embeds: precomputed embeddings of a modality limited to 0
+    encoder_tp_mode: str = "weights"  # --mm-encoder-tp-mode (config/multimodal.py:MultiModalConfig.mm_encoder_tp_mode)
 
     def get(self, modality: str) -> ModalityLimit | None:
         return dict(self.limits).get(modality)
@@ -159,8 +160,9 @@ def text_only(model: ModelSpec, limits: MmLimits) -> bool:
 
 
 def apply_mm_limits(model: ModelSpec, limits: MmLimits) -> tuple[ModelSpec, list[str]]:
-    """The model as vLLM builds it under these limits: towers marked loaded or skipped, and a text-only
-    model no longer a multimodal prefix LM. Returns the notes to report."""
+    """The model as vLLM builds it under these limits: towers marked loaded or skipped (and laid out as
+    --mm-encoder-tp-mode says: encoder_tp_towers), and a text-only model no longer a multimodal prefix LM. Returns the
+    notes to report."""
     if not model.mm_modalities:
         note = (f"--limit-mm-per-prompt / --language-model-only: not applied: kvplan does not know "
                 f"{model.architectures[0] if model.architectures else model.name}'s modalities (a text model "
@@ -169,11 +171,31 @@ def apply_mm_limits(model: ModelSpec, limits: MmLimits) -> tuple[ModelSpec, list
     towers = tuple(replace(t, loaded=any(limits.count(m) > 0 for m in t.modalities)) for t in model.towers)
     notes = [f"{t.name} ({', '.join(t.modalities)}) not loaded: --limit-mm-per-prompt is 0 for "
              f"{'them' if len(t.modalities) > 1 else 'it'}" for t in towers if not t.loaded]
+    towers, tp_note = encoder_tp_towers(towers, limits.encoder_tp_mode)
+    notes += tp_note
     if text_only(model, limits):
         notes.append("All limits of multimodal modalities supported by the model are set to 0, running in "
                      "text-only mode (no encoder profiling, no encoder cache).")
         return replace(model, towers=towers, mm_prefix_lm=False), notes
     return replace(model, towers=towers), notes
+
+
+# config/model.py:ModelConfig.__post_init__ (vLLM 0.33): "data" on a model without supports_encoder_tp_data
+ENCODER_TP_FALLBACK = ("This model does not support `--mm-encoder-tp-mode data`. Falling back to "
+                       "`--mm-encoder-tp-mode weights`.")
+
+
+def encoder_tp_towers(towers: tuple[TowerSpec, ...], mode: str) -> tuple[tuple[TowerSpec, ...], list[str]]:
+    """The towers under --mm-encoder-tp-mode `mode`: with "data", a tower whose data-mode layout is known
+    (TowerSpec.data_mode_sharded_params: the models setting supports_encoder_tp_data, whose towers build their linears
+    with disable_tp, vision.py:is_vit_use_data_parallel) is marked "data" (memory/weights.py:tower_bytes_per_gpu
+    replicates it; the encoder profile runs it whole on one rank); with none, vLLM's own fallback warning."""
+    if mode != "data" or not towers:
+        return towers, []
+    if not any(t.data_mode_sharded_params is not None for t in towers):
+        return towers, [ENCODER_TP_FALLBACK]
+    return tuple(replace(t, encoder_tp_mode="data") if t.data_mode_sharded_params is not None else t
+                 for t in towers), []
 
 
 def gemma4_item_tokens(model: ModelSpec, limits: MmLimits) -> dict[str, int]:
@@ -194,9 +216,12 @@ def tower_tp_refusal(model: ModelSpec, limits: MmLimits, tp: int) -> str | None:
     """vLLM's refusal when a built tower's attention heads do not split over the TP ranks
     (distributed/utils.py:ensure_divisibility, "{numerator} is not divisible by {denominator}"), e.g. GLM-4.5V's
     12 vision heads at TP 8 (glm4_1v.py:Glm4vVisionAttention). A tower whose modalities are all limited to 0 is
-    not built (TowerSpec.loaded)."""
+    not built (TowerSpec.loaded); one in --mm-encoder-tp-mode data splits no heads (Glm4vVisionAttention: tp_size 1
+    under use_data_parallel)."""
     active = set(limits.active(model.mm_modalities))
     for tower in model.towers:
+        if tower.encoder_tp_mode == "data":
+            continue
         if tower.tp_heads and tower.loaded and active & set(tower.modalities) and tower.tp_heads % tp:
             return f"{tower.tp_heads} is not divisible by {tp}"
     return None

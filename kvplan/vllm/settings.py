@@ -241,7 +241,7 @@ def check_model_served(model: ModelSpec, version: VllmVersion, *, allow_custom_c
 def mm_limits(s: ServeSettings) -> MmLimits:
     """The multimodal limits the settings give (vLLM's defaults when none)."""
     mm = s.multimodal_config
-    return MmLimits(mm.limit_mm_per_prompt, mm.language_model_only, mm.enable_mm_embeds)
+    return MmLimits(mm.limit_mm_per_prompt, mm.language_model_only, mm.enable_mm_embeds, mm.mm_encoder_tp_mode)
 
 
 def _mm_prefix_batch_floor(model: ModelSpec, batch: BatchSettings, limits: MmLimits, *,

@@ -222,6 +222,10 @@ CASES: list[Case] = [
     *_enc("Qwen--Qwen3-VL-8B-Instruct", "multimodal", ("h100", "a100-80")),
     *_enc("Qwen--Qwen3-VL-8B-Instruct", "multimodal", ("h100",), args=("--max-num-batched-tokens", "32768")),
     *_enc("Qwen--Qwen3-VL-8B-Instruct", "multimodal", ("h100",), args=("--mm-limit", "image=0")),
+    # --mm-encoder-tp-mode data: the tower replicated, the dummy item on one rank (vision.py:
+    # run_dp_sharded_mrope_vision_model), its output all-gathered over the TP group
+    *_enc("Qwen--Qwen3-VL-30B-A3B-Instruct", "multimodal", ("h100",), (4,),
+          args=("--engine-arg", "mm_encoder_tp_mode=data")),
     # Qwen2.5-VL (Qwen2VLProcessingInfo: a video of up to 14 frames at the factorized image size; the image alone)
     *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",), processor="qwen2.5-vl"),
     *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",), args=("--max-model-len", "32768"),
@@ -230,9 +234,13 @@ CASES: list[Case] = [
           processor="qwen2.5-vl"),
     *_enc("Qwen--Qwen2.5-VL-72B-Instruct", "multimodal", ("h100",), (4,), processor="qwen2.5-vl"),
     *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",), (2,), processor="qwen2.5-vl"),
+    *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",), (2,), args=("--engine-arg", "mm_encoder_tp_mode=data"),
+          processor="qwen2.5-vl"),
     # Llama-4 (no processor file in the corpus: transformers' Llama4ImageProcessorFast / Llama4Processor defaults,
     # tests/fixtures/processors/llama4/SOURCE.md); the FP8 MoE forward fails after the encoder (ORACLE_FAILURES)
     *_enc("RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", "multimodal", ("h100",), (1, 4), processor="llama4"),
+    *_enc("RedHatAI--Llama-4-Scout-17B-16E-Instruct-FP8-dynamic", "multimodal", ("h100",), (4,),
+          args=("--engine-arg", "mm_encoder_tp_mode=data"), processor="llama4"),
     # Gemma-4 (no processor file in the corpus: transformers' Gemma4 image/video processor defaults); the video
     # dummy stops the probe (gemma4_mm.py sizes its frame chunks from the device's free memory: ORACLE_FAILURES)
     *_enc("google--gemma-4-31B-it", "multimodal", ("h100",), (2,), processor="gemma4"),

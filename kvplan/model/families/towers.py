@@ -14,7 +14,7 @@ from typing import Any, Literal
 
 from kvplan.model.architectures import vision_tower
 from kvplan.model.architectures.base import VisionTower
-from kvplan.model.spec import TowerSpec, VisionGeometry
+from kvplan.model.spec import Gemma4VisionShape, TowerSpec, VisionGeometry
 
 VISION = ("image", "video")
 
@@ -36,9 +36,17 @@ def _gemma4_vision(v: Mapping[str, Any], text_hidden: int) -> TowerSpec:
     attn = h * heads * hd + 2 * h * kvh * hd + heads * hd * h + 2 * hd  # q, k, v, o; q_norm, k_norm (v_norm: none)
     layer = attn + 3 * h * inter + 4 * h  # gated MLP; four RMSNorms
     patch = 3 * _int(v, "patch_size") ** 2 * h + 2 * _int(v, "position_embedding_size") * h  # input_proj, 2-D table
+    shape = Gemma4VisionShape(*(_positive(v, k) for k in ("hidden_size", "patch_size", "pooling_kernel_size",
+                                                          "position_embedding_size")))
     return TowerSpec("vision tower + projector", VISION, layers * layer + patch + h * text_hidden, 0,
                      "gemma4_mm.py:Gemma4ForConditionalGeneration (transformers Gemma4VisionModel)",
-                     tokens_per_image=_int(v, "default_output_length", 280))
+                     tokens_per_image=_int(v, "default_output_length", 280), gemma4_vision=shape)
+
+
+def _positive(cfg: Mapping[str, Any], key: str) -> int | None:
+    """A positive whole number the config states, else None."""
+    value = cfg.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else None
 
 
 def _gemma4_audio(a: Mapping[str, Any], text_hidden: int) -> TowerSpec:
@@ -77,8 +85,11 @@ def _qwen3_vision(v: Mapping[str, Any]) -> TowerSpec:
                   + 2 * h + out + deepstack * (2 * merged + out))
     sharded = depth * block_sharded + (1 + deepstack) * merger_sharded
     geometry = VisionGeometry(h, inter, depth, _int(v, "num_heads"), out, p, m, t, ch, deepstack)
+    # --mm-encoder-tp-mode data (Qwen3VLForConditionalGeneration.supports_encoder_tp_data): every linear of the tower,
+    # its merger and deepstack mergers built with disable_tp (vision.py:is_vit_use_data_parallel): none split
     return TowerSpec("vision tower + projector", VISION, replicated, sharded,
-                     "qwen3_vl.py:Qwen3_VisionTransformer", deepstack_levels=deepstack, geometry=geometry)
+                     "qwen3_vl.py:Qwen3_VisionTransformer", deepstack_levels=deepstack, geometry=geometry,
+                     data_mode_sharded_params=0)
 
 
 def _qwen25_vision(v: Mapping[str, Any]) -> TowerSpec:
@@ -94,8 +105,9 @@ def _qwen25_vision(v: Mapping[str, Any]) -> TowerSpec:
     replicated = ch * t * p * p * h + depth * block_replicated + h + out  # patch, blocks, ln_q, fc2 bias
     sharded = depth * block_sharded + merged * merged + merged + merged * out
     geometry = VisionGeometry(h, inter, depth, _int(v, "num_heads"), out, p, m, t, ch, kind="qwen2_5_vl")
+    # --mm-encoder-tp-mode data (supports_encoder_tp_data): attention, MLP and merger built with disable_tp
     return TowerSpec("vision tower + projector", VISION, replicated, sharded, "qwen2_5_vl.py:Qwen2_5_VisionTransformer",
-                     geometry=geometry)
+                     geometry=geometry, data_mode_sharded_params=0)
 
 
 def _gemma3_vision(v: Mapping[str, Any], text_hidden: int) -> TowerSpec:
@@ -147,9 +159,11 @@ def _glm4v_vision(v: Mapping[str, Any]) -> TowerSpec:
     replicated = (ch * t * p * p * h + h + positions * h + depth * 2 * h + 2 * h + h * out * m * m + out
                   + 2 * out)  # patch, positions, block norms, post norms, downsample, merger LayerNorm
     sharded = depth * block_sharded + out * out + out * 2 * inter + inter * out
-    # Glm4vVisionAttention: num_attention_heads_per_partition = dist_utils.divide(num_heads, tp_size)
+    # Glm4vVisionAttention: num_attention_heads_per_partition = dist_utils.divide(num_heads, tp_size); with
+    # --mm-encoder-tp-mode data (supports_encoder_tp_data) tp_size is 1 and attention, MLP and merger are built with
+    # disable_tp (glm4_1v.py, vLLM 0.33): none split
     return TowerSpec("vision tower + projector", VISION, replicated, sharded, "glm4_1v.py:Glm4vVisionTransformer",
-                     tp_heads=_int(v, "num_heads"))
+                     tp_heads=_int(v, "num_heads"), data_mode_sharded_params=0)
 
 
 def _llama4_vision(v: Mapping[str, Any], text_hidden: int) -> TowerSpec:

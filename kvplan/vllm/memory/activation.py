@@ -59,14 +59,18 @@ def _per_rank(width: int, tp: int) -> int:
 
 
 def forward_activation_bytes(model: ModelSpec, *, tp: int, num_tokens: int,
-                             moe_point_bytes: int | None = None) -> int:
+                             moe_point_bytes: int | None = None, moe_tp: int | None = None) -> int:
     """Peak live intermediates of one forward over `num_tokens` tokens on one TP rank.
 
     The largest of: the dense MLP (gate/up output 2·I plus the activated I), the fused-MoE workspaces
     (top_k × (2·I_e + I_e + hidden), vllm/model_executor/layers/fused_moe/fused_moe.py intermediate
     caches) plus any shared expert, and the attention projections (q + 2·kv heads). `moe_point_bytes`: what
     another MoE kernel holds in place of the Triton caches (memory/flashinfer_moe.py:
-    flashinfer_cutlass_moe_point_bytes), the shared expert still added.
+    flashinfer_cutlass_moe_point_bytes), the shared expert still added. `moe_tp`: the ranks each routed expert's
+    width is split over (ProfileRun.moe_tp; fused_moe/config.py:FusedMoEParallelConfig.make gives the MoE tp_size 1
+    under --enable-expert-parallel: whole experts per rank, as the 0.11.2 Qwen3-VL-235B TP 8 EP log's Triton config
+    lookup "E=16,N=1536" shows); None: `tp`. (fused_experts_impl, read in 0.11.0 and 0.11.2, lets cache1 and cache3
+    share one `cache13` of max(N, K): the sum here is above it, a pessimism kept as the pre-0.17 estimate.)
     """
     e = _ACT_BYTES.get(model.dtype, 2)
     peaks = [num_tokens * 3 * _per_rank(model.intermediate_size, tp) * e]
@@ -74,8 +78,8 @@ def forward_activation_bytes(model: ModelSpec, *, tp: int, num_tokens: int,
         m = model.moe
         shared = num_tokens * 3 * _per_rank(m.shared_intermediate_size, tp) * e
         if moe_point_bytes is None:
-            moe = num_tokens * m.experts_per_token * (3 * _per_rank(m.expert_intermediate_size, tp)
-                                                      + model.hidden_size) * e
+            width = _per_rank(m.expert_intermediate_size, tp if moe_tp is None else moe_tp)
+            moe = num_tokens * m.experts_per_token * (3 * width + model.hidden_size) * e
         else:
             moe = moe_point_bytes
         peaks.append(moe + shared)
@@ -186,11 +190,11 @@ def estimate_activation(model: ModelSpec, run: ProfileRun, *, version: VllmVersi
     moe_point_bytes = run.moe_point_bytes
     if not run.with_sampler:
         return _forward_only_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
-                                        moe_point_bytes=moe_point_bytes)
+                                        moe_point_bytes=moe_point_bytes, moe_tp=run.moe_tp)
     num_reqs = min(max_num_batched_tokens, max_num_seqs)
     e = _ACT_BYTES.get(model.dtype, 2)
     forward = forward_activation_bytes(model, tp=tp, num_tokens=max_num_batched_tokens,
-                                       moe_point_bytes=moe_point_bytes)
+                                       moe_point_bytes=moe_point_bytes, moe_tp=run.moe_tp)
     sampler = sampler_activation_bytes(model, num_reqs=num_reqs, version=version, flashinfer=flashinfer_sampler)
     hidden = RETAINED_HIDDEN_COPIES * max_num_batched_tokens * model.hidden_size * e
     peak = max(forward, sampler) + hidden
@@ -219,11 +223,11 @@ def estimate_activation(model: ModelSpec, run: ProfileRun, *, version: VllmVersi
 
 
 def _forward_only_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int,
-                             moe_point_bytes: int | None = None) -> MemoryTerm:
+                             moe_point_bytes: int | None = None, moe_tp: int | None = None) -> MemoryTerm:
     """A PP stage without the sampler: the dummy forward's widest intermediate plus the retained hidden states."""
     e = _ACT_BYTES.get(model.dtype, 2)
     forward = forward_activation_bytes(model, tp=tp, num_tokens=max_num_batched_tokens,
-                                       moe_point_bytes=moe_point_bytes)
+                                       moe_point_bytes=moe_point_bytes, moe_tp=moe_tp)
     peak = forward + RETAINED_HIDDEN_COPIES * max_num_batched_tokens * model.hidden_size * e
     term = MemoryTerm("activation", peak, "estimate",
                       f"profiling-run peak: forward intermediates over {max_num_batched_tokens:,} tokens, plus "

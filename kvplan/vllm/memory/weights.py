@@ -517,8 +517,10 @@ def tower_adjustments(model: ModelSpec, *, tp: int = 1,
     for t in model.towers:
         if not t.loaded:
             continue
-        out.append(LoadAdjustment(f"{t.name} ({', '.join(t.modalities)})", t.source,
-                                  first_stage_bytes=tower_bytes_per_gpu(model, t, tp=tp)))
+        data = "; replicated: --mm-encoder-tp-mode data" if t.encoder_tp_mode == "data" else ""
+        out.append(LoadAdjustment(f"{t.name} ({', '.join(t.modalities)}{data})", t.source,
+                                  first_stage_bytes=tower_bytes_per_gpu(model, t, tp=tp,
+                                                                        encoder_tp_mode=t.encoder_tp_mode)))
         if t.deepstack_levels and max_num_batched_tokens:
             out.append(LoadAdjustment(
                 f"deepstack buffers ({t.deepstack_levels} × {max_num_batched_tokens:,} tokens)",
