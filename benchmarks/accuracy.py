@@ -225,17 +225,23 @@ UNEXPLAINED = {
         "max_size 8192 × 1024; all_reduce_utils.py has no SM 12.0 entry) and symmetric memory is off on SM 12.0 "
         "(symm_mem.py:SymmMemCommunicator, 'Device capability %s not supported'), so the profile run's 8,192 × 5,120 "
         "× 2 B = 80 MiB all-reduces go to pynccl; NCCL across a SYS path (the post's topo) takes its P2P transport "
-        "only on an AMD host (src/graph/paths.cc:ncclTopoCheckP2p: p2pLevel PATH_PXB, PATH_SYS for AMD x86 with ≤ 2 "
-        "GPUs), else SHM, whose FIFOs are host memory; a P2P connection holds 4 MiB (SIMPLE) + 512 KiB (LL) + 4.69 "
-        "MiB (LL128) per channel (src/init.cc:computeBuffSizes). The post names no CPU. (2) MRV2_UNSEEN_BYTES, whose "
-        "PP 2 reading subtracted the same NVLink figure: a lower figure for two PCIe cards raises that reading by as "
-        "much, so (1) would move this prediction by half of it. Left as is; the low end (4.89) holds"),
+        "only on an AMD host (NCCL 2.30.7 src/graph/paths.cc:ncclTopoCheckP2p: p2pLevel PATH_PXB, PATH_SYS for AMD "
+        "x86 with ≤ 2 GPUs), else SHM, whose FIFOs are host memory; a P2P connection holds 4 MiB (SIMPLE) + 512 KiB "
+        "(LL) + 4.69 MiB (LL128) per channel (src/init.cc:computeBuffSizes). The post names no CPU. (2) "
+        "MRV2_UNSEEN_BYTES, whose PP 2 reading subtracted the same NVLink figure: a lower figure for two PCIe cards "
+        "raises that reading by as much, so (1) would move this prediction by half of it. Left as is; the low end "
+        "(4.89) holds"),
     "guardkit-gb10-qwen3-30b-a3b-fp8-util030-kvfp8": (
-        "integrated GPU: free memory is the host's MemAvailable in every release that ran on GB10 (utils/mem_utils.py:"
-        "MemorySnapshot.measure: 0.13–0.19 by the SM list (8.7, 11.0, 12.1), 0.20+ by the device's is_integrated "
-        "property), as on the two calibration GB10 logs of the same host and release. The host's growth implied "
-        "here, 1.88 GiB, against their 2.78 and 2.34 (kvplan's 2.56, their mean): run-to-run host noise, inside "
-        "the 0 … 2.80 estimate, on the pessimistic side"),
+        "integrated GPU: free memory is the host's MemAvailable in every release that ran on GB10 "
+        "(utils/mem_utils.py:MemorySnapshot.measure: 0.13–0.19 by the SM list (8.7, 11.0, 12.1), 0.20+ by the "
+        "device's is_integrated property; upstream 0.13.0 read: non_torch_increase is then the change of total − "
+        "MemAvailable − torch's reserved memory, everything the host gains), as on the two calibration GB10 logs "
+        "of the same host "
+        "and release. The host's growth implied here, 1.88 GiB, against their 2.78 and 2.34 (kvplan's 2.56, their "
+        "mean): run-to-run host noise, inside the 0 … 2.80 estimate, on the pessimistic side. The same host's "
+        "validation log of Qwen2.5-14B-FP8-dynamic at utilization 0.40 (no config held, so not planned here) implies "
+        "1.43 by the same sum (48.65 − 15.22 − 30.46 − 1.41 − 0.13), against 2.78 for that model at 0.15: 1.35 GiB "
+        "apart on one model and host, which no vLLM code read explains; the range covers all four"),
     "vllm-27508-h100-gpt-oss-120b": (
         "0.09 GiB (0.12 % of the 75.23 GiB requested) above the log; +5.4 % only for the small value. The comment "
         "states no version: its 'gpu_worker.py:298' Available KV line is at line 298 in both the 0.10.2 and 0.11.0 "

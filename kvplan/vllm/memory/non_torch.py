@@ -68,7 +68,7 @@ NON_TORCH_RANGE_MULTI_GIB = (0.10, 1.40)
 # entry (symm_mem.py:SymmMemCommunicator), so a profile run's large all-reduces (8,192 tokens × hidden × 2 B) go to
 # pynccl either way. Over PCIe NCCL's device buffers are small: a P2P connection holds 4 MiB (SIMPLE) + 512 KiB (LL) +
 # 4.69 MiB (LL128) per channel (NCCL src/init.cc:computeBuffSizes), and two GPUs whose path is SYS (across CPU
-# sockets) get no P2P transport except on an AMD host (src/graph/paths.cc:ncclTopoCheckP2p: p2pLevel PATH_PXB,
+# sockets) get no P2P transport except on an AMD host (NCCL 2.30.7 paths.cc:ncclTopoCheckP2p: p2pLevel PATH_PXB,
 # PATH_SYS for AMD x86 with ≤ 2 GPUs), the SHM transport's FIFOs being host memory. But the one calibration log of two
 # PCIe cards, 2 × RTX PRO 6000 at PP 2 (0.27.1), is also one of the two MRV2_UNSEEN_BYTES (activation.py, their mean)
 # is read on, with this figure subtracted: a lower figure would raise that reading by as much, which the TP 2
