@@ -217,21 +217,54 @@ UNEXPLAINED = {
         "from 0.9500 to 0.9526' is the disabled branch), VLLM_FUSED_MOE_CHUNK_SIZE above 8,192, MiniMax-M2's model "
         "code; 0.16+'s modular TritonExperts workspaces (+0.33 GiB) are in the 0.17+ ported rule"),
     "saiyam-2xrtxpro6000-qwen3-32b-tp1-util0426-failed": (
-        "same box and release as the TP 2 and PP 2 records: log − kvplan's ported terms (Model Runner V2's unseen "
-        "bytes left out) is +1.64 GiB here, −0.14 at TP 2 and +0.73 at PP 2 (the calibration record "
-        "MRV2_UNSEEN_BYTES's 0.40 is read on): opposite signs, so not one term. 0.27 sizes the cache by "
-        "total_consumed (utils/mem_utils.py:"
-        "memory_profiling: the free-memory drop since the first snapshot, plus the transient peak), which also holds "
-        "allocator fragmentation and what MRV2 builds after loading; no log here separates them"),
+        "same box and release as the TP 2 and PP 2 records. 0.27.1 sizes the cache by total_consumed "
+        "(utils/mem_utils.py:memory_profiling: init_snapshot's free memory minus the free memory after profile_run, "
+        "plus the transient peak), so everything built after the snapshot counts: Model Runner V2's construction, the"
+        " weights, torch.compile, the dummy forward and sampler. log − kvplan's ported terms (MRV2_UNSEEN_BYTES left "
+        "out) is +1.64 GiB here, −0.46 at TP 2, and on the calibration records the constant is read on +0.99 at PP 2 "
+        "(stage 0, no Sampler there, so no penalty state) and +0.06 on one RTX 4090 (Qwen2.5-0.5B): not one size, so "
+        "the constant is their mean (0.53, was 0.40 read on PP 2 with the penalty state charged), and this record "
+        "keeps +1.11 above it. No NCCL here (world size 1: no pynccl, no custom all-reduce). Read in 0.27.1 and ruled"
+        " out as TP 1-only terms: RequestState's all_token_ids (UVA, host memory), the penalty state (counted: 1,024 "
+        "× 151,936 × 4.125 B = 0.60 GiB), the CUDA-graph estimate "
+        "(v1/worker/gpu/model_runner.py:profile_cudagraph_memory returns 0), weight allocator slack (torch's caching "
+        "allocator rounds a block of 10 MiB or more to 2 MiB, and every Qwen3-32B layer matrix is a multiple of it at"
+        " TP 1: qkv 100, o 80, gate_up 500, down 250 MiB; the embedding and lm_head leave 0.25 MiB each), "
+        "process_weights_after_loading (UnquantizedLinearMethod does nothing on CUDA). The low end (−25.90) holds"),
     "saiyam-2xrtxpro6000-qwen3-32b-tp2-util0426": (
-        "0.86 GiB less non-KV memory than kvplan on two PCIe cards (custom all-reduce on: two GPUs with P2P, so the "
-        "NVLink non-torch figure, which the PP 2 record fits); see the TP 1 record for why the three disagree"),
+        "kvplan's non-weight memory 2.64 GiB = ported forward and greedy sampler 0.98 + MRV2_UNSEEN_BYTES 0.53 + the "
+        "NVLink TP 2 non-torch figure 0.54 + the penalty state 0.60, against the log's 1.65. Two candidates, 0.94 of "
+        "the 0.99 together. (1) NCCL's growth after the snapshot, 0.41 above one GPU's 0.13: in 0.27.1 pynccl's "
+        "communicator and its warm-up all-reduce come before init_snapshot (gpu_worker.py:init_device), custom "
+        "all-reduce is on (two GPUs, P2P) but takes inputs under 8 MiB only (custom_all_reduce.py:CustomAllreduce "
+        "max_size 8192 × 1024; all_reduce_utils.py has no SM 12.0 entry) and symmetric memory is off on SM 12.0 "
+        "(symm_mem.py:SymmMemCommunicator, 'Device capability %s not supported'), so the profile run's 8,192 × 5,120 "
+        "× 2 B = 80 MiB all-reduces go to pynccl; NCCL across a SYS path (the post's topo) takes its P2P transport "
+        "only on an AMD host (NCCL 2.30.7 src/graph/paths.cc:ncclTopoCheckP2p: p2pLevel PATH_PXB, PATH_SYS for AMD "
+        "x86 with ≤ 2 GPUs), else SHM, whose FIFOs are host memory; a P2P connection holds 4 MiB (SIMPLE) + 512 KiB "
+        "(LL) + 4.69 MiB (LL128) per channel (src/init.cc:computeBuffSizes). The post names no CPU. (2) "
+        "MRV2_UNSEEN_BYTES, whose PP 2 reading subtracted the same NVLink figure: a lower figure for two PCIe cards "
+        "raises that reading by as much, so (1) would move this prediction by half of it. Left as is; the low end "
+        "(4.89) holds"),
     "guardkit-gb10-qwen3-30b-a3b-fp8-util030-kvfp8": (
-        "integrated GPU: free memory is the host's MemAvailable in every release that ran on GB10 (utils/mem_utils.py:"
-        "MemorySnapshot.measure: 0.13–0.19 by the SM list (8.7, 11.0, 12.1), 0.20+ by the device's is_integrated "
-        "property), as on the two calibration GB10 logs of the same host and release. The host's growth implied "
-        "here, 1.88 GiB, against their 2.78 and 2.34 (kvplan's 2.56, their mean): run-to-run host noise, inside "
-        "the 0 … 2.80 estimate, on the pessimistic side"),
+        "integrated GPU: free memory is the host's MemAvailable in every release that ran on GB10 "
+        "(utils/mem_utils.py:MemorySnapshot.measure: 0.13–0.19 by the SM list (8.7, 11.0, 12.1), 0.20+ by the "
+        "device's is_integrated property; upstream 0.13.0 read: non_torch_increase is then the change of total − "
+        "MemAvailable − torch's reserved memory, everything the host gains), as on the two calibration GB10 logs "
+        "of the same host "
+        "and release. The host's growth implied here, 1.88 GiB, against their 2.78 and 2.34 (kvplan's 2.56, their "
+        "mean): run-to-run host noise, inside the 0 … 2.80 estimate, on the pessimistic side. The same host's "
+        "validation log of Qwen2.5-14B-FP8-dynamic at utilization 0.40 (no config held, so not planned here) implies "
+        "1.43 by the same sum (48.65 − 15.22 − 30.46 − 1.41 − 0.13), against 2.78 for that model at 0.15: 1.35 GiB "
+        "apart on one model and host, which no vLLM code read explains; the range covers all four"),
+    "vllm-27508-h100-gpt-oss-120b": (
+        "0.09 GiB (0.12 % of the 75.23 GiB requested) above the log; +5.4 % only for the small value. The comment "
+        "states no version: its 'gpu_worker.py:298' Available KV line is at line 298 in both the 0.10.2 and 0.11.0 "
+        "wheels (read), and collect_env's PyTorch 2.8.0+cu128 is the pin of both; 0.11 is planned (the thread is "
+        "dated Oct 2025, after 0.11.0). 0.10's FlashInfer sampler path would give 6.56 GiB: the 1,024 rows × 201,088 "
+        "vocab × 38.4 B sampler of 0.11 (7.37 GiB, --max-num-batched-tokens 1024) is what the log holds. Weights: "
+        "vLLM 0.11's default MXFP4 kernel on H100 (Marlin, 65.93 GiB; the same checkpoint's Marlin weights logged on "
+        "H100 PCIe in vllm-23278: 65.97, which would leave 0.05 GiB); no per-term line to split the rest"),
     "vllm-44376-2xgh200-deepseek-v4-flash-failed": (
         "the comment gives no version (0.22 from the issue's title), no 'Model loading took' and a local "
         "'DeepSeek-V4-Flash': every term is estimated (weights 73.54 … 76.51 GiB). Read in the 0.22.0 wheel against "

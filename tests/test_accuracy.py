@@ -19,7 +19,7 @@ import pytest
 from kvplan.hardware.gpus import get_gpu
 from kvplan.units import GiB
 from kvplan.vllm.defaults import parse_vllm_version
-from kvplan.vllm.memory.activation import ProfileRun, estimate_activation
+from kvplan.vllm.memory.activation import MRV2_UNSEEN_BYTES, ProfileRun, estimate_activation
 from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.memory.weights import MoeBackend, estimate_weights
 
@@ -241,14 +241,28 @@ def test_the_printed_low_end_holds_on_every_validation_moe_record_at_tp_2_and_mo
 def test_a_record_quoting_one_pp_stage_is_compared_with_that_stage() -> None:
     """Qwen3-32B at PP 2 on two RTX PRO 6000 Blackwell (vLLM 0.27.1, utilization 0.426): the log quotes PP rank
     0's worker (6.92 GiB) and the replica's 56,640 tokens, which that memory gives exactly; kvplan's stage 0 has
-    no sampler and no CUDA-graph estimate (0.27.1's Model Runner V2 returns 0), and is within 0.3 %: its non-weight
-    memory 3.02 GiB, the ported forward plus MRV2_UNSEEN_BYTES, which this calibration record measures."""
+    no sampler, no CUDA-graph estimate (0.27.1's Model Runner V2 returns 0) and no penalty state (Model Runner V2
+    builds its Sampler on the last PP rank only, v1/worker/gpu/model_runner.py:load_model): its non-weight memory
+    is the ported forward 1.48 + the non-torch figure 0.54 + MRV2_UNSEEN_BYTES 0.53 = 2.55 GiB against the log's
+    3.02. It was 3.02, −0.1 %, while the 0.60 GiB penalty state was charged here and the constant (then 0.40) was
+    read on this record alone; it is now the mean of this record's +0.99 and the RTX 4090 record's +0.06."""
     rec = BY_ID["saiyam-2xrtxpro6000-qwen3-32b-pp2-util0426"]
     a = BENCH.check_tokens(rec, False)
     assert not isinstance(a, str) and a.exact, a
     row = ROW[rec["id"]]
-    assert abs(row.error_pct) < 0.5 and row.in_range
-    assert abs(row.residuals["rest"]) < 0.05, row.terms
+    assert round(row.predicted_gib, 2) == 7.38 and row.in_range and row.low_end_holds
+    assert round(row.residuals["rest"], 2) == 0.46, row.terms
+
+
+def test_mrv2_unseen_bytes_is_the_mean_of_the_calibration_halfs_mrv2_readings() -> None:
+    """MRV2_UNSEEN_BYTES (memory/activation.py) as read: log − kvplan's ported terms on the calibration half's two
+    Model Runner V2 records, +0.99 GiB on Qwen3-32B PP 2's stage 0 (no penalty state there) and +0.06 on
+    Qwen2.5-0.5B on an RTX 4090 (vllm.LLM, 0.27.1); the constant is their mean."""
+    ids = ("saiyam-2xrtxpro6000-qwen3-32b-pp2-util0426", "enginrect-rtx4090-qwen2.5-0.5b-instruct-llm-util092-v0271")
+    assert all(BY_ID[i]["split"] == "calibration" for i in ids)
+    readings = [round(ROW[i].residuals["rest"] + MRV2_UNSEEN_BYTES / GiB, 2) for i in ids]
+    assert readings == [0.99, 0.06]
+    assert round(statistics.mean(readings), 2) == round(MRV2_UNSEEN_BYTES / GiB, 2) == 0.53
 
 
 def test_the_printed_low_end_holds_on_the_validation_half() -> None:
@@ -264,9 +278,9 @@ def test_qwen3_32b_tp2_on_mrv2_0_27_is_inside_the_range() -> None:
     """Qwen3-32B TP 2 on two RTX PRO 6000 (vLLM 0.27.1, Model Runner V2): 0.27's MRV2 dummy sampler is greedy (the
     model-dtype logits only) and it subtracts no CUDA-graph estimate, so kvplan no longer charges 20 B per logit and
     0.65 GiB of graphs (it was 5.17 GiB against the logged 8.22, −37 %, outside its range); 7.42, on the
-    pessimistic side."""
+    pessimistic side, then 7.29 with MRV2_UNSEEN_BYTES read on both calibration MRV2 records (0.53 GiB, was 0.40)."""
     row = ROW["saiyam-2xrtxpro6000-qwen3-32b-tp2-util0426"]
-    assert row.in_range and round(row.predicted_gib, 2) == 7.42 and row.low_end_holds
+    assert row.in_range and round(row.predicted_gib, 2) == 7.29 and row.low_end_holds
 
 
 def test_qwen3_vl_moe_tp4_0_11_counts_its_encoder_profile() -> None:
@@ -368,9 +382,12 @@ def test_the_0_27_memory_summary_records_are_planned_and_exact() -> None:
         row = ROW[rid]
         assert row.in_range and abs(row.error_pct) < 1.5, row
     # Qwen2.5-0.5B-Instruct on an RTX 4090 (WSL2, 23.99 GiB), vllm serve and the vllm.LLM class: exact token counts,
-    # and the available memory inside the range (+0.3 %, -1.6 %).
-    for rid, tokens in (("enginrect-rtx4090-qwen2.5-0.5b-instruct-util085-v0271-failed", "1,629,520 tokens"),
-                        ("enginrect-rtx4090-qwen2.5-0.5b-instruct-llm-util092-v0271", "1,793,232 tokens")):
+    # and the available memory inside the range (−0.4 %, −2.2 %: +0.3 % and −1.6 % before MRV2_UNSEEN_BYTES went
+    # from 0.40 to 0.53 GiB, the mean of the PP 2 record's +0.99 and the vllm.LLM record's own +0.06).
+    for rid, tokens, error in (("enginrect-rtx4090-qwen2.5-0.5b-instruct-util085-v0271-failed", "1,629,520 tokens",
+                                -0.4),
+                               ("enginrect-rtx4090-qwen2.5-0.5b-instruct-llm-util092-v0271", "1,793,232 tokens",
+                                -2.2)):
         a = BENCH.check_tokens(BY_ID[rid], False)
         assert not isinstance(a, str) and a.exact and a.logged == tokens, a
-        assert ROW[rid].in_range and ROW[rid].low_end_holds and abs(ROW[rid].error_pct) < 2.0, ROW[rid]
+        assert ROW[rid].in_range and ROW[rid].low_end_holds and round(ROW[rid].error_pct, 1) == error, ROW[rid]

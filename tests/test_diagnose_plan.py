@@ -33,10 +33,10 @@ WEIGHTS = 7_615_616_512 * 2 + 131_072 * 128 * 2
 ACTIVATION = (8192 + 1024) * 3584 * 2 + 1024 * 152_064 * 14 + 2**20 + MRV2_UNSEEN_BYTES
 NON_TORCH = round(0.13 * 2**30) + int(1024 * 152_064 * (4 + 4 / 32))  # + Model Runner V2's penalty state
 CUDA_GRAPHS = 64 * 2**20 + (50 + 50) * 6 * 2**20
-PREDICTED_AVAILABLE = REQUESTED - WEIGHTS - ACTIVATION - NON_TORCH - CUDA_GRAPHS  # 57,107,111,749
+PREDICTED_AVAILABLE = REQUESTED - WEIGHTS - ACTIVATION - NON_TORCH - CUDA_GRAPHS  # 56,967,525,312
 # A bf16 block is 28 layers × 16 tokens × (K, V) × 4 KV heads × 128 × 2 B = 917,504 B.
 BLOCK_BYTES = 917_504
-PREDICTED_BLOCKS = PREDICTED_AVAILABLE // BLOCK_BYTES  # 62,241
+PREDICTED_BLOCKS = PREDICTED_AVAILABLE // BLOCK_BYTES  # 62,089
 
 server = test_diagnose_cli.server  # the same 127.0.0.1 metrics-server fixture
 
@@ -57,10 +57,10 @@ def test_prediction_pinned() -> None:
                       ServeSettings.of(gpu_memory_utilization=0.9, block_size=16), advise=False)
     m = report.memory
     assert (m.weights_bytes, m.activation_bytes, m.non_torch_bytes, m.cuda_graph_bytes) == (
-        WEIGHTS, ACTIVATION, NON_TORCH, CUDA_GRAPHS) == (15_264_787_456, 2_676_595_097, 781_904_773, 696_254_464)
+        WEIGHTS, ACTIVATION, NON_TORCH, CUDA_GRAPHS) == (15_264_787_456, 2_816_181_534, 781_904_773, 696_254_464)
     assert (report.memory.available_kv_bytes, report.cache.bytes_per_block) == (PREDICTED_AVAILABLE, BLOCK_BYTES)
-    assert PREDICTED_AVAILABLE == 57_107_111_749
-    assert report.cache.num_gpu_blocks == PREDICTED_BLOCKS == 62_241
+    assert PREDICTED_AVAILABLE == 56_967_525_312
+    assert report.cache.num_gpu_blocks == PREDICTED_BLOCKS == 62_089
 
 
 def test_server_with_the_predicted_blocks_matches(server: MetricsServer) -> None:
@@ -69,11 +69,11 @@ def test_server_with_the_predicted_blocks_matches(server: MetricsServer) -> None
     finding = plan_finding(data)
     assert (finding["code"], finding["severity"]) == ("plan_matches", "info")
     assert (finding["model_name"], finding["engine"]) == ("Qwen/Qwen2.5-7B", "0")
-    assert finding["evidence"]["observed_tokens"] == finding["evidence"]["predicted_tokens"] == 62_241 * 16
+    assert finding["evidence"]["observed_tokens"] == finding["evidence"]["predicted_tokens"] == 62_089 * 16
     assert finding["evidence"]["relative_difference"] == 0
     [plan] = data["plan"]
     assert (plan["observed_num_gpu_blocks"], plan["predicted_num_gpu_blocks"], plan["predicted_block_size"]) == (
-        62_241, 62_241, 16)
+        62_089, 62_089, 16)
     # the settings the plan took from the server's cache_config_info
     assert plan["settings"] == {"gpu_memory_utilization": "0.9", "cache_dtype": "auto", "block_size": "16",
                                 "enable_prefix_caching": "True"}
@@ -81,26 +81,26 @@ def test_server_with_the_predicted_blocks_matches(server: MetricsServer) -> None
 
 
 def test_server_with_20_percent_fewer_blocks_is_a_mismatch(server: MetricsServer) -> None:
-    observed = PREDICTED_BLOCKS * 8 // 10  # 49,792
+    observed = PREDICTED_BLOCKS * 8 // 10  # 49,671
     url = serve_blocks(server, observed)
     data = run_json(url, "--plan", QWEN7B, "--gpu", "h100")
     finding = plan_finding(data)
     assert (finding["code"], finding["severity"]) == ("plan_mismatch", "warning")
     ev = finding["evidence"]
-    assert (ev["observed_num_gpu_blocks"], ev["predicted_num_gpu_blocks"]) == (49_792, 62_241)
-    assert (ev["observed_tokens"], ev["predicted_tokens"]) == (49_792 * 16, 62_241 * 16)
-    assert ev["relative_difference"] == pytest.approx((49_792 - 62_241) / 49_792)  # -25.0% of the server's
+    assert (ev["observed_num_gpu_blocks"], ev["predicted_num_gpu_blocks"]) == (49_671, 62_089)
+    assert (ev["observed_tokens"], ev["predicted_tokens"]) == (49_671 * 16, 62_089 * 16)
+    assert ev["relative_difference"] == pytest.approx((49_671 - 62_089) / 49_671)  # -25.0% of the server's
     assert "-25.0% of the server's" in finding["message"] and "beyond 2%" in finding["message"]
     assert any("kvplan calibrate" in a for a in finding["actions"])
     text = " ".join(run(url, "--plan", QWEN7B, "--gpu", "h100").stdout.split())
-    assert "WARNING plan_mismatch: server: 49,792 blocks × 16 = 796,672 tokens; plan: 62,241 × 16 = 995,856" in text
+    assert "WARNING plan_mismatch: server: 49,671 blocks × 16 = 794,736 tokens; plan: 62,089 × 16 = 993,424" in text
 
 
 def test_the_servers_cache_settings_drive_the_prediction(server: MetricsServer) -> None:
     # fp8 KV halves the block (458,752 B): twice the blocks from the same memory.
     url = serve_blocks(server, 2 * PREDICTED_BLOCKS, cache_dtype="fp8")
     data = run_json(url, "--plan", QWEN7B, "--gpu", "h100", "--kv-cache-dtype", "auto")
-    assert data["plan"][0]["predicted_num_gpu_blocks"] == PREDICTED_AVAILABLE // (BLOCK_BYTES // 2) == 124_483
+    assert data["plan"][0]["predicted_num_gpu_blocks"] == PREDICTED_AVAILABLE // (BLOCK_BYTES // 2) == 124_179
     assert plan_finding(data)["code"] == "plan_matches"
     # utilization 0.5 on the server: 0.4 × total (34 GB) less KV, far fewer blocks than at 0.9.
     url = serve_blocks(server, PREDICTED_BLOCKS, gpu_memory_utilization="0.5")

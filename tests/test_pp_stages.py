@@ -17,6 +17,7 @@ from kvplan.vllm.memory.activation import (
     estimate_activation,
     v1_forward_phase_bytes,
 )
+from kvplan.vllm.memory.non_torch import estimate_non_torch
 from kvplan.vllm.report import Startup
 from kvplan.vllm.settings import ServeSettings
 from tests.conftest import CONFIGS, load_fixture
@@ -68,7 +69,20 @@ def test_only_the_last_stage_runs_the_sampler() -> None:
 def test_the_report_names_the_tightest_stage() -> None:
     _, r = _qwen3_moe_pp2()
     note = next(n for n in r.notes if n.startswith("PP 2:"))
-    assert "stage 0 55,372, stage 1 52,915 blocks; stage 1 is the tightest" in note
+    assert "stage 0 56,010, stage 1 52,738 blocks; stage 1 is the tightest" in note
+
+
+def test_only_the_last_stage_holds_model_runner_v2s_penalty_state() -> None:
+    """Model Runner V2 builds its Sampler, whose PenaltiesState keeps output_bin_counts [max_num_reqs, vocab] and
+    prompt_bin_mask [max_num_reqs, vocab / 32] (int32) on the GPU, on the last PP rank only
+    (v1/worker/gpu/model_runner.py:load_model, `if self.is_last_pp_rank and not self.is_pooling_model`, read in
+    0.22.0, 0.27.1 and 0.33.0): stage 0's non-torch term is the growth alone, the last stage's adds 1,024 slots ×
+    151,936 × 4.125 B."""
+    _, r = _qwen3_moe_pp2()
+    first, last = r.memory.stages
+    growth = estimate_non_torch(tp=1, pp=2, arch="hopper").bytes
+    assert first.non_torch_bytes == growth
+    assert last.non_torch_bytes - growth == 1024 * 151_936 * 4 + 1024 * 151_936 // 32 * 4 == 641_777_664
 
 
 def test_one_stage_has_no_stage_table() -> None:

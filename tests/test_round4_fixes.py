@@ -42,10 +42,11 @@ def test_check_uses_the_hubs_stored_weight_bytes_as_fit_does(hub: HubServer, tmp
                               env))
     check = run_kvplan(["check", plan, "--format", "json"], env)
     dep = json_out(check)["deployments"][0]
-    # With the analytic 3,087,428,608 bytes `check` had 154,749 blocks; with the stored bytes, fit's 160,462.
+    # With the analytic 3,087,428,608 bytes `check` had 154,749 blocks; with the stored bytes, fit's 160,157
+    # (160,462 before MRV2_UNSEEN_BYTES went from 0.40 to 0.53 GiB).
     assert (dep["num_gpu_blocks"], dep["kv_cache_tokens"]) == (fit["cache"]["num_gpu_blocks"],
                                                                fit["cache"]["kv_cache_tokens"])
-    assert (dep["num_gpu_blocks"], dep["kv_cache_tokens"]) == (160_462, 2_567_392)
+    assert (dep["num_gpu_blocks"], dep["kv_cache_tokens"]) == (160_157, 2_562_512)
     assert "Warning: the Hub's safetensors metadata holds 0.43 GiB of weights" in check.stderr
 
 

@@ -129,13 +129,14 @@ def test_serve_takes_pool_block_size_and_vllm_limits_from_fit() -> None:
 
 
 def test_preemption_follows_fits_block_arithmetic_and_goes_with_more_memory_or_fp8() -> None:
-    low, high = _blocks(gpu_memory_utilization=0.85), _blocks(gpu_memory_utilization=0.9)
+    low, high = _blocks(gpu_memory_utilization=0.85), _blocks(gpu_memory_utilization=0.91)
     fp8 = _blocks(gpu_memory_utilization=0.85, kv_cache_dtype="fp8")
-    # The burst outgrows the usable blocks at 0.85 and fits at 0.90 or with FP8 (half the bytes per block).
+    # The burst outgrows the usable blocks at 0.85 and fits at 0.91 or with FP8 (half the bytes per block); 0.90's
+    # 1,571 blocks stopped holding it when MRV2_UNSEEN_BYTES went from 0.40 to 0.53 GiB (memory/activation.py).
     assert low - 1 < BURST_BLOCKS <= min(high, fp8) - 1
     preempted = run_json([*LLAMA_L4, "--gpu-memory-utilization", "0.85", *BURST])
     assert preempted["num_preemptions"] > 0 and preempted["kv_cache_usage_perc"]["blocks_used_max"] > 0
-    assert run_json([*LLAMA_L4, "--gpu-memory-utilization", "0.9", *BURST])["num_preemptions"] == 0
+    assert run_json([*LLAMA_L4, "--gpu-memory-utilization", "0.91", *BURST])["num_preemptions"] == 0
     fp8_run = run_json([*LLAMA_L4, "--gpu-memory-utilization", "0.85", "--kv-cache-dtype", "fp8", *BURST])
     assert fp8_run["deployment"]["num_gpu_blocks"] == fp8 and fp8_run["num_preemptions"] == 0
 

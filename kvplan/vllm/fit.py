@@ -127,7 +127,7 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                  else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, par), pp=par.pipeline_parallel_size,
                                                              version=r.version, integrated=integrated, arch=gpu.arch,
                                                              pcie_only=getattr(gpu, "pcie_only", False)),
-                                          model, r))
+                                          model, r, last_stage=last))
     non_torch = non_torch if measured.non_torch_bytes is not None else _with_ar_fusion_workspace(non_torch, model,
                                                                                                gpu, s, r)
     graphs = (user_term("cuda_graphs", measured.cuda_graph_bytes, "--cuda-graph-memory")
@@ -240,12 +240,15 @@ def _with_ar_fusion_workspace(term: MemoryTerm, model: ModelSpec, gpu: GpuLike, 
                    low_delta=low, high_delta=high)
 
 
-def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings) -> MemoryTerm:
+def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings, *, last_stage: bool) -> MemoryTerm:
     """Non-torch growth plus Model Runner V2's penalty state: torch tensors, but vLLM counts them where it
-    counts non-torch growth, in "consumed memory (weights + non-torch)" (memory/activation.py)."""
+    counts non-torch growth, in "consumed memory (weights + non-torch)" (memory/activation.py). Only on the last
+    PP stage: Model Runner V2 builds its Sampler, whose PenaltiesState holds them, there alone
+    (v1/worker/gpu/model_runner.py:load_model, `if self.is_last_pp_rank and not self.is_pooling_model`; read in
+    0.22.0, 0.27.1 and 0.33.0)."""
     seqs = r.scheduler_config.batch.max_num_seqs
     penalties = penalty_state_bytes(model, max_num_seqs=seqs, version=r.version, model_runner_v2=r.model_runner.v2)
-    if not penalties:
+    if not penalties or not last_stage:
         return term
     return shifted(term, penalties, f"plus Model Runner V2's penalty state for {seqs:,} requests "
                                     f"({penalties / GiB:.2f} GiB)")

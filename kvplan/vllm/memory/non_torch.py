@@ -61,14 +61,24 @@ NON_TORCH_RANGE_MULTI_GIB = (0.10, 1.40)
 # runs print 0.20 GiB with the same order (tests/fixtures/data/memory-breakdown-logs.yaml). From 0.11 the
 # snapshot follows the distributed init and the term holds the profile run's part only: at most 0.21 GiB, the
 # value kept (the pessimistic end of what the logs bound). Range: the single-GPU floor … the NVLink range's top.
-# Only where those logs ran: a TP group of more than two PCIe GPUs, custom all-reduce off. Two PCIe cards with P2P
-# keep custom all-reduce (world size 2 is allowed) and no log bounds them lower: the 2 × RTX PRO 6000 PP 2 record
-# (calibration) fits the NVLink figure, so they keep it. And only while vLLM charges non_torch_increase (0.11–0.26):
-# from 0.27 it sizes the cache by total_consumed, the free-memory drop since its snapshot (utils/mem_utils.py:
-# memory_profiling), which also holds Model Runner V2's persistent buffers and allocator slack; the 0.27.1 log of
-# 4 × RTX PRO 6000 at TP 4 (utho-4xrtxpro6000-qwen3-235b-a22b-2507-fp8-tp4-v0271, calibration) prints 56.89 GiB
-# "consumed (weights + non-torch)" against 55.19 of weights: 1.70 GiB, of which the penalty state of its 32 requests
-# is 0.02 — far above the PCIe bound (and the NVLink figure), so 0.27+ keeps the NVLink figure.
+# Only where those logs ran: a TP group of more than two PCIe GPUs, custom all-reduce off. Two PCIe cards keep the
+# NVLink figure, though custom all-reduce staying on (world size 2 is allowed) is no reason for it: read in 0.27.1,
+# custom all-reduce takes inputs under 8 MiB only (custom_all_reduce.py:CustomAllreduce, max_size 8192 × 1024;
+# all_reduce_utils.py:CUSTOM_ALL_REDUCE_MAX_SIZES lowers it on SM 9.0/10.x only) and symmetric memory has no SM 12.0
+# entry (symm_mem.py:SymmMemCommunicator), so a profile run's large all-reduces (8,192 tokens × hidden × 2 B) go to
+# pynccl either way. Over PCIe NCCL's device buffers are small: a P2P connection holds 4 MiB (SIMPLE) + 512 KiB (LL) +
+# 4.69 MiB (LL128) per channel (NCCL src/init.cc:computeBuffSizes), and two GPUs whose path is SYS (across CPU
+# sockets) get no P2P transport except on an AMD host (NCCL 2.30.7 paths.cc:ncclTopoCheckP2p: p2pLevel PATH_PXB,
+# PATH_SYS for AMD x86 with ≤ 2 GPUs), the SHM transport's FIFOs being host memory. But the one calibration log of two
+# PCIe cards, 2 × RTX PRO 6000 at PP 2 (0.27.1), is also one of the two MRV2_UNSEEN_BYTES (activation.py, their mean)
+# is read on, with this figure subtracted: a lower figure would raise that reading by as much, which the TP 2
+# validation log of the same box cannot tell apart (benchmarks/accuracy.py, its note). So they keep it. And only while
+# vLLM charges non_torch_increase (0.11–0.26): from 0.27 it sizes the cache by total_consumed, the free-memory drop
+# since its snapshot (utils/mem_utils.py:memory_profiling), which also holds Model Runner V2's persistent buffers and
+# allocator slack; the 0.27.1 log of 4 × RTX PRO 6000 at TP 4 (utho-4xrtxpro6000-qwen3-235b-a22b-2507-fp8-tp4-v0271,
+# calibration) prints 56.89 GiB "consumed (weights + non-torch)" against 55.19 of weights: 1.70 GiB, of which the
+# penalty state of its 32 requests is 0.02 — far above the PCIe bound (and the NVLink figure), so 0.27+ keeps the
+# NVLink figure.
 NON_TORCH_BYTES_MULTI_GPU_PCIE = round(0.21 * GiB)
 PCIE_CUSTOM_ALL_REDUCE_MAX_GPUS = 2  # custom_all_reduce.py: "not supported on more than two PCIe-only GPUs"
 NON_TORCH_RANGE_MULTI_PCIE_GIB = (0.02, 1.40)
