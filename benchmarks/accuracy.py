@@ -289,9 +289,13 @@ UNEXPLAINED = {
         "reads MemAvailable when platforms/cuda.py:is_integrated_gpu; on a GH200 with 480 GB of host memory that "
         "would make the KV memory tens of GiB, not 5.44)"),
     "llmd-h100-mistral-small-32-24b": (
-        "served with --config-format/--load-format mistral (params.json): its peak activation 2.12 GiB is "
-        "below the 4.7 GiB the sampler warm-up over 1,024 rows × 131,072 logits costs every other 0.11 run "
-        "(its weights match once the Pixtral vision tower is counted)"),
+        "vLLM 0.11.0 (the row's release, image vllm/vllm-openai:v0.11.0) samples the profile run's 1,024 × 131,072 "
+        "logits on FlashInfer's top-k/top-p path whenever flashinfer imports (v1/sample/ops/topk_topp_sampler.py; "
+        "0.11.1 made it opt-in, PR #26859): 14 B a logit, 1.75 GiB, where the other llm-d rows (image :latest, "
+        "Jan 2026) peak at the sort path's 38.4 (defaults.flashinfer_sampler_by_default). The 0.29 GiB of activation "
+        "left is mostly what 0.11.0's profile_run keeps in encoder_cache['tmp'] through the sampler: two dummy "
+        "images of Pixtral's 1540 px maximum (8,192 // 3,025+ tokens), each widened to (8,192, 5,120) bf16, "
+        "0.16 GiB, the encoder profile kvplan does not model for this architecture"),
 }
 # vLLM release each V1 record ran, when the record does not say: llm-d's notes say image v0.11.0; the
 # two GitHub issues are dated Oct 2025 (0.11) and Aug 2025 (0.10); the myoceane blog ran 0.19.0 for both
@@ -384,12 +388,14 @@ def _is_v0(rec: dict[str, Any]) -> bool:
 
 
 def _version(rec: dict[str, Any]) -> str | None:
+    """The release as the record states it, patch included (0.11.0's sampler differs from 0.11.1's:
+    defaults.flashinfer_sampler_by_default); llm-d rows without one: "0.11", the band their notes give."""
     if rec["id"] in VERSION_FOR_RECORD:
         return VERSION_FOR_RECORD[rec["id"]]
-    if rec["id"].startswith("llmd-"):
-        return "0.11"
-    m = re.match(r"^\s*v?(\d+\.\d+)", str(rec.get("vllm_version") or ""))
-    return m.group(1) if m else None
+    m = re.match(r"^\s*v?(\d+\.\d+(?:\.\d+)?)", str(rec.get("vllm_version") or ""))
+    if m:
+        return m.group(1)
+    return "0.11" if rec["id"].startswith("llmd-") else None
 
 
 def _gpu(rec: dict[str, Any]) -> GpuSpec | None:

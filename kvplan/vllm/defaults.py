@@ -158,6 +158,29 @@ def default_gpu_memory_utilization(version: VllmVersion = LATEST) -> float:
     return GPU_MEMORY_UTILIZATION_DEFAULT_BEFORE
 
 
+# The dummy sampler's path by patch release (v1/sample/ops/topk_topp_sampler.py:TopKTopPSampler.__init__, read in the
+# 0.11.0, 0.11.1 and 0.11.2 wheels): 0.11.0, as every release before it, samples with FlashInfer whenever flashinfer
+# imports and VLLM_USE_FLASHINFER_SAMPLER is not 0 ("Using FlashInfer for top-p & top-k sampling."; flashinfer is only
+# the wheel's [flashinfer] extra, the vllm/vllm-openai image ships it); 0.11.1 made it opt-in ("Users must opt in
+# explicitly via VLLM_USE_FLASHINFER_SAMPLER=1", PR #26859 "Disable FlashInfer sampler by default", merged 2025-10-15,
+# after the 0.11.0 tag). VllmVersion keeps major.minor only, so the patch is read from the version text; a bare "0.11"
+# keeps the opt-in releases' sort path (the larger peak).
+FLASHINFER_SAMPLER_LAST_DEFAULT = (0, 11, 0)
+_PATCH_VERSION = re.compile(r"^\s*v?(\d+)\.(\d+)\.(\d+)")
+
+
+def flashinfer_sampler_by_default(version_text: str | None) -> bool | None:
+    """True where `version_text` names a 0.11 release up to FLASHINFER_SAMPLER_LAST_DEFAULT (0.11.0, its rc builds
+    included): its sampler takes FlashInfer's path whenever flashinfer imports, as the releases before 0.11 do. None:
+    the version band decides (memory/activation.py:sampler_bytes_per_logit)."""
+    m = _PATCH_VERSION.match(version_text or "")
+    if m is None:
+        return None
+    major, minor, patch = (int(g) for g in m.groups())
+    last = FLASHINFER_SAMPLER_LAST_DEFAULT
+    return True if (major, minor) == last[:2] and patch <= last[2] else None
+
+
 def cudagraph_estimate_subtracted(version: VllmVersion = LATEST) -> bool:
     """Whether the CUDA-graph estimate is taken out of the KV budget (v1/worker/gpu_worker.py)."""
     return version >= CUDAGRAPH_ESTIMATE_SUBTRACTED_SINCE

@@ -27,6 +27,7 @@ from kvplan.vllm.defaults import (
     DEFAULT_BLOCK_SIZE,
     DSV4_PACKED_GROUPS_SINCE,
     KV_TOKENS_FROM_CONCURRENCY_SINCE,
+    flashinfer_sampler_by_default,
     pp_fit_check_merged,
 )
 from kvplan.vllm.dtype import served_dtype
@@ -116,7 +117,9 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                                             tp=par.tensor_parallel_size, moe_tp=_moe_tensor_parallel(model, par),
                                             first_stage=first, with_sampler=last, moe_point_bytes=moe_point),
                           version=r.version, flashinfer_sampler=s.env.use_flashinfer_sampler,
-                          model_runner_v2=r.model_runner.v2), moe_point, model, s.env.use_flashinfer_moe_fp8),
+                          model_runner_v2=r.model_runner.v2,
+                          flashinfer_default=flashinfer_sampler_by_default(s.vllm_version)),
+                          moe_point, model, s.env.use_flashinfer_moe_fp8),
                       model, s, r, first=first))
     activation = activation if s.measured.activation_bytes is not None else with_gemma4_encoder_peak(
         activation, model, s, r, total_bytes=gpu.cuda_total_bytes, weights_bytes=weights.bytes, first=first)

@@ -15,7 +15,9 @@ from kvplan.vllm.memory.budget import MemoryTerm, with_range
 # rank. The sampler's top-k/top-p path (sort values + int64 indices, softmax, cumulative sum, masks)
 # holds about 9.6 fp32 copies of the logits at its peak: 38.4 bytes per logit, fitted on the llm-d H100
 # logs (Llama-3.1-8B 38.4, Qwen3-0.6B 38.3, Qwen3-32B 38.4, gpt-oss-20b/120b 38.3, Llama-3.3-70B 38.6),
-# all vLLM 0.11 (calibration half: Llama-3.1-8B 38.4, gpt-oss-20b 38.3).
+# vLLM 0.11 by the records (calibration half: Llama-3.1-8B 38.4, gpt-oss-20b 38.3). Their doc's January 2026 runs name
+# the image vllm/vllm-openai:latest (llm-d-benchmark 4f4d449, "How to Replicate"): the sort path is 0.11.1+'s default,
+# not 0.11.0's (defaults.flashinfer_sampler_by_default), so those runs were 0.11.1 or later.
 SAMPLER_BYTES_PER_LOGIT = 38.4
 # vLLM 0.8–0.10 (v1/sample/ops/topk_topp_sampler.py:TopKTopPSampler.__init__): on CUDA with FlashInfer
 # importable and VLLM_USE_FLASHINFER_SAMPLER unset, `forward_cuda` → `flashinfer_sample` →
@@ -91,18 +93,22 @@ def forward_activation_bytes(model: ModelSpec, *, tp: int, num_tokens: int,
 
 
 # Which path samples (v1/sample/ops/topk_topp_sampler.py:TopKTopPSampler.__init__, read in the wheels): up to
-# 0.11 FlashInfer whenever it is importable and VLLM_USE_FLASHINFER_SAMPLER is not 0, from 0.12 only with
-# VLLM_USE_FLASHINFER_SAMPLER=1. kvplan's version defaults below keep what the logs measured (0.11: the sort
-# path, llm-d's five H100 logs); `flashinfer` True / False overrides them (the variable, or a log that says
-# "FlashInfer is not available. Falling back to the PyTorch-native implementation").
+# 0.11.0 FlashInfer whenever it is importable and VLLM_USE_FLASHINFER_SAMPLER is not 0, from 0.11.1 (PR #26859) only
+# with VLLM_USE_FLASHINFER_SAMPLER=1. The 0.11 band keeps the sort path (llm-d's five H100 logs, 0.11.1 or later);
+# `flashinfer_default` True is 0.11.0 named with its patch (defaults.flashinfer_sampler_by_default: the llm-d
+# Mistral-Small-3.2 log on vllm/vllm-openai:v0.11.0, peak 2.12 GiB, below the sort path's 4.7). `flashinfer` True /
+# False overrides both (the variable, or a log that says "FlashInfer is not available. Falling back to the
+# PyTorch-native implementation").
 
 
-def sampler_bytes_per_logit(version: VllmVersion = LATEST, flashinfer: bool | None = None) -> float:
+def sampler_bytes_per_logit(version: VllmVersion = LATEST, flashinfer: bool | None = None, *,
+                            flashinfer_default: bool | None = None) -> float:
     """Peak bytes per logit of the dummy sampler run as `version` runs it (`flashinfer`: the path forced by
     VLLM_USE_FLASHINFER_SAMPLER or a missing FlashInfer; None: the version's default).
 
-    0.8–0.10: FlashInfer's top-k/top-p path (SAMPLER_BYTES_PER_LOGIT_FLASHINFER, 14 B). 0.11–0.16: the
-    V1 runner's sort-based sampler as measured on the vLLM 0.11 logs (SAMPLER_BYTES_PER_LOGIT, 38.4 B).
+    0.8–0.10, and 0.11.0 (`flashinfer_default` True: defaults.flashinfer_sampler_by_default): FlashInfer's top-k/top-p
+    path (SAMPLER_BYTES_PER_LOGIT_FLASHINFER, 14 B). 0.11–0.16: the V1 runner's sort-based sampler as measured on the
+    vLLM 0.11 logs (SAMPLER_BYTES_PER_LOGIT, 38.4 B).
     0.17+: the in-place Triton top-k/top-p kernel (SAMPLER_BYTES_PER_LOGIT_TRITON, 20 B, from the source).
     Model Runner V2 (v1/worker/gpu/model_runner.py:_dummy_sampler_run) samples its dummy requests with their
     default state (greedy, no processing) up to 0.32 — 0.33 adds a second pass with
@@ -114,7 +120,7 @@ def sampler_bytes_per_logit(version: VllmVersion = LATEST, flashinfer: bool | No
     native = SAMPLER_BYTES_PER_LOGIT if version < SAMPLER_TRITON_SINCE else SAMPLER_BYTES_PER_LOGIT_TRITON
     if flashinfer is not None:
         return SAMPLER_BYTES_PER_LOGIT_FLASHINFER if flashinfer else native
-    if version < SAMPLER_FLASHINFER_BEFORE:
+    if flashinfer_default or version < SAMPLER_FLASHINFER_BEFORE:
         return SAMPLER_BYTES_PER_LOGIT_FLASHINFER
     return native
 
@@ -130,9 +136,10 @@ def penalty_state_bytes(model: ModelSpec, *, max_num_seqs: int, version: VllmVer
 
 
 def sampler_activation_bytes(model: ModelSpec, *, num_reqs: int, version: VllmVersion = LATEST,
-                             flashinfer: bool | None = None) -> int:
-    """Peak of the dummy sampler run: `num_reqs × vocab × sampler_bytes_per_logit(version, flashinfer)`."""
-    return int(num_reqs * model.vocab_size * sampler_bytes_per_logit(version, flashinfer))
+                             flashinfer: bool | None = None, flashinfer_default: bool | None = None) -> int:
+    """Peak of the dummy sampler run: `num_reqs × vocab × sampler_bytes_per_logit(version, flashinfer, ...)`."""
+    per_logit = sampler_bytes_per_logit(version, flashinfer, flashinfer_default=flashinfer_default)
+    return int(num_reqs * model.vocab_size * per_logit)
 
 
 # Range of the activation term: its residual (log − kvplan) on the calibration half, relative to the
@@ -164,13 +171,15 @@ class ProfileRun:
 
 
 def estimate_activation(model: ModelSpec, run: ProfileRun, *, version: VllmVersion = LATEST,
-                        flashinfer_sampler: bool | None = None, model_runner_v2: bool | None = None) -> MemoryTerm:
+                        flashinfer_sampler: bool | None = None, model_runner_v2: bool | None = None,
+                        flashinfer_default: bool | None = None) -> MemoryTerm:
     """Torch peak above what stays allocated after vLLM's profiling run (`transient_peak_headroom`).
 
     Follows v1/worker/gpu_model_runner.py:profile_run (the V1 runner) and v1/worker/gpu/model_runner.py:profile_run
     (Model Runner V2): peak = max(forward intermediates over max_num_batched_tokens tokens
     (forward_activation_bytes), sampler over min(max_num_batched_tokens, max_num_seqs) logits rows
-    (sampler_bytes_per_logit: by version)) + the retained hidden states. Model Runner V2's persistent penalty
+    (sampler_bytes_per_logit: by version; `flashinfer_default` True: a patch release whose default is FlashInfer's
+    path, defaults.flashinfer_sampler_by_default)) + the retained hidden states. Model Runner V2's persistent penalty
     state is not a peak: fit counts it with the consumed memory (penalty_state_bytes). Assumes the dummy forward's peak
     is one layer's widest intermediate (torch frees each layer's before the next) and the sampler on the last
     PP rank; a multimodal encoder's profile is added by fit (vllm/multimodal.py:gemma4_encoder_profile).
@@ -197,11 +206,14 @@ def estimate_activation(model: ModelSpec, run: ProfileRun, *, version: VllmVersi
     e = _ACT_BYTES.get(model.dtype, 2)
     forward = forward_activation_bytes(model, tp=tp, num_tokens=max_num_batched_tokens,
                                        moe_point_bytes=moe_point_bytes, moe_tp=run.moe_tp)
-    sampler = sampler_activation_bytes(model, num_reqs=num_reqs, version=version, flashinfer=flashinfer_sampler)
+    sampler = sampler_activation_bytes(model, num_reqs=num_reqs, version=version, flashinfer=flashinfer_sampler,
+                                       flashinfer_default=flashinfer_default)
     hidden = RETAINED_HIDDEN_COPIES * max_num_batched_tokens * model.hidden_size * e
     peak = max(forward, sampler) + hidden
-    per_logit = sampler_bytes_per_logit(version, flashinfer_sampler)
-    path = {SAMPLER_BYTES_PER_LOGIT_FLASHINFER: ", FlashInfer top-k/top-p",
+    per_logit = sampler_bytes_per_logit(version, flashinfer_sampler, flashinfer_default=flashinfer_default)
+    by_patch = flashinfer_sampler is None and bool(flashinfer_default)
+    path = {SAMPLER_BYTES_PER_LOGIT_FLASHINFER: ", FlashInfer top-k/top-p" + (", the patch release's default"
+                                                                             if by_patch else ""),
             SAMPLER_BYTES_PER_LOGIT_TRITON: ", Triton top-k/top-p"}.get(per_logit, "")
     which = (
         f"sampler over {num_reqs:,} rows × {model.vocab_size:,} vocab × {per_logit:g} B "
