@@ -149,6 +149,8 @@ FIXTURE_FOR_RECORD.update({r: FIXTURE_FOR_RECORD["l40sx8-qwen3-235b-a22b-2507-fp
 # A local directory named after the checkpoint ("/models/Qwen2.5-VL-7B-Instruct", its log's 15.45 GiB of safetensors).
 FIXTURE_FOR_RECORD["wcs-a100-qwen2.5-vl-7b-instruct-util022-v0230-failed"] = (
     "Qwen--Qwen2.5-VL-7B-Instruct", "the checkpoint the local directory /models/Qwen2.5-VL-7B-Instruct names")
+FIXTURE_FOR_RECORD["celestnya-win-qwen3.5-0.8b-util070-v0190"] = (
+    "Qwen--Qwen3.5-0.8B", "the checkpoint the local directory D:\\Resources\\Models\\Qwen3.5-0.8B names")
 LLM_CLASS_IDS_PP = {"isambard-2x4gh200-qwen3-30b-a3b-2507-tp4-pp2-v0101"}  # vllm.LLM throughput benchmark
 # Records whose log derives a longer window than the stand-in config's ("Using max model len 262144" with no
 # --max-model-len among the non-default args): the checkpoint's own window, planned as given.
