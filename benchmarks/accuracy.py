@@ -160,6 +160,11 @@ _QWEN3_CODER_480B_FP8 = ("Qwen--Qwen3-Coder-480B-A35B-Instruct",
 FIXTURE_FOR_RECORD.update({r: _QWEN3_CODER_480B_FP8 for r in (
     "recipes-pr12-h20-qwen3-coder-480b-fp8-dp8-ep-failed",
     "recipes-pr12-h20-qwen3-coder-480b-fp8-dp8-ep-util095-failed")})
+# A local directory named after the checkpoint ("/models/Qwen2.5-VL-7B-Instruct", its log's 15.45 GiB of safetensors).
+FIXTURE_FOR_RECORD["wcs-a100-qwen2.5-vl-7b-instruct-util022-v0230-failed"] = (
+    "Qwen--Qwen2.5-VL-7B-Instruct", "the checkpoint the local directory /models/Qwen2.5-VL-7B-Instruct names")
+FIXTURE_FOR_RECORD["celestnya-win-qwen3.5-0.8b-util070-v0190"] = (
+    "Qwen--Qwen3.5-0.8B", "the checkpoint the local directory D:\\Resources\\Models\\Qwen3.5-0.8B names")
 LLM_CLASS_IDS_PP = {"isambard-2x4gh200-qwen3-30b-a3b-2507-tp4-pp2-v0101"}  # vllm.LLM throughput benchmark
 # Records whose log derives a longer window than the stand-in config's ("Using max model len 262144" with no
 # --max-model-len among the non-default args): the checkpoint's own window, planned as given.
@@ -288,6 +293,12 @@ UNEXPLAINED = {
         "release, PIECEWISE=51 → 2.44 GiB) at most 50 MiB a graph. Ruled out: the UMA path (MemorySnapshot.measure "
         "reads MemAvailable when platforms/cuda.py:is_integrated_gpu; on a GH200 with 480 GB of host memory that "
         "would make the KV memory tens of GiB, not 5.44)"),
+    "raydocs-l4-qwen2.5-vl-3b-instruct-v0110": (
+        "vLLM 0.11.0 inside a Ray Data actor (AsyncLLM, not `vllm serve`): with vLLM's default utilization 0.9 (Ray's "
+        "engine_kwargs set none; its defaults: max_num_seqs 128, which the capture sizes confirm) the log leaves 3.43 "
+        "GiB besides weights and KV against kvplan's 2.15 (activation 2.02 with the 16,384-token encoder budget "
+        "profiled with one image, non-torch 0.13). The log prints no breakdown line, so which term holds the 1.28 GiB "
+        "is not known; the log's PyTorch sampler fallback ('FlashInfer is not available') is passed on (settings_of)"),
     "llmd-h100-mistral-small-32-24b": (
         "vLLM 0.11.0 (the row's release, image vllm/vllm-openai:v0.11.0) samples the profile run's 1,024 × 131,072 "
         "logits on FlashInfer's top-k/top-p path whenever flashinfer imports (v1/sample/ops/topk_topp_sampler.py; "
@@ -321,7 +332,7 @@ MOE_BACKEND_FOR_RECORD: dict[str, MoeBackend] = {
 }
 # GPU name in the record → catalog id. "A100 (variant not stated)" is the 80 GB part: the logged weights
 # plus the logged KV exceed what 40 GB × the logged utilization could hold.
-GPU_FOR_NAME = (("rtx pro 6000", "rtx-pro-6000"),
+GPU_FOR_NAME = (("rtx pro 6000", "rtx-pro-6000"), ("b300", "b300"),
                 ("a100 40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100"), ("gh200", "gh200"),
                 ("nvidia l4 ", "l4"), ("h200", "h200"),
                 ("3090", "rtx-3090"), ("l40s", "l40s"), ("t4", "t4"), ("gb10", "gb10"), ("4060", None))
@@ -457,6 +468,15 @@ def _mnbt(rec: dict[str, Any]) -> int | None:
     return 1024 if "--max-num-batched-tokens 1024" in (rec.get("log_excerpt") or "") else None
 
 
+def _serve_mnbt(rec: dict[str, Any]) -> int | None:
+    """The batch budget `vllm serve` resolves when the record states none (engine/arg_utils.py:get_batch_defaults,
+    kvplan/vllm/defaults.py:batch_defaults), for a catalog GPU and a known release: what sliding windows reserve."""
+    gpu, version = _gpu(rec), _version(rec)
+    if gpu is None or version is None or rec["id"] in LLM_CLASS_RECORDS:
+        return None
+    return batch_defaults(gpu.nvml_total_bytes, gpu.name, "serve", parse_vllm_version(version)).max_num_batched_tokens
+
+
 def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     """A: the logged block / token / needed-memory figures from the logged available memory."""
     if rec.get("available_kv_gib") is None or rec["available_kv_gib"] <= 0:
@@ -488,7 +508,7 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     if max_len == 0:
         return "no max_model_len in the log and no config.json to take the model's window from"
     version = _version(rec)
-    in_flight = _mnbt(rec) or 8192
+    in_flight = _mnbt(rec) or _serve_mnbt(rec) or 8192
     if version is not None and async_scheduling_default(parse_vllm_version(version))[0] and (
             parse_vllm_version(version) >= WINDOW_RESERVES_IN_FLIGHT_SINCE):
         in_flight *= 2  # async scheduling (0.14+): two batches in flight, which windows reserve since 0.26
@@ -538,6 +558,11 @@ COMPILATION_FOR_RECORD: dict[str, dict[str, Any]] = {
     "joshi-4xh100-minimax-m2-fp8-tp4-v0160": {"pass_config": {"fuse_allreduce_rms": True}}}
 
 
+# VLLM_USE_V2_MODEL_RUNNER where the record's command sets it ("VLLM_USE_V2_MODEL_RUNNER=0 vllm serve
+# google/gemma-4-31B-it"; its log's gpu_model_runner.py lines are the V1 runner's).
+V2_RUNNER_FOR_RECORD: dict[str, bool] = {"pfeiffer-b300-gemma-4-31b-it-util092-v0260": False}
+
+
 def settings_of(rec: dict[str, Any], version: str) -> ServeSettings:
     """The `vllm serve` flags the record states (the rest: vLLM's defaults for its version)."""
     kv = rec.get("kv_cache_dtype") or "auto"
@@ -558,6 +583,7 @@ def settings_of(rec: dict[str, Any], version: str) -> ServeSettings:
         # the log's own sampler line ("FlashInfer is not available. Falling back …"), as calibrate reads it
         use_flashinfer_sampler=parse_startup_log(_raw_log(rec)).settings.flashinfer_sampler,
         compilation_config=COMPILATION_FOR_RECORD.get(rec["id"]),
+        use_v2_model_runner=V2_RUNNER_FOR_RECORD.get(rec["id"]),
     )
 
 

@@ -119,7 +119,7 @@ def test_unknown_quantization_leaves_the_kv_geometry_and_says_why_weights_are_un
 
 
 def test_corpus_configs_are_all_sized_or_refused_with_a_reason() -> None:
-    """The 201-config corpus (tests/fixtures/corpus): every config is sized, except those vLLM cannot load."""
+    """The 202-config corpus (tests/fixtures/corpus): every config is sized, except those vLLM cannot load."""
     from kvplan.model.hub import load_local
     from kvplan.model.size import size_report
 

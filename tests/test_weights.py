@@ -18,7 +18,7 @@ from kvplan.vllm.memory.weights import (
     mxfp4_expert_bytes,
     rope_cache_bytes,
 )
-from tests.conftest import load_fixture
+from tests.conftest import CONFIGS, load_fixture
 
 PUBLISHED = {  # the model cards' / safetensors metadata's total parameter counts
     "meta-llama--Meta-Llama-3.1-8B": 8_030_261_248,
@@ -146,6 +146,28 @@ def test_default_mxfp4_backend(arch: str | None, version: VllmVersion | None, ex
 ])
 def test_rope_cache_bytes(folder: str, expected: int) -> None:
     assert rope_cache_bytes(load_fixture(folder)) == expected
+
+
+@pytest.mark.parametrize(("folder", "version", "expected"), [
+    # rotary_embedding/mrope.py:MRotaryEmbedding caches 4 × max_position_embeddings rows (128,000 × 4 × 128 × 2 B):
+    # with it Qwen2.5-VL-7B's logged "Model loading took 15.67 GiB" (vLLM 0.23, startup-logs record
+    # wcs-a100-qwen2.5-vl-7b-instruct-util022-v0230-failed) is 0.10 GiB above kvplan's weights, not 0.19
+    ("Qwen--Qwen2.5-VL-7B-Instruct", VllmVersion(0, 23), 128000 * 4 * 128 * 2),
+    ("Qwen--Qwen2.5-VL-7B-Instruct", VllmVersion(0, 33), 128000 * 4 * 128 * 2),
+    # Qwen3-VL: 262,144 × 4 rows through 0.31; from 0.32 qwen3_vl.py:mrope_positions_factor passes 1 (no pruning)
+    ("Qwen--Qwen3-VL-30B-A3B-Instruct", VllmVersion(0, 31), 262144 * 4 * 128 * 2),
+    ("Qwen--Qwen3-VL-30B-A3B-Instruct", VllmVersion(0, 32), 262144 * 128 * 2),
+    # Qwen3.5: the partial_rotary_factor 0.25 that only rope_parameters holds (64 of 256 dims), × 4 through 0.31
+    ("Qwen--Qwen3.5-0.8B", VllmVersion(0, 31), 262144 * 4 * 64 * 2),
+    ("Qwen--Qwen3.5-0.8B", VllmVersion(0, 32), 262144 * 64 * 2),
+    # GLM-4.5V keeps the factor 4 in 0.33 (65,536 positions, partial 0.5 of 128)
+    ("zai-org--GLM-4.5V", VllmVersion(0, 33), 65536 * 4 * 64 * 2),
+])
+def test_multimodal_rope_caches_four_times_the_positions(folder: str, version: VllmVersion, expected: int) -> None:
+    from kvplan.model.hub import load_local
+
+    model = load_local(str(CONFIGS.parent / "corpus" / "configs" / folder))
+    assert rope_cache_bytes(model, version) == expected
 
 
 def test_loaded_gpt_oss_120b_on_hopper_adds_the_kernel_layout_and_the_rope_cache() -> None:

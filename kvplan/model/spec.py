@@ -148,6 +148,7 @@ class RopeConfig(NamedTuple):
     rope_type: str = "default"  # rope_scaling / rope_parameters (their full_attention entry when per layer type)
     factor: float | None = None
     original_max_positions: float | None = None
+    mrope: bool = False  # an `mrope_section` entry: get_rope builds rotary_embedding/mrope.py:MRotaryEmbedding
 
 
 class SpeltText(NamedTuple):

@@ -51,17 +51,23 @@ def _int_or_zero(value: Any) -> int:
 def rope_config(data: Mapping[str, Any]) -> RopeConfig:
     """rotary_embedding/__init__.py:get_rope's inputs as config.json gives them: rope_scaling (or transformers v5
     rope_parameters, whose full_attention entry when it is per layer type)."""
-    rope = data.get("rope_scaling") or data.get("rope_parameters")
-    if isinstance(rope, Mapping) and isinstance(rope.get("full_attention"), Mapping):
+    found = data.get("rope_scaling") or data.get("rope_parameters")
+    rope: Mapping[str, Any] = found if isinstance(found, Mapping) else {}
+    per_layer_type = isinstance(rope.get("full_attention"), Mapping)
+    if per_layer_type:
         rope = rope["full_attention"]
-    rope = rope if isinstance(rope, Mapping) else {}
+    # get_rope reads rope_parameters["partial_rotary_factor"] (transformers v5 configs such as Qwen3.5's keep it only
+    # there); a per-layer-type entry (Gemma-4) is that family's own rope, not read here
+    partial = _positive(data.get("partial_rotary_factor")) or (
+        None if per_layer_type else _positive(rope.get("partial_rotary_factor")))
     return RopeConfig(
         disabled=bool(data.get("alibi")) or data.get("position_embedding_type") == "nope",
-        partial_rotary_factor=_positive(data.get("partial_rotary_factor")),
+        partial_rotary_factor=partial,
         max_positions=_positive(data.get("max_position_embeddings")) or _positive(data.get("seq_length")),
         rope_type=str(rope.get("rope_type") or rope.get("type") or "default")[:64],
         factor=_positive(rope.get("factor")),
         original_max_positions=_positive(rope.get("original_max_position_embeddings")),
+        mrope="mrope_section" in rope,
     )
 
 

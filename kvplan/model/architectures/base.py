@@ -61,6 +61,9 @@ class RopeRules(NamedTuple):
     half_rotary: bool = False  # rotary_dim = head_dim // 2
     cache_dtype_bytes: int | None = None  # the cache's element size when not the model dtype
     local_cache: bool = False  # a second, unscaled cache for the sliding-window layers
+    # A multimodal rope (mrope_section) over 1 × the positions from vLLM 0.32, not 4 × (qwen3_vl.py:
+    # mrope_positions_factor, without video pruning; kvplan.vllm.memory.weights.mrope_positions_factor)
+    mrope_single_positions: bool = False
 
 
 class ModelTypeRules(NamedTuple):

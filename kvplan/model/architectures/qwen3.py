@@ -2,7 +2,7 @@
 max_window_layers on slide (vLLM models/qwen3.py, qwen3_moe.py, qwen3_vl.py, qwen3_vl_moe.py)."""
 from __future__ import annotations
 
-from kvplan.model.architectures.base import Family, ModelTypeRules, WeightRules
+from kvplan.model.architectures.base import Family, ModelTypeRules, RopeRules, WeightRules
 
 FAMILY = Family(
     name="qwen3",
@@ -11,6 +11,7 @@ FAMILY = Family(
                    "Qwen3VLMoeForConditionalGeneration"),
     model_types=("qwen3", "qwen3_moe", "qwen3_vl_text", "qwen3_vl_moe_text"),
     weights=WeightRules(qk_norm=True),
+    rope=RopeRules(mrope_single_positions=True),
     sliding_layout="max_window_layers",
     vision_towers=(("qwen3_vl", "qwen3_vl"), ("qwen3_vl_moe", "qwen3_vl")),
     model_type_rules=ModelTypeRules(sglang_hopper_qwen3_vl=("qwen3_vl", "qwen3_vl_moe")),

@@ -188,14 +188,33 @@ def mxfp4_expert_bytes(hidden: int, intermediate: int, backend: MoeBackend | Non
 # or original_max_position × factor (yarn_scaling_rope.py, deepseek_scaling_rope.py).
 _ROPE_SCALED_FROM_MAX = frozenset({"linear", "dynamic"})
 _ROPE_SCALED_FROM_ORIGINAL = frozenset({"yarn", "deepseek_yarn"})
+# Multimodal rope (an `mrope_section`): rotary_embedding/mrope.py:MRotaryEmbedding.__init__ caches
+# max_position_embeddings × 4 rows ("In Qwen2.5-VL, the maximum index value is related to the duration of the input
+# video. We enlarge max_position_embeddings to 4 times"; read in 0.11.0, 0.22.0, 0.27.1, 0.30.0, 0.31.0). From 0.32
+# Qwen3-VL, Qwen3-VL-MoE and Qwen3.5 (dense and MoE) pass positions_factor 1 unless video pruning is on
+# (qwen3_vl.py:mrope_positions_factor, read in 0.32.0 and 0.33.0; kvplan does not model --video-pruning-rate).
+# The families that do: RopeRules.mrope_single_positions.
+MROPE_POSITIONS_FACTOR = 4
+MROPE_SINGLE_POSITIONS_SINCE = VllmVersion(0, 32)
 
 
-def rope_cache_bytes(model: ModelSpec) -> int:
+def mrope_positions_factor(model: ModelSpec, version: VllmVersion | None = None) -> int:
+    """How many times max_position_embeddings the rotary cache covers: 1 without multimodal rope, else 4, or 1
+    for the Qwen3-VL / Qwen3.5 families from vLLM 0.32 (see MROPE_POSITIONS_FACTOR)."""
+    if not model.facts.rope.mrope:
+        return 1
+    if (version or LATEST) >= MROPE_SINGLE_POSITIONS_SINCE and model.family.rope.mrope_single_positions:
+        return 1
+    return MROPE_POSITIONS_FACTOR
+
+
+def rope_cache_bytes(model: ModelSpec, version: VllmVersion | None = None) -> int:
     """Bytes of the rotary cos/sin cache(s) vLLM builds for this model (0 without rotary attention).
 
     positions × rotary_dim × dtype bytes, where positions is max_position_embeddings (× factor for
     linear / dynamic scaling; original_max_position_embeddings × factor for YaRN) and rotary_dim is
-    head_size × partial_rotary_factor (qk_rope_head_dim for MLA, half the head for ChatGLM).
+    head_size × partial_rotary_factor (qk_rope_head_dim for MLA, half the head for ChatGLM); multimodal rope
+    multiplies the positions by mrope_positions_factor (`version` None: the latest release's rule).
     Gemma 3 builds a second, unscaled cache for its sliding layers (gemma3.py: rope_local_base_freq).
     """
     rope, rules = model.facts.rope, model.family.rope
@@ -220,7 +239,7 @@ def rope_cache_bytes(model: ModelSpec) -> int:
     elif rtype in _ROPE_SCALED_FROM_MAX:
         positions = int(max_pos * factor)
     else:
-        positions = max_pos
+        positions = max_pos * mrope_positions_factor(model, version)
     elem = rules.cache_dtype_bytes or FP_BYTES.get(model.dtype, 2)
     caches = positions * rotary * elem
     if rules.local_cache and any(layer.sliding_window for layer in model.layers):
@@ -545,7 +564,7 @@ def load_adjustments(
     overrides the MXFP4 kernel (vLLM's --moe-backend); default: `default_mxfp4_backend(arch, version)`.
     """
     out: list[LoadAdjustment] = list(tower_adjustments(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens))
-    rope = rope_cache_bytes(model)
+    rope = rope_cache_bytes(model, version)
     if rope:
         out.append(LoadAdjustment("rotary cos/sin cache", "rotary_embedding/base.py:RotaryEmbedding.__init__",
                                   every_stage_bytes=rope))
