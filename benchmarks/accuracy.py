@@ -58,6 +58,7 @@ from kvplan.vllm.defaults import (  # noqa: E402
     WINDOW_RESERVES_IN_FLIGHT_SINCE,
     async_scheduling_default,
     batch_defaults,
+    fit_check_reserves_null_block,
     parse_vllm_version,
     requested_memory,
 )
@@ -518,8 +519,10 @@ def check_tokens(rec: dict[str, Any], verbose: bool) -> RowA | str:
     by_groups = version is not None and parse_vllm_version(version) < KV_TOKENS_FROM_CONCURRENCY_SINCE
     cp = DCP_FOR_RECORD.get(rec["id"], 1)
     tuples = version is not None and parse_vllm_version(version) < DSV4_PACKED_GROUPS_SINCE  # DeepSeek-V4 ≤ 0.28
+    # the fit check reserves the null block from 0.29 (defaults.fit_check_reserves_null_block); no version: 0.33's rule
+    reserve = version is None or fit_check_reserves_null_block(parse_vllm_version(version))
     settings = BlockPlanSettings(block, max_len, in_flight, tokens_per_group_block=by_groups, context_parallel=cp,
-                                 dsv4_layer_tuples=tuples)
+                                 dsv4_layer_tuples=tuples, reserve_null_block=reserve)
     lo = plan_kv_cache(specs, lo_b, settings)
     hi = plan_kv_cache(specs, hi_b, settings)
     mid = plan_kv_cache(specs, [int(g * GiB) for g in logged_gib], settings)

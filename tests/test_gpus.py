@@ -24,8 +24,8 @@ from kvplan.hardware.gpus import (
 from kvplan.units import GiB, MiB, format_gib_vllm
 
 REQUIRED_IDS = {
-    "h100-sxm", "h100-pcie", "h100-nvl", "h200", "h20", "gh200", "b200", "b300",
-    "a100-40gb-sxm", "a100-40gb-pcie", "a100-80gb-sxm", "a100-80gb-pcie", "l40s", "l40", "l4",
+    "h100-sxm", "h100-pcie", "h100-nvl", "h200", "h20", "h20-3e", "gh200", "b200", "b300",
+    "a100-40gb-sxm", "a100-40gb-pcie", "a100-80gb-sxm", "a100-80gb-pcie", "l40s", "l40", "l20", "l4",
     "a10g", "a10", "t4", "v100-16gb", "v100-32gb", "rtx-3090", "rtx-4090", "rtx-5090",
     "rtx-6000-ada", "rtx-pro-6000", "mi300x", "mi325x", "mi355x", "gb200", "gb300", "gb10",
 }
@@ -176,14 +176,33 @@ def test_grace_blackwell_entries_carry_their_measured_totals_and_dense_figures()
     assert gb10.ridge_point("fp4") == pytest.approx(500e12 / 273e9)
 
 
+def test_the_141_gb_h20_and_the_l20_carry_their_figures() -> None:
+    h20e, l20 = get_gpu("NVIDIA H20-3e"), get_gpu("NVIDIA L20")
+    assert (h20e.id, l20.id, get_gpu("NVIDIA H20").id, get_gpu("h20-141gb").id) == ("h20-3e", "l20", "h20", "h20-3e")
+    # vllm#13074's 'total_gpu_memory (139.72GiB)' and nvidia-smi's 143,771 MiB: H200's totals
+    assert format_gib_vllm(h20e.cuda_total_bytes) == "139.72"
+    assert h20e.cuda_total_bytes == get_gpu("h200").cuda_total_bytes == round(139.72 * GiB)
+    assert h20e.nvml_total_bytes == 143_771 * MiB
+    assert h20e.sources["cuda_total_bytes"].startswith("measured: 139.72 GiB")
+    assert (h20e.memory_gb, h20e.memory_bandwidth_bytes_per_s, h20e.interconnect_bytes_per_s) == (141, 4.8e12, 900e9)
+    assert dict(h20e.flops) == {"bf16": 148e12, "fp16": 148e12, "fp8": 296e12, "int8": 296e12}
+    assert (h20e.capability, h20e.arch) == ((9, 0), "hopper")
+    # L20: NVML 46,068 MiB measured, the cudaMemGetInfo total estimated from L40S's (same board memory)
+    assert l20.nvml_total_bytes == 46_068 * MiB and format_gib_vllm(l20.cuda_total_bytes) == "44.42"
+    assert l20.sources["cuda_total_bytes"].startswith("estimated: 44.42 GiB")
+    assert (l20.memory_gb, l20.memory_bandwidth_bytes_per_s, l20.interconnect_bytes_per_s) == (48, 864e9, None)
+    assert dict(l20.flops) == {"bf16": 119.5e12, "fp16": 119.5e12, "fp8": 239e12, "int8": 239e12}
+    assert (l20.capability, l20.arch) == ((8, 9), "ada") and l20.sources["flops.fp8"].startswith("derived:")
+
+
 def test_nvml_totals_put_gpus_in_vllms_batch_tiers() -> None:
     # vLLM reference §5: >= 160 GiB NVML -> top tier; H200's 140.4 GiB is in the >= 70 GiB tier.
     assert round(get_gpu("h200").nvml_total_bytes / GiB, 2) == 140.40
     for name in ("b200", "b300", "gb200", "gb300", "mi300x"):
         assert get_gpu(name).nvml_total_bytes >= 160 * GiB, name
-    for name in ("h100", "h200", "h20", "gh200"):
+    for name in ("h100", "h200", "h20", "h20-3e", "gh200"):
         assert 70 * GiB <= get_gpu(name).nvml_total_bytes < 160 * GiB, name
-    assert get_gpu("l40s").nvml_total_bytes < 70 * GiB
+    assert get_gpu("l40s").nvml_total_bytes < 70 * GiB and get_gpu("l20").nvml_total_bytes < 70 * GiB
 
 
 @pytest.mark.parametrize(

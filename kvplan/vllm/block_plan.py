@@ -8,8 +8,9 @@ Pure core. The block maths follows vLLM 0.33 exactly (file:function cited per st
    page-size unification, buckets, `group_size` with the 1.5× rule and a round-robin split;
 3. bytes per block = max over groups of Σ pages, per worker; num_blocks = available // bytes per
    block, min over workers (get_kv_cache_configs);
-4. fit check on `available − bytes_per_block` (the null block), vLLM's refusal message and its
-   binary-searched estimated max model length (_check_enough_kv_cache_memory);
+4. fit check on `available − bytes_per_block` (the null block; the whole available memory up to vLLM 0.28,
+   defaults.fit_check_reserves_null_block), vLLM's refusal message and its binary-searched estimated max model
+   length (_check_enough_kv_cache_memory);
 5. capacity log: concurrency = num_blocks / blocks per request, tokens = int(concurrency × max_model_len)
    (v1/core/kv_cache_utils.py:get_max_concurrency_for_kv_cache_config, get_kv_cache_capacity).
 
@@ -69,7 +70,7 @@ class KVCachePlan:
     fits: bool
     refusal: str | None  # vLLM's ValueError text when it would not start
     needed_bytes: int  # KV one max-length request needs (bytes_per_block × blocks_per_request)
-    check_bytes: int  # available − bytes_per_block (the null block)
+    check_bytes: int  # available − bytes_per_block (the null block); the whole available up to vLLM 0.28
     estimated_max_model_len: int | None  # when it does not fit
     log_line: str | None  # vLLM's capacity line (absent when it refuses)
     hybrid: HybridAlignment | None = None
@@ -153,7 +154,11 @@ class BlockPlanSettings:
     `tokens_per_group_block`: count "GPU KV cache size" as vLLM ≤ 0.20 printed it (see _counted_plan).
     `dsv4_layer_tuples`: DeepSeek-V4 grouped and counted as vLLM ≤ 0.28 did (kv_groups.LayerTupleLayout).
     `merged_pp_fit_check`: the one-request check of vLLM 0.14–0.16, the whole model's layers against the smallest
-    stage's memory (see _fit_check)."""
+    stage's memory (see _fit_check). `reserve_null_block`: the check (and its estimated max model length) runs on the
+    available memory less one block, as from vLLM 0.29; up to 0.28 on all of it
+    (defaults.fit_check_reserves_null_block). `override_sets_checked_memory`: with `num_blocks_override`, the check
+    runs on override × bytes per block, as from vLLM 0.21; up to 0.20 on the memory given
+    (defaults.override_sets_checked_memory)."""
 
     block_size: int
     max_model_len: int
@@ -170,6 +175,8 @@ class BlockPlanSettings:
     tokens_per_group_block: bool = False
     dsv4_layer_tuples: bool = False
     merged_pp_fit_check: bool = False  # vLLM 0.14–0.16 (defaults.pp_fit_check_merged)
+    reserve_null_block: bool = True  # vLLM 0.29+ (defaults.fit_check_reserves_null_block)
+    override_sets_checked_memory: bool = True  # vLLM 0.21+ (defaults.override_sets_checked_memory)
 
 
 @dataclass(frozen=True)
@@ -276,12 +283,14 @@ def _num_blocks(avail: Sequence[int], bpb_workers: Sequence[int]) -> tuple[int, 
 
 def _fit_check(
     layout: _Layout, avail: Sequence[int], bpb_workers: Sequence[int], bound: int,
-    max_model_len: int, in_flight_tokens: int, merged: bool = False,
+    max_model_len: int, in_flight_tokens: int, merged: bool = False, reserve_null_block: bool = True,
 ) -> _FitCheck:
     """Fit check per worker, in order; the first failure is vLLM's error
     (v1/core/kv_cache_utils.py:_check_enough_kv_cache_memory). `merged` (vLLM 0.14–0.16 under PP): one check of the
     merged spec, every stage's layers, against the smallest worker's memory (get_kv_cache_configs:
-    "_check_enough_kv_cache_memory(min(available_memory), ... global_kv_cache_groups)")."""
+    "_check_enough_kv_cache_memory(min(available_memory), ... global_kv_cache_groups)"). `reserve_null_block`
+    (vLLM 0.29+, get_kv_cache_configs: "Reserve the null block"): each worker's memory less its bytes per block; up to
+    0.28 the whole memory, the "No available memory" refusal then only at ≤ 0 bytes."""
     if layout.tuples is not None:
         return _tuple_fit_check(layout.tuples, avail[bound], max_model_len, in_flight_tokens)
     bpr = layout.blocks_per_request
@@ -290,14 +299,15 @@ def _fit_check(
     for a, b in checked:
         if b == 0:
             continue
-        c = a - b
+        c = a - b if reserve_null_block else a
         if c <= 0:
             return _FitCheck(NO_MEMORY_MESSAGE, 0, b * bpr, c)
         if b * bpr > c:
             estimated = estimate_max_model_len(layout.groups, b, c, max_model_len, in_flight_tokens,
                                                layout.mamba_blocks)
             return _FitCheck(refusal_message(max_model_len, b * bpr, c, estimated), estimated, b * bpr, c)
-    return _FitCheck(None, None, bpb_workers[bound] * bpr, avail[bound] - bpb_workers[bound])
+    reserved = bpb_workers[bound] if reserve_null_block else 0
+    return _FitCheck(None, None, bpb_workers[bound] * bpr, avail[bound] - reserved)
 
 
 def _tuple_fit_check(tuples: LayerTupleLayout, avail: int, max_model_len: int, in_flight_tokens: int) -> _FitCheck:
@@ -352,7 +362,8 @@ def _attention_free_plan(
 def _counted_plan(layout: _Layout, workers: Sequence[Sequence[KVCacheSpec]], avail: Sequence[int],
                   c: BlockPlanSettings) -> KVCachePlan:
     """Steps 3–5: bytes per block per worker, the block count, the fit check and the capacity log line.
-    `--num-gpu-blocks-override` replaces the count (kv_cache_planning.py:may_override_num_blocks).
+    `--num-gpu-blocks-override` replaces the count (kv_cache_planning.py:may_override_num_blocks) and, from vLLM 0.21,
+    the memory the fit check runs on (get_kv_cache_configs: `adjusted_memory.append(override * bytes_per_block)`).
     "GPU KV cache size" is max_concurrency × max_model_len since vLLM 0.21 (kv_cache_utils.py:
     get_kv_cache_capacity); up to 0.20 `tokens_per_group_block`: num_blocks // groups × the smallest block
     size (kv_cache_utils.py:_report_kv_cache_config), far fewer for a hybrid model's several groups."""
@@ -363,7 +374,10 @@ def _counted_plan(layout: _Layout, workers: Sequence[Sequence[KVCacheSpec]], ava
     num_blocks, bound = _num_blocks(avail, bpb_workers)
     if num_blocks_override is not None:
         num_blocks = num_blocks_override
-    check = _fit_check(layout, avail, bpb_workers, bound, max_model_len, in_flight_tokens, c.merged_pp_fit_check)
+    checked = ([num_blocks_override * b if b > 0 else a for a, b in zip(avail, bpb_workers, strict=True)]
+               if num_blocks_override is not None and c.override_sets_checked_memory else avail)
+    check = _fit_check(layout, checked, bpb_workers, bound, max_model_len, in_flight_tokens, c.merged_pp_fit_check,
+                       c.reserve_null_block)
     concurrency = num_blocks / layout.blocks_per_request
     tokens = (num_blocks // len(layout.groups) * min(g.block_size for g in layout.groups)
               if tokens_per_group_block else int(concurrency * max_model_len))

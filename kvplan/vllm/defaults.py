@@ -217,6 +217,33 @@ def pp_fit_check_merged(version: VllmVersion) -> bool:
     return PP_MERGED_FIT_CHECK_SINCE <= version < PP_PER_WORKER_FIT_CHECK_SINCE
 
 
+# v1/core/kv_cache_utils.py:get_kv_cache_configs (kv_cache_planning.py from 0.33): from 0.29 the one-request check, its
+# estimated max model length and auto-fit run on `available − _pool_bytes_per_block(groups)` ("Reserve the null block
+# BlockPool permanently holds back, so auto-fit and the capacity check both plan against usable blocks", read in 0.29.0,
+# 0.30.0, 0.31.0, 0.32.0 and 0.33.0; check_enough_kv_cache_memory likewise). Up to 0.28 they run on the full available
+# memory (read in 0.11.0, 0.11.2, 0.13.0, 0.14.0, 0.15.1, 0.16.0, 0.18.0, 0.20.0, 0.22.0–0.26.0, 0.27.1 and 0.28.0), and
+# the refusal quotes that full figure. The needed bytes (one max-length request) are the same under both rules.
+FIT_CHECK_RESERVES_NULL_BLOCK_SINCE = VllmVersion(0, 29)
+# get_kv_cache_configs, with --num-gpu-blocks-override: from 0.21 the memory checked (and auto-fit) is override ×
+# bytes per block ("Reflect that in `available_memory` here so auto-fit, the admission check, and the per-worker config
+# builder all plan against the same effective capacity", read in 0.21.0, 0.22.0–0.26.0, 0.27.1, 0.28.0–0.33.0); up to
+# 0.20 the check ran on the profiled memory and may_override_num_blocks replaced the count afterwards (read in 0.11.0,
+# 0.11.2, 0.13.0, 0.14.0, 0.15.1, 0.16.0, 0.18.0 and 0.20.0).
+OVERRIDE_SETS_CHECKED_MEMORY_SINCE = VllmVersion(0, 21)
+
+
+def fit_check_reserves_null_block(version: VllmVersion) -> bool:
+    """Whether this release checks one max-length request (and estimates the max model length) against the available
+    KV memory less one block, the null block, rather than the whole available memory."""
+    return version >= FIT_CHECK_RESERVES_NULL_BLOCK_SINCE
+
+
+def override_sets_checked_memory(version: VllmVersion) -> bool:
+    """Whether `--num-gpu-blocks-override` also replaces the memory the one-request check runs on (override × bytes
+    per block) rather than only the block count."""
+    return version >= OVERRIDE_SETS_CHECKED_MEMORY_SINCE
+
+
 # v1/kv_cache_interface.py:SlidingWindowSpec / ChunkedLocalAttentionSpec.max_admission_blocks_per_request: the
 # window (or chunk) plus max_num_batched_tokens up to 0.25 (read in 0.23 and 0.25), plus
 # VllmConfig.max_in_flight_tokens (every batch in flight) from 0.26 (read in 0.26, 0.27, 0.28, 0.30, 0.33).

@@ -27,7 +27,9 @@ from kvplan.vllm.defaults import (
     DEFAULT_BLOCK_SIZE,
     DSV4_PACKED_GROUPS_SINCE,
     KV_TOKENS_FROM_CONCURRENCY_SINCE,
+    fit_check_reserves_null_block,
     flashinfer_sampler_by_default,
+    override_sets_checked_memory,
     pp_fit_check_merged,
 )
 from kvplan.vllm.dtype import served_dtype
@@ -499,6 +501,8 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
             tokens_per_group_block=r.version < KV_TOKENS_FROM_CONCURRENCY_SINCE,
             dsv4_layer_tuples=r.version < DSV4_PACKED_GROUPS_SINCE,
             merged_pp_fit_check=pp_fit_check_merged(r.version),
+            reserve_null_block=fit_check_reserves_null_block(r.version),
+            override_sets_checked_memory=override_sets_checked_memory(r.version),
         ))
 
     notes: list[str] = []
