@@ -304,10 +304,11 @@ UNEXPLAINED = {
         "vLLM 0.11.0 (the row's release, image vllm/vllm-openai:v0.11.0) samples the profile run's 1,024 × 131,072 "
         "logits on FlashInfer's top-k/top-p path whenever flashinfer imports (v1/sample/ops/topk_topp_sampler.py; "
         "0.11.1 made it opt-in, PR #26859): 14 B a logit, 1.75 GiB, where the other llm-d rows (image :latest, "
-        "Jan 2026) peak at the sort path's 38.4 (defaults.flashinfer_sampler_by_default). The 0.29 GiB of activation "
-        "left is mostly what 0.11.0's profile_run keeps in encoder_cache['tmp'] through the sampler: two dummy "
-        "images of Pixtral's 1540 px maximum (8,192 // 3,025+ tokens), each widened to (8,192, 5,120) bf16, "
-        "0.16 GiB, the encoder profile kvplan does not model for this architecture"),
+        "Jan 2026) peak at the sort path's 38.4 (defaults.flashinfer_sampler_by_default). On top, what 0.11.0's "
+        "profile_run keeps through the dummy run and the sampler (vllm/encoder_pixtral.py): two dummy images of "
+        "1,540 px (8,192 // 3,080 placeholder tokens), each widened to (8,192, 5,120) bf16 in encoder_cache['tmp'] "
+        "(167,772,160 B), the projector's (6,050, 5,120) output the loop's last split view holds (61,952,000 B) and "
+        "the float32 pixels (56,918,400 B): 0.27 GiB, activation 1.83 -> 2.10 GiB against the logged 2.12"),
 }
 # vLLM release each V1 record ran, when the record does not say: llm-d's notes say image v0.11.0; the
 # two GitHub issues are dated Oct 2025 (0.11) and Aug 2025 (0.10); the myoceane blog ran 0.19.0 for both

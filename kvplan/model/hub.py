@@ -109,8 +109,8 @@ def _with_processor_files(spec: ModelSpec, folder: Path) -> ModelSpec:
     video_preprocessor_config.json, when it has them (vLLM builds the dummy items with them). Without a video file
     the video processor reads preprocessor_config.json (transformers 4.57.1 video_processing_utils.py:
     get_video_processor_dict tries video_preprocessor_config.json, then preprocessor_config.json)."""
-    if not any(t.geometry is not None for t in spec.towers):
-        return spec
+    if not any(t.geometry is not None and t.geometry.kind != "pixtral" for t in spec.towers):
+        return spec  # Pixtral's processor gives longest_edge only: its image is vision_config.image_size
     image = _pixel_bounds(folder / PROCESSOR_FILES[0])
     video = _pixel_bounds(folder / PROCESSOR_FILES[1]) or image
     if image is None and video is None:

@@ -235,10 +235,11 @@ class VisionGeometry:
     # (kvplan.model.hub.load_local); None: the checkpoints' published files (kvplan.vllm.encoder_profile)
     image_pixels: tuple[int, int] | None = None
     video_pixels: tuple[int, int] | None = None
-    # the tower's model file, which picks the encoder profile (kvplan.vllm.fit: qwen3_vl.py, qwen2_5_vl.py or
-    # mllama4.py, "llama4")
+    # the tower's model file, which picks the encoder profile (kvplan.vllm.fit: qwen3_vl.py, qwen2_5_vl.py,
+    # mllama4.py, "llama4", or mistral3.py's Pixtral tower, "pixtral")
     kind: str = "qwen3_vl"
-    # Llama-4: one tile's edge in pixels (vision_config.image_size; spatial_merge_size is 1 / pixel_shuffle_ratio)
+    # Llama-4: one tile's edge in pixels (vision_config.image_size; spatial_merge_size is 1 / pixel_shuffle_ratio);
+    # Pixtral: the dummy image's side (vision_config.image_size)
     image_size: int = 0
 
     @property

@@ -12,8 +12,9 @@ smart_resize):
   Qwen3VLVideoProcessor's smart_resize gives them (32 × 32 once the frames spread longest_edge thin).
   v1/worker/gpu_model_runner.py:profile_run scatters each encoder output into `output.new_zeros((encoder_budget,
   width))` when it has fewer rows than the budget and caches those; the loop variable `output` keeps the original
-  outputs alive, and `batched_dummy_mm_inputs` the pixel values (float32: the HF processor rescales and normalizes)
-  until profile_run returns.
+  outputs alive (the last one, a torch.split view of the merger's one output), and `batched_dummy_mm_inputs` the
+  pixel values (float32: the HF processor rescales and normalizes) until profile_run returns. vLLM 0.10.2 caches
+  the outputs without the copy (BUDGET_COPY_SINCE).
 * **0.13 on**: no 12.5 factor, no budget-sized copy (the outputs themselves go to `encoder_cache["tmp_i"]`): the
   image of the most features (Qwen2VLProcessingInfo.get_image_size_with_most_features factorizes longest_edge /
   (patch × merge)²: 4,096 × 4,096, 16,384 tokens) outweighs any video (12,288 tokens). 0.13–0.14 build the 0.11
@@ -63,6 +64,11 @@ V011 = VllmVersion(0, 11)
 VIDEO_TOKEN_FACTOR_011 = 12.5
 MAX_FRAMES_PER_VIDEO_011 = 24576
 BUDGET_COPY_UNTIL = VllmVersion(0, 13)  # the 12.5 factor and the budget-sized copy: 0.11 and 0.12
+# v1/worker/gpu_model_runner.py:profile_run: 0.10.2 caches the outputs as they are (encoder_cache["tmp"]); 0.11.0
+# and 0.11.2 scatter each into output.new_zeros((encoder_budget, hidden)) first; 0.13.0 on cache them as they are again
+# (encoder_cache[f"tmp_{i}"]; 0.15.1, 0.17.0, 0.20.0, 0.22.0, 0.27.1, 0.33.0 read). Every release frees them after
+# _dummy_run and _dummy_sampler_run (encoder_cache.clear()); a model without mm inputs runs no encoder at all.
+BUDGET_COPY_SINCE = VllmVersion(0, 11)
 DEVICE_NORMALIZE_SINCE = VllmVersion(0, 32)  # uint8 pixels on the GPU (0.32, 0.33; 0.31 still float32)
 MRV2_ENCODER_UNREAD = VllmVersion(0, 25)  # Model Runner V2: no encoder profile in 0.24; 0.25–0.26 not read
 MRV2_ENCODER_SINCE = VllmVersion(0, 27)  # profile_encoder_cache read in 0.27.1, 0.31, 0.32, 0.33
@@ -347,10 +353,13 @@ def runner_kept(item: DummyItem, items: int, budget: int, *, width: int, patch_v
     float32 pixels; the V1 runner's outputs and pixels (uint8 where the model normalizes on the device, else
     float32); Model Runner V2's outputs (0 at the low end on 0.25–0.26, not read). `output_rows`: the rows the
     outputs keep alive when they are views of a larger tensor (--mm-encoder-tp-mode data: data_parallel_output_rows),
-    else items × embeddings. None: Model Runner V2 before 0.25 profiles no encoder."""
+    else items × embeddings. The V1 runner before 0.11 (0.10.2) keeps the outputs and float32 pixels, no copies.
+    None: Model Runner V2 before 0.25 profiles no encoder."""
     outputs = (items * item.embeds if output_rows is None else output_rows) * width * elem
     pixels = items * item.patches * patch_values
-    if version < BUDGET_COPY_UNTIL:  # V1 only: the budget-sized copies, the originals (`output`), float32 pixels
+    if BUDGET_COPY_SINCE <= version < BUDGET_COPY_UNTIL:
+        # V1 only: the budget-sized copies, the originals (the loop's last `output`, a split view that keeps the
+        # whole projector output alive), float32 pixels
         copy = items * budget * width * elem if item.embeds < budget else 0
         kept = copy + outputs + 4 * pixels
         return kept, kept, kept, (

@@ -292,12 +292,13 @@ def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
 
 def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings,
                           limits: MmLimits) -> MemoryTerm | None:
-    """A Qwen-VL or Llama-4 tower's encoder profile, by its model file (VisionGeometry.kind: vllm/encoder_profile.py:
-    qwen3_vl_encoder_phase, vllm/encoder_qwen2_5_vl.py:qwen2_5_vl_encoder_phase, vllm/encoder_llama4.py:
-    llama4_geometry_phase): the profiling peak is the larger
-    of the vision tower's own forward and what the encoder leaves allocated on top of the language model's dummy run
-    and sampler (`term`). None: no such tower (or its dummy item is not modelled)."""
+    """A Qwen-VL, Llama-4 or Mistral-3 tower's encoder profile, by its model file (VisionGeometry.kind:
+    vllm/encoder_profile.py:qwen3_vl_encoder_phase, vllm/encoder_qwen2_5_vl.py:qwen2_5_vl_encoder_phase,
+    vllm/encoder_llama4.py:llama4_geometry_phase, vllm/encoder_pixtral.py:pixtral_encoder_phase): the profiling
+    peak is the larger of the vision tower's own forward and what the encoder leaves allocated on top of the language
+    model's dummy run and sampler (`term`). None: no such tower (or its dummy item is not modelled)."""
     from kvplan.vllm.encoder_llama4 import llama4_geometry_phase
+    from kvplan.vllm.encoder_pixtral import PIXTRAL_FORWARD_RANGE, pixtral_encoder_phase
     from kvplan.vllm.encoder_profile import qwen3_vl_encoder_phase, vision_forward_range
     from kvplan.vllm.encoder_qwen2_5_vl import qwen2_5_vl_encoder_phase
 
@@ -309,13 +310,13 @@ def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
                 max_num_batched_tokens=batch.max_num_batched_tokens, max_num_seqs=batch.max_num_seqs,
                 max_model_len=r.model_config.max_model_len, image_limit=limits.count("image"),
                 video_limit=limits.count("video"), elem=4 if model.dtype == "float32" else 2)
-    encoder_phase = {"qwen2_5_vl": qwen2_5_vl_encoder_phase, "llama4": llama4_geometry_phase}.get(
-        tower.geometry.kind, qwen3_vl_encoder_phase)
+    encoder_phase = {"qwen2_5_vl": qwen2_5_vl_encoder_phase, "llama4": llama4_geometry_phase,
+                     "pixtral": pixtral_encoder_phase}.get(tower.geometry.kind, qwen3_vl_encoder_phase)
     phase = encoder_phase(tower.geometry, r.version, data_parallel=tower.encoder_tp_mode == "data",
                           **args)  # type: ignore[arg-type]
     if phase is None:
         return None
-    lo, hi = vision_forward_range(r.version)
+    lo, hi = PIXTRAL_FORWARD_RANGE if tower.geometry.kind == "pixtral" else vision_forward_range(r.version)
     fwd = phase.forward_peak_bytes
     best = max(fwd, term.bytes + phase.retained_bytes)
     low = max(int(fwd * (1 + lo)), term.low_bytes + phase.retained_low_bytes)

@@ -140,8 +140,12 @@ def _pixtral_vision(v: Mapping[str, Any], top: Mapping[str, Any], text_hidden: i
     block_sharded = h * 3 * heads * hd + heads * hd * h + h * 2 * inter + inter * h  # qkv, o, gate_up, down
     replicated = ch * p * p * h + h + layers * 2 * h + h + m * m * h * h + (text_hidden if bias else 0)
     sharded = layers * block_sharded + h * text_hidden + (text_hidden if bias else 0) + text_hidden * text_hidden
+    # the encoder profile's shapes (kvplan.vllm.encoder_pixtral): one temporal patch, the square image of image_size
+    geometry = VisionGeometry(h, inter, layers, heads, text_hidden, p, m, 1, ch, kind="pixtral",
+                              image_size=_int(v, "image_size"))
     return TowerSpec("vision tower + projector", ("image",), replicated, sharded,
-                     "mistral3.py:Mistral3ForConditionalGeneration (pixtral.py:PixtralHFVisionModel)")
+                     "mistral3.py:Mistral3ForConditionalGeneration (pixtral.py:PixtralHFVisionModel)",
+                     geometry=geometry)
 
 
 def _glm4v_vision(v: Mapping[str, Any]) -> TowerSpec:
