@@ -165,6 +165,9 @@ class Family(NamedTuple):
     # The KV-cache dtype `--kv-cache-dtype auto` becomes on SM10x (Blackwell) (models/config.py:
     # MODELS_CONFIG_MAP's verify_and_update_config; kvplan.vllm.settings); "": auto stays auto.
     blackwell_auto_kv_cache_dtype: str = ""
+    # The family's architectures whose vLLM class builds the embedding and the LM head on every pipeline stage (no
+    # is_first_rank / is_last_rank guard; kvplan.vllm.memory.weights.pp_vocab_copies_bytes).
+    pp_vocab_every_stage: tuple[str, ...] = ()
 
 
 # A family kvplan knows nothing special of: the Llama shape.

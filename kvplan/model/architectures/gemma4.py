@@ -15,4 +15,6 @@ FAMILY = Family(
     model_type_rules=ModelTypeRules(shared_expert_dense_width=("gemma4", "gemma4_text", "gemma4_assistant"),
                                     sglang_gemma4_attention=("gemma4_text",)),
     vision_towers=(("gemma4", "gemma4"),),
+    # vLLM 0.33.0 gemma4.py (Gemma4Model; tied LM head): the embedding and LM head unguarded, on every PP stage.
+    pp_vocab_every_stage=('Gemma4ForCausalLM', 'Gemma4ForConditionalGeneration'),
 )

@@ -81,6 +81,13 @@ _HOPPER_VALUE_ALIGN = (16, 32)
 # the vocabulary to a multiple of it, then split the padded rows evenly over the TP ranks.
 DEFAULT_VOCAB_PADDING_SIZE = 64
 
+# Which vLLM classes build the embedding and the LM head on every pipeline stage is a Family field
+# (Family.pp_vocab_every_stage: their __init__ creates VocabParallelEmbedding and ParallelLMHead unguarded and
+# make_layers splits only the decoder layers; seen on the model vLLM 0.33 builds, tests/fixtures/oracle-weights:
+# Qwen3-30B-A3B at TP 4 × PP 2 holds embed_tokens and lm_head on both stages). Guarded classes hold the
+# embedding on the first stage and, when tied, on the last one too (0.33.0 llama.py:LlamaModel.__init__,
+# qwen2.py:Qwen2Model.__init__: `is_first_rank or (config.tie_word_embeddings and is_last_rank)`).
+
 # FP8 block quantization keeps one fp32 scale per weight block (fp8.py:Fp8LinearMethod.create_weights,
 # `weight_scale_inv`); the compressed-tensors "channel" strategy keeps one fp32 scale per output row
 # (compressed_tensors_w8a8_fp8.py / _w8a8_int8.py: ChannelQuantScaleParameter, float32).
@@ -567,6 +574,23 @@ def load_adjustments(
     return tuple(out)
 
 
+def pp_vocab_copies_bytes(model: ModelSpec, *, tp: int, pp: int) -> list[int]:
+    """Per pipeline stage, the vocabulary tables vLLM builds beyond the embedding on the first stage and the untied
+    LM head on the last (what stage_stored_bytes places); all 0 at pp = 1. A class in
+    Family.pp_vocab_every_stage builds the embedding on every stage and the untied LM head on every stage (a
+    tied one is the embedding: tie_weights); any other class builds a tied model's embedding on the last stage
+    too. Each table is the vocabulary padded to a multiple of DEFAULT_VOCAB_PADDING_SIZE split over the TP ranks
+    (vocab_parallel_embedding.py:VocabParallelEmbedding), in the model dtype."""
+    if pp == 1:
+        return [0] * pp
+    rows = -(-_round_up(model.vocab_size, DEFAULT_VOCAB_PADDING_SIZE) // tp)
+    table = rows * model.hidden_size * FP_BYTES.get(model.dtype, 2)
+    tied = model.tie_word_embeddings
+    if not set(model.family.pp_vocab_every_stage).intersection(model.architectures):
+        return [table if tied and i == pp - 1 else 0 for i in range(pp)]
+    return [(table if i > 0 else 0) + (table if not tied and i < pp - 1 else 0) for i in range(pp)]
+
+
 def loaded_weights_bytes_per_gpu(
     model: ModelSpec,
     *,
@@ -594,9 +618,10 @@ def loaded_weights_bytes_per_gpu(
         return weights_bytes_per_gpu(model, tp=tp, total_bytes=total_bytes) + sum(a.total_bytes for a in adjustments)
     ranges = pp_layer_ranges(model.num_layers, pp)
     stored = stage_stored_bytes(model, pp, total_bytes)
+    vocab = pp_vocab_copies_bytes(model, tp=tp, pp=pp)
     per_stage = []
     for i, r in enumerate(ranges):
-        extra = 0
+        extra = vocab[i]
         for a in adjustments:
             extra += a.every_stage_bytes + a.layers_bytes * len(r) // max(1, model.num_layers)
             extra += (a.first_stage_bytes if i == 0 else 0) + (a.last_stage_bytes if i == len(ranges) - 1 else 0)
