@@ -38,10 +38,9 @@ OPEN = {
     "Qwen--Qwen3-Next-80B-A3B-Instruct__h100-tp2": "Gated-DeltaNet layers as built: +96.3 MiB",
     "Qwen--Qwen3-Next-80B-A3B-Instruct__h100-tp2-pp2": "Gated-DeltaNet layers as built: +48.2 MiB a stage",
     "Qwen--Qwen3-Next-80B-A3B-Instruct-FP8__h100-tp2": "Gated-DeltaNet layers as built: +51.3 MiB",
-    # Gemma 4 builds a second rotary cache for its global layers, [262,144 × 512] bf16 (256 MiB), beside the
-    # sliding layers' [262,144 × 256] one that kvplan's rope_cache_bytes counts.
-    "google--gemma-4-31B-it__h100-tp2": "Gemma 4's global-layer rotary cache: +256 MiB",
-    "google--gemma-4-31B-it__h100-tp2-pp2": "Gemma 4's global-layer rotary cache: +256 MiB a stage",
+    # Gemma 4 E2B: the per_layer_embeddings tensor (8,192 × 35 × 256 bf16, 140 MiB, sized by the batch) and about
+    # 1.07 GiB more of the language model (its per-layer-input tables) that kvplan's count does not yet hold.
+    "google--gemma-4-E2B-it__h100-tp1": "Gemma 4 E2B's per-layer inputs as built: +1.21 GiB",
 }
 
 
@@ -120,3 +119,16 @@ def test_glm45_router_is_float32_as_built() -> None:
     assert g["stages"][0]["parameters_by_kind"]["router"] == 45 * (4096 * 128 + 128) * 4
     model = load_local(str(ROOT / g["config"]))
     assert model.family.weights.router_dtype_bytes == 4 and model.family.weights.router_bias
+
+
+def test_gemma4_builds_a_second_rotary_cache_for_its_full_layers() -> None:
+    """gemma-4-31B: sliding layers get_rope(256, default) and full layers get_rope(512, proportional), which
+    gemma4_rope.py:Gemma4RotaryEmbedding builds over the whole head (rotary_dim = head_size): two caches of 262,144
+    positions, 256 and 512 wide, bf16 (kvplan counted the first only: gemma-4-26B-A4B's logged 48.50 GiB against
+    kvplan's 48.22, myoceane-a100-gemma-4-26b-a4b-131k-eager)."""
+    from kvplan.vllm.memory.weights import rope_cache_bytes
+
+    g = _golden(GOLDENS / "google--gemma-4-31B-it__h100-tp2.json")
+    caches = sorted((b["shape"], b["dtype"]) for b in g["stages"][0]["buffers"] if b["name"].endswith("cos_sin_cache"))
+    assert caches == [([262144, 256], "bfloat16"), ([262144, 512], "bfloat16")]
+    assert rope_cache_bytes(load_local(str(ROOT / g["config"]))) == 262144 * (256 + 512) * 2

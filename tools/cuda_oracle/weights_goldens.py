@@ -99,6 +99,8 @@ CASES: tuple[Case, ...] = (
     Case("moonshotai--Kimi-K2-Instruct", tp=8),
     Case("google--gemma-4-31B-it", tp=2),
     Case("google--gemma-4-31B-it", tp=2, pp=2),
+    Case("google--gemma-4-26B-A4B-it", tp=1),
+    Case("google--gemma-4-E2B-it", tp=1),
     Case("mistralai--Mixtral-8x7B-v0.1", tp=2),
 )
 

@@ -61,6 +61,9 @@ class RopeRules(NamedTuple):
     half_rotary: bool = False  # rotary_dim = head_dim // 2
     cache_dtype_bytes: int | None = None  # the cache's element size when not the model dtype
     local_cache: bool = False  # a second, unscaled cache for the sliding-window layers
+    # The full-attention layers build their own cache over their whole head size (Gemma 4's proportional rope),
+    # beside the sliding layers' one
+    full_layer_cache: bool = False
 
 
 class ModelTypeRules(NamedTuple):

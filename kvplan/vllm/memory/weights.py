@@ -203,7 +203,8 @@ def rope_cache_bytes(model: ModelSpec) -> int:
     positions × rotary_dim × dtype bytes, where positions is max_position_embeddings (× factor for
     linear / dynamic scaling; original_max_position_embeddings × factor for YaRN) and rotary_dim is
     head_size × partial_rotary_factor (qk_rope_head_dim for MLA, half the head for ChatGLM).
-    Gemma 3 builds a second, unscaled cache for its sliding layers (gemma3.py: rope_local_base_freq).
+    Gemma 3 builds a second, unscaled cache for its sliding layers (gemma3.py: rope_local_base_freq); Gemma 4 a
+    second one for its full layers over their whole head (gemma4_rope.py:Gemma4RotaryEmbedding).
     """
     rope, rules = model.facts.rope, model.family.rope
     if not rules.rotary or rope.disabled:
@@ -232,6 +233,9 @@ def rope_cache_bytes(model: ModelSpec) -> int:
     caches = positions * rotary * elem
     if rules.local_cache and any(layer.sliding_window for layer in model.layers):
         caches += max_pos * rotary * elem  # the sliding layers' local-base rope, unscaled
+    if rules.full_layer_cache:  # Gemma 4: the full layers' own cache over their whole head (gemma4_rope.py)
+        full = {layer.head_size or model.head_size for layer in model.layers if layer.kind == "full"}
+        caches += sum(max_pos * head * elem for head in full)
     return caches
 
 
