@@ -132,3 +132,23 @@ def test_gemma4_builds_a_second_rotary_cache_for_its_full_layers() -> None:
     caches = sorted((b["shape"], b["dtype"]) for b in g["stages"][0]["buffers"] if b["name"].endswith("cos_sin_cache"))
     assert caches == [([262144, 256], "bfloat16"), ([262144, 512], "bfloat16")]
     assert rope_cache_bytes(load_local(str(ROOT / g["config"]))) == 262144 * (256 + 512) * 2
+
+
+def test_mrope_cache_covers_four_times_the_positions_before_0_32() -> None:
+    """rotary_embedding/mrope.py:MRotaryEmbedding.__init__ builds its cache over 4 × max_position_embeddings
+    (vLLM 0.10.2 … 0.31.0); 0.32.0 makes it get_rope's mrope_positions_factor (4 by default), which Qwen3-VL sets to
+    1 unless video pruning is on (qwen3_vl.py:mrope_positions_factor). The built 0.33 Qwen3-VL-30B-A3B holds
+    [262,144 × 128] bf16; 0.11.0 held four times that: the 0.19 GiB the zp 3090 log's 14.77 GiB has over kvplan."""
+    from kvplan.vllm.defaults import VllmVersion
+    from kvplan.vllm.memory.weights import rope_cache_bytes
+
+    g = _golden(GOLDENS / "Qwen--Qwen3-VL-30B-A3B-Instruct__h100-tp4.json")
+    text = [b for b in g["stages"][0]["buffers"] if b["name"].startswith("language_model.")
+            and b["name"].endswith("cos_sin_cache")]
+    assert [(b["shape"], b["dtype"]) for b in text] == [([262144, 128], "bfloat16")]
+    vl = load_local(str(ROOT / g["config"]))
+    assert rope_cache_bytes(vl) == rope_cache_bytes(vl, VllmVersion(0, 32)) == 262144 * 128 * 2
+    assert rope_cache_bytes(vl, VllmVersion(0, 31)) == rope_cache_bytes(vl, VllmVersion(0, 11)) == 4 * 262144 * 128 * 2
+    # Qwen2.5-VL passes no factor: 4 × 128,000 positions in every release.
+    qwen25 = load_local(str(ROOT / "tests" / "fixtures" / "corpus" / "configs" / "Qwen--Qwen2.5-VL-3B-Instruct"))
+    assert rope_cache_bytes(qwen25) == rope_cache_bytes(qwen25, VllmVersion(0, 11)) == 4 * 128000 * 128 * 2

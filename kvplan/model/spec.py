@@ -148,6 +148,7 @@ class RopeConfig(NamedTuple):
     rope_type: str = "default"  # rope_scaling / rope_parameters (their full_attention entry when per layer type)
     factor: float | None = None
     original_max_positions: float | None = None
+    mrope: bool = False  # rope_scaling names an mrope_section: get_rope builds rotary_embedding/mrope.py's class
 
 
 class SpeltText(NamedTuple):

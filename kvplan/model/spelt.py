@@ -62,6 +62,7 @@ def rope_config(data: Mapping[str, Any]) -> RopeConfig:
         rope_type=str(rope.get("rope_type") or rope.get("type") or "default")[:64],
         factor=_positive(rope.get("factor")),
         original_max_positions=_positive(rope.get("original_max_position_embeddings")),
+        mrope="mrope_section" in rope,
     )
 
 

@@ -64,6 +64,8 @@ class RopeRules(NamedTuple):
     # The full-attention layers build their own cache over their whole head size (Gemma 4's proportional rope),
     # beside the sliding layers' one
     full_layer_cache: bool = False
+    # The vLLM release (major, minor) from which the family's MRoPE cache covers max_position × 1, not × 4; () never
+    full_positions_mrope_since: tuple[int, ...] = ()
 
 
 class ModelTypeRules(NamedTuple):

@@ -2,7 +2,7 @@
 max_window_layers on slide (vLLM models/qwen3.py, qwen3_moe.py, qwen3_vl.py, qwen3_vl_moe.py)."""
 from __future__ import annotations
 
-from kvplan.model.architectures.base import Family, ModelTypeRules, WeightRules
+from kvplan.model.architectures.base import Family, ModelTypeRules, RopeRules, WeightRules
 
 FAMILY = Family(
     name="qwen3",
@@ -14,6 +14,9 @@ FAMILY = Family(
     sliding_layout="max_window_layers",
     vision_towers=(("qwen3_vl", "qwen3_vl"), ("qwen3_vl_moe", "qwen3_vl")),
     model_type_rules=ModelTypeRules(sglang_hopper_qwen3_vl=("qwen3_vl", "qwen3_vl_moe")),
+    # Qwen3-VL's MRoPE cache covers max_position × 1 from vLLM 0.32.0 (qwen3_vl.py:mrope_positions_factor: 4 only
+    # with video pruning, off by default), × 4 before (rotary_embedding/mrope.py, read in 0.10.2 … 0.31.0).
+    rope=RopeRules(full_positions_mrope_since=(0, 32)),
     # vLLM 0.10.2 and 0.33.0 qwen3_moe.py (Qwen3MoeModel, Qwen3MoeForCausalLM), 0.11.0 and 0.33.0 qwen3_vl_moe.py
     # (Qwen3MoeLLMModel, Qwen3MoeLLMForCausalLM): the embedding and LM head unguarded, on every PP stage.
     pp_vocab_every_stage=('Qwen3MoeForCausalLM', 'Qwen3VLMoeForConditionalGeneration'),

@@ -197,14 +197,23 @@ _ROPE_SCALED_FROM_MAX = frozenset({"linear", "dynamic"})
 _ROPE_SCALED_FROM_ORIGINAL = frozenset({"yarn", "deepseek_yarn"})
 
 
-def rope_cache_bytes(model: ModelSpec) -> int:
+# rotary_embedding/mrope.py:MRotaryEmbedding.__init__ enlarges the cache to 4 × max_position_embeddings ("In
+# Qwen2.5-VL, the maximum index value is related to the duration of the input video"): read in vLLM 0.10.2, 0.11.0,
+# 0.11.2, 0.13.0 … 0.31.0; from 0.32.0 the factor is get_rope's mrope_positions_factor, 4 unless the model passes
+# another (RopeRules.full_positions_mrope_since).
+MROPE_POSITIONS_FACTOR = 4
+
+
+def rope_cache_bytes(model: ModelSpec, version: VllmVersion | None = None) -> int:
     """Bytes of the rotary cos/sin cache(s) vLLM builds for this model (0 without rotary attention).
 
     positions × rotary_dim × dtype bytes, where positions is max_position_embeddings (× factor for
     linear / dynamic scaling; original_max_position_embeddings × factor for YaRN) and rotary_dim is
     head_size × partial_rotary_factor (qk_rope_head_dim for MLA, half the head for ChatGLM).
     Gemma 3 builds a second, unscaled cache for its sliding layers (gemma3.py: rope_local_base_freq); Gemma 4 a
-    second one for its full layers over their whole head (gemma4_rope.py:Gemma4RotaryEmbedding).
+    second one for its full layers over their whole head (gemma4_rope.py:Gemma4RotaryEmbedding). An MRoPE cache
+    covers MROPE_POSITIONS_FACTOR × positions in `version` (default: the latest) unless the family's
+    full_positions_mrope_since release is reached.
     """
     rope, rules = model.facts.rope, model.family.rope
     if not rules.rotary or rope.disabled:
@@ -229,6 +238,11 @@ def rope_cache_bytes(model: ModelSpec) -> int:
         positions = int(max_pos * factor)
     else:
         positions = max_pos
+    if rope.mrope:
+        since = rules.full_positions_mrope_since
+        v = version or LATEST
+        if not since or (v.major, v.minor) < tuple(since):
+            positions *= MROPE_POSITIONS_FACTOR
     elem = rules.cache_dtype_bytes or FP_BYTES.get(model.dtype, 2)
     caches = positions * rotary * elem
     if rules.local_cache and any(layer.sliding_window for layer in model.layers):
@@ -556,7 +570,7 @@ def load_adjustments(
     overrides the MXFP4 kernel (vLLM's --moe-backend); default: `default_mxfp4_backend(arch, version)`.
     """
     out: list[LoadAdjustment] = list(tower_adjustments(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens))
-    rope = rope_cache_bytes(model)
+    rope = rope_cache_bytes(model, version)
     if rope:
         out.append(LoadAdjustment("rotary cos/sin cache", "rotary_embedding/base.py:RotaryEmbedding.__init__",
                                   every_stage_bytes=rope))
