@@ -92,7 +92,7 @@ def test_the_architecture_wins_and_the_model_type_is_the_fallback() -> None:
     assert family_for(("GptOssForCausalLM",), "llama").name == "gpt_oss"
     assert family_for(("LlavaOnevisionForConditionalGeneration",), "qwen2").name == "qwen2"
     assert family_for((), "qwen3_vl_text").name == "qwen3"
-    assert family_for(("MixtralForCausalLM",), "mixtral") is DEFAULT
+    assert family_for(("OlmoeForCausalLM",), "olmoe") is DEFAULT
 
 
 @pytest.mark.parametrize("path", FIXTURE_CONFIGS, ids=lambda p: str(p.parent.relative_to(ROOT / "tests" / "fixtures")))

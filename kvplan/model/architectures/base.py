@@ -64,6 +64,9 @@ class RopeRules(NamedTuple):
     # A multimodal rope (mrope_section) over 1 × the positions from vLLM 0.32, not 4 × (qwen3_vl.py:
     # mrope_positions_factor, without video pruning; kvplan.vllm.memory.weights.mrope_positions_factor)
     mrope_single_positions: bool = False
+    # The full-attention layers build their own cache over their whole head size (Gemma 4's proportional rope),
+    # beside the sliding layers' one
+    full_layer_cache: bool = False
 
 
 class ModelTypeRules(NamedTuple):
@@ -168,6 +171,9 @@ class Family(NamedTuple):
     # The KV-cache dtype `--kv-cache-dtype auto` becomes on SM10x (Blackwell) (models/config.py:
     # MODELS_CONFIG_MAP's verify_and_update_config; kvplan.vllm.settings); "": auto stays auto.
     blackwell_auto_kv_cache_dtype: str = ""
+    # The family's architectures whose vLLM class builds the embedding and the LM head on every pipeline stage (no
+    # is_first_rank / is_last_rank guard; kvplan.vllm.memory.weights.pp_vocab_copies_bytes).
+    pp_vocab_every_stage: tuple[str, ...] = ()
 
 
 # A family kvplan knows nothing special of: the Llama shape.

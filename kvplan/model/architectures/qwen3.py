@@ -15,4 +15,7 @@ FAMILY = Family(
     sliding_layout="max_window_layers",
     vision_towers=(("qwen3_vl", "qwen3_vl"), ("qwen3_vl_moe", "qwen3_vl")),
     model_type_rules=ModelTypeRules(sglang_hopper_qwen3_vl=("qwen3_vl", "qwen3_vl_moe")),
+    # vLLM 0.10.2 and 0.33.0 qwen3_moe.py (Qwen3MoeModel, Qwen3MoeForCausalLM), 0.11.0 and 0.33.0 qwen3_vl_moe.py
+    # (Qwen3MoeLLMModel, Qwen3MoeLLMForCausalLM): the embedding and LM head unguarded, on every PP stage.
+    pp_vocab_every_stage=('Qwen3MoeForCausalLM', 'Qwen3VLMoeForConditionalGeneration'),
 )

@@ -81,6 +81,13 @@ _HOPPER_VALUE_ALIGN = (16, 32)
 # the vocabulary to a multiple of it, then split the padded rows evenly over the TP ranks.
 DEFAULT_VOCAB_PADDING_SIZE = 64
 
+# Which vLLM classes build the embedding and the LM head on every pipeline stage is a Family field
+# (Family.pp_vocab_every_stage: their __init__ creates VocabParallelEmbedding and ParallelLMHead unguarded and
+# make_layers splits only the decoder layers; seen on the model vLLM 0.33 builds, tests/fixtures/oracle-weights:
+# Qwen3-30B-A3B at TP 4 × PP 2 holds embed_tokens and lm_head on both stages). Guarded classes hold the
+# embedding on the first stage and, when tied, on the last one too (0.33.0 llama.py:LlamaModel.__init__,
+# qwen2.py:Qwen2Model.__init__: `is_first_rank or (config.tie_word_embeddings and is_last_rank)`).
+
 # FP8 block quantization keeps one fp32 scale per weight block (fp8.py:Fp8LinearMethod.create_weights,
 # `weight_scale_inv`); the compressed-tensors "channel" strategy keeps one fp32 scale per output row
 # (compressed_tensors_w8a8_fp8.py / _w8a8_int8.py: ChannelQuantScaleParameter, float32).
@@ -215,7 +222,8 @@ def rope_cache_bytes(model: ModelSpec, version: VllmVersion | None = None) -> in
     linear / dynamic scaling; original_max_position_embeddings × factor for YaRN) and rotary_dim is
     head_size × partial_rotary_factor (qk_rope_head_dim for MLA, half the head for ChatGLM); multimodal rope
     multiplies the positions by mrope_positions_factor (`version` None: the latest release's rule).
-    Gemma 3 builds a second, unscaled cache for its sliding layers (gemma3.py: rope_local_base_freq).
+    Gemma 3 builds a second, unscaled cache for its sliding layers (gemma3.py: rope_local_base_freq); Gemma 4 a
+    second one for its full layers over their whole head (gemma4_rope.py:Gemma4RotaryEmbedding).
     """
     rope, rules = model.facts.rope, model.family.rope
     if not rules.rotary or rope.disabled:
@@ -244,6 +252,9 @@ def rope_cache_bytes(model: ModelSpec, version: VllmVersion | None = None) -> in
     caches = positions * rotary * elem
     if rules.local_cache and any(layer.sliding_window for layer in model.layers):
         caches += max_pos * rotary * elem  # the sliding layers' local-base rope, unscaled
+    if rules.full_layer_cache:  # Gemma 4: the full layers' own cache over their whole head (gemma4_rope.py)
+        full = {layer.head_size or model.head_size for layer in model.layers if layer.kind == "full"}
+        caches += sum(max_pos * head * elem for head in full)
     return caches
 
 
@@ -586,6 +597,23 @@ def load_adjustments(
     return tuple(out)
 
 
+def pp_vocab_copies_bytes(model: ModelSpec, *, tp: int, pp: int) -> list[int]:
+    """Per pipeline stage, the vocabulary tables vLLM builds beyond the embedding on the first stage and the untied
+    LM head on the last (what stage_stored_bytes places); all 0 at pp = 1. A class in
+    Family.pp_vocab_every_stage builds the embedding on every stage and the untied LM head on every stage (a
+    tied one is the embedding: tie_weights); any other class builds a tied model's embedding on the last stage
+    too. Each table is the vocabulary padded to a multiple of DEFAULT_VOCAB_PADDING_SIZE split over the TP ranks
+    (vocab_parallel_embedding.py:VocabParallelEmbedding), in the model dtype."""
+    if pp == 1:
+        return [0] * pp
+    rows = -(-_round_up(model.vocab_size, DEFAULT_VOCAB_PADDING_SIZE) // tp)
+    table = rows * model.hidden_size * FP_BYTES.get(model.dtype, 2)
+    tied = model.tie_word_embeddings
+    if not set(model.family.pp_vocab_every_stage).intersection(model.architectures):
+        return [table if tied and i == pp - 1 else 0 for i in range(pp)]
+    return [(table if i > 0 else 0) + (table if not tied and i < pp - 1 else 0) for i in range(pp)]
+
+
 def loaded_weights_bytes_per_gpu(
     model: ModelSpec,
     *,
@@ -613,9 +641,10 @@ def loaded_weights_bytes_per_gpu(
         return weights_bytes_per_gpu(model, tp=tp, total_bytes=total_bytes) + sum(a.total_bytes for a in adjustments)
     ranges = pp_layer_ranges(model.num_layers, pp)
     stored = stage_stored_bytes(model, pp, total_bytes)
+    vocab = pp_vocab_copies_bytes(model, tp=tp, pp=pp)
     per_stage = []
     for i, r in enumerate(ranges):
-        extra = 0
+        extra = vocab[i]
         for a in adjustments:
             extra += a.every_stage_bytes + a.layers_bytes * len(r) // max(1, model.num_layers)
             extra += (a.first_stage_bytes if i == 0 else 0) + (a.last_stage_bytes if i == len(ranges) - 1 else 0)
