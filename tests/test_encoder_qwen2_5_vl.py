@@ -15,7 +15,14 @@ from kvplan.model.hub import load_local
 from kvplan.model.spec import VisionGeometry
 from kvplan.vllm.defaults import VllmVersion
 from kvplan.vllm.encoder_profile import max_image
-from kvplan.vllm.encoder_qwen2_5_vl import QWEN2_5_VL_PROCESSOR, max_video, qwen2_5_vl_encoder_phase, rope_bytes
+from kvplan.vllm.encoder_qwen2_5_vl import (
+    QWEN2_5_VL_PROCESSOR,
+    fp32_rotary_attention_bytes,
+    max_video,
+    qwen2_5_vl_encoder_phase,
+    rope_bytes,
+    vision_forward_peak_bytes,
+)
 from kvplan.vllm.fit import plan_fit
 from kvplan.vllm.settings import ServeSettings
 
@@ -139,15 +146,69 @@ def test_equal_tokens_profile_the_video_from_017_the_image_before() -> None:
 
 def test_what_stays_follows_the_release() -> None:
     """The one-image dummy (video limited to 0), V1 runner: float32 pixels to 0.27, uint8 from 0.28
-    (supports_mm_device_do_normalize), the rotary cache from 0.29; Model Runner V2 keeps no pixels (0.27+) and runs
-    no encoder on 0.24."""
+    (supports_mm_device_do_normalize), the rotary cache on the GPU from 0.12 (get_rope_by_thw's lru_cache over
+    get_rope's GPU cos_sin_cache, 0.12.0 … 0.28.0; _rope_by_thw_cache from 0.29); Model Runner V2 keeps no pixels
+    (0.27+) and runs no encoder on 0.24."""
     g = _geometry()
     outputs, pixels, cache = 16384 * 2048 * 2, 65536 * 1176, rope_bytes(g, 65536)
     assert cache == 2 * 65536 * 40 * 2
     kept = {v: _phase(g, VllmVersion(0, v), video=0).retained_bytes for v in (27, 28, 29, 33)}
-    assert kept == {27: outputs + 4 * pixels, 28: outputs + pixels, 29: outputs + pixels + cache,
+    assert kept == {27: outputs + 4 * pixels + cache, 28: outputs + pixels + cache, 29: outputs + pixels + cache,
                     33: outputs + pixels + cache}
     assert _phase(g, V033, runner_v2=True, video=0).retained_bytes == outputs + cache
+
+
+def test_rotary_cache_on_the_gpu_from_012() -> None:
+    """0.11.2's get_rope_by_thw caches CPU tensors (Qwen2_5_VisionRotaryEmbedding's inv_freq on device='cpu'), 0.12.0's
+    indexes get_rope's GPU table under lru_cache: the forward then holds this forward's cat of cos and sin beside the
+    cached pair. One image at 0.11 and 0.12 (the float32 rotary of 0.11 aside: compared at the MLP's peak)."""
+    g = _geometry()
+    cache = rope_bytes(g, 65536)
+    assert "rotary cache" not in _phase(g, VllmVersion(0, 11), video=0).what
+    assert "rotary cache" in _phase(g, VllmVersion(0, 12), video=0).what
+    mlp_peak = {v: vision_forward_peak_bytes(g, patches=65536, grid_patches=65536 if v >= 12 else 0, tp=1,
+                                             version=VllmVersion(0, v)) for v in (12, 13)}
+    assert mlp_peak[12] == mlp_peak[13] == 65536 * 2 * (3 * 1280 + 3 * 3420) + 2 * cache
+
+
+# The float32 rotary of 0.9–0.11 (qwen2_vl.py:apply_rotary_pos_emb_vision), one 3,584 × 3,584 image (65,536 patches)
+# of the 3B/7B tower (hidden 1280, 16 heads of 80, intermediate 3420), TP 1, bf16: U = [S, hidden] in bf16.
+S, U = 65536, 65536 * 1280 * 2
+TRIG = 2 * S * 40 * 4  # freqs.cos() and freqs.sin(), float32 [S, 40]
+ROPE = 2 * S * 40 * 2  # this forward's table: float32 [S, 40] before 0.12, bf16 cos and sin after
+
+
+@pytest.mark.parametrize(("minor", "units"), [(9, 13), (10, 13), (11, 20)])
+def test_fp32_rotary_is_the_towers_peak_before_012(minor: int, units: int) -> None:
+    """0.9.0.1/0.10.2: residual, norm1, qkv (3), the q/k/v copies (3, q rotated), k's float32 copy and output (2 + 2)
+    and its bf16 cast (1): 13 U; 0.11.0: residual, norm1, qkv, the copies, cat([q, k]) (2), its float32 copy and
+    output (4 + 4) and the cast (2): 20 U; each with the float32 cos and sin and the forward's rotary table."""
+    g = _geometry()
+    peak = vision_forward_peak_bytes(g, patches=S, grid_patches=0, tp=1, version=VllmVersion(0, minor))
+    assert peak == units * U + TRIG + ROPE
+
+
+def test_no_fp32_rotary_from_012() -> None:
+    """0.12.0 rotates in the model dtype (apply_rotary_pos_emb_vision without t.float()): the MLP's peak, 3 U + 3 ·
+    intermediate, as on 0.33."""
+    g = _geometry()
+    for minor in (12, 23, 33):
+        assert fp32_rotary_attention_bytes(g, patches=S, tp=1, version=VllmVersion(0, minor)) == 0
+    assert vision_forward_peak_bytes(g, patches=S, grid_patches=0, tp=1, version=VllmVersion(0, 12)) == (
+        S * 2 * (3 * 1280 + 3 * 3420) + ROPE)
+
+
+def test_fp32_rotary_at_tp2_and_in_float32() -> None:
+    """TP 2 on 0.11: 8 heads a rank (a = 640), the rotary's 18 a beside norm1 (the all-gather's 3 a + 6 · hidden is
+    below it); a float32 model copies nothing in .float() and .type_as: 6 + 2 copies of 4 B plus the output."""
+    g = _geometry()
+    a = 640
+    assert fp32_rotary_attention_bytes(g, patches=S, tp=2, version=VllmVersion(0, 11)) == (
+        S * 1280 * 2 + S * a * 36 + TRIG)
+    assert fp32_rotary_attention_bytes(g, patches=S, tp=4, version=VllmVersion(0, 11)) == (
+        S * 1280 * 2 + S * 2 * (3 * 320 + 6 * 1280))  # the all-gather is the larger at TP 4
+    assert fp32_rotary_attention_bytes(g, patches=S, tp=1, version=VllmVersion(0, 11), elem=4) == (
+        S * 1280 * 4 + S * 1280 * (8 * 4 + 2 * 4) + TRIG)
     assert _phase(g, VllmVersion(0, 24), runner_v2=True, video=0).items == 0
 
 
