@@ -303,15 +303,15 @@ UNEXPLAINED = {
         "3.57 (activation 3.44, non-torch 0.13). The log prints no breakdown line; the log's PyTorch sampler fallback "
         "('FlashInfer is not available') is passed on (settings_of)"),
     "wcs-a100-qwen2.5-vl-7b-instruct-util022-v0230-failed": (
-        "vLLM 0.23.0, one dummy video of 14 frames (458,752 patches): kvplan's tower peak is the one vLLM 0.33's probe "
-        "checks (the MLP's 3 + 3 · 3420 / 1280 ≈ 11 × [S, 1280] bf16, 12.05 GiB, with the float32 pixels, 2.01, and "
-        "from 0.12 the lru_cache'd GPU rotary, 0.07), 1.18 GiB of rest left. Read in 0.23.0 and ruled out: the rotary "
-        "(ApplyRotaryEmb in bf16, no float32 copy), the ViT's FLASH_ATTN (the log's 'Using backend FLASH_ATTN for vit "
-        "attention': varlen, no score matrix, v a view), the patch embed (Conv3dLayer._forward_mulmat: a bf16 copy "
-        "and the unfold's reshaped copy, 5.1 GiB with the pixels, below the blocks). Candidate, not applied: under "
-        "inductor 0.23 dispatches RMSNorm's fused_add_rms_norm to 'native' (platforms/cuda.py:"
-        "get_default_ir_op_priority), out of place (a new normed tensor and a new residual beside x and x_attn), one "
-        "[S, 1280] more in the MLP: 1.09 GiB; but 0.33's probe runs the same code and counts 3, not 4"),
+        "vLLM 0.23.0 served compiled, one dummy video of 14 frames (458,752 patches): the tower peaks in a block's MLP "
+        "(4 + 3 · 3420 / 1280 × [S, 1280] bf16, 13.1 GiB, with the float32 pixels, 2.01, and the lru_cache'd GPU "
+        "rotary from 0.12, 0.07). Under Inductor 0.23 dispatches the ViT's fused_add_rms_norm to 'native' (platforms/"
+        "cuda.py:get_default_ir_op_priority), out of place: a new normed tensor and a new residual beside x and "
+        "x_attn, one [S, 1280] (1.09 GiB) above the in-place kernel vLLM 0.33's enforce_eager probe runs (its run "
+        "with custom ops native counts it: tests/fixtures/oracle-profile-native/). Read in 0.23.0 and ruled out: the "
+        "rotary (ApplyRotaryEmb in bf16), the ViT's FLASH_ATTN (the log's 'Using backend FLASH_ATTN for vit "
+        "attention': varlen, no score matrix, v a view), the patch embed (Conv3dLayer._forward_mulmat, 5.1 GiB with "
+        "the pixels, below the blocks)"),
     "llmd-h100-mistral-small-32-24b": (
         "vLLM 0.11.0 (the row's release, image vllm/vllm-openai:v0.11.0) samples the profile run's 1,024 × 131,072 "
         "logits on FlashInfer's top-k/top-p path whenever flashinfer imports (v1/sample/ops/topk_topp_sampler.py; "

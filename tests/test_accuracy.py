@@ -285,6 +285,14 @@ def test_qwen2_5_vl_float32_rotary_releases() -> None:
     assert ray.in_range and ray.low_end_holds and rhoai.in_range and rhoai.low_end_holds
 
 
+def test_qwen2_5_vl_served_023_video() -> None:
+    """The calibration Qwen2.5-VL-7B log (vLLM 0.23.0 served compiled, one 458,752-patch dummy video): the ViT's
+    native fused_add_rms_norm (out of place under Inductor, encoder_qwen2_5_vl.native_vision_ops) and the lru_cache'd
+    GPU rotary move kvplan from −12.93 to −14.09 GiB against −14.28 logged."""
+    row = ROW["wcs-a100-qwen2.5-vl-7b-instruct-util022-v0230-failed"]
+    assert round(row.predicted_gib, 2) == -14.09 and row.in_range and row.low_end_holds
+
+
 def test_qwen3_32b_tp2_on_mrv2_0_27_is_inside_the_range() -> None:
     """Qwen3-32B TP 2 on two RTX PRO 6000 (vLLM 0.27.1, Model Runner V2): 0.27's MRV2 dummy sampler is greedy (the
     model-dtype logits only) and it subtracts no CUDA-graph estimate, so kvplan no longer charges 20 B per logit and

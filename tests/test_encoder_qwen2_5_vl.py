@@ -19,6 +19,7 @@ from kvplan.vllm.encoder_qwen2_5_vl import (
     QWEN2_5_VL_PROCESSOR,
     fp32_rotary_attention_bytes,
     max_video,
+    native_vision_ops,
     qwen2_5_vl_encoder_phase,
     rope_bytes,
     vision_forward_peak_bytes,
@@ -233,3 +234,57 @@ def test_data_mode_keeps_the_gathered_video_and_the_rotary_cache() -> None:
     phase, g = _golden_phase(golden), _geometry(golden["config"])
     assert golden["phases"]["encoder"]["live_after_bytes"] == 2 * 114688 * 2048 * 2 + 2 * 458752 * 40 * 2
     assert phase.retained_bytes == golden["phases"]["encoder"]["live_after_bytes"] + 458752 * g.patch_values
+
+
+NATIVE = FIXTURES / "oracle-profile-native"
+
+
+def test_native_ops_by_release_and_compilation() -> None:
+    """A compiled serve under Inductor runs the tower's RMSNorm natively (0.21+: vllm.ir's ['native'] priority,
+    whatever custom_ops says; before: custom ops 'none' unless '+rms_norm' or 'all') and, before 0.15, SiluAndMul's
+    native forward eagerly; enforce_eager or another backend keeps the CUDA kernels."""
+    assert native_vision_ops(VllmVersion(0, 23), compiled=True) == (True, False)
+    assert native_vision_ops(VllmVersion(0, 23), compiled=True, custom_ops=("+rms_norm",)) == (True, False)
+    assert native_vision_ops(VllmVersion(0, 23), compiled=False) == (False, False)
+    assert native_vision_ops(VllmVersion(0, 23), compiled=True, backend="eager") == (False, False)
+    assert native_vision_ops(VllmVersion(0, 13), compiled=True) == (True, True)
+    assert native_vision_ops(VllmVersion(0, 13), compiled=True, custom_ops=("all",)) == (False, False)
+    assert native_vision_ops(VllmVersion(0, 20), compiled=True, custom_ops=("+rms_norm",)) == (False, False)
+
+
+def test_native_fused_norm_adds_one_hidden_row_as_vllm_033_counts_it() -> None:
+    """vLLM 0.33's own profile run of one 65,536-patch image (tests/fixtures/oracle-profile-native/): with the CUDA
+    kernels (eager.json, the committed golden's figure) the peak is kvplan's; with the custom ops native
+    (compiled.json) the MLP holds the native fused norm's new normed tensor and residual (to.dtype and mul.Tensor (S,
+    1, 1280) among the largest tensors) and the probe's eager F.silu: kvplan with native_norm and eager_silu, within
+    the goldens' 4 MiB (window indices and metadata)."""
+    g = _geometry()
+    pixels = S * 1176  # uint8 on 0.33
+    eager, compiled = (json.loads((NATIVE / f).read_text())["encoder"] for f in ("eager.json", "compiled.json"))
+    cache = rope_bytes(g, S)
+    assert eager["peak_bytes"] == _golden("Qwen--Qwen2.5-VL-3B-Instruct__h100-tp1-enc_mm-limit_video0")["phases"][
+        "encoder"]["peak_bytes"]
+    kvplan_eager = vision_forward_peak_bytes(g, patches=S, grid_patches=S, tp=1) + pixels
+    kvplan_native = vision_forward_peak_bytes(g, patches=S, grid_patches=S, tp=1, native_norm=True,
+                                              eager_silu=True) + pixels
+    assert kvplan_native - kvplan_eager == S * 2 * (1280 + 3420)
+    assert abs(eager["peak_bytes"] - kvplan_eager) <= 4 * MIB
+    assert abs(compiled["peak_bytes"] - kvplan_native) <= 4 * MIB
+    assert kvplan_eager == 3 * U + S * 2 * 3 * 3420 + 2 * cache + pixels
+    largest = {t["what"] for t in compiled["largest_at_peak"]}
+    assert {"to.dtype (65536, 1, 1280) bfloat16", "mul.Tensor (65536, 1, 1280) bfloat16",
+            "silu.default (65536, 1, 3420) bfloat16"} <= largest
+
+
+def test_served_023_video_holds_the_native_norms_row() -> None:
+    """vLLM 0.23 serving (compiled) one 14-frame dummy video, 458,752 patches: the MLP's peak is one bf16 [S, 1280]
+    (1.09 GiB) above the enforce_eager one; the float32 pixels (4 B a value before 0.28) beside it."""
+    g, v023 = _geometry(), VllmVersion(0, 23)
+    args = dict(model_runner_v2=False, tp=1, max_num_batched_tokens=2048, max_num_seqs=1024, max_model_len=128000,
+                image_limit=999, video_limit=999)
+    served = qwen2_5_vl_encoder_phase(g, v023, native_ops=native_vision_ops(v023, compiled=True), **args)
+    eager = qwen2_5_vl_encoder_phase(g, v023, **args)  # type: ignore[arg-type]
+    assert served is not None and eager is not None
+    assert served.forward_peak_bytes - eager.forward_peak_bytes == 458752 * 1280 * 2
+    assert eager.forward_peak_bytes == (458752 * 2 * (3 * 1280 + 3 * 3420) + 2 * rope_bytes(g, 458752)
+                                        + 458752 * 1176 * 4)

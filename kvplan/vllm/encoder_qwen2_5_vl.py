@@ -25,7 +25,9 @@ profile run (tests/fixtures/oracle-profile/cases/Qwen--Qwen2.5-VL-*-enc*.json):
 * **The tower's forward peak** (qwen2_5_vl.py:Qwen2_5_VisionBlock, Qwen2_5_VisionAttention, Qwen2_5_VisionMLP):
   alive through the blocks are the window-ordered residual stream ([S, hidden]), the concatenated cos and sin of
   this forward beside the cached ones, and the pixels. The MLP holds the block input, the attention output and the
-  fused norm's output (an all-reduce copy more at TP > 1), gate_up ([S, 2 · I / TP]) and its activation (I / TP);
+  fused norm's output (an all-reduce copy more at TP > 1), gate_up ([S, 2 · I / TP]) and its activation (I / TP) —
+  with the CUDA kernels, as 0.33's enforce_eager run; a compiled serve runs the norm natively, out of place, one
+  [S, hidden] more, and before 0.15 F.silu's output beside the product (native_vision_ops);
   the attention holds x, norm1(x), qkv (3 · hidden / TP), q and k stacked for the rotary and the rotary's output (2 + 2
   · hidden / TP), the attention output (hidden / TP) and the projection with its all-reduce copy. The merger: ln_q,
   its two linears on [S / merge², merge² · hidden / TP] and the output with its reverse-window gather.
@@ -75,6 +77,11 @@ DEVICE_NORMALIZE_SINCE = VllmVersion(0, 28)  # qwen2_5_vl.py: supports_mm_device
 ROPE_CACHE_SINCE = VllmVersion(0, 12)
 FP32_ROTARY_BEFORE = VllmVersion(0, 12)  # qwen2_vl.py:apply_rotary_pos_emb_vision `t.float()` (0.9.0.1 … 0.11.2)
 QK_CONCAT_ROTARY = VllmVersion(0, 11)  # qwen2_5_vl.py: `qk_concat = torch.cat([q, k])` rotated at once (0.11.0)
+# Qwen2_5_VisionBlock: `x_fused_norm, residual = self.norm2(x, residual=x_attn)` and Qwen2_5_VisionMLP's merged
+# gate_up_proj with SiluAndMul (0.10.2 on; 0.9.0.1: x + attn(norm1(x)), gate_proj and up_proj; 0.10.0-0.10.1 not read)
+FUSED_NORM2_SINCE = VllmVersion(0, 10)
+IR_RMS_NORM_SINCE = VllmVersion(0, 21)  # layernorm.py: RMSNorm through vllm.ir.ops (0.21.0 on; 0.20.0 not)
+COMPILED_NATIVE_ACT_SINCE = VllmVersion(0, 15)  # custom_op.py:CustomOp.maybe_compile (0.15.1 on; 0.14.0 not)
 NAME_BREAKS_TIES_SINCE = VllmVersion(0, 17)  # get_modality_with_max_tokens: key (tokens, name) in 0.17+, tokens in 0.11
 
 
@@ -144,15 +151,39 @@ def fp32_rotary_attention_bytes(g: VisionGeometry, *, patches: int, tp: int, ver
     return s * h * elem + max(rotary + trig, gather)  # norm1(x) beside it
 
 
+def native_vision_ops(version: VllmVersion, *, compiled: bool, backend: str = "",
+                      custom_ops: tuple[str, ...] = ()) -> tuple[bool, bool]:
+    """(RMSNorm, SiluAndMul) run as their PyTorch-native forward, eagerly, in the vision tower (which vLLM does not
+    compile by default): a compiled serve under Inductor turns custom ops off (config/compilation.py: custom_ops
+    'none' when Inductor is the backend; CustomOp.dispatch_forward then takes forward_native). RMSNorm: from 0.21
+    through vllm.ir, whose CUDA default priority is ['native'] under Inductor, ['vllm_c', 'native'] otherwise
+    (platforms/cuda.py:get_default_ir_op_priority), before by custom_ops ('+rms_norm' or 'all' keeps the CUDA
+    kernel). SiluAndMul: forward_native is torch.compile'd from 0.15 (CustomOp.maybe_compile; one fused output), eager
+    before (F.silu's output beside the product)."""
+    inductor = compiled and backend in ("", "inductor")
+    enabled = set(custom_ops) & {"all"}
+    norm = inductor and (version >= IR_RMS_NORM_SINCE or not (enabled or "+rms_norm" in custom_ops))
+    silu = inductor and version < COMPILED_NATIVE_ACT_SINCE and not (enabled or "+silu_and_mul" in custom_ops)
+    return norm, silu
+
+
 def vision_forward_peak_bytes(g: VisionGeometry, *, patches: int, grid_patches: int, tp: int, elem: int = 2,
-                              version: VllmVersion = LATEST) -> int:
+                              version: VllmVersion = LATEST, native_norm: bool = False,
+                              eager_silu: bool = False) -> int:
     """The tower's peak live bytes while it encodes `patches` patches on one TP rank (the module docstring) on
-    `version`, with the cached rotary of one grid of `grid_patches` beside this forward's; pixels not included."""
+    `version`, with the cached rotary of one grid of `grid_patches` beside this forward's; pixels not included.
+    `native_norm`, `eager_silu`: native_vision_ops. The MLP's count is vLLM 0.33's own run with the CUDA kernels
+    (enforce_eager: the in-place fused_add_rms_norm); the native fused norm returns a new normed tensor and a new
+    residual (`x.to(orig_dtype)`) beside x and x_attn, one [S, hidden] more (vLLM 0.33's profile run with
+    enforce_eager off and custom ops 'none' counts both: to.dtype and mul.Tensor (S, 1, hidden)); the eager SiluAndMul
+    holds F.silu's [S, I / TP] beside the product."""
     s, h = patches, g.hidden_size
     i = -(-g.intermediate_size // tp)
     reduced = h * (2 if tp > 1 else 1)
     steady = s * h * elem + rope_bytes(g, s, elem) + rope_bytes(g, grid_patches, elem)
     mlp = s * elem * (h + reduced + 3 * i)  # besides the residual stream (steady)
+    if version >= FUSED_NORM2_SINCE:  # 0.9's block norms unfused and its MLP applies SiLU to gate_proj alone
+        mlp += s * elem * (h * native_norm + i * eager_silu)
     attention = max(s * elem * (h + 8 * h // tp + reduced),
                     fp32_rotary_attention_bytes(g, patches=s, tp=tp, version=version, elem=elem))
     merged, wide, out = s // g.spatial_merge_size ** 2, g.spatial_merge_size ** 2 * h // tp, g.out_hidden_size
@@ -165,11 +196,12 @@ def vision_forward_peak_bytes(g: VisionGeometry, *, patches: int, grid_patches: 
 def qwen2_5_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_runner_v2: bool, tp: int,
                              max_num_batched_tokens: int, max_num_seqs: int, max_model_len: int, image_limit: int,
                              video_limit: int, elem: int = 2, processor: QwenVlProcessor | None = None,
-                             data_parallel: bool = False) -> EncoderPhase | None:
+                             data_parallel: bool = False,
+                             native_ops: tuple[bool, bool] = (False, False)) -> EncoderPhase | None:
     """Qwen2.5-VL's encoder profile on `version` (the module docstring): the dummy items, what stays allocated after
     the encoder ran, and the tower's forward peak (`processor`: the folder's bounds, else the published ones;
-    `data_parallel`: --mm-encoder-tp-mode data, encoder_profile.data_parallel_forward_bytes). None: no modality
-    allowed."""
+    `data_parallel`: --mm-encoder-tp-mode data, encoder_profile.data_parallel_forward_bytes; `native_ops`:
+    native_vision_ops). None: no modality allowed."""
     processor = processor or processor_of(g, QWEN2_5_VL_PROCESSOR)
     item = dummy_item(g, processor, version, image=image_limit > 0, video=video_limit > 0,
                       max_model_len=max_model_len)
@@ -192,11 +224,13 @@ def qwen2_5_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_r
     grid = item.patches if cache else 0
     if data_parallel:
         tower = vision_forward_peak_bytes(g, patches=data_parallel_items(items, tp) * item.patches, grid_patches=grid,
-                                          tp=1, elem=elem, version=version)
+                                          tp=1, elem=elem, version=version, native_norm=native_ops[0],
+                                          eager_silu=native_ops[1])
         forward = data_parallel_forward_bytes(g, item, items, tp=tp, pixel_bytes=pixel_bytes, pixel_elem=1 if u8 else 4,
                                               tower=tower, elem=elem)
         what += f"; --mm-encoder-tp-mode data: the whole tower on this rank, its output all-gathered over TP {tp}"
     else:
         forward = vision_forward_peak_bytes(g, patches=items * item.patches, grid_patches=grid, tp=tp,
-                                            elem=elem, version=version) + pixel_bytes
+                                            elem=elem, version=version, native_norm=native_ops[0],
+                                            eager_silu=native_ops[1]) + pixel_bytes
     return EncoderPhase(item, items, budget, best + cache, low + cache, high + cache, forward, what)
