@@ -297,9 +297,22 @@ UNEXPLAINED = {
     "raydocs-l4-qwen2.5-vl-3b-instruct-v0110": (
         "vLLM 0.11.0 inside a Ray Data actor (AsyncLLM, not `vllm serve`): with vLLM's default utilization 0.9 (Ray's "
         "engine_kwargs set none; its defaults: max_num_seqs 128, which the capture sizes confirm) the log leaves 3.43 "
-        "GiB besides weights and KV against kvplan's 2.15 (activation 2.02 with the 16,384-token encoder budget "
-        "profiled with one image, non-torch 0.13). The log prints no breakdown line, so which term holds the 1.28 GiB "
-        "is not known; the log's PyTorch sampler fallback ('FlashInfer is not available') is passed on (settings_of)"),
+        "GiB besides weights and KV. The 16,384-token encoder budget is profiled with one image (65,536 patches), and "
+        "0.11.0's vision tower peaks in its float32 rotary (qwen2_vl.py:apply_rotary_pos_emb_vision: t.float() of "
+        "torch.cat([q, k]) and flash-attn's out-of-place float32 output, beside qkv and its contiguous q/k/v copies: "
+        "20 × [S, 1280] bf16 = 3.13 GiB against the MLP's 11, encoder_qwen2_5_vl.fp32_rotary_attention_bytes); kvplan "
+        "3.57 (activation 3.44, non-torch 0.13). The log prints no breakdown line; the log's PyTorch sampler fallback "
+        "('FlashInfer is not available') is passed on (settings_of)"),
+    "wcs-a100-qwen2.5-vl-7b-instruct-util022-v0230-failed": (
+        "vLLM 0.23.0 served compiled, one dummy video of 14 frames (458,752 patches): the tower peaks in a block's MLP "
+        "(4 + 3 · 3420 / 1280 × [S, 1280] bf16, 13.1 GiB, with the float32 pixels, 2.01, and the lru_cache'd GPU "
+        "rotary from 0.12, 0.07). Under Inductor 0.23 dispatches the ViT's fused_add_rms_norm to 'native' (platforms/"
+        "cuda.py:get_default_ir_op_priority), out of place: a new normed tensor and a new residual beside x and "
+        "x_attn, one [S, 1280] (1.09 GiB) above the in-place kernel vLLM 0.33's enforce_eager probe runs (its run "
+        "with custom ops native counts it: tests/fixtures/oracle-profile-native/). Read in 0.23.0 and ruled out: the "
+        "rotary (ApplyRotaryEmb in bf16), the ViT's FLASH_ATTN (the log's 'Using backend FLASH_ATTN for vit "
+        "attention': varlen, no score matrix, v a view), the patch embed (Conv3dLayer._forward_mulmat, 5.1 GiB with "
+        "the pixels, below the blocks)"),
     "llmd-h100-mistral-small-32-24b": (
         "vLLM 0.11.0 (the row's release, image vllm/vllm-openai:v0.11.0) samples the profile run's 1,024 × 131,072 "
         "logits on FlashInfer's top-k/top-p path whenever flashinfer imports (v1/sample/ops/topk_topp_sampler.py; "

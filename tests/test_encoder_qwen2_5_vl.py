@@ -15,7 +15,15 @@ from kvplan.model.hub import load_local
 from kvplan.model.spec import VisionGeometry
 from kvplan.vllm.defaults import VllmVersion
 from kvplan.vllm.encoder_profile import max_image
-from kvplan.vllm.encoder_qwen2_5_vl import QWEN2_5_VL_PROCESSOR, max_video, qwen2_5_vl_encoder_phase, rope_bytes
+from kvplan.vllm.encoder_qwen2_5_vl import (
+    QWEN2_5_VL_PROCESSOR,
+    fp32_rotary_attention_bytes,
+    max_video,
+    native_vision_ops,
+    qwen2_5_vl_encoder_phase,
+    rope_bytes,
+    vision_forward_peak_bytes,
+)
 from kvplan.vllm.fit import plan_fit
 from kvplan.vllm.settings import ServeSettings
 
@@ -139,15 +147,69 @@ def test_equal_tokens_profile_the_video_from_017_the_image_before() -> None:
 
 def test_what_stays_follows_the_release() -> None:
     """The one-image dummy (video limited to 0), V1 runner: float32 pixels to 0.27, uint8 from 0.28
-    (supports_mm_device_do_normalize), the rotary cache from 0.29; Model Runner V2 keeps no pixels (0.27+) and runs
-    no encoder on 0.24."""
+    (supports_mm_device_do_normalize), the rotary cache on the GPU from 0.12 (get_rope_by_thw's lru_cache over
+    get_rope's GPU cos_sin_cache, 0.12.0 … 0.28.0; _rope_by_thw_cache from 0.29); Model Runner V2 keeps no pixels
+    (0.27+) and runs no encoder on 0.24."""
     g = _geometry()
     outputs, pixels, cache = 16384 * 2048 * 2, 65536 * 1176, rope_bytes(g, 65536)
     assert cache == 2 * 65536 * 40 * 2
     kept = {v: _phase(g, VllmVersion(0, v), video=0).retained_bytes for v in (27, 28, 29, 33)}
-    assert kept == {27: outputs + 4 * pixels, 28: outputs + pixels, 29: outputs + pixels + cache,
+    assert kept == {27: outputs + 4 * pixels + cache, 28: outputs + pixels + cache, 29: outputs + pixels + cache,
                     33: outputs + pixels + cache}
     assert _phase(g, V033, runner_v2=True, video=0).retained_bytes == outputs + cache
+
+
+def test_rotary_cache_on_the_gpu_from_012() -> None:
+    """0.11.2's get_rope_by_thw caches CPU tensors (Qwen2_5_VisionRotaryEmbedding's inv_freq on device='cpu'), 0.12.0's
+    indexes get_rope's GPU table under lru_cache: the forward then holds this forward's cat of cos and sin beside the
+    cached pair. One image at 0.11 and 0.12 (the float32 rotary of 0.11 aside: compared at the MLP's peak)."""
+    g = _geometry()
+    cache = rope_bytes(g, 65536)
+    assert "rotary cache" not in _phase(g, VllmVersion(0, 11), video=0).what
+    assert "rotary cache" in _phase(g, VllmVersion(0, 12), video=0).what
+    mlp_peak = {v: vision_forward_peak_bytes(g, patches=65536, grid_patches=65536 if v >= 12 else 0, tp=1,
+                                             version=VllmVersion(0, v)) for v in (12, 13)}
+    assert mlp_peak[12] == mlp_peak[13] == 65536 * 2 * (3 * 1280 + 3 * 3420) + 2 * cache
+
+
+# The float32 rotary of 0.9–0.11 (qwen2_vl.py:apply_rotary_pos_emb_vision), one 3,584 × 3,584 image (65,536 patches)
+# of the 3B/7B tower (hidden 1280, 16 heads of 80, intermediate 3420), TP 1, bf16: U = [S, hidden] in bf16.
+S, U = 65536, 65536 * 1280 * 2
+TRIG = 2 * S * 40 * 4  # freqs.cos() and freqs.sin(), float32 [S, 40]
+ROPE = 2 * S * 40 * 2  # this forward's table: float32 [S, 40] before 0.12, bf16 cos and sin after
+
+
+@pytest.mark.parametrize(("minor", "units"), [(9, 13), (10, 13), (11, 20)])
+def test_fp32_rotary_is_the_towers_peak_before_012(minor: int, units: int) -> None:
+    """0.9.0.1/0.10.2: residual, norm1, qkv (3), the q/k/v copies (3, q rotated), k's float32 copy and output (2 + 2)
+    and its bf16 cast (1): 13 U; 0.11.0: residual, norm1, qkv, the copies, cat([q, k]) (2), its float32 copy and
+    output (4 + 4) and the cast (2): 20 U; each with the float32 cos and sin and the forward's rotary table."""
+    g = _geometry()
+    peak = vision_forward_peak_bytes(g, patches=S, grid_patches=0, tp=1, version=VllmVersion(0, minor))
+    assert peak == units * U + TRIG + ROPE
+
+
+def test_no_fp32_rotary_from_012() -> None:
+    """0.12.0 rotates in the model dtype (apply_rotary_pos_emb_vision without t.float()): the MLP's peak, 3 U + 3 ·
+    intermediate, as on 0.33."""
+    g = _geometry()
+    for minor in (12, 23, 33):
+        assert fp32_rotary_attention_bytes(g, patches=S, tp=1, version=VllmVersion(0, minor)) == 0
+    assert vision_forward_peak_bytes(g, patches=S, grid_patches=0, tp=1, version=VllmVersion(0, 12)) == (
+        S * 2 * (3 * 1280 + 3 * 3420) + ROPE)
+
+
+def test_fp32_rotary_at_tp2_and_in_float32() -> None:
+    """TP 2 on 0.11: 8 heads a rank (a = 640), the rotary's 18 a beside norm1 (the all-gather's 3 a + 6 · hidden is
+    below it); a float32 model copies nothing in .float() and .type_as: 6 + 2 copies of 4 B plus the output."""
+    g = _geometry()
+    a = 640
+    assert fp32_rotary_attention_bytes(g, patches=S, tp=2, version=VllmVersion(0, 11)) == (
+        S * 1280 * 2 + S * a * 36 + TRIG)
+    assert fp32_rotary_attention_bytes(g, patches=S, tp=4, version=VllmVersion(0, 11)) == (
+        S * 1280 * 2 + S * 2 * (3 * 320 + 6 * 1280))  # the all-gather is the larger at TP 4
+    assert fp32_rotary_attention_bytes(g, patches=S, tp=1, version=VllmVersion(0, 11), elem=4) == (
+        S * 1280 * 4 + S * 1280 * (8 * 4 + 2 * 4) + TRIG)
     assert _phase(g, VllmVersion(0, 24), runner_v2=True, video=0).items == 0
 
 
@@ -172,3 +234,57 @@ def test_data_mode_keeps_the_gathered_video_and_the_rotary_cache() -> None:
     phase, g = _golden_phase(golden), _geometry(golden["config"])
     assert golden["phases"]["encoder"]["live_after_bytes"] == 2 * 114688 * 2048 * 2 + 2 * 458752 * 40 * 2
     assert phase.retained_bytes == golden["phases"]["encoder"]["live_after_bytes"] + 458752 * g.patch_values
+
+
+NATIVE = FIXTURES / "oracle-profile-native"
+
+
+def test_native_ops_by_release_and_compilation() -> None:
+    """A compiled serve under Inductor runs the tower's RMSNorm natively (0.21+: vllm.ir's ['native'] priority,
+    whatever custom_ops says; before: custom ops 'none' unless '+rms_norm' or 'all') and, before 0.15, SiluAndMul's
+    native forward eagerly; enforce_eager or another backend keeps the CUDA kernels."""
+    assert native_vision_ops(VllmVersion(0, 23), compiled=True) == (True, False)
+    assert native_vision_ops(VllmVersion(0, 23), compiled=True, custom_ops=("+rms_norm",)) == (True, False)
+    assert native_vision_ops(VllmVersion(0, 23), compiled=False) == (False, False)
+    assert native_vision_ops(VllmVersion(0, 23), compiled=True, backend="eager") == (False, False)
+    assert native_vision_ops(VllmVersion(0, 13), compiled=True) == (True, True)
+    assert native_vision_ops(VllmVersion(0, 13), compiled=True, custom_ops=("all",)) == (False, False)
+    assert native_vision_ops(VllmVersion(0, 20), compiled=True, custom_ops=("+rms_norm",)) == (False, False)
+
+
+def test_native_fused_norm_adds_one_hidden_row_as_vllm_033_counts_it() -> None:
+    """vLLM 0.33's own profile run of one 65,536-patch image (tests/fixtures/oracle-profile-native/): with the CUDA
+    kernels (eager.json, the committed golden's figure) the peak is kvplan's; with the custom ops native
+    (compiled.json) the MLP holds the native fused norm's new normed tensor and residual (to.dtype and mul.Tensor (S,
+    1, 1280) among the largest tensors) and the probe's eager F.silu: kvplan with native_norm and eager_silu, within
+    the goldens' 4 MiB (window indices and metadata)."""
+    g = _geometry()
+    pixels = S * 1176  # uint8 on 0.33
+    eager, compiled = (json.loads((NATIVE / f).read_text())["encoder"] for f in ("eager.json", "compiled.json"))
+    cache = rope_bytes(g, S)
+    assert eager["peak_bytes"] == _golden("Qwen--Qwen2.5-VL-3B-Instruct__h100-tp1-enc_mm-limit_video0")["phases"][
+        "encoder"]["peak_bytes"]
+    kvplan_eager = vision_forward_peak_bytes(g, patches=S, grid_patches=S, tp=1) + pixels
+    kvplan_native = vision_forward_peak_bytes(g, patches=S, grid_patches=S, tp=1, native_norm=True,
+                                              eager_silu=True) + pixels
+    assert kvplan_native - kvplan_eager == S * 2 * (1280 + 3420)
+    assert abs(eager["peak_bytes"] - kvplan_eager) <= 4 * MIB
+    assert abs(compiled["peak_bytes"] - kvplan_native) <= 4 * MIB
+    assert kvplan_eager == 3 * U + S * 2 * 3 * 3420 + 2 * cache + pixels
+    largest = {t["what"] for t in compiled["largest_at_peak"]}
+    assert {"to.dtype (65536, 1, 1280) bfloat16", "mul.Tensor (65536, 1, 1280) bfloat16",
+            "silu.default (65536, 1, 3420) bfloat16"} <= largest
+
+
+def test_served_023_video_holds_the_native_norms_row() -> None:
+    """vLLM 0.23 serving (compiled) one 14-frame dummy video, 458,752 patches: the MLP's peak is one bf16 [S, 1280]
+    (1.09 GiB) above the enforce_eager one; the float32 pixels (4 B a value before 0.28) beside it."""
+    g, v023 = _geometry(), VllmVersion(0, 23)
+    args = dict(model_runner_v2=False, tp=1, max_num_batched_tokens=2048, max_num_seqs=1024, max_model_len=128000,
+                image_limit=999, video_limit=999)
+    served = qwen2_5_vl_encoder_phase(g, v023, native_ops=native_vision_ops(v023, compiled=True), **args)
+    eager = qwen2_5_vl_encoder_phase(g, v023, **args)  # type: ignore[arg-type]
+    assert served is not None and eager is not None
+    assert served.forward_peak_bytes - eager.forward_peak_bytes == 458752 * 1280 * 2
+    assert eager.forward_peak_bytes == (458752 * 2 * (3 * 1280 + 3 * 3420) + 2 * rope_bytes(g, 458752)
+                                        + 458752 * 1176 * 4)

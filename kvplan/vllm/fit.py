@@ -300,7 +300,7 @@ def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
     from kvplan.vllm.encoder_llama4 import llama4_geometry_phase
     from kvplan.vllm.encoder_pixtral import PIXTRAL_FORWARD_RANGE, pixtral_encoder_phase
     from kvplan.vllm.encoder_profile import qwen3_vl_encoder_phase, vision_forward_range
-    from kvplan.vllm.encoder_qwen2_5_vl import qwen2_5_vl_encoder_phase
+    from kvplan.vllm.encoder_qwen2_5_vl import native_vision_ops, qwen2_5_vl_encoder_phase
 
     tower = next((t for t in model.towers if t.geometry is not None and t.loaded), None)
     if tower is None or tower.geometry is None:
@@ -312,8 +312,14 @@ def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
                 video_limit=limits.count("video"), elem=4 if model.dtype == "float32" else 2)
     encoder_phase = {"qwen2_5_vl": qwen2_5_vl_encoder_phase, "llama4": llama4_geometry_phase,
                      "pixtral": pixtral_encoder_phase}.get(tower.geometry.kind, qwen3_vl_encoder_phase)
+    native: dict[str, tuple[bool, bool]] = {}
+    if tower.geometry.kind == "qwen2_5_vl":  # which of the tower's custom ops run natively (a compiled serve)
+        cc, comp = s.compilation_config or {}, compilation_settings(s.compilation_config)
+        native["native_ops"] = native_vision_ops(
+            r.version, compiled=not s.model_config.enforce_eager and comp.compilation_mode in (None, VLLM_COMPILE),
+            backend=str(cc.get("backend") or ""), custom_ops=tuple(str(o) for o in cc.get("custom_ops") or ()))
     phase = encoder_phase(tower.geometry, r.version, data_parallel=tower.encoder_tp_mode == "data",
-                          **args)  # type: ignore[arg-type]
+                          **args, **native)  # type: ignore[arg-type]
     if phase is None:
         return None
     lo, hi = PIXTRAL_FORWARD_RANGE if tower.geometry.kind == "pixtral" else vision_forward_range(r.version)
