@@ -296,7 +296,7 @@ def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
     vllm/encoder_profile.py:qwen3_vl_encoder_phase, vllm/encoder_qwen2_5_vl.py:qwen2_5_vl_encoder_phase,
     vllm/encoder_llama4.py:llama4_geometry_phase, vllm/encoder_pixtral.py:pixtral_encoder_phase): the profiling
     peak is the larger of the vision tower's own forward and what the encoder leaves allocated on top of the language
-    model's dummy run and sampler (`term`). None: no such tower (or its dummy item is not modelled)."""
+    model's dummy run and sampler (`term`). None: no such tower, or none of its modalities allowed."""
     from kvplan.vllm.encoder_llama4 import llama4_geometry_phase
     from kvplan.vllm.encoder_pixtral import PIXTRAL_FORWARD_RANGE, pixtral_encoder_phase
     from kvplan.vllm.encoder_profile import qwen3_vl_encoder_phase, vision_forward_range
@@ -306,14 +306,14 @@ def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
     if tower is None or tower.geometry is None:
         return None
     batch = r.scheduler_config.batch
-    args = dict(model_runner_v2=bool(r.model_runner.v2), tp=s.parallel_config.tensor_parallel_size,
-                max_num_batched_tokens=batch.max_num_batched_tokens, max_num_seqs=batch.max_num_seqs,
-                max_model_len=r.model_config.max_model_len, image_limit=limits.count("image"),
-                video_limit=limits.count("video"), elem=4 if model.dtype == "float32" else 2)
     encoder_phase = {"qwen2_5_vl": qwen2_5_vl_encoder_phase, "llama4": llama4_geometry_phase,
                      "pixtral": pixtral_encoder_phase}.get(tower.geometry.kind, qwen3_vl_encoder_phase)
-    phase = encoder_phase(tower.geometry, r.version, data_parallel=tower.encoder_tp_mode == "data",
-                          **args)  # type: ignore[arg-type]
+    phase = encoder_phase(tower.geometry, r.version, model_runner_v2=bool(r.model_runner.v2),
+                          tp=s.parallel_config.tensor_parallel_size,
+                          max_num_batched_tokens=batch.max_num_batched_tokens, max_num_seqs=batch.max_num_seqs,
+                          max_model_len=r.model_config.max_model_len, image_limit=limits.count("image"),
+                          video_limit=limits.count("video"), elem=4 if model.dtype == "float32" else 2,
+                          data_parallel=tower.encoder_tp_mode == "data")
     if phase is None:
         return None
     lo, hi = PIXTRAL_FORWARD_RANGE if tower.geometry.kind == "pixtral" else vision_forward_range(r.version)
