@@ -152,8 +152,9 @@ def factorized_size(max_pixels: int, unit: int) -> tuple[int, int]:
 
 
 def two_frame_video(g: VisionGeometry, p: QwenVlProcessor) -> DummyItem:
-    """0.17+ qwen3_vl.py:Qwen3VLDummyInputsBuilder.get_dummy_mm_data: 2 frames at the factorized size of the video
-    longest_edge / temporal patch, resized by the video processor (Qwen3VLProcessingInfo._get_vision_info)."""
+    """0.15+ (TWO_FRAME_VIDEO_SINCE) qwen3_vl.py:Qwen3VLDummyInputsBuilder.get_dummy_mm_data: 2 frames at the
+    factorized size of the video longest_edge / temporal patch, resized by the video processor
+    (Qwen3VLProcessingInfo._get_vision_info)."""
     factor = g.patch_size * g.spatial_merge_size
     height, width = factorized_size(p.video_max_pixels // g.temporal_patch_size, factor)
     h, w = video_smart_resize(2, height, width, temporal_factor=g.temporal_patch_size, factor=factor,

@@ -261,10 +261,10 @@ def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings,
 
 def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings, *,
                           first: bool = True) -> MemoryTerm:
-    """The activation peak with the multimodal encoder's profile (first PP stage): Qwen3-VL's, Qwen2.5-VL's and
-    Llama-4's by release, ported (vllm/encoder_profile.py, vllm/encoder_qwen2_5_vl.py, vllm/encoder_llama4.py,
-    _with_qwen_vl_encoder); gemma-4's dummy
-    encoder outputs held through the profiling run (vllm/multimodal.py; an estimate: its encoder's own forward peak
+    """The activation peak with the multimodal encoder's profile (first PP stage): Qwen3-VL's, Qwen2.5-VL's,
+    Llama-4's and Mistral-3's (Pixtral) by release, ported (vllm/encoder_profile.py, vllm/encoder_qwen2_5_vl.py,
+    vllm/encoder_llama4.py, vllm/encoder_pixtral.py: _with_qwen_vl_encoder); gemma-4's dummy encoder outputs held
+    through the profiling run (vllm/multimodal.py; an estimate: its encoder's own forward peak
     is not modelled, so the range reaches twice them); all limits 0 profile no encoder."""
     if not model.mm_modalities:
         return term
