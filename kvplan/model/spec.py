@@ -5,7 +5,7 @@ Frozen data only; `kvplan.model.config.parse_config` builds it from config.json.
 
 # No `from __future__ import annotations` here: NamedTuple and dataclass creation turn string annotations into
 # ForwardRefs (one compile() each) or match them against ClassVar; real ones cost `kvplan size` less at start-up.
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Literal, NamedTuple
 
 from kvplan.model.architectures.base import DEFAULT, Family
@@ -269,8 +269,7 @@ class Gemma4VisionShape:
     @property
     def missing(self) -> tuple[str, ...]:
         """The keys vision_config lacks (or gives as something other than a positive whole number)."""
-        return tuple(k for k in ("hidden_size", "patch_size", "pooling_kernel_size", "position_embedding_size")
-                     if getattr(self, k) is None)
+        return tuple(f.name for f in fields(self) if getattr(self, f.name) is None)
 
 
 @dataclass(frozen=True)

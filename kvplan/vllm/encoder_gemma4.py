@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING
 from kvplan.errors import BadConfig
 from kvplan.units import GiB
 from kvplan.vllm.defaults import VllmVersion
+from kvplan.vllm.encoder_profile import FLOAT32_PIXEL_BYTES
 from kvplan.vllm.memory.budget import MemoryTerm, shifted
 from kvplan.vllm.multimodal import gemma4_encoder_profile, text_only
 from kvplan.vllm.settings import mm_limits
@@ -60,9 +61,8 @@ if TYPE_CHECKING:
     from kvplan.vllm.settings import ResolvedSettings
 
 # The patch embedder's input channels (transformers Gemma4VisionPatchEmbedder.input_proj: 3 × patch_size² values a
-# patch, RGB), and the dummy pixels' float32 (the HF processor rescales them).
+# patch, RGB); the dummy pixels are float32 (the HF processor rescales them: encoder_profile.FLOAT32_PIXEL_BYTES).
 PIXEL_CHANNELS = 3
-PIXEL_BYTES = 4
 # gemma4_mm.py: _VIDEO_MAX_SOFT_TOKENS (soft tokens of one video frame)
 VIDEO_FRAME_SOFT_TOKENS = 70
 
@@ -142,7 +142,7 @@ def gemma4_encoder_peak(version: VllmVersion, *, modality: str, items: int, embe
     elements = chunk * patches * 2 * positions
     point = elements * ONE_HOT_BYTES if version < ONE_HOT_POINT_UNTIL else 0
     high = elements * VLLM_COST_BYTES if version < ONE_HOT_POSSIBLE_UNTIL else 0
-    held = items * patches * (PIXEL_CHANNELS * patch ** 2 * PIXEL_BYTES + hidden * 2)
+    held = items * patches * (PIXEL_CHANNELS * patch ** 2 * FLOAT32_PIXEL_BYTES + hidden * 2)
     return Gemma4EncoderPeak(items, patches, chunk, point, high, held)
 
 

@@ -29,6 +29,7 @@ from kvplan.model.spec import VisionGeometry
 from kvplan.vllm.defaults import LATEST, VllmVersion
 from kvplan.vllm.encoder_profile import (
     BUDGET_COPY_UNTIL,
+    FLOAT32_PIXEL_BYTES,
     NO_ENCODER_PROFILE,
     DummyItem,
     EncoderPhase,
@@ -114,7 +115,7 @@ def llama4_encoder_phase(g: Llama4Vision, version: VllmVersion = LATEST, *, mode
     best, low, high, what = kept
     pixels = items * item.patches * values
     if not model_runner_v2 and version >= BUDGET_COPY_UNTIL:  # vLLM 0.33 holds them in the model dtype
-        best = low = best - pixels * (4 - elem)
+        best = low = best - pixels * (FLOAT32_PIXEL_BYTES - elem)
         what = what.replace("float32 pixels", "pixels (model dtype; float32 at the range's high end)")
     if data_parallel:
         forward = data_parallel_forward_bytes(g, chunks=items * item.patches, tp=tp, elem=elem) + pixels * elem

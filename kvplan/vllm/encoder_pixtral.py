@@ -29,16 +29,18 @@ from kvplan.model.spec import VisionGeometry
 from kvplan.vllm.defaults import VllmVersion
 from kvplan.vllm.encoder_profile import (
     BUDGET_COPY_UNTIL,
-    DEVICE_NORMALIZE_SINCE,
     NO_ENCODER_PROFILE,
     DummyItem,
     EncoderPhase,
+    dummy_pixel_bytes,
     encoder_budget_items,
     runner_kept,
 )
 
 # the budget counts the placeholder's length with its break tokens before 0.13 (get_mm_max_contiguous_tokens)
 CONTIGUOUS_BUDGET_UNTIL = BUDGET_COPY_UNTIL
+# mistral3.py: supports_mm_device_do_normalize, uint8 pixels normalized on the GPU (0.32.0, 0.33.0; not 0.31.0)
+DEVICE_NORMALIZE_SINCE = VllmVersion(0, 32)
 
 
 def pixtral_image(g: VisionGeometry, version: VllmVersion) -> DummyItem:
@@ -86,6 +88,6 @@ def pixtral_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_runn
     if kept is None:
         return EncoderPhase(item, 0, budget, 0, 0, 0, 0, NO_ENCODER_PROFILE)
     best, low, high, what = kept
-    pixel_bytes = items * item.patches * g.patch_values * (1 if u8 else 4)
+    pixel_bytes = dummy_pixel_bytes(item, items, g.patch_values, uint8_pixels=u8)
     forward = pixtral_forward_peak_bytes(g, patches=items * item.patches, tp=tp, elem=elem) + pixel_bytes
     return EncoderPhase(item, items, budget, best, low, high, forward, what)

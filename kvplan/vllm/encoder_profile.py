@@ -59,7 +59,7 @@ class QwenVlProcessor:
 
 QWEN3_VL_PROCESSOR = QwenVlProcessor(65536, 16777216, 4096, 25165824)
 
-V011 = VllmVersion(0, 11)
+V011 = VllmVersion(0, 11)  # video_011's default: the first release of its 0.11–0.14 dummy video
 # 0.11–0.12 qwen3_vl.py: `formatted_video_soft_tokens = video_soft_tokens * 12.5`, _MAX_FRAMES_PER_VIDEO = 24576
 VIDEO_TOKEN_FACTOR_011 = 12.5
 MAX_FRAMES_PER_VIDEO_011 = 24576
@@ -70,6 +70,9 @@ BUDGET_COPY_UNTIL = VllmVersion(0, 13)  # the 12.5 factor and the budget-sized c
 # _dummy_run and _dummy_sampler_run (encoder_cache.clear()); a model without mm inputs runs no encoder at all.
 BUDGET_COPY_SINCE = VllmVersion(0, 11)
 DEVICE_NORMALIZE_SINCE = VllmVersion(0, 32)  # uint8 pixels on the GPU (0.32, 0.33; 0.31 still float32)
+# the dummy pixels' element size where the model does not normalize on the device: the HF processors rescale and
+# normalize them into float32
+FLOAT32_PIXEL_BYTES = 4
 MRV2_ENCODER_UNREAD = VllmVersion(0, 25)  # Model Runner V2: no encoder profile in 0.24; 0.25–0.26 not read
 MRV2_ENCODER_SINCE = VllmVersion(0, 27)  # profile_encoder_cache read in 0.27.1, 0.31, 0.32, 0.33
 TWO_FRAME_VIDEO_SINCE = VllmVersion(0, 15)  # the 2-frame dummy video at the factorized size (0.15.1–0.33 read)
@@ -149,8 +152,9 @@ def factorized_size(max_pixels: int, unit: int) -> tuple[int, int]:
 
 
 def two_frame_video(g: VisionGeometry, p: QwenVlProcessor) -> DummyItem:
-    """0.17+ qwen3_vl.py:Qwen3VLDummyInputsBuilder.get_dummy_mm_data: 2 frames at the factorized size of the video
-    longest_edge / temporal patch, resized by the video processor (Qwen3VLProcessingInfo._get_vision_info)."""
+    """0.15+ (TWO_FRAME_VIDEO_SINCE) qwen3_vl.py:Qwen3VLDummyInputsBuilder.get_dummy_mm_data: 2 frames at the
+    factorized size of the video longest_edge / temporal patch, resized by the video processor
+    (Qwen3VLProcessingInfo._get_vision_info)."""
     factor = g.patch_size * g.spatial_merge_size
     height, width = factorized_size(p.video_max_pixels // g.temporal_patch_size, factor)
     h, w = video_smart_resize(2, height, width, temporal_factor=g.temporal_patch_size, factor=factor,
@@ -331,10 +335,11 @@ def qwen3_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_run
     if kept is None:
         return EncoderPhase(item, 0, budget, 0, 0, 0, 0, NO_ENCODER_PROFILE)
     best, low, high, what = kept
-    pixel_bytes = items * item.patches * g.patch_values * (1 if u8 else 4)
+    pixel_bytes = dummy_pixel_bytes(item, items, g.patch_values, uint8_pixels=u8)
     if data_parallel:
         tower = vision_forward_peak_bytes(g, patches=data_parallel_items(items, tp) * item.patches, tp=1, elem=elem)
-        forward = data_parallel_forward_bytes(g, item, items, tp=tp, pixel_bytes=pixel_bytes, pixel_elem=1 if u8 else 4,
+        forward = data_parallel_forward_bytes(g, item, items, tp=tp, pixel_bytes=pixel_bytes,
+                                              pixel_elem=1 if u8 else FLOAT32_PIXEL_BYTES,
                                               tower=tower, elem=elem)
         what += f"; --mm-encoder-tp-mode data: the whole tower on this rank, its output all-gathered over TP {tp}"
     else:
@@ -343,6 +348,12 @@ def qwen3_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_run
 
 
 NO_ENCODER_PROFILE = "none: Model Runner V2's profile_run runs no encoder before 0.25 (read in 0.24)"
+
+
+def dummy_pixel_bytes(item: DummyItem, items: int, patch_values: int, *, uint8_pixels: bool) -> int:
+    """The pixel values of `items` dummy items as the runner's batched_dummy_mm_inputs holds them: uint8 where the
+    model normalizes on the device (supports_mm_device_do_normalize, by model and release), else float32."""
+    return items * item.patches * patch_values * (1 if uint8_pixels else FLOAT32_PIXEL_BYTES)
 
 
 def runner_kept(item: DummyItem, items: int, budget: int, *, width: int, patch_values: int, version: VllmVersion,
@@ -356,12 +367,11 @@ def runner_kept(item: DummyItem, items: int, budget: int, *, width: int, patch_v
     else items × embeddings. The V1 runner before 0.11 (0.10.2) keeps the outputs and float32 pixels, no copies.
     None: Model Runner V2 before 0.25 profiles no encoder."""
     outputs = (items * item.embeds if output_rows is None else output_rows) * width * elem
-    pixels = items * item.patches * patch_values
     if BUDGET_COPY_SINCE <= version < BUDGET_COPY_UNTIL:
         # V1 only: the budget-sized copies, the originals (the loop's last `output`, a split view that keeps the
         # whole projector output alive), float32 pixels
         copy = items * budget * width * elem if item.embeds < budget else 0
-        kept = copy + outputs + 4 * pixels
+        kept = copy + outputs + dummy_pixel_bytes(item, items, patch_values, uint8_pixels=False)
         return kept, kept, kept, (
             f"{items} {item.modality} item(s) of {item.embeds:,} embeddings ({item.budget_tokens:,} budget tokens"
             f"{f', {item.frames:,} frames' if item.modality == 'video' else ''}) scattered into "
@@ -372,6 +382,6 @@ def runner_kept(item: DummyItem, items: int, budget: int, *, width: int, patch_v
         return outputs, outputs if version >= MRV2_ENCODER_SINCE else 0, outputs, (
             f"{items} {item.modality} item(s) × {item.embeds:,} embeddings kept (Model Runner V2"
             f"{'' if version >= MRV2_ENCODER_SINCE else '; 0.25–0.26 not read: 0 at the range low end'})")
-    kept = outputs + pixels * (1 if uint8_pixels else 4)
+    kept = outputs + dummy_pixel_bytes(item, items, patch_values, uint8_pixels=uint8_pixels)
     return kept, kept, kept, (f"{items} {item.modality} item(s) × {item.embeds:,} embeddings kept with the "
                               f"{'uint8' if uint8_pixels else 'float32'} pixels (V1 runner)")

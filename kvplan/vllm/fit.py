@@ -261,10 +261,10 @@ def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings,
 
 def _with_encoder_profile(term: MemoryTerm, model: ModelSpec, s: ServeSettings, r: ResolvedSettings, *,
                           first: bool = True) -> MemoryTerm:
-    """The activation peak with the multimodal encoder's profile (first PP stage): Qwen3-VL's, Qwen2.5-VL's and
-    Llama-4's by release, ported (vllm/encoder_profile.py, vllm/encoder_qwen2_5_vl.py, vllm/encoder_llama4.py,
-    _with_qwen_vl_encoder); gemma-4's dummy
-    encoder outputs held through the profiling run (vllm/multimodal.py; an estimate: its encoder's own forward peak
+    """The activation peak with the multimodal encoder's profile (first PP stage): Qwen3-VL's, Qwen2.5-VL's,
+    Llama-4's and Mistral-3's (Pixtral) by release, ported (vllm/encoder_profile.py, vllm/encoder_qwen2_5_vl.py,
+    vllm/encoder_llama4.py, vllm/encoder_pixtral.py: _with_qwen_vl_encoder); gemma-4's dummy encoder outputs held
+    through the profiling run (vllm/multimodal.py; an estimate: its encoder's own forward peak
     is not modelled, so the range reaches twice them); all limits 0 profile no encoder."""
     if not model.mm_modalities:
         return term
@@ -296,7 +296,7 @@ def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
     vllm/encoder_profile.py:qwen3_vl_encoder_phase, vllm/encoder_qwen2_5_vl.py:qwen2_5_vl_encoder_phase,
     vllm/encoder_llama4.py:llama4_geometry_phase, vllm/encoder_pixtral.py:pixtral_encoder_phase): the profiling
     peak is the larger of the vision tower's own forward and what the encoder leaves allocated on top of the language
-    model's dummy run and sampler (`term`). None: no such tower (or its dummy item is not modelled)."""
+    model's dummy run and sampler (`term`). None: no such tower, or none of its modalities allowed."""
     from kvplan.vllm.encoder_llama4 import llama4_geometry_phase
     from kvplan.vllm.encoder_pixtral import PIXTRAL_FORWARD_RANGE, pixtral_encoder_phase
     from kvplan.vllm.encoder_profile import qwen3_vl_encoder_phase, vision_forward_range
@@ -306,10 +306,6 @@ def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
     if tower is None or tower.geometry is None:
         return None
     batch = r.scheduler_config.batch
-    args = dict(model_runner_v2=bool(r.model_runner.v2), tp=s.parallel_config.tensor_parallel_size,
-                max_num_batched_tokens=batch.max_num_batched_tokens, max_num_seqs=batch.max_num_seqs,
-                max_model_len=r.model_config.max_model_len, image_limit=limits.count("image"),
-                video_limit=limits.count("video"), elem=4 if model.dtype == "float32" else 2)
     encoder_phase = {"qwen2_5_vl": qwen2_5_vl_encoder_phase, "llama4": llama4_geometry_phase,
                      "pixtral": pixtral_encoder_phase}.get(tower.geometry.kind, qwen3_vl_encoder_phase)
     native: dict[str, tuple[bool, bool]] = {}
@@ -318,8 +314,12 @@ def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
         native["native_ops"] = native_vision_ops(
             r.version, compiled=not s.model_config.enforce_eager and comp.compilation_mode in (None, VLLM_COMPILE),
             backend=str(cc.get("backend") or ""), custom_ops=tuple(str(o) for o in cc.get("custom_ops") or ()))
-    phase = encoder_phase(tower.geometry, r.version, data_parallel=tower.encoder_tp_mode == "data",
-                          **args, **native)  # type: ignore[arg-type]
+    phase = encoder_phase(tower.geometry, r.version, model_runner_v2=bool(r.model_runner.v2),
+                          tp=s.parallel_config.tensor_parallel_size,
+                          max_num_batched_tokens=batch.max_num_batched_tokens, max_num_seqs=batch.max_num_seqs,
+                          max_model_len=r.model_config.max_model_len, image_limit=limits.count("image"),
+                          video_limit=limits.count("video"), elem=4 if model.dtype == "float32" else 2,
+                          data_parallel=tower.encoder_tp_mode == "data", **native)
     if phase is None:
         return None
     lo, hi = PIXTRAL_FORWARD_RANGE if tower.geometry.kind == "pixtral" else vision_forward_range(r.version)

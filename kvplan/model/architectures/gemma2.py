@@ -13,5 +13,5 @@ FAMILY = Family(
     tied_by_default=True,
     float16_unsafe=True,
     # vLLM 0.33.0 gemma2.py (Gemma2Model; tied LM head): the embedding and LM head unguarded, on every PP stage.
-    pp_vocab_every_stage=('Gemma2ForCausalLM',),
+    pp_vocab_every_stage=("Gemma2ForCausalLM",),
 )

@@ -21,5 +21,5 @@ FAMILY = Family(
                                     mm_prefix_lm=("bagel", "gemma3", "molmo2", "moondream3", "paligemma")),
     vision_towers=(("gemma3", "gemma3"),),
     # vLLM 0.33.0 gemma3.py (Gemma3Model; tied LM head): the embedding and LM head unguarded, on every PP stage.
-    pp_vocab_every_stage=('Gemma3ForCausalLM', 'Gemma3ForConditionalGeneration'),
+    pp_vocab_every_stage=("Gemma3ForCausalLM", "Gemma3ForConditionalGeneration"),
 )

@@ -22,5 +22,5 @@ FAMILY = Family(
                                     sglang_gemma4_attention=("gemma4_text",)),
     vision_towers=(("gemma4", "gemma4"),),
     # vLLM 0.33.0 gemma4.py (Gemma4Model; tied LM head): the embedding and LM head unguarded, on every PP stage.
-    pp_vocab_every_stage=('Gemma4ForCausalLM', 'Gemma4ForConditionalGeneration'),
+    pp_vocab_every_stage=("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"),
 )

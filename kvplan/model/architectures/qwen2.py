@@ -17,5 +17,5 @@ FAMILY = Family(
     model_type_rules=ModelTypeRules(sglang_flat_text_config=("qwen2_vl", "qwen2_5_vl")),
     # vLLM 0.10.2 and 0.33.0 models/qwen2_moe.py (Qwen2MoeModel, Qwen2MoeForCausalLM): the embedding and LM head
     # unguarded, on every PP stage.
-    pp_vocab_every_stage=('Qwen2MoeForCausalLM',),
+    pp_vocab_every_stage=("Qwen2MoeForCausalLM",),
 )

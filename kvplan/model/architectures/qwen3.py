@@ -17,5 +17,5 @@ FAMILY = Family(
     model_type_rules=ModelTypeRules(sglang_hopper_qwen3_vl=("qwen3_vl", "qwen3_vl_moe")),
     # vLLM 0.10.2 and 0.33.0 qwen3_moe.py (Qwen3MoeModel, Qwen3MoeForCausalLM), 0.11.0 and 0.33.0 qwen3_vl_moe.py
     # (Qwen3MoeLLMModel, Qwen3MoeLLMForCausalLM): the embedding and LM head unguarded, on every PP stage.
-    pp_vocab_every_stage=('Qwen3MoeForCausalLM', 'Qwen3VLMoeForConditionalGeneration'),
+    pp_vocab_every_stage=("Qwen3MoeForCausalLM", "Qwen3VLMoeForConditionalGeneration"),
 )

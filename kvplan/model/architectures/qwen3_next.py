@@ -17,5 +17,5 @@ FAMILY = Family(
     sglang_state_model_types=("qwen3_next",),
     # vLLM 0.33.0 qwen3_next.py (Qwen3NextModel, Qwen3NextForCausalLM): the embedding and LM head unguarded, on
     # every PP stage.
-    pp_vocab_every_stage=('Qwen3NextForCausalLM',),
+    pp_vocab_every_stage=("Qwen3NextForCausalLM",),
 )

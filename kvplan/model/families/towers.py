@@ -10,6 +10,7 @@ says so).
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import fields
 from typing import Any, Literal
 
 from kvplan.model.architectures import vision_tower
@@ -36,8 +37,7 @@ def _gemma4_vision(v: Mapping[str, Any], text_hidden: int) -> TowerSpec:
     attn = h * heads * hd + 2 * h * kvh * hd + heads * hd * h + 2 * hd  # q, k, v, o; q_norm, k_norm (v_norm: none)
     layer = attn + 3 * h * inter + 4 * h  # gated MLP; four RMSNorms
     patch = 3 * _int(v, "patch_size") ** 2 * h + 2 * _int(v, "position_embedding_size") * h  # input_proj, 2-D table
-    shape = Gemma4VisionShape(*(_positive(v, k) for k in ("hidden_size", "patch_size", "pooling_kernel_size",
-                                                          "position_embedding_size")))
+    shape = Gemma4VisionShape(**{f.name: _positive(v, f.name) for f in fields(Gemma4VisionShape)})
     return TowerSpec("vision tower + projector", VISION, layers * layer + patch + h * text_hidden, 0,
                      "gemma4_mm.py:Gemma4ForConditionalGeneration (transformers Gemma4VisionModel)",
                      tokens_per_image=_int(v, "default_output_length", 280), gemma4_vision=shape)
