@@ -371,3 +371,16 @@ def test_mm_encoder_tp_mode_data_lifts_the_vision_head_split_and_falls_back_wher
     gemma = plan_fit(_model("google--gemma-4-31B-it"), get_gpu("h100"),
                      ServeSettings.of(tp=2, mm_encoder_tp_mode="data"), advise=False)
     assert any("does not support `--mm-encoder-tp-mode data`" in n for n in gemma.notes)
+
+
+def test_equal_modalities_go_to_video_from_0_17_and_to_image_before() -> None:
+    """multimodal/encoder_budget.py:get_modality_with_max_tokens keys on (tokens, name) in 0.17.0; 0.11.0 keys on the
+    tokens alone, so dict order (image first) breaks a tie. One rule for every tower (Qwen3-VL and Qwen2.5-VL)."""
+    from kvplan.vllm.defaults import VllmVersion
+    from kvplan.vllm.encoder_profile import DummyItem, modality_with_max_tokens
+
+    image, video = DummyItem("image", 16_384, 16_384, 65_536), DummyItem("video", 16_384, 16_384, 65_536, frames=2)
+    assert modality_with_max_tokens([image, video], VllmVersion(0, 17)) is video
+    assert modality_with_max_tokens([image, video], VllmVersion(0, 16)) is image
+    assert modality_with_max_tokens([image], VllmVersion(0, 33)) is image
+    assert modality_with_max_tokens([], VllmVersion(0, 33)) is None

@@ -260,18 +260,33 @@ def vision_forward_peak_bytes(g: VisionGeometry, *, patches: int, tp: int, elem:
     return max(block, final)
 
 
+# MultiModalBudget.get_modality_with_max_tokens: max over (tokens, modality name) from 0.17
+# (multimodal/encoder_budget.py: key=lambda x: (x[1], x[0]), read in 0.17.0), over tokens alone before (dict order
+# image, video: the first of equal maxima, read in 0.11.0).
+NAME_BREAKS_TIES_SINCE = VllmVersion(0, 17)
+
+
+def modality_with_max_tokens(candidates: list[DummyItem], version: VllmVersion) -> DummyItem | None:
+    """The dummy item vLLM profiles among the allowed modalities' largest items (image first, then video): the most
+    budget tokens; a tie goes to the larger name ("video") from 0.17, to the first before. None: no candidate."""
+    if not candidates:
+        return None
+    if version >= NAME_BREAKS_TIES_SINCE:
+        return max(candidates, key=lambda c: (c.budget_tokens, c.modality))
+    return max(candidates, key=lambda c: c.budget_tokens)
+
+
 def _dummy_item(g: VisionGeometry, p: QwenVlProcessor, version: VllmVersion, *, image: bool, video: bool,
                 max_model_len: int) -> DummyItem | None:
-    """MultiModalBudget.get_modality_with_max_tokens over the allowed modalities (dict order image, video: the first
-    of equal maxima): 0.11–0.14's video walks its frames from max_model_len (video_011), 0.15+'s has 2
-    (two_frame_video). None: neither allowed."""
+    """Qwen3-VL's dummy item (modality_with_max_tokens): 0.11–0.14's video walks its frames from max_model_len
+    (video_011), 0.15+'s has 2 (two_frame_video). None: neither allowed."""
     candidates = []
     if image:
         candidates.append(max_image(g, p, version))
     if video:
         candidates.append(two_frame_video(g, p) if version >= TWO_FRAME_VIDEO_SINCE
                           else video_011(g, p, max_model_len=max_model_len, version=version))
-    return max(candidates, key=lambda c: c.budget_tokens) if candidates else None
+    return modality_with_max_tokens(candidates, version)
 
 
 def processor_of(g: VisionGeometry, published: QwenVlProcessor = QWEN3_VL_PROCESSOR) -> QwenVlProcessor:

@@ -50,6 +50,7 @@ from kvplan.model.spec import VisionGeometry
 from kvplan.vllm.defaults import LATEST, VllmVersion
 from kvplan.vllm.encoder_profile import (
     FACTORIZED_IMAGE_SINCE,
+    FLOAT32_PIXEL_BYTES,
     HUGE_SIDE,
     NO_ENCODER_PROFILE,
     DummyItem,
@@ -58,10 +59,12 @@ from kvplan.vllm.encoder_profile import (
     data_parallel_forward_bytes,
     data_parallel_items,
     data_parallel_output_rows,
+    dummy_pixel_bytes,
     encoder_budget_items,
     factorized_size,
     image_smart_resize,
     max_image,
+    modality_with_max_tokens,
     processor_of,
     runner_kept,
 )
@@ -82,7 +85,6 @@ QK_CONCAT_ROTARY = VllmVersion(0, 11)  # qwen2_5_vl.py: `qk_concat = torch.cat([
 FUSED_NORM2_SINCE = VllmVersion(0, 10)
 IR_RMS_NORM_SINCE = VllmVersion(0, 21)  # layernorm.py: RMSNorm through vllm.ir.ops (0.21.0 on; 0.20.0 not)
 COMPILED_NATIVE_ACT_SINCE = VllmVersion(0, 15)  # custom_op.py:CustomOp.maybe_compile (0.15.1 on; 0.14.0 not)
-NAME_BREAKS_TIES_SINCE = VllmVersion(0, 17)  # get_modality_with_max_tokens: key (tokens, name) in 0.17+, tokens in 0.11
 
 
 def _image_side(g: VisionGeometry, p: QwenVlProcessor, version: VllmVersion) -> tuple[int, int]:
@@ -115,15 +117,11 @@ def max_video(g: VisionGeometry, p: QwenVlProcessor, *, max_model_len: int, vers
 
 def dummy_item(g: VisionGeometry, p: QwenVlProcessor, version: VllmVersion, *, image: bool, video: bool,
                max_model_len: int) -> DummyItem | None:
-    """MultiModalBudget.get_modality_with_max_tokens over the allowed modalities: the most tokens, ties to the
-    larger name from 0.17 ("video"), to the first (image) before. None: neither allowed."""
+    """Qwen2.5-VL's dummy item over the allowed modalities (encoder_profile.modality_with_max_tokens). None: neither
+    allowed."""
     candidates = ([max_image(g, p, version)] if image else []) + (
         [max_video(g, p, max_model_len=max_model_len, version=version)] if video else [])
-    if not candidates:
-        return None
-    if version >= NAME_BREAKS_TIES_SINCE:
-        return max(candidates, key=lambda c: (c.budget_tokens, c.modality))
-    return max(candidates, key=lambda c: c.budget_tokens)
+    return modality_with_max_tokens(candidates, version)
 
 
 def rope_bytes(g: VisionGeometry, patches: int, elem: int = 2) -> int:
@@ -220,14 +218,14 @@ def qwen2_5_vl_encoder_phase(g: VisionGeometry, version: VllmVersion, *, model_r
     cache = rope_bytes(g, item.patches, elem) if version >= ROPE_CACHE_SINCE else 0
     if cache:
         what += f", and the tower's rotary cache ({cache / 2**20:,.0f} MiB)"
-    pixel_bytes = items * item.patches * g.patch_values * (1 if u8 else 4)
+    pixel_bytes = dummy_pixel_bytes(item, items, g.patch_values, uint8_pixels=u8)
     grid = item.patches if cache else 0
     if data_parallel:
         tower = vision_forward_peak_bytes(g, patches=data_parallel_items(items, tp) * item.patches, grid_patches=grid,
                                           tp=1, elem=elem, version=version, native_norm=native_ops[0],
                                           eager_silu=native_ops[1])
-        forward = data_parallel_forward_bytes(g, item, items, tp=tp, pixel_bytes=pixel_bytes, pixel_elem=1 if u8 else 4,
-                                              tower=tower, elem=elem)
+        forward = data_parallel_forward_bytes(g, item, items, tp=tp, pixel_bytes=pixel_bytes,
+                                              pixel_elem=1 if u8 else FLOAT32_PIXEL_BYTES, tower=tower, elem=elem)
         what += f"; --mm-encoder-tp-mode data: the whole tower on this rank, its output all-gathered over TP {tp}"
     else:
         forward = vision_forward_peak_bytes(g, patches=items * item.patches, grid_patches=grid, tp=tp,
