@@ -45,7 +45,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kvplan.hardware.gpus import GpuSpec, custom_gpu, get_gpu  # noqa: E402
+from kvplan.hardware.gpus import GpuSpec, custom_gpu, get_gpu, gpu_for_device_name, load_catalog  # noqa: E402
 from kvplan.model.config import ModelSpec  # noqa: E402
 from kvplan.model.hub import load_local  # noqa: E402
 from kvplan.model.kv_cache import KVCacheSpec, kv_cache_specs  # noqa: E402
@@ -345,12 +345,14 @@ MOE_BACKEND_FOR_RECORD: dict[str, MoeBackend] = {
     "vllm-23278-h100-gpt-oss-120b": "marlin",
     "dennislee-a100x4-gpt-oss-120b-tp4": "marlin",
 }
-# GPU name in the record → catalog id. "A100 (variant not stated)" is the 80 GB part: the logged weights
-# plus the logged KV exceed what 40 GB × the logged utilization could hold.
-GPU_FOR_NAME = (("rtx pro 6000", "rtx-pro-6000"), ("b300", "b300"),
-                ("a100 40gb", "a100-40gb"), ("a100", "a100-80gb"), ("h100", "h100"), ("gh200", "gh200"),
-                ("nvidia l4 ", "l4"), ("h200", "h200"),
-                ("3090", "rtx-3090"), ("l40s", "l40s"), ("t4", "t4"), ("gb10", "gb10"), ("4060", None))
+# Recorded GPUs the catalog lacks, planned on a catalog part (recorded device name → catalog id, why). Every other
+# name resolves through the catalog's own lookup (kvplan/hardware/gpus.py:gpu_for_device_name); "NVIDIA A100
+# (variant not stated)" resolves to the 80 GB part (alias a100): the logged weights plus the logged KV exceed what
+# 40 GB × the logged utilization could hold.
+GPU_STAND_IN = {
+    "NVIDIA H200 NVL": ("h200", "no H200 NVL entry: the same 141 GB GH100 part as H200 SXM"),
+    "NVIDIA GeForce RTX 3090 Ti": ("rtx-3090", "no 3090 Ti entry: the same 24 GB GA102, SM 8.6"),
+}
 
 
 def split_of(record_id: str) -> str:
@@ -425,11 +427,12 @@ def _version(rec: dict[str, Any]) -> str | None:
 
 
 def _gpu(rec: dict[str, Any]) -> GpuSpec | None:
-    name = (rec.get("gpu") or "").lower()
-    for key, gpu_id in GPU_FOR_NAME:
-        if key in name:
-            return get_gpu(gpu_id) if gpu_id else None
-    return None
+    name = str(rec.get("gpu") or "").split(" (")[0].strip()  # the record's device name, without its note
+    if not name:
+        return None
+    if name in GPU_STAND_IN:
+        return get_gpu(GPU_STAND_IN[name][0])
+    return gpu_for_device_name(name, load_catalog())
 
 
 def _fixture(rec: dict[str, Any]) -> tuple[Path, str] | None:

@@ -522,3 +522,17 @@ def test_cli_bad_gpus_file_exits_2_with_one_line(tmp_path: Path) -> None:
     assert result.exit_code == 2
     lines = result.stderr.splitlines()
     assert len(lines) == 1 and "memory_bandwidth_bytes_per_s" in lines[0] and "h100-sxm" in lines[0]
+
+
+def test_gpu_for_device_name_reads_logged_names_through_the_catalog() -> None:
+    """Logged device names (torch's, nvidia-smi's, the fused-MoE config file's) resolve by the catalog's lookup;
+    a GPU the catalog lacks, or alternatives naming two GPUs, give None (benchmarks/accuracy.py relies on it)."""
+    from kvplan.hardware.gpus import gpu_for_device_name, load_catalog
+
+    catalog = load_catalog()
+    found = {n: (g.id if g else None) for n in ("NVIDIA H20-3e", "NVIDIA L20", "NVIDIA_H200", "NVIDIA H100 NVL",
+                                                "GB10 / DGX Spark", "8x H200/H20", "NVIDIA H200 NVL")
+             for g in [gpu_for_device_name(n, catalog)]}
+    assert found == {"NVIDIA H20-3e": "h20-3e", "NVIDIA L20": "l20", "NVIDIA_H200": "h200",
+                     "NVIDIA H100 NVL": "h100-nvl", "GB10 / DGX Spark": "gb10", "8x H200/H20": None,
+                     "NVIDIA H200 NVL": None}

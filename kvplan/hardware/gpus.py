@@ -654,6 +654,19 @@ def find_gpu(name: str, catalog: Mapping[str, GpuSpec]) -> GpuSpec:
     return catalog[gpu_id]
 
 
+def gpu_for_device_name(name: str, catalog: Mapping[str, GpuSpec]) -> GpuSpec | None:
+    """The catalog GPU a logged device name names, or None when it names none or several: `find_gpu`'s lookup
+    (the fused-MoE config form "NVIDIA_H200" matches too). Alternatives written "A / B" resolve only when every
+    one names the same GPU ("GB10 / DGX Spark" is gb10; "H200/H20" is None)."""
+    hits: set[str] = set()
+    for part in name.split("/"):
+        try:
+            hits.add(find_gpu(part, catalog).id)
+        except UnknownGpu:
+            return None
+    return catalog[hits.pop()] if len(hits) == 1 else None
+
+
 def get_gpu(name: str, extra_file: str | Path | None = None) -> GpuSpec:
     """The catalog GPU called `name` (id, alias or device name); see `find_gpu`."""
     return find_gpu(name, load_catalog(extra_file))
