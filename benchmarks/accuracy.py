@@ -270,7 +270,21 @@ UNEXPLAINED = {
         "dated Oct 2025, after 0.11.0). 0.10's FlashInfer sampler path would give 6.56 GiB: the 1,024 rows × 201,088 "
         "vocab × 38.4 B sampler of 0.11 (7.37 GiB, --max-num-batched-tokens 1024) is what the log holds. Weights: "
         "vLLM 0.11's default MXFP4 kernel on H100 (Marlin, 65.93 GiB; the same checkpoint's Marlin weights logged on "
-        "H100 PCIe in vllm-23278: 65.97, which would leave 0.05 GiB); no per-term line to split the rest"),
+        "H100 PCIe in vllm-23278: 65.97, which would leave 0.05 GiB); no per-term line to split the rest. Issue 20 "
+        "re-read: the comment's traceback lines (utils/__init__.py:1572, async_llm.py:207/134, core.py:699/498/708) "
+        "match the 0.11.0 wheel, not 0.10.2 or 0.11.2, and 0.11.0's METADATA lists flashinfer-python only as an "
+        "extra: no FlashInfer, so the native top-k/top-p sampler (apply_top_k_top_p, the same code in 0.11.2 whose "
+        "logs the 38.4 B is read on) and Marlin (mxfp4.py:get_mxfp4_backend, no triton_kernels). Weights: "
+        "create_weights and marlin_utils_fp4.py:prepare_moe_fp4_layer_for_marlin are the same in 0.10.2 and 0.11.0 "
+        "and keep every byte count (repacked uint4, e8m0 scales, bf16 bias); 'Model loading took' is "
+        "memory_allocated after empty_cache (platforms/cuda.py:get_current_memory_usage), so allocator blocks "
+        "count: each layer's w13_weight_scale is 69 MiB at TP 1, and if torch's caching allocator leaves its 1 MiB "
+        "segment remainder unsplit (36 MiB, 0.035 GiB) that is vllm-23278's +0.037; not ported (the allocator's "
+        "rules were not read in its source, and at TP 4 no expert tensor has such a remainder while "
+        "dennislee-a100x4 shows +0.02). Ruled out for the ~0.05 GiB left: sinks (64 bf16 a layer), the per-call "
+        "Marlin workspace (SMs × 4 int32) and fused_marlin_moe's caches (freed, below the sampler peak at 1,024 "
+        "tokens), sliding-window layers (same), the CUDA-graph estimate (not subtracted in 0.11). Left: torch "
+        "2.8.0's sort scratch against 2.9's on the 0.11.1+ logs, the H100 total (79.18–79.22 GiB × 0.95: ±0.02)"),
     "vllm-44376-2xgh200-deepseek-v4-flash-failed": (
         "the comment gives no version (0.22 from the issue's title), no 'Model loading took' and a local "
         "'DeepSeek-V4-Flash': every term is estimated (weights 73.54 … 76.51 GiB). Read in the 0.22.0 wheel against "
