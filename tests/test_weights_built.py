@@ -38,9 +38,6 @@ OPEN = {
     "Qwen--Qwen3-Next-80B-A3B-Instruct__h100-tp2": "Gated-DeltaNet layers as built: +96.3 MiB",
     "Qwen--Qwen3-Next-80B-A3B-Instruct__h100-tp2-pp2": "Gated-DeltaNet layers as built: +48.2 MiB a stage",
     "Qwen--Qwen3-Next-80B-A3B-Instruct-FP8__h100-tp2": "Gated-DeltaNet layers as built: +51.3 MiB",
-    # Gemma 4 E2B: the per_layer_embeddings tensor (8,192 × 35 × 256 bf16, 140 MiB, sized by the batch) and about
-    # 1.07 GiB more of the language model (its per-layer-input tables) that kvplan's count does not yet hold.
-    "google--gemma-4-E2B-it__h100-tp1": "Gemma 4 E2B's per-layer inputs as built: +1.21 GiB",
 }
 
 
@@ -152,3 +149,35 @@ def test_mrope_cache_covers_four_times_the_positions_before_0_32() -> None:
     # Qwen2.5-VL passes no factor: 4 × 128,000 positions in every release.
     qwen25 = load_local(str(ROOT / "tests" / "fixtures" / "corpus" / "configs" / "Qwen--Qwen2.5-VL-3B-Instruct"))
     assert rope_cache_bytes(qwen25) == rope_cache_bytes(qwen25, VllmVersion(0, 11)) == 4 * 128000 * 128 * 2
+
+
+def test_gemma4_e2b_double_wide_mlps_q_only_shared_layers_and_per_layer_buffer() -> None:
+    """gemma-4-E2B (35 layers, the last 20 KV-shared, use_double_wide_mlp) as vLLM 0.33 builds it, the +1.21 GiB
+    kvplan missed: (1) gemma4.py:Gemma4DecoderLayer doubles the MLP of the shared layers (12,288 wide); (2) its
+    shared layers size q/o by their layer type (per_layer_config: the 4 shared full layers 512 wide, not 256) and
+    build q_proj alone, dropping the k/v the checkpoint ships (Gemma4Attention, vLLM 0.30+); (3) gemma4_mm.py:
+    Gemma4ForConditionalGeneration preallocates per_layer_embeddings, max_num_batched_tokens × 35 × 256 bf16."""
+    from kvplan.vllm.defaults import VllmVersion
+
+    g = _golden(GOLDENS / "google--gemma-4-E2B-it__h100-tp1.json")
+    stage = g["stages"][0]
+    h, inter, full_layers, shared_full = 1536, 6144, (4, 9, 14), (19, 24, 29, 34)
+    mlp = 15 * 3 * h * inter + 20 * 3 * h * 2 * inter
+    assert stage["parameters_by_kind"]["mlp"] == mlp * 2
+    own = 12 * (2 * 8 * 256 + 2 * 256) * h + len(full_layers) * (2 * 8 * 512 + 2 * 512) * h  # q, o, k, v
+    shared = 16 * 2 * 8 * 256 * h + len(shared_full) * 2 * 8 * 512 * h  # q and o only
+    assert stage["parameters_by_kind"]["attention"] == (own + shared) * 2
+    buffer = next(t for t in stage["tensor_attributes"] if t["name"] == "per_layer_embeddings")
+    assert (buffer["shape"], buffer["dtype"]) == ([8192, 35, 256], "bfloat16")
+
+    model = load_local(str(ROOT / g["config"]))
+    per_layer_gates = 35 * 2 * h * 256  # per_layer_input_gate and per_layer_projection, counted with the MLP
+    assert count_parameters(model).mlp == mlp + per_layer_gates
+    terms = {a.name: a.total_bytes for a in load_adjustments(model, tp=1, max_num_batched_tokens=8192)}
+    assert terms["per-layer-input buffer (8,192 tokens × 35 layers × 256)"] == buffer["bytes"] == 8192 * 35 * 256 * 2
+    kv_dropped = (16 * 2 * h * 256 + 4 * 2 * h * 512) * 2 + (16 * 256 + 4 * 512) * 2  # k/v and k_norm, bf16
+    assert terms["KV-shared layers build no k/v projections"] == -kv_dropped
+    # vLLM 0.20-0.29 built the shared layers' full QKVParallelLinear (gemma4.py:Gemma4Attention): nothing dropped.
+    old = {a.name for a in load_adjustments(model, tp=1, version=VllmVersion(0, 29), max_num_batched_tokens=8192)}
+    assert "KV-shared layers build no k/v projections" not in old
+    assert "per-layer-input buffer (8,192 tokens × 35 layers × 256)" in old

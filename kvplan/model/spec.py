@@ -313,6 +313,7 @@ class ConfigFacts(NamedTuple):
     parallel_attn: bool = False  # Falcon: attention and MLP in parallel off one input norm
     per_layer_input_size: int = 0  # Gemma-3n / Gemma-4 "E": hidden_size_per_layer_input (0: none)
     per_layer_input_vocab: int = 0  # vocab_size_per_layer_input (0: the vocabulary)
+    double_wide_mlp: bool = False  # Gemma-4 use_double_wide_mlp: the KV-shared layers' MLP twice as wide
     mtp_layers: int = 0  # MTP layers the checkpoint carries (num_nextn_predict_layers …; the family's default)
     n_predict: object = None  # a draft config's `n_predict` as written (vLLM checks it)
     draft_vocab_size: int = 0  # an EAGLE-3 draft's own vocabulary (0: the target's)

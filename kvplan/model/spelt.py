@@ -202,6 +202,7 @@ def consumer_fields(data: Mapping[str, Any], top: Mapping[str, Any], family: Fam
         parallel_attn=bool(data.get("parallel_attn")),
         per_layer_input_size=_int_or_zero(data.get("hidden_size_per_layer_input")),
         per_layer_input_vocab=_int_or_zero(data.get("vocab_size_per_layer_input")),
+        double_wide_mlp=data.get("use_double_wide_mlp") is True,
         mtp_layers=mtp,
         n_predict=data.get("n_predict"),
         draft_vocab_size=_int_or_zero(data.get("draft_vocab_size")),

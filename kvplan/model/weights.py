@@ -57,8 +57,8 @@ def _attention_params(model: ModelSpec, layer: LayerSpec) -> int:
         kv_b = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
         return q + kv_a + kv_b + heads * m.v_head_dim * h + dsa_indexer_params(model)
     hd, kvh = layer.head_size, layer.num_kv_heads
-    if layer.kind == "kv_shared":  # still has q and o (and k/v weights in the checkpoint)
-        hd, kvh = model.head_size, model.num_kv_heads
+    if layer.kind == "kv_shared":  # q and o, and the k/v original checkpoints still ship (vLLM drops them)
+        hd, kvh = kv_shared_geometry(model, layer)
     q, kv, o = h * heads * hd, h * kvh * hd, heads * hd * h
     n = q + 2 * kv + o
     if rules.attention_bias != "none":
@@ -68,6 +68,29 @@ def _attention_params(model: ModelSpec, layer: LayerSpec) -> int:
     if rules.attention_sinks:
         n += heads  # one per head
     return n
+
+
+def kv_shared_geometry(model: ModelSpec, layer: LayerSpec) -> tuple[int, int]:
+    """(head size, KV heads) of a KV-shared layer's projections: those of the non-shared layers of its type.
+
+    vLLM 0.33 models/gemma4.py:Gemma4DecoderLayer sizes every layer's attention from its layer type
+    (config.per_layer_config[layer_idx]: head_dim, num_key_value_heads; 0.20-0.29 gemma4_layer_config alike), the
+    shared ones too: Gemma-4-E2B's shared full-attention layers have 512-wide heads like the other full layers,
+    not head_dim 256. The type comes from `layer_types`; without it (Gemma-3n: one head size), the model's."""
+    types = model.facts.layer_type_names
+    if types is not None and layer.index < len(types):
+        for other in reversed(model.layers[:layer.index]):
+            if other.kind != "kv_shared" and other.index < len(types) and types[other.index] == types[layer.index]:
+                return other.head_size or model.head_size, other.num_kv_heads or model.num_kv_heads
+    return model.head_size, model.num_kv_heads
+
+
+def mlp_width(model: ModelSpec, layer: LayerSpec) -> int:
+    """A dense layer's MLP width: intermediate_size, twice that in a KV-shared layer of a config with
+    use_double_wide_mlp (vLLM 0.20-0.33 models/gemma4.py:Gemma4DecoderLayer.__init__: layer_intermediate_size =
+    intermediate_size × 2 for layer_idx ≥ first_kv_shared_layer_idx; Gemma-4-E2B's last 20 layers, 12,288)."""
+    wide = model.facts.double_wide_mlp and layer.kind == "kv_shared"
+    return model.intermediate_size * (2 if wide else 1)
 
 
 def dsa_indexer_params(model: ModelSpec) -> int:
@@ -170,7 +193,7 @@ def _layer_params(model: ModelSpec, layer: LayerSpec) -> _LayerParams:
     if not rules.mixer_layers_have_mlp:
         return _LayerParams(attention, 0, 0, norms)  # Nemotron-H: attention and Mamba layers have no MLP
     if (layer.kind != "mamba" or rules.recurrent_layers_have_mlp) and model.intermediate_size:
-        return _LayerParams(attention, _mlp_params(model, model.intermediate_size), 0, norms)
+        return _LayerParams(attention, _mlp_params(model, mlp_width(model, layer)), 0, norms)
     return _LayerParams(attention, 0, 0, norms)
 
 

@@ -174,6 +174,9 @@ class Family(NamedTuple):
     # The family's architectures whose vLLM class builds the embedding and the LM head on every pipeline stage (no
     # is_first_rank / is_last_rank guard; kvplan.vllm.memory.weights.pp_vocab_copies_bytes).
     pp_vocab_every_stage: tuple[str, ...] = ()
+    # Classes that allocate a per-layer-input buffer with the model (max_num_batched_tokens × layers ×
+    # hidden_size_per_layer_input: gemma4_mm.py / gemma3n_mm.py, kvplan.vllm.memory.weights._per_layer_input_buffer).
+    per_layer_input_buffer: tuple[str, ...] = ()
 
 
 # A family kvplan knows nothing special of: the Llama shape.

@@ -12,4 +12,6 @@ FAMILY = Family(
     architectures=("Gemma3nForCausalLM", "Gemma3nForConditionalGeneration"),
     model_types=("gemma3n", "gemma3n_text"),
     model_type_rules=ModelTypeRules(max_len_already_scaled=("gemma3n", "gemma3n_text")),
+    # gemma3n_mm.py:Gemma3nForConditionalGeneration.__init__ (0.10.1-0.33.0): per_layer_embeddings
+    per_layer_input_buffer=("Gemma3nForConditionalGeneration",),
 )

@@ -23,4 +23,7 @@ FAMILY = Family(
     vision_towers=(("gemma4", "gemma4"),),
     # vLLM 0.33.0 gemma4.py (Gemma4Model; tied LM head): the embedding and LM head unguarded, on every PP stage.
     pp_vocab_every_stage=("Gemma4ForCausalLM", "Gemma4ForConditionalGeneration"),
+    # gemma4_mm.py:Gemma4ForConditionalGeneration.__init__ (0.20.0-0.33.0): per_layer_embeddings, when the text
+    # config has hidden_size_per_layer_input (the "E" models)
+    per_layer_input_buffer=("Gemma4ForConditionalGeneration",),
 )

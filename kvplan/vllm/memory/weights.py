@@ -7,11 +7,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from kvplan.model.spec import ModelSpec, TowerSpec
+from kvplan.model.spec import LayerSpec, ModelSpec, TowerSpec
 from kvplan.model.weights import (
     FP_BYTES,
     count_parameters,
     dsa_indexer_params,
+    kv_shared_geometry,
+    mlp_width,
     quantized_bits_per_weight,
     stage_stored_bytes,
     weights_bytes_per_gpu,
@@ -327,11 +329,12 @@ def _dsv4_adjustment(model: ModelSpec, tp: int, max_num_batched_tokens: int | No
         last_stage_bytes=tokens * d4.hc_mult * model.hidden_size * full)
 
 
-def _linear_shapes(model: ModelSpec, tp: int) -> list[tuple[int, int, int]]:
+def _linear_shapes(model: ModelSpec, tp: int, version: VllmVersion | None = None) -> list[tuple[int, int, int]]:
     """(count, rows N, columns K) per rank of the linear layers a weight-quantization scheme covers.
 
-    Attention q/k/v (fused, KV heads replicated when fewer than tp) and o, dense or shared-expert MLPs
-    and routed experts. MLA and recurrent projections are left out (approximation).
+    Attention q/k/v (fused, KV heads replicated when fewer than tp; a KV-shared layer's q alone from vLLM 0.30,
+    see _kv_shared_builds_kv) and o, dense (mlp_width) or shared-expert MLPs and routed experts. MLA and
+    recurrent projections are left out (approximation).
     """
     h, moe, rules = model.hidden_size, model.moe, model.family.weights
     up = 2 if model.gated_mlp else 1
@@ -345,16 +348,69 @@ def _linear_shapes(model: ModelSpec, tp: int) -> list[tuple[int, int, int]]:
     for layer in model.layers:
         if layer.kind not in ("mamba", "mlp_only", "mla"):
             heads = -(-model.num_attention_heads // tp)
-            kvh = max(1, (layer.num_kv_heads or model.num_kv_heads) // tp)
-            hd = layer.head_size or model.head_size
+            hd, kvh = _head_geometry(model, layer)
+            kvh = max(1, kvh // tp) if _kv_shared_builds_kv(layer, version) else 0
             out.extend([(1, (heads + 2 * kvh) * hd, h), (1, h, heads * hd)])
         if moe is not None and layer.moe:
             mlp(moe.expert_intermediate_size, moe.num_experts)
             mlp(moe.shared_intermediate_size)
         elif layer.kind == "mlp_only" or (rules.mixer_layers_have_mlp and (layer.kind != "mamba" or
                                                                              rules.recurrent_layers_have_mlp)):
-            mlp(model.intermediate_size)
+            mlp(mlp_width(model, layer))
     return out
+
+
+# A KV-shared layer (Gemma-3n / Gemma-4 num_kv_shared_layers) builds q_proj alone from vLLM 0.30 (models/gemma4.py,
+# gemma3n.py: "K/V come from the target layer's cache, so like HF this layer only has q_proj (and no
+# k_norm/v_norm)"; read in 0.30.0, 0.31.0, 0.32.0, 0.33.0), and drops the K/V tensors "original checkpoints still
+# ship" (0.33 gemma3n.py:_kv_sharing_weights_mapper, gemma4.py:_gemma4_layer_weights_mapper). 0.20.0-0.29.0 build
+# the full QKVParallelLinear and k_norm there (gemma4.py:Gemma4Attention, gemma3n.py:Gemma3nAttention), loaded.
+KV_SHARED_Q_ONLY_SINCE = VllmVersion(0, 30)
+
+
+def _kv_shared_builds_kv(layer: LayerSpec, version: VllmVersion | None) -> bool:
+    """Whether vLLM `version` (None: the latest) builds this layer's K and V projections (KV_SHARED_Q_ONLY_SINCE)."""
+    return layer.kind != "kv_shared" or (version or LATEST) < KV_SHARED_Q_ONLY_SINCE
+
+
+def _head_geometry(model: ModelSpec, layer: LayerSpec) -> tuple[int, int]:
+    """(head size, KV heads) of an attention layer's projections (a KV-shared one's: kv_shared_geometry)."""
+    if layer.kind == "kv_shared":
+        return kv_shared_geometry(model, layer)
+    return layer.head_size or model.head_size, layer.num_kv_heads or model.num_kv_heads
+
+
+def _kv_shared_adjustment(model: ModelSpec, tp: int, version: VllmVersion | None) -> LoadAdjustment | None:
+    """The KV-shared layers' k_proj, v_proj and k_norm, which the stored count holds (the original checkpoint ships
+    them: kvplan.model.weights) and vLLM 0.30+ neither builds nor loads (KV_SHARED_Q_ONLY_SINCE): their stored
+    share, taken off. Gemma-4-E2B: 16 sliding layers × 2 × 1,536 × 256 and 4 full ones × 2 × 1,536 × 512, 36 MiB."""
+    shared = [layer for layer in model.layers if not _kv_shared_builds_kv(layer, version)]
+    if not shared:
+        return None
+    h, stored, full = model.hidden_size, _stored_linear_bytes(model), FP_BYTES.get(model.dtype, 2)
+    dropped = 0.0
+    for layer in shared:
+        hd, kvh = kv_shared_geometry(model, layer)
+        dropped += 2 * h * kvh * hd * stored + (hd * full if model.family.weights.qk_norm else 0)
+    return LoadAdjustment("KV-shared layers build no k/v projections",
+                          "models/gemma4.py:Gemma4Attention, gemma3n.py:Gemma3nAttention (q_proj only, vLLM 0.30+)",
+                          layers_bytes=-int(dropped / tp))
+
+
+def _per_layer_input_buffer(model: ModelSpec, max_num_batched_tokens: int | None) -> LoadAdjustment | None:
+    """The per-layer-input buffer a Gemma-3n / Gemma-4 "E" wrapper allocates with the model "for CUDA graph
+    compatibility": max_num_batched_tokens × num_hidden_layers × hidden_size_per_layer_input in the model dtype
+    (vLLM 0.33 models/gemma4_mm.py:Gemma4ForConditionalGeneration.__init__ `self.per_layer_embeddings`, alike
+    in 0.20.0-0.32.0; gemma3n_mm.py:Gemma3nForConditionalGeneration.__init__ from 0.10.1), on every stage that
+    builds the class (Family.per_layer_input_buffer names it). Gemma-4-E2B at 8,192 tokens: 140 MiB."""
+    ple = model.facts.per_layer_input_size
+    if ple <= 0 or not max_num_batched_tokens or \
+            not set(model.family.per_layer_input_buffer).intersection(model.architectures):
+        return None
+    return LoadAdjustment(
+        f"per-layer-input buffer ({max_num_batched_tokens:,} tokens × {model.num_layers} layers × {ple})",
+        "models/gemma4_mm.py:Gemma4ForConditionalGeneration.__init__ (per_layer_embeddings)",
+        every_stage_bytes=max_num_batched_tokens * model.num_layers * ple * FP_BYTES.get(model.dtype, 2))
 
 
 def _mxfp4_adjustment(model: ModelSpec, tp: int, backend: MoeBackend | None) -> LoadAdjustment | None:
@@ -373,7 +429,8 @@ def _mxfp4_adjustment(model: ModelSpec, tp: int, backend: MoeBackend | None) -> 
     )
 
 
-def _gptq_marlin_adjustment(model: ModelSpec, tp: int, arch: str | None) -> LoadAdjustment | None:
+def _gptq_marlin_adjustment(model: ModelSpec, tp: int, arch: str | None,
+                            version: VllmVersion | None = None) -> LoadAdjustment | None:
     """gptq_marlin.py: sym 4/8-bit GPTQ runs on Marlin from SM80 (is_gptq_marlin_compatible); Marlin
     drops the (symmetric, constant) qzeros and keeps g_idx + sort indices only with act-order."""
     q, layout = model.quant, model.facts.quant_layout
@@ -381,7 +438,7 @@ def _gptq_marlin_adjustment(model: ModelSpec, tp: int, arch: str | None) -> Load
         return None
     if not layout.symmetric or q.weight_bits not in (4, 8):
         return None
-    shapes = _linear_shapes(model, tp)
+    shapes = _linear_shapes(model, tp, version)
     zeros = sum(c * n * (k // q.group_size) for c, n, k in shapes) * int(q.weight_bits) // 8
     g_idx = sum(c * k for c, _, k in shapes) * GPTQ_G_IDX_BYTES_PER_ROW if layout.desc_act else 0
     return LoadAdjustment(
@@ -391,13 +448,13 @@ def _gptq_marlin_adjustment(model: ModelSpec, tp: int, arch: str | None) -> Load
     )
 
 
-def _fp8_scale_adjustment(model: ModelSpec, tp: int) -> LoadAdjustment | None:
+def _fp8_scale_adjustment(model: ModelSpec, tp: int, version: VllmVersion | None = None) -> LoadAdjustment | None:
     """8-bit scales the stored-bytes formula leaves out: fp32 per 128×128 block (FP8 block quantization)
     or per output channel (compressed-tensors "channel" strategy); per-tensor scales are negligible."""
     q, layout = model.quant, model.facts.quant_layout
     if q is None or q.weight_bits != 8:
         return None
-    shapes = _dsv4_fp8_shapes(model, tp) if model.dsv4 is not None else _linear_shapes(model, tp)
+    shapes = _dsv4_fp8_shapes(model, tp) if model.dsv4 is not None else _linear_shapes(model, tp, version)
     if layout.fp8_block is not None:
         bn, bk = layout.fp8_block
         scales = sum(c * -(-n // bn) * -(-k // bk) for c, n, k in shapes)
@@ -448,17 +505,17 @@ def _router_adjustment(model: ModelSpec, tp: int) -> LoadAdjustment | None:
                           layers_bytes=int(delta))
 
 
-def _kv_replica_adjustment(model: ModelSpec, tp: int) -> LoadAdjustment | None:
+def _kv_replica_adjustment(model: ModelSpec, tp: int, version: VllmVersion | None = None) -> LoadAdjustment | None:
     """K and V projections of KV heads replicated over the TP ranks when tp exceeds them: layers/linear.py:
     QKVParallelLinear gives every rank max(1, kv_heads // tp) KV heads (num_kv_head_replicas = tp // kv_heads),
-    where kvplan's stored share splits them evenly."""
+    where kvplan's stored share splits them evenly (a KV-shared layer's too where vLLM builds them)."""
     h, stored, delta = model.hidden_size, _stored_linear_bytes(model), 0.0
     for layer in model.layers:
-        if layer.kind in ("mamba", "mlp_only", "mla", "kv_shared"):
+        if layer.kind in ("mamba", "mlp_only", "mla") or not _kv_shared_builds_kv(layer, version):
             continue
-        kvh = layer.num_kv_heads or model.num_kv_heads
+        hd, kvh = _head_geometry(model, layer)
         if tp > kvh > 0:
-            delta += 2 * (layer.head_size or model.head_size) * h * stored * (1 - kvh / tp)
+            delta += 2 * hd * h * stored * (1 - kvh / tp)
     if delta < 1:
         return None
     return LoadAdjustment("KV heads replicated over the TP ranks",
@@ -588,9 +645,11 @@ def load_adjustments(
             "vocab_parallel_embedding.py:VocabParallelEmbedding.__init__ (pad_vocab_size)",
             first_stage_bytes=per_rank, last_stage_bytes=0 if model.tie_word_embeddings else per_rank))
     backend = moe_backend if moe_backend is not None else default_mxfp4_backend(arch, version)
-    for adj in (_mxfp4_adjustment(model, tp, backend), _gptq_marlin_adjustment(model, tp, arch),
-                _fp8_scale_adjustment(model, tp), _router_adjustment(model, tp),
-                _kv_replica_adjustment(model, tp), _dsv4_adjustment(model, tp, max_num_batched_tokens)):
+    for adj in (_mxfp4_adjustment(model, tp, backend), _gptq_marlin_adjustment(model, tp, arch, version),
+                _fp8_scale_adjustment(model, tp, version), _router_adjustment(model, tp),
+                _kv_replica_adjustment(model, tp, version), _kv_shared_adjustment(model, tp, version),
+                _per_layer_input_buffer(model, max_num_batched_tokens),
+                _dsv4_adjustment(model, tp, max_num_batched_tokens)):
         if adj is not None:
             out.append(adj)
     out.extend(_mla_adjustments(model, tp, max_num_batched_tokens))
