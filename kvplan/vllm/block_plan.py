@@ -24,10 +24,12 @@ from dataclasses import dataclass, replace
 
 from kvplan.errors import InvalidParameter
 from kvplan.model.kv_cache import KVCacheSpec
-from kvplan.units import format_gib_vllm
+from kvplan.units import GiB, format_gib_vllm
 from kvplan.vllm.defaults import (
     MIN_KERNEL_BLOCK_SIZE,
+    REFUSAL_WORDINGS,
     MambaCacheMode,
+    VllmVersion,
 )
 from kvplan.vllm.kv_groups import (
     HybridAlignment,
@@ -118,20 +120,30 @@ def estimate_max_model_len(
     return best
 
 
-def refusal_message(max_model_len: int, needed_bytes: int, check_bytes: int, estimated: int) -> str:
-    """vLLM's ValueError when one max-length request does not fit (_check_enough_kv_cache_memory).
-    The unbalanced parenthesis is vLLM's."""
-    estimate = (
-        f" Based on the available memory, the estimated maximum model length is {estimated}." if estimated > 0 else ""
-    )
-    return (
-        f"To serve at least one request with the model's max seq len ({max_model_len}), "
-        f"({format_gib_vllm(needed_bytes)} GiB KV cache is needed, which is larger than the available KV cache "
-        f"memory ({format_gib_vllm(check_bytes)} GiB).{estimate} Try increasing `gpu_memory_utilization` "
-        "(which also controls CPU memory on the CPU backend) or decreasing `max_model_len` when initializing "
-        "the engine. "
-        f"See {CONSERVING_MEMORY_URL} for more details."
-    )
+def refusal_message(max_model_len: int, needed_bytes: int, check_bytes: int, estimated: int,
+                    wording: VllmVersion = REFUSAL_WORDINGS[-1]) -> str:
+    """vLLM's ValueError when one max-length request does not fit (_check_enough_kv_cache_memory), in the wording of
+    the release `wording` names (defaults.refusal_wording). The unbalanced parenthesis and the spacing are vLLM's;
+    0.8's estimate sentence is cut after its first line (an f-string left on its own line in vLLM's source)."""
+    v0_14 = wording >= VllmVersion(0, 14)
+    gib = format_gib_vllm if v0_14 else (lambda b: f"{b / GiB:.2f}")  # utils format_gib from 0.14, `:.2f` before
+    models = "model's" if wording >= VllmVersion(0, 22) else "models's"
+    head = (f"To serve at least one request with the {models} max seq len ({max_model_len}), "
+            f"({gib(needed_bytes)} GiB KV cache is needed, which is larger than the available KV cache "
+            f"memory ({gib(check_bytes)} GiB).")
+    sentence = f"Based on the available memory, the estimated maximum model length is {estimated}."
+    if wording < VllmVersion(0, 9):
+        estimate = " Based on the available memory," if estimated > 0 else ""
+        return f"{head}{estimate}  Try increasing `gpu_memory_utilization` or decreasing `max_model_len` " \
+            "when initializing the engine."
+    if v0_14:
+        head += f" {sentence} " if estimated > 0 else " "
+    else:
+        head += f" {sentence if estimated > 0 else ''} "
+    cpu = " (which also controls CPU memory on the CPU backend)" if wording >= VllmVersion(0, 22) else ""
+    tail = f" See {CONSERVING_MEMORY_URL} for more details." if wording >= VllmVersion(0, 13) else ""
+    return (f"{head}Try increasing `gpu_memory_utilization`{cpu} or decreasing `max_model_len` when initializing "
+            f"the engine.{tail}")
 
 
 def capacity_log_line(tokens: int, max_model_len: int, concurrency: float, device: str = "GPU") -> str:
@@ -177,6 +189,7 @@ class BlockPlanSettings:
     merged_pp_fit_check: bool = False  # vLLM 0.14–0.16 (defaults.pp_fit_check_merged)
     reserve_null_block: bool = True  # vLLM 0.29+ (defaults.fit_check_reserves_null_block)
     override_sets_checked_memory: bool = True  # vLLM 0.21+ (defaults.override_sets_checked_memory)
+    refusal_wording: VllmVersion = REFUSAL_WORDINGS[-1]  # defaults.refusal_wording
 
 
 @dataclass(frozen=True)
@@ -284,6 +297,7 @@ def _num_blocks(avail: Sequence[int], bpb_workers: Sequence[int]) -> tuple[int, 
 def _fit_check(
     layout: _Layout, avail: Sequence[int], bpb_workers: Sequence[int], bound: int,
     max_model_len: int, in_flight_tokens: int, merged: bool = False, reserve_null_block: bool = True,
+    wording: VllmVersion = REFUSAL_WORDINGS[-1],
 ) -> _FitCheck:
     """Fit check per worker, in order; the first failure is vLLM's error
     (v1/core/kv_cache_utils.py:_check_enough_kv_cache_memory). `merged` (vLLM 0.14–0.16 under PP): one check of the
@@ -292,7 +306,7 @@ def _fit_check(
     (vLLM 0.29+, get_kv_cache_configs: "Reserve the null block"): each worker's memory less its bytes per block; up to
     0.28 the whole memory, the "No available memory" refusal then only at ≤ 0 bytes."""
     if layout.tuples is not None:
-        return _tuple_fit_check(layout.tuples, avail[bound], max_model_len, in_flight_tokens)
+        return _tuple_fit_check(layout.tuples, avail[bound], max_model_len, in_flight_tokens, wording)
     bpr = layout.blocks_per_request
     checked = ([(min(avail), sum(bpb_workers))] if merged and len(avail) > 1
                else list(zip(avail, bpb_workers, strict=True)))
@@ -305,12 +319,13 @@ def _fit_check(
         if b * bpr > c:
             estimated = estimate_max_model_len(layout.groups, b, c, max_model_len, in_flight_tokens,
                                                layout.mamba_blocks)
-            return _FitCheck(refusal_message(max_model_len, b * bpr, c, estimated), estimated, b * bpr, c)
+            return _FitCheck(refusal_message(max_model_len, b * bpr, c, estimated, wording), estimated, b * bpr, c)
     reserved = bpb_workers[bound] if reserve_null_block else 0
     return _FitCheck(None, None, bpb_workers[bound] * bpr, avail[bound] - reserved)
 
 
-def _tuple_fit_check(tuples: LayerTupleLayout, avail: int, max_model_len: int, in_flight_tokens: int) -> _FitCheck:
+def _tuple_fit_check(tuples: LayerTupleLayout, avail: int, max_model_len: int, in_flight_tokens: int,
+                     wording: VllmVersion) -> _FitCheck:
     """vLLM ≤ 0.28's check for DeepSeek-V4: _max_memory_usage_bytes_from_groups against the whole available memory
     (0.23's get_kv_cache_configs passes it unreduced), its estimate the same binary search over that sum."""
     needed = tuples.needed_bytes(max_model_len, in_flight_tokens)
@@ -325,7 +340,7 @@ def _tuple_fit_check(tuples: LayerTupleLayout, avail: int, max_model_len: int, i
             best, lo = mid, mid + 1
         else:
             hi = mid - 1
-    return _FitCheck(refusal_message(max_model_len, needed, avail, best), best, needed, avail)
+    return _FitCheck(refusal_message(max_model_len, needed, avail, best, wording), best, needed, avail)
 
 
 def _attention_free_plan(
@@ -377,7 +392,7 @@ def _counted_plan(layout: _Layout, workers: Sequence[Sequence[KVCacheSpec]], ava
     checked = ([num_blocks_override * b if b > 0 else a for a, b in zip(avail, bpb_workers, strict=True)]
                if num_blocks_override is not None and c.override_sets_checked_memory else avail)
     check = _fit_check(layout, checked, bpb_workers, bound, max_model_len, in_flight_tokens, c.merged_pp_fit_check,
-                       c.reserve_null_block)
+                       c.reserve_null_block, c.refusal_wording)
     concurrency = num_blocks / layout.blocks_per_request
     tokens = (num_blocks // len(layout.groups) * min(g.block_size for g in layout.groups)
               if tokens_per_group_block else int(concurrency * max_model_len))

@@ -232,6 +232,17 @@ FIT_CHECK_RESERVES_NULL_BLOCK_SINCE = VllmVersion(0, 29)
 OVERRIDE_SETS_CHECKED_MEMORY_SINCE = VllmVersion(0, 21)
 
 
+# _check_enough_kv_cache_memory's refusal text changed four times (v1/core/kv_cache_utils.py, read in 0.8.5, 0.9.0.1,
+# 0.9.1, 0.9.2, 0.10.0–0.13.0, 0.14.0, 0.21.0, 0.22, 0.28.0; v1/core/kv_cache_planning.py in 0.33): the releases that
+# start each wording. 0.9 keeps 0.8's lost estimate in 0.9.0 / 0.9.0.1 (patch releases share their minor's rules here).
+REFUSAL_WORDINGS = (VllmVersion(0, 8), VllmVersion(0, 9), VllmVersion(0, 13), VllmVersion(0, 14), VllmVersion(0, 22))
+
+
+def refusal_wording(version: VllmVersion) -> VllmVersion:
+    """The release whose refusal wording `version` prints (block_plan.refusal_message)."""
+    return max((w for w in REFUSAL_WORDINGS if w <= version), default=REFUSAL_WORDINGS[0])
+
+
 def fit_check_reserves_null_block(version: VllmVersion) -> bool:
     """Whether this release checks one max-length request (and estimates the max model length) against the available
     KV memory less one block, the null block, rather than the whole available memory."""

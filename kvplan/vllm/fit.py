@@ -31,6 +31,7 @@ from kvplan.vllm.defaults import (
     flashinfer_sampler_by_default,
     override_sets_checked_memory,
     pp_fit_check_merged,
+    refusal_wording,
 )
 from kvplan.vllm.dtype import served_dtype
 from kvplan.vllm.encoder_gemma4 import with_gemma4_encoder_peak
@@ -510,6 +511,7 @@ def block_stage(specs: SpecsPerWorker, budget: MemoryBudget, r: ResolvedSettings
             merged_pp_fit_check=pp_fit_check_merged(r.version),
             reserve_null_block=fit_check_reserves_null_block(r.version),
             override_sets_checked_memory=override_sets_checked_memory(r.version),
+            refusal_wording=refusal_wording(r.version),
         ))
 
     notes: list[str] = []

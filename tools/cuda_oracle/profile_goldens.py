@@ -172,6 +172,8 @@ CASES: list[Case] = [
     *_c("Qwen--Qwen3-32B", "dense", ("h100",), (4,), args=("--max-num-seqs", "64")),
     *_c("mistralai--Mistral-7B-Instruct-v0.2", "dense", ("h100",), args=("--max-num-seqs", "64")),
     *_c("google--gemma-4-31B-it", "multimodal", ("h100",), (2,)),
+    *_c("google--gemma-4-E2B-it", "multimodal", ("h100",), args=("--max-num-seqs", "64"),
+        why="use_double_wide_mlp: the KV-shared layers' MLP is 2 x intermediate_size (gemma4.py)"),
     *_c("unsloth--gemma-2-27b-it", "dense", ("h100",), args=("--max-num-seqs", "64")),
     *_c("allenai--OLMo-2-1124-13B", "dense", ("h100",), args=("--max-num-seqs", "64")),
     *_c("ibm-granite--granite-3.3-8b-instruct", "dense", ("h100",), args=("--max-num-seqs", "64")),

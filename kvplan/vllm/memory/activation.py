@@ -4,6 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.model.spec import ModelSpec
+from kvplan.model.weights import mlp_width
 from kvplan.units import GiB
 from kvplan.vllm.defaults import LATEST, TOTAL_CONSUMED_SINCE, VllmVersion, version_band
 from kvplan.vllm.memory.budget import MemoryTerm, with_range
@@ -369,7 +370,7 @@ def _dense_mlp_point(model: ModelSpec, *, tp: int, num_tokens: int, base: int) -
     survives down_proj, the down_proj output with its out-of-place all-reduce copy (TP > 1:
     distributed/parallel_state.py GroupCoordinator.all_reduce returns a new tensor). An ungated MLP: up and its
     activation, with the down_proj output."""
-    i = _per_rank(model.intermediate_size, tp)
+    i = _per_rank(_widest_mlp(model), tp)
     h = model.hidden_size
     down = h * (2 if tp > 1 else 1)
     if not model.gated_mlp:  # up (I/tp) and its activation (I/tp, a new tensor: starcoder2.py's c_fc → act → c_proj)
@@ -445,6 +446,8 @@ def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_ac
     (a block-FP8 checkpoint on SM ≥ 9.0), whose down_proj input is quantized at the MLP peak (_fp8_input_copy_bytes).
     `first_stage=False`: a PP stage after the first, whose residual stream arrives in the runner's persistent
     intermediate tensors (allocated before the profile): one hidden buffer fewer, as for a multimodal model.
+    Per-layer inputs (Gemma-3n, Gemma-4 E2B/E4B): the projected [tokens, layers, hidden_size_per_layer_input]
+    tensor every layer reads lives through the whole forward (gemma4.py:Gemma4Model.project_per_layer_inputs).
     `moe_tp`: the ranks each expert's width is split over (fused_moe/config.py:FusedMoEParallelConfig.make: TP × DP,
     or 1 with --enable-expert-parallel, "each device owns a set of experts fully"); None: `tp`. DeepSeek-V4:
     dsv4_forward_phase_bytes. `moe_point_bytes`: FlashInfer's CUTLASS MoE (ProfileRun.moe_point_bytes): its
@@ -458,13 +461,21 @@ def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_ac
     attention = _attention_point(model, tp=tp, num_tokens=num_tokens, base=base) * e
     dense = _dense_mlp_point(model, tp=tp, num_tokens=num_tokens, base=base) * e if _has_dense_mlp(model) else 0
     if dense and fp8_activations:
-        dense += _fp8_input_copy_bytes(_per_rank(model.intermediate_size, tp), num_tokens)
+        dense += _fp8_input_copy_bytes(_per_rank(_widest_mlp(model), tp), num_tokens)
     workspace = _retained_moe_workspace(model, tp=tp if moe_tp is None else moe_tp, num_tokens=num_tokens,
                                         flashinfer=moe_point_bytes is not None)
+    ple = num_tokens * len(model.layers) * model.facts.per_layer_input_size * e
     if model.moe is None:
-        return max(dense, attention)
+        return max(dense, attention) + ple
     moe_call = 0 if moe_point_bytes is None else num_tokens * base * model.hidden_size * e + moe_point_bytes
-    return max(dense, attention + workspace, moe_call)
+    return max(dense, attention + workspace, moe_call) + ple
+
+
+def _widest_mlp(model: ModelSpec) -> int:
+    """The widest dense MLP of the model's layers (kvplan.model.weights.mlp_width: Gemma-4-E2B's double-wide
+    KV-shared layers, 2 × intermediate_size; the golden google--gemma-4-E2B-it__h100-tp1_seqs_64 holds its
+    (8192, 24576) gate_up)."""
+    return max((mlp_width(model, layer) for layer in model.layers), default=model.intermediate_size)
 
 
 def _retained_moe_workspace(model: ModelSpec, *, tp: int, num_tokens: int, flashinfer: bool) -> int:
