@@ -66,8 +66,8 @@ def test_mm_encoder_tp_mode_data_replicates_the_tower_and_splits_only_the_projec
     20,971,520 / 8) = 1,707,164,672 B per GPU at TP 8, against 219,919,808 with "weights"."""
     model = _scout()
     assert model.towers[0].data_mode_sharded_params == 4096 * 5120
-    assert tower_bytes_per_gpu(model, model.towers[0], tp=tp, encoder_tp_mode="data") == per_gpu
-    assert tower_bytes_per_gpu(model, model.towers[0], tp=tp, encoder_tp_mode="weights") == 2 * (
+    assert tower_bytes_per_gpu(model, model.towers[0], tp=tp, mm_encoder_tp_mode="data") == per_gpu
+    assert tower_bytes_per_gpu(model, model.towers[0], tp=tp, mm_encoder_tp_mode="weights") == 2 * (
         1_106_688 + -(-870_825_728 // tp))
 
 

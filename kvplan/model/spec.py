@@ -296,7 +296,7 @@ class TowerSpec:
     data_mode_sharded_params: int | None = None
     # the layout vLLM builds it in (kvplan/vllm/multimodal.py:apply_mm_limits): "data" only where
     # data_mode_sharded_params is set, else "weights" (vLLM falls back for a model without the support)
-    encoder_tp_mode: str = "weights"
+    mm_encoder_tp_mode: str = "weights"
 
     @property
     def params(self) -> int:

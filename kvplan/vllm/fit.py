@@ -320,7 +320,7 @@ def _with_qwen_vl_encoder(term: MemoryTerm, model: ModelSpec, s: ServeSettings, 
                           max_num_batched_tokens=batch.max_num_batched_tokens, max_num_seqs=batch.max_num_seqs,
                           max_model_len=r.model_config.max_model_len, image_limit=limits.count("image"),
                           video_limit=limits.count("video"), elem=4 if model.dtype == "float32" else 2,
-                          data_parallel=tower.encoder_tp_mode == "data", **native)
+                          data_parallel=tower.mm_encoder_tp_mode == "data", **native)
     if phase is None:
         return None
     lo, hi = PIXTRAL_FORWARD_RANGE if tower.geometry.kind == "pixtral" else vision_forward_range(r.version)

@@ -63,7 +63,7 @@ class MmLimits:
     limits: tuple[tuple[str, ModalityLimit], ...] = ()
     language_model_only: bool = False
     enable_mm_embeds: bool = False  # --enable-mm-embeds: precomputed embeddings of a modality limited to 0
-    encoder_tp_mode: str = "weights"  # --mm-encoder-tp-mode (config/multimodal.py:MultiModalConfig.mm_encoder_tp_mode)
+    mm_encoder_tp_mode: str = "weights"  # --mm-encoder-tp-mode (config/multimodal.py:MultiModalConfig)
 
     def get(self, modality: str) -> ModalityLimit | None:
         return dict(self.limits).get(modality)
@@ -171,7 +171,7 @@ def apply_mm_limits(model: ModelSpec, limits: MmLimits) -> tuple[ModelSpec, list
     towers = tuple(replace(t, loaded=any(limits.count(m) > 0 for m in t.modalities)) for t in model.towers)
     notes = [f"{t.name} ({', '.join(t.modalities)}) not loaded: --limit-mm-per-prompt is 0 for "
              f"{'them' if len(t.modalities) > 1 else 'it'}" for t in towers if not t.loaded]
-    towers, tp_note = encoder_tp_towers(towers, limits.encoder_tp_mode)
+    towers, tp_note = encoder_tp_towers(towers, limits.mm_encoder_tp_mode)
     notes += tp_note
     if text_only(model, limits):
         notes.append("All limits of multimodal modalities supported by the model are set to 0, running in "
@@ -194,7 +194,7 @@ def encoder_tp_towers(towers: tuple[TowerSpec, ...], mode: str) -> tuple[tuple[T
         return towers, []
     if not any(t.data_mode_sharded_params is not None for t in towers):
         return towers, [ENCODER_TP_FALLBACK]
-    return tuple(replace(t, encoder_tp_mode="data") if t.data_mode_sharded_params is not None else t
+    return tuple(replace(t, mm_encoder_tp_mode="data") if t.data_mode_sharded_params is not None else t
                  for t in towers), []
 
 
@@ -220,7 +220,7 @@ def tower_tp_refusal(model: ModelSpec, limits: MmLimits, tp: int) -> str | None:
     under use_data_parallel)."""
     active = set(limits.active(model.mm_modalities))
     for tower in model.towers:
-        if tower.encoder_tp_mode == "data":
+        if tower.mm_encoder_tp_mode == "data":
             continue
         if tower.tp_heads and tower.loaded and active & set(tower.modalities) and tower.tp_heads % tp:
             return f"{tower.tp_heads} is not divisible by {tp}"

@@ -580,14 +580,14 @@ def checkpoint_tower_bytes(model: ModelSpec) -> int:
     return sum(t.params for t in model.towers) * FP_BYTES.get(model.dtype, 2)
 
 
-def tower_bytes_per_gpu(model: ModelSpec, tower: TowerSpec, *, tp: int = 1, encoder_tp_mode: str = "weights") -> int:
+def tower_bytes_per_gpu(model: ModelSpec, tower: TowerSpec, *, tp: int = 1, mm_encoder_tp_mode: str = "weights") -> int:
     """A tower's loaded bytes on one TP rank of the first stage: replicated parameters in full, parallel
-    linears split, in the model dtype. `encoder_tp_mode` "data" (vLLM's --mm-encoder-tp-mode; vision.py:
+    linears split, in the model dtype. `mm_encoder_tp_mode` "data" (vLLM's --mm-encoder-tp-mode; vision.py:
     is_vit_use_data_parallel) replicates the linears the tower builds with disable_tp, all but
     `tower.data_mode_sharded_params`; a tower without that count keeps the "weights" layout (config/model.py falls
     back to "weights" for a model without supports_encoder_tp_data; the others are not modelled yet)."""
     split = tower.sharded_params
-    if encoder_tp_mode == "data" and tower.data_mode_sharded_params is not None:
+    if mm_encoder_tp_mode == "data" and tower.data_mode_sharded_params is not None:
         split = tower.data_mode_sharded_params
     return (tower.replicated_params + tower.sharded_params - split + -(-split // tp)) * FP_BYTES.get(model.dtype, 2)
 
@@ -604,10 +604,10 @@ def tower_adjustments(model: ModelSpec, *, tp: int = 1,
     for t in model.towers:
         if not t.loaded:
             continue
-        data = "; replicated: --mm-encoder-tp-mode data" if t.encoder_tp_mode == "data" else ""
+        data = "; replicated: --mm-encoder-tp-mode data" if t.mm_encoder_tp_mode == "data" else ""
         out.append(LoadAdjustment(f"{t.name} ({', '.join(t.modalities)}{data})", t.source,
                                   first_stage_bytes=tower_bytes_per_gpu(model, t, tp=tp,
-                                                                        encoder_tp_mode=t.encoder_tp_mode)))
+                                                                        mm_encoder_tp_mode=t.mm_encoder_tp_mode)))
         if t.deepstack_levels and max_num_batched_tokens:
             out.append(LoadAdjustment(
                 f"deepstack buffers ({t.deepstack_levels} × {max_num_batched_tokens:,} tokens)",
