@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 
 from kvplan.vllm.block_plan import NO_MEMORY_MESSAGE
-from kvplan.vllm.defaults import VllmVersion, fit_check_reserves_null_block
+from kvplan.vllm.defaults import VllmVersion, fit_check_reserves_null_block, parse_vllm_version
 from kvplan.vllm.fit import plan_fit
 from kvplan.vllm.settings import ServeSettings
 from tests.conftest import load_fixture
@@ -66,7 +66,7 @@ def test_the_estimated_max_model_len_searches_the_memory_the_check_used(version:
     # blocks) or on 4 GiB − 1 − 2 MiB (0.29+: 2,046), and the needed figure is the request's 4 GiB under both
     r = _fit(version, ONE_REQUEST - 1)
     assert not r.verdict.fits and r.verdict.estimated_max_model_len == estimated
-    needed = "(4.00 GiB" if version < "0.14" else "(4.0 GiB"  # `:.2f` before 0.14, format_gib from it
+    needed = "(4.00 GiB" if parse_vllm_version(version) < VllmVersion(0, 14) else "(4.0 GiB"  # `:.2f`, then format_gib
     assert r.verdict.error is not None and f"{needed} KV cache is needed" in r.verdict.error
     assert f"the estimated maximum model length is {estimated}." in r.verdict.error
 

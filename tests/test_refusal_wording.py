@@ -19,21 +19,21 @@ def _gib(text: str) -> int:
     return round(float(text) * GiB)
 
 
-def test_refusal_of_0_10_matches_the_recipes_pr12_log() -> None:
+@pytest.mark.parametrize(("version", "max_model_len", "needed", "checked", "estimated", "logged"), [
     # raw/recipes-pr12-h20-qwen3-coder-480b-fp8-dp8-ep-failed.log, vLLM 0.10.1.dev: `:.2f` figures, "models's".
-    logged = ("To serve at least one request with the models's max seq len (262144), (62.00 GiB KV cache is needed, "
-              "which is larger than the available KV cache memory (48.66 GiB). Based on the available memory, the "
-              f"estimated maximum model length is 205728. {TRY_OLD}")
-    text = refusal_message(262144, _gib("62.00"), _gib("48.66"), 205728, refusal_wording(VllmVersion(0, 10)))
-    assert text == logged
-
-
-def test_refusal_of_0_15_matches_the_vllm_32105_log() -> None:
+    (VllmVersion(0, 10), 262144, "62.00", "48.66", 205728,
+     "To serve at least one request with the models's max seq len (262144), (62.00 GiB KV cache is needed, which is "
+     "larger than the available KV cache memory (48.66 GiB). Based on the available memory, the estimated maximum "
+     f"model length is 205728. {TRY_OLD}"),
     # raw/vllm-32105-8xa100-glm-4.7-fp8-pp8-v0150rc1-failed.log: format_gib figures and the docs link, "models's".
-    logged = ("To serve at least one request with the models's max seq len (202752), (71.16 GiB KV cache is needed, "
-              "which is larger than the available KV cache memory (28.57 GiB). Based on the available memory, the "
-              f"estimated maximum model length is 81392. {TRY_OLD}{SEE}")
-    text = refusal_message(202752, _gib("71.16"), _gib("28.57"), 81392, refusal_wording(VllmVersion(0, 15)))
+    (VllmVersion(0, 15), 202752, "71.16", "28.57", 81392,
+     "To serve at least one request with the models's max seq len (202752), (71.16 GiB KV cache is needed, which is "
+     "larger than the available KV cache memory (28.57 GiB). Based on the available memory, the estimated maximum "
+     f"model length is 81392. {TRY_OLD}{SEE}"),
+], ids=["0.10-recipes-pr12", "0.15-vllm-32105"])
+def test_refusal_matches_the_real_log_of_its_release(version: VllmVersion, max_model_len: int, needed: str,
+                                                     checked: str, estimated: int, logged: str) -> None:
+    text = refusal_message(max_model_len, _gib(needed), _gib(checked), estimated, refusal_wording(version))
     assert text == logged
 
 

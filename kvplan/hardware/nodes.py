@@ -62,9 +62,7 @@ _NVL72 = NodeShape(
 )
 _NODES: dict[str, NodeShape] = {
     **{gpu: _HGX8 for gpu in ("h100-sxm", "h200", "h20", "b200", "b300", "a100-80gb-sxm", "a100-40gb-sxm")},
-    # NVIDIA's Secure AI Compatibility Matrix lists "NVIDIA HGX H20 141GB HBM3e 8-GPU (Air Cooled)"
-    # (nvidia.com/en-us/data-center/solutions/confidential-computing/secure-ai-compatibility-matrix/, gpus.yaml h20-3e);
-    # vllm#13074 runs TP 8 × PP 2 on two such nodes.
+    # gpus.yaml h20-3e cites the same matrix entry; vllm#13074 runs TP 8 × PP 2 on two such nodes.
     "h20-3e": NodeShape(8, "HGX H20 141GB 8-GPU", "https://www.nvidia.com/en-us/data-center/solutions/"
                         "confidential-computing/secure-ai-compatibility-matrix/ — 'NVIDIA HGX H20 141GB HBM3e 8-GPU'"),
     # One Grace Hopper superchip per module (nvidia.com/en-us/data-center/grace-hopper-superchip/).

@@ -56,9 +56,8 @@ def _attention_params(model: ModelSpec, layer: LayerSpec) -> int:
         kv_a = h * (m.kv_lora_rank + m.qk_rope_head_dim) + m.kv_lora_rank  # + kv_a_layernorm
         kv_b = m.kv_lora_rank * heads * (m.qk_nope_head_dim + m.v_head_dim)
         return q + kv_a + kv_b + heads * m.v_head_dim * h + dsa_indexer_params(model)
-    hd, kvh = layer.head_size, layer.num_kv_heads
-    if layer.kind == "kv_shared":  # q and o, and the k/v original checkpoints still ship (vLLM drops them)
-        hd, kvh = kv_shared_geometry(model, layer)
+    # a KV-shared layer: q and o, and the k/v original checkpoints still ship (vLLM drops them)
+    hd, kvh = attention_geometry(model, layer)
     q, kv, o = h * heads * hd, h * kvh * hd, heads * hd * h
     n = q + 2 * kv + o
     if rules.attention_bias != "none":
@@ -68,6 +67,14 @@ def _attention_params(model: ModelSpec, layer: LayerSpec) -> int:
     if rules.attention_sinks:
         n += heads  # one per head
     return n
+
+
+def attention_geometry(model: ModelSpec, layer: LayerSpec) -> tuple[int, int]:
+    """(head size, KV heads) of an attention layer's projections: the layer's own (the model's where it names
+    none), a KV-shared layer's from kv_shared_geometry."""
+    if layer.kind == "kv_shared":
+        return kv_shared_geometry(model, layer)
+    return layer.head_size or model.head_size, layer.num_kv_heads or model.num_kv_heads
 
 
 def kv_shared_geometry(model: ModelSpec, layer: LayerSpec) -> tuple[int, int]:
@@ -254,6 +261,13 @@ def _per_layer_inputs(model: ModelSpec) -> tuple[int, int, int]:
     total_ple = ple * model.num_layers
     embedding = (model.facts.per_layer_input_vocab or model.vocab_size) * total_ple + h * total_ple + ple
     return embedding, model.num_layers * 2 * h * ple, model.num_layers * h
+
+
+def per_layer_inputs_bytes(model: ModelSpec, num_tokens: int) -> int:
+    """One [num_tokens, num_hidden_layers, hidden_size_per_layer_input] tensor of per-layer inputs in the model dtype
+    (Gemma-3n / Gemma-4 "E"; 0 for every other model): the shape of the wrapper's per_layer_embeddings buffer and of
+    the projected per-layer inputs the forward carries (vllm.memory.weights, vllm.memory.activation)."""
+    return num_tokens * model.num_layers * model.facts.per_layer_input_size * FP_BYTES.get(model.dtype, 2)
 
 
 def quantized_bits_per_weight(model: ModelSpec) -> float:

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.model.spec import ModelSpec
-from kvplan.model.weights import mlp_width
+from kvplan.model.weights import mlp_width, per_layer_inputs_bytes
 from kvplan.units import GiB
 from kvplan.vllm.defaults import LATEST, TOTAL_CONSUMED_SINCE, VllmVersion, version_band
 from kvplan.vllm.memory.budget import MemoryTerm, with_range
@@ -464,7 +464,7 @@ def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_ac
         dense += _fp8_input_copy_bytes(_per_rank(_widest_mlp(model), tp), num_tokens)
     workspace = _retained_moe_workspace(model, tp=tp if moe_tp is None else moe_tp, num_tokens=num_tokens,
                                         flashinfer=moe_point_bytes is not None)
-    ple = num_tokens * len(model.layers) * model.facts.per_layer_input_size * e
+    ple = per_layer_inputs_bytes(model, num_tokens)
     if model.moe is None:
         return max(dense, attention) + ple
     moe_call = 0 if moe_point_bytes is None else num_tokens * base * model.hidden_size * e + moe_point_bytes

@@ -10,10 +10,12 @@ from typing import Literal
 from kvplan.model.spec import LayerSpec, ModelSpec, TowerSpec
 from kvplan.model.weights import (
     FP_BYTES,
+    attention_geometry,
     count_parameters,
     dsa_indexer_params,
     kv_shared_geometry,
     mlp_width,
+    per_layer_inputs_bytes,
     quantized_bits_per_weight,
     stage_stored_bytes,
     weights_bytes_per_gpu,
@@ -348,7 +350,7 @@ def _linear_shapes(model: ModelSpec, tp: int, version: VllmVersion | None = None
     for layer in model.layers:
         if layer.kind not in ("mamba", "mlp_only", "mla"):
             heads = -(-model.num_attention_heads // tp)
-            hd, kvh = _head_geometry(model, layer)
+            hd, kvh = attention_geometry(model, layer)
             kvh = max(1, kvh // tp) if _kv_shared_builds_kv(layer, version) else 0
             out.extend([(1, (heads + 2 * kvh) * hd, h), (1, h, heads * hd)])
         if moe is not None and layer.moe:
@@ -371,13 +373,6 @@ KV_SHARED_Q_ONLY_SINCE = VllmVersion(0, 30)
 def _kv_shared_builds_kv(layer: LayerSpec, version: VllmVersion | None) -> bool:
     """Whether vLLM `version` (None: the latest) builds this layer's K and V projections (KV_SHARED_Q_ONLY_SINCE)."""
     return layer.kind != "kv_shared" or (version or LATEST) < KV_SHARED_Q_ONLY_SINCE
-
-
-def _head_geometry(model: ModelSpec, layer: LayerSpec) -> tuple[int, int]:
-    """(head size, KV heads) of an attention layer's projections (a KV-shared one's: kv_shared_geometry)."""
-    if layer.kind == "kv_shared":
-        return kv_shared_geometry(model, layer)
-    return layer.head_size or model.head_size, layer.num_kv_heads or model.num_kv_heads
 
 
 def _kv_shared_adjustment(model: ModelSpec, tp: int, version: VllmVersion | None) -> LoadAdjustment | None:
@@ -410,7 +405,7 @@ def _per_layer_input_buffer(model: ModelSpec, max_num_batched_tokens: int | None
     return LoadAdjustment(
         f"per-layer-input buffer ({max_num_batched_tokens:,} tokens × {model.num_layers} layers × {ple})",
         "models/gemma4_mm.py:Gemma4ForConditionalGeneration.__init__ (per_layer_embeddings)",
-        every_stage_bytes=max_num_batched_tokens * model.num_layers * ple * FP_BYTES.get(model.dtype, 2))
+        every_stage_bytes=per_layer_inputs_bytes(model, max_num_batched_tokens))
 
 
 def _mxfp4_adjustment(model: ModelSpec, tp: int, backend: MoeBackend | None) -> LoadAdjustment | None:
@@ -513,7 +508,7 @@ def _kv_replica_adjustment(model: ModelSpec, tp: int, version: VllmVersion | Non
     for layer in model.layers:
         if layer.kind in ("mamba", "mlp_only", "mla") or not _kv_shared_builds_kv(layer, version):
             continue
-        hd, kvh = _head_geometry(model, layer)
+        hd, kvh = attention_geometry(model, layer)
         if tp > kvh > 0:
             delta += 2 * hd * h * stored * (1 - kvh / tp)
     if delta < 1:
