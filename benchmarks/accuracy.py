@@ -441,12 +441,12 @@ def _version(rec: dict[str, Any]) -> str | None:
 
 
 def _gpu(rec: dict[str, Any]) -> GpuSpec | None:
+    """The record's GPU from the catalog, linked as the record's `gpu_link` says (its source's topology)."""
     name = str(rec.get("gpu") or "").split(" (")[0].strip()  # the record's device name, without its note
     if not name:
         return None
-    if name in GPU_STAND_IN:
-        return get_gpu(GPU_STAND_IN[name][0])
-    return gpu_for_device_name(name, load_catalog())
+    gpu = get_gpu(GPU_STAND_IN[name][0]) if name in GPU_STAND_IN else gpu_for_device_name(name, load_catalog())
+    return gpu.with_link(rec["gpu_link"], "record: gpu_link") if gpu is not None and rec.get("gpu_link") else gpu
 
 
 def _fixture(rec: dict[str, Any]) -> tuple[Path, str] | None:

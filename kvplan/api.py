@@ -161,26 +161,30 @@ def fit_settings(flags: FitFlags, loaded: LoadedModel) -> ServeSettings:
 
 def fit_plan(flags: FitFlags, loaded: LoadedModel, gpu: str | GpuSpec | None = None, *,
              gpu_memory: str | None = None, gpu_bandwidth: str | None = None, gpu_total_bytes: str | None = None,
-             gpus_file: str | Path | None = None, advise: bool = True) -> FitReport | SweepReport:
+             gpus_file: str | Path | None = None, gpu_link: str | None = None,
+             advise: bool = True) -> FitReport | SweepReport:
     """The plan of a read deployment on its loaded model: one GPU's FitReport (`gpu`, or a custom GPU of
-    `gpu_memory`), or, with neither, the SweepReport over the catalog (what to rent). `advise=False` skips the
+    `gpu_memory`), or, with neither, the SweepReport over the catalog (what to rent). `gpu_link`: how the GPUs
+    reach each other (nvlink or pcie; GpuSpec.with_link), every catalog GPU's in a sweep. `advise=False` skips the
     re-planned fixes of a failing plan (FitReport.verdict.advice: the command always gives them)."""
     from kvplan.hardware import gpus
 
     gpu = gpu if isinstance(gpu, gpus.GpuSpec) else _text(gpu, "--gpu")
     gpu_memory, gpu_bandwidth = _text(gpu_memory, "--gpu-memory"), _text(gpu_bandwidth, "--gpu-bandwidth")
     gpu_total_bytes, gpus_file = _text(gpu_total_bytes, "--gpu-total-bytes"), _path(gpus_file, "--gpus-file")
+    gpu_link = _text(gpu_link, "--gpu-link")
     settings = fit_settings(flags, loaded)
     if gpu is None and gpu_memory is None:
         from kvplan.vllm.sweep import sweep_gpus
 
         _refuse_one_gpu_flags(gpu_bandwidth=gpu_bandwidth, gpu_total_bytes=gpu_total_bytes)
 
-        catalog = list(gpus.load_catalog(gpus_file).values())  # NVIDIA by vLLM's CUDA rules, AMD by its ROCm rules
+        catalog = [chip if gpu_link is None else chip.with_link(gpu_link)  # NVIDIA by CUDA's rules, AMD by ROCm's
+                   for chip in gpus.load_catalog(gpus_file).values()]
         return sweep_gpus(loaded.spec, catalog, settings)
     from kvplan.vllm.fit import plan_fit
 
-    return plan_fit(loaded.spec, _gpu(gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file), settings,
+    return plan_fit(loaded.spec, _gpu(gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file, gpu_link), settings,
                     advise=advise)
 
 
@@ -196,8 +200,9 @@ def _refuse_one_gpu_flags(*, gpu_bandwidth: str | None, gpu_total_bytes: str | N
 
 
 def _gpu(gpu: str | GpuSpec | None, gpu_memory: str | None, gpu_bandwidth: str | None,
-         gpu_total_bytes: str | None, gpus_file: str | Path | None) -> GpuSpec:
-    """The GPU `kvplan fit --gpu ID` (or --gpu-memory, a custom one; --gpu-total-bytes, a measured total) names."""
+         gpu_total_bytes: str | None, gpus_file: str | Path | None, gpu_link: str | None = None) -> GpuSpec:
+    """The GPU `kvplan fit --gpu ID` (or --gpu-memory, a custom one; --gpu-total-bytes, a measured total;
+    --gpu-link, how the GPUs reach each other) names."""
     from kvplan.hardware import gpus
     from kvplan.units import parse_bytes
 
@@ -213,13 +218,13 @@ def _gpu(gpu: str | GpuSpec | None, gpu_memory: str | None, gpu_bandwidth: str |
         chip = gpu
     if gpu_total_bytes is not None:
         chip = chip.with_cuda_total(parse_bytes(gpu_total_bytes, what="--gpu-total-bytes"))
-    return chip
+    return chip if gpu_link is None else chip.with_link(gpu_link)
 
 
 def fit(model: str | None = None, gpu: str | GpuSpec | None = None, *, vllm_cmd: str | None = None,
         gpu_memory: str | None = None, gpu_bandwidth: str | None = None, gpu_total_bytes: str | None = None,
-        gpus_file: str | Path | None = None, advise: bool = True, progress: Progress | None = None,
-        on_warning: Warn | None = None, **options: Any) -> FitReport | SweepReport:
+        gpus_file: str | Path | None = None, gpu_link: str | None = None, advise: bool = True,
+        progress: Progress | None = None, on_warning: Warn | None = None, **options: Any) -> FitReport | SweepReport:
     """`kvplan fit`: vLLM's memory budget, KV blocks, concurrency and startup verdict on `gpu` (a catalog id or a
     GpuSpec), or without one the cheapest layout on each catalog GPU. `options` are fit_flags' (vLLM's engine
     arguments by name, `num_gpus`, `context`, `concurrency`, the measured `…_memory` overrides, …). A report
@@ -229,7 +234,7 @@ def fit(model: str | None = None, gpu: str | GpuSpec | None = None, *, vllm_cmd:
     loaded = load_model_with_weights(flags.model, flags.revision, hf_overrides=flags.hf_overrides, progress=progress)
     _warn(on_warning, loaded.note)
     return fit_plan(flags, loaded, gpu, gpu_memory=gpu_memory, gpu_bandwidth=gpu_bandwidth,
-                    gpu_total_bytes=gpu_total_bytes, gpus_file=gpus_file, advise=advise)
+                    gpu_total_bytes=gpu_total_bytes, gpus_file=gpus_file, gpu_link=gpu_link, advise=advise)
 
 
 def check(plan: str | os.PathLike[str] | Plan, gpus_file: str | Path | None = None, *,
@@ -265,6 +270,7 @@ def check(plan: str | os.PathLike[str] | Plan, gpus_file: str | Path | None = No
             raise dep.locate(exc, "model") from None
         try:
             chip = get_gpu(dep.gpu, gpus_file if gpus_file is not None else loaded_plan.gpus_file)
+            chip = chip if dep.gpu_link is None else chip.with_link(dep.gpu_link)
         except KvplanError as exc:
             raise dep.locate(exc, "gpu") from None
         weighed = replace(dep, settings=with_stored_weights(dep.settings, models[key].weights))

@@ -1,13 +1,23 @@
 """Non-torch memory at TP/PP > 1 on GPUs with no NVLink (kvplan/vllm/memory/non_torch.py, PCIe figure)."""
 from __future__ import annotations
 
-import pytest
+import json
+from pathlib import Path
+from typing import Any
 
+import pytest
+from typer.testing import CliRunner
+
+from kvplan.cli.app import app
+from kvplan.errors import InvalidParameter
 from kvplan.hardware.gpus import custom_gpu, get_gpu
 from kvplan.units import GiB
 from kvplan.vllm.defaults import parse_vllm_version
 from kvplan.vllm.memory.non_torch import estimate_non_torch
+from tests.conftest import CONFIGS
 from tests.test_accuracy import BY_ID
+
+runner = CliRunner()
 
 
 @pytest.mark.parametrize(("gpu", "pcie"), [("rtx-3090", True), ("rtx-pro-6000", True), ("l40s", True),
@@ -34,16 +44,40 @@ def test_pcie_multi_gpu_non_torch_is_the_l40s_logs_bound_from_0_11() -> None:
     assert "PCIe-only" in pcie.assumption
 
 
-def test_pcie_figure_leaves_one_gpu_two_gpus_and_vllm_0_10_alone() -> None:
-    """Two PCIe GPUs keep custom all-reduce and the NVLink figure (no log bounds them lower)."""
-    v011, v010 = parse_vllm_version("0.11"), parse_vllm_version("0.10")
-    assert (estimate_non_torch(tp=2, pp=1, version=v011, pcie_only=True).bytes
-            == estimate_non_torch(tp=2, pp=1, version=v011).bytes == round(0.54 * GiB))
-    assert estimate_non_torch(tp=1, pp=2, version=v011, pcie_only=True).bytes == round(0.54 * GiB)
+def test_pcie_figure_holds_two_gpus_and_leaves_one_gpu_and_vllm_0_10_alone() -> None:
+    """Two H200 NVL outside one NVLink bridge (SYS), vLLM 0.23.0, TP 2: the calibration logs leave 0.13–0.19 GiB of
+    non-torch growth, inside the PCIe bound and 0.34 GiB under the NVLink figure; one GPU and 0.10 are untouched."""
+    v011, v010, v023 = (parse_vllm_version(v) for v in ("0.11", "0.10", "0.23"))
+    assert BY_ID["ptocu-2xh200nvl-dsv4-flash-tp2-serve-64k"]["gpu_link"] == "pcie"
+    assert estimate_non_torch(tp=2, pp=1, version=v023, pcie_only=True).bytes == round(0.21 * GiB)
+    assert estimate_non_torch(tp=2, pp=1, version=v023).bytes == round(0.54 * GiB)
+    assert estimate_non_torch(tp=1, pp=2, version=v011, pcie_only=True).bytes == round(0.21 * GiB)
     assert (estimate_non_torch(tp=1, pp=1, version=v011, pcie_only=True).bytes
             == estimate_non_torch(tp=1, pp=1, version=v011).bytes == round(0.13 * GiB))
     assert (estimate_non_torch(tp=8, pp=1, version=v010, pcie_only=True).bytes
             == estimate_non_torch(tp=8, pp=1, version=v010).bytes == round(0.17 * GiB))
+
+
+def test_no_nvls_buffers_without_nvlink() -> None:
+    """NVLS needs an NVSwitch: a TP 8 group of H100s said to be on PCIe gets no NVLS top on its range."""
+    v023 = parse_vllm_version("0.23")
+    nvswitch = estimate_non_torch(tp=8, pp=1, version=v023, arch="hopper")
+    pcie = estimate_non_torch(tp=8, pp=1, version=v023, arch="hopper", pcie_only=True)
+    assert nvswitch.high_bytes - round(1.40 * GiB) == 16 * 2 * 128 * 1024 * 8 * 8
+    assert pcie.high_bytes == round(1.40 * GiB)
+
+
+def test_gpu_link_pcie_makes_a_catalog_nvlink_gpu_pcie_only_and_drops_its_nvlink_figure() -> None:
+    h200 = get_gpu("h200")
+    pcie = h200.with_link("pcie")
+    assert (h200.pcie_only, pcie.pcie_only, pcie.interconnect_bytes_per_s, pcie.link) == (False, True, None, "pcie")
+    assert get_gpu("rtx-3090").with_link("nvlink").pcie_only is False  # a bridged pair
+    assert custom_gpu("24GiB").with_link("PCIe").pcie_only is True
+
+
+def test_an_unknown_gpu_link_is_refused_with_the_choices() -> None:
+    with pytest.raises(InvalidParameter, match="unknown GPU link 'infiniband' .choose from nvlink, pcie"):
+        get_gpu("h200").with_link("infiniband")
 
 
 def test_from_0_27_total_consumed_keeps_the_nvlink_figure() -> None:
@@ -52,3 +86,47 @@ def test_from_0_27_total_consumed_keeps_the_nvlink_figure() -> None:
     v027, v026 = parse_vllm_version("0.27"), parse_vllm_version("0.26")
     assert estimate_non_torch(tp=4, pp=1, version=v027, pcie_only=True).bytes == round(0.54 * GiB)
     assert estimate_non_torch(tp=4, pp=1, version=v026, pcie_only=True).bytes == round(0.21 * GiB)
+
+
+QWEN72 = str(CONFIGS / "Qwen--Qwen2.5-72B")
+
+
+def _non_torch(result: Any) -> dict[str, Any]:
+    assert result.exit_code == 0, result.stderr
+    return next(t for t in json.loads(result.stdout)["memory"]["terms"] if t["name"] == "non_torch")
+
+
+def test_fit_gpu_link_pcie_takes_the_pcie_figure_and_says_so() -> None:
+    """`fit --gpu-link pcie`: two H200s outside one NVLink bridge at vLLM 0.23 are charged PCIe's 0.21 GiB, not
+    NVLink's 0.54, and the report says why; a bad link is a usage error (exit 2)."""
+    args = ["fit", QWEN72, "--gpu", "h200", "-tp", "2", "--vllm-version", "0.23", "--json"]
+    eager = [*args, "--enforce-eager"]
+    nvlink, pcie = (_non_torch(runner.invoke(app, [*eager, *extra])) for extra in ([], ["--gpu-link", "pcie"]))
+    assert (nvlink["bytes"], pcie["bytes"]) == (round(0.54 * GiB), round(0.21 * GiB))
+    # compiled: NVLink adds FlashInfer's all-reduce fusion workspace (multicast needs the NVSwitch), PCIe does not
+    compiled_nvlink, compiled_pcie = (_non_torch(runner.invoke(app, [*args, *extra]))
+                                      for extra in ([], ["--gpu-link", "pcie"]))
+    assert compiled_nvlink["bytes"] > nvlink["bytes"] and compiled_pcie["bytes"] == round(0.21 * GiB)
+    notes = json.loads(runner.invoke(app, [*args, "--gpu-link", "pcie"]).stdout)["notes"]
+    assert any(n.startswith("--gpu-link pcie: the GPUs reach each other over PCIe") for n in notes)
+    bad = runner.invoke(app, [*args, "--gpu-link", "ib"])
+    assert bad.exit_code == 2 and "unknown GPU link 'ib' (choose from nvlink, pcie)" in bad.stderr
+
+
+def test_a_plan_deployment_takes_gpu_link_and_refuses_a_bad_one(tmp_path: Path) -> None:
+    from kvplan import api
+    from kvplan.ci.plan import load_plan
+    from kvplan.errors import ParseError
+
+    def plan(link: str) -> Path:
+        path = tmp_path / "plan.yaml"
+        path.write_text(f"deployments:\n  - name: a\n    model: {QWEN72}\n    gpu: h200\n    gpu_link: {link}\n"
+                        "    num_gpus: 2\n    vllm_version: '0.23'\n    require: {min_kv_tokens: 1}\n",
+                        encoding="utf-8")
+        return path
+
+    assert load_plan(plan("PCIe")).deployments[0].gpu_link == "pcie"
+    pcie, nvlink = (api.check(plan(link)).deployments[0] for link in ("pcie", "nvlink"))
+    assert pcie.kv_cache_tokens > nvlink.kv_cache_tokens  # 0.33 GiB more KV memory per GPU
+    with pytest.raises(ParseError, match=r"plan.yaml:5: deployments\[0\].gpu_link: must be one of nvlink, pcie"):
+        load_plan(plan("sys"))

@@ -18,6 +18,7 @@ Shape (keys may be spelled with `-` or `_`)::
         model: Qwen/Qwen2.5-7B-Instruct   # Hub id, or a path relative to the plan's folder
         revision: main                    # Hub only
         gpu: h100
+        gpu_link: pcie                    # optional: nvlink or pcie (nvidia-smi topo -m), as fit's --gpu-link
         num_gpus: 1                       # = tensor × pipeline parallel size
         vllm: {max-model-len: 32768, gpu-memory-utilization: 0.9}
         vllm_cmd: "vllm serve … --max-model-len 32768"   # or a pasted command line
@@ -328,6 +329,7 @@ class Deployment:
     hf_overrides: Mapping[str, Any] | None = None  # vLLM's --hf-overrides, applied when the model is read
     engine: str = "vllm"  # whose rules judge it: vllm, or sglang (then `sglang` holds the deployment)
     sglang: SglangDeployment | None = None
+    gpu_link: str | None = None  # nvlink or pcie (GpuSpec.with_link); None: the catalog's figure decides
 
     def locate(self, exc: KvplanError, key: str | None = None) -> KvplanError:
         """`exc` with `plan:line: deployments[i].key:` in front of its message (same type, same hint)."""
@@ -476,12 +478,12 @@ VLLM_NEGATED: Mapping[str, str] = {"no_" + arg.name: arg.name for arg in SETTING
 # =================================================================================================
 
 _TOP_KEYS = ("version", "gpus_file", "deployments")
-_DEPLOYMENT_KEYS = ("name", "model", "revision", "gpu", "num_gpus", "vllm", "vllm_cmd", "vllm_config",
+_DEPLOYMENT_KEYS = ("name", "model", "revision", "gpu", "gpu_link", "num_gpus", "vllm", "vllm_cmd", "vllm_config",
                     "vllm_version", "env", "aiter", "measured", "workload", "require", "engine", "sglang",
                     "sglang_cmd")
 # `engine: sglang`: the deployment is SGLang's (kvplan/sglang/), its flags in `sglang:` (SGLang's names) or a
 # pasted `sglang_cmd`; these vLLM keys and requirements mean nothing there.
-_VLLM_ONLY_KEYS = ("vllm", "vllm_cmd", "vllm_config", "vllm_version", "env", "aiter")
+_VLLM_ONLY_KEYS = ("vllm", "vllm_cmd", "vllm_config", "vllm_version", "env", "aiter", "gpu_link")
 SGLANG_REQUIREMENTS = ("starts", "min_concurrency", "min_kv_tokens")
 _MEASURED = {  # the `kvplan fit` flags that replace an estimate with a measured value
     "weights_memory": "weights_bytes", "activation_memory": "activation_bytes",
@@ -839,6 +841,7 @@ def _environment_fields(c: _Checker, d: dict[str, Any], path: Path_, opts: _Opti
 def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployment:
     """Validate one deployment of a plan: its name, model, GPU, vLLM settings, workload and requirements."""
 
+    from kvplan.hardware.gpus import GPU_LINKS
     from kvplan.vllm.settings import ServeSettings
 
     doc = c.doc
@@ -858,6 +861,8 @@ def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployme
     opts = _deployment_options(c, d, path, base_dir)
     model, model_source, is_local, revision = _model_and_revision(c, d, path, base_dir, opts)
     gpu = c.string(d["gpu"], (*path, "gpu"))
+    gpu_link = None if d.get("gpu_link") is None else c.convert(d["gpu_link"], (*path, "gpu_link"),
+                                                                 _choice(*GPU_LINKS))
     fields = _setting_fields(c, d, path, opts)
     fields.update(_draft_source(fields.get("speculative_config"), base_dir))
     fields.update(_environment_fields(c, d, path, opts))
@@ -871,7 +876,7 @@ def _deployment(c: _Checker, item: Any, path: Path_, base_dir: Path) -> Deployme
         name=name, plan=doc.where, key=format_path(path), line=doc.line(path),
         lines={k: doc.line((*path, k)) for k in d}, model=model, model_source=model_source, model_is_local=is_local,
         revision=revision, gpu=gpu, num_gpus=tp * pp, settings=settings, vllm_options=dict(opts.values),
-        requirements=requirements, warnings=tuple(opts.warnings), hf_overrides=opts.hf_overrides,
+        requirements=requirements, warnings=tuple(opts.warnings), hf_overrides=opts.hf_overrides, gpu_link=gpu_link,
     )
 
 

@@ -120,6 +120,10 @@ def command(
     gpu_total_bytes: Annotated[
         str | None, _opt("Override the catalog GPU's cudaMemGetInfo total (as measured).", "--gpu-total-bytes")
     ] = None,
+    gpu_link: Annotated[
+        str | None, _opt("How the GPUs reach each other: nvlink (nvidia-smi topo -m: NV#) or pcie (PIX, PXB, PHB, "
+                         "NODE, SYS) (default: the catalog's, NVLink where it lists a figure).", "--gpu-link")
+    ] = None,
     usage: Annotated[
         str | None, _opt("serve (vllm serve) or llm (the offline LLM class) (default: serve).", "--usage")
     ] = None,
@@ -290,15 +294,15 @@ def command(
 
             raise InvalidParameter("--engine both plans a catalog GPU: --gpu-memory / --gpu-bandwidth (a custom GPU) "
                                    "are not read by SGLang's plan", hint="name the GPU with --gpu (kvplan gpus)")
-        _compare(flags_, loaded, flags, gpu, gpu_total_bytes, gpus_file, json_)
+        _compare(flags_, loaded, flags, gpu, gpu_total_bytes, gpus_file, gpu_link, json_)
         return
     report = api.fit_plan(flags_, loaded, gpu, gpu_memory=gpu_memory, gpu_bandwidth=gpu_bandwidth,
-                          gpu_total_bytes=gpu_total_bytes, gpus_file=gpus_file)
+                          gpu_total_bytes=gpu_total_bytes, gpus_file=gpus_file, gpu_link=gpu_link)
     _emit(report, json_)
 
 
 def _compare(flags_: Any, loaded: Any, flags: dict[str, Any], gpu: str | None, gpu_total_bytes: str | None,
-             gpus_file: str | None, json_: bool) -> None:
+             gpus_file: str | None, gpu_link: str | None, json_: bool) -> None:
     """`--engine both`: vLLM's plan beside SGLang's for one deployment (exit 1 when either would not start)."""
     from kvplan import api
     from kvplan.cli.console import out, print_json
@@ -313,7 +317,8 @@ def _compare(flags_: Any, loaded: Any, flags: dict[str, Any], gpu: str | None, g
     sglang = plan_sglang_beside(flags, model=str(flags_.model), tp=par.tensor_parallel_size,
                                 pp=par.pipeline_parallel_size,
                                 context=settings.model_config.max_model_len if given_len is not None else None)
-    vllm = api.fit_plan(flags_, loaded, gpu, gpu_total_bytes=gpu_total_bytes, gpus_file=gpus_file, advise=False)
+    vllm = api.fit_plan(flags_, loaded, gpu, gpu_total_bytes=gpu_total_bytes, gpus_file=gpus_file, gpu_link=gpu_link,
+                        advise=False)
     assert isinstance(vllm, FitReport)  # plan_sglang_beside refused a missing --gpu
     comparison = compare_engines(vllm, sglang)
     if json_:

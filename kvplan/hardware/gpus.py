@@ -116,6 +116,8 @@ _PACKAGED_REQUIRED = (
 )
 # Keys a new GPU in a user file must have; the rest default (nvml total = CUDA total, etc.).
 _USER_REQUIRED = ("id", "name", "cuda_total_bytes", "memory_bandwidth_bytes_per_s")
+# How the GPUs of one deployment reach each other (GpuSpec.with_link): NVLink/NVSwitch, or PCIe and host memory.
+GPU_LINKS = ("nvlink", "pcie")
 # The vLLM platform class that plans a GPU: platforms/cuda.py (CudaPlatform) or platforms/rocm.py (RocmPlatform,
 # chosen when amdsmi finds an AMD GPU: platforms/__init__.py:rocm_platform_plugin). A user GPU without one takes
 # its vendor's (amd → rocm).
@@ -157,6 +159,9 @@ class GpuSpec:
     # memory as the host's MemAvailable (utils/mem_utils.py:MemorySnapshot.measure).
     integrated: bool = False
     platform: str = "cuda"  # PLATFORMS: whose attention-backend, block-size and fp8 rules vLLM applies
+    # How the deployment's GPUs reach each other, where the user says so (GPU_LINKS, `--gpu-link`); None: the
+    # catalog's figure decides (an NVLink figure, or none: PCIe).
+    link: str | None = None
 
     @property
     def capability(self) -> tuple[int, int] | None:
@@ -168,8 +173,11 @@ class GpuSpec:
 
     @property
     def pcie_only(self) -> bool:
-        """A CUDA GPU of the catalog with no NVLink (no interconnect figure, not integrated): NCCL and vLLM's
-        all-reduce run over PCIe. False for a --gpu-memory GPU, whose interconnect is not known."""
+        """A CUDA GPU with no NVLink to its peers: a catalog GPU without an interconnect figure (not integrated), or
+        one the user said is linked over PCIe (`link`). NCCL and vLLM's all-reduce then run over PCIe or host
+        memory. False for a --gpu-memory GPU without `link`, whose interconnect is not known."""
+        if self.link is not None:
+            return self.platform == "cuda" and not self.integrated and self.link == "pcie"
         return (self.platform == "cuda" and not self.custom and not self.integrated
                 and self.interconnect_bytes_per_s is None)
 
@@ -217,6 +225,21 @@ class GpuSpec:
     def ridge_point(self, dtype: str = "bf16") -> float:
         """Roofline ridge point in FLOP/byte: peak FLOP/s over memory bandwidth (Williams et al. 2009)."""
         return self.peak_flops(dtype) / self.require_bandwidth()
+
+    def with_link(self, link: str, source: str = "user: --gpu-link") -> GpuSpec:
+        """A copy whose GPUs reach each other over `link` (GPU_LINKS). "pcie" drops the NVLink figure: two cards
+        of an 8-GPU H200 NVL host outside one NVLink bridge (`nvidia-smi topo -m`: PIX, PXB, PHB, NODE or SYS)
+        talk over PCIe, so neither the memory plan nor the roofline may count NVLink."""
+        key = link.strip().lower()
+        if key not in GPU_LINKS:
+            raise InvalidParameter(f"unknown GPU link {link!r} (choose from {', '.join(GPU_LINKS)})",
+                                   hint="nvlink: NVLink or NVSwitch between the GPUs (nvidia-smi topo -m: NV#); "
+                                        "pcie: anything else (PIX, PXB, PHB, NODE, SYS)")
+        sources = {**self.sources, "link": source}
+        if key == "pcie":
+            sources.pop("interconnect_bytes_per_s", None)
+            return dataclasses.replace(self, link=key, interconnect_bytes_per_s=None, sources=sources)
+        return dataclasses.replace(self, link=key, sources=sources)
 
     def with_cuda_total(self, cuda_total_bytes: int, source: str = "user: --gpu-total-bytes") -> GpuSpec:
         """A copy whose cudaMemGetInfo total is `cuda_total_bytes` (a value measured on the user's box)."""

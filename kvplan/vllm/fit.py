@@ -235,7 +235,7 @@ def _with_ar_fusion_workspace(term: MemoryTerm, model: ModelSpec, gpu: GpuLike, 
         tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, dp=par.data_parallel_size,
         hidden=model.hidden_size, max_num_batched_tokens=r.scheduler_config.batch.max_num_batched_tokens,
         capability=getattr(gpu, "capability", None), version=r.version, compiled=compiled,
-        nvswitch_gpus=nvswitch_gpus(getattr(gpu, "id", "")),
+        nvswitch_gpus=0 if getattr(gpu, "pcie_only", False) else nvswitch_gpus(getattr(gpu, "id", "")),
         fuse=comp.fuse_allreduce_rms)
     if ws is None:
         return term
@@ -567,11 +567,14 @@ def stage_note(stages: tuple[StageSummary, ...], tightest: int | None) -> str:
     return f"{head}; stage {tightest} is the tightest, and the memory figures above are its."
 
 
-def _budget_notes(s: ServeSettings) -> list[str]:
-    cache = s.cache_config
-    if cache.kv_cache_memory_bytes is not None:
-        return ["--kv-cache-memory-bytes: vLLM skips the memory profile and ignores --gpu-memory-utilization."]
-    return []
+def _budget_notes(s: ServeSettings, gpu: GpuLike) -> list[str]:
+    notes = []
+    if s.cache_config.kv_cache_memory_bytes is not None:
+        notes.append("--kv-cache-memory-bytes: vLLM skips the memory profile and ignores --gpu-memory-utilization.")
+    if getattr(gpu, "link", None) == "pcie" and s.parallel_config.world_size > 1:
+        notes.append("--gpu-link pcie: the GPUs reach each other over PCIe or host memory, so NCCL's profile-run "
+                     "buffers are PCIe's, and no NVLS or FlashInfer all-reduce fusion workspace is counted.")
+    return notes
 
 
 def _load_notes(s: ServeSettings, max_len: int, max_num_seqs: int) -> list[str]:
@@ -684,7 +687,7 @@ def plan_fit(model: ModelSpec, gpu: GpuLike, settings: ServeSettings, *, advise:
     planned = Planned(final, budget, plan, startup, error, preempt, range_fields(specs, budget, r, s, spec_decode),
                       _towers(model, s), _stages(specs, budget, plan))
     report = build_report(model, gpu, s, planned,
-                          notes=[*model.config_notes, *dtype_notes, *mm_notes, *_budget_notes(s), *plan_notes,
+                          notes=[*model.config_notes, *dtype_notes, *mm_notes, *_budget_notes(s, gpu), *plan_notes,
                                  *_load_notes(s, max_len, r.scheduler_config.batch.max_num_seqs)])
     if report.memory.stages:
         report = replace(report, notes=(*report.notes, stage_note(report.memory.stages, report.memory.tightest_stage)))

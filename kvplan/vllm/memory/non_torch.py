@@ -61,18 +61,20 @@ NON_TORCH_RANGE_MULTI_GIB = (0.10, 1.40)
 # runs print 0.20 GiB with the same order (tests/fixtures/data/memory-breakdown-logs.yaml). From 0.11 the
 # snapshot follows the distributed init and the term holds the profile run's part only: at most 0.21 GiB, the
 # value kept (the pessimistic end of what the logs bound). Range: the single-GPU floor … the NVLink range's top.
-# Only where those logs ran: a TP group of more than two PCIe GPUs, custom all-reduce off. Two PCIe cards keep the
-# NVLink figure, though custom all-reduce staying on (world size 2 is allowed) is no reason for it: read in 0.27.1,
-# custom all-reduce takes inputs under 8 MiB only (custom_all_reduce.py:CustomAllreduce, max_size 8192 × 1024;
-# all_reduce_utils.py:CUSTOM_ALL_REDUCE_MAX_SIZES lowers it on SM 9.0/10.x only) and symmetric memory has no SM 12.0
-# entry (symm_mem.py:SymmMemCommunicator), so a profile run's large all-reduces (8,192 tokens × hidden × 2 B) go to
-# pynccl either way. Over PCIe NCCL's device buffers are small: a P2P connection holds 4 MiB (SIMPLE) + 512 KiB (LL) +
-# 4.69 MiB (LL128) per channel (NCCL src/init.cc:computeBuffSizes), and two GPUs whose path is SYS (across CPU
-# sockets) get no P2P transport except on an AMD host (NCCL 2.30.7 paths.cc:ncclTopoCheckP2p: p2pLevel PATH_PXB,
-# PATH_SYS for AMD x86 with ≤ 2 GPUs), the SHM transport's FIFOs being host memory. But the one calibration log of two
-# PCIe cards, 2 × RTX PRO 6000 at PP 2 (0.27.1), is also one of the two MRV2_UNSEEN_BYTES (activation.py, their mean)
-# is read on, with this figure subtracted: a lower figure would raise that reading by as much, which the TP 2
-# validation log of the same box cannot tell apart (benchmarks/accuracy.py, its note). So they keep it. And only while
+# Any TP/PP group on PCIe, two GPUs too: custom all-reduce staying on for two PCIe GPUs (world size 2 is allowed) gives
+# it no buffers after the snapshot. Read in 0.23.0 and 0.27.1: CustomAllreduce allocates in __init__ (before vLLM's
+# snapshot) and takes inputs under 8 MiB only (custom_all_reduce.py, max_size 8192 × 1024); symmetric memory
+# (symm_mem.py:SymmMemCommunicator, all_reduce_utils.py:SYMM_MEM_ALL_REDUCE_MAX_SIZES: SM 9.0 and 10.0 entries only,
+# 64 MiB at TP 2 on SM 9.0) likewise; a profile run's larger all-reduces (8,192 tokens × hidden × 2 B) go to pynccl.
+# Over PCIe NCCL's device buffers are small: a P2P connection holds 4 MiB (SIMPLE) + 512 KiB (LL) + 4.69 MiB (LL128) per
+# channel (NCCL src/init.cc: computeBuffSizes), and two GPUs whose path is above PXB (PHB, NODE, SYS: across a host
+# bridge or CPU sockets) get no P2P transport except on an AMD host with ≤ 2 GPUs (NCCL paths.cc:ncclTopoCheckP2p: "By
+# default don't use P2P across CPU Host Bridges and further apart", p2pLevel = PATH_PXB), the SHM transport's FIFOs
+# being host memory. Measured on the calibration half at TP 2: two H200 NVL of an 8-GPU host outside one NVLink bridge
+# ("connected through SYS, not NVLink"), vLLM 0.23.0 (ptocu-2xh200nvl-dsv4-flash-tp2-serve-64k and -256k, `gpu_link:
+# pcie`): requested − "Model loading took" − "Available KV cache memory" − kvplan's activation leaves 0.13 GiB of
+# non-torch growth with H200 SXM's 139.72 GiB total, 0.19 with the 139.8 GiB the log prints for its device: the one-GPU
+# figure or a little above it, inside this bound (the NVLink figure would put them 0.34 GiB low). And only while
 # vLLM charges non_torch_increase (0.11–0.26): from 0.27 it sizes the cache by total_consumed, the free-memory drop
 # since its snapshot (utils/mem_utils.py:memory_profiling), which also holds Model Runner V2's persistent buffers and
 # allocator slack; the 0.27.1 log of 4 × RTX PRO 6000 at TP 4 (utho-4xrtxpro6000-qwen3-235b-a22b-2507-fp8-tp4-v0271,
@@ -80,7 +82,6 @@ NON_TORCH_RANGE_MULTI_GIB = (0.10, 1.40)
 # penalty state of its 32 requests is 0.02 — far above the PCIe bound (and the NVLink figure), so 0.27+ keeps the
 # NVLink figure.
 NON_TORCH_BYTES_MULTI_GPU_PCIE = round(0.21 * GiB)
-PCIE_CUSTOM_ALL_REDUCE_MAX_GPUS = 2  # custom_all_reduce.py: "not supported on more than two PCIe-only GPUs"
 NON_TORCH_RANGE_MULTI_PCIE_GIB = (0.02, 1.40)
 
 # NVLink SHARP (NVLS) buffers, from 3 GPUs of one NVSwitch domain on Hopper and data-center Blackwell (NCCL
@@ -195,21 +196,21 @@ def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integ
     falls inside the range, not on the best value. On an `integrated` GPU the host's growth joins it
     (INTEGRATED_HOST_GROWTH_BYTES). At TP ≥ 3 on Hopper or SM10x Blackwell, NCCL's NVLS buffers widen the high
     end (nvls_buffer_bytes). vLLM 0.10 on Hopper charges the distributed init as well
-    (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER). On `pcie_only` GPUs (no NVLink) 0.11–0.26 at TP > 2 takes the
-    PCIe figure (NON_TORCH_BYTES_MULTI_GPU_PCIE)."""
+    (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER). On `pcie_only` GPUs (no NVLink between them) 0.11–0.26 takes the PCIe
+    figure (NON_TORCH_BYTES_MULTI_GPU_PCIE), and NVLS, which needs an NVSwitch, is left out."""
     multi = tp * pp > 1
     old = version < NON_TORCH_V011_SINCE
     band = version_band(version)
     if multi:
         hopper = old and arch == "hopper"
-        pcie = pcie_only and not old and tp > PCIE_CUSTOM_ALL_REDUCE_MAX_GPUS and version < TOTAL_CONSUMED_SINCE
+        pcie = pcie_only and not old and version < TOTAL_CONSUMED_SINCE
         value = (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER if hopper else NON_TORCH_BYTES_MULTI_GPU_V010 if old
                  else NON_TORCH_BYTES_MULTI_GPU_PCIE if pcie else NON_TORCH_BYTES_MULTI_GPU)
         where = ("2 × H200 0.10.2 log, measured; 0.10 snapshots before the distributed init, so NCCL's "
                  "communicators count here" if hopper
                  else "A100 0.10.1.1 logs at TP=2, implied" if old
-                 else "PCIe-only GPUs, no NVLink: the 8 × L40S 0.10.2 log's 0.21, which also holds NCCL's "
-                      "communicators, as a bound" if pcie
+                 else "GPUs without NVLink: the 8 × L40S 0.10.2 log's 0.21, which also holds NCCL's "
+                      "communicators, as a bound; two H200 NVL over SYS leave 0.13–0.19 at 0.23" if pcie
                  else "H100 0.11 logs at TP=2, measured")
         text = (f"vLLM {band}: {value / GiB:.2f} GiB ({where}: the NCCL connections the profile run's first "
                 "large collectives make; custom all-reduce and symmetric-memory buffers are allocated before "
@@ -223,7 +224,7 @@ def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integ
         where = "A100 0.10.1.1 logs, implied" if old else "H100 0.11 logs, measured"
         text = f"vLLM {band}: {value / GiB:.2f} GiB on one GPU ({where}: attention and cuBLAS workspaces)"
         lo, hi = NON_TORCH_RANGE_SINGLE_GIB
-    nvls = nvls_buffer_bytes(tp=tp, arch=arch) if multi else 0
+    nvls = nvls_buffer_bytes(tp=tp, arch=arch) if multi and not pcie_only else 0
     if nvls:
         text += (f"; up to {nvls / GiB:.2f} GiB more of NCCL NVLS buffers at TP {tp} (2 × {NVLS_CHANNELS[arch or '']} "
                  "channels × 1 MiB × TP, NCCL nvls.cc), if NCCL sets them up after vLLM's snapshot")
