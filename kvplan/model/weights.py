@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 from kvplan.model.spec import LayerSpec, ModelSpec, MoESpec, RecurrentState
 
-FP_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}
+FP_BYTES = {"bfloat16": 2, "float16": 2, "float32": 4}  # bytes per element of a float dtype (weights, activations)
 
 
 @dataclass(frozen=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from kvplan.model.spec import ModelSpec
-from kvplan.model.weights import mlp_width, per_layer_inputs_bytes
+from kvplan.model.weights import FP_BYTES, mlp_width, per_layer_inputs_bytes
 from kvplan.units import GiB
 from kvplan.vllm.defaults import LATEST, TOTAL_CONSUMED_SINCE, VllmVersion, version_band
 from kvplan.vllm.memory.budget import MemoryTerm, with_range
@@ -56,8 +56,6 @@ PENALTY_STATE_BYTES_PER_SLOT = 4 + 4 / 32
 # The dummy run's hidden states (max_num_batched_tokens × hidden) stay allocated while the sampler runs.
 RETAINED_HIDDEN_COPIES = 1
 
-_ACT_BYTES = {"float32": 4, "bfloat16": 2, "float16": 2}
-
 
 def _per_rank(width: int, tp: int) -> int:
     return -(-width // tp)
@@ -77,7 +75,7 @@ def forward_activation_bytes(model: ModelSpec, *, tp: int, num_tokens: int,
     lookup "E=16,N=1536" shows); None: `tp`. (fused_experts_impl, read in 0.11.0 and 0.11.2, lets cache1 and cache3
     share one `cache13` of max(N, K): the sum here is above it, a pessimism kept as the pre-0.17 estimate.)
     """
-    e = _ACT_BYTES.get(model.dtype, 2)
+    e = FP_BYTES.get(model.dtype, 2)
     peaks = [num_tokens * 3 * _per_rank(model.intermediate_size, tp) * e]
     if model.moe is not None:
         m = model.moe
@@ -204,7 +202,7 @@ def estimate_activation(model: ModelSpec, run: ProfileRun, *, version: VllmVersi
         return _forward_only_activation(model, tp=tp, max_num_batched_tokens=max_num_batched_tokens,
                                         moe_point_bytes=moe_point_bytes, moe_tp=run.moe_tp)
     num_reqs = min(max_num_batched_tokens, max_num_seqs)
-    e = _ACT_BYTES.get(model.dtype, 2)
+    e = FP_BYTES.get(model.dtype, 2)
     forward = forward_activation_bytes(model, tp=tp, num_tokens=max_num_batched_tokens,
                                        moe_point_bytes=moe_point_bytes, moe_tp=run.moe_tp)
     sampler = sampler_activation_bytes(model, num_reqs=num_reqs, version=version, flashinfer=flashinfer_sampler,
@@ -240,7 +238,7 @@ def estimate_activation(model: ModelSpec, run: ProfileRun, *, version: VllmVersi
 def _forward_only_activation(model: ModelSpec, *, tp: int, max_num_batched_tokens: int,
                              moe_point_bytes: int | None = None, moe_tp: int | None = None) -> MemoryTerm:
     """A PP stage without the sampler: the dummy forward's widest intermediate plus the retained hidden states."""
-    e = _ACT_BYTES.get(model.dtype, 2)
+    e = FP_BYTES.get(model.dtype, 2)
     forward = forward_activation_bytes(model, tp=tp, num_tokens=max_num_batched_tokens,
                                        moe_point_bytes=moe_point_bytes, moe_tp=moe_tp)
     peak = forward + RETAINED_HIDDEN_COPIES * max_num_batched_tokens * model.hidden_size * e
@@ -281,7 +279,7 @@ def v1_sampler_phase_bytes(model: ModelSpec, *, num_reqs: int, num_sms: int = DE
     """What vLLM 0.33's V1 `_dummy_sampler_run` adds at its peak over `num_reqs` rows (see the block above): the
     model-dtype logits, three fp32 copies of them, the Triton top-k/top-p buffer, the random hidden states and
     FlashInfer's cached row-states buffer."""
-    e = _ACT_BYTES.get(model.dtype, 2)
+    e = FP_BYTES.get(model.dtype, 2)
     logits = num_reqs * model.vocab_size
     triton_buffer = min(_next_pow2(num_reqs), num_sms) * model.vocab_size * 4
     return (logits * (e + 4 * V1_SAMPLER_FP32_COPIES_033) + triton_buffer + num_reqs * model.hidden_size * e
@@ -300,7 +298,7 @@ MRV2_SAMPLER_FP32_COPIES_033 = 3
 
 def mrv2_sampler_phase_bytes(model: ModelSpec, *, num_reqs: int) -> int:
     """What Model Runner V2's `_dummy_sampler_run` adds at its peak on vLLM 0.33 (see the block above)."""
-    e = _ACT_BYTES.get(model.dtype, 2)
+    e = FP_BYTES.get(model.dtype, 2)
     return num_reqs * model.vocab_size * (e + 4 * MRV2_SAMPLER_FP32_COPIES_033) + FLASHINFER_ROW_STATES_BYTES
 
 
@@ -315,7 +313,7 @@ GUMBEL_BLOCK = 1024
 def mrv2_default_sampler_phase_bytes(model: ModelSpec, *, num_reqs: int) -> int:
     """What Model Runner V2's `_dummy_sampler_run` adds at its peak on vLLM 0.22–0.32 (see the block above): the
     model-dtype logits and gumbel_sample's per-block argmax (int64) and max (fp32)."""
-    e = _ACT_BYTES.get(model.dtype, 2)
+    e = FP_BYTES.get(model.dtype, 2)
     blocks = -(-model.vocab_size // GUMBEL_BLOCK)
     return num_reqs * model.vocab_size * e + num_reqs * blocks * (8 + 4)
 
@@ -329,7 +327,7 @@ def triton_moe_workspace_bytes(model: ModelSpec, *, tp: int, num_tokens: int) ->
     Marlin, DeepGEMM, FlashInfer/TRT-LLM) size theirs differently. 0 for a dense model."""
     if model.moe is None:
         return 0
-    e = _ACT_BYTES.get(model.dtype, 2)
+    e = FP_BYTES.get(model.dtype, 2)
     width = _per_rank(model.moe.expert_intermediate_size, tp)
     # gated experts (SiLU/GELU-and-mul): N = 2 × width and the activation halves it (adjust_N_for_activation);
     # ungated ones (Nemotron-H's relu²): N = width, kept whole.
@@ -421,7 +419,7 @@ def dsv4_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, moe_
     """Peak of DeepSeek-V4's profile forward over `num_tokens` tokens on one TP rank (the block above)."""
     d4 = model.dsv4
     assert d4 is not None
-    e = _ACT_BYTES.get(model.dtype, 2)
+    e = FP_BYTES.get(model.dtype, 2)
     h = model.hidden_size
     local = _per_rank(model.num_attention_heads, tp)
     padded = 64 if local <= 64 else 128
@@ -455,7 +453,7 @@ def v1_forward_phase_bytes(model: ModelSpec, *, tp: int, num_tokens: int, fp8_ac
     transient workspace and that buffer) is one more candidate for the peak."""
     if model.dsv4 is not None:
         return dsv4_forward_phase_bytes(model, tp=tp, num_tokens=num_tokens, moe_tp=moe_tp)
-    e = _ACT_BYTES.get(model.dtype, 2)
+    e = FP_BYTES.get(model.dtype, 2)
     from_buffer = bool(model.mm_modalities or model.towers) or not first_stage
     base = FORWARD_BASE_HIDDEN - (1 if from_buffer else 0)
     attention = _attention_point(model, tp=tp, num_tokens=num_tokens, base=base) * e
@@ -485,7 +483,7 @@ def _retained_moe_workspace(model: ModelSpec, *, tp: int, num_tokens: int, flash
     if model.moe is None:
         return 0
     if flashinfer:
-        return num_tokens * model.hidden_size * _ACT_BYTES.get(model.dtype, 2)
+        return num_tokens * model.hidden_size * FP_BYTES.get(model.dtype, 2)
     return triton_moe_workspace_bytes(model, tp=tp, num_tokens=num_tokens)
 
 
@@ -507,7 +505,7 @@ def v1_profile_peak_bytes(model: ModelSpec, run: ProfileRun, *, num_sms: int = D
     (mrv2_default_sampler_phase_bytes, vLLM 0.22–0.32). `run.moe_tp`: as v1_forward_phase_bytes. The sampler's
     peak is always counted (`run.with_sampler` is not read: a stage before the last is v1_forward_phase_bytes')."""
     tp, max_num_batched_tokens, moe_tp = run.tp, run.max_num_batched_tokens, run.moe_tp
-    e = _ACT_BYTES.get(model.dtype, 2)
+    e = FP_BYTES.get(model.dtype, 2)
     rows = min(max_num_batched_tokens, run.max_num_seqs)
     forward = v1_forward_phase_bytes(model, tp=tp, num_tokens=max_num_batched_tokens, fp8_activations=fp8_activations,
                                      first_stage=run.first_stage, moe_tp=moe_tp, moe_point_bytes=run.moe_point_bytes)
