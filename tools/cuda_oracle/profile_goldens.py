@@ -105,6 +105,7 @@ def _v2(config: str, family: str, gpus: tuple[str, ...], tps: tuple[int, ...] = 
 
 
 ALL3 = ("h100", "a100-80", "b200")
+EP = ("--engine-arg", "enable_expert_parallel=True")
 CASES: list[Case] = [
     # dense
     *_c("Qwen--Qwen2.5-7B-Instruct", "dense", ALL3),
@@ -250,6 +251,18 @@ CASES: list[Case] = [
           processor="gemma4"),
     *_enc("Qwen--Qwen2.5-VL-3B-Instruct", "multimodal", ("h100",),
           args=("--max-num-batched-tokens", "32768", "--mm-limit", "video=0"), processor="qwen2.5-vl"),
+    # --enable-expert-parallel: each rank holds whole experts (FusedMoEParallelConfig.make: ep_size = TP, moe tp 1),
+    # so the fused-MoE workspace and intermediates are the unsplit expert width over the rank's tokens
+    *_c("Qwen--Qwen3-30B-A3B", "moe", ("h100",), (2, 4), args=EP),
+    *_c("Qwen--Qwen3-235B-A22B", "moe", ("h100",), (8,), args=EP,
+        why="joshi 8xH100 (Qwen3-VL-235B), l40s x8 and utho 4xRTX PRO 6000 logs run this family with EP"),
+    *_c("mistralai--Mixtral-8x22B-v0.1", "moe", ("h100",), (8,), args=EP),
+    *_c("deepseek-ai--DeepSeek-V2-Lite-Chat", "mla", ("h100",), (2,), args=EP),
+    *_c("MiniMaxAI--MiniMax-M2.7", "quantized", ("h200",), (2,), args=EP),
+    *_c("Qwen--Qwen3-VL-30B-A3B-Instruct", "multimodal", ("h100",), (4,), args=EP),
+    # TP > 1 on A100 (2,048 tokens / 256 sequences by default) and on B200 (16,384 / 1,024)
+    *_c("meta-llama--Llama-3.1-70B-Instruct", "dense", ("a100-80",), (4,)),
+    *_c("Qwen--Qwen3-30B-A3B", "moe", ("a100-80", "b200"), (2,)),
 ]
 
 
