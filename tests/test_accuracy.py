@@ -142,7 +142,8 @@ def test_non_torch_matches_the_logged_value(record: str, tp: int) -> None:
 
 def test_non_torch_by_version_band_and_tp() -> None:
     v010, v011 = parse_vllm_version("0.10"), parse_vllm_version("0.11")
-    assert estimate_non_torch(tp=2, pp=1, version=v010).bytes < estimate_non_torch(tp=2, pp=1, version=v011).bytes
+    assert (estimate_non_torch(tp=2, pp=1, version=v010, pcie_only=True).bytes
+            < estimate_non_torch(tp=2, pp=1, version=v011).bytes)
     assert "0.8–0.9" in estimate_non_torch(tp=1, pp=1, version=parse_vllm_version("0.8")).assumption
 
 
@@ -192,13 +193,13 @@ def test_a_record_logging_every_pp_stage_is_planned_stage_by_stage() -> None:
 
 def test_vllm_0_10_on_hopper_charges_the_distributed_init_as_non_torch_memory() -> None:
     """0.10.1.1's init_device takes init_snapshot before init_worker_distributed_environment: the logged
-    "1.38 GiB for non-torch memory" on 2 × H200 (0.10.2) is kvplan's value on Hopper; A100 keeps the 0.17 its
-    0.10.1.1 logs imply, and 0.11+ (snapshot after the distributed init) the H100 logs' 0.54."""
+    "1.38 GiB for non-torch memory" on 2 × H200 (0.10.2) is kvplan's value over NVLink; A100s without NVLink keep
+    the 0.17 their 0.10.1.1 logs imply, and 0.11+ (snapshot after the distributed init) the H100 logs' 0.54."""
     v010, v011 = parse_vllm_version("0.10"), parse_vllm_version("0.11")
     hopper = estimate_non_torch(tp=2, pp=1, version=v010, arch="hopper")
     assert hopper.bytes == round(1.38 * GiB)
     assert BY_ID["ghlog-2xh200-qwen3-next-80b-a3b-instruct-tp2-v0102"]["non_torch_gib"] == 1.38
-    assert estimate_non_torch(tp=2, pp=1, version=v010, arch="ampere").bytes == round(0.17 * GiB)
+    assert estimate_non_torch(tp=2, pp=1, version=v010, arch="ampere", pcie_only=True).bytes == round(0.17 * GiB)
     assert estimate_non_torch(tp=2, pp=1, version=v011, arch="hopper").bytes == round(0.54 * GiB)
     assert estimate_non_torch(tp=1, pp=1, version=v010, arch="hopper").bytes == round(0.05 * GiB)
     assert hopper.low_bytes < hopper.bytes < hopper.high_bytes

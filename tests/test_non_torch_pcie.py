@@ -18,6 +18,7 @@ from tests.conftest import CONFIGS
 from tests.test_accuracy import BY_ID
 
 runner = CliRunner()
+FIXTURES_LOGS = CONFIGS.parent / "startup-logs" / "raw"
 
 
 @pytest.mark.parametrize(("gpu", "pcie"), [("rtx-3090", True), ("rtx-pro-6000", True), ("l40s", True),
@@ -41,7 +42,7 @@ def test_pcie_multi_gpu_non_torch_is_the_l40s_logs_bound_from_0_11() -> None:
     nvlink = estimate_non_torch(tp=4, pp=1, version=v011, arch="ampere")
     assert pcie.bytes == round(logged * GiB) and nvlink.bytes == round(0.54 * GiB)
     assert pcie.low_bytes == round(0.02 * GiB) and pcie.high_bytes == nvlink.high_bytes == round(1.40 * GiB)
-    assert "PCIe-only" in pcie.assumption
+    assert "GPUs without NVLink" in pcie.assumption
 
 
 def test_pcie_figure_holds_two_gpus_and_leaves_one_gpu_and_vllm_0_10_alone() -> None:
@@ -54,8 +55,7 @@ def test_pcie_figure_holds_two_gpus_and_leaves_one_gpu_and_vllm_0_10_alone() -> 
     assert estimate_non_torch(tp=1, pp=2, version=v011, pcie_only=True).bytes == round(0.21 * GiB)
     assert (estimate_non_torch(tp=1, pp=1, version=v011, pcie_only=True).bytes
             == estimate_non_torch(tp=1, pp=1, version=v011).bytes == round(0.13 * GiB))
-    assert (estimate_non_torch(tp=8, pp=1, version=v010, pcie_only=True).bytes
-            == estimate_non_torch(tp=8, pp=1, version=v010).bytes == round(0.17 * GiB))
+    assert estimate_non_torch(tp=8, pp=1, version=v010, pcie_only=True).bytes == round(0.17 * GiB)
 
 
 def test_no_nvls_buffers_without_nvlink() -> None:
@@ -130,3 +130,40 @@ def test_a_plan_deployment_takes_gpu_link_and_refuses_a_bad_one(tmp_path: Path) 
     assert pcie.kv_cache_tokens > nvlink.kv_cache_tokens  # 0.33 GiB more KV memory per GPU
     with pytest.raises(ParseError, match=r"plan.yaml:5: deployments\[0\].gpu_link: must be one of nvlink, pcie"):
         load_plan(plan("sys"))
+
+
+def test_the_v010_a100_figure_is_the_no_nvlink_one_and_nvlink_takes_the_hopper_reading() -> None:
+    """The A100 0.10.1.1 TP 2 logs ran without P2P ("lacks GPU P2P capability") or across nodes: their 0.17 GiB is
+    the figure without NVLink. Over NVLink 0.10 charges the distributed init too: the 2 × H200 0.10.2 log's 1.38 GiB,
+    measured on Hopper and taken, with the A100 figure as its low end, elsewhere."""
+    v010 = parse_vllm_version("0.10")
+    assert {BY_ID[r]["gpu_link"] for r in ("dennislee-a100x2-qwen2-7b-tp2-util025",
+                                           "dennislee-a100-40g-x2-qwen2-7b-tp2-util050")} == {"pcie"}
+    assert "lacks GPU P2P capability" in (FIXTURES_LOGS / "dennislee-a100x2-qwen2-7b-tp2-util025.log").read_text()
+    no_nvlink = estimate_non_torch(tp=2, pp=1, version=v010, arch="ampere", pcie_only=True)
+    ampere = estimate_non_torch(tp=2, pp=1, version=v010, arch="ampere")
+    hopper = estimate_non_torch(tp=2, pp=1, version=v010, arch="hopper")
+    assert (no_nvlink.bytes, ampere.bytes, hopper.bytes) == (round(0.17 * GiB), round(1.38 * GiB), round(1.38 * GiB))
+    assert ampere.low_bytes == round(0.17 * GiB) < hopper.low_bytes and "estimate off Hopper" in ampere.assumption
+
+
+@pytest.mark.parametrize(("log", "gpu", "linked"), [
+    ("dennislee-a100x2-qwen2-7b-tp2-util025", "a100-80gb", True),  # "lacks GPU P2P capability"
+    ("dennislee-a100x2-qwen2-7b-tp2-util050", "a100-80gb", True),  # the same, its line wrapped after "lacks GPU"
+    ("ghlog-2xh200-qwen3-next-80b-a3b-instruct-tp2-v0102", "h200", False),  # NVSwitch: custom all-reduce on
+])
+def test_calibrate_plans_a_log_without_p2p_over_pcie(log: str, gpu: str, linked: bool) -> None:
+    """vLLM's custom all-reduce warning ("your platform lacks GPU P2P capability", or "more than two PCIe-only
+    GPUs") says no NVLink joins the GPUs: calibrate plans with --gpu-link pcie and says which line told it."""
+    from kvplan.vllm.startup_log import NO_NVLINK_RULE, parse_startup_log
+
+    text = (FIXTURES_LOGS / f"{log}.log").read_text(encoding="utf-8")
+    assert (NO_NVLINK_RULE in {x.rule for x in parse_startup_log(text).lines}) is linked
+    model = {"a100-80gb": CONFIGS.parent / "corpus" / "configs" / "Qwen--Qwen2-7B-Instruct",
+             "h200": CONFIGS / "Qwen--Qwen3-Next-80B-A3B-Instruct"}[gpu]
+    result = runner.invoke(app, ["calibrate", str(FIXTURES_LOGS / f"{log}.log"), "--model", str(model), "--gpu", gpu,
+                                 "--json"])
+    assert result.exit_code == 0, result.stderr
+    report = json.loads(result.stdout)
+    assert ("--gpu-link pcie" in report["command"]) is linked
+    assert any("custom all-reduce is disabled" in n for n in report["notes"]) is linked

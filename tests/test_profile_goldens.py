@@ -88,7 +88,8 @@ ORACLE_FAILURES = {
     "FlashInfer's TRT-LLM MoE kernels (chosen for BF16 experts on B200 at TP 2) fetch their cubins from NVIDIA's "
     "artifactory at JIT time, and the oracle has no network": ("Qwen--Qwen3-30B-A3B__b200-tp2",),
     "MiniMax-M2's FP8 MoE under expert parallelism builds its modular kernel on the real device ('device must be a "
-    "cuda device', the fake's meta tensors)": ("MiniMaxAI--MiniMax-M2.7__h200-tp2_engine-arg_enable_expert_parallelTrue",),
+    "cuda device', the fake's meta tensors)": (
+        "MiniMaxAI--MiniMax-M2.7__h200-tp2_engine-arg_enable_expert_parallelTrue",),
     "the fake device lacks shared_memory_per_block_optin (gpt-oss's Triton MoE kernels query it)": (
         "openai--gpt-oss-20b__h100-tp1_mml_16000", "openai--gpt-oss-120b__h100-tp1_mml_16000"),
 }

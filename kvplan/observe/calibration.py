@@ -577,6 +577,20 @@ def _target(log: StartupLog, predicted: FitReport, blocks: int | None) -> tuple[
     return None, "The log gives no KV memory, blocks or tokens to reproduce: only measured terms are pinned."
 
 
+def _logged_link(log: StartupLog, gpu: GpuSpec) -> tuple[GpuSpec, tuple[str, ...], tuple[str, ...]]:
+    """The GPU linked over PCIe where the log's custom all-reduce warning says no NVLink joins the GPUs
+    (startup_log.NO_NVLINK_RULE) and neither the user nor the catalog says so already; the `kvplan fit` flag and a
+    note for it."""
+    from kvplan.vllm.startup_log import NO_NVLINK_RULE
+
+    if NO_NVLINK_RULE not in _rules(log) or gpu.link is not None or gpu.pcie_only:
+        return gpu, (), ()
+    line = next(x for x in log.lines if NO_NVLINK_RULE in x.rule.split(","))
+    return (gpu.with_link("pcie", f"log line {line.number}: custom all-reduce is disabled"), ("--gpu-link", "pcie"),
+            (f"Log line {line.number} says custom all-reduce is disabled for want of P2P or NVLink: planned with "
+             "--gpu-link pcie (no NVLink between the GPUs).",))
+
+
 def _logged_chip(log: StartupLog, gpu: GpuSpec) -> tuple[GpuSpec, list[Override], list[str]]:
     """The GPU with the log's CUDA total when it gives one (and that override), else the catalog's, with a note."""
     if log.memory.total_gpu_memory_bytes is not None:
@@ -662,6 +676,7 @@ def calibrate(
     from kvplan.vllm.fit import plan_fit
 
     settings, from_log, setting_notes = settings_from_log(log, flags, given)
+    gpu, link_flags, link_notes = _logged_link(log, gpu)
     predicted = plan_fit(model, gpu, settings, advise=False)
     graphs = next(t for t in predicted.memory.terms if t.name == "cuda_graphs")
     graphs_subtracted = graphs.source not in ("not subtracted", "none")
@@ -677,7 +692,7 @@ def calibrate(
     _check_log_terms(pinned)
     after = plan_fit(model, chip, settings.updated(**pinned), advise=False)
     overrides = tuple(o.text for o in details)
-    gflags = gpu_flags if gpu_flags is not None else ("--gpu", gpu.id)
+    gflags = (*(gpu_flags if gpu_flags is not None else ("--gpu", gpu.id)), *link_flags)
     return CalibrationReport(
         source=source,
         log=log,
@@ -691,7 +706,7 @@ def calibrate(
         command=" ".join([*fit_environment(settings), "kvplan fit", shlex.quote(model_source), *gflags,
                           *fit_flags(settings), *overrides]),
         verified=_verify(log, after, target, v0_tokens, blocks) if target is not None else None,
-        notes=(*setting_notes, *chip_notes, *budget_notes, *term_notes),
+        notes=(*setting_notes, *link_notes, *chip_notes, *budget_notes, *term_notes),
     )
 
 

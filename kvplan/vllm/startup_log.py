@@ -16,7 +16,9 @@ regex whose groups name figures by their last name; `FIGURE_PATHS` routes each t
   utilization is (u, r GiB). Actual usage is …` (the 0.10/0.11 and the 0.33 wordings), `CUDA graph pool
   memory: …`, `Graph capturing finished in S secs, took X GiB`, the `To serve at least one request …`
   error, `No available memory for the cache blocks`, the free-memory startup error, the engine-config
-  line, `non-default args: {…}`, `Using max model len N`, `Setting kv cache block size to N …`.
+  line, `non-default args: {…}`, `Using max model len N`, `Setting kv cache block size to N …`, and custom
+  all-reduce's "lacks GPU P2P capability" / "more than two PCIe-only GPUs" warnings (no NVLink: a matched rule,
+  no figure).
 * V0 (vLLM ≤ 0.10, `worker/worker.py`, `executor/executor_base.py`): `Loading model weights took X GB`,
   `Memory profiling results: total_gpu_memory=… initial_memory_usage=… peak_torch_memory=…
   non_torch_memory=… kv_cache_size=… gpu_memory_utilization=…`, `the current vLLM instance can use
@@ -328,6 +330,7 @@ def _r(name: str, keys: str | tuple[str, ...], pattern: str, *, flags: int = 0, 
     return _Rule(name, keys, re.compile(pattern, flags), fixed, frozenset(raw_bytes))
 
 
+NO_NVLINK_RULE: Final = "custom_allreduce_no_nvlink"
 _N = r"-?\d+(?:\.\d+)?"  # a decimal as vLLM prints it (negative when the budget is overdrawn)
 _INT = r"\d[\d,]*"  # an integer, maybe with thousands separators
 # Before a pattern that starts with a number: only try where a number starts. Without it each digit of a
@@ -417,6 +420,12 @@ _RULES: Final[tuple[_Rule, ...]] = (
        r"topk_topp_sampler\S*\s+FlashInfer is (?:not available|available, but it is not enabled)"
        r"|FlashInfer is (?:not available|available, but it is not enabled)\. Falling back to the PyTorch-native",
        flashinfer_sampler=False),
+    # distributed/device_communicators/custom_all_reduce.py:CustomAllreduce.__init__ (read in 0.10.1.1, 0.23.0 and
+    # 0.27.1): custom all-reduce off because the GPUs have no peer access, or more than two are PCIe-only. Either
+    # way no NVLink joins them (NVLink implies peer access): no figure, the rule's name is what calibrate reads.
+    _r(NO_NVLINK_RULE, ("your platform lacks GPU", "more than two PCIe-only GPUs"),  # "GPU" ends a wrapped line
+       r"Custom allreduce is disabled because (?:your platform lacks GPU\b|it's not supported on more than two "
+       r"PCIe-only GPUs)"),
     _r("desired_util", "desired gpu memory utilization ",
        rf"desired GPU memory utilization (?:is )?\((?P<gpu_memory_utilization>{_N}),"
        rf" (?P<requested_memory_bytes>{_N}) GiB\)",

@@ -31,8 +31,10 @@ NON_TORCH_BYTES_SINGLE_GPU = round(0.13 * GiB)
 NON_TORCH_BYTES_MULTI_GPU = round(0.54 * GiB)
 # vLLM 0.8–0.10 — implied by the A100 0.10.1.1 logs of the calibration half (requested − "Model loading
 # took" − "Available KV cache memory" − the FlashInfer sampler peak): 0.05 GiB on one GPU (Qwen2-7B,
-# utilization 0.25), 0.17 GiB at TP=2 over NVLink (the "~0.2 GiB" of the TP 2 logs; the 2 × A100 40GB record,
-# whose log says "FlashInfer is not available", agrees once its native sampler is counted).
+# utilization 0.25), 0.17 GiB at TP=2 without NVLink: the one-node pair's log says "Custom allreduce is disabled
+# because your platform lacks GPU P2P capability" (so NCCL ran without its P2P transport) and the 2 × A100 40GB
+# record's two GPUs are on two nodes ("this process group spans across nodes"; its log says "FlashInfer is not
+# available" and agrees once its native sampler is counted). Their records carry `gpu_link: pcie`.
 NON_TORCH_BYTES_SINGLE_GPU_V010 = round(0.05 * GiB)
 NON_TORCH_BYTES_MULTI_GPU_V010 = round(0.17 * GiB)
 NON_TORCH_V011_SINCE = VllmVersion(0, 11)
@@ -42,9 +44,10 @@ NON_TORCH_V011_SINCE = VllmVersion(0, 11)
 # custom all-reduce IPC buffers. On H100 that init costs 1.54 − 0.61 = 0.93 GiB at TP 2 (the llm-d startup
 # baselines, budget.py), so 0.54 + 0.93 = 1.47 GiB; measured on the calibration half: "1.38 GiB for non-torch
 # memory" on 2 × H200 (ghlog-2xh200-qwen3-next-80b-a3b-instruct-tp2-v0102, vLLM 0.10.2). The A100 0.10.1.1 TP 2
-# logs above imply 0.17: NCCL's buffers scale with the channels it opens, fewer on A100's NVLink 3 than on
-# Hopper's NVLink 4, so the Hopper value is kept to Hopper (an assumption the A100 and H200 logs bound).
-NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER = round(1.38 * GiB)
+# logs above (0.17) ran without P2P, so no log reads 0.10 over NVLink on another architecture: an NVLink group of
+# any GPU takes the Hopper figure, the pessimistic end (an estimate, down to 0.17 at its low end), a group without
+# NVLink the A100 logs' 0.17.
+NON_TORCH_BYTES_MULTI_GPU_V010_NVLINK = round(1.38 * GiB)
 # Ranges (GiB, low … high) from the calibration residuals above, widened by the logs' 2-decimal rounding.
 # TP/PP > 1 beyond TP=2 is assumed to cost what TP=2 costs (no calibration log with TP ≥ 4 states it). The
 # multi-GPU top is the calibration half's highest measured value: 1.38 GiB "for non-torch memory" on
@@ -195,20 +198,20 @@ def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integ
     (NVLink with custom all-reduce, as the calibration logs ran); a PCIe box without custom all-reduce
     falls inside the range, not on the best value. On an `integrated` GPU the host's growth joins it
     (INTEGRATED_HOST_GROWTH_BYTES). At TP ≥ 3 on Hopper or SM10x Blackwell, NCCL's NVLS buffers widen the high
-    end (nvls_buffer_bytes). vLLM 0.10 on Hopper charges the distributed init as well
-    (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER). On `pcie_only` GPUs (no NVLink between them) 0.11–0.26 takes the PCIe
+    end (nvls_buffer_bytes). vLLM 0.10 over NVLink charges the distributed init as well
+    (NON_TORCH_BYTES_MULTI_GPU_V010_NVLINK). On `pcie_only` GPUs (no NVLink between them) 0.11–0.26 takes the PCIe
     figure (NON_TORCH_BYTES_MULTI_GPU_PCIE), and NVLS, which needs an NVSwitch, is left out."""
     multi = tp * pp > 1
     old = version < NON_TORCH_V011_SINCE
     band = version_band(version)
     if multi:
-        hopper = old and arch == "hopper"
+        nvlink_v010 = old and not pcie_only
         pcie = pcie_only and not old and version < TOTAL_CONSUMED_SINCE
-        value = (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER if hopper else NON_TORCH_BYTES_MULTI_GPU_V010 if old
+        value = (NON_TORCH_BYTES_MULTI_GPU_V010_NVLINK if nvlink_v010 else NON_TORCH_BYTES_MULTI_GPU_V010 if old
                  else NON_TORCH_BYTES_MULTI_GPU_PCIE if pcie else NON_TORCH_BYTES_MULTI_GPU)
-        where = ("2 × H200 0.10.2 log, measured; 0.10 snapshots before the distributed init, so NCCL's "
-                 "communicators count here" if hopper
-                 else "A100 0.10.1.1 logs at TP=2, implied" if old
+        where = ("2 × H200 0.10.2 log, measured" + ("" if arch == "hopper" else ", an estimate off Hopper")
+                 + "; 0.10 snapshots before the distributed init, so NCCL's communicators count here" if nvlink_v010
+                 else "A100 0.10.1.1 logs at TP=2 without NVLink (no P2P, or across nodes), implied" if old
                  else "GPUs without NVLink: the 8 × L40S 0.10.2 log's 0.21, which also holds NCCL's "
                       "communicators, as a bound; two H200 NVL over SYS leave 0.13–0.19 at 0.23" if pcie
                  else "H100 0.11 logs at TP=2, measured")
@@ -216,9 +219,11 @@ def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integ
                 "large collectives make; custom all-reduce and symmetric-memory buffers are allocated before "
                 "vLLM's snapshot, not here); assumed for any TP×PP > 1")
         lo, hi = NON_TORCH_RANGE_MULTI_PCIE_GIB if pcie else NON_TORCH_RANGE_MULTI_GIB
-        if hopper:  # the 0.11+ range's spread around its best value, moved with it
-            shift = (NON_TORCH_BYTES_MULTI_GPU_V010_HOPPER - NON_TORCH_BYTES_MULTI_GPU) / GiB
+        if nvlink_v010:  # the 0.11+ range's spread around its best value, moved with it
+            shift = (NON_TORCH_BYTES_MULTI_GPU_V010_NVLINK - NON_TORCH_BYTES_MULTI_GPU) / GiB
             lo, hi = lo + shift, hi + shift
+            if arch != "hopper":  # no NVLink log off Hopper: down to the A100 logs' figure
+                lo = NON_TORCH_BYTES_MULTI_GPU_V010 / GiB
     else:
         value = NON_TORCH_BYTES_SINGLE_GPU_V010 if old else NON_TORCH_BYTES_SINGLE_GPU
         where = "A100 0.10.1.1 logs, implied" if old else "H100 0.11 logs, measured"
