@@ -167,3 +167,15 @@ def test_calibrate_plans_a_log_without_p2p_over_pcie(log: str, gpu: str, linked:
     report = json.loads(result.stdout)
     assert ("--gpu-link pcie" in report["command"]) is linked
     assert any("custom all-reduce is disabled" in n for n in report["notes"]) is linked
+
+
+def test_nvls_needs_the_tp_group_inside_one_nvswitch() -> None:
+    """NCCL's NVLS buffers widen the high end only where one NVSwitch joins the TP group (an HGX board, an NVL72
+    rack): not on H100 NVL's bridged pairs, not beyond 8 GPUs of an HGX board."""
+    v033 = parse_vllm_version("0.33")
+    nvls = 16 * 2 * 128 * 1024 * 8 * 4  # TP 4 on Hopper: 2 × 16 channels × 1 MiB × 4
+    hgx = estimate_non_torch(tp=4, pp=1, version=v033, arch="hopper", nvswitch_gpus=8)
+    bridged = estimate_non_torch(tp=4, pp=1, version=v033, arch="hopper", nvswitch_gpus=0)
+    assert hgx.high_bytes - bridged.high_bytes == nvls and hgx.bytes == bridged.bytes
+    assert estimate_non_torch(tp=16, pp=1, version=v033, arch="hopper", nvswitch_gpus=8).high_bytes == round(
+        1.40 * GiB)

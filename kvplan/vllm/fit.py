@@ -132,7 +132,8 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
                  if measured.non_torch_bytes is not None
                  else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, par), pp=par.pipeline_parallel_size,
                                                              version=r.version, integrated=integrated, arch=gpu.arch,
-                                                             pcie_only=getattr(gpu, "pcie_only", False)),
+                                                             pcie_only=getattr(gpu, "pcie_only", False),
+                                                             nvswitch_gpus=_nvswitch_gpus(gpu, _moe_group(model, par))),
                                           model, r, last_stage=last))
     non_torch = non_torch if measured.non_torch_bytes is not None else _with_ar_fusion_workspace(non_torch, model,
                                                                                                gpu, s, r)
@@ -225,17 +226,15 @@ def _with_ar_fusion_workspace(term: MemoryTerm, model: ModelSpec, gpu: GpuLike, 
     """Non-torch growth plus FlashInfer's all-reduce fusion workspace where vLLM builds one
     (memory/non_torch.py:flashinfer_ar_fusion_workspace)."""
     par = s.parallel_config
-    if par.tensor_parallel_size < 2:  # no all-reduce to fuse (and the node catalog stays unimported)
+    if par.tensor_parallel_size < 2:  # no all-reduce to fuse
         return term
-    from kvplan.hardware.nodes import nvswitch_gpus
-
     comp = compilation_settings(s.compilation_config)
     compiled = not s.model_config.enforce_eager and comp.compilation_mode in (None, VLLM_COMPILE)
     ws = flashinfer_ar_fusion_workspace(
         tp=par.tensor_parallel_size, pp=par.pipeline_parallel_size, dp=par.data_parallel_size,
         hidden=model.hidden_size, max_num_batched_tokens=r.scheduler_config.batch.max_num_batched_tokens,
         capability=getattr(gpu, "capability", None), version=r.version, compiled=compiled,
-        nvswitch_gpus=0 if getattr(gpu, "pcie_only", False) else nvswitch_gpus(getattr(gpu, "id", "")),
+        nvswitch_gpus=_nvswitch_gpus(gpu, par.tensor_parallel_size) or 0,
         fuse=comp.fuse_allreduce_rms)
     if ws is None:
         return term
@@ -244,6 +243,19 @@ def _with_ar_fusion_workspace(term: MemoryTerm, model: ModelSpec, gpu: GpuLike, 
                                f"buffers, {low / GiB:.2f} … {high / GiB:.2f} GiB as the multicast granularity rounds "
                                "them; vLLM 0.17+ -O2 at TP > 1 on one NVSwitch node)",
                    low_delta=low, high_delta=high)
+
+
+def _nvswitch_gpus(gpu: GpuLike, tp: int) -> int | None:
+    """The GPUs one NVSwitch joins in this GPU's node (kvplan/hardware/nodes.py), where NVLS and CUDA multicast
+    work; 0 for GPUs without NVLink between them (GpuSpec.pcie_only); None on one GPU (the node catalog stays
+    unimported)."""
+    if tp < 2:
+        return None
+    if getattr(gpu, "pcie_only", False):
+        return 0
+    from kvplan.hardware.nodes import nvswitch_gpus
+
+    return nvswitch_gpus(getattr(gpu, "id", ""))
 
 
 def _with_penalty_state(term: MemoryTerm, model: ModelSpec, r: ResolvedSettings, *, last_stage: bool) -> MemoryTerm:

@@ -192,7 +192,8 @@ def flashinfer_ar_fusion_workspace(*, tp: int, pp: int, dp: int, hidden: int, ma
 
 
 def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integrated: bool = False,
-                       arch: str | None = None, pcie_only: bool = False) -> MemoryTerm:
+                       arch: str | None = None, pcie_only: bool = False,
+                       nvswitch_gpus: int | None = None) -> MemoryTerm:
     """Non-torch memory that appears during profiling (NCCL lazy buffers, workspaces), by version band and
     TP×PP (utils/mem_utils.py:memory_profiling's `non_torch_increase`). Assumes one interconnect per band
     (NVLink with custom all-reduce, as the calibration logs ran); a PCIe box without custom all-reduce
@@ -200,7 +201,9 @@ def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integ
     (INTEGRATED_HOST_GROWTH_BYTES). At TP ≥ 3 on Hopper or SM10x Blackwell, NCCL's NVLS buffers widen the high
     end (nvls_buffer_bytes). vLLM 0.10 over NVLink charges the distributed init as well
     (NON_TORCH_BYTES_MULTI_GPU_V010_NVLINK). On `pcie_only` GPUs (no NVLink between them) 0.11–0.26 takes the PCIe
-    figure (NON_TORCH_BYTES_MULTI_GPU_PCIE), and NVLS, which needs an NVSwitch, is left out."""
+    figure (NON_TORCH_BYTES_MULTI_GPU_PCIE), and NVLS, which needs an NVSwitch, is left out; so it is where the TP
+    group is larger than the GPUs one NVSwitch joins (`nvswitch_gpus`, kvplan/hardware/nodes.py; None: not known,
+    the architecture decides)."""
     multi = tp * pp > 1
     old = version < NON_TORCH_V011_SINCE
     band = version_band(version)
@@ -229,7 +232,8 @@ def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integ
         where = "A100 0.10.1.1 logs, implied" if old else "H100 0.11 logs, measured"
         text = f"vLLM {band}: {value / GiB:.2f} GiB on one GPU ({where}: attention and cuBLAS workspaces)"
         lo, hi = NON_TORCH_RANGE_SINGLE_GIB
-    nvls = nvls_buffer_bytes(tp=tp, arch=arch) if multi and not pcie_only else 0
+    on_nvswitch = not pcie_only and (nvswitch_gpus is None or tp <= nvswitch_gpus)
+    nvls = nvls_buffer_bytes(tp=tp, arch=arch) if multi and on_nvswitch else 0
     if nvls:
         text += (f"; up to {nvls / GiB:.2f} GiB more of NCCL NVLS buffers at TP {tp} (2 × {NVLS_CHANNELS[arch or '']} "
                  "channels × 1 MiB × TP, NCCL nvls.cc), if NCCL sets them up after vLLM's snapshot")
