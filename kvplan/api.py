@@ -512,7 +512,7 @@ def _roofline_fit(model: ModelSpec, gpu: GpuSpec, settings: ServeSettings, on_no
 # --- kvplan diagnose ------------------------------------------------------------------------------------------------
 
 # `kvplan diagnose --plan MODEL`'s options, by name (each only with a plan).
-DIAGNOSE_PLAN_OPTIONS = ("gpu", "gpu_memory", "gpu_total_bytes", "gpus_file", "tensor_parallel_size",
+DIAGNOSE_PLAN_OPTIONS = ("gpu", "gpu_memory", "gpu_total_bytes", "gpus_file", "gpu_link", "tensor_parallel_size",
                          "pipeline_parallel_size", "max_model_len", "max_num_batched_tokens", "gpu_memory_utilization",
                          "kv_cache_dtype", "block_size", "enforce_eager", "vllm_version", "weights_memory",
                          "activation_memory", "non_torch_memory", "cuda_graph_memory", "revision")
@@ -600,18 +600,12 @@ def diagnose_with_plan(report: DiagnoseReport, loaded: LoadedModel, settings: Se
                        options: Mapping[str, Any]) -> DiagnoseReport:
     """The report with kvplan's prediction for the loaded model on the options' GPU compared with each engine's KV
     capacity."""
-    from kvplan.hardware import gpus
     from kvplan.observe.diagnose import compare_report_with_plan
-    from kvplan.units import parse_bytes
     from kvplan.vllm.loading import with_stored_weights
 
     settings = with_stored_weights(settings, loaded.weights)
-    if options["gpu_memory"] is not None:
-        chip = gpus.custom_gpu(options["gpu_memory"], name=options["gpu"] or "custom")
-    else:
-        chip = gpus.get_gpu(options["gpu"], options["gpus_file"])
-    if options["gpu_total_bytes"] is not None:
-        chip = chip.with_cuda_total(parse_bytes(options["gpu_total_bytes"], what="--gpu-total-bytes"))
+    chip = _gpu(options["gpu"], options["gpu_memory"], None, options["gpu_total_bytes"], options["gpus_file"],
+                options["gpu_link"])
     return compare_report_with_plan(report, loaded.spec, chip, settings)
 
 

@@ -60,6 +60,8 @@ def command(
     gpu_total_bytes: Annotated[str | None, _plan_opt("Override the GPU's cudaMemGetInfo total (as measured).",
                                                      "--gpu-total-bytes")] = None,
     gpus_file: Annotated[str | None, _plan_opt("Extra GPU catalog YAML.", "--gpus-file")] = None,
+    gpu_link: Annotated[str | None, _plan_opt("How the server's GPUs reach each other: nvlink or pcie (as fit's).",
+                                              "--gpu-link")] = None,
     tensor_parallel_size: Annotated[int | None, tensor_parallel_option("The server's tensor-parallel size.",
                                                                        _PLAN_PANEL)] = None,
     pipeline_parallel_size: Annotated[int | None, pipeline_parallel_option("The server's pipeline stages.",
@@ -96,6 +98,7 @@ def command(
 
     plan_args: dict[str, object] = {
         "gpu": gpu, "gpu_memory": gpu_memory, "gpu_total_bytes": gpu_total_bytes, "gpus_file": gpus_file,
+        "gpu_link": gpu_link,
         "tensor_parallel_size": tensor_parallel_size, "pipeline_parallel_size": pipeline_parallel_size,
         "max_model_len": max_model_len, "max_num_batched_tokens": max_num_batched_tokens,
         "gpu_memory_utilization": gpu_memory_utilization, "kv_cache_dtype": kv_cache_dtype,
