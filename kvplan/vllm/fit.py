@@ -127,13 +127,13 @@ def _stage_budget(model: ModelSpec, gpu: GpuLike, s: ServeSettings, r: ResolvedS
     activation = activation if s.measured.activation_bytes is not None else with_gemma4_encoder_peak(
         activation, model, s, r, total_bytes=gpu.cuda_total_bytes, weights_bytes=weights.bytes, first=first)
     integrated = getattr(gpu, "integrated", False)
-    measured = s.measured
+    measured, group = s.measured, _moe_group(model, par)
     non_torch = (user_term("non_torch", measured.non_torch_bytes, "--non-torch-memory")
                  if measured.non_torch_bytes is not None
-                 else _with_penalty_state(estimate_non_torch(tp=_moe_group(model, par), pp=par.pipeline_parallel_size,
+                 else _with_penalty_state(estimate_non_torch(tp=group, pp=par.pipeline_parallel_size,
                                                              version=r.version, integrated=integrated, arch=gpu.arch,
                                                              pcie_only=getattr(gpu, "pcie_only", False),
-                                                             nvswitch_gpus=_nvswitch_gpus(gpu, _moe_group(model, par))),
+                                                             nvswitch_gpus=_nvswitch_gpus(gpu, group)),
                                           model, r, last_stage=last))
     non_torch = non_torch if measured.non_torch_bytes is not None else _with_ar_fusion_workspace(non_torch, model,
                                                                                                gpu, s, r)
