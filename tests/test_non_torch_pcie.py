@@ -179,3 +179,18 @@ def test_nvls_needs_the_tp_group_inside_one_nvswitch() -> None:
     assert hgx.high_bytes - bridged.high_bytes == nvls and hgx.bytes == bridged.bytes
     assert estimate_non_torch(tp=16, pp=1, version=v033, arch="hopper", nvswitch_gpus=8).high_bytes == round(
         1.40 * GiB)
+
+
+def test_calibrate_takes_the_users_gpu_link_over_the_logs() -> None:
+    """`calibrate --gpu-link`: the user's word wins over the log's warning; the suggested command says it once."""
+    qwen2 = str(CONFIGS.parent / "corpus" / "configs" / "Qwen--Qwen2-7B-Instruct")
+    log = str(FIXTURES_LOGS / "dennislee-a100x2-qwen2-7b-tp2-util025.log")
+    said = {}
+    for link in ("nvlink", "pcie"):
+        result = runner.invoke(app, ["calibrate", log, "--model", qwen2, "--gpu", "a100-80gb", "--gpu-link", link,
+                                     "--json"])
+        assert result.exit_code == 0, result.stderr
+        said[link] = json.loads(result.stdout)
+    assert said["nvlink"]["command"].count("--gpu-link") == 1 and "--gpu-link nvlink" in said["nvlink"]["command"]
+    assert said["pcie"]["command"].count("--gpu-link") == 1
+    assert not any("custom all-reduce is disabled" in n for n in said["nvlink"]["notes"])

@@ -54,6 +54,9 @@ def command(
         str | None, _opt("Override the catalog GPU's cudaMemGetInfo total (the log's wins).", "--gpu-total-bytes")
     ] = None,
     gpus_file: Annotated[str | None, _opt("Extra GPU catalog YAML (or $KVPLAN_GPUS_FILE).", "--gpus-file")] = None,
+    gpu_link: Annotated[str | None, _opt("How the server's GPUs reach each other: nvlink or pcie (as fit's; default: "
+                                         "pcie where the log's custom all-reduce warning says so).",
+                                         "--gpu-link")] = None,
     tensor_parallel_size: Annotated[
         int | None, tensor_parallel_option("Tensor-parallel GPUs, when the log does not say.", panel=None)
     ] = None,
@@ -124,7 +127,7 @@ def command(
     names |= {"vllm_version"} if vllm_version is not None else frozenset()
 
     missing: list[str] = []
-    chip, gpu_flags = _gpu(gpu, gpu_memory, gpu_total_bytes, gpus_file, log)
+    chip, gpu_flags = _gpu(gpu, gpu_memory, gpu_total_bytes, gpus_file, log, gpu_link)
     loaded = None
     if chip is None:
         missing.append("--gpu NAME (or --gpu-memory): a startup log does not name the GPU")
@@ -151,7 +154,7 @@ def command(
 
 
 def _gpu(gpu: str | None, gpu_memory: str | None, gpu_total_bytes: str | None, gpus_file: str | None,
-         log: StartupLog) -> tuple[GpuSpec | None, tuple[str, ...]]:
+         log: StartupLog, gpu_link: str | None = None) -> tuple[GpuSpec | None, tuple[str, ...]]:
     """The GPU the user named (None if none), and the `kvplan fit` flags that name it."""
     from kvplan.hardware import gpus
     from kvplan.units import parse_bytes
@@ -171,6 +174,9 @@ def _gpu(gpu: str | None, gpu_memory: str | None, gpu_total_bytes: str | None, g
         chip = chip.with_cuda_total(parse_bytes(gpu_total_bytes, what="--gpu-total-bytes"))
         if log.memory.total_gpu_memory_bytes is None:  # else the log's total is printed as the override
             flags += ("--gpu-total-bytes", gpu_total_bytes)
+    if gpu_link is not None:
+        chip = chip.with_link(gpu_link)
+        flags += ("--gpu-link", chip.link or gpu_link)
     return chip, flags
 
 
