@@ -184,8 +184,8 @@ def fit_plan(flags: FitFlags, loaded: LoadedModel, gpu: str | GpuSpec | None = N
         return sweep_gpus(loaded.spec, catalog, settings)
     from kvplan.vllm.fit import plan_fit
 
-    return plan_fit(loaded.spec, _gpu(gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file, gpu_link), settings,
-                    advise=advise)
+    chip = deployment_gpu(gpu, gpu_memory, gpu_bandwidth, gpu_total_bytes, gpus_file, gpu_link)
+    return plan_fit(loaded.spec, chip, settings, advise=advise)
 
 
 def _refuse_one_gpu_flags(*, gpu_bandwidth: str | None, gpu_total_bytes: str | None) -> None:
@@ -199,8 +199,8 @@ def _refuse_one_gpu_flags(*, gpu_bandwidth: str | None, gpu_total_bytes: str | N
                                hint="a catalog GPU keeps its datasheet bandwidth (kvplan gpus ID)")
 
 
-def _gpu(gpu: str | GpuSpec | None, gpu_memory: str | None, gpu_bandwidth: str | None,
-         gpu_total_bytes: str | None, gpus_file: str | Path | None, gpu_link: str | None = None) -> GpuSpec:
+def deployment_gpu(gpu: str | GpuSpec | None, gpu_memory: str | None, gpu_bandwidth: str | None,
+                   gpu_total_bytes: str | None, gpus_file: str | Path | None, gpu_link: str | None = None) -> GpuSpec:
     """The GPU `kvplan fit --gpu ID` (or --gpu-memory, a custom one; --gpu-total-bytes, a measured total;
     --gpu-link, how the GPUs reach each other) names."""
     from kvplan.hardware import gpus
@@ -604,8 +604,8 @@ def diagnose_with_plan(report: DiagnoseReport, loaded: LoadedModel, settings: Se
     from kvplan.vllm.loading import with_stored_weights
 
     settings = with_stored_weights(settings, loaded.weights)
-    chip = _gpu(options["gpu"], options["gpu_memory"], None, options["gpu_total_bytes"], options["gpus_file"],
-                options["gpu_link"])
+    chip = deployment_gpu(options["gpu"], options["gpu_memory"], None, options["gpu_total_bytes"],
+                          options["gpus_file"], options["gpu_link"])
     return compare_report_with_plan(report, loaded.spec, chip, settings)
 
 

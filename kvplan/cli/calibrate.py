@@ -155,28 +155,20 @@ def command(
 
 def _gpu(gpu: str | None, gpu_memory: str | None, gpu_total_bytes: str | None, gpus_file: str | None,
          log: StartupLog, gpu_link: str | None = None) -> tuple[GpuSpec | None, tuple[str, ...]]:
-    """The GPU the user named (None if none), and the `kvplan fit` flags that name it."""
-    from kvplan.hardware import gpus
-    from kvplan.units import parse_bytes
+    """The GPU the user named (None if none), built as `fit` builds it (api.deployment_gpu), and the `kvplan fit`
+    flags that name it."""
+    from kvplan.api import deployment_gpu
 
     if gpu is None and gpu_memory is None:
         return None, ()
-    if gpu_memory is not None:
-        chip = gpus.custom_gpu(gpu_memory, name=gpu or "custom")
-        flags: tuple[str, ...] = ("--gpu-memory", gpu_memory)
-    else:
-        assert gpu is not None
-        chip = gpus.get_gpu(gpu, gpus_file)
-        flags = ("--gpu", chip.id)
+    chip = deployment_gpu(gpu, gpu_memory, None, gpu_total_bytes, gpus_file, gpu_link)
+    flags: tuple[str, ...] = ("--gpu-memory", gpu_memory) if gpu_memory is not None else ("--gpu", chip.id)
     if gpus_file is not None:
         flags += ("--gpus-file", gpus_file)
-    if gpu_total_bytes is not None:
-        chip = chip.with_cuda_total(parse_bytes(gpu_total_bytes, what="--gpu-total-bytes"))
-        if log.memory.total_gpu_memory_bytes is None:  # else the log's total is printed as the override
-            flags += ("--gpu-total-bytes", gpu_total_bytes)
-    if gpu_link is not None:
-        chip = chip.with_link(gpu_link)
-        flags += ("--gpu-link", chip.link or gpu_link)
+    if gpu_total_bytes is not None and log.memory.total_gpu_memory_bytes is None:
+        flags += ("--gpu-total-bytes", gpu_total_bytes)  # else the log's total is printed as the override
+    if chip.link is not None:
+        flags += ("--gpu-link", chip.link)
     return chip, flags
 
 
