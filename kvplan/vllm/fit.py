@@ -584,8 +584,9 @@ def _budget_notes(s: ServeSettings, gpu: GpuLike) -> list[str]:
     if s.cache_config.kv_cache_memory_bytes is not None:
         notes.append("--kv-cache-memory-bytes: vLLM skips the memory profile and ignores --gpu-memory-utilization.")
     if getattr(gpu, "link", None) == "pcie" and s.parallel_config.world_size > 1:
-        notes.append("--gpu-link pcie: the GPUs reach each other over PCIe or host memory, so NCCL's profile-run "
-                     "buffers are PCIe's, and no NVLS or FlashInfer all-reduce fusion workspace is counted.")
+        notes.append("--gpu-link pcie: the GPUs reach each other over PCIe or host memory, so no NVLS or FlashInfer "
+                     "all-reduce fusion workspace is counted, and vLLM 0.11–0.26's non-torch term takes the PCIe "
+                     "figure.")
     return notes
 
 

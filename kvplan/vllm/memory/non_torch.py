@@ -195,9 +195,8 @@ def estimate_non_torch(*, tp: int, pp: int, version: VllmVersion = LATEST, integ
                        arch: str | None = None, pcie_only: bool = False,
                        nvswitch_gpus: int | None = None) -> MemoryTerm:
     """Non-torch memory that appears during profiling (NCCL lazy buffers, workspaces), by version band and
-    TP×PP (utils/mem_utils.py:memory_profiling's `non_torch_increase`). Assumes one interconnect per band
-    (NVLink with custom all-reduce, as the calibration logs ran); a PCIe box without custom all-reduce
-    falls inside the range, not on the best value. On an `integrated` GPU the host's growth joins it
+    TP×PP (utils/mem_utils.py:memory_profiling's `non_torch_increase`): NVLink unless `pcie_only` says there is none
+    between the GPUs. On an `integrated` GPU the host's growth joins it
     (INTEGRATED_HOST_GROWTH_BYTES). At TP ≥ 3 on Hopper or SM10x Blackwell, NCCL's NVLS buffers widen the high
     end (nvls_buffer_bytes). vLLM 0.10 over NVLink charges the distributed init as well
     (NON_TORCH_BYTES_MULTI_GPU_V010_NVLINK). On `pcie_only` GPUs (no NVLink between them) 0.11–0.26 takes the PCIe
